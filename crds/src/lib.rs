@@ -1,0 +1,17 @@
+//! Rust types of every custom resource the read model watches (`*.cp.ei.telekom.de/v1`),
+//! faithful to the CRD schemas in `../shared/fixtures/crds/`.
+//!
+//! **Architecture invariant:** these are plain data types with `kube::CustomResource`. No
+//! translation logic lives here (that is `schema`), no client code (that is `control-plane`).
+//!
+//! Deserialization is lenient the way the projector needs it: unknown fields are ignored, every
+//! field the CRD does not mark as required is an `Option` (or defaults to empty), and enum-like
+//! fields are kept as `String` so that `schema` can match them case-insensitively and report a
+//! precise skip reason. Fields the CRD marks as required are required here too, so an object
+//! missing them fails to deserialize with a message naming the field.
+
+pub mod common;
+
+pub mod group;
+pub use group::Group;
+// Kind modules (one line `pub mod <kind>;` + one `pub use`), added per kind:

@@ -1,0 +1,192 @@
+//! Identity: natural keys and Relay global IDs. **The single source of truth for key encodings.**
+//!
+//! A [`Key`] is an ordered tuple of strings, environment first (DESIGN decision 1), encoded so
+//! that byte order equals tuple order: every component is escaped (`0x00` → `0x01 0x01`,
+//! `0x01` → `0x01 0x02`) and terminated by `0x00`. A key of a prefix tuple is therefore a byte
+//! prefix of every longer key, which the store uses for range scans.
+//!
+//! A [`GlobalId`] is the URL-safe base64 (no padding) of `<TypeName> 0x00 <key bytes>`: opaque to
+//! clients, stable across restarts, rebuilds and snapshot restores, and decodable without a
+//! lookup.
+
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// An encoded natural key (see the module docs for the layout).
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+pub struct Key(Vec<u8>);
+
+impl Key {
+    /// Builds a key from its components, in order.
+    pub fn new<S: AsRef<str>>(parts: &[S]) -> Key {
+        let mut k = Key(Vec::with_capacity(parts.iter().map(|p| p.as_ref().len() + 1).sum()));
+        for p in parts {
+            k.push(p.as_ref());
+        }
+        k
+    }
+
+    /// Appends one component.
+    pub fn push(&mut self, part: &str) {
+        for &b in part.as_bytes() {
+            match b {
+                0 => self.0.extend_from_slice(&[1, 1]),
+                1 => self.0.extend_from_slice(&[1, 2]),
+                b => self.0.push(b),
+            }
+        }
+        self.0.push(0);
+    }
+
+    /// Wraps bytes produced by [`Key::as_bytes`]. No validation: [`Key::parts`] reports malformed
+    /// input.
+    pub fn from_bytes(bytes: Vec<u8>) -> Key {
+        Key(bytes)
+    }
+
+    /// The encoded bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// Decodes the components.
+    ///
+    /// # Errors
+    /// [`KeyError`] when the bytes are not a valid encoding (bad escape, missing terminator,
+    /// invalid UTF-8).
+    pub fn parts(&self) -> Result<Vec<String>, KeyError> {
+        let mut out = Vec::new();
+        let mut cur = Vec::new();
+        let mut it = self.0.iter();
+        while let Some(&b) = it.next() {
+            match b {
+                0 => out.push(String::from_utf8(std::mem::take(&mut cur)).map_err(|_| KeyError)?),
+                1 => match it.next() {
+                    Some(1) => cur.push(0),
+                    Some(2) => cur.push(1),
+                    _ => return Err(KeyError),
+                },
+                b => cur.push(b),
+            }
+        }
+        if !cur.is_empty() {
+            return Err(KeyError);
+        }
+        Ok(out)
+    }
+
+    /// Component `i`, or `""` when absent or malformed. For display and for reading a known key
+    /// layout (e.g. the team of an ApiExposure key).
+    pub fn part(&self, i: usize) -> String {
+        self.parts().ok().and_then(|p| p.into_iter().nth(i)).unwrap_or_default()
+    }
+
+    /// The environment (first component).
+    pub fn environment(&self) -> String {
+        self.part(0)
+    }
+}
+
+impl fmt::Debug for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.parts() {
+            Ok(p) => write!(f, "Key({})", p.join("/")),
+            Err(_) => write!(f, "Key(<malformed {:?}>)", self.0),
+        }
+    }
+}
+
+impl fmt::Display for Key {
+    /// Components joined by `/` (for logs and error messages).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.parts() {
+            Ok(p) => f.write_str(&p.join("/")),
+            Err(_) => f.write_str("<malformed key>"),
+        }
+    }
+}
+
+/// A malformed key or global ID.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("malformed key")]
+pub struct KeyError;
+
+/// A Relay global ID: GraphQL type name plus natural key.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GlobalId {
+    /// The GraphQL type name (`Application`, `ApiExposure`, …).
+    pub type_name: String,
+    /// The record's natural key.
+    pub key: Key,
+}
+
+impl GlobalId {
+    /// Builds an ID.
+    pub fn new(type_name: &str, key: &Key) -> GlobalId {
+        GlobalId { type_name: type_name.to_string(), key: key.clone() }
+    }
+
+    /// The opaque string form.
+    pub fn encode(&self) -> String {
+        let mut raw = Vec::with_capacity(self.type_name.len() + 1 + self.key.0.len());
+        raw.extend_from_slice(self.type_name.as_bytes());
+        raw.push(0);
+        raw.extend_from_slice(&self.key.0);
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+    }
+
+    /// Parses the opaque string form.
+    ///
+    /// # Errors
+    /// [`KeyError`] for anything that is not an ID produced by [`GlobalId::encode`].
+    pub fn decode(s: &str) -> Result<GlobalId, KeyError> {
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s).map_err(|_| KeyError)?;
+        let sep = raw.iter().position(|&b| b == 0).ok_or(KeyError)?;
+        let type_name = std::str::from_utf8(&raw[..sep]).map_err(|_| KeyError)?.to_string();
+        if type_name.is_empty() {
+            return Err(KeyError);
+        }
+        let key = Key(raw[sep + 1..].to_vec());
+        key.parts()?;
+        Ok(GlobalId { type_name, key })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_round_trip_with_escapes() {
+        let k = Key::new(&["poc", "a\u{0}b", "c\u{1}", ""]);
+        assert_eq!(k.parts().unwrap(), vec!["poc", "a\u{0}b", "c\u{1}", ""]);
+    }
+
+    #[test]
+    fn prefix_tuple_is_byte_prefix_and_order_is_tuple_order() {
+        let team = Key::new(&["poc", "payments--checkout"]);
+        let app = Key::new(&["poc", "payments--checkout", "checkout-api"]);
+        assert!(app.as_bytes().starts_with(team.as_bytes()));
+        // "ab" < "ab-x" as strings, and the terminator keeps ("ab","z") < ("ab-x","a").
+        assert!(Key::new(&["ab", "z"]) < Key::new(&["ab-x", "a"]));
+        // A shorter first component never interleaves with a longer one.
+        assert!(!Key::new(&["poc", "team-b"]).as_bytes().starts_with(Key::new(&["poc", "team"]).as_bytes()));
+    }
+
+    #[test]
+    fn global_id_round_trip_and_rejects_garbage() {
+        let id = GlobalId::new("Application", &Key::new(&["poc", "payments--checkout", "checkout-api"]));
+        let s = id.encode();
+        assert_eq!(GlobalId::decode(&s).unwrap(), id);
+        assert!(GlobalId::decode("not base64!").is_err());
+        assert!(GlobalId::decode("QQ").is_err()); // "A" without separator
+        assert!(GlobalId::decode("").is_err());
+    }
+
+    #[test]
+    fn malformed_key_is_an_error() {
+        assert!(Key::from_bytes(vec![b'a']).parts().is_err());
+        assert!(Key::from_bytes(vec![1, 9, 0]).parts().is_err());
+    }
+}

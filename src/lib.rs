@@ -1,0 +1,1 @@
+//! End-to-end tests and benches live in `tests/` and `benches/`.
