@@ -153,6 +153,76 @@ impl GlobalId {
     }
 }
 
+/// Natural-key constructors, one per kind (environment first). Record keys are built only here.
+pub mod natural {
+    use super::Key;
+    use crate::kind::KindId;
+
+    /// Zone: `(env, name)`.
+    pub fn zone(env: &str, name: &str) -> Key {
+        Key::new(&[env, name])
+    }
+    /// Group: `(env, name)`.
+    pub fn group(env: &str, name: &str) -> Key {
+        Key::new(&[env, name])
+    }
+    /// Team: `(env, name)`, name = `<group>--<team>`.
+    pub fn team(env: &str, name: &str) -> Key {
+        Key::new(&[env, name])
+    }
+    /// Application: `(env, team, name)`.
+    pub fn application(env: &str, team: &str, name: &str) -> Key {
+        Key::new(&[env, team, name])
+    }
+    /// Api (catalogue): `(env, team, basePath)`.
+    pub fn api(env: &str, team: &str, base_path: &str) -> Key {
+        Key::new(&[env, team, base_path])
+    }
+    /// ApiExposure: `(env, team, application, basePath)`. Component 1 is the owner team.
+    pub fn api_exposure(env: &str, team: &str, app: &str, base_path: &str) -> Key {
+        Key::new(&[env, team, app, base_path])
+    }
+    /// Objects identified by namespace and name (subscriptions, approvals, approval requests):
+    /// `(env, namespace, name)`.
+    pub fn namespaced(env: &str, namespace: &str, name: &str) -> Key {
+        Key::new(&[env, namespace, name])
+    }
+    /// The lookup key of a subscription of any family in the `*_by_subscription` indexes:
+    /// `(kind, env, namespace, name)`.
+    pub fn subscription_ref(kind: KindId, env: &str, namespace: &str, name: &str) -> Key {
+        Key::new(&[kind.name(), env, namespace, name])
+    }
+    /// `(env, value)`: lookup key of the per-environment indexes (base path, event type, group,
+    /// zone).
+    pub fn in_env(env: &str, value: &str) -> Key {
+        Key::new(&[env, value])
+    }
+}
+
+/// Names of the secondary indexes ([`crate::kind::RefIndex`]). Part of the storage layout.
+pub mod index {
+    use crate::kind::RefIndex;
+
+    /// Teams by `(env, spec.group)`.
+    pub const TEAM_BY_GROUP: RefIndex = RefIndex("team_by_group");
+    /// Applications by `(env, spec.zone.name)`.
+    pub const APPLICATION_BY_ZONE: RefIndex = RefIndex("application_by_zone");
+    /// Active Apis by `(env, spec.basePath)` (only `status.active = true` entries).
+    pub const API_ACTIVE_BY_BASE_PATH: RefIndex = RefIndex("api_active_by_basepath");
+    /// Active ApiExposures by `(env, spec.apiBasePath)`.
+    pub const API_EXPOSURE_ACTIVE_BY_BASE_PATH: RefIndex = RefIndex("apiexposure_active_by_basepath");
+    /// ApiSubscriptions by `(env, spec.apiBasePath)` (relinked when an exposure changes).
+    pub const API_SUBSCRIPTION_BY_BASE_PATH: RefIndex = RefIndex("apisubscription_by_basepath");
+    /// ApiSubscriptions by owner application key `(env, team, app)`.
+    pub const API_SUBSCRIPTION_BY_OWNER: RefIndex = RefIndex("apisubscription_by_owner");
+    /// ApiSubscriptions by the natural key of their linked target exposure.
+    pub const API_SUBSCRIPTION_BY_TARGET: RefIndex = RefIndex("apisubscription_by_target");
+    /// Approvals by [`super::natural::subscription_ref`].
+    pub const APPROVAL_BY_SUBSCRIPTION: RefIndex = RefIndex("approval_by_subscription");
+    /// ApprovalRequests by [`super::natural::subscription_ref`].
+    pub const APPROVAL_REQUEST_BY_SUBSCRIPTION: RefIndex = RefIndex("approvalrequest_by_subscription");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -22,13 +22,6 @@ pub struct GroupRecord {
     pub description: String,
 }
 
-impl Group {
-    /// The natural key of group `name` in `env`.
-    pub fn key_of(env: &str, name: &str) -> Key {
-        Key::new(&[env, name])
-    }
-}
-
 impl Kind for Group {
     const ID: KindId = KindId::Group;
     type Cr = crds::Group;
@@ -45,7 +38,7 @@ impl Kind for Group {
     }
 
     fn key(rec: &GroupRecord) -> Key {
-        Group::key_of(&rec.meta.environment, &rec.meta.name)
+        crate::keys::natural::group(&rec.meta.environment, &rec.meta.name)
     }
 
     fn scopes(rec: &GroupRecord, _links: &[Option<Key>]) -> Vec<Scope> {
