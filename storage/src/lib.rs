@@ -1,1 +1,123 @@
-//! placeholder
+//! The redb read model: tables, secondary and ordering indexes, counters and the write path.
+//!
+//! Start at [`Store`] (open a data directory's `readmodel.redb`), [`Store::read`] (a consistent
+//! [`ReadView`] for queries) and [`Store::write`] (a [`WriteBatch`]: upserts and deletes applied
+//! in one redb write transaction, committed durably).
+//!
+//! **Architecture invariant:** nothing here knows about HTTP, GraphQL or Kubernetes clients. The
+//! store is generic over [`schema::Kind`]; no kind has code of its own here.
+//!
+//! # Layout
+//! See [`tables`] for every table and key layout. Records of each kind live in their own table
+//! keyed by natural key; the value is an [`Envelope`] (times, links, source, postcard record).
+//!
+//! # Invariants (checked by [`ReadView::check_invariants`])
+//! 1. Every record has exactly its index entries: one ordering entry per (order field, scope)
+//!    and one secondary entry per [`schema::Kind::refs`] item; no entry points to a missing
+//!    record.
+//! 2. Counters equal the number of records per (kind, scope).
+//! 3. The revision strictly increases: every commit that changed something bumps it by one.
+//! 4. Every source entry points to a record whose envelope names that source.
+
+mod codec;
+mod error;
+mod read;
+pub mod tables;
+mod write;
+
+pub use error::StorageError;
+pub use read::{ReadView, Stored};
+pub use tables::OrderField;
+pub use write::{Outcome, SourceRef, WriteBatch};
+
+use redb::{Database, ReadableDatabase, ReadableTable};
+use schema::{Key, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::sync::Arc;
+
+/// The file name of the store inside a data directory.
+pub const DB_FILE: &str = "readmodel.redb";
+
+/// The read-model layout version, stored in the `meta` table. A store written with another
+/// version is refused on open (the read model is derived data: delete it and it is rebuilt).
+pub const SCHEMA_VERSION: u64 = 1;
+
+/// What the store keeps next to each record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// `createdAt`: `metadata.creationTimestamp`, else the first projection time.
+    pub created_at: Timestamp,
+    /// `lastModifiedAt`: when the projected record or its links last changed.
+    pub last_modified_at: Timestamp,
+    /// The store revision of that change.
+    pub revision: u64,
+    /// The resolved [`schema::Kind::links`], in order; `None` = unresolved.
+    pub links: Vec<Option<Key>>,
+    /// The source object (namespace, name) that produced the record.
+    pub source: (String, String),
+    /// The postcard-encoded record.
+    pub record: Vec<u8>,
+}
+
+/// The embedded read model. Cheap to clone (shared handle).
+#[derive(Clone)]
+pub struct Store {
+    db: Arc<Database>,
+    kinds: Arc<write::KindTable>,
+}
+
+impl Store {
+    /// Opens (creating when absent) `dir/readmodel.redb`; creates `dir` when missing.
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] when the directory cannot be created, [`StorageError::Locked`] when
+    /// another process holds the database, [`StorageError::VersionMismatch`] for a store of
+    /// another layout version, other variants for redb failures.
+    pub fn open(dir: &Path) -> Result<Store, StorageError> {
+        std::fs::create_dir_all(dir).map_err(|e| StorageError::Io(format!("creating {}: {e}", dir.display())))?;
+        let path = dir.join(DB_FILE);
+        let db = Database::create(&path).map_err(|e| match e {
+            redb::DatabaseError::DatabaseAlreadyOpen => StorageError::Locked(path.display().to_string()),
+            e => StorageError::Database(e.to_string()),
+        })?;
+        let store = Store { db: Arc::new(db), kinds: Arc::new(write::KindTable::new()) };
+        store.init()?;
+        Ok(store)
+    }
+
+    fn init(&self) -> Result<(), StorageError> {
+        let txn = self.db.begin_write()?;
+        {
+            let mut meta = txn.open_table(tables::META)?;
+            let version = meta.get("schema_version")?.map(|v| v.value());
+            match version {
+                None => {
+                    meta.insert("schema_version", SCHEMA_VERSION)?;
+                    meta.insert("revision", 0)?;
+                }
+                Some(v) if v == SCHEMA_VERSION => {}
+                Some(v) => return Err(StorageError::VersionMismatch { found: v, expected: SCHEMA_VERSION }),
+            }
+            tables::open_all(&txn)?;
+        }
+        txn.commit()?;
+        Ok(())
+    }
+
+    /// A consistent read view (one redb read transaction).
+    ///
+    /// # Errors
+    /// [`StorageError`] when redb cannot start the transaction.
+    pub fn read(&self) -> Result<ReadView, StorageError> {
+        ReadView::new(self.db.begin_read()?)
+    }
+
+    /// Starts a write batch. Only one batch runs at a time (redb serializes writers).
+    ///
+    /// # Errors
+    /// [`StorageError`] when redb cannot start the transaction.
+    pub fn write(&self) -> Result<WriteBatch, StorageError> {
+        WriteBatch::new(self.db.begin_write()?, self.kinds.clone())
+    }
+}

@@ -1,0 +1,21 @@
+//! The record codec: postcard, behind this one module so it can be swapped with a format
+//! version bump.
+
+use crate::StorageError;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// Encodes a value.
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    // Serializing plain data structs into a Vec cannot fail (no maps with non-string keys,
+    // no I/O); a failure would be a broken invariant of the record types.
+    postcard::to_stdvec(value).expect("invariant: records are postcard-serializable")
+}
+
+/// Decodes a value.
+///
+/// # Errors
+/// [`StorageError::Corrupt`] naming `what` when the bytes do not decode.
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, StorageError> {
+    postcard::from_bytes(bytes).map_err(|e| StorageError::Corrupt(format!("{what}: {e}")))
+}

@@ -1,0 +1,48 @@
+//! The storage error type.
+
+/// A storage failure. None of these is caused by bad input: input problems are
+/// [`crate::Outcome`]s or [`schema::Skip`]s.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// The data directory cannot be created or read. Reaction: fix permissions / the volume.
+    #[error("I/O error: {0}")]
+    Io(String),
+    /// Another process holds the database file. Reaction: stop it, or use its online export.
+    #[error("the database {0} is held by another process (is a server running on this data directory?)")]
+    Locked(String),
+    /// The store was written with another layout version. Reaction: delete the data directory
+    /// (the read model is rebuilt from the source) or restore a matching snapshot.
+    #[error("read-model layout version {found} is not supported (expected {expected})")]
+    VersionMismatch {
+        /// Version found in the file.
+        found: u64,
+        /// Version this build writes.
+        expected: u64,
+    },
+    /// A stored value cannot be decoded: the file is corrupt or from an incompatible build.
+    #[error("corrupt stored value: {0}")]
+    Corrupt(String),
+    /// redb reported an error. Reaction: retry the batch; persistent failures need an operator.
+    #[error("database error: {0}")]
+    Database(String),
+}
+
+macro_rules! from_redb {
+    ($($t:ty),*) => {$(
+        impl From<$t> for StorageError {
+            fn from(e: $t) -> StorageError {
+                StorageError::Database(e.to_string())
+            }
+        }
+    )*};
+}
+
+from_redb!(
+    redb::Error,
+    redb::DatabaseError,
+    redb::TransactionError,
+    redb::TableError,
+    redb::StorageError,
+    redb::CommitError
+);

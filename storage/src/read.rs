@@ -1,0 +1,257 @@
+//! The read side: [`ReadView`], one consistent redb read transaction.
+
+use crate::codec::decode;
+use crate::tables::{self, OrderField};
+use crate::write::{KindTable, entries_of};
+use crate::{Envelope, StorageError};
+use redb::{ReadTransaction, ReadableTable};
+use schema::{Key, Kind, KindId, RefIndex, Scope, Timestamp};
+
+/// A record with what the store keeps next to it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stored<R> {
+    /// Natural key.
+    pub key: Key,
+    /// The record.
+    pub record: R,
+    /// `createdAt`.
+    pub created_at: Timestamp,
+    /// `lastModifiedAt`.
+    pub last_modified_at: Timestamp,
+    /// Resolved links, in [`schema::Kind::links`] order.
+    pub links: Vec<Option<Key>>,
+}
+
+/// A consistent snapshot of the store for reading. Cheap to create; hold it for one request.
+pub struct ReadView {
+    txn: ReadTransaction,
+    order: redb::ReadOnlyTable<&'static [u8], ()>,
+    refs: redb::ReadOnlyTable<&'static [u8], ()>,
+}
+
+/// One ordering-index entry: the cursor suffix (sort value · natural key) and the natural key.
+pub type OrderEntry = (Vec<u8>, Key);
+
+impl ReadView {
+    pub(crate) fn new(txn: ReadTransaction) -> Result<ReadView, StorageError> {
+        let order = txn.open_table(tables::ORDER)?;
+        let refs = txn.open_table(tables::REFS)?;
+        Ok(ReadView { txn, order, refs })
+    }
+
+    /// The store revision this view reflects (0 for an empty store).
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn revision(&self) -> Result<u64, StorageError> {
+        Ok(self.txn.open_table(tables::META)?.get("revision")?.map(|v| v.value()).unwrap_or(0))
+    }
+
+    fn envelope(&self, kind: KindId, key: &Key) -> Result<Option<Envelope>, StorageError> {
+        let t = self.txn.open_table(tables::records(kind))?;
+        let v = t.get(key.as_bytes())?;
+        v.map(|v| decode(v.value(), kind.name())).transpose()
+    }
+
+    /// The record of kind `K` under `key`.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures.
+    pub fn get<K: Kind>(&self, key: &Key) -> Result<Option<Stored<K::Record>>, StorageError> {
+        match self.envelope(K::ID, key)? {
+            None => Ok(None),
+            Some(env) => Ok(Some(stored::<K>(key.clone(), env)?)),
+        }
+    }
+
+    /// Whether a record of `kind` exists under `key`.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn contains(&self, kind: KindId, key: &Key) -> Result<bool, StorageError> {
+        Ok(self.txn.open_table(tables::records(kind))?.get(key.as_bytes())?.is_some())
+    }
+
+    /// Records of kind `K` whose natural key starts with the tuple `prefix`, in key order.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures.
+    pub fn with_prefix<K: Kind>(&self, prefix: &Key) -> Result<Vec<Stored<K::Record>>, StorageError> {
+        let t = self.txn.open_table(tables::records(K::ID))?;
+        let p = prefix.as_bytes();
+        let range = match tables::prefix_end(p) {
+            Some(end) => t.range(p..end.as_slice())?,
+            None => t.range(p..)?,
+        };
+        let mut out = Vec::new();
+        for item in range {
+            let (k, v) = item?;
+            let env: Envelope = decode(v.value(), K::ID.name())?;
+            out.push(stored::<K>(Key::from_bytes(k.value().to_vec()), env)?);
+        }
+        Ok(out)
+    }
+
+    /// Natural keys of the records listed in secondary index `index` under `lookup`, in
+    /// key order, with their kind.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn lookup(&self, index: RefIndex, lookup: &Key) -> Result<Vec<(KindId, Key)>, StorageError> {
+        let prefix = tables::ref_prefix(index, lookup);
+        let range = match tables::prefix_end(&prefix) {
+            Some(end) => self.refs.range(prefix.as_slice()..end.as_slice())?,
+            None => self.refs.range(prefix.as_slice()..)?,
+        };
+        let mut out = Vec::new();
+        for item in range {
+            let (k, _) = item?;
+            let rest = &k.value()[prefix.len()..];
+            if let Some(kind) = rest.first().and_then(|c| KindId::from_code(*c)) {
+                out.push((kind, Key::from_bytes(rest[1..].to_vec())));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records of kind `K` listed in `index` under `lookup`.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures.
+    pub fn lookup_records<K: Kind>(&self, index: RefIndex, lookup: &Key) -> Result<Vec<Stored<K::Record>>, StorageError> {
+        let mut out = Vec::new();
+        for (kind, key) in self.lookup(index, lookup)? {
+            if kind == K::ID {
+                if let Some(s) = self.get::<K>(&key)? {
+                    out.push(s);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Ordering-index entries of `kind` by `order` in `scope`, strictly after (or, when
+    /// `reverse`, strictly before) the cursor suffix `from`, lazily in index order.
+    ///
+    /// # Errors
+    /// [`StorageError`] when the range cannot be opened; item errors are yielded.
+    pub fn scan(
+        &self,
+        kind: KindId,
+        order: OrderField,
+        scope: &Scope,
+        from: Option<&[u8]>,
+        reverse: bool,
+    ) -> Result<impl Iterator<Item = Result<OrderEntry, StorageError>> + use<>, StorageError> {
+        let prefix = tables::order_prefix(kind, order, scope);
+        let end = tables::prefix_end(&prefix);
+        let mut lo = prefix.clone();
+        let mut hi = end.clone();
+        if let Some(f) = from {
+            let mut at = prefix.clone();
+            at.extend_from_slice(f);
+            if reverse {
+                hi = Some(at);
+            } else {
+                // Strictly after: the smallest key greater than `at` and all its extensions is
+                // prefix_end(at); suffixes are never prefixes of one another (keys terminate).
+                lo = tables::prefix_end(&at).unwrap_or(at);
+            }
+        }
+        use std::ops::Bound;
+        let lower = Bound::Included(lo.as_slice());
+        let upper = match &hi {
+            Some(h) => Bound::Excluded(h.as_slice()),
+            None => Bound::Unbounded,
+        };
+        let range = self.order.range::<&[u8]>((lower, upper))?;
+        let plen = prefix.len();
+        let it: Box<dyn Iterator<Item = _>> = if reverse { Box::new(range.rev()) } else { Box::new(range) };
+        Ok(it.map(move |item| {
+            let (k, _) = item?;
+            let suffix = k.value()[plen..].to_vec();
+            let (_, key) = order.split_suffix(&suffix)?;
+            Ok((suffix, key))
+        }))
+    }
+
+    /// Number of records of `kind` in `scope` (maintained counter, O(1)).
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn count(&self, kind: KindId, scope: &Scope) -> Result<u64, StorageError> {
+        Ok(self.txn.open_table(tables::COUNTS)?.get(tables::count_key(kind, scope).as_slice())?.map(|v| v.value()).unwrap_or(0))
+    }
+
+    /// Checks the store invariants listed in the crate docs; returns every violation found.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures.
+    pub fn check_invariants(&self) -> Result<Vec<String>, StorageError> {
+        let kinds = KindTable::new();
+        let mut problems = Vec::new();
+        let mut expected_order = std::collections::BTreeSet::new();
+        let mut expected_refs = std::collections::BTreeSet::new();
+        let mut expected_counts = std::collections::BTreeMap::<Vec<u8>, u64>::new();
+        for &kind in KindId::ALL {
+            let Some(ops) = kinds.get(kind) else { continue };
+            let t = self.txn.open_table(tables::records(kind))?;
+            for item in t.iter()? {
+                let (k, v) = item?;
+                let key = Key::from_bytes(k.value().to_vec());
+                let env: Envelope = decode(v.value(), kind.name())?;
+                let e = ops.entries(&key, &env)?;
+                expected_order.extend(e.order);
+                expected_refs.extend(e.refs);
+                for s in e.scopes {
+                    *expected_counts.entry(tables::count_key(kind, &s)).or_default() += 1;
+                }
+                let src = tables::source_key(kind, &env.source.0, &env.source.1);
+                if self.txn.open_table(tables::SOURCES)?.get(src.as_slice())?.is_none() {
+                    problems.push(format!("{} {key}: no source entry for {}/{}", kind.name(), env.source.0, env.source.1));
+                }
+            }
+        }
+        let actual_order: std::collections::BTreeSet<Vec<u8>> = self.order.iter()?.map(|i| i.map(|(k, _)| k.value().to_vec())).collect::<Result<_, _>>()?;
+        let actual_refs: std::collections::BTreeSet<Vec<u8>> = self.refs.iter()?.map(|i| i.map(|(k, _)| k.value().to_vec())).collect::<Result<_, _>>()?;
+        if actual_order != expected_order {
+            problems.push(format!(
+                "ordering index: {} missing, {} dangling",
+                expected_order.difference(&actual_order).count(),
+                actual_order.difference(&expected_order).count()
+            ));
+        }
+        if actual_refs != expected_refs {
+            problems.push(format!(
+                "secondary index: {} missing, {} dangling",
+                expected_refs.difference(&actual_refs).count(),
+                actual_refs.difference(&expected_refs).count()
+            ));
+        }
+        let counts = self.txn.open_table(tables::COUNTS)?;
+        let mut actual_counts = std::collections::BTreeMap::new();
+        for item in counts.iter()? {
+            let (k, v) = item?;
+            actual_counts.insert(k.value().to_vec(), v.value());
+        }
+        if actual_counts != expected_counts {
+            problems.push("counters differ from record counts".to_string());
+        }
+        Ok(problems)
+    }
+}
+
+fn stored<K: Kind>(key: Key, env: Envelope) -> Result<Stored<K::Record>, StorageError> {
+    Ok(Stored {
+        record: decode(&env.record, K::ID.name())?,
+        key,
+        created_at: env.created_at,
+        last_modified_at: env.last_modified_at,
+        links: env.links,
+    })
+}
+
+#[allow(dead_code)]
+fn _assert_entries_used<K: Kind>(k: &Key, r: &K::Record, e: &Envelope) {
+    let _ = entries_of::<K>(k, r, e);
+}

@@ -1,0 +1,454 @@
+//! The write path: [`WriteBatch`] applies upserts and deletes of any kind inside one redb write
+//! transaction, resolves required parents and links, maintains every index and counter, and
+//! re-links dependent records (e.g. subscriptions when an exposure becomes active).
+
+use crate::codec::{decode, encode};
+use crate::tables::{self, OrderField};
+use crate::{Envelope, StorageError};
+use redb::{ReadableTable, WriteTransaction};
+use schema::registry::{self, KindVisitor};
+use schema::{Key, Kind, KindId, Link, Ref, Scope, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// Identity of a source object: (kind, namespace, name). Never namespace/name alone.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SourceRef {
+    /// The kind.
+    pub kind: KindId,
+    /// `metadata.namespace`.
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+}
+
+impl std::fmt::Display for SourceRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}/{}", self.kind.name(), self.namespace, self.name)
+    }
+}
+
+/// What an upsert or delete did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The record was created or changed.
+    Written,
+    /// Nothing changed (same source version, or the same record and links).
+    Unchanged,
+    /// The record is stored (written now if `written`) but its first link is unresolved and the
+    /// kind asks for a retry ([`schema::Kind::RETRY_UNLINKED`]): outcome `dependency_missing`.
+    Unlinked {
+        /// Whether this call changed the stored record.
+        written: bool,
+    },
+    /// Required parents are missing: nothing was written (an older version stays).
+    DependencyMissing(Vec<Ref>),
+    /// The record was deleted.
+    Deleted,
+    /// Delete of an object the store does not know (already gone): success.
+    NotFound,
+}
+
+#[derive(Serialize, Deserialize)]
+struct SourceEntry {
+    key: Key,
+    version: String,
+}
+
+/// Type-erased operations on records of one kind, for code that only knows a [`KindId`]
+/// (re-linking dependents, deletes, invariant checks).
+pub(crate) trait ErasedKind: Send + Sync {
+    fn relink(&self, b: &mut WriteBatch, key: &Key, depth: u8) -> Result<(), StorageError>;
+    fn remove(&self, b: &mut WriteBatch, key: &Key, depth: u8) -> Result<(), StorageError>;
+    fn entries(&self, key: &Key, env: &Envelope) -> Result<Entries, StorageError>;
+}
+
+/// The index entries and scopes of one record.
+pub(crate) struct Entries {
+    pub order: Vec<Vec<u8>>,
+    pub refs: Vec<Vec<u8>>,
+    pub scopes: Vec<Scope>,
+}
+
+struct Erased<K>(PhantomData<K>);
+
+/// Erased operations of every registered kind.
+pub(crate) struct KindTable(HashMap<KindId, Box<dyn ErasedKind>>);
+
+impl KindTable {
+    pub(crate) fn new() -> KindTable {
+        struct V(HashMap<KindId, Box<dyn ErasedKind>>);
+        impl KindVisitor for V {
+            fn visit<K: Kind>(&mut self) {
+                self.0.insert(K::ID, Box::new(Erased::<K>(PhantomData)));
+            }
+        }
+        let mut v = V(HashMap::new());
+        registry::visit(&mut v);
+        KindTable(v.0)
+    }
+
+    pub(crate) fn get(&self, kind: KindId) -> Option<&dyn ErasedKind> {
+        self.0.get(&kind).map(|b| b.as_ref())
+    }
+}
+
+/// Orders a kind's records are indexed by.
+pub(crate) fn orders<K: Kind>() -> &'static [OrderField] {
+    if K::ORDER_BY_NAME {
+        &[OrderField::Key, OrderField::CreatedAt, OrderField::LastModifiedAt, OrderField::Name]
+    } else {
+        &[OrderField::Key, OrderField::CreatedAt, OrderField::LastModifiedAt]
+    }
+}
+
+pub(crate) fn entries_of<K: Kind>(key: &Key, rec: &K::Record, env: &Envelope) -> Entries {
+    let mut scopes = K::scopes(rec, &env.links);
+    scopes.push(Scope::All);
+    let mut seen = BTreeSet::new();
+    scopes.retain(|s| seen.insert(s.clone()));
+    let mut order = Vec::new();
+    for scope in &scopes {
+        for &o in orders::<K>() {
+            let mut e = tables::order_prefix(K::ID, o, scope);
+            match o {
+                OrderField::Key => {}
+                OrderField::CreatedAt => e.extend_from_slice(&env.created_at.to_sort_bytes()),
+                OrderField::LastModifiedAt => e.extend_from_slice(&env.last_modified_at.to_sort_bytes()),
+                OrderField::Name => e.extend_from_slice(Key::new(&[K::name(rec).unwrap_or("")]).as_bytes()),
+            }
+            e.extend_from_slice(key.as_bytes());
+            order.push(e);
+        }
+    }
+    let refs = K::refs(rec, &env.links).iter().map(|(idx, lookup)| tables::ref_entry(*idx, lookup, K::ID, key)).collect();
+    Entries { order, refs, scopes }
+}
+
+/// Re-linking cascades at most this deep (exposure → subscription → approval needs 2).
+const MAX_DEPTH: u8 = 8;
+
+impl<K: Kind> ErasedKind for Erased<K> {
+    fn relink(&self, b: &mut WriteBatch, key: &Key, depth: u8) -> Result<(), StorageError> {
+        let Some(env) = b.envelope(K::ID, key)? else { return Ok(()) };
+        let rec: K::Record = decode(&env.record, K::ID.name())?;
+        let links = b.resolve_links(&K::links(&rec))?;
+        if links == env.links {
+            return Ok(());
+        }
+        let mut new_env = env.clone();
+        new_env.links = links;
+        new_env.last_modified_at = b.now;
+        new_env.revision = b.revision;
+        b.replace::<K>(key, &rec, Some((&rec, &env)), &new_env, depth)
+    }
+
+    fn remove(&self, b: &mut WriteBatch, key: &Key, depth: u8) -> Result<(), StorageError> {
+        let Some(env) = b.envelope(K::ID, key)? else { return Ok(()) };
+        let rec: K::Record = decode(&env.record, K::ID.name())?;
+        let old = entries_of::<K>(key, &rec, &env);
+        b.apply_entries(K::ID, Some(&old), None)?;
+        b.txn.open_table(tables::records(K::ID))?.remove(key.as_bytes())?;
+        b.changed = true;
+        let deps = K::dependents(&rec, &env.links);
+        b.cascade(&deps, depth)
+    }
+
+    fn entries(&self, key: &Key, env: &Envelope) -> Result<Entries, StorageError> {
+        let rec: K::Record = decode(&env.record, K::ID.name())?;
+        Ok(entries_of::<K>(key, &rec, env))
+    }
+}
+
+/// A group of changes applied in one redb write transaction (DESIGN decision 4). Dropping a
+/// batch without [`WriteBatch::commit`] discards it.
+pub struct WriteBatch {
+    txn: WriteTransaction,
+    kinds: Arc<KindTable>,
+    revision: u64,
+    changed: bool,
+    now: Timestamp,
+}
+
+impl WriteBatch {
+    pub(crate) fn new(txn: WriteTransaction, kinds: Arc<KindTable>) -> Result<WriteBatch, StorageError> {
+        let current = txn.open_table(tables::META)?.get("revision")?.map(|v| v.value()).unwrap_or(0);
+        Ok(WriteBatch { txn, kinds, revision: current + 1, changed: false, now: Timestamp(0) })
+    }
+
+    /// The version recorded for a source object by its last successful upsert.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures.
+    pub fn source_version(&self, src: &SourceRef) -> Result<Option<String>, StorageError> {
+        Ok(self.source(src)?.map(|e| e.version))
+    }
+
+    fn source(&self, src: &SourceRef) -> Result<Option<SourceEntry>, StorageError> {
+        let t = self.txn.open_table(tables::SOURCES)?;
+        let v = t.get(tables::source_key(src.kind, &src.namespace, &src.name).as_slice())?;
+        v.map(|v| decode(v.value(), "source entry")).transpose()
+    }
+
+    /// Every source object of `kind` the store holds a record for, with its version.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures.
+    pub fn sources(&self, kind: KindId) -> Result<Vec<(SourceRef, String)>, StorageError> {
+        let t = self.txn.open_table(tables::SOURCES)?;
+        let start = [kind.code()];
+        let end = [kind.code() + 1];
+        let mut out = Vec::new();
+        for item in t.range(&start[..]..&end[..])? {
+            let (k, v) = item?;
+            let parts = Key::from_bytes(k.value()[1..].to_vec()).parts().map_err(|_| StorageError::Corrupt("source key".into()))?;
+            let entry: SourceEntry = decode(v.value(), "source entry")?;
+            if let [ns, name] = parts.as_slice() {
+                out.push((SourceRef { kind, namespace: ns.clone(), name: name.clone() }, entry.version));
+            }
+        }
+        Ok(out)
+    }
+
+    fn envelope(&self, kind: KindId, key: &Key) -> Result<Option<Envelope>, StorageError> {
+        let t = self.txn.open_table(tables::records(kind))?;
+        let v = t.get(key.as_bytes())?;
+        v.map(|v| decode(v.value(), kind.name())).transpose()
+    }
+
+    fn exists(&self, r: &Ref) -> Result<bool, StorageError> {
+        if self.kinds.get(r.kind).is_none() {
+            return Ok(false);
+        }
+        Ok(self.txn.open_table(tables::records(r.kind))?.get(r.key.as_bytes())?.is_some())
+    }
+
+    fn resolve_links(&self, links: &[Link]) -> Result<Vec<Option<Key>>, StorageError> {
+        links.iter().map(|l| self.resolve(l)).collect()
+    }
+
+    fn resolve(&self, link: &Link) -> Result<Option<Key>, StorageError> {
+        match link {
+            Link::First { index, key } => {
+                let prefix = tables::ref_prefix(*index, key);
+                let t = self.txn.open_table(tables::REFS)?;
+                let mut range = match tables::prefix_end(&prefix) {
+                    Some(end) => t.range(prefix.as_slice()..end.as_slice())?,
+                    None => t.range(prefix.as_slice()..)?,
+                };
+                let found = match range.next() {
+                    None => None,
+                    Some(item) => {
+                        let (k, _) = item?;
+                        // Entry = prefix · kind u8 · natural key.
+                        Some(Key::from_bytes(k.value()[prefix.len() + 1..].to_vec()))
+                    }
+                };
+                Ok(found)
+            }
+            Link::Via { kind, key, slot } => {
+                Ok(self.envelope(*kind, key)?.and_then(|e| e.links.get(*slot).cloned().flatten()))
+            }
+        }
+    }
+
+    /// Writes `rec` of kind `K` produced by source `src` at `version`.
+    ///
+    /// Required parents ([`schema::Kind::requires`]) must exist, else nothing is written and
+    /// [`Outcome::DependencyMissing`] lists them. Links are resolved in this transaction. A record
+    /// whose source version is unchanged, or whose record and links are unchanged, causes no
+    /// write. When the object's natural key changed, the record under the old key is removed.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures (the batch should then be dropped).
+    pub fn upsert<K: Kind>(&mut self, src: &SourceRef, version: &str, rec: K::Record, now: Timestamp) -> Result<Outcome, StorageError> {
+        self.now = now;
+        let key = K::key(&rec);
+        let previous = self.source(src)?;
+        let missing: Vec<Ref> = K::requires(&rec).into_iter().filter(|r| !self.exists(r).unwrap_or(false)).collect();
+        if !missing.is_empty() {
+            return Ok(Outcome::DependencyMissing(missing));
+        }
+        if let Some(prev) = &previous {
+            if prev.key != key {
+                self.remove_owned(src, &prev.key, 0)?;
+            }
+        }
+        let links = self.resolve_links(&K::links(&rec))?;
+        let unlinked = K::RETRY_UNLINKED && links.first().is_some_and(Option::is_none);
+        let old = self.envelope(K::ID, &key)?;
+        let bytes = encode(&rec);
+        let same = old.as_ref().is_some_and(|o| o.record == bytes && o.links == links && o.source == (src.namespace.clone(), src.name.clone()));
+        let written = if same {
+            false
+        } else {
+            let old_rec: Option<K::Record> = old.as_ref().map(|o| decode(&o.record, K::ID.name())).transpose()?;
+            let env = Envelope {
+                created_at: K::created_at(&rec).or(old.as_ref().map(|o| o.created_at)).unwrap_or(now),
+                last_modified_at: now,
+                revision: self.revision,
+                links,
+                source: (src.namespace.clone(), src.name.clone()),
+                record: bytes,
+            };
+            let old_pair = old_rec.as_ref().zip(old.as_ref());
+            self.replace::<K>(&key, &rec, old_pair, &env, 0)?;
+            true
+        };
+        let entry = SourceEntry { key, version: version.to_string() };
+        self.txn.open_table(tables::SOURCES)?.insert(tables::source_key(src.kind, &src.namespace, &src.name).as_slice(), encode(&entry).as_slice())?;
+        Ok(match (unlinked, written) {
+            (true, w) => Outcome::Unlinked { written: w },
+            (false, true) => Outcome::Written,
+            (false, false) => Outcome::Unchanged,
+        })
+    }
+
+    /// Stores `new_env` for `rec` under `key`, replacing `old` (record + envelope) if any:
+    /// indexes, counters, then dependents.
+    fn replace<K: Kind>(&mut self, key: &Key, rec: &K::Record, old: Option<(&K::Record, &Envelope)>, new_env: &Envelope, depth: u8) -> Result<(), StorageError> {
+        let old_entries = old.map(|(r, e)| entries_of::<K>(key, r, e));
+        let new_entries = entries_of::<K>(key, rec, new_env);
+        self.apply_entries(K::ID, old_entries.as_ref(), Some(&new_entries))?;
+        self.txn.open_table(tables::records(K::ID))?.insert(key.as_bytes(), encode(new_env).as_slice())?;
+        self.changed = true;
+        let mut deps = K::dependents(rec, &new_env.links);
+        if let Some((r, e)) = old {
+            deps.extend(K::dependents(r, &e.links));
+        }
+        self.cascade(&deps, depth)
+    }
+
+    fn apply_entries(&mut self, kind: KindId, old: Option<&Entries>, new: Option<&Entries>) -> Result<(), StorageError> {
+        {
+            let mut order = self.txn.open_table(tables::ORDER)?;
+            for e in old.iter().flat_map(|o| &o.order) {
+                order.remove(e.as_slice())?;
+            }
+            for e in new.iter().flat_map(|n| &n.order) {
+                order.insert(e.as_slice(), ())?;
+            }
+        }
+        {
+            let mut refs = self.txn.open_table(tables::REFS)?;
+            for e in old.iter().flat_map(|o| &o.refs) {
+                refs.remove(e.as_slice())?;
+            }
+            for e in new.iter().flat_map(|n| &n.refs) {
+                refs.insert(e.as_slice(), ())?;
+            }
+        }
+        let mut counts = self.txn.open_table(tables::COUNTS)?;
+        let mut delta: HashMap<Vec<u8>, i64> = HashMap::new();
+        for s in old.iter().flat_map(|o| &o.scopes) {
+            *delta.entry(tables::count_key(kind, s)).or_default() -= 1;
+        }
+        for s in new.iter().flat_map(|n| &n.scopes) {
+            *delta.entry(tables::count_key(kind, s)).or_default() += 1;
+        }
+        for (k, d) in delta.into_iter().filter(|(_, d)| *d != 0) {
+            let cur = counts.get(k.as_slice())?.map(|v| v.value()).unwrap_or(0) as i64;
+            let next = (cur + d).max(0) as u64;
+            if next == 0 {
+                counts.remove(k.as_slice())?;
+            } else {
+                counts.insert(k.as_slice(), next)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Re-links every record listed under the given secondary-index ranges.
+    fn cascade(&mut self, deps: &[(schema::RefIndex, Key)], depth: u8) -> Result<(), StorageError> {
+        if deps.is_empty() {
+            return Ok(());
+        }
+        if depth >= MAX_DEPTH {
+            tracing::warn!(depth, "link cascade too deep; stopping (a kind declares cyclic dependents)");
+            return Ok(());
+        }
+        let mut targets: BTreeSet<(KindId, Key)> = BTreeSet::new();
+        {
+            let t = self.txn.open_table(tables::REFS)?;
+            for (index, lookup) in deps {
+                let prefix = tables::ref_prefix(*index, lookup);
+                let range = match tables::prefix_end(&prefix) {
+                    Some(end) => t.range(prefix.as_slice()..end.as_slice())?,
+                    None => t.range(prefix.as_slice()..)?,
+                };
+                for item in range {
+                    let (k, _) = item?;
+                    let rest = &k.value()[prefix.len()..];
+                    if let Some(kind) = rest.first().and_then(|c| KindId::from_code(*c)) {
+                        targets.insert((kind, Key::from_bytes(rest[1..].to_vec())));
+                    }
+                }
+            }
+        }
+        let kinds = self.kinds.clone();
+        for (kind, key) in targets {
+            if let Some(ops) = kinds.get(kind) {
+                ops.relink(self, &key, depth + 1)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the record produced by `src`.
+    ///
+    /// Resolves the natural key through the `sources` table (never through a cache), so it works
+    /// on a cold start. Deleting a parent never deletes children; dependents are re-linked.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures.
+    pub fn delete(&mut self, src: &SourceRef, now: Timestamp) -> Result<Outcome, StorageError> {
+        self.now = now;
+        let Some(entry) = self.source(src)? else { return Ok(Outcome::NotFound) };
+        self.remove_owned(src, &entry.key, 0)?;
+        self.txn.open_table(tables::SOURCES)?.remove(tables::source_key(src.kind, &src.namespace, &src.name).as_slice())?;
+        self.changed = true;
+        Ok(Outcome::Deleted)
+    }
+
+    /// Removes the record under `key` if `src` produced it.
+    fn remove_owned(&mut self, src: &SourceRef, key: &Key, depth: u8) -> Result<(), StorageError> {
+        let owned = self.envelope(src.kind, key)?.is_some_and(|e| e.source == (src.namespace.clone(), src.name.clone()));
+        if !owned {
+            return Ok(());
+        }
+        let kinds = self.kinds.clone();
+        match kinds.get(src.kind) {
+            Some(ops) => ops.remove(self, key, depth),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether anything was written so far.
+    pub fn changed(&self) -> bool {
+        self.changed
+    }
+
+    /// Commits durably. Bumps the revision when anything changed.
+    ///
+    /// Returns the new revision, or `None` when nothing changed (then the transaction is
+    /// aborted and the revision stays).
+    ///
+    /// # Errors
+    /// [`StorageError`] when the commit fails (nothing of the batch is visible then).
+    pub fn commit(self, now: Timestamp) -> Result<Option<u64>, StorageError> {
+        if !self.changed {
+            // Source versions of unchanged objects may still have been refreshed: keep them.
+            self.txn.commit()?;
+            return Ok(None);
+        }
+        {
+            let mut meta = self.txn.open_table(tables::META)?;
+            meta.insert("revision", self.revision)?;
+            meta.insert("last_commit", now.0.max(0) as u64)?;
+        }
+        self.txn.commit()?;
+        Ok(Some(self.revision))
+    }
+}
