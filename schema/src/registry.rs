@@ -12,15 +12,15 @@ pub trait KindVisitor {
 
 /// Visits every registered kind in dependency order (parents before children).
 pub fn visit(v: &mut impl KindVisitor) {
-    // v.visit::<kinds::zone::Zone>();
+    v.visit::<kinds::zone::Zone>();
     v.visit::<kinds::group::Group>();
-    // v.visit::<kinds::team::Team>();
-    // v.visit::<kinds::application::Application>();
-    // v.visit::<kinds::api::Api>();
-    // v.visit::<kinds::api_exposure::ApiExposure>();
-    // v.visit::<kinds::api_subscription::ApiSubscription>();
-    // v.visit::<kinds::approval::Approval>();
-    // v.visit::<kinds::approval_request::ApprovalRequest>();
+    v.visit::<kinds::team::Team>();
+    v.visit::<kinds::application::Application>();
+    v.visit::<kinds::api::Api>();
+    v.visit::<kinds::api_exposure::ApiExposure>();
+    v.visit::<kinds::api_subscription::ApiSubscription>();
+    v.visit::<kinds::approval::Approval>();
+    v.visit::<kinds::approval_request::ApprovalRequest>();
 }
 
 /// Whether `kind` is switched on by `features` (DESIGN decision 13).

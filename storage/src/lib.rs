@@ -26,7 +26,7 @@ pub mod tables;
 mod write;
 
 pub use error::StorageError;
-pub use read::{ReadView, Stored};
+pub use read::{OrderEntry, ReadView, Stored};
 pub use tables::OrderField;
 pub use write::{Outcome, SourceRef, WriteBatch};
 

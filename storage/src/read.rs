@@ -130,8 +130,9 @@ impl ReadView {
         Ok(out)
     }
 
-    /// Ordering-index entries of `kind` by `order` in `scope`, strictly after (or, when
-    /// `reverse`, strictly before) the cursor suffix `from`, lazily in index order.
+    /// Ordering-index entries of `kind` by `order` in `scope`, lazily in index order (descending
+    /// when `reverse`), starting at the cursor suffix `from`: for a forward scan `from` is the
+    /// lower bound, for a reverse scan the upper bound (`Included` or `Excluded`).
     ///
     /// # Errors
     /// [`StorageError`] when the range cannot be opened; item errors are yielded.
@@ -140,23 +141,27 @@ impl ReadView {
         kind: KindId,
         order: OrderField,
         scope: &Scope,
-        from: Option<&[u8]>,
+        from: std::ops::Bound<&[u8]>,
         reverse: bool,
     ) -> Result<impl Iterator<Item = Result<OrderEntry, StorageError>> + use<>, StorageError> {
+        use std::ops::Bound as B;
         let prefix = tables::order_prefix(kind, order, scope);
         let end = tables::prefix_end(&prefix);
         let mut lo = prefix.clone();
         let mut hi = end.clone();
-        if let Some(f) = from {
+        let at = |f: &[u8]| {
             let mut at = prefix.clone();
             at.extend_from_slice(f);
-            if reverse {
-                hi = Some(at);
-            } else {
-                // Strictly after: the smallest key greater than `at` and all its extensions is
-                // prefix_end(at); suffixes are never prefixes of one another (keys terminate).
-                lo = tables::prefix_end(&at).unwrap_or(at);
-            }
+            at
+        };
+        // A suffix ends with a terminated natural key, so no suffix is a proper prefix of
+        // another: prefix_end(at) is the smallest key greater than `at`.
+        match (from, reverse) {
+            (B::Unbounded, _) => {}
+            (B::Included(f), false) => lo = at(f),
+            (B::Excluded(f), false) => lo = tables::prefix_end(&at(f)).unwrap_or_else(|| at(f)),
+            (B::Included(f), true) => hi = tables::prefix_end(&at(f)),
+            (B::Excluded(f), true) => hi = Some(at(f)),
         }
         use std::ops::Bound;
         let lower = Bound::Included(lo.as_slice());

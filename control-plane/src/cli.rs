@@ -1,0 +1,111 @@
+//! The command line (clap derive). Flags are only collected here; their meaning, defaults and
+//! validation live in [`crate::config`] (one definition per setting).
+//!
+//! Exit codes: 0 success, 1 failure (message on stderr), 2 usage error (clap).
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// The ControlPlane read model server: projector, redb store and GraphQL API in one process.
+#[derive(Debug, Parser)]
+#[command(name = "control-plane", version, about, propagate_version = true)]
+pub struct Cli {
+    /// Log format: text or json (env CP_LOG_FORMAT; default text). RUST_LOG sets the filter.
+    #[arg(long, global = true, value_name = "FORMAT")]
+    pub log_format: Option<String>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Project a source into the read model and serve GraphQL, health and metrics.
+    #[command(after_long_help = crate::config::settings_help())]
+    Serve(ServeArgs),
+    /// Parse and translate every document of a manifests directory; print skipped documents
+    /// with their reasons. Exits 1 when any document fails to parse or translate.
+    Check(CheckArgs),
+    /// Schema commands.
+    Schema {
+        /// What to do with the schema.
+        #[command(subcommand)]
+        command: SchemaCommand,
+    },
+}
+
+/// `schema` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum SchemaCommand {
+    /// Print the GraphQL schema (SDL) to stdout.
+    Print,
+}
+
+/// Flags of `serve`. Every value is optional here; defaults come from [`crate::config`].
+#[derive(Debug, Default, Clone, Args)]
+pub struct ServeArgs {
+    /// YAML config file (keys as in the table below).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Read manifests from DIR (implies the manifests source) [source.manifests].
+    #[arg(long, value_name = "DIR", conflicts_with = "source")]
+    pub manifests: Option<PathBuf>,
+    /// Object source: kube (default without --manifests) or manifests.
+    #[arg(long, value_name = "SOURCE", value_parser = ["kube", "manifests"])]
+    pub source: Option<String>,
+    /// Data directory, created when missing [storage.dataDir, default ./data].
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Listen address [server.address, default 0.0.0.0:8080].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub listen: Option<String>,
+    /// Authentication mode: jwt or mock [security.mode, default jwt].
+    #[arg(long, value_name = "MODE")]
+    pub auth: Option<String>,
+    /// Trusted token issuer URL; repeatable [security.trustedIssuers].
+    #[arg(long, value_name = "URL")]
+    pub trusted_issuer: Vec<String>,
+    /// Pin the clock to this RFC 3339 time (tests, demos).
+    #[arg(long, value_name = "RFC3339")]
+    pub now: Option<String>,
+}
+
+/// Flags of `check`.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// The manifests directory to check.
+    #[arg(long, value_name = "DIR")]
+    pub manifests: PathBuf,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn manifests_and_source_conflict_is_a_usage_error() {
+        let err = Cli::try_parse_from(["control-plane", "serve", "--manifests", "x", "--source", "kube"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let err = Cli::try_parse_from(["control-plane", "serve", "--bogus"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+    }
+
+    #[test]
+    fn serve_flags_parse() {
+        let cli = Cli::try_parse_from([
+            "control-plane", "serve", "--manifests", "w", "--auth", "mock", "--trusted-issuer", "https://a", "--trusted-issuer", "https://b",
+            "--log-format", "json",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else { panic!("expected serve") };
+        assert_eq!(args.trusted_issuer, vec!["https://a", "https://b"]);
+        assert_eq!(cli.log_format.as_deref(), Some("json"));
+    }
+}

@@ -1,0 +1,165 @@
+//! Configuration layering and validation.
+
+use super::*;
+use std::collections::HashMap;
+
+/// Loads with the given flags, environment and optional file text.
+fn check(args: &ServeArgs, env: &[(&str, &str)], file: Option<&str>) -> Result<Config, ConfigError> {
+    let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let lookup = move |k: &str| env.get(k).cloned();
+    load(args, &lookup, file.map(|t| (Path::new("cp.yaml"), t)))
+}
+
+fn mock() -> ServeArgs {
+    ServeArgs { auth: Some("mock".into()), ..Default::default() }
+}
+
+#[test]
+fn defaults() {
+    let c = check(&mock(), &[], None).unwrap();
+    let mut expected = Config::default();
+    expected.security.mode = AuthMode::Mock;
+    assert_eq!(c, expected);
+    assert_eq!(c.server.address, "0.0.0.0:8080");
+    assert_eq!(c.storage.data_dir, PathBuf::from("./data"));
+    assert_eq!(c.source, SourceConfig::Kube);
+    assert_eq!(c.security.scope_prefix, "tardis");
+    assert_eq!(c.graphql.max_page_size, 1000);
+    assert!(c.graphql.playground_enabled);
+    assert_eq!(c.projector.dependency_delay, Duration::from_secs(2));
+    assert_eq!(c.projector.dependency_delay_jitter, Duration::from_secs(3));
+    assert_eq!(c.projector.skip_requeue, Duration::from_secs(300));
+    assert_eq!(c.projector.periodic_resync, Duration::ZERO);
+    assert_eq!(c.features, Features::default());
+}
+
+#[test]
+fn precedence_flags_over_env_over_file_over_defaults() {
+    let file = "server:\n  address: 127.0.0.1:1000\nstorage:\n  dataDir: /file\ngraphql:\n  maxPageSize: 10\n  playgroundEnabled: false\nsecurity:\n  scopePrefix: file\n";
+    let env = [("CP_SERVER_ADDRESS", "127.0.0.1:2000"), ("CP_STORAGE_DATA_DIR", "/env"), ("CP_GRAPHQL_MAX_PAGE_SIZE", "20")];
+    let args = ServeArgs { listen: Some("127.0.0.1:3000".into()), ..mock() };
+
+    let c = check(&args, &env, Some(file)).unwrap();
+    assert_eq!(c.server.address, "127.0.0.1:3000", "flag wins");
+    assert_eq!(c.storage.data_dir, PathBuf::from("/env"), "env beats file");
+    assert_eq!(c.graphql.max_page_size, 20, "env beats file");
+    assert!(!c.graphql.playground_enabled, "file beats default");
+    assert_eq!(c.security.scope_prefix, "file", "file beats default");
+
+    let c = check(&mock(), &[], Some(file)).unwrap();
+    assert_eq!(c.server.address, "127.0.0.1:1000");
+}
+
+#[test]
+fn dotted_keys_and_lists_in_the_file() {
+    let file = "security.mode: jwt\nsecurity:\n  trustedIssuers:\n  - https://iam.example.com/auth/realms/a\n  - https://iam.example.com/auth/realms/b\n";
+    let c = check(&ServeArgs::default(), &[], Some(file)).unwrap();
+    assert_eq!(c.security.mode, AuthMode::Jwt);
+    assert_eq!(c.security.trusted_issuers.len(), 2);
+}
+
+#[test]
+fn trusted_issuers_from_env_are_comma_separated_and_flags_replace_them() {
+    let env = [("CP_SECURITY_TRUSTED_ISSUERS", "https://a.example.com, https://b.example.com,")];
+    let c = check(&ServeArgs::default(), &env, None).unwrap();
+    assert_eq!(c.security.trusted_issuers, vec!["https://a.example.com", "https://b.example.com"]);
+    let args = ServeArgs { trusted_issuer: vec!["https://c.example.com".into()], ..Default::default() };
+    let c = check(&args, &env, None).unwrap();
+    assert_eq!(c.security.trusted_issuers, vec!["https://c.example.com"]);
+}
+
+#[test]
+fn jwt_without_issuer_refuses() {
+    assert_eq!(check(&ServeArgs::default(), &[], None), Err(ConfigError::NoTrustedIssuer));
+    let msg = ConfigError::NoTrustedIssuer.to_string();
+    assert!(msg.contains("--auth mock") && msg.contains("trustedIssuers"), "{msg}");
+}
+
+#[test]
+fn source_selection() {
+    let args = ServeArgs { manifests: Some("w".into()), ..mock() };
+    assert_eq!(check(&args, &[], None).unwrap().source, SourceConfig::Manifests("w".into()));
+    let env = [("CP_SOURCE_MANIFESTS", "/m")];
+    assert_eq!(check(&mock(), &env, None).unwrap().source, SourceConfig::Manifests("/m".into()));
+    let kube = ServeArgs { source: Some("kube".into()), ..mock() };
+    assert_eq!(check(&kube, &env, None).unwrap().source, SourceConfig::Kube);
+    let manifests = ServeArgs { source: Some("manifests".into()), ..mock() };
+    assert!(check(&manifests, &[], None).unwrap_err().to_string().contains("source.manifests"));
+}
+
+#[test]
+fn invalid_values_name_the_key_and_origin() {
+    let cases: &[(&[(&str, &str)], Option<&str>, ServeArgs, &str, &str)] = &[
+        (&[("CP_GRAPHQL_MAX_PAGE_SIZE", "abc")], None, mock(), "graphql.maxPageSize", "CP_GRAPHQL_MAX_PAGE_SIZE"),
+        (&[("CP_GRAPHQL_MAX_PAGE_SIZE", "0")], None, mock(), "graphql.maxPageSize", "CP_GRAPHQL_MAX_PAGE_SIZE"),
+        (&[], Some("graphql:\n  maxPageSize: -3\n"), mock(), "graphql.maxPageSize", "config file cp.yaml"),
+        (&[("CP_GRAPHQL_PLAYGROUND_ENABLED", "maybe")], None, mock(), "graphql.playgroundEnabled", "CP_GRAPHQL_PLAYGROUND_ENABLED"),
+        (&[("CP_SERVER_ADDRESS", "localhost")], None, mock(), "server.address", "CP_SERVER_ADDRESS"),
+        (&[], None, ServeArgs { listen: Some("host:99999".into()), ..mock() }, "server.address", "--listen"),
+        (&[], None, ServeArgs { auth: Some("basic".into()), ..Default::default() }, "security.mode", "--auth"),
+        (&[("CP_SECURITY_TRUSTED_ISSUERS", "not-a-url")], None, mock(), "security.trustedIssuers", "CP_SECURITY_TRUSTED_ISSUERS"),
+        (&[("CP_SECURITY_SCOPE_PREFIX", "a:b")], None, mock(), "security.scopePrefix", "CP_SECURITY_SCOPE_PREFIX"),
+        (&[("CP_SECRET_MANAGER_URL", "ftp://x")], None, mock(), "secretManager.url", "CP_SECRET_MANAGER_URL"),
+        (&[("DEPENDENCY_DELAY", "2")], None, mock(), "DEPENDENCY_DELAY", "DEPENDENCY_DELAY"),
+        (&[("SKIP_REQUEUE", "-1s")], None, mock(), "SKIP_REQUEUE", "SKIP_REQUEUE"),
+        (&[("FEATURE_PUBSUB_ENABLED", "yes please")], None, mock(), "FEATURE_PUBSUB_ENABLED", "FEATURE_PUBSUB_ENABLED"),
+        (&[], None, ServeArgs { now: Some("yesterday".into()), ..mock() }, "now", "--now"),
+    ];
+    for (env, file, args, key, origin) in cases {
+        let err = check(args, env, *file).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(&err, ConfigError::Invalid { key: k, .. } if k == key), "{key}: {msg}");
+        assert!(msg.contains(&format!("`{key}`")) && msg.contains(origin), "{msg}");
+    }
+}
+
+#[test]
+fn unknown_file_keys_and_bad_files_are_errors() {
+    let err = check(&mock(), &[], Some("server:\n  adress: x\n")).unwrap_err();
+    assert!(matches!(&err, ConfigError::UnknownKey { key, .. } if key == "server.adress"), "{err}");
+    // Environment-only settings are not file keys.
+    let err = check(&mock(), &[], Some("DEPENDENCY_DELAY: 1s\n")).unwrap_err();
+    assert!(matches!(err, ConfigError::UnknownKey { .. }));
+    assert!(matches!(check(&mock(), &[], Some("- a\n- b\n")).unwrap_err(), ConfigError::File { .. }));
+    assert!(matches!(check(&mock(), &[], Some("a: [\n")).unwrap_err(), ConfigError::File { .. }));
+    assert!(check(&mock(), &[], Some("# only a comment\n")).is_ok());
+}
+
+#[test]
+fn projector_settings_and_features_from_env() {
+    let env = [
+        ("DEPENDENCY_DELAY", "10ms"),
+        ("DEPENDENCY_DELAY_JITTER", "0s"),
+        ("PERIODIC_RESYNC", "1h"),
+        ("FEATURE_PUBSUB_ENABLED", "false"),
+        ("FEATURE_AI_GATEWAY_ENABLED", "0"),
+    ];
+    let c = check(&mock(), &env, None).unwrap();
+    assert_eq!(c.projector.dependency_delay, Duration::from_millis(10));
+    assert_eq!(c.projector.dependency_delay_jitter, Duration::ZERO);
+    assert_eq!(c.projector.periodic_resync, Duration::from_secs(3600));
+    assert_eq!(c.features, Features { pubsub: false, permission: true, ai_gateway: false, file_manager: true });
+}
+
+#[test]
+fn now_is_pinned() {
+    let args = ServeArgs { now: Some("2026-09-01T00:00:00Z".into()), ..mock() };
+    let c = check(&args, &[], None).unwrap();
+    assert_eq!(c.clock().now(), Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap());
+}
+
+#[test]
+fn log_format_flag_then_env() {
+    let env = |k: &str| (k == "CP_LOG_FORMAT").then(|| "json".to_string());
+    assert_eq!(log_format(None, &env), Ok(LogFormat::Json));
+    assert_eq!(log_format(Some("text"), &env), Ok(LogFormat::Text));
+    assert!(log_format(Some("xml"), &env).is_err());
+}
+
+#[test]
+fn every_setting_appears_in_the_help() {
+    let help = settings_help();
+    for s in SETTINGS {
+        assert!(help.contains(s.env), "{}", s.env);
+    }
+}

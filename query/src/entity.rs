@@ -1,0 +1,620 @@
+//! The generic GraphQL layer: one [`Entity`] impl per kind describes its object fields and
+//! filters; everything else — Node, connections, edges, order inputs, where inputs, root
+//! queries, `node`/`nodes`, isolation — is built here once for every kind.
+
+use crate::error::{bad_input, internal, not_found};
+use crate::filter::{FilterField, Pred, WhereType};
+use crate::relay::{encode_cursor, paginate, PageArgs, Row, RowIter, Rows, VecRows};
+use crate::viewer::Viewer;
+use crate::QueryError;
+use async_graphql::dynamic::{
+    Enum, Field, FieldFuture, FieldValue, InputObject, InputValue, Interface, InterfaceField, Object, ResolverContext, TypeRef,
+};
+use async_graphql::{Error, Name, Value};
+use schema::{GlobalId, Key, Kind, Scope, Timestamp};
+use std::any::Any;
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+use storage::{OrderField, ReadView, Stored};
+
+/// Per-request data: one consistent read view, the viewer, the clock.
+pub struct Rq {
+    /// The read transaction every resolver of this request uses.
+    pub view: ReadView,
+    /// The caller (group teams resolved).
+    pub viewer: Viewer,
+    /// The time used for time-dependent fields (secret rotation phase).
+    pub now: Timestamp,
+    /// Maximum page size.
+    pub max_page_size: usize,
+}
+
+impl Rq {
+    /// Whether the viewer may see the record of kind `K`.
+    pub fn visible<K: Kind>(&self, s: &Stored<K::Record>) -> bool {
+        self.viewer.can_see(&K::scopes(&s.record, &s.links))
+    }
+
+    /// Loads a record of kind `K` if the viewer may see it.
+    ///
+    /// # Errors
+    /// Storage failures as `INTERNAL`.
+    pub fn load_visible<K: Kind>(&self, key: &Key) -> Result<Option<Stored<K::Record>>, Error> {
+        Ok(self.view.get::<K>(key).map_err(internal)?.filter(|s| self.visible::<K>(s)))
+    }
+
+    /// Loads a record of kind `K` regardless of the viewer (only for reduced `…Info` views).
+    ///
+    /// # Errors
+    /// Storage failures as `INTERNAL`.
+    pub fn load_system<K: Kind>(&self, key: &Key) -> Result<Option<Stored<K::Record>>, Error> {
+        self.view.get::<K>(key).map_err(internal)
+    }
+}
+
+/// How a kind appears in GraphQL.
+pub trait Entity: Kind {
+    /// The GraphQL object type name.
+    const TYPE: &'static str;
+    /// The root connection field (`applications`), if any.
+    const ROOT: Option<&'static str>;
+    /// Records are owned by teams (scanned per viewer team) rather than visible to the whole
+    /// environment (catalogue, zones, groups).
+    const TEAM_OWNED: bool;
+    /// `orderBy: [XOrder!]` instead of `orderBy: XOrder`.
+    const MULTI_ORDER: bool = false;
+
+    /// Object fields besides `id`. May register helper types in `b`.
+    fn fields(b: &mut Builder) -> Vec<Field>;
+
+    /// Filterable fields (besides `id`), in GraphQL order.
+    fn filters() -> Vec<FilterField<Self::Record>>;
+}
+
+/// Collects the types of the schema while entities register themselves.
+#[derive(Default)]
+pub struct Builder {
+    pub(crate) objects: Vec<Object>,
+    pub(crate) enums: Vec<Enum>,
+    pub(crate) inputs: Vec<InputObject>,
+    pub(crate) interfaces: Vec<Interface>,
+    pub(crate) unions: Vec<async_graphql::dynamic::Union>,
+    pub(crate) query_fields: Vec<Field>,
+    /// Node loaders by GraphQL type name.
+    pub(crate) loaders: HashMap<&'static str, Loader>,
+    registered: std::collections::HashSet<String>,
+    wheres: HashMap<&'static str, Arc<dyn Any + Send + Sync>>,
+    extras: HashMap<String, Vec<Field>>,
+}
+
+/// Loads a node of one type by key, `None` when absent or invisible.
+pub(crate) type Loader = Arc<dyn Fn(&Rq, &Key) -> Result<Option<FieldValue<'static>>, Error> + Send + Sync>;
+
+impl Builder {
+    /// Registers an object once (by name).
+    pub fn object(&mut self, o: Object) {
+        if self.registered.insert(o.type_name().to_string()) {
+            self.objects.push(o);
+        }
+    }
+
+    /// Adds fields to the object `type_name`, registered by another module (e.g. the
+    /// `Application.exposedApis` connection is defined next to ApiExposure).
+    pub fn extend(&mut self, type_name: &str, fields: Vec<Field>) {
+        self.extras.entry(type_name.to_string()).or_default().extend(fields);
+    }
+
+    /// The finished objects, with the fields added by [`Builder::extend`].
+    pub(crate) fn take_objects(&mut self) -> Vec<Object> {
+        let mut extras = std::mem::take(&mut self.extras);
+        std::mem::take(&mut self.objects)
+            .into_iter()
+            .map(|mut o| {
+                for f in extras.remove(o.type_name()).unwrap_or_default() {
+                    o = o.field(f);
+                }
+                o
+            })
+            .collect()
+    }
+
+    /// Registers an enum once (by name).
+    pub fn enumeration(&mut self, name: &str, items: &[&str]) {
+        if self.registered.insert(name.to_string()) {
+            self.enums.push(Enum::new(name).items(items.iter().copied()));
+        }
+    }
+
+    /// Registers an input once (by name).
+    pub fn input(&mut self, i: InputObject) {
+        if self.registered.insert(i.type_name().to_string()) {
+            self.inputs.push(i);
+        }
+    }
+
+    /// The compiled where type of entity `K` (registering it on first use).
+    pub fn where_type<K: Entity>(&mut self) -> Arc<WhereType<K::Record>> {
+        if let Some(w) = self.wheres.get(K::TYPE) {
+            return w.clone().downcast::<WhereType<K::Record>>().expect("invariant: where types are keyed by entity type");
+        }
+        let mut fields = vec![FilterField::new("id", crate::filter::FType::Id, false, |s: &Stored<K::Record>| {
+            crate::filter::FVal::Str(Some(GlobalId::new(K::TYPE, &s.key).encode()))
+        })];
+        fields.extend(K::filters());
+        let w = Arc::new(WhereType::new(format!("{}WhereInput", K::TYPE), fields));
+        self.input(w.input_object());
+        self.wheres.insert(K::TYPE, w.clone());
+        w
+    }
+}
+
+// ---- value helpers -------------------------------------------------------------------------
+
+/// A string value.
+pub fn s(v: &str) -> Option<FieldValue<'static>> {
+    Some(FieldValue::value(Value::String(v.to_string())))
+}
+
+/// A nullable string value (`None` → null).
+pub fn os(v: Option<&str>) -> Option<FieldValue<'static>> {
+    v.map(|v| FieldValue::value(Value::String(v.to_string())))
+}
+
+/// A boolean.
+pub fn b(v: bool) -> Option<FieldValue<'static>> {
+    Some(FieldValue::value(Value::Boolean(v)))
+}
+
+/// An integer.
+pub fn int(v: i64) -> Option<FieldValue<'static>> {
+    Some(FieldValue::value(Value::Number(v.into())))
+}
+
+/// An enum value.
+pub fn e(v: &str) -> Option<FieldValue<'static>> {
+    Some(FieldValue::value(Value::Enum(Name::new(v))))
+}
+
+/// A time (RFC 3339).
+pub fn t(v: Timestamp) -> Option<FieldValue<'static>> {
+    s(&v.to_rfc3339())
+}
+
+/// A list of strings.
+pub fn strs<S: AsRef<str>>(v: &[S]) -> Option<FieldValue<'static>> {
+    Some(FieldValue::value(Value::List(v.iter().map(|x| Value::String(x.as_ref().to_string())).collect())))
+}
+
+/// A list of enum values.
+pub fn enums<S: AsRef<str>>(v: &[S]) -> Option<FieldValue<'static>> {
+    Some(FieldValue::value(Value::List(v.iter().map(|x| Value::Enum(Name::new(x.as_ref()))).collect())))
+}
+
+/// An object backed by `v` (its fields downcast the parent to `T`).
+pub fn obj<T: Any + Send + Sync>(v: T) -> Option<FieldValue<'static>> {
+    Some(FieldValue::owned_any(v))
+}
+
+/// A list of objects.
+pub fn objs<T: Any + Send + Sync>(v: impl IntoIterator<Item = T>) -> Option<FieldValue<'static>> {
+    Some(FieldValue::list(v.into_iter().map(FieldValue::owned_any)))
+}
+
+/// A field of an object whose parent value is a `T`; `f` computes the value synchronously.
+pub fn field<T: Any + Send + Sync>(
+    name: &str,
+    ty: TypeRef,
+    f: impl Fn(&T, &Rq) -> Result<Option<FieldValue<'static>>, Error> + Send + Sync + 'static,
+) -> Field {
+    let f = Arc::new(f);
+    Field::new(name, ty, move |ctx: ResolverContext<'_>| {
+        let f = f.clone();
+        let result = (|| {
+            let parent = ctx.parent_value.try_downcast_ref::<T>()?;
+            let rq = ctx.data::<Rq>()?;
+            f(parent, rq)
+        })();
+        FieldFuture::new(async move { result })
+    })
+}
+
+/// A field of an entity object (parent `Stored<K::Record>`) that only reads the record.
+pub fn rf<K: Kind>(name: &str, ty: TypeRef, f: impl Fn(&K::Record) -> Option<FieldValue<'static>> + Send + Sync + 'static) -> Field {
+    field::<Stored<K::Record>>(name, ty, move |p, _| Ok(f(&p.record)))
+}
+
+/// `statusPhase: <Type>StatusPhase` and `statusMessage: String` from a record's status.
+pub fn status_fields<K: Entity>(b: &mut Builder, status: fn(&K::Record) -> &schema::common::Status) -> Vec<Field> {
+    let enum_name = format!("{}StatusPhase", K::TYPE);
+    b.enumeration(&enum_name, &["READY", "PENDING", "ERROR", "UNKNOWN"]);
+    vec![
+        rf::<K>("statusPhase", TypeRef::named(&enum_name), move |r| e(status(r).phase.as_str())),
+        rf::<K>("statusMessage", TypeRef::named(TypeRef::STRING), move |r| s(&status(r).message)),
+    ]
+}
+
+/// `createdAt: Time!`, `lastModifiedAt: Time!`.
+pub fn time_fields<K: Kind>() -> Vec<Field> {
+    vec![
+        field::<Stored<K::Record>>("createdAt", TypeRef::named_nn("Time"), |p, _| Ok(t(p.created_at))),
+        field::<Stored<K::Record>>("lastModifiedAt", TypeRef::named_nn("Time"), |p, _| Ok(t(p.last_modified_at))),
+    ]
+}
+
+/// The filter fields every entity with the mixins has: `createdAt`, `lastModifiedAt`.
+pub fn time_filters<R: 'static>() -> Vec<FilterField<R>> {
+    use crate::filter::{FType, FVal};
+    vec![
+        FilterField::new("createdAt", FType::Time, false, |s: &Stored<R>| FVal::Time(Some(s.created_at))),
+        FilterField::new("lastModifiedAt", FType::Time, false, |s: &Stored<R>| FVal::Time(Some(s.last_modified_at))),
+    ]
+}
+
+/// The value of a secret field (DESIGN "Secrets", reference-graphql.md §5.9): `**********` for
+/// `obfuscated` callers, null for callers that do not own the record (`owner` = env, team),
+/// otherwise the stored value (a `$<id>` reference is returned as is until a secret manager is
+/// configured).
+pub fn secret(rq: &Rq, owner: (&str, &str), value: Option<&str>) -> Option<FieldValue<'static>> {
+    let value = value?;
+    if rq.viewer.access == crate::viewer::Access::Obfuscated {
+        return s("**********");
+    }
+    if !rq.viewer.owns(owner.0, owner.1) {
+        return None;
+    }
+    s(value)
+}
+
+/// A plain list root field (`zones`, `groups`): every visible record of `K` in key order,
+/// filtered by an optional `where`.
+pub fn list_field<K: Entity>(b: &mut Builder, name: &str, with_where: bool) -> Field {
+    let w = b.where_type::<K>();
+    let f = Field::new(name, TypeRef::named_nn_list_nn(K::TYPE), move |ctx: ResolverContext<'_>| {
+        let w = w.clone();
+        let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
+            let rq = ctx.data::<Rq>()?;
+            let pred = match ctx.args.get("where") {
+                Some(v) if !v.is_null() => w.parse(&v.object()?)?,
+                _ => Pred::All(vec![]),
+            };
+            let rows = IndexRows::<K> { rq, scopes: rq.viewer.scopes(K::TEAM_OWNED), order: OrderField::Key, pred };
+            let mut out = Vec::new();
+            for r in rows.iter(Bound::Unbounded, false)? {
+                out.push(node_value::<K>(r?.1));
+            }
+            Ok(Some(FieldValue::list(out)))
+        })();
+        FieldFuture::new(async move { result })
+    });
+    if with_where {
+        f.argument(InputValue::new("where", TypeRef::named(format!("{}WhereInput", K::TYPE))))
+    } else {
+        f
+    }
+}
+
+/// The global ID of a record of entity `K`.
+pub fn global_id<K: Entity>(key: &Key) -> String {
+    GlobalId::new(K::TYPE, key).encode()
+}
+
+/// A nullable link to a visible record of `K` (`None` when absent or invisible).
+pub fn node_value<K: Entity>(s: Stored<K::Record>) -> FieldValue<'static> {
+    FieldValue::owned_any(s).with_type(K::TYPE)
+}
+
+// ---- connections ---------------------------------------------------------------------------
+
+/// A resolved connection.
+pub struct ConnData<R> {
+    edges: Vec<(String, Stored<R>)>,
+    has_next: bool,
+    has_previous: bool,
+    total: u64,
+}
+
+fn order_fields<K: Entity>() -> Vec<&'static str> {
+    if K::ORDER_BY_NAME {
+        vec!["CREATED_AT", "LAST_MODIFIED_AT", "NAME"]
+    } else {
+        vec!["CREATED_AT", "LAST_MODIFIED_AT"]
+    }
+}
+
+/// Registers `XConnection`, `XEdge`, `XOrder`, `XOrderField`, `XWhereInput`, the object `X`
+/// (implementing `Node`) and the root query of entity `K`.
+pub fn register<K: Entity>(b: &mut Builder) {
+    let name = K::TYPE;
+    let mut o = Object::new(name).implement("Node").field(field::<Stored<K::Record>>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
+        Ok(s(&global_id::<K>(&p.key)))
+    }));
+    for f in K::fields(b) {
+        o = o.field(f);
+    }
+    b.object(o);
+    b.object(
+        Object::new(format!("{name}Edge"))
+            .field(field::<(String, Stored<K::Record>)>("node", TypeRef::named(name), |p, _| Ok(Some(node_value::<K>(p.1.clone())))))
+            .field(field::<(String, Stored<K::Record>)>("cursor", TypeRef::named_nn("Cursor"), |p, _| s(&p.0).map(Ok).transpose())),
+    );
+    b.object(
+        Object::new(format!("{name}Connection"))
+            .field(field::<ConnData<K::Record>>("edges", TypeRef::named_list(format!("{name}Edge")), |p, _| {
+                Ok(objs(p.edges.iter().cloned()))
+            }))
+            .field(field::<ConnData<K::Record>>("pageInfo", TypeRef::named_nn("PageInfo"), |p, _| {
+                Ok(obj(crate::PageInfo {
+                    has_next: p.has_next,
+                    has_previous: p.has_previous,
+                    start: p.edges.first().map(|e| e.0.clone()),
+                    end: p.edges.last().map(|e| e.0.clone()),
+                }))
+            }))
+            .field(field::<ConnData<K::Record>>("totalCount", TypeRef::named_nn(TypeRef::INT), |p, _| Ok(int(p.total as i64)))),
+    );
+    b.enumeration(&format!("{name}OrderField"), &order_fields::<K>());
+    b.input(
+        InputObject::new(format!("{name}Order"))
+            .field(InputValue::new("direction", TypeRef::named_nn("OrderDirection")).default_value(Value::Enum(Name::new("ASC"))))
+            .field(InputValue::new("field", TypeRef::named_nn(format!("{name}OrderField")))),
+    );
+    let where_type = b.where_type::<K>();
+    if let Some(root) = K::ROOT {
+        let w = where_type.clone();
+        b.query_fields.push(connection_field::<K, ()>(root, w, |rq, _, order, pred| {
+            Ok(Box::new(IndexRows::<K> { rq, scopes: rq.viewer.scopes(K::TEAM_OWNED), order, pred }))
+        }));
+    }
+    let loader: Loader = Arc::new(|rq: &Rq, key: &Key| Ok(rq.load_visible::<K>(key)?.map(node_value::<K>)));
+    b.loaders.insert(K::TYPE, loader);
+}
+
+type MakeRows<K, P> = dyn for<'a> Fn(&'a Rq, &'a P, OrderField, Pred<<K as Kind>::Record>) -> Result<Box<dyn Rows<<K as Kind>::Record> + 'a>, Error>
+    + Send
+    + Sync;
+
+/// A connection field of entity `K` on a parent of type `P` (`()` for root queries), with the
+/// standard arguments. `rows` produces the visible, filtered rows in the requested order.
+pub fn connection_field<K: Entity, P: Any + Send + Sync>(
+    name: &str,
+    where_type: Arc<WhereType<K::Record>>,
+    rows: impl for<'a> Fn(&'a Rq, &'a P, OrderField, Pred<K::Record>) -> Result<Box<dyn Rows<K::Record> + 'a>, Error> + Send + Sync + 'static,
+) -> Field {
+    let rows: Arc<MakeRows<K, P>> = Arc::new(rows);
+    let tn = K::TYPE;
+    let order_ty = if K::MULTI_ORDER { TypeRef::named_nn_list(format!("{tn}Order")) } else { TypeRef::named(format!("{tn}Order")) };
+    Field::new(name, TypeRef::named_nn(format!("{tn}Connection")), move |ctx: ResolverContext<'_>| {
+        let rows = rows.clone();
+        let where_type = where_type.clone();
+        let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
+            let rq = ctx.data::<Rq>()?;
+            let parent: &P = match ctx.parent_value.downcast_ref::<P>() {
+                Some(p) => p,
+                None => {
+                    // Root query fields have no parent value; `P` is `()` for them.
+                    static UNIT: () = ();
+                    (&UNIT as &dyn Any).downcast_ref::<P>().ok_or_else(|| internal("connection parent type mismatch"))?
+                }
+            };
+            let (order, desc) = parse_order(&ctx)?;
+            let pred = match ctx.args.get("where") {
+                Some(w) if !w.is_null() => where_type.parse(&w.object()?)?,
+                _ => Pred::All(vec![]),
+            };
+            let arg_i = |n: &str| -> Result<Option<i64>, Error> { ctx.args.get(n).filter(|v| !v.is_null()).map(|v| v.i64()).transpose() };
+            let arg_s = |n: &str| -> Result<Option<String>, Error> {
+                ctx.args.get(n).filter(|v| !v.is_null()).map(|v| v.string().map(str::to_string)).transpose()
+            };
+            let args = PageArgs::new(
+                arg_i("first")?,
+                arg_i("last")?,
+                arg_s("after")?.as_deref(),
+                arg_s("before")?.as_deref(),
+                order,
+                desc,
+                rq.max_page_size,
+            )?;
+            let src = rows(rq, parent, order, pred)?;
+            let page = paginate(src.as_ref(), &args)?;
+            let total = if ctx.look_ahead().field("totalCount").exists() { src.count()? } else { 0 };
+            let edges = page.edges.into_iter().map(|(suffix, st)| (encode_cursor(order, &suffix), st)).collect();
+            Ok(obj(ConnData::<K::Record> { edges, has_next: page.has_next, has_previous: page.has_previous, total }))
+        })();
+        FieldFuture::new(async move { result })
+    })
+    .argument(InputValue::new("after", TypeRef::named("Cursor")))
+    .argument(InputValue::new("first", TypeRef::named(TypeRef::INT)))
+    .argument(InputValue::new("before", TypeRef::named("Cursor")))
+    .argument(InputValue::new("last", TypeRef::named(TypeRef::INT)))
+    .argument(InputValue::new("orderBy", order_ty))
+    .argument(InputValue::new("where", TypeRef::named(format!("{tn}WhereInput"))))
+}
+
+/// Reads `orderBy` (single or the first entry of a list; ties are broken by the natural key).
+fn parse_order(ctx: &ResolverContext<'_>) -> Result<(OrderField, bool), Error> {
+    let Some(v) = ctx.args.get("orderBy").filter(|v| !v.is_null()) else { return Ok((OrderField::Key, false)) };
+    let one = match v.list() {
+        Ok(list) => match list.get(0) {
+            Some(first) => first.object()?.as_index_map().clone(),
+            None => return Ok((OrderField::Key, false)),
+        },
+        Err(_) => v.object()?.as_index_map().clone(),
+    };
+    let field = match one.get("field") {
+        Some(Value::Enum(n)) => n.as_str().to_string(),
+        _ => return Err(bad_input("orderBy.field is required")),
+    };
+    let desc = matches!(one.get("direction"), Some(Value::Enum(n)) if n.as_str() == "DESC");
+    let order = match field.as_str() {
+        "CREATED_AT" => OrderField::CreatedAt,
+        "LAST_MODIFIED_AT" => OrderField::LastModifiedAt,
+        "NAME" => OrderField::Name,
+        other => return Err(bad_input(format!("unknown order field {other}"))),
+    };
+    Ok((order, desc))
+}
+
+/// The cursor suffix of a record for `order` (same layout as the store's ordering index).
+pub fn suffix_of<K: Kind>(s: &Stored<K::Record>, order: OrderField) -> Vec<u8> {
+    let mut v = Vec::new();
+    match order {
+        OrderField::Key => {}
+        OrderField::CreatedAt => v.extend_from_slice(&s.created_at.to_sort_bytes()),
+        OrderField::LastModifiedAt => v.extend_from_slice(&s.last_modified_at.to_sort_bytes()),
+        OrderField::Name => v.extend_from_slice(Key::new(&[K::name(&s.record).unwrap_or("")]).as_bytes()),
+    }
+    v.extend_from_slice(s.key.as_bytes());
+    v
+}
+
+/// Rows of a nested connection: `candidates` filtered by visibility and `pred`, sorted.
+pub fn nested_rows<K: Kind>(rq: &Rq, candidates: Vec<Stored<K::Record>>, order: OrderField, pred: &Pred<K::Record>) -> VecRows<K::Record> {
+    let mut rows: Vec<Row<K::Record>> =
+        candidates.into_iter().filter(|s| rq.visible::<K>(s) && pred.eval(s)).map(|s| (suffix_of::<K>(&s, order), s)).collect();
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    VecRows(rows)
+}
+
+/// Rows of a root connection: a k-way merge of the viewer's scope ranges of the ordering index.
+struct IndexRows<'a, K: Kind> {
+    rq: &'a Rq,
+    scopes: Vec<Scope>,
+    order: OrderField,
+    pred: Pred<K::Record>,
+}
+
+impl<K: Kind> Rows<K::Record> for IndexRows<'_, K> {
+    fn iter(&self, from: Bound<&[u8]>, reverse: bool) -> Result<RowIter<'_, K::Record>, Error> {
+        let mut heads = Vec::new();
+        for scope in &self.scopes {
+            let it = self.rq.view.scan(K::ID, self.order, scope, from, reverse).map_err(internal)?;
+            heads.push(it.peekable());
+        }
+        let merged = Merge { heads, reverse };
+        let rq = self.rq;
+        let pred = &self.pred;
+        Ok(Box::new(merged.filter_map(move |item| {
+            let (suffix, key) = match item {
+                Ok(x) => x,
+                Err(e) => return Some(Err(internal(e))),
+            };
+            match rq.view.get::<K>(&key) {
+                Err(e) => Some(Err(internal(e))),
+                Ok(None) => None,
+                Ok(Some(s)) => pred.eval(&s).then_some(Ok((suffix, s))),
+            }
+        })))
+    }
+
+    fn count(&self) -> Result<u64, Error> {
+        if self.pred.is_trivial() && self.scopes.len() == 1 {
+            return self.rq.view.count(K::ID, &self.scopes[0]).map_err(internal);
+        }
+        let mut n = 0;
+        for r in self.iter(Bound::Unbounded, false)? {
+            r?;
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+/// Merges sorted index streams by suffix, dropping duplicates (a record visible through two
+/// of the viewer's teams appears once).
+struct Merge<I: Iterator<Item = Result<storage::OrderEntry, storage::StorageError>>> {
+    heads: Vec<std::iter::Peekable<I>>,
+    reverse: bool,
+}
+
+impl<I: Iterator<Item = Result<storage::OrderEntry, storage::StorageError>>> Iterator for Merge<I> {
+    type Item = Result<storage::OrderEntry, storage::StorageError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let mut best: Option<(usize, Vec<u8>)> = None;
+        for (i, h) in self.heads.iter_mut().enumerate() {
+            match h.peek() {
+                None => {}
+                Some(Err(_)) => return h.next(),
+                Some(Ok((suffix, _))) => {
+                    let better = match &best {
+                        None => true,
+                        Some((_, b)) => {
+                            if self.reverse {
+                                suffix > b
+                            } else {
+                                suffix < b
+                            }
+                        }
+                    };
+                    if better {
+                        best = Some((i, suffix.clone()));
+                    }
+                }
+            }
+        }
+        let (i, suffix) = best?;
+        let item = self.heads[i].next();
+        for h in self.heads.iter_mut() {
+            while matches!(h.peek(), Some(Ok((s, _))) if *s == suffix) {
+                h.next();
+            }
+        }
+        item
+    }
+}
+
+// ---- node / nodes --------------------------------------------------------------------------
+
+/// Registers `Node`, `node(id)` and `nodes(ids)`.
+pub fn register_node(b: &mut Builder) {
+    b.interfaces.push(Interface::new("Node").field(InterfaceField::new("id", TypeRef::named_nn(TypeRef::ID))));
+    let loaders = Arc::new(std::mem::take(&mut b.loaders));
+    let l1 = loaders.clone();
+    b.query_fields.push(
+        Field::new("node", TypeRef::named("Node"), move |ctx| {
+            let loaders = l1.clone();
+            let result = (|| {
+                let rq = ctx.data::<Rq>()?;
+                let id = ctx.args.try_get("id")?.string()?.to_string();
+                load_node(&loaders, rq, &id)
+            })();
+            FieldFuture::new(async move { result.map(Some) })
+        })
+        .argument(InputValue::new("id", TypeRef::named_nn(TypeRef::ID))),
+    );
+    b.query_fields.push(
+        Field::new("nodes", TypeRef::named_nn_list("Node"), move |ctx| {
+            let loaders = loaders.clone();
+            let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
+                let rq = ctx.data::<Rq>()?;
+                let ids: Vec<String> = ctx.args.try_get("ids")?.list()?.iter().map(|v| v.string().map(str::to_string)).collect::<Result<_, _>>()?;
+                let mut out = Vec::with_capacity(ids.len());
+                for id in ids {
+                    match load_node(&loaders, rq, &id) {
+                        Ok(v) => out.push(v),
+                        Err(e) => {
+                            ctx.add_error(e.into_server_error(ctx.item.pos));
+                            out.push(FieldValue::NULL);
+                        }
+                    }
+                }
+                Ok(Some(FieldValue::list(out)))
+            })();
+            FieldFuture::new(async move { result })
+        })
+        .argument(InputValue::new("ids", TypeRef::named_nn_list_nn(TypeRef::ID))),
+    );
+}
+
+fn load_node(loaders: &HashMap<&'static str, Loader>, rq: &Rq, id: &str) -> Result<FieldValue<'static>, Error> {
+    let gid = GlobalId::decode(id).map_err(|_| not_found(id))?;
+    let loader = loaders.get(gid.type_name.as_str()).ok_or_else(|| not_found(id))?;
+    loader(rq, &gid.key)?.ok_or_else(|| not_found(id))
+}
+
+impl From<QueryError> for Error {
+    fn from(e: QueryError) -> Error {
+        e.0
+    }
+}

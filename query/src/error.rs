@@ -1,0 +1,31 @@
+//! GraphQL errors with `extensions.code` (DESIGN "GraphQL errors"). Produced in this crate only.
+
+use async_graphql::{Error, ErrorExtensions};
+
+/// `BAD_USER_INPUT`: invalid cursor, `first` and `last` together, negative or too large page
+/// sizes, malformed filters.
+pub fn bad_input(message: impl Into<String>) -> Error {
+    Error::new(message.into()).extend_with(|_, e| e.set("code", "BAD_USER_INPUT"))
+}
+
+/// `NOT_FOUND`: the same answer for unknown, malformed and invisible IDs (no existence leak).
+pub fn not_found(id: &str) -> Error {
+    Error::new(format!("Could not resolve to a node with the global id of '{id}'")).extend_with(|_, e| e.set("code", "NOT_FOUND"))
+}
+
+/// `FORBIDDEN`.
+pub fn forbidden(message: impl Into<String>) -> Error {
+    Error::new(message.into()).extend_with(|_, e| e.set("code", "FORBIDDEN"))
+}
+
+/// `INTERNAL`: the cause is logged here and never sent to the client.
+pub fn internal(cause: impl std::fmt::Display) -> Error {
+    tracing::error!(error = %cause, "internal error while processing a GraphQL request");
+    Error::new("internal error while processing request").extend_with(|_, e| e.set("code", "INTERNAL"))
+}
+
+impl From<storage::StorageError> for crate::QueryError {
+    fn from(e: storage::StorageError) -> crate::QueryError {
+        crate::QueryError(internal(e))
+    }
+}

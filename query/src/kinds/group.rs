@@ -1,0 +1,34 @@
+//! `Group` (reference-graphql.md §1.4): `id`, `environment`, `namespace`, `name`,
+//! `displayName`, `description`, `teams`. Visible to every viewer of its environment.
+
+use crate::entity::{rf, s, Builder, Entity};
+use crate::filter::{FType, FVal, FilterField};
+use async_graphql::dynamic::{Field, TypeRef};
+use schema::kinds::group::{Group, GroupRecord};
+use storage::Stored;
+
+impl Entity for Group {
+    const TYPE: &'static str = "Group";
+    const ROOT: Option<&'static str> = None;
+    const TEAM_OWNED: bool = false;
+
+    fn fields(_b: &mut Builder) -> Vec<Field> {
+        vec![
+            rf::<Group>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
+            rf::<Group>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
+            rf::<Group>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
+            rf::<Group>("displayName", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.display_name)),
+            rf::<Group>("description", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.description)),
+        ]
+    }
+
+    fn filters() -> Vec<FilterField<GroupRecord>> {
+        vec![
+            FilterField::new("environment", FType::Str, true, |x: &Stored<GroupRecord>| FVal::Str(Some(x.record.meta.environment.clone()))),
+            FilterField::new("namespace", FType::Str, false, |x: &Stored<GroupRecord>| FVal::Str(Some(x.record.meta.namespace.clone()))),
+            FilterField::new("name", FType::Str, false, |x: &Stored<GroupRecord>| FVal::Str(Some(x.record.meta.name.clone()))),
+            FilterField::new("displayName", FType::Str, false, |x: &Stored<GroupRecord>| FVal::Str(Some(x.record.display_name.clone()))),
+            FilterField::new("description", FType::Str, false, |x: &Stored<GroupRecord>| FVal::Str(Some(x.record.description.clone()))),
+        ]
+    }
+}

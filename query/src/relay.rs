@@ -1,0 +1,302 @@
+//! Relay connections (DESIGN decision 7): opaque versioned cursors, the four argument
+//! combinations per the Relay specification, a maximum page size, `totalCount`.
+//!
+//! Rows come from a [`Rows`] source that yields `(suffix, record)` pairs in index order; the
+//! suffix (sort value · natural key, see `storage::tables`) is what a cursor carries, so root
+//! connections (index scans) and nested connections (sorted vectors) share this code.
+
+use crate::error::bad_input;
+use async_graphql::Error;
+use base64::Engine;
+use std::cmp::Ordering;
+use std::ops::Bound;
+use storage::{OrderField, Stored};
+
+/// Cursor format version (first byte of the decoded cursor).
+const CURSOR_VERSION: u8 = 1;
+
+/// Encodes a cursor: URL-safe base64 of `version · order · suffix`.
+pub fn encode_cursor(order: OrderField, suffix: &[u8]) -> String {
+    let mut raw = Vec::with_capacity(suffix.len() + 2);
+    raw.push(CURSOR_VERSION);
+    raw.push(order as u8);
+    raw.extend_from_slice(suffix);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
+/// Decodes a cursor produced for `order`.
+///
+/// # Errors
+/// `BAD_USER_INPUT` for malformed cursors, other versions, or cursors of another order.
+pub fn decode_cursor(s: &str, order: OrderField) -> Result<Vec<u8>, Error> {
+    let invalid = || bad_input(format!("invalid cursor: {s:?}"));
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s).map_err(|_| invalid())?;
+    if raw.len() < 3 || raw[0] != CURSOR_VERSION || raw[1] != order as u8 {
+        return Err(invalid());
+    }
+    order.split_suffix(&raw[2..]).map_err(|_| invalid())?.1.parts().map_err(|_| invalid())?;
+    Ok(raw[2..].to_vec())
+}
+
+/// Validated pagination arguments.
+#[derive(Clone, Debug)]
+pub struct PageArgs {
+    /// `first`.
+    pub first: Option<usize>,
+    /// `last`.
+    pub last: Option<usize>,
+    /// Decoded `after` suffix.
+    pub after: Option<Vec<u8>>,
+    /// Decoded `before` suffix.
+    pub before: Option<Vec<u8>>,
+    /// Page size when neither `first` nor `last` is given: the maximum page size.
+    pub default_limit: usize,
+    /// Order of the rows (cursors must match it).
+    pub order: OrderField,
+    /// Descending order.
+    pub desc: bool,
+}
+
+impl PageArgs {
+    /// Validates raw arguments.
+    ///
+    /// # Errors
+    /// `BAD_USER_INPUT` for `first` and `last` together, negative or larger than `max` values,
+    /// invalid cursors.
+    pub fn new(
+        first: Option<i64>,
+        last: Option<i64>,
+        after: Option<&str>,
+        before: Option<&str>,
+        order: OrderField,
+        desc: bool,
+        max: usize,
+    ) -> Result<PageArgs, Error> {
+        if first.is_some() && last.is_some() {
+            return Err(bad_input("Passing both `first` and `last` to paginate a connection is not supported."));
+        }
+        let check = |name: &str, v: Option<i64>| -> Result<Option<usize>, Error> {
+            match v {
+                None => Ok(None),
+                Some(n) if n < 0 => Err(bad_input(format!("`{name}` on a connection cannot be less than zero."))),
+                Some(n) if n as u64 > max as u64 => Err(bad_input(format!("`{name}` on a connection cannot exceed the maximum page size {max}."))),
+                Some(n) => Ok(Some(n as usize)),
+            }
+        };
+        Ok(PageArgs {
+            first: check("first", first)?,
+            last: check("last", last)?,
+            after: after.map(|c| decode_cursor(c, order)).transpose()?,
+            before: before.map(|c| decode_cursor(c, order)).transpose()?,
+            default_limit: max,
+            order,
+            desc,
+        })
+    }
+}
+
+/// A row: cursor suffix and record.
+pub type Row<R> = (Vec<u8>, Stored<R>);
+
+/// A boxed row iterator.
+pub type RowIter<'a, R> = Box<dyn Iterator<Item = Result<Row<R>, Error>> + 'a>;
+
+/// An ordered source of visible, filtered rows.
+pub trait Rows<R> {
+    /// Rows in ascending suffix order (descending when `reverse`), bounded by `from` (lower
+    /// bound going forward, upper bound in reverse).
+    ///
+    /// # Errors
+    /// Storage failures (as `INTERNAL`).
+    fn iter(&self, from: Bound<&[u8]>, reverse: bool) -> Result<RowIter<'_, R>, Error>;
+
+    /// The number of rows (ignoring cursors).
+    ///
+    /// # Errors
+    /// Storage failures (as `INTERNAL`).
+    fn count(&self) -> Result<u64, Error> {
+        let mut n = 0;
+        for r in self.iter(Bound::Unbounded, false)? {
+            r?;
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+/// One page of a connection.
+pub struct Page<R> {
+    /// Edges in connection order.
+    pub edges: Vec<Row<R>>,
+    /// `pageInfo.hasNextPage`.
+    pub has_next: bool,
+    /// `pageInfo.hasPreviousPage`.
+    pub has_previous: bool,
+}
+
+/// Cuts one page out of `rows` per the Relay specification: `after`/`before` bound the edge
+/// set, then `first` keeps the first n (`hasNextPage` = more remain) or `last` the last n
+/// (`hasPreviousPage` = more remain). `hasPreviousPage` with `first`/`after` is true when a row
+/// exists at or before `after`; `hasNextPage` with `last`/`before` when a row exists at or
+/// after `before`.
+///
+/// # Errors
+/// Storage failures.
+pub fn paginate<R>(rows: &dyn Rows<R>, args: &PageArgs) -> Result<Page<R>, Error> {
+    // Logical order: ascending suffix, or descending when `desc`. A "logical forward" scan is a
+    // physical reverse scan when `desc`.
+    let desc = args.desc;
+    let cmp = |a: &[u8], b: &[u8]| if desc { b.cmp(a) } else { a.cmp(b) };
+    let exists = |from: &[u8], logical_reverse: bool| -> Result<bool, Error> {
+        let mut it = rows.iter(Bound::Included(from), logical_reverse ^ desc)?;
+        Ok(it.next().transpose()?.is_some())
+    };
+
+    if let Some(last) = args.last {
+        let from = match &args.before {
+            Some(b) => Bound::Excluded(b.as_slice()),
+            None => Bound::Unbounded,
+        };
+        let mut edges = Vec::new();
+        for row in rows.iter(from, !desc)? {
+            let row = row?;
+            if let Some(a) = &args.after {
+                if cmp(&row.0, a) != Ordering::Greater {
+                    break;
+                }
+            }
+            edges.push(row);
+            if edges.len() > last {
+                break;
+            }
+        }
+        let has_previous = edges.len() > last;
+        edges.truncate(last);
+        edges.reverse();
+        let has_next = match &args.before {
+            Some(b) => exists(b, false)?,
+            None => false,
+        };
+        return Ok(Page { edges, has_next, has_previous });
+    }
+
+    let limit = args.first.unwrap_or(args.default_limit);
+    let from = match &args.after {
+        Some(a) => Bound::Excluded(a.as_slice()),
+        None => Bound::Unbounded,
+    };
+    let mut edges = Vec::new();
+    for row in rows.iter(from, desc)? {
+        let row = row?;
+        if let Some(b) = &args.before {
+            if cmp(&row.0, b) != Ordering::Less {
+                break;
+            }
+        }
+        edges.push(row);
+        if edges.len() > limit {
+            break;
+        }
+    }
+    let has_next = edges.len() > limit;
+    edges.truncate(limit);
+    let has_previous = match &args.after {
+        Some(a) => exists(a, true)?,
+        None => false,
+    };
+    Ok(Page { edges, has_next, has_previous })
+}
+
+/// Rows held in memory (nested connections), sorted by suffix ascending.
+pub struct VecRows<R>(pub Vec<Row<R>>);
+
+impl<R: Clone> Rows<R> for VecRows<R> {
+    fn iter(&self, from: Bound<&[u8]>, reverse: bool) -> Result<RowIter<'_, R>, Error> {
+        let v = &self.0;
+        let (lo, hi) = match (from, reverse) {
+            (Bound::Unbounded, _) => (0, v.len()),
+            (Bound::Included(f), false) => (v.partition_point(|r| r.0.as_slice() < f), v.len()),
+            (Bound::Excluded(f), false) => (v.partition_point(|r| r.0.as_slice() <= f), v.len()),
+            (Bound::Included(f), true) => (0, v.partition_point(|r| r.0.as_slice() <= f)),
+            (Bound::Excluded(f), true) => (0, v.partition_point(|r| r.0.as_slice() < f)),
+        };
+        let slice = &v[lo..hi];
+        if reverse {
+            Ok(Box::new(slice.iter().rev().cloned().map(Ok)))
+        } else {
+            Ok(Box::new(slice.iter().cloned().map(Ok)))
+        }
+    }
+
+    fn count(&self) -> Result<u64, Error> {
+        Ok(self.0.len() as u64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schema::{Key, Timestamp};
+
+    fn rows(n: usize) -> VecRows<u32> {
+        VecRows(
+            (0..n)
+                .map(|i| {
+                    let key = Key::new(&[format!("k{i:03}")]);
+                    (key.as_bytes().to_vec(), Stored { key, record: i as u32, created_at: Timestamp(0), last_modified_at: Timestamp(0), links: vec![] })
+                })
+                .collect(),
+        )
+    }
+
+    fn args(first: Option<i64>, last: Option<i64>, after: Option<&Row<u32>>, before: Option<&Row<u32>>, desc: bool) -> PageArgs {
+        let a = after.map(|r| encode_cursor(OrderField::Key, &r.0));
+        let b = before.map(|r| encode_cursor(OrderField::Key, &r.0));
+        PageArgs::new(first, last, a.as_deref(), b.as_deref(), OrderField::Key, desc, 100).unwrap()
+    }
+
+    fn ids(p: &Page<u32>) -> Vec<u32> {
+        p.edges.iter().map(|e| e.1.record).collect()
+    }
+
+    #[test]
+    fn four_argument_combinations() {
+        let r = rows(10);
+        let p = paginate(&r, &args(Some(3), None, Some(&r.0[2]), None, false)).unwrap();
+        assert_eq!((ids(&p), p.has_next, p.has_previous), (vec![3, 4, 5], true, true));
+        let p = paginate(&r, &args(None, Some(3), None, Some(&r.0[7]), false)).unwrap();
+        assert_eq!((ids(&p), p.has_next, p.has_previous), (vec![4, 5, 6], true, true));
+        // first + before: the first 3 of the rows before 5.
+        let p = paginate(&r, &args(Some(3), None, None, Some(&r.0[5]), false)).unwrap();
+        assert_eq!((ids(&p), p.has_next, p.has_previous), (vec![0, 1, 2], true, false));
+        // last + after: the last 2 of the rows after 6.
+        let p = paginate(&r, &args(None, Some(2), Some(&r.0[6]), None, false)).unwrap();
+        assert_eq!((ids(&p), p.has_next, p.has_previous), (vec![8, 9], false, true));
+        // after + before window, first larger than the window.
+        let p = paginate(&r, &args(Some(10), None, Some(&r.0[1]), Some(&r.0[4]), false)).unwrap();
+        assert_eq!((ids(&p), p.has_next), (vec![2, 3], false));
+    }
+
+    #[test]
+    fn descending_and_defaults() {
+        let r = rows(5);
+        let p = paginate(&r, &args(Some(2), None, None, None, true)).unwrap();
+        assert_eq!((ids(&p), p.has_next), (vec![4, 3], true));
+        let p = paginate(&r, &args(Some(2), None, Some(&r.0[3]), None, true)).unwrap();
+        assert_eq!((ids(&p), p.has_previous), (vec![2, 1], true));
+        let p = paginate(&r, &args(None, None, None, None, false)).unwrap();
+        assert_eq!((ids(&p), p.has_next), (vec![0, 1, 2, 3, 4], false));
+        let p = paginate(&r, &args(Some(0), None, None, None, false)).unwrap();
+        assert_eq!((ids(&p), p.has_next), (vec![], true));
+    }
+
+    #[test]
+    fn invalid_arguments() {
+        assert!(PageArgs::new(Some(1), Some(1), None, None, OrderField::Key, false, 10).is_err());
+        assert!(PageArgs::new(Some(-1), None, None, None, OrderField::Key, false, 10).is_err());
+        assert!(PageArgs::new(Some(11), None, None, None, OrderField::Key, false, 10).is_err());
+        assert!(PageArgs::new(None, None, Some("garbage"), None, OrderField::Key, false, 10).is_err());
+        let c = encode_cursor(OrderField::CreatedAt, &[0; 8]);
+        assert!(PageArgs::new(None, None, Some(&c), None, OrderField::Key, false, 10).is_err(), "cursor of another order");
+    }
+}
