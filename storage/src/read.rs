@@ -92,6 +92,20 @@ impl ReadView {
         Ok(out)
     }
 
+    /// Number of records of `kind` whose natural key starts with the environment `env`
+    /// (0 when the table cannot be read). A range count: O(records of the environment).
+    pub fn with_prefix_count(&self, kind: KindId, env: &str) -> usize {
+        let Ok(t) = self.txn.open_table(tables::records(kind)) else { return 0 };
+        let p = Key::new(&[env]);
+        let p = p.as_bytes();
+        let end = tables::prefix_end(p);
+        let range = match &end {
+            Some(end) => t.range(p..end.as_slice()),
+            None => t.range(p..),
+        };
+        range.map(|r| r.count()).unwrap_or(0)
+    }
+
     /// Natural keys of the records listed in secondary index `index` under `lookup`, in
     /// key order, with their kind.
     ///

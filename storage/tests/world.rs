@@ -1,0 +1,179 @@
+//! The write path on the example world: counts, links (subscription targets, approval
+//! visibility), invariants, unchanged re-application, deletes and re-links, restart.
+
+use schema::keys::natural;
+use schema::kind::{Context, Features};
+use schema::kinds::api_exposure::ApiExposure;
+use schema::kinds::api_subscription::ApiSubscription;
+use schema::kinds::approval::Approval;
+use schema::registry::{self, KindVisitor};
+use schema::{Kind, KindId, Scope, Timestamp};
+use serde_json::Value;
+use std::path::Path;
+use storage::{Outcome, SourceRef, Store};
+
+fn now() -> Timestamp {
+    Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap()
+}
+
+fn world_docs() -> Vec<Value> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/world");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    files
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .flat_map(|p| serde_saphyr::from_multiple::<Value>(&std::fs::read_to_string(p).unwrap()).unwrap())
+        .collect()
+}
+
+fn source(doc: &Value, kind: KindId) -> SourceRef {
+    SourceRef {
+        kind,
+        namespace: doc["metadata"]["namespace"].as_str().unwrap().to_string(),
+        name: doc["metadata"]["name"].as_str().unwrap().to_string(),
+    }
+}
+
+/// Applies `doc` if it is of kind `K`; returns the outcome.
+struct Apply<'a> {
+    batch: &'a mut storage::WriteBatch,
+    doc: &'a Value,
+    version: &'a str,
+    out: Option<Outcome>,
+}
+
+impl KindVisitor for Apply<'_> {
+    fn visit<K: Kind>(&mut self) {
+        if self.doc["kind"] != K::ID.name() {
+            return;
+        }
+        let cr: K::Cr = serde_json::from_value(self.doc.clone()).unwrap();
+        let ctx = Context { now: now(), features: Features::default() };
+        let rec = K::translate(&cr, &ctx).unwrap();
+        self.out = Some(self.batch.upsert::<K>(&source(self.doc, K::ID), self.version, rec, now()).unwrap());
+    }
+}
+
+fn apply(store: &Store, docs: &[Value], version: &str) -> Vec<Option<Outcome>> {
+    let mut batch = store.write().unwrap();
+    let outs = docs
+        .iter()
+        .map(|d| {
+            let mut a = Apply { batch: &mut batch, doc: d, version, out: None };
+            registry::visit(&mut a);
+            a.out
+        })
+        .collect();
+    batch.commit(now()).unwrap();
+    outs
+}
+
+fn facts() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/world.facts.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn world_projects_with_facts_counts_links_and_invariants() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let docs = world_docs();
+    // Files are in dependency order: one pass applies everything but approvals of unregistered
+    // subscription kinds.
+    let outs = apply(&store, &docs, "v1");
+    let facts = facts();
+    let view = store.read().unwrap();
+    for kind in registry::registered() {
+        let mut total = 0;
+        for env in ["poc", "qa"] {
+            let expected = facts["env"][env]["counts"][kind.name()].as_u64().unwrap_or(0);
+            let n: usize = view.with_prefix_count(kind, env);
+            total += expected;
+            if matches!(kind, KindId::Approval | KindId::ApprovalRequest) {
+                assert!(n as u64 <= expected, "{kind:?} {env}");
+            } else {
+                assert_eq!(n as u64, expected, "{kind:?} in {env}");
+            }
+        }
+        if !matches!(kind, KindId::Approval | KindId::ApprovalRequest) {
+            assert_eq!(view.count(kind, &Scope::All).unwrap(), total, "{kind:?} counter");
+        }
+    }
+    assert!(outs.iter().flatten().any(|o| matches!(o, Outcome::DependencyMissing(_))), "approvals of event subscriptions wait");
+    assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
+
+    // Every ApiSubscription's target equals the facts.
+    for env in ["poc", "qa"] {
+        for (team, t) in facts["env"][env]["teams"].as_object().unwrap() {
+            for sub in t["subscriptions"]["ApiSubscription"].as_array().unwrap() {
+                let ns = format!("{env}--{team}");
+                let key = natural::namespaced(env, &ns, sub["name"].as_str().unwrap());
+                let stored = view.get::<ApiSubscription>(&key).unwrap().unwrap();
+                let target = stored.links[0].as_ref().map(|k| {
+                    let e = view.get::<ApiExposure>(k).unwrap().unwrap();
+                    format!("{}/{}", e.record.meta.namespace, e.record.meta.name)
+                });
+                assert_eq!(target.as_deref(), sub["target"].as_str(), "{ns}/{}", sub["name"]);
+            }
+        }
+    }
+
+    // An approval is visible to the subscriber's and the provider's team.
+    let key = natural::namespaced("poc", "poc--assist--copilot", "apisubscription--copilot-gateway--payments-ledger-v2");
+    let approval = view.get::<Approval>(&key).unwrap().unwrap();
+    let scopes = Approval::scopes(&approval.record, &approval.links);
+    assert!(scopes.contains(&Scope::Team { env: "poc".into(), team: "assist--copilot".into() }));
+    assert!(scopes.contains(&Scope::Team { env: "poc".into(), team: "payments--ledger".into() }));
+    let revision = view.revision().unwrap();
+    drop(view);
+
+    // Re-applying the same documents writes nothing.
+    let outs = apply(&store, &docs, "v1");
+    assert!(outs.iter().flatten().all(|o| matches!(o, Outcome::Unchanged | Outcome::Unlinked { written: false } | Outcome::DependencyMissing(_))));
+    assert_eq!(store.read().unwrap().revision().unwrap(), revision);
+
+    // Deleting the active exposure unlinks its subscriptions and the approval's provider side;
+    // re-adding it links them again.
+    let exposure = docs.iter().find(|d| d["kind"] == "ApiExposure" && d["metadata"]["name"] == "ledger-core--payments-ledger-v2").unwrap();
+    let src = source(exposure, KindId::ApiExposure);
+    let mut batch = store.write().unwrap();
+    assert_eq!(batch.delete(&src, now()).unwrap(), Outcome::Deleted);
+    assert_eq!(batch.delete(&src, now()).unwrap(), Outcome::NotFound);
+    batch.commit(now()).unwrap();
+    let view = store.read().unwrap();
+    let sub = natural::namespaced("poc", "poc--assist--copilot", "copilot-gateway--payments-ledger-v2");
+    assert_eq!(view.get::<ApiSubscription>(&sub).unwrap().unwrap().links, vec![None]);
+    let approval = view.get::<Approval>(&key).unwrap().unwrap();
+    assert!(!Approval::scopes(&approval.record, &approval.links).contains(&Scope::Team { env: "poc".into(), team: "payments--ledger".into() }));
+    assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
+    drop(view);
+    let outs = apply(&store, std::slice::from_ref(exposure), "v2");
+    assert_eq!(outs, vec![Some(Outcome::Written)]);
+    let view = store.read().unwrap();
+    assert!(view.get::<ApiSubscription>(&sub).unwrap().unwrap().links[0].is_some());
+    assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
+    let revision = view.revision().unwrap();
+    drop(view);
+    drop(store);
+
+    // Restart: same data, same revision.
+    let store = Store::open(dir.path()).unwrap();
+    let view = store.read().unwrap();
+    assert_eq!(view.revision().unwrap(), revision);
+    assert!(view.get::<ApiSubscription>(&sub).unwrap().is_some());
+}
+
+#[test]
+fn missing_parent_is_not_written_and_a_second_open_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let docs = world_docs();
+    let app = docs.iter().find(|d| d["kind"] == "Application").unwrap();
+    let outs = apply(&store, std::slice::from_ref(app), "v1");
+    match &outs[0] {
+        Some(Outcome::DependencyMissing(refs)) => assert_eq!(refs.iter().map(|r| r.kind).collect::<Vec<_>>(), vec![KindId::Team, KindId::Zone]),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(store.read().unwrap().count(KindId::Application, &Scope::All).unwrap(), 0);
+    assert!(matches!(Store::open(dir.path()), Err(storage::StorageError::Locked(_))));
+}
