@@ -100,8 +100,18 @@ mod tests {
     #[test]
     fn serve_flags_parse() {
         let cli = Cli::try_parse_from([
-            "control-plane", "serve", "--manifests", "w", "--auth", "mock", "--trusted-issuer", "https://a", "--trusted-issuer", "https://b",
-            "--log-format", "json",
+            "control-plane",
+            "serve",
+            "--manifests",
+            "w",
+            "--auth",
+            "mock",
+            "--trusted-issuer",
+            "https://a",
+            "--trusted-issuer",
+            "https://b",
+            "--log-format",
+            "json",
         ])
         .unwrap();
         let Command::Serve(args) = cli.command else { panic!("expected serve") };

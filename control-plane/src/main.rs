@@ -1,1 +1,62 @@
-fn main() {}
+//! The `control-plane` binary: parses the command line and dispatches. Exit codes: 0 success,
+//! 1 failure (message on stderr), 2 usage error.
+
+use clap::Parser;
+use control_plane::cli::{Cli, Command, SchemaCommand};
+use control_plane::config::{self, Clock};
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let env = |k: &str| std::env::var(k).ok();
+    let format = match config::log_format(cli.log_format.as_deref(), &env) {
+        Ok(f) => f,
+        Err(e) => return fail(&e),
+    };
+    control_plane::logging::init(format);
+    match cli.command {
+        Command::Serve(args) => {
+            let config = match config::load_from_process(&args) {
+                Ok(c) => c,
+                Err(e) => return fail(&e),
+            };
+            let runtime = match tokio::runtime::Runtime::new() {
+                Ok(r) => r,
+                Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
+            };
+            match runtime.block_on(control_plane::serve(config)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => fail(&format!("{e:#}")),
+            }
+        }
+        Command::Check(args) => {
+            let features = match config::features_from_env(&env) {
+                Ok(f) => f,
+                Err(e) => return fail(&e),
+            };
+            match control_plane::check::check(&args.manifests, features, Clock(None)) {
+                Ok(report) => {
+                    let mut out = std::io::stdout().lock();
+                    if let Err(e) = report.print(&mut out) {
+                        return fail(&format!("writing the report: {e}"));
+                    }
+                    if report.failures() > 0 {
+                        ExitCode::FAILURE
+                    } else {
+                        ExitCode::SUCCESS
+                    }
+                }
+                Err(e) => fail(&e),
+            }
+        }
+        Command::Schema { command: SchemaCommand::Print } => {
+            print!("{}", control_plane::http::graphql::print_schema());
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn fail(e: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::FAILURE
+}

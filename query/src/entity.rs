@@ -299,9 +299,12 @@ pub fn global_id<K: Entity>(key: &Key) -> String {
     GlobalId::new(K::TYPE, key).encode()
 }
 
-/// A nullable link to a visible record of `K` (`None` when absent or invisible).
+/// The value of a record of `K` in a field whose type is the object `K` itself (edges, lists,
+/// links). Fields typed by an interface or union (`node`) need [`FieldValue::with_type`] on top:
+/// async-graphql does not unwrap a typed value for object-typed fields, whose resolvers then
+/// fail to downcast their parent.
 pub fn node_value<K: Entity>(s: Stored<K::Record>) -> FieldValue<'static> {
-    FieldValue::owned_any(s).with_type(K::TYPE)
+    FieldValue::owned_any(s)
 }
 
 // ---- connections ---------------------------------------------------------------------------
@@ -366,7 +369,7 @@ pub fn register<K: Entity>(b: &mut Builder) {
             Ok(Box::new(IndexRows::<K> { rq, scopes: rq.viewer.scopes(K::TEAM_OWNED), order, pred }))
         }));
     }
-    let loader: Loader = Arc::new(|rq: &Rq, key: &Key| Ok(rq.load_visible::<K>(key)?.map(node_value::<K>)));
+    let loader: Loader = Arc::new(|rq: &Rq, key: &Key| Ok(rq.load_visible::<K>(key)?.map(|s| node_value::<K>(s).with_type(K::TYPE))));
     b.loaders.insert(K::TYPE, loader);
 }
 

@@ -62,13 +62,13 @@ pub fn format(d: Duration) -> String {
         return "0s".into();
     }
     let nanos = d.as_nanos();
-    if nanos % 3_600_000_000_000 == 0 {
+    if nanos.is_multiple_of(3_600_000_000_000) {
         format!("{}h", nanos / 3_600_000_000_000)
-    } else if nanos % 60_000_000_000 == 0 {
+    } else if nanos.is_multiple_of(60_000_000_000) {
         format!("{}m", nanos / 60_000_000_000)
-    } else if nanos % 1_000_000_000 == 0 {
+    } else if nanos.is_multiple_of(1_000_000_000) {
         format!("{}s", nanos / 1_000_000_000)
-    } else if nanos % 1_000_000 == 0 {
+    } else if nanos.is_multiple_of(1_000_000) {
         format!("{}ms", nanos / 1_000_000)
     } else {
         format!("{:?}", d)

@@ -46,15 +46,57 @@ const fn env_only(env: &'static str, default: &'static str, doc: &'static str) -
 /// Every setting, in help order. The single definition behind parsing, errors and `--help`.
 pub const SETTINGS: &[Setting] = &[
     setting("server.address", "CP_SERVER_ADDRESS", Some("--listen"), "0.0.0.0:8080", "HTTP listen address, HOST:PORT."),
-    setting("storage.dataDir", "CP_STORAGE_DATA_DIR", Some("--data-dir"), "./data", "Data directory (holds readmodel.redb); created when missing."),
-    setting("source.manifests", "CP_SOURCE_MANIFESTS", Some("--manifests"), "-", "Directory of YAML/JSON manifests to project; unset = kube source."),
-    setting("security.mode", "CP_SECURITY_MODE", Some("--auth"), "jwt", "Authentication: jwt (verify tokens) or mock (decode without verifying; local use only)."),
-    setting("security.trustedIssuers", "CP_SECURITY_TRUSTED_ISSUERS", Some("--trusted-issuer"), "-", "Trusted token issuer URLs (comma-separated in the environment); jwt mode needs at least one."),
-    setting("security.scopePrefix", "CP_SECURITY_SCOPE_PREFIX", None, "tardis", "Prefix of the access scope in tokens (<prefix>:<team|group|admin>:<access>)."),
+    setting(
+        "storage.dataDir",
+        "CP_STORAGE_DATA_DIR",
+        Some("--data-dir"),
+        "./data",
+        "Data directory (holds readmodel.redb); created when missing.",
+    ),
+    setting(
+        "source.manifests",
+        "CP_SOURCE_MANIFESTS",
+        Some("--manifests"),
+        "-",
+        "Directory of YAML/JSON manifests to project; unset = kube source.",
+    ),
+    setting(
+        "security.mode",
+        "CP_SECURITY_MODE",
+        Some("--auth"),
+        "jwt",
+        "Authentication: jwt (verify tokens) or mock (decode without verifying; local use only).",
+    ),
+    setting(
+        "security.trustedIssuers",
+        "CP_SECURITY_TRUSTED_ISSUERS",
+        Some("--trusted-issuer"),
+        "-",
+        "Trusted token issuer URLs (comma-separated in the environment); jwt mode needs at least one.",
+    ),
+    setting(
+        "security.scopePrefix",
+        "CP_SECURITY_SCOPE_PREFIX",
+        None,
+        "tardis",
+        "Prefix of the access scope in tokens (<prefix>:<team|group|admin>:<access>).",
+    ),
     setting("security.audience", "CP_SECURITY_AUDIENCE", None, "-", "Required token audience; unset = not checked."),
-    setting("graphql.maxPageSize", "CP_GRAPHQL_MAX_PAGE_SIZE", None, "1000", "Maximum page size of a connection (records), also applied without first/last."),
+    setting(
+        "graphql.maxPageSize",
+        "CP_GRAPHQL_MAX_PAGE_SIZE",
+        None,
+        "1000",
+        "Maximum page size of a connection (records), also applied without first/last.",
+    ),
     setting("graphql.playgroundEnabled", "CP_GRAPHQL_PLAYGROUND_ENABLED", None, "true", "Serve the GraphiQL page at /graphql."),
-    setting("secretManager.url", "CP_SECRET_MANAGER_URL", None, "-", "Secret manager base URL for resolving $<id> secret references; unset = references are returned as is."),
+    setting(
+        "secretManager.url",
+        "CP_SECRET_MANAGER_URL",
+        None,
+        "-",
+        "Secret manager base URL for resolving $<id> secret references; unset = references are returned as is.",
+    ),
     env_only("DEPENDENCY_DELAY", "2s", "Delay before retrying an object whose parent or target is missing (Go duration)."),
     env_only("DEPENDENCY_DELAY_JITTER", "3s", "Random extra delay, uniform in [0, this), added to DEPENDENCY_DELAY."),
     env_only("SKIP_REQUEUE", "5m", "Delay before re-reading a skipped object (kube source; the manifests source re-reads on change)."),
@@ -73,7 +115,9 @@ pub fn settings_help() -> String {
         let flag = s.flag.map(|f| format!(", {f}")).unwrap_or_default();
         out.push_str(&format!("  {key}\n      {}{flag} [default: {}]\n      {}\n", s.env, s.default, s.doc));
     }
-    out.push_str("  (not a setting) CP_LOG_FORMAT, --log-format: text or json [default: text]; RUST_LOG sets the log filter [default: info].\n");
+    out.push_str(
+        "  (not a setting) CP_LOG_FORMAT, --log-format: text or json [default: text]; RUST_LOG sets the log filter [default: info].\n",
+    );
     out
 }
 
@@ -206,12 +250,7 @@ impl Default for Config {
             server: ServerConfig { address: "0.0.0.0:8080".into() },
             storage: StorageConfig { data_dir: PathBuf::from("./data") },
             source: SourceConfig::Kube,
-            security: SecurityConfig {
-                mode: AuthMode::Jwt,
-                trusted_issuers: Vec::new(),
-                scope_prefix: "tardis".into(),
-                audience: None,
-            },
+            security: SecurityConfig { mode: AuthMode::Jwt, trusted_issuers: Vec::new(), scope_prefix: "tardis".into(), audience: None },
             graphql: GraphqlConfig { max_page_size: 1000, playground_enabled: true },
             secret_manager: SecretManagerConfig { url: None },
             projector: ProjectorConfig::default(),
@@ -349,7 +388,9 @@ impl Layers<'_> {
         match self.get(key) {
             None => Ok(None),
             Some((Raw::One(v), origin)) => parse(&v).map(Some).map_err(|message| ConfigError::Invalid { key, origin, message }),
-            Some((Raw::List(_), origin)) => Err(ConfigError::Invalid { key, origin, message: "expected a single value, got a list".into() }),
+            Some((Raw::List(_), origin)) => {
+                Err(ConfigError::Invalid { key, origin, message: "expected a single value, got a list".into() })
+            }
         }
     }
 
@@ -453,7 +494,10 @@ fn flatten(prefix: &str, v: &Value, out: &mut BTreeMap<String, Raw>, path: &Path
                 match scalar_text(i) {
                     Some(s) => list.push(s),
                     None => {
-                        return Err(ConfigError::File { path: path.to_path_buf(), message: format!("`{prefix}`: list items must be scalars") });
+                        return Err(ConfigError::File {
+                            path: path.to_path_buf(),
+                            message: format!("`{prefix}`: list items must be scalars"),
+                        });
                     }
                 }
             }
@@ -483,7 +527,8 @@ fn parse_file(path: &Path, text: &str) -> Result<BTreeMap<String, Raw>, ConfigEr
     if text.trim().is_empty() {
         return Ok(out);
     }
-    let v: Value = serde_saphyr::from_str(text).map_err(|e| ConfigError::File { path: path.to_path_buf(), message: one_line(&e.to_string()) })?;
+    let v: Value =
+        serde_saphyr::from_str(text).map_err(|e| ConfigError::File { path: path.to_path_buf(), message: one_line(&e.to_string()) })?;
     match &v {
         Value::Null => return Ok(out),
         Value::Object(_) => flatten("", &v, &mut out, path)?,
@@ -552,7 +597,11 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
             });
         }
         (Some(other), _) => {
-            return Err(ConfigError::Invalid { key: "source.manifests", origin: Origin::Flag("--source"), message: format!("unknown source {other:?} (expected kube or manifests)") });
+            return Err(ConfigError::Invalid {
+                key: "source.manifests",
+                origin: Origin::Flag("--source"),
+                message: format!("unknown source {other:?} (expected kube or manifests)"),
+            });
         }
         (None, None) => SourceConfig::Kube,
     };
@@ -562,12 +611,13 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
     let audience = layers.scalar("security.audience", non_empty)?;
     let max_page_size = layers.scalar("graphql.maxPageSize", parse_page_size)?.unwrap_or(d.graphql.max_page_size);
     let playground_enabled = layers.scalar("graphql.playgroundEnabled", parse_bool)?.unwrap_or(d.graphql.playground_enabled);
-    let secret_url = layers
-        .scalar("secretManager.url", |s| {
-            parse_url(s.trim())?;
-            Ok(s.trim().trim_end_matches('/').to_string())
-        })?;
-    let dur = |key: &'static str, default: Duration| -> Result<Duration, ConfigError> { Ok(layers.scalar(key, duration::parse)?.unwrap_or(default)) };
+    let secret_url = layers.scalar("secretManager.url", |s| {
+        parse_url(s.trim())?;
+        Ok(s.trim().trim_end_matches('/').to_string())
+    })?;
+    let dur = |key: &'static str, default: Duration| -> Result<Duration, ConfigError> {
+        Ok(layers.scalar(key, duration::parse)?.unwrap_or(default))
+    };
     let projector = ProjectorConfig {
         dependency_delay: dur("DEPENDENCY_DELAY", d.projector.dependency_delay)?,
         dependency_delay_jitter: dur("DEPENDENCY_DELAY_JITTER", d.projector.dependency_delay_jitter)?,

@@ -89,7 +89,9 @@ fn source_selection() {
 
 #[test]
 fn invalid_values_name_the_key_and_origin() {
-    let cases: &[(&[(&str, &str)], Option<&str>, ServeArgs, &str, &str)] = &[
+    /// (environment, file, flags, key named in the error, origin named in the error)
+    type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>, ServeArgs, &'a str, &'a str);
+    let cases: &[Case<'_>] = &[
         (&[("CP_GRAPHQL_MAX_PAGE_SIZE", "abc")], None, mock(), "graphql.maxPageSize", "CP_GRAPHQL_MAX_PAGE_SIZE"),
         (&[("CP_GRAPHQL_MAX_PAGE_SIZE", "0")], None, mock(), "graphql.maxPageSize", "CP_GRAPHQL_MAX_PAGE_SIZE"),
         (&[], Some("graphql:\n  maxPageSize: -3\n"), mock(), "graphql.maxPageSize", "config file cp.yaml"),

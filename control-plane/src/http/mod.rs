@@ -1,0 +1,31 @@
+//! The HTTP surface (poem): GraphQL from [`graphql`], plus `/healthz` (liveness), `/readyz`
+//! (initial sync done; 503 with a JSON body naming what is pending before that) and `/metrics`
+//! (Prometheus text format).
+
+pub mod graphql;
+
+use crate::app::App;
+use poem::endpoint::make_sync;
+use poem::http::StatusCode;
+use poem::{get, Response};
+
+/// Every route of the server.
+pub fn routes(app: &App) -> poem::Route {
+    let readiness = app.readiness().clone();
+    let metrics = app.metrics().clone();
+    graphql::routes(app.store().clone(), app.config())
+        .at("/healthz", get(make_sync(|_| Response::builder().content_type("text/plain; charset=utf-8").body("ok\n"))))
+        .at(
+            "/readyz",
+            get(make_sync(move |_| {
+                let status = readiness.status();
+                let code = if status.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+                let body = serde_json::to_string(&status).unwrap_or_else(|_| "{}".into());
+                Response::builder().status(code).content_type("application/json").body(body)
+            })),
+        )
+        .at(
+            "/metrics",
+            get(make_sync(move |_| Response::builder().content_type("text/plain; version=0.0.4; charset=utf-8").body(metrics.encode()))),
+        )
+}

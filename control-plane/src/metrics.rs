@@ -1,0 +1,94 @@
+//! Prometheus metrics of the projector and the store (DESIGN "Metrics"). One [`Metrics`] per
+//! process (its own registry, so tests can run several side by side), served at `/metrics`.
+
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+
+/// Reconcile outcome label values.
+pub mod outcome {
+    /// Written or unchanged.
+    pub const SUCCESS: &str = "success";
+    /// Not projected (bad input or deliberately skipped).
+    pub const SKIP: &str = "skip";
+    /// A parent or link target is missing; retried after `DEPENDENCY_DELAY` + jitter.
+    pub const DEPENDENCY_MISSING: &str = "dependency_missing";
+    /// Deleted (or already gone).
+    pub const DELETE_SUCCESS: &str = "delete_success";
+    /// A store error; the change is retried.
+    pub const ERROR: &str = "error";
+}
+
+/// The process's metrics.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Registry,
+    /// `projector_reconcile_total{module,outcome}`.
+    pub reconcile_total: IntCounterVec,
+    /// `projector_reconcile_duration_seconds{module,outcome}`: time to decode+translate (skips)
+    /// or to apply the change inside the write transaction (seconds).
+    pub reconcile_duration: HistogramVec,
+    /// `controlplane_store_revision`: the revision of the last commit.
+    pub store_revision: IntGauge,
+    /// `controlplane_store_commit_seconds`: duration of one durable commit (seconds).
+    pub store_commit_seconds: Histogram,
+    /// `controlplane_store_records{kind}`: records per kind after the last commit.
+    pub store_records: IntGaugeVec,
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// Creates and registers every metric in a fresh registry.
+    pub fn new() -> Metrics {
+        let registry = Registry::new();
+        let reconcile_total = IntCounterVec::new(
+            Opts::new("projector_reconcile_total", "Changes processed by the projector, by module (kind) and outcome."),
+            &["module", "outcome"],
+        )
+        .expect("metric definition is valid");
+        let reconcile_duration = HistogramVec::new(
+            HistogramOpts::new("projector_reconcile_duration_seconds", "Time to process one change, by module and outcome.")
+                .buckets(vec![0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0]),
+            &["module", "outcome"],
+        )
+        .expect("metric definition is valid");
+        let store_revision =
+            IntGauge::new("controlplane_store_revision", "Revision of the last store commit.").expect("metric definition is valid");
+        let store_commit_seconds = Histogram::with_opts(
+            HistogramOpts::new("controlplane_store_commit_seconds", "Duration of a durable store commit.")
+                .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5]),
+        )
+        .expect("metric definition is valid");
+        let store_records = IntGaugeVec::new(Opts::new("controlplane_store_records", "Records in the store, by kind."), &["kind"])
+            .expect("metric definition is valid");
+        for c in [
+            Box::new(reconcile_total.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(reconcile_duration.clone()),
+            Box::new(store_revision.clone()),
+            Box::new(store_commit_seconds.clone()),
+            Box::new(store_records.clone()),
+        ] {
+            registry.register(c).expect("metric names are unique");
+        }
+        Metrics { registry, reconcile_total, reconcile_duration, store_revision, store_commit_seconds, store_records }
+    }
+
+    /// The registry (other components may register their metrics here).
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// Counts one processed change.
+    pub fn reconciled(&self, module: &str, outcome: &str, seconds: f64) {
+        self.reconcile_total.with_label_values(&[module, outcome]).inc();
+        self.reconcile_duration.with_label_values(&[module, outcome]).observe(seconds);
+    }
+
+    /// The Prometheus text exposition of every registered metric.
+    pub fn encode(&self) -> String {
+        TextEncoder::new().encode_to_string(&self.registry.gather()).unwrap_or_else(|e| format!("# encoding metrics failed: {e}\n"))
+    }
+}

@@ -1,0 +1,160 @@
+//! The erased per-kind pipeline: a table `(apiVersion group, kind) → handler`, built once by
+//! visiting [`schema::registry`]. No kind has code of its own here: every entry is the same
+//! generic [`Typed<K>`].
+//!
+//! Pipeline of one document: typed decode (`serde_path_to_error`, so a failure names the field
+//! path) → [`schema::Kind::translate`] → a [`Prepared`] record, applied later by the writer with
+//! [`storage::WriteBatch::upsert`].
+
+use schema::kind::{Context, Features};
+use schema::registry::{self, KindVisitor};
+use schema::{Kind, KindId, Skip, Timestamp};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use storage::{Outcome, SourceRef, StorageError, WriteBatch};
+
+/// Why a document of a known kind is not projected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// The document does not deserialize into the kind's custom resource type; the message
+    /// names the field path (`spec.requestor: missing field \`application\``).
+    Decode(String),
+    /// Translation refused it.
+    Skip(Skip),
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::Decode(m) => write!(f, "invalid document: {m}"),
+            Rejection::Skip(s) => write!(f, "not projected: {s}"),
+        }
+    }
+}
+
+/// A translated record of some kind, ready to be written. Cheap to share (retries reuse it).
+pub trait Prepared: Send + Sync {
+    /// The record's kind.
+    fn kind(&self) -> KindId;
+    /// Whether an unresolved first link is reported as dependency missing
+    /// ([`schema::Kind::RETRY_UNLINKED`]).
+    fn retry_unlinked(&self) -> bool;
+    /// Writes the record into `batch` (see [`WriteBatch::upsert`]).
+    ///
+    /// # Errors
+    /// [`StorageError`] from the store; the batch must then be dropped.
+    fn upsert(&self, batch: &mut WriteBatch, src: &SourceRef, version: &str, now: Timestamp) -> Result<Outcome, StorageError>;
+}
+
+/// The erased operations of one kind.
+pub trait Handler: Send + Sync {
+    /// The kind.
+    fn kind(&self) -> KindId;
+    /// Decodes and translates one document.
+    ///
+    /// # Errors
+    /// [`Rejection`] when the document does not decode or translation skips it.
+    fn prepare(&self, doc: &Value, ctx: &Context) -> Result<Arc<dyn Prepared>, Rejection>;
+}
+
+struct Typed<K>(PhantomData<K>);
+
+struct Record<K: Kind>(K::Record);
+
+impl<K: Kind> Prepared for Record<K> {
+    fn kind(&self) -> KindId {
+        K::ID
+    }
+    fn retry_unlinked(&self) -> bool {
+        K::RETRY_UNLINKED
+    }
+    fn upsert(&self, batch: &mut WriteBatch, src: &SourceRef, version: &str, now: Timestamp) -> Result<Outcome, StorageError> {
+        batch.upsert::<K>(src, version, self.0.clone(), now)
+    }
+}
+
+impl<K: Kind> Handler for Typed<K> {
+    fn kind(&self) -> KindId {
+        K::ID
+    }
+    fn prepare(&self, doc: &Value, ctx: &Context) -> Result<Arc<dyn Prepared>, Rejection> {
+        let cr: K::Cr = serde_path_to_error::deserialize(doc).map_err(|e| Rejection::Decode(e.to_string()))?;
+        let rec = K::translate(&cr, ctx).map_err(Rejection::Skip)?;
+        Ok(Arc::new(Record::<K>(rec)))
+    }
+}
+
+/// What a document's `apiVersion` and `kind` refer to.
+pub enum Lookup<'a> {
+    /// A registered, enabled kind.
+    Kind(&'a dyn Handler),
+    /// A registered kind switched off by a feature flag.
+    Disabled(KindId),
+    /// Not a projected kind (e.g. `v1 Namespace`, `Environment`, another version).
+    Unknown,
+}
+
+struct Entry {
+    handler: Box<dyn Handler>,
+    enabled: bool,
+    position: usize,
+}
+
+/// The handler table of every registered kind.
+pub struct Handlers {
+    by_type: HashMap<(&'static str, &'static str), Entry>,
+    by_kind: HashMap<KindId, (&'static str, &'static str)>,
+}
+
+impl Handlers {
+    /// Builds the table from [`schema::registry::visit`]; kinds switched off by `features`
+    /// are known but disabled.
+    pub fn new(features: &Features) -> Handlers {
+        struct V<'f> {
+            features: &'f Features,
+            by_type: HashMap<(&'static str, &'static str), Entry>,
+            by_kind: HashMap<KindId, (&'static str, &'static str)>,
+        }
+        impl KindVisitor for V<'_> {
+            fn visit<K: Kind>(&mut self) {
+                let id = (K::ID.group(), K::ID.name());
+                let entry = Entry {
+                    handler: Box::new(Typed::<K>(PhantomData)),
+                    enabled: registry::enabled(K::ID, self.features),
+                    position: self.by_type.len(),
+                };
+                self.by_type.insert(id, entry);
+                self.by_kind.insert(K::ID, id);
+            }
+        }
+        let mut v = V { features, by_type: HashMap::new(), by_kind: HashMap::new() };
+        registry::visit(&mut v);
+        Handlers { by_type: v.by_type, by_kind: v.by_kind }
+    }
+
+    /// Looks up a document's `apiVersion` (`<group>/v1`) and `kind`.
+    pub fn lookup(&self, api_version: &str, kind: &str) -> Lookup<'_> {
+        let Some((group, "v1")) = api_version.split_once('/') else { return Lookup::Unknown };
+        let Some(key) = self.by_kind.values().find(|(g, k)| *g == group && *k == kind) else { return Lookup::Unknown };
+        match self.by_type.get(key) {
+            Some(e) if e.enabled => Lookup::Kind(e.handler.as_ref()),
+            Some(e) => Lookup::Disabled(e.handler.kind()),
+            None => Lookup::Unknown,
+        }
+    }
+
+    /// The registry position of `kind` (parents before children); unregistered kinds last.
+    pub fn position(&self, kind: KindId) -> usize {
+        self.by_kind.get(&kind).and_then(|k| self.by_type.get(k)).map(|e| e.position).unwrap_or(usize::MAX)
+    }
+
+    /// Registered kinds, in registry order, with whether each is enabled.
+    pub fn kinds(&self) -> Vec<(KindId, bool)> {
+        let mut v: Vec<_> = self.by_type.values().map(|e| (e.position, e.handler.kind(), e.enabled)).collect();
+        v.sort();
+        v.into_iter().map(|(_, k, e)| (k, e)).collect()
+    }
+}

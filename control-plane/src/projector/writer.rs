@@ -1,0 +1,474 @@
+//! The one writer (DESIGN decision 4): a thread that owns every store write. It drains a channel
+//! of [`Change`]s, groups them into one [`storage::WriteBatch`] per at most
+//! [`WriterSettings::max_batch`] changes or [`WriterSettings::max_wait`], commits durably, then
+//! records outcomes (metrics, readiness, retries).
+//!
+//! Retries ([`policy`]): a missing parent or an unresolved target is parked and retried after
+//! `DEPENDENCY_DELAY + rand[0,1) × DEPENDENCY_DELAY_JITTER`; a newer change of the same object
+//! replaces a parked one. A store error never panics: the batch is retried change by change, and
+//! a change that still fails is parked with a growing delay and counted as outcome `error`.
+
+use crate::config::{Clock, ProjectorConfig};
+use crate::metrics::{outcome, Metrics};
+use crate::projector::handlers::Prepared;
+use crate::readiness::{Readiness, Token};
+use rand::Rng;
+use schema::{KindId, Ref, Scope, Timestamp};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use storage::{Outcome, SourceRef, StorageError, Store, WriteBatch};
+
+/// One change for the writer.
+#[derive(Clone)]
+pub enum Change {
+    /// Write the translated record of `src` at `version`.
+    Apply {
+        /// The source object.
+        src: SourceRef,
+        /// Its version (manifests: SHA-256 of the canonical document).
+        version: String,
+        /// The translated record.
+        record: Arc<dyn Prepared>,
+        /// Where it came from, for logs (`file.yaml#2`).
+        origin: Arc<str>,
+        /// Readiness item finished once this change was processed once.
+        token: Option<Token>,
+    },
+    /// Delete the record of `src`.
+    Delete {
+        /// The source object.
+        src: SourceRef,
+        /// Where it came from, for logs.
+        origin: Arc<str>,
+        /// Readiness item.
+        token: Option<Token>,
+    },
+    /// Delete every stored object of `kinds` that is not in `present` (DESIGN decision 5: the
+    /// sweep after a (re)list).
+    Sweep {
+        /// The kinds the list covered.
+        kinds: Vec<KindId>,
+        /// The objects the list contained.
+        present: Arc<HashSet<SourceRef>>,
+        /// Readiness item.
+        token: Option<Token>,
+    },
+}
+
+impl Change {
+    fn src(&self) -> Option<&SourceRef> {
+        match self {
+            Change::Apply { src, .. } | Change::Delete { src, .. } => Some(src),
+            Change::Sweep { .. } => None,
+        }
+    }
+
+    fn token(&self) -> Option<Token> {
+        match self {
+            Change::Apply { token, .. } | Change::Delete { token, .. } | Change::Sweep { token, .. } => *token,
+        }
+    }
+
+    fn module(&self) -> &'static str {
+        match self {
+            Change::Apply { src, .. } | Change::Delete { src, .. } => src.kind.module(),
+            Change::Sweep { .. } => "sweep",
+        }
+    }
+}
+
+enum Msg {
+    Change(Change),
+    Wake,
+}
+
+/// Sends changes to the writer. Cheap to clone.
+#[derive(Clone)]
+pub struct ChangeSender(mpsc::Sender<Msg>);
+
+impl ChangeSender {
+    /// Queues a change. Returns `false` when the writer has stopped (the change is dropped).
+    pub fn send(&self, c: Change) -> bool {
+        self.0.send(Msg::Change(c)).is_ok()
+    }
+}
+
+/// Writer tuning.
+#[derive(Clone, Debug)]
+pub struct WriterSettings {
+    /// Most changes per write transaction (default 1000).
+    pub max_batch: usize,
+    /// Longest wait for more changes after the first of a batch (default 5 ms).
+    pub max_wait: Duration,
+    /// Retry timing (`DEPENDENCY_DELAY`, `DEPENDENCY_DELAY_JITTER`).
+    pub projector: ProjectorConfig,
+    /// Time source for projection times.
+    pub clock: Clock,
+}
+
+impl WriterSettings {
+    /// Defaults with the given projector timing and clock.
+    pub fn new(projector: ProjectorConfig, clock: Clock) -> WriterSettings {
+        WriterSettings { max_batch: 1000, max_wait: Duration::from_millis(5), projector, clock }
+    }
+}
+
+/// The running writer thread.
+pub struct Writer {
+    tx: mpsc::Sender<Msg>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Writer {
+    /// Starts the writer thread.
+    ///
+    /// # Errors
+    /// The OS error when the thread cannot be spawned.
+    pub fn spawn(store: Store, metrics: Metrics, readiness: Readiness, settings: WriterSettings) -> std::io::Result<Writer> {
+        let (tx, rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut state = State {
+            store,
+            metrics,
+            readiness,
+            settings,
+            stop: stop.clone(),
+            parked: HashMap::new(),
+            due: BinaryHeap::new(),
+            seq: 0,
+            reported: HashSet::new(),
+            sweeps: Vec::new(),
+            kinds: schema::registry::registered(),
+        };
+        let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
+        Ok(Writer { tx, stop, thread: Some(thread) })
+    }
+
+    /// A sender for sources.
+    pub fn sender(&self) -> ChangeSender {
+        ChangeSender(self.tx.clone())
+    }
+
+    /// Stops the writer after the batch in progress is committed; queued and parked changes
+    /// are dropped (the source replays them on the next start). Blocks until the thread ends.
+    pub fn shutdown(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.tx.send(Msg::Wake);
+        if let Some(t) = self.thread.take() {
+            if t.join().is_err() {
+                tracing::error!("the writer thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
+/// A queued change with its failed attempts.
+struct Work {
+    change: Change,
+    failures: u32,
+}
+
+struct Parked {
+    seq: u64,
+    work: Work,
+}
+
+/// How one change ended, before its side effects are applied.
+enum Done {
+    Success,
+    Unchanged,
+    Unlinked,
+    Missing(Vec<Ref>),
+    Deleted(bool),
+    Swept(Vec<SourceRef>),
+}
+
+struct State {
+    store: Store,
+    metrics: Metrics,
+    readiness: Readiness,
+    settings: WriterSettings,
+    stop: Arc<AtomicBool>,
+    parked: HashMap<SourceRef, Parked>,
+    due: BinaryHeap<Reverse<(Instant, u64, SourceRef)>>,
+    seq: u64,
+    /// Objects whose missing dependency was already logged at info.
+    reported: HashSet<SourceRef>,
+    /// Sweeps waiting for a retry after a store error.
+    sweeps: Vec<(Instant, Work)>,
+    kinds: Vec<KindId>,
+}
+
+impl State {
+    fn run(&mut self, rx: mpsc::Receiver<Msg>) {
+        let mut batch: Vec<Work> = Vec::new();
+        loop {
+            if self.stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let wait = self.next_due().map(|d| d.saturating_duration_since(Instant::now())).unwrap_or(Duration::from_secs(1));
+            match rx.recv_timeout(wait) {
+                Ok(Msg::Change(c)) => self.accept(c, &mut batch),
+                Ok(Msg::Wake) => continue,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            self.take_due(&mut batch);
+            if batch.is_empty() {
+                continue;
+            }
+            let deadline = Instant::now() + self.settings.max_wait;
+            while batch.len() < self.settings.max_batch {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                match rx.recv_timeout(left) {
+                    Ok(Msg::Change(c)) => self.accept(c, &mut batch),
+                    Ok(Msg::Wake) | Err(_) => break,
+                }
+            }
+            self.process(std::mem::take(&mut batch));
+        }
+        tracing::debug!(parked = self.parked.len(), "writer stopped");
+    }
+
+    /// Takes a new change: it supersedes a parked retry of the same object.
+    fn accept(&mut self, c: Change, batch: &mut Vec<Work>) {
+        if let Some(src) = c.src() {
+            self.parked.remove(src);
+        }
+        batch.push(Work { change: c, failures: 0 });
+    }
+
+    fn next_due(&mut self) -> Option<Instant> {
+        let sweep = self.sweeps.iter().map(|(at, _)| *at).min();
+        while let Some(Reverse((at, seq, src))) = self.due.peek() {
+            if self.parked.get(src).is_some_and(|p| p.seq == *seq) {
+                return Some(sweep.map_or(*at, |s| s.min(*at)));
+            }
+            self.due.pop();
+        }
+        sweep
+    }
+
+    fn take_due(&mut self, batch: &mut Vec<Work>) {
+        let now = Instant::now();
+        let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.sweeps).into_iter().partition(|(at, _)| *at <= now);
+        self.sweeps = waiting;
+        batch.extend(ready.into_iter().map(|(_, w)| w));
+        while let Some(Reverse((at, _, _))) = self.due.peek() {
+            if *at > now || batch.len() >= self.settings.max_batch {
+                break;
+            }
+            let Some(Reverse((_, seq, src))) = self.due.pop() else { break };
+            if self.parked.get(&src).is_some_and(|p| p.seq == seq) {
+                if let Some(p) = self.parked.remove(&src) {
+                    batch.push(p.work);
+                }
+            }
+        }
+    }
+
+    fn park(&mut self, work: Work, delay: Duration) {
+        let Some(src) = work.change.src().cloned() else { return };
+        self.seq += 1;
+        let at = Instant::now() + delay;
+        self.due.push(Reverse((at, self.seq, src.clone())));
+        self.parked.insert(src, Parked { seq: self.seq, work });
+    }
+
+    fn dependency_delay(&self) -> Duration {
+        let p = &self.settings.projector;
+        let jitter = p.dependency_delay_jitter.mul_f64(rand::rng().random::<f64>());
+        p.dependency_delay + jitter
+    }
+
+    /// Applies a batch in one transaction; on a store error, change by change.
+    fn process(&mut self, batch: Vec<Work>) {
+        let now = self.settings.clock.now();
+        match self.attempt(&batch, now) {
+            Ok(done) => {
+                for (work, (d, secs)) in batch.into_iter().zip(done) {
+                    self.finish(work, d, secs);
+                }
+            }
+            Err(e) if batch.len() > 1 => {
+                tracing::error!(error = %e, changes = batch.len(), "store write failed; retrying the batch change by change");
+                for work in batch {
+                    self.process_one(work, now);
+                }
+            }
+            Err(e) => self.failed(batch.into_iter().next().expect("batch of one"), &e),
+        }
+    }
+
+    fn process_one(&mut self, work: Work, now: Timestamp) {
+        match self.attempt(std::slice::from_ref(&work), now) {
+            Ok(mut done) => {
+                let (d, secs) = done.pop().expect("one outcome per change");
+                self.finish(work, d, secs);
+            }
+            Err(e) => self.failed(work, &e),
+        }
+    }
+
+    fn failed(&mut self, mut work: Work, e: &StorageError) {
+        work.failures += 1;
+        let delay = Duration::from_millis(500u64.saturating_mul(1 << work.failures.min(7))).min(Duration::from_secs(60));
+        let what = match work.change.src() {
+            Some(s) => s.to_string(),
+            None => "sweep".to_string(),
+        };
+        tracing::error!(error = %e, object = %what, retry_in = ?delay, "store write failed; will retry");
+        self.metrics.reconciled(work.change.module(), outcome::ERROR, 0.0);
+        if let Some(t) = work.change.token() {
+            self.readiness.done(t);
+        }
+        if work.change.src().is_some() {
+            self.park(work, delay);
+        } else {
+            // A sweep has no object identity to park under.
+            self.sweeps.push((Instant::now() + delay, work));
+        }
+    }
+
+    /// One write transaction over `batch`; returns each change's result and duration.
+    fn attempt(&self, batch: &[Work], now: Timestamp) -> Result<Vec<(Done, f64)>, StorageError> {
+        let mut wb = self.store.write()?;
+        let mut out = Vec::with_capacity(batch.len());
+        for w in batch {
+            let t0 = Instant::now();
+            let d = self.apply(&mut wb, &w.change, now)?;
+            out.push((d, t0.elapsed().as_secs_f64()));
+        }
+        let t0 = Instant::now();
+        let revision = wb.commit(now)?;
+        self.metrics.store_commit_seconds.observe(t0.elapsed().as_secs_f64());
+        if let Some(rev) = revision {
+            self.metrics.store_revision.set(rev as i64);
+            self.update_counts();
+        }
+        Ok(out)
+    }
+
+    fn apply(&self, wb: &mut WriteBatch, c: &Change, now: Timestamp) -> Result<Done, StorageError> {
+        Ok(match c {
+            Change::Apply { src, version, record, .. } => {
+                if !record.retry_unlinked() && wb.source_version(src)?.as_deref() == Some(version.as_str()) {
+                    return Ok(Done::Unchanged);
+                }
+                match record.upsert(wb, src, version, now)? {
+                    Outcome::Written => Done::Success,
+                    Outcome::Unchanged | Outcome::Deleted | Outcome::NotFound => Done::Unchanged,
+                    Outcome::Unlinked { .. } => Done::Unlinked,
+                    Outcome::DependencyMissing(refs) => Done::Missing(refs),
+                }
+            }
+            Change::Delete { src, .. } => Done::Deleted(wb.delete(src, now)? == Outcome::Deleted),
+            Change::Sweep { kinds, present, .. } => {
+                let mut gone = Vec::new();
+                for &kind in kinds {
+                    for (src, _) in wb.sources(kind)? {
+                        if !present.contains(&src) {
+                            wb.delete(&src, now)?;
+                            gone.push(src);
+                        }
+                    }
+                }
+                Done::Swept(gone)
+            }
+        })
+    }
+
+    fn update_counts(&self) {
+        let view = match self.store.read() {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read record counts");
+                return;
+            }
+        };
+        for &kind in &self.kinds {
+            if let Ok(n) = view.count(kind, &Scope::All) {
+                self.metrics.store_records.with_label_values(&[kind.name()]).set(n as i64);
+            }
+        }
+    }
+
+    /// Side effects after a successful commit.
+    fn finish(&mut self, work: Work, done: Done, secs: f64) {
+        let module = work.change.module();
+        if let Some(t) = work.change.token() {
+            self.readiness.done(t);
+        }
+        match done {
+            Done::Success | Done::Unchanged => {
+                self.metrics.reconciled(module, outcome::SUCCESS, secs);
+                if let Change::Apply { src, origin, .. } = &work.change {
+                    if self.reported.remove(src) {
+                        tracing::info!(object = %src, origin = %origin, "dependency resolved; projected");
+                    } else if matches!(done, Done::Success) {
+                        tracing::debug!(object = %src, origin = %origin, "projected");
+                    }
+                }
+            }
+            Done::Unlinked => {
+                self.metrics.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
+                if let Change::Apply { src, origin, .. } = &work.change {
+                    if self.reported.insert(src.clone()) {
+                        tracing::info!(object = %src, origin = %origin, "stored without target (no active target yet); retrying until linked");
+                    } else {
+                        tracing::debug!(object = %src, "still without target; retrying");
+                    }
+                }
+                let delay = self.dependency_delay();
+                self.park(work, delay);
+            }
+            Done::Missing(refs) => {
+                self.metrics.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
+                if let Change::Apply { src, origin, .. } = &work.change {
+                    let missing = refs.iter().map(|r| format!("{} {}", r.kind.name(), r.key)).collect::<Vec<_>>().join(", ");
+                    if self.reported.insert(src.clone()) {
+                        tracing::info!(object = %src, origin = %origin, missing = %missing, "dependency missing; will retry");
+                    } else {
+                        tracing::debug!(object = %src, missing = %missing, "dependency still missing");
+                    }
+                }
+                let delay = self.dependency_delay();
+                self.park(work, delay);
+            }
+            Done::Deleted(existed) => {
+                self.metrics.reconciled(module, outcome::DELETE_SUCCESS, secs);
+                if let Change::Delete { src, origin, .. } = &work.change {
+                    self.reported.remove(src);
+                    if existed {
+                        tracing::info!(object = %src, origin = %origin, "deleted");
+                    }
+                }
+            }
+            Done::Swept(gone) => {
+                for src in gone {
+                    tracing::info!(object = %src, "deleted: no longer in the source");
+                    self.metrics.reconciled(src.kind.module(), outcome::DELETE_SUCCESS, 0.0);
+                }
+            }
+        }
+    }
+}

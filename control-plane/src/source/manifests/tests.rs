@@ -1,0 +1,125 @@
+//! Document splitting, versions and per-file scanning (only the Group kind, which is always
+//! registered).
+
+use super::*;
+
+fn ctx() -> Context {
+    Context { now: schema::Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap(), features: Features::default() }
+}
+
+fn group(name: &str, display: &str) -> String {
+    format!(
+        "apiVersion: organization.cp.ei.telekom.de/v1\nkind: Group\nmetadata:\n  name: {name}\n  namespace: poc\n  labels:\n    cp.ei.telekom.de/environment: poc\nspec:\n  displayName: {display}\n"
+    )
+}
+
+/// Scans `text` as `f.yaml` and returns (documents as `name:ok|skip`, skip reasons, ignored).
+fn check(text: &str) -> (Vec<String>, Vec<String>, usize, bool) {
+    let handlers = Handlers::new(&Features::default());
+    let scan = scan_text("f.yaml", text, false, &handlers, &ctx());
+    let docs = scan
+        .docs
+        .iter()
+        .map(|d| format!("{}#{}:{}", d.src.name, d.origin.document, if d.record.is_some() { "ok" } else { "skip" }))
+        .collect();
+    let skips = scan.skips.iter().map(|s| s.to_string()).collect();
+    (docs, skips, scan.ignored.len(), scan.partial)
+}
+
+#[test]
+fn split_multi_document_streams() {
+    let text = "# header comment\n---\na: 1\n---\n\n# only a comment\n---\nb: 2\n...\n--- c: 3\n---\r\nd: 4\r\n";
+    let chunks = split_documents(text);
+    let got: Vec<(usize, usize, &str)> = chunks.iter().map(|c| (c.document, c.line, c.text.trim())).collect();
+    assert_eq!(got, vec![(1, 3, "a: 1"), (2, 8, "b: 2"), (3, 10, "c: 3"), (4, 12, "d: 4")]);
+}
+
+#[test]
+fn split_keeps_block_scalars_and_indented_dashes() {
+    let text = "a: |\n  ---\n  text\nb: ---x\n";
+    let chunks = split_documents(text);
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(chunks[0].text, text);
+    assert!(split_documents("").is_empty());
+    assert!(split_documents("---\n---\n# c\n").is_empty());
+}
+
+#[test]
+fn a_broken_document_between_two_good_ones_is_skipped_alone() {
+    let text = format!(
+        "{}---\napiVersion: organization.cp.ei.telekom.de/v1\nkind: Group\nmetadata:\n  name: broken\n  labels: [\n---\n{}",
+        group("a", "A"),
+        group("b", "B")
+    );
+    let (docs, skips, _, partial) = check(&text);
+    assert_eq!(docs, vec!["a#1:ok", "b#3:ok"]);
+    assert_eq!(skips.len(), 1);
+    assert_eq!(skips[0], "f.yaml#2 (line 11): Group broken: not valid YAML: line 15 column 11: unclosed bracket '['");
+    assert!(partial, "an unreadable identity keeps the file's previous objects");
+}
+
+#[test]
+fn empty_documents_and_other_kinds_are_ignored() {
+    let text = format!(
+        "---\n# nothing\n---\n~\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: poc\n---\napiVersion: admin.cp.ei.telekom.de/v1\nkind: Environment\nmetadata:\n  name: poc\n---\napiVersion: organization.cp.ei.telekom.de/v2\nkind: Group\nmetadata:\n  name: future\n---\n{}",
+        group("a", "A")
+    );
+    let (docs, skips, ignored, partial) = check(&text);
+    assert_eq!(docs, vec!["a#5:ok"]);
+    assert!(skips.is_empty(), "{skips:?}");
+    assert_eq!(ignored, 4);
+    assert!(!partial);
+}
+
+#[test]
+fn decode_and_translate_failures_name_the_field() {
+    let no_spec = "apiVersion: organization.cp.ei.telekom.de/v1\nkind: Group\nmetadata:\n  name: nospec\n  namespace: poc\n";
+    let empty_display = group("empty", "\"\"");
+    let no_ns = "apiVersion: organization.cp.ei.telekom.de/v1\nkind: Group\nmetadata:\n  name: nons\nspec:\n  displayName: X\n";
+    let no_name = "apiVersion: organization.cp.ei.telekom.de/v1\nkind: Group\nmetadata:\n  namespace: poc\nspec:\n  displayName: X\n";
+    let bad_type = "apiVersion: organization.cp.ei.telekom.de/v1\nkind: Group\nmetadata:\n  name: badtype\n  namespace: poc\nspec:\n  displayName: [1]\n";
+    let text = [no_spec, &empty_display, no_ns, no_name, bad_type].join("---\n");
+    let (docs, skips, _, partial) = check(&text);
+    assert_eq!(docs, vec!["nospec#1:skip", "empty#2:skip", "nons#3:skip", "badtype#5:skip"]);
+    assert!(skips[0].contains("Group poc/nospec: invalid document:") && skips[0].contains("spec"), "{}", skips[0]);
+    assert!(skips[1].contains("required field `spec.displayName`"), "{}", skips[1]);
+    assert!(skips[2].contains("Group nons: not projected: required field `metadata.namespace`"), "{}", skips[2]);
+    assert!(skips[3].contains("metadata.name"), "{}", skips[3]);
+    assert!(skips[4].contains("spec.displayName"), "{}", skips[4]);
+    assert!(partial);
+}
+
+#[test]
+fn json_files_are_one_document_and_lists_expand() {
+    let handlers = Handlers::new(&Features::default());
+    let json = r#"{"apiVersion":"organization.cp.ei.telekom.de/v1","kind":"Group","metadata":{"name":"j","namespace":"poc"},"spec":{"displayName":"J"}}"#;
+    let scan = scan_text("g.json", json, true, &handlers, &ctx());
+    assert_eq!(scan.docs.len(), 1);
+    assert!(scan.docs[0].record.is_some());
+    let list = format!("apiVersion: v1\nkind: List\nitems:\n- {}\n- {}\n", json, json.replace("\"j\"", "\"k\""));
+    let scan = scan_text("l.yaml", &list, false, &handlers, &ctx());
+    let names: Vec<String> = scan.docs.iter().map(|d| format!("{}@{}", d.src.name, d.origin)).collect();
+    assert_eq!(names, vec!["j@l.yaml#1.items[0] (line 1)", "k@l.yaml#1.items[1] (line 1)"]);
+    let scan = scan_text("bad.json", "{\"apiVersion\": ", true, &handlers, &ctx());
+    assert_eq!(scan.skips.len(), 1);
+    assert!(matches!(scan.skips[0].reason, SkipReason::Parse(_)));
+}
+
+#[test]
+fn versions_ignore_key_order_and_formatting() {
+    let a: Value = serde_json::from_str(r#"{"b":1,"a":{"y":[1,2],"x":"s"}}"#).unwrap();
+    let b: Value = serde_saphyr::from_str("a:\n  x: s\n  y: [1, 2]\nb: 1\n").unwrap();
+    assert_eq!(version_of(&a), version_of(&b));
+    let mut s = String::new();
+    canonical_json(&a, &mut s);
+    assert_eq!(s, r#"{"a":{"x":"s","y":[1,2]},"b":1}"#);
+    assert_eq!(version_of(&a).len(), 64);
+    let c: Value = serde_json::from_str(r#"{"b":2,"a":{"y":[1,2],"x":"s"}}"#).unwrap();
+    assert_ne!(version_of(&a), version_of(&c));
+}
+
+#[test]
+fn identity_is_guessed_from_unparsable_text() {
+    let (k, ns, n) = guess_identity("apiVersion: x\nkind: Team\nmetadata:\n  name: \"t1\" # c\n  namespace: poc\n  labels: {\nspec: [\n");
+    assert_eq!((k.as_deref(), ns.as_deref(), n.as_deref()), (Some("Team"), Some("poc"), Some("t1")));
+}

@@ -1,0 +1,141 @@
+//! The binary: exit codes, refusal messages, `check`, and a served process that becomes ready
+//! and stops gracefully on SIGTERM.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Runs the binary with a clean configuration environment.
+fn run(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_control-plane"));
+    cmd.args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("CP_") || k.starts_with("FEATURE_") || k == "DEPENDENCY_DELAY" || k == "SKIP_REQUEUE" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.envs(env.iter().copied());
+    cmd.output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    assert_eq!(run(&["serve", "--bogus"], &[]).status.code(), Some(2));
+    assert_eq!(run(&["serve", "--manifests", "x", "--source", "kube"], &[]).status.code(), Some(2));
+    assert_eq!(run(&[], &[]).status.code(), Some(2));
+    assert_eq!(run(&["--help"], &[]).status.code(), Some(0));
+}
+
+#[test]
+fn serve_help_lists_the_settings() {
+    let o = run(&["serve", "--help"], &[]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    for needle in ["CP_SERVER_ADDRESS", "security.trustedIssuers", "DEPENDENCY_DELAY", "FEATURE_PUBSUB_ENABLED"] {
+        assert!(out.contains(needle), "{needle} missing in\n{out}");
+    }
+}
+
+#[test]
+fn refusals_exit_1_with_a_clear_message() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let data = data.to_str().unwrap();
+    let world = repo().join("examples/world");
+    let world = world.to_str().unwrap();
+
+    let o = run(&["serve", "--manifests", world, "--data-dir", data], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no trusted issuer"), "{}", stderr(&o));
+
+    let o = run(&["serve", "--manifests", world, "--data-dir", data, "--trusted-issuer", "https://iam.example.com/realms/x"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("jwt verification is not implemented yet; use --auth mock"), "{}", stderr(&o));
+
+    let o = run(&["serve", "--auth", "mock", "--data-dir", data], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("kube source is not available"), "{}", stderr(&o));
+
+    let o = run(&["serve", "--auth", "mock", "--manifests", world, "--data-dir", data], &[("CP_GRAPHQL_MAX_PAGE_SIZE", "lots")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("`graphql.maxPageSize`") && stderr(&o).contains("CP_GRAPHQL_MAX_PAGE_SIZE"), "{}", stderr(&o));
+
+    let o = run(&["serve", "--auth", "mock", "--manifests", "/nonexistent/manifests", "--data-dir", data], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("/nonexistent/manifests"), "{}", stderr(&o));
+
+    let cfg = tmp.path().join("cp.yaml");
+    std::fs::write(&cfg, "server:\n  adress: 1\n").unwrap();
+    let o = run(&["serve", "--config", cfg.to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("unknown key `server.adress`"), "{}", stderr(&o));
+}
+
+#[test]
+fn check_exit_codes() {
+    let o = run(&["check", "--manifests", repo().join("examples/world").to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+    let o = run(&["check", "--manifests", repo().join("tests/fixtures/samples").to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("FAIL Group/organization-config-samples__organization_v1_group.yaml#1"), "{out}");
+    assert!(out.contains("metadata.namespace"), "{out}");
+    let o = run(&["check", "--manifests", "/nonexistent"], &[]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn schema_print_succeeds() {
+    assert_eq!(run(&["schema", "print"], &[]).status.code(), Some(0));
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A minimal HTTP GET (no client dependency needed): returns the status code.
+fn http_status(addr: &str, path: &str) -> Option<u16> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    buf.split_whitespace().nth(1)?.parse().ok()
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_becomes_ready_and_stops_on_sigterm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_control-plane"))
+        .args(["serve", "--auth", "mock", "--manifests", repo().join("examples/world").to_str().unwrap()])
+        .args(["--data-dir", tmp.path().join("d").to_str().unwrap(), "--listen", &addr, "--log-format", "json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while http_status(&addr, "/readyz") != Some(200) {
+        assert!(Instant::now() < deadline, "not ready in time");
+        assert!(child.try_wait().unwrap().is_none(), "server exited early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(http_status(&addr, "/healthz"), Some(200));
+    assert_eq!(http_status(&addr, "/metrics"), Some(200));
+    let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let log = stderr(&out);
+    assert!(log.contains("MOCK MODE") && log.contains("\"level\":\"WARN\""), "mock mode is announced loudly (JSON logs): {log}");
+    assert!(log.contains("stopped"), "{log}");
+}

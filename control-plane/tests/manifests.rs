@@ -1,0 +1,377 @@
+//! The manifests source end to end against a real store: the bundled world, file edits and
+//! removals, the duplicate rule, restarts, and the messy samples.
+//!
+//! Expectations are derived from `examples/world.facts.json` for the kinds registered at the
+//! time the test runs (`schema::registry::registered()`), so the tests hold while kinds are
+//! being added.
+
+use control_plane::app::App;
+use control_plane::config::Config;
+use control_plane::source::manifests::{split_documents, SkipReason};
+use schema::kinds::group::Group;
+use schema::{Key, KindId, Scope};
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use storage::Store;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Copies `from` into `to` recursively.
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+struct World {
+    _tmp: tempfile::TempDir,
+    manifests: PathBuf,
+    data: PathBuf,
+}
+
+fn world() -> World {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifests = tmp.path().join("manifests");
+    copy_dir(&repo().join("examples/world"), &manifests);
+    let data = tmp.path().join("data/nested");
+    World { _tmp: tmp, manifests, data }
+}
+
+fn config(w: &World) -> Config {
+    let mut c = Config::for_manifests(&w.manifests, &w.data);
+    c.projector.dependency_delay = Duration::from_millis(50);
+    c.projector.dependency_delay_jitter = Duration::from_millis(50);
+    c
+}
+
+fn start(w: &World) -> App {
+    let app = App::start(config(w)).unwrap();
+    wait_until("initial sync", Duration::from_secs(20), || app.readiness().is_ready());
+    app
+}
+
+fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn count(store: &Store, kind: KindId) -> u64 {
+    store.read().unwrap().count(kind, &Scope::All).unwrap()
+}
+
+fn counts(store: &Store) -> BTreeMap<KindId, u64> {
+    schema::registry::registered().into_iter().map(|k| (k, count(store, k))).collect()
+}
+
+/// Documents per registered kind in the world (facts file), minus documents whose
+/// `spec.target.kind` is not registered yet (they stay dependency-missing).
+fn expected_world_counts() -> BTreeMap<KindId, u64> {
+    let registered = schema::registry::registered();
+    let facts: Value = serde_json::from_str(&std::fs::read_to_string(repo().join("examples/world.facts.json")).unwrap()).unwrap();
+    let mut out: BTreeMap<KindId, u64> = registered.iter().map(|k| (*k, 0)).collect();
+    for env in facts["env"].as_object().unwrap().values() {
+        for (kind, n) in env["counts"].as_object().unwrap() {
+            if let Some(k) = KindId::from_name(kind).filter(|k| registered.contains(k)) {
+                *out.get_mut(&k).unwrap() += n.as_u64().unwrap();
+            }
+        }
+    }
+    for doc in world_documents() {
+        let Some(k) = doc["kind"].as_str().and_then(KindId::from_name).filter(|k| registered.contains(k)) else { continue };
+        if let Some(target) = doc["spec"]["target"]["kind"].as_str() {
+            if KindId::from_name(target).is_some_and(|t| !registered.contains(&t)) {
+                *out.get_mut(&k).unwrap() -= 1;
+            }
+        }
+    }
+    out
+}
+
+fn world_documents() -> Vec<Value> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(repo().join("examples/world")).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|x| x == "yaml") {
+            let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&p).unwrap()).unwrap();
+            out.extend(docs.into_iter().filter(|d| !d.is_null()));
+        }
+    }
+    out
+}
+
+fn group_display_name(store: &Store, env: &str, name: &str) -> Option<String> {
+    store.read().unwrap().get::<Group>(&Key::new(&[env, name])).unwrap().map(|s| s.record.display_name)
+}
+
+fn group_doc(name: &str, display: &str) -> String {
+    format!(
+        "---\napiVersion: organization.cp.ei.telekom.de/v1\nkind: Group\nmetadata:\n  name: {name}\n  namespace: poc\n  labels:\n    cp.ei.telekom.de/environment: poc\nspec:\n  displayName: {display}\n"
+    )
+}
+
+#[test]
+fn world_loads_with_the_counts_of_the_facts() {
+    let w = world();
+    let app = start(&w);
+    let expected = expected_world_counts();
+    let store = app.store().clone();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while counts(&store) != expected && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(counts(&store), expected);
+    assert!(app.skips().is_empty(), "the world has no bad documents: {:?}", app.skips());
+    assert!(w.data.join("readmodel.redb").is_file(), "the missing data directory is created");
+    let names: Vec<_> = std::fs::read_dir(&w.data).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert_eq!(names, vec!["readmodel.redb"]);
+    assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+    let metrics = app.metrics().encode();
+    assert!(metrics.contains("projector_reconcile_total{module=\"group\",outcome=\"success\"} 4"), "{metrics}");
+    assert!(metrics.contains("controlplane_store_records{kind=\"Group\"} 4"), "{metrics}");
+    assert!(metrics.contains("controlplane_store_revision"), "{metrics}");
+    app.shutdown();
+}
+
+#[test]
+fn edits_and_removals_are_applied_within_two_seconds() {
+    let w = world();
+    let app = start(&w);
+    let store = app.store().clone();
+    let groups = count(&store, KindId::Group);
+    let limit = Duration::from_secs(3);
+
+    // A new file with a new Group.
+    std::fs::write(w.manifests.join("50-extra.yaml"), group_doc("extra", "Extra")).unwrap();
+    wait_until("new group", limit, || count(&store, KindId::Group) == groups + 1);
+
+    // Edit it.
+    std::fs::write(w.manifests.join("50-extra.yaml"), group_doc("extra", "Extra Edited")).unwrap();
+    wait_until("edited group", limit, || group_display_name(&store, "poc", "extra").as_deref() == Some("Extra Edited"));
+
+    // An edit that breaks the document keeps the previous record and reports the skip.
+    std::fs::write(w.manifests.join("50-extra.yaml"), group_doc("extra", "\"\"")).unwrap();
+    wait_until("skip report", limit, || !app.skips().is_empty());
+    let skips = app.skips();
+    assert_eq!(skips.len(), 1);
+    assert_eq!(skips[0].origin.file, "50-extra.yaml");
+    assert_eq!(skips[0].object(), "Group poc/extra");
+    assert!(skips[0].reason.to_string().contains("spec.displayName"), "{}", skips[0]);
+    assert_eq!(group_display_name(&store, "poc", "extra").as_deref(), Some("Extra Edited"));
+
+    // Remove the file: the record goes, the skip report too.
+    std::fs::remove_file(w.manifests.join("50-extra.yaml")).unwrap();
+    wait_until("removed group", limit, || count(&store, KindId::Group) == groups);
+    assert!(app.skips().is_empty());
+
+    // Remove one document from a multi-document file.
+    let path = w.manifests.join("02-groups.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let kept: Vec<String> = split_documents(&text).into_iter().filter(|c| !c.text.contains("name: logistics\n")).map(|c| c.text).collect();
+    std::fs::write(&path, kept.join("---\n")).unwrap();
+    wait_until("removed document", limit, || count(&store, KindId::Group) == groups - 1);
+    assert_eq!(group_display_name(&store, "poc", "logistics"), None);
+
+    // Remove a whole file: parents go, children stay (they go with their own delete).
+    let teams = count(&store, KindId::Team);
+    std::fs::remove_file(&path).unwrap();
+    wait_until("removed file", limit, || count(&store, KindId::Group) == 0);
+    assert_eq!(count(&store, KindId::Team), teams);
+    assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+    app.shutdown();
+}
+
+#[test]
+fn duplicates_later_path_wins_and_the_loser_returns_when_the_winner_goes() {
+    let w = world();
+    std::fs::create_dir_all(w.manifests.join("z")).unwrap();
+    std::fs::write(w.manifests.join("a-dup.yaml"), group_doc("dup", "From A")).unwrap();
+    std::fs::write(w.manifests.join("z/b-dup.yaml"), group_doc("dup", "From B")).unwrap();
+    let app = start(&w);
+    let store = app.store().clone();
+    assert_eq!(group_display_name(&store, "poc", "dup").as_deref(), Some("From B"));
+
+    std::fs::remove_file(w.manifests.join("z/b-dup.yaml")).unwrap();
+    wait_until("the earlier file wins", Duration::from_secs(3), || group_display_name(&store, "poc", "dup").as_deref() == Some("From A"));
+    app.shutdown();
+}
+
+#[test]
+fn duplicate_report_names_both_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("b.yaml"), group_doc("dup", "B")).unwrap();
+    std::fs::write(tmp.path().join("a.yaml"), format!("{}{}", group_doc("dup", "A1"), group_doc("dup", "A2"))).unwrap();
+    let report = control_plane::check::check(tmp.path(), Default::default(), control_plane::config::Clock(None)).unwrap();
+    let dups: Vec<String> = report.duplicates.iter().map(|d| format!("{} < {}", d.loser.file, d.winner.file)).collect();
+    let mut dups = dups;
+    dups.sort();
+    assert_eq!(dups, vec!["a.yaml < a.yaml", "a.yaml < b.yaml"]);
+    assert_eq!(report.failures(), 0);
+}
+
+#[test]
+fn restart_writes_nothing_for_unchanged_documents_and_sweeps_removed_ones() {
+    let w = world();
+    let app = start(&w);
+    let store = app.store().clone();
+    let expected = expected_world_counts();
+    wait_until("world", Duration::from_secs(10), || counts(&store) == expected);
+    app.shutdown();
+    let revision = store.read().unwrap().revision().unwrap();
+    drop(store);
+
+    let app = start(&w);
+    let store = app.store().clone();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(store.read().unwrap().revision().unwrap(), revision, "unchanged documents cause no write");
+    assert_eq!(counts(&store), expected);
+    app.shutdown();
+    drop(store);
+
+    std::fs::remove_file(w.manifests.join("02-groups.yaml")).unwrap();
+    let app = start(&w);
+    assert_eq!(count(app.store(), KindId::Group), 0, "objects gone while stopped are swept on start");
+    app.shutdown();
+}
+
+#[test]
+fn disabled_kinds_are_not_projected() {
+    // Only kinds with a feature flag can be switched off; use one when it is registered.
+    let registered = schema::registry::registered();
+    let gated: Vec<KindId> = registered
+        .iter()
+        .copied()
+        .filter(|k| {
+            !schema::registry::enabled(
+                *k,
+                &schema::kind::Features { pubsub: false, permission: false, ai_gateway: false, file_manager: false },
+            )
+        })
+        .collect();
+    let w = world();
+    let mut c = config(&w);
+    c.features = schema::kind::Features { pubsub: false, permission: false, ai_gateway: false, file_manager: false };
+    let app = App::start(c).unwrap();
+    wait_until("initial sync", Duration::from_secs(20), || app.readiness().is_ready());
+    for k in gated {
+        assert_eq!(count(app.store(), k), 0, "{}", k.name());
+    }
+    assert_eq!(count(app.store(), KindId::Group), 4);
+    app.shutdown();
+}
+
+#[test]
+fn messy_samples_load_next_to_the_world_and_every_rejection_has_a_reason() {
+    let w = world();
+    let samples = repo().join("tests/fixtures/samples");
+    copy_dir(&samples, &w.manifests.join("samples"));
+    let app = start(&w);
+    let store = app.store().clone();
+    let expected = expected_world_counts();
+    wait_until("world", Duration::from_secs(10), || counts(&store).iter().all(|(k, n)| *n >= expected[k]));
+
+    let skips = app.skips();
+    assert!(!skips.is_empty());
+    for s in &skips {
+        assert!(s.origin.file.starts_with("samples/"), "world documents are not skipped: {s}");
+        assert!(s.origin.document >= 1, "{s}");
+        assert!(s.kind.is_some(), "{s}");
+        assert!(!s.reason.to_string().is_empty());
+        assert!(!matches!(s.reason, SkipReason::Unreadable(_)), "{s}");
+    }
+    // Every sample document of a registered kind without a namespace is rejected with a reason.
+    let registered = schema::registry::registered();
+    let mut without_ns = 0;
+    for (file, doc, value) in sample_documents(&samples) {
+        let Some(kind) = value["kind"].as_str().and_then(KindId::from_name).filter(|k| registered.contains(k)) else {
+            // Not projected kinds (Environment, v1 Namespace, FileType) are ignored, not skipped.
+            assert!(!skips.iter().any(|s| s.origin.file == format!("samples/{file}") && s.origin.document == doc), "{file}#{doc}");
+            continue;
+        };
+        if value["metadata"]["namespace"].as_str().unwrap_or("").is_empty() {
+            without_ns += 1;
+            let s = skips.iter().find(|s| s.origin.file == format!("samples/{file}") && s.origin.document == doc);
+            let s = s.unwrap_or_else(|| panic!("{} {file}#{doc} has no namespace but was not skipped", kind.name()));
+            assert_eq!(s.kind.as_deref(), Some(kind.name()));
+        }
+    }
+    assert!(without_ns > 0);
+
+    // The projector still works after the samples: a new document is applied.
+    std::fs::write(w.manifests.join("60-after.yaml"), group_doc("after-samples", "After")).unwrap();
+    wait_until("document after the samples", Duration::from_secs(3), || group_display_name(&store, "poc", "after-samples").is_some());
+    assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+    app.shutdown();
+}
+
+/// `(relative file, document number, value)` of every parsable sample document.
+fn sample_documents(dir: &Path) -> Vec<(String, usize, Value)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            let rel = p.strip_prefix(dir).unwrap().to_string_lossy().replace('\\', "/");
+            let text = std::fs::read_to_string(&p).unwrap();
+            match p.extension().and_then(|x| x.to_str()) {
+                Some("json") => {
+                    if let Ok(v) = serde_json::from_str::<Value>(&text) {
+                        out.push((rel, 1, v));
+                    }
+                }
+                Some("yaml" | "yml") => {
+                    for c in split_documents(&text) {
+                        if let Ok(v) = serde_saphyr::from_str::<Value>(&c.text) {
+                            out.push((rel.clone(), c.document, v));
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn missing_parents_are_retried_until_they_arrive() {
+    let registered = schema::registry::registered();
+    if ![KindId::Zone, KindId::Team, KindId::Application].iter().all(|k| registered.contains(k)) {
+        return; // The kinds this test needs are not registered in this build.
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let manifests = tmp.path().join("m");
+    std::fs::create_dir_all(&manifests).unwrap();
+    for f in ["01-zones.yaml", "04-applications.yaml"] {
+        std::fs::copy(repo().join("examples/world").join(f), manifests.join(f)).unwrap();
+    }
+    let w = World { _tmp: tmp, data: manifests.parent().unwrap().join("data"), manifests };
+    let app = start(&w);
+    let store = app.store().clone();
+    assert_eq!(count(&store, KindId::Application), 0, "applications wait for their teams");
+    assert!(app.readiness().is_ready(), "parked documents count as processed");
+    let metrics = app.metrics().encode();
+    assert!(metrics.contains("projector_reconcile_total{module=\"application\",outcome=\"dependency_missing\"}"), "{metrics}");
+
+    std::fs::copy(repo().join("examples/world/03-teams.yaml"), w.manifests.join("03-teams.yaml")).unwrap();
+    let expected = expected_world_counts()[&KindId::Application];
+    wait_until("applications after their teams", Duration::from_secs(5), || count(&store, KindId::Application) == expected);
+    app.shutdown();
+}

@@ -1,0 +1,92 @@
+//! `Api`, the catalogue entry of an API (reference-graphql.md §1.4): visible to every viewer of
+//! its environment; root connection `apis` (`orderBy: ApiOrder`), `owner: TeamInfo!`, and the
+//! root `apiCategories: [ApiCategory!]!` (distinct non-empty categories of the Apis the viewer
+//! sees, sorted ascending).
+//!
+//! The file-manager ID `specification` is neither a field nor filterable.
+
+use super::common::{meta_filters, status_filters, str_filter};
+use super::info::team_info;
+use crate::entity::{b as boolean, field, register, rf, s, status_fields, strs, time_fields, time_filters, Builder, Entity, Rq};
+use crate::error::internal;
+use crate::filter::{FType, FVal, FilterField};
+use async_graphql::dynamic::{Field, FieldFuture, FieldValue, Object, ResolverContext, TypeRef};
+use async_graphql::Error;
+use schema::kinds::api::{Api, ApiRecord};
+use schema::Kind;
+use std::collections::BTreeSet;
+use std::ops::Bound;
+use storage::{OrderField, Stored};
+
+impl Entity for Api {
+    const TYPE: &'static str = "Api";
+    const ROOT: Option<&'static str> = Some("apis");
+    const TEAM_OWNED: bool = false;
+
+    fn fields(b: &mut Builder) -> Vec<Field> {
+        let mut v = time_fields::<Api>();
+        v.extend(status_fields::<Api>(b, |r| &r.status));
+        v.extend([
+            rf::<Api>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
+            rf::<Api>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
+            rf::<Api>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.base_path)),
+            rf::<Api>("version", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.version)),
+            rf::<Api>("category", TypeRef::named(TypeRef::STRING), |r| r.category.as_deref().and_then(s)),
+            rf::<Api>("oauth2Scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| strs(&r.oauth2_scopes)),
+            rf::<Api>("xVendor", TypeRef::named_nn(TypeRef::BOOLEAN), |r| boolean(r.x_vendor)),
+            rf::<Api>("active", TypeRef::named_nn(TypeRef::BOOLEAN), |r| boolean(r.active)),
+            // `<fileManager.baseUrl>/files/<specification>` in the reference. No file-manager
+            // base URL is configurable yet, so this is always null.
+            rf::<Api>("specificationUrl", TypeRef::named(TypeRef::STRING), |_| None),
+            field::<Stored<ApiRecord>>("owner", TypeRef::named_nn("TeamInfo"), |p, rq| {
+                team_info(rq, &p.record.meta.environment, &p.record.team)
+            }),
+        ]);
+        v
+    }
+
+    fn filters() -> Vec<FilterField<ApiRecord>> {
+        // `specification` (hidden file ID) is filterable in the reference; not here.
+        let mut v = time_filters();
+        v.extend(status_filters("ApiStatusPhase", |r: &ApiRecord| &r.status));
+        v.extend(meta_filters(|r: &ApiRecord| &r.meta));
+        v.extend([
+            str_filter::<ApiRecord>("basePath", false, |r| Some(r.base_path.as_str())),
+            str_filter::<ApiRecord>("version", false, |r| Some(r.version.as_str())),
+            str_filter::<ApiRecord>("category", true, |r| r.category.as_deref()),
+            FilterField::new("xVendor", FType::Bool, false, |x: &Stored<ApiRecord>| FVal::Bool(Some(x.record.x_vendor))),
+            FilterField::new("active", FType::Bool, false, |x: &Stored<ApiRecord>| FVal::Bool(Some(x.record.active))),
+        ]);
+        v
+    }
+}
+
+/// The distinct non-empty categories of the Apis visible to the viewer, sorted ascending.
+fn api_categories(rq: &Rq) -> Result<Vec<String>, Error> {
+    let mut out = BTreeSet::new();
+    for scope in rq.viewer.scopes(Api::TEAM_OWNED) {
+        for entry in rq.view.scan(Api::ID, OrderField::Key, &scope, Bound::Unbounded, false).map_err(internal)? {
+            let (_, key) = entry.map_err(internal)?;
+            if let Some(api) = rq.load_visible::<Api>(&key)? {
+                out.extend(api.record.category.filter(|c| !c.is_empty()));
+            }
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// A category of `apiCategories`.
+struct ApiCategory(String);
+
+/// Registers `Api` (with the root `apis`), `ApiCategory` and the root `apiCategories`.
+pub fn register_api(b: &mut Builder) {
+    register::<Api>(b);
+    b.object(Object::new("ApiCategory").field(field::<ApiCategory>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0)))));
+    b.query_fields.push(Field::new("apiCategories", TypeRef::named_nn_list_nn("ApiCategory"), |ctx: ResolverContext<'_>| {
+        let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
+            let rq = ctx.data::<Rq>()?;
+            Ok(Some(FieldValue::list(api_categories(rq)?.into_iter().map(|c| FieldValue::owned_any(ApiCategory(c))))))
+        })();
+        FieldFuture::new(async move { result })
+    }));
+}

@@ -1,0 +1,170 @@
+//! `ApiExposure` (reference-graphql.md §1.4), its reduced cross-tenant view `ApiExposureInfo`
+//! (§1.6, §10.3), and the edges defined next to it: `Application.exposedApis` and
+//! `Api.activeExposure`. Root query `apiExposures`; visible to the owner application's team.
+
+use super::api_subscription::ApiSubscriptionInfo;
+use super::common::{meta_filters, status_filters};
+use super::subscription_info::owner_fields;
+use super::values::{feature_list, Owned};
+use crate::entity::{
+    b, connection_field, e, field, global_id, nested_rows, node_value, obj, objs, register, rf, s, status_fields,
+    time_fields, time_filters, Builder, Entity, Rq,
+};
+use crate::error::internal;
+use crate::filter::{FType, FVal, FilterField};
+use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
+use async_graphql::Error;
+use schema::keys::{index, natural};
+use schema::kinds::api::{Api, ApiRecord};
+use schema::kinds::api_exposure::{ApiExposure, ApiExposureRecord};
+use schema::kinds::api_subscription::ApiSubscription;
+use schema::kinds::application::{Application, ApplicationRecord};
+use storage::Stored;
+
+/// The parent value of an `ApiExposureInfo`.
+pub struct ApiExposureInfo(pub Stored<ApiExposureRecord>);
+
+type S = Stored<ApiExposureRecord>;
+
+impl Entity for ApiExposure {
+    const TYPE: &'static str = "ApiExposure";
+    const ROOT: Option<&'static str> = Some("apiExposures");
+    const TEAM_OWNED: bool = true;
+
+    fn fields(bld: &mut Builder) -> Vec<Field> {
+        super::values::register(bld);
+        register_info(bld);
+        let mut f = time_fields::<ApiExposure>();
+        f.extend(status_fields::<ApiExposure>(bld, |r| &r.status));
+        f.extend([
+            rf::<ApiExposure>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
+            rf::<ApiExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
+            rf::<ApiExposure>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.base_path)),
+            rf::<ApiExposure>("visibility", TypeRef::named_nn("ApiExposureVisibility"), |r| e(r.visibility.as_str())),
+            rf::<ApiExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| b(r.active)),
+            rf::<ApiExposure>("features", TypeRef::named_nn_list_nn("ApiExposureFeature"), |r| {
+                feature_list(&r.features)
+            }),
+            rf::<ApiExposure>("upstreams", TypeRef::named_nn_list_nn("Upstream"), |r| objs(r.upstreams.clone())),
+            field::<S>("security", TypeRef::named("ApiExposureSecurity"), |p, _| {
+                let r = &p.record;
+                Ok(r.security
+                    .m2m
+                    .as_ref()
+                    .and_then(|_| obj(Owned::new(&r.meta.environment, r.meta.team(), r.security.clone()))))
+            }),
+            rf::<ApiExposure>("traffic", TypeRef::named("Traffic"), |r| obj(r.traffic.clone())),
+            rf::<ApiExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| {
+                obj(r.approval_config.clone())
+            }),
+            // The CR carries no API version; kept for compatibility (always null).
+            rf::<ApiExposure>("apiVersion", TypeRef::named(TypeRef::STRING), |_| None),
+            field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
+                let r = &p.record;
+                let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
+                Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
+            }),
+            field::<S>("api", TypeRef::named("Api"), |p, rq| {
+                let r = &p.record;
+                let apis = rq
+                    .view
+                    .lookup_records::<Api>(
+                        index::API_ACTIVE_BY_BASE_PATH,
+                        &natural::in_env(&r.meta.environment, &r.base_path),
+                    )
+                    .map_err(internal)?;
+                Ok(apis.into_iter().find(|a| rq.visible::<Api>(a)).map(node_value::<Api>))
+            }),
+            field::<S>("subscriptions", TypeRef::named_nn_list_nn("ApiSubscriptionInfo"), |p, rq| {
+                let subs = rq
+                    .view
+                    .lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_TARGET, &p.key)
+                    .map_err(internal)?;
+                Ok(objs(subs.into_iter().map(ApiSubscriptionInfo)))
+            }),
+        ]);
+        f
+    }
+
+    fn filters() -> Vec<FilterField<ApiExposureRecord>> {
+        let mut f = time_filters();
+        f.extend(status_filters("ApiExposureStatusPhase", |r: &ApiExposureRecord| &r.status));
+        f.extend(meta_filters(|r: &ApiExposureRecord| &r.meta));
+        f.extend([
+            FilterField::new("basePath", FType::Str, false, |x: &S| FVal::Str(Some(x.record.base_path.clone()))),
+            FilterField::new("visibility", FType::Enum("ApiExposureVisibility".into()), false, |x: &S| {
+                FVal::Str(Some(x.record.visibility.as_str().to_string()))
+            }),
+            FilterField::new("active", FType::Bool, true, |x: &S| FVal::Bool(Some(x.record.active))),
+            FilterField::new("apiVersion", FType::Str, true, |_: &S| FVal::Str(None)),
+        ]);
+        f
+    }
+}
+
+/// Registers `ApiExposure` with its root query, and the edges `Application.exposedApis` and
+/// `Api.activeExposure`.
+pub fn register_all(bld: &mut Builder) {
+    register::<ApiExposure>(bld);
+    let w = bld.where_type::<ApiExposure>();
+    bld.extend(
+        "Application",
+        vec![connection_field::<ApiExposure, Stored<ApplicationRecord>>("exposedApis", w, |rq, app, order, pred| {
+            // ApiExposure keys are (env, team, application, basePath): the application's key is
+            // their prefix.
+            let candidates = rq.view.with_prefix::<ApiExposure>(&app.key).map_err(internal)?;
+            Ok(Box::new(nested_rows::<ApiExposure>(rq, candidates, order, &pred)))
+        })],
+    );
+    bld.extend(
+        "Api",
+        vec![field::<Stored<ApiRecord>>("activeExposure", TypeRef::named("ApiExposureInfo"), |p, rq| {
+            active_exposure(rq, &p.record.meta.environment, &p.record.base_path)
+        })],
+    );
+}
+
+/// The `ApiExposureInfo` of the active exposure of `base_path` in `env`, regardless of the
+/// viewer; `None` when there is none.
+///
+/// # Errors
+/// Storage failures as `INTERNAL`.
+pub fn active_exposure(rq: &Rq, env: &str, base_path: &str) -> Result<Option<FieldValue<'static>>, Error> {
+    let found = rq
+        .view
+        .lookup_records::<ApiExposure>(index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, &natural::in_env(env, base_path))
+        .map_err(internal)?;
+    Ok(found.into_iter().next().and_then(|x| obj(ApiExposureInfo(x))))
+}
+
+/// Registers `ApiExposureInfo`: no upstreams, security or subscriber data of the owner.
+pub fn register_info(bld: &mut Builder) {
+    super::values::register(bld);
+    let mut o = Object::new("ApiExposureInfo")
+        .field(field::<ApiExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
+            Ok(s(&global_id::<ApiExposure>(&p.0.key)))
+        }))
+        .field(field::<ApiExposureInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| {
+            Ok(s(&p.0.record.base_path))
+        }))
+        .field(field::<ApiExposureInfo>("visibility", TypeRef::named_nn("ApiExposureVisibility"), |p, _| {
+            Ok(e(p.0.record.visibility.as_str()))
+        }))
+        .field(field::<ApiExposureInfo>("active", TypeRef::named(TypeRef::BOOLEAN), |p, _| Ok(b(p.0.record.active))))
+        .field(field::<ApiExposureInfo>("apiVersion", TypeRef::named(TypeRef::STRING), |_, _| Ok(None)))
+        .field(field::<ApiExposureInfo>("features", TypeRef::named_nn_list_nn("ApiExposureFeature"), |p, _| {
+            Ok(feature_list(&p.0.record.features))
+        }))
+        .field(field::<ApiExposureInfo>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |p, _| {
+            Ok(obj(p.0.record.approval_config.clone()))
+        }))
+        .field(field::<ApiExposureInfo>("traffic", TypeRef::named("Traffic"), |p, _| {
+            Ok(obj(p.0.record.traffic.clone()))
+        }));
+    for f in owner_fields::<ApiExposureInfo>(|p| {
+        (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)
+    }) {
+        o = o.field(f);
+    }
+    bld.object(o);
+}

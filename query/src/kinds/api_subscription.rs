@@ -1,0 +1,164 @@
+//! `ApiSubscription` (reference-graphql.md §1.4, scopes per §10.4), its reduced cross-tenant
+//! view `ApiSubscriptionInfo` (§1.6, §10.3; implements `SubscriptionInfo`), and the edge
+//! `Application.subscribedApis`. Root query `apiSubscriptions`; visible to the owner
+//! application's team. `target` is the cross-tenant `ApiExposureInfo` of link 0, null without
+//! error while unlinked.
+
+use super::api_exposure::ApiExposureInfo;
+use super::common::{meta_filters, ne, non_empty, status_filters};
+use super::subscription_info::{owner_fields, INTERFACE};
+use super::values::Owned;
+use crate::entity::{
+    connection_field, e, field, global_id, nested_rows, node_value, obj, register, rf, s, status_fields, strs,
+    time_fields, time_filters, Builder, Entity,
+};
+use crate::error::internal;
+use crate::filter::{FType, FVal, FilterField};
+use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
+use schema::keys::{index, natural};
+use schema::kinds::api_exposure::ApiExposure;
+use schema::kinds::api_subscription::{ApiSubscription, ApiSubscriptionRecord};
+use schema::kinds::application::{Application, ApplicationRecord};
+use schema::kinds::approval::Approval;
+use schema::kinds::approval_request::ApprovalRequest;
+use schema::KindId;
+use storage::Stored;
+
+/// The parent value of an `ApiSubscriptionInfo`.
+pub struct ApiSubscriptionInfo(pub Stored<ApiSubscriptionRecord>);
+
+type S = Stored<ApiSubscriptionRecord>;
+
+/// The lookup key of this subscription's approvals and approval requests.
+fn approval_key(r: &ApiSubscriptionRecord) -> schema::Key {
+    natural::subscription_ref(KindId::ApiSubscription, &r.meta.environment, &r.meta.namespace, &r.meta.name)
+}
+
+impl Entity for ApiSubscription {
+    const TYPE: &'static str = "ApiSubscription";
+    const ROOT: Option<&'static str> = Some("apiSubscriptions");
+    const TEAM_OWNED: bool = true;
+
+    fn fields(bld: &mut Builder) -> Vec<Field> {
+        super::values::register(bld);
+        register_info(bld);
+        let mut f = time_fields::<ApiSubscription>();
+        f.extend(status_fields::<ApiSubscription>(bld, |r| &r.status));
+        f.extend([
+            rf::<ApiSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
+            rf::<ApiSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
+            rf::<ApiSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
+            rf::<ApiSubscription>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.base_path)),
+            rf::<ApiSubscription>("m2mAuthMethod", TypeRef::named_nn("ApiSubscriptionM2mAuthMethod"), |r| {
+                e(r.m2m_auth_method.as_str())
+            }),
+            rf::<ApiSubscription>("gatewayURL", TypeRef::named(TypeRef::STRING), |r| ne(&r.gateway_url)),
+            field::<S>("security", TypeRef::named("ApiSubscriptionSecurity"), |p, _| {
+                let r = &p.record;
+                Ok(r.security.clone().and_then(|sec| obj(Owned::new(&r.meta.environment, r.meta.team(), sec))))
+            }),
+            rf::<ApiSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
+                r.requested_scopes.as_deref().and_then(strs)
+            }),
+            rf::<ApiSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
+                r.active_scopes.as_deref().and_then(strs)
+            }),
+            field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
+                let r = &p.record;
+                let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
+                Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
+            }),
+            // Subscriptions carry no failover zones of their own (the exposure's traffic does).
+            rf::<ApiSubscription>("failoverZones", TypeRef::named_nn_list("Zone"), |_| {
+                Some(FieldValue::list(Vec::<FieldValue<'static>>::new()))
+            }),
+            field::<S>("approval", TypeRef::named("Approval"), |p, rq| {
+                let found = rq
+                    .view
+                    .lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &approval_key(&p.record))
+                    .map_err(internal)?;
+                Ok(found.into_iter().find(|a| rq.visible::<Approval>(a)).map(node_value::<Approval>))
+            }),
+            field::<S>("approvalRequests", TypeRef::named_nn_list("ApprovalRequest"), |p, rq| {
+                let found = rq
+                    .view
+                    .lookup_records::<ApprovalRequest>(
+                        index::APPROVAL_REQUEST_BY_SUBSCRIPTION,
+                        &approval_key(&p.record),
+                    )
+                    .map_err(internal)?;
+                Ok(Some(FieldValue::list(
+                    found.into_iter().filter(|a| rq.visible::<ApprovalRequest>(a)).map(node_value::<ApprovalRequest>),
+                )))
+            }),
+            field::<S>("target", TypeRef::named("ApiExposureInfo"), |p, rq| match p.links.first() {
+                Some(Some(key)) => Ok(rq.load_system::<ApiExposure>(key)?.and_then(|x| obj(ApiExposureInfo(x)))),
+                _ => Ok(None),
+            }),
+        ]);
+        f
+    }
+
+    fn filters() -> Vec<FilterField<ApiSubscriptionRecord>> {
+        let mut f = time_filters();
+        f.extend(status_filters("ApiSubscriptionStatusPhase", |r: &ApiSubscriptionRecord| &r.status));
+        f.extend(meta_filters(|r: &ApiSubscriptionRecord| &r.meta));
+        f.extend([
+            FilterField::new("name", FType::Str, false, |x: &S| FVal::Str(Some(x.record.meta.name.clone()))),
+            FilterField::new("basePath", FType::Str, false, |x: &S| FVal::Str(Some(x.record.base_path.clone()))),
+            FilterField::new("m2mAuthMethod", FType::Enum("ApiSubscriptionM2mAuthMethod".into()), false, |x: &S| {
+                FVal::Str(Some(x.record.m2m_auth_method.as_str().to_string()))
+            }),
+            FilterField::new("gatewayURL", FType::Str, true, |x: &S| {
+                FVal::Str(non_empty(&x.record.gateway_url).map(str::to_string))
+            }),
+        ]);
+        f
+    }
+}
+
+/// Registers `ApiSubscription` with its root query, and the edge `Application.subscribedApis`.
+pub fn register_all(bld: &mut Builder) {
+    register::<ApiSubscription>(bld);
+    let w = bld.where_type::<ApiSubscription>();
+    bld.extend(
+        "Application",
+        vec![connection_field::<ApiSubscription, Stored<ApplicationRecord>>(
+            "subscribedApis",
+            w,
+            |rq, app, order, pred| {
+                let candidates = rq
+                    .view
+                    .lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_OWNER, &app.key)
+                    .map_err(internal)?;
+                Ok(Box::new(nested_rows::<ApiSubscription>(rq, candidates, order, &pred)))
+            },
+        )],
+    );
+}
+
+/// Registers `ApiSubscriptionInfo` (implements `SubscriptionInfo`): no security, client ids or
+/// gateway data of the subscriber.
+pub fn register_info(bld: &mut Builder) {
+    bld.enumeration("ApiSubscriptionStatusPhase", &["READY", "PENDING", "ERROR", "UNKNOWN"]);
+    let mut o = Object::new("ApiSubscriptionInfo")
+        .implement(INTERFACE)
+        .field(field::<ApiSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
+            Ok(s(&global_id::<ApiSubscription>(&p.0.key)))
+        }))
+        .field(field::<ApiSubscriptionInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| {
+            Ok(s(&p.0.record.base_path))
+        }))
+        .field(field::<ApiSubscriptionInfo>("statusPhase", TypeRef::named("ApiSubscriptionStatusPhase"), |p, _| {
+            Ok(e(p.0.record.status.phase.as_str()))
+        }))
+        .field(field::<ApiSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| {
+            Ok(s(&p.0.record.status.message))
+        }));
+    for f in owner_fields::<ApiSubscriptionInfo>(|p| {
+        (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)
+    }) {
+        o = o.field(f);
+    }
+    bld.object(o);
+}

@@ -1,0 +1,132 @@
+//! `Application` (reference-graphql.md §1.4): visible to its owner team's viewers; root
+//! connection `applications` with `orderBy: [ApplicationOrder!]`.
+//!
+//! Computed when read: `secretRotationPhase`/`secretRotationMessage` (from the stored
+//! `SecretRotation` condition at the request's `now`), `permissionsURL` (see
+//! [`permissions_url`]). `clientSecret` and `rotatedClientSecret` are secrets: never filterable,
+//! masked for `obfuscated` callers. `ownerTeam` is the reduced `TeamInfo`.
+//!
+//! Not filterable yet: `secretRotationPhase` and `secretRotationMessage` (§2.2), because they
+//! depend on the request time and filter getters only see the record.
+
+use super::common::{meta_filters, query_escape, status_filters, str_filter};
+use super::info::{external_ids, team_info};
+use crate::entity::{
+    e, field, node_value, obj, os, register, rf, s, secret, status_fields, strs, t, time_fields, time_filters, Builder, Entity, Rq,
+};
+use crate::error::internal;
+use crate::filter::{FType, FVal, FilterField};
+use async_graphql::dynamic::{Field, Object, TypeRef};
+use async_graphql::Error;
+use schema::keys::natural;
+use schema::kinds::application::{secret_rotation, Application, ApplicationRecord, IpRestrictions};
+use schema::kinds::zone::Zone;
+use schema::{KindId, Timestamp};
+use storage::Stored;
+
+/// `permissionsURL`: `<zone.permissionsURL>?application=<clientId, query-escaped>` when the
+/// application's zone has a permissions URL, a PermissionSet of the application exists (same
+/// natural key) and the application has a client ID; otherwise null.
+///
+/// # Errors
+/// Storage failures as `INTERNAL`.
+pub fn permissions_url(rq: &Rq, r: &ApplicationRecord) -> Result<Option<String>, Error> {
+    let env = &r.meta.environment;
+    let Some(client_id) = r.client_id.as_deref() else { return Ok(None) };
+    let Some(zone) = rq.load_system::<Zone>(&natural::zone(env, &r.zone))? else { return Ok(None) };
+    let Some(base) = zone.record.permissions_url.filter(|u| !u.is_empty()) else { return Ok(None) };
+    let app_key = natural::application(env, &r.team, &r.meta.name);
+    if !rq.view.contains(KindId::PermissionSet, &app_key).map_err(internal)? {
+        return Ok(None);
+    }
+    Ok(Some(format!("{base}?application={}", query_escape(client_id))))
+}
+
+/// A list of strings, null when empty.
+fn list_or_null(v: &[String]) -> Option<async_graphql::dynamic::FieldValue<'static>> {
+    if v.is_empty() {
+        None
+    } else {
+        strs(v)
+    }
+}
+
+fn time_or_null(v: Option<Timestamp>) -> Option<async_graphql::dynamic::FieldValue<'static>> {
+    v.and_then(t)
+}
+
+impl Entity for Application {
+    const TYPE: &'static str = "Application";
+    const ROOT: Option<&'static str> = Some("applications");
+    const TEAM_OWNED: bool = true;
+    const MULTI_ORDER: bool = true;
+
+    fn fields(b: &mut Builder) -> Vec<Field> {
+        b.enumeration("ApplicationSecretRotationPhase", &["DONE", "ROTATING", "GRACE_PERIOD_ACTIVE", "GRACE_PERIOD_EXPIRING", "FAILED"]);
+        b.object(
+            Object::new("IpRestrictions")
+                .field(field::<IpRestrictions>("Allow", TypeRef::named_nn_list(TypeRef::STRING), |p, _| Ok(list_or_null(&p.allow))))
+                .field(field::<IpRestrictions>("Deny", TypeRef::named_nn_list(TypeRef::STRING), |p, _| Ok(list_or_null(&p.deny)))),
+        );
+        let mut v = time_fields::<Application>();
+        v.extend(status_fields::<Application>(b, |r| &r.status));
+        v.extend([
+            rf::<Application>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
+            rf::<Application>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
+            rf::<Application>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
+            rf::<Application>("clientID", TypeRef::named(TypeRef::STRING), |r| os(r.client_id.as_deref())),
+            field::<Stored<ApplicationRecord>>("clientSecret", TypeRef::named(TypeRef::STRING), |p, rq| {
+                let r = &p.record;
+                Ok(secret(rq, (&r.meta.environment, &r.team), r.client_secret.as_deref()))
+            }),
+            field::<Stored<ApplicationRecord>>("rotatedClientSecret", TypeRef::named(TypeRef::STRING), |p, rq| {
+                let r = &p.record;
+                Ok(secret(rq, (&r.meta.environment, &r.team), r.rotated_client_secret.as_deref()))
+            }),
+            rf::<Application>("rotatedExpiresAt", TypeRef::named("Time"), |r| time_or_null(r.rotated_expires_at)),
+            rf::<Application>("currentExpiresAt", TypeRef::named("Time"), |r| time_or_null(r.current_expires_at)),
+            field::<Stored<ApplicationRecord>>("secretRotationPhase", TypeRef::named_nn("ApplicationSecretRotationPhase"), |p, rq| {
+                Ok(e(secret_rotation(&p.record, rq.now).0.as_str()))
+            }),
+            field::<Stored<ApplicationRecord>>("secretRotationMessage", TypeRef::named(TypeRef::STRING), |p, rq| {
+                Ok(os(secret_rotation(&p.record, rq.now).1.as_deref()))
+            }),
+            rf::<Application>("externalIds", TypeRef::named_nn_list("ExternalId"), |r| external_ids(&r.external_ids)),
+            rf::<Application>("ipRestrictions", TypeRef::named("IpRestrictions"), |r| r.ip_restrictions.clone().and_then(obj)),
+            field::<Stored<ApplicationRecord>>("permissionsURL", TypeRef::named(TypeRef::STRING), |p, rq| {
+                Ok(os(permissions_url(rq, &p.record)?.as_deref()))
+            }),
+            field::<Stored<ApplicationRecord>>("zone", TypeRef::named_nn(Zone::TYPE), |p, rq| {
+                let r = &p.record;
+                Ok(rq.load_visible::<Zone>(&natural::zone(&r.meta.environment, &r.zone))?.map(node_value::<Zone>))
+            }),
+            field::<Stored<ApplicationRecord>>("ownerTeam", TypeRef::named_nn("TeamInfo"), |p, rq| {
+                team_info(rq, &p.record.meta.environment, &p.record.team)
+            }),
+        ]);
+        v
+    }
+
+    fn filters() -> Vec<FilterField<ApplicationRecord>> {
+        // Client secrets and `permissionsURL` are not filterable (§2.2); secrets never are.
+        let mut v = time_filters();
+        v.extend(status_filters("ApplicationStatusPhase", |r: &ApplicationRecord| &r.status));
+        v.extend(meta_filters(|r: &ApplicationRecord| &r.meta));
+        v.extend([
+            str_filter::<ApplicationRecord>("name", false, |r| Some(r.meta.name.as_str())),
+            str_filter::<ApplicationRecord>("clientID", true, |r| r.client_id.as_deref()),
+            FilterField::new("rotatedExpiresAt", FType::Time, true, |x: &Stored<ApplicationRecord>| {
+                FVal::Time(x.record.rotated_expires_at)
+            }),
+            FilterField::new("currentExpiresAt", FType::Time, true, |x: &Stored<ApplicationRecord>| {
+                FVal::Time(x.record.current_expires_at)
+            }),
+        ]);
+        v
+    }
+}
+
+/// Registers `Application` (with the root `applications`) and its value types.
+pub fn register_application(b: &mut Builder) {
+    register::<Application>(b);
+}

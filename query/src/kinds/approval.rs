@@ -1,0 +1,151 @@
+//! `Approval` (reference-graphql.md §1.4): the standing decision on a subscription. Root query
+//! `approvals` (`orderBy: [ApprovalOrder!]`); visible to the subscriber's team and to the team of
+//! the subscription's target exposure (the record's scopes, §5.5). Also the fields and filters
+//! Approval and ApprovalRequest share ([`shared_fields`], [`shared_filters`]).
+
+use super::common::{meta_filters, status_filters};
+use super::subscription_info;
+use crate::entity::{e, field, objs, rf, s, status_fields, strs, t, time_fields, time_filters, Builder, Entity, Rq};
+use crate::filter::{FType, FVal, FilterField};
+use async_graphql::dynamic::{Field, FieldValue, TypeRef};
+use async_graphql::Error;
+use schema::common::Meta;
+use schema::kinds::approval::{Approval, ApprovalRecord};
+use schema::kinds::approval_common::ApprovalFields;
+use storage::Stored;
+
+type S = Stored<ApprovalRecord>;
+
+/// How the shared fields read a record of kind `K`.
+pub struct Parts<R> {
+    /// The record's metadata.
+    pub meta: fn(&R) -> &Meta,
+    /// The shared approval fields.
+    pub fields: fn(&R) -> &ApprovalFields,
+    /// The strategy enum (`ApprovalStrategy` / `ApprovalRequestStrategy`).
+    pub strategy_enum: &'static str,
+    /// The state enum (`ApprovalState` / `ApprovalRequestState`).
+    pub state_enum: &'static str,
+}
+
+impl<R> Clone for Parts<R> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<R> Copy for Parts<R> {}
+
+/// The fields Approval and ApprovalRequest share, in reference order (without `id`).
+pub fn shared_fields<K: Entity>(
+    bld: &mut Builder,
+    status: fn(&K::Record) -> &schema::common::Status,
+    p: Parts<K::Record>,
+) -> Vec<Field> {
+    super::values::register(bld);
+    let mut f = time_fields::<K>();
+    f.extend(status_fields::<K>(bld, status));
+    let (meta, fields) = (p.meta, p.fields);
+    f.extend([
+        rf::<K>("environment", TypeRef::named(TypeRef::STRING), move |r| s(&meta(r).environment)),
+        rf::<K>("namespace", TypeRef::named_nn(TypeRef::STRING), move |r| s(&meta(r).namespace)),
+        rf::<K>("action", TypeRef::named_nn(TypeRef::STRING), move |r| s(&fields(r).action)),
+        rf::<K>("strategy", TypeRef::named_nn(p.strategy_enum), move |r| e(fields(r).strategy.as_str())),
+        rf::<K>("requester", TypeRef::named_nn("RequesterInfo"), move |r| {
+            Some(FieldValue::owned_any(fields(r).requester.clone()))
+        }),
+        rf::<K>("decider", TypeRef::named_nn("DeciderInfo"), move |r| {
+            Some(FieldValue::owned_any(fields(r).decider.clone()))
+        }),
+        rf::<K>("deciderTeamName", TypeRef::named_nn(TypeRef::STRING), move |r| s(&fields(r).decider.team_name)),
+        rf::<K>("decisions", TypeRef::named_nn_list_nn("Decision"), move |r| objs(fields(r).decisions.clone())),
+        rf::<K>("availableTransitions", TypeRef::named_nn_list("AvailableTransition"), move |r| {
+            objs(fields(r).available_transitions.clone())
+        }),
+        rf::<K>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), move |r| {
+            fields(r).requested_scopes.as_deref().and_then(strs)
+        }),
+        rf::<K>("name", TypeRef::named_nn(TypeRef::STRING), move |r| s(&meta(r).name)),
+    ]);
+    f
+}
+
+/// `state` and `subscription` (they follow `expiresat` on Approval).
+pub fn state_and_subscription<K: Entity>(p: Parts<K::Record>) -> Vec<Field> {
+    let (meta, fields) = (p.meta, p.fields);
+    vec![
+        rf::<K>("state", TypeRef::named_nn(p.state_enum), move |r| e(fields(r).state.as_str())),
+        field::<Stored<K::Record>>("subscription", TypeRef::named_nn(subscription_info::INTERFACE), move |x, rq| {
+            subscription(rq, meta(&x.record), fields(&x.record))
+        }),
+    ]
+}
+
+/// The `SubscriptionInfo` of an approval's subscription.
+///
+/// # Errors
+/// An error naming the approval when its subscription does not exist (§5.6); storage failures
+/// as `INTERNAL`.
+fn subscription(rq: &Rq, meta: &Meta, fields: &ApprovalFields) -> Result<Option<FieldValue<'static>>, Error> {
+    match subscription_info::resolve(rq, &meta.environment, &fields.subscription)? {
+        Some(v) => Ok(Some(v)),
+        None => Err(Error::new(format!("approval {}/{} has no related subscription", meta.namespace, meta.name))),
+    }
+}
+
+/// The filters Approval and ApprovalRequest share (§2.2), `expiresat` excluded.
+pub fn shared_filters<K: Entity>(
+    status: fn(&K::Record) -> &schema::common::Status,
+    p: Parts<K::Record>,
+) -> Vec<FilterField<K::Record>> {
+    let (meta, fields) = (p.meta, p.fields);
+    let mut f = time_filters();
+    f.extend(status_filters(&format!("{}StatusPhase", K::TYPE), status));
+    f.extend(meta_filters(meta));
+    f.extend([
+        FilterField::new("action", FType::Str, false, move |x: &Stored<K::Record>| {
+            FVal::Str(Some(fields(&x.record).action.clone()))
+        }),
+        FilterField::new("strategy", FType::Enum(p.strategy_enum.into()), false, move |x: &Stored<K::Record>| {
+            FVal::Str(Some(fields(&x.record).strategy.as_str().to_string()))
+        }),
+        FilterField::new("deciderTeamName", FType::Str, false, move |x: &Stored<K::Record>| {
+            FVal::Str(Some(fields(&x.record).decider.team_name.clone()))
+        }),
+        FilterField::new("name", FType::Str, false, move |x: &Stored<K::Record>| {
+            FVal::Str(Some(meta(&x.record).name.clone()))
+        }),
+    ]);
+    f
+}
+
+/// The `state` filter (ENUM).
+pub fn state_filter<R: 'static>(p: Parts<R>) -> FilterField<R> {
+    let fields = p.fields;
+    FilterField::new("state", FType::Enum(p.state_enum.into()), false, move |x: &Stored<R>| {
+        FVal::Str(Some(fields(&x.record).state.as_str().to_string()))
+    })
+}
+
+const PARTS: Parts<ApprovalRecord> =
+    Parts { meta: |r| &r.meta, fields: |r| &r.fields, strategy_enum: "ApprovalStrategy", state_enum: "ApprovalState" };
+
+impl Entity for Approval {
+    const TYPE: &'static str = "Approval";
+    const ROOT: Option<&'static str> = Some("approvals");
+    const TEAM_OWNED: bool = true;
+    const MULTI_ORDER: bool = true;
+
+    fn fields(bld: &mut Builder) -> Vec<Field> {
+        let mut f = shared_fields::<Approval>(bld, |r| &r.status, PARTS);
+        f.push(rf::<Approval>("expiresat", TypeRef::named("Time"), |r| r.expires_at.and_then(t)));
+        f.extend(state_and_subscription::<Approval>(PARTS));
+        f
+    }
+
+    fn filters() -> Vec<FilterField<ApprovalRecord>> {
+        let mut f = shared_filters::<Approval>(|r: &ApprovalRecord| &r.status, PARTS);
+        f.push(FilterField::new("expiresat", FType::Time, true, |x: &S| FVal::Time(x.record.expires_at)));
+        f.push(state_filter(PARTS));
+        f
+    }
+}

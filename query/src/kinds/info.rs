@@ -1,0 +1,100 @@
+//! Reduced cross-tenant types (reference-graphql.md §1.6, §5.6, §10.3): `TeamInfo` and
+//! `ApplicationInfo`, plus the value type `ExternalId` they share with `Application`.
+//!
+//! These hops cross tenants (DESIGN decision 9), so they read with [`Rq::load_system`] and the
+//! types expose no secrets, no client IDs and no navigable edges besides the public `Zone` and
+//! the nested `TeamInfo`. Other modules build them with [`team_info`] and
+//! [`application_info`].
+
+use super::common::ne;
+use crate::entity::{field, global_id, node_value, obj, objs, s, Builder, Rq};
+use async_graphql::dynamic::{FieldValue, Object, TypeRef};
+use async_graphql::Error;
+use schema::keys::natural;
+use schema::kinds::application::{Application, ApplicationRecord, ExternalId};
+use schema::kinds::team::{Team, TeamRecord};
+use schema::kinds::zone::Zone;
+use schema::Key;
+use storage::Stored;
+
+/// The parent value of a `TeamInfo`: the team's key and name, and its record when it exists
+/// (a team deleted after its children keeps a `TeamInfo` with just `id` and `name`).
+pub struct TeamInfo {
+    key: Key,
+    name: String,
+    record: Option<TeamRecord>,
+}
+
+/// The parent value of an `ApplicationInfo`.
+pub struct ApplicationInfo(pub Stored<ApplicationRecord>);
+
+/// The `TeamInfo` of team `team` in environment `env`, read regardless of the viewer.
+///
+/// # Errors
+/// Storage failures as `INTERNAL`.
+pub fn team_info(rq: &Rq, env: &str, team: &str) -> Result<Option<FieldValue<'static>>, Error> {
+    let key = natural::team(env, team);
+    let record = rq.load_system::<Team>(&key)?.map(|s| s.record);
+    Ok(obj(TeamInfo { key, name: team.to_string(), record }))
+}
+
+/// The `ApplicationInfo` of the application under `key`, read regardless of the viewer; `None`
+/// when it does not exist.
+///
+/// # Errors
+/// Storage failures as `INTERNAL`.
+pub fn application_info(rq: &Rq, key: &Key) -> Result<Option<FieldValue<'static>>, Error> {
+    Ok(rq.load_system::<Application>(key)?.and_then(|s| obj(ApplicationInfo(s))))
+}
+
+/// `externalIds: [ExternalId!]`: null when the application has none, else in CR order.
+pub fn external_ids(v: &[ExternalId]) -> Option<FieldValue<'static>> {
+    if v.is_empty() {
+        None
+    } else {
+        objs(v.to_vec())
+    }
+}
+
+/// Registers `TeamInfo`, `ApplicationInfo` and `ExternalId`.
+pub fn register(b: &mut Builder) {
+    b.object(
+        Object::new("ExternalId").field(field::<ExternalId>("Id", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.id)))).field(field::<
+            ExternalId,
+        >(
+            "Schema",
+            TypeRef::named_nn(TypeRef::STRING),
+            |p, _| Ok(s(&p.scheme)),
+        )),
+    );
+    b.object(
+        Object::new("TeamInfo")
+            .field(field::<TeamInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<Team>(&p.key)))))
+            .field(field::<TeamInfo>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.name))))
+            .field(field::<TeamInfo>("groupName", TypeRef::named_nn(TypeRef::STRING), |p, _| {
+                Ok(s(p.record.as_ref().map(|r| r.group.as_str()).unwrap_or("")))
+            }))
+            .field(field::<TeamInfo>("email", TypeRef::named(TypeRef::STRING), |p, _| Ok(p.record.as_ref().and_then(|r| ne(&r.email)))))
+            .field(field::<TeamInfo>("displayName", TypeRef::named(TypeRef::STRING), |p, _| {
+                Ok(p.record.as_ref().and_then(|r| ne(&r.display_name)))
+            }))
+            .field(field::<TeamInfo>("description", TypeRef::named(TypeRef::STRING), |p, _| {
+                Ok(p.record.as_ref().and_then(|r| ne(&r.description)))
+            })),
+    );
+    b.object(
+        Object::new("ApplicationInfo")
+            .field(field::<ApplicationInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<Application>(&p.0.key)))))
+            .field(field::<ApplicationInfo>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.meta.name))))
+            .field(field::<ApplicationInfo>("externalIds", TypeRef::named_nn_list("ExternalId"), |p, _| {
+                Ok(external_ids(&p.0.record.external_ids))
+            }))
+            .field(field::<ApplicationInfo>("zone", TypeRef::named_nn("Zone"), |p, rq| {
+                let r = &p.0.record;
+                Ok(rq.load_system::<Zone>(&natural::zone(&r.meta.environment, &r.zone))?.map(node_value::<Zone>))
+            }))
+            .field(field::<ApplicationInfo>("ownerTeam", TypeRef::named_nn("TeamInfo"), |p, rq| {
+                team_info(rq, &p.0.record.meta.environment, &p.0.record.team)
+            })),
+    );
+}

@@ -1,0 +1,74 @@
+//! The `SubscriptionInfo` interface (reference-graphql.md §10.3): `id: ID!` and
+//! `ownerApplication: ApplicationInfo!`, implemented by the reduced subscription types
+//! (`ApiSubscriptionInfo` today; event, agentic and file infos join as their kinds are
+//! registered). `Approval.subscription` / `ApprovalRequest.subscription` resolve through
+//! [`resolve`], which returns the concrete type.
+//!
+//! Also the owner fields every reduced `…Info` type of an owned record shares: `ownerApplication`
+//! and the deprecated `ownerApplicationName` / `ownerTeam` ([`owner_fields`]).
+
+use super::info::{application_info, team_info};
+use crate::entity::{field, s, Builder, Rq};
+use async_graphql::dynamic::{Field, FieldValue, Interface, InterfaceField, TypeRef};
+use async_graphql::Error;
+use schema::keys::natural;
+use schema::kinds::api_subscription::ApiSubscription;
+use schema::kinds::approval_common::{SubscriptionKind, SubscriptionRef};
+use std::any::Any;
+
+/// The interface name.
+pub const INTERFACE: &str = "SubscriptionInfo";
+
+/// Deprecation reason of `ownerApplicationName` on the `…Info` types.
+pub const OWNER_APPLICATION_NAME_DEPRECATION: &str = "Use `ownerApplication.name`.";
+/// Deprecation reason of `ownerTeam` on the `…Info` types.
+pub const OWNER_TEAM_DEPRECATION: &str = "Use `ownerApplication.ownerTeam`.";
+
+/// Registers the `SubscriptionInfo` interface (once, from `register_all`).
+pub fn register(b: &mut Builder) {
+    b.interfaces.push(
+        Interface::new(INTERFACE)
+            .field(InterfaceField::new("id", TypeRef::named_nn(TypeRef::ID)))
+            .field(InterfaceField::new("ownerApplication", TypeRef::named_nn("ApplicationInfo"))),
+    );
+}
+
+/// The owner application of a reduced view: (environment, team, application name).
+pub type OwnerOf<T> = fn(&T) -> (&str, &str, &str);
+
+/// `ownerApplicationName: String!` (deprecated), `ownerTeam: TeamInfo!` (deprecated) and
+/// `ownerApplication: ApplicationInfo!` of a reduced type whose parent value is a `T`. Read
+/// regardless of the viewer: these are cross-tenant views (§5.6).
+pub fn owner_fields<T: Any + Send + Sync>(owner: OwnerOf<T>) -> Vec<Field> {
+    vec![
+        field::<T>("ownerApplicationName", TypeRef::named_nn(TypeRef::STRING), move |p, _| Ok(s(owner(p).2)))
+            .deprecation(Some(OWNER_APPLICATION_NAME_DEPRECATION)),
+        field::<T>("ownerTeam", TypeRef::named_nn("TeamInfo"), move |p, rq| {
+            let (env, team, _) = owner(p);
+            team_info(rq, env, team)
+        })
+        .deprecation(Some(OWNER_TEAM_DEPRECATION)),
+        field::<T>("ownerApplication", TypeRef::named_nn("ApplicationInfo"), move |p, rq| {
+            let (env, team, app) = owner(p);
+            application_info(rq, &natural::application(env, team, app))
+        }),
+    ]
+}
+
+/// The `SubscriptionInfo` of the subscription `sub` in environment `env` (read regardless of
+/// the viewer), typed as its concrete `…Info` object; `None` when the subscription does not
+/// exist or its kind is not served yet.
+///
+/// # Errors
+/// Storage failures as `INTERNAL`.
+pub fn resolve(rq: &Rq, env: &str, sub: &SubscriptionRef) -> Result<Option<FieldValue<'static>>, Error> {
+    let key = sub.key(env);
+    Ok(match sub.kind {
+        SubscriptionKind::ApiSubscription => rq.load_system::<ApiSubscription>(&key)?.map(|s| {
+            FieldValue::owned_any(super::api_subscription::ApiSubscriptionInfo(s)).with_type("ApiSubscriptionInfo")
+        }),
+        SubscriptionKind::EventSubscription
+        | SubscriptionKind::AgenticSubscription
+        | SubscriptionKind::FileSubscription => None,
+    })
+}

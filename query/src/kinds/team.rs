@@ -1,0 +1,142 @@
+//! `Team` and `Member` (reference-graphql.md §1.4), plus `Group.teams`.
+//!
+//! A Team is visible to viewers acting for it (team viewer, its group's viewers, admins); the
+//! root connection `teams` takes `orderBy: [TeamOrder!]`. Its `teamToken` is a secret (never
+//! filterable, masked for `obfuscated` callers). Nested edges (`group`, `members`,
+//! `applications`, `apis`) only return what the viewer may see.
+//!
+//! Members are not records of their own: a `Member` is one entry of `spec.members[]`, identified
+//! by its team and e-mail address (global ID of type `Member` over `(environment, team,
+//! email)`), and resolved by `node(id)` through its team (so only for viewers who see the team).
+
+use super::common::{meta_filters, ne, non_empty, status_filters, str_filter};
+use crate::entity::{
+    connection_field, e, field, nested_rows, node_value, objs, register, rf, s, secret, status_fields, time_fields, time_filters, Builder,
+    Entity, Loader, Rq,
+};
+use crate::error::internal;
+use crate::filter::{FType, FVal, FilterField};
+use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
+use schema::keys::{index, natural};
+use schema::kinds::api::Api;
+use schema::kinds::application::Application;
+use schema::kinds::group::{Group, GroupRecord};
+use schema::kinds::team::{Team, TeamMember, TeamRecord};
+use schema::{GlobalId, Key};
+use std::sync::Arc;
+use storage::Stored;
+
+/// The GraphQL type name of team members.
+const MEMBER: &str = "Member";
+
+/// The parent value of a `Member`: the (visible) team and the member entry.
+pub struct MemberValue {
+    team: Stored<TeamRecord>,
+    member: TeamMember,
+}
+
+impl MemberValue {
+    fn id(&self) -> String {
+        let t = &self.team.record;
+        GlobalId::new(MEMBER, &Key::new(&[t.meta.environment.as_str(), t.meta.name.as_str(), self.member.email.as_str()])).encode()
+    }
+}
+
+fn members_of(team: &Stored<TeamRecord>) -> Vec<MemberValue> {
+    team.record.members.iter().map(|m| MemberValue { team: team.clone(), member: m.clone() }).collect()
+}
+
+impl Entity for Team {
+    const TYPE: &'static str = "Team";
+    const ROOT: Option<&'static str> = Some("teams");
+    const TEAM_OWNED: bool = true;
+    const MULTI_ORDER: bool = true;
+
+    fn fields(b: &mut Builder) -> Vec<Field> {
+        b.enumeration("TeamCategory", &["CUSTOMER", "INFRASTRUCTURE"]);
+        let mut v = time_fields::<Team>();
+        v.extend(status_fields::<Team>(b, |r| &r.status));
+        v.extend([
+            rf::<Team>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
+            rf::<Team>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
+            rf::<Team>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
+            rf::<Team>("email", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.email)),
+            rf::<Team>("displayname", TypeRef::named(TypeRef::STRING), |r| ne(&r.display_name)),
+            rf::<Team>("description", TypeRef::named(TypeRef::STRING), |r| ne(&r.description)),
+            rf::<Team>("category", TypeRef::named_nn("TeamCategory"), |r| e(r.category.as_str())),
+            field::<Stored<TeamRecord>>("teamToken", TypeRef::named(TypeRef::STRING), |p, rq| {
+                let r = &p.record;
+                Ok(secret(rq, (&r.meta.environment, &r.meta.name), r.team_token.as_deref()))
+            }),
+            field::<Stored<TeamRecord>>("group", TypeRef::named("Group"), |p, rq| {
+                let r = &p.record;
+                if r.group.is_empty() {
+                    return Ok(None);
+                }
+                Ok(rq.load_visible::<Group>(&natural::group(&r.meta.environment, &r.group))?.map(node_value::<Group>))
+            }),
+            field::<Stored<TeamRecord>>("members", TypeRef::named_nn_list(MEMBER), |p, _| Ok(objs(members_of(p)))),
+        ]);
+        let apps = b.where_type::<Application>();
+        v.push(connection_field::<Application, Stored<TeamRecord>>("applications", apps, |rq, p, order, pred| {
+            let rows = rq.view.with_prefix::<Application>(&p.key).map_err(internal)?;
+            Ok(Box::new(nested_rows::<Application>(rq, rows, order, &pred)))
+        }));
+        let apis = b.where_type::<Api>();
+        v.push(connection_field::<Api, Stored<TeamRecord>>("apis", apis, |rq, p, order, pred| {
+            let rows = rq.view.with_prefix::<Api>(&p.key).map_err(internal)?;
+            Ok(Box::new(nested_rows::<Api>(rq, rows, order, &pred)))
+        }));
+        v
+    }
+
+    fn filters() -> Vec<FilterField<TeamRecord>> {
+        // `teamToken` is a secret: never filterable (DESIGN decision 9).
+        let mut v = time_filters();
+        v.extend(status_filters("TeamStatusPhase", |r: &TeamRecord| &r.status));
+        v.extend(meta_filters(|r: &TeamRecord| &r.meta));
+        v.extend([
+            str_filter::<TeamRecord>("name", false, |r| Some(r.meta.name.as_str())),
+            str_filter::<TeamRecord>("email", false, |r| Some(r.email.as_str())),
+            str_filter::<TeamRecord>("displayname", true, |r| non_empty(&r.display_name)),
+            str_filter::<TeamRecord>("description", true, |r| non_empty(&r.description)),
+            FilterField::new("category", FType::Enum("TeamCategory".into()), false, |x: &Stored<TeamRecord>| {
+                FVal::Str(Some(x.record.category.as_str().to_string()))
+            }),
+        ]);
+        v
+    }
+}
+
+/// Loads a `Member` by key `(environment, team, email)` through its team (`None` when the team
+/// is invisible or has no such member).
+fn load_member(rq: &Rq, key: &Key) -> Result<Option<FieldValue<'static>>, async_graphql::Error> {
+    let Ok(parts) = key.parts() else { return Ok(None) };
+    let [env, team, email] = parts.as_slice() else { return Ok(None) };
+    let Some(t) = rq.load_visible::<Team>(&natural::team(env, team))? else { return Ok(None) };
+    Ok(members_of(&t).into_iter().find(|m| &m.member.email == email).map(|m| FieldValue::owned_any(m).with_type(MEMBER)))
+}
+
+/// Registers `Team` (with the root `teams`), `Member` and `Group.teams`.
+pub fn register_team(b: &mut Builder) {
+    b.object(
+        Object::new(MEMBER)
+            .implement("Node")
+            .field(field::<MemberValue>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&p.id()))))
+            .field(field::<MemberValue>("environment", TypeRef::named(TypeRef::STRING), |p, _| Ok(s(&p.team.record.meta.environment))))
+            .field(field::<MemberValue>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.member.name))))
+            .field(field::<MemberValue>("email", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.member.email))))
+            .field(field::<MemberValue>("team", TypeRef::named(Team::TYPE), |p, _| Ok(Some(node_value::<Team>(p.team.clone()))))),
+    );
+    let loader: Loader = Arc::new(load_member);
+    b.loaders.insert(MEMBER, loader);
+    register::<Team>(b);
+    b.extend(
+        "Group",
+        vec![field::<Stored<GroupRecord>>("teams", TypeRef::named_nn_list(Team::TYPE), |p, rq| {
+            let lookup = natural::in_env(&p.record.meta.environment, &p.record.meta.name);
+            let teams = rq.view.lookup_records::<Team>(index::TEAM_BY_GROUP, &lookup).map_err(internal)?;
+            Ok(Some(FieldValue::list(teams.into_iter().filter(|t| rq.visible::<Team>(t)).map(node_value::<Team>))))
+        })],
+    );
+}

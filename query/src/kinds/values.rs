@@ -1,0 +1,283 @@
+//! Embedded value types (reference-graphql.md §1.5) of exposures, subscriptions and approvals,
+//! and the enums they use (§1.3). Objects are registered once by name, from every entity that
+//! needs them ([`register`]).
+//!
+//! Security types carry their owner ([`Owned`]) so that secret fields (`password`,
+//! `clientSecret`, `clientKey`) go through [`crate::entity::secret`]: plain values for the owning
+//! team, `**********` for obfuscated callers (reference-graphql.md §5.9).
+
+use crate::entity::{b, e, enums, field, int, obj, objs, os, s, secret, strs, Builder};
+use async_graphql::dynamic::{Object, TypeRef};
+use schema::kinds::api_exposure::{
+    ApiExposureFeature, ApiExposureSecurity, ApprovalConfig, BasicAuthCredentials, ExternalIdentityProvider, Failover,
+    Limits, Machine2MachineAuthentication, OAuth2ClientCredentials, RateLimit, RateLimitConfig, RateLimitOptions,
+    RateLimitOverride, SubscriberRateLimits, Traffic, Upstream,
+};
+use schema::kinds::api_subscription::{ApiSubscriptionSecurity, SubscriberMachine2MachineAuthentication};
+use schema::kinds::approval_common::{AvailableTransition, DeciderInfo, Decision, RequesterInfo};
+
+/// The deprecation reason of `SubscriberMachine2MachineAuthentication.scopes` (§10.4).
+pub const SCOPES_DEPRECATION: &str = "Use `requestedScopes` / `activeScopes` of the subscription.";
+
+/// A value plus the (environment, team) owning the record it belongs to: secret fields below it
+/// are shown in plain only to that team.
+#[derive(Clone, Debug)]
+pub struct Owned<T> {
+    /// Environment of the owning record.
+    pub env: String,
+    /// Owner team (`<group>--<team>`).
+    pub team: String,
+    /// The value.
+    pub v: T,
+}
+
+impl<T> Owned<T> {
+    /// Wraps `v` owned by `(env, team)`.
+    pub fn new(env: &str, team: &str, v: T) -> Owned<T> {
+        Owned { env: env.to_string(), team: team.to_string(), v }
+    }
+
+    fn child<U>(&self, v: U) -> Owned<U> {
+        Owned { env: self.env.clone(), team: self.team.clone(), v }
+    }
+}
+
+/// `ApiExposureFeature` values of a feature list.
+pub fn features(f: &[ApiExposureFeature]) -> Vec<&'static str> {
+    f.iter().map(|f| f.as_str()).collect()
+}
+
+/// Registers every value type and enum of this module (idempotent).
+pub fn register(bld: &mut Builder) {
+    bld.enumeration("ApprovalStrategy", &["AUTO", "SIMPLE", "FOUR_EYES"]);
+    bld.enumeration("ApprovalRequestStrategy", &["AUTO", "SIMPLE", "FOUR_EYES"]);
+    bld.enumeration("ApprovalState", &["PENDING", "SEMIGRANTED", "GRANTED", "REJECTED", "SUSPENDED", "EXPIRED"]);
+    bld.enumeration("ApprovalRequestState", &["PENDING", "SEMIGRANTED", "GRANTED", "REJECTED"]);
+    bld.enumeration("ApprovalAction", &["ALLOW", "DENY", "SUSPEND", "RESUME"]);
+    bld.enumeration("TokenRequestMethod", &["client_secret_basic", "client_secret_post"]);
+    bld.enumeration(
+        "ApiExposureFeature",
+        &[
+            "BASIC_AUTH",
+            "CIRCUIT_BREAKER",
+            "CUSTOM_SCOPES",
+            "EXTERNAL_IDP",
+            "FAILOVER",
+            "HEADER_TRANSFORMATION",
+            "LAST_MILE_SECURITY",
+            "LOAD_BALANCING",
+            "RATE_LIMIT",
+        ],
+    );
+    bld.enumeration("ApiExposureVisibility", &["WORLD", "ZONE", "ENTERPRISE"]);
+    bld.enumeration("ApiSubscriptionM2mAuthMethod", &["NONE", "BASIC_AUTH", "OAUTH2_CLIENT", "SCOPES_ONLY"]);
+
+    let string = || TypeRef::named(TypeRef::STRING);
+    let string_nn = || TypeRef::named_nn(TypeRef::STRING);
+    let strings = || TypeRef::named_nn_list(TypeRef::STRING);
+    let int_ = || TypeRef::named(TypeRef::INT);
+
+    bld.object(
+        Object::new("Upstream").field(field::<Upstream>("url", string_nn(), |u, _| Ok(s(&u.url)))).field(field::<
+            Upstream,
+        >(
+            "weight",
+            TypeRef::named_nn(TypeRef::INT),
+            |u, _| Ok(int(u.weight)),
+        )),
+    );
+    bld.object(
+        Object::new("ApprovalConfig")
+            .field(field::<ApprovalConfig>("strategy", TypeRef::named_nn("ApprovalStrategy"), |c, _| {
+                Ok(e(c.strategy.as_str()))
+            }))
+            .field(field::<ApprovalConfig>("trustedTeams", TypeRef::named_nn_list_nn(TypeRef::STRING), |c, _| {
+                Ok(strs(&c.trusted_teams))
+            })),
+    );
+
+    // ---- security (owned) ----
+    bld.object(Object::new("ApiExposureSecurity").field(field::<Owned<ApiExposureSecurity>>(
+        "m2m",
+        TypeRef::named("Machine2MachineAuthentication"),
+        |p, _| Ok(p.v.m2m.clone().and_then(|m| obj(p.child(m)))),
+    )));
+    bld.object(
+        Object::new("Machine2MachineAuthentication")
+            .field(field::<Owned<Machine2MachineAuthentication>>(
+                "externalIDP",
+                TypeRef::named("ExternalIdentityProvider"),
+                |p, _| Ok(p.v.external_idp.clone().and_then(|x| obj(p.child(x)))),
+            ))
+            .field(field::<Owned<Machine2MachineAuthentication>>(
+                "basic",
+                TypeRef::named("BasicAuthCredentials"),
+                |p, _| Ok(p.v.basic.clone().and_then(|x| obj(p.child(x)))),
+            ))
+            .field(field::<Owned<Machine2MachineAuthentication>>("scopes", strings(), |p, _| {
+                Ok(p.v.scopes.as_deref().and_then(strs))
+            })),
+    );
+    bld.object(
+        Object::new("ExternalIdentityProvider")
+            .field(field::<Owned<ExternalIdentityProvider>>("tokenEndpoint", string_nn(), |p, _| {
+                Ok(s(&p.v.token_endpoint))
+            }))
+            .field(field::<Owned<ExternalIdentityProvider>>(
+                "tokenRequest",
+                TypeRef::named("TokenRequestMethod"),
+                |p, _| Ok(p.v.token_request.and_then(|t| e(t.as_str()))),
+            ))
+            .field(field::<Owned<ExternalIdentityProvider>>("grantType", string(), |p, _| {
+                Ok(os(Some(p.v.grant_type.as_str()).filter(|g| !g.is_empty())))
+            }))
+            .field(field::<Owned<ExternalIdentityProvider>>("basic", TypeRef::named("BasicAuthCredentials"), |p, _| {
+                Ok(p.v.basic.clone().and_then(|x| obj(p.child(x))))
+            }))
+            .field(field::<Owned<ExternalIdentityProvider>>(
+                "client",
+                TypeRef::named("OAuth2ClientCredentials"),
+                |p, _| Ok(p.v.client.clone().and_then(|x| obj(p.child(x)))),
+            )),
+    );
+    bld.object(
+        Object::new("BasicAuthCredentials")
+            .field(field::<Owned<BasicAuthCredentials>>("username", string_nn(), |p, _| Ok(s(&p.v.username))))
+            // `String!`: a caller who may not read the secret gets "" (§1.5 "unresolvable → ''").
+            .field(field::<Owned<BasicAuthCredentials>>("password", string_nn(), |p, rq| {
+                Ok(secret(rq, (&p.env, &p.team), Some(&p.v.password)).or_else(|| s("")))
+            })),
+    );
+    bld.object(
+        Object::new("OAuth2ClientCredentials")
+            .field(field::<Owned<OAuth2ClientCredentials>>("clientId", string_nn(), |p, _| Ok(s(&p.v.client_id))))
+            .field(field::<Owned<OAuth2ClientCredentials>>("clientSecret", string(), |p, rq| {
+                Ok(secret(rq, (&p.env, &p.team), Some(p.v.client_secret.as_str()).filter(|v| !v.is_empty())))
+            }))
+            .field(field::<Owned<OAuth2ClientCredentials>>("clientKey", string(), |p, rq| {
+                Ok(secret(rq, (&p.env, &p.team), Some(p.v.client_key.as_str()).filter(|v| !v.is_empty())))
+            })),
+    );
+    bld.object(Object::new("ApiSubscriptionSecurity").field(field::<Owned<ApiSubscriptionSecurity>>(
+        "m2m",
+        TypeRef::named("SubscriberMachine2MachineAuthentication"),
+        |p, _| Ok(p.v.m2m.clone().and_then(|m| obj(p.child(m)))),
+    )));
+    bld.object(
+        Object::new("SubscriberMachine2MachineAuthentication")
+            .field(field::<Owned<SubscriberMachine2MachineAuthentication>>(
+                "client",
+                TypeRef::named("OAuth2ClientCredentials"),
+                |p, _| Ok(p.v.client.clone().and_then(|x| obj(p.child(x)))),
+            ))
+            .field(field::<Owned<SubscriberMachine2MachineAuthentication>>(
+                "basic",
+                TypeRef::named("BasicAuthCredentials"),
+                |p, _| Ok(p.v.basic.clone().and_then(|x| obj(p.child(x)))),
+            ))
+            .field(
+                field::<Owned<SubscriberMachine2MachineAuthentication>>("scopes", strings(), |p, _| {
+                    Ok(p.v.scopes.as_deref().and_then(strs))
+                })
+                .deprecation(Some(SCOPES_DEPRECATION)),
+            ),
+    );
+
+    // ---- traffic ----
+    bld.object(
+        Object::new("Traffic")
+            .field(field::<Traffic>("failover", TypeRef::named("Failover"), |t, _| {
+                Ok(t.failover.clone().and_then(obj))
+            }))
+            .field(field::<Traffic>("rateLimit", TypeRef::named("RateLimit"), |t, _| {
+                Ok(t.rate_limit.clone().and_then(obj))
+            })),
+    );
+    bld.object(Object::new("Failover").field(field::<Failover>("zones", strings(), |f, _| Ok(strs(&f.zones)))));
+    bld.object(
+        Object::new("RateLimit")
+            .field(field::<RateLimit>("provider", TypeRef::named("RateLimitConfig"), |r, _| {
+                Ok(r.provider.clone().and_then(obj))
+            }))
+            .field(field::<RateLimit>("subscriberRateLimit", TypeRef::named("SubscriberRateLimits"), |r, _| {
+                Ok(r.subscriber_rate_limit.clone().and_then(obj))
+            })),
+    );
+    bld.object(
+        Object::new("RateLimitConfig")
+            .field(field::<RateLimitConfig>("limits", TypeRef::named_nn("Limits"), |c, _| Ok(obj(c.limits))))
+            .field(field::<RateLimitConfig>("options", TypeRef::named("RateLimitOptions"), |c, _| Ok(obj(c.options)))),
+    );
+    bld.object(
+        Object::new("Limits")
+            .field(field::<Limits>("second", int_(), |l, _| Ok(int(l.second))))
+            .field(field::<Limits>("minute", int_(), |l, _| Ok(int(l.minute))))
+            .field(field::<Limits>("hour", int_(), |l, _| Ok(int(l.hour)))),
+    );
+    bld.object(
+        Object::new("RateLimitOptions")
+            .field(field::<RateLimitOptions>("hideClientHeaders", TypeRef::named(TypeRef::BOOLEAN), |o, _| {
+                Ok(b(o.hide_client_headers))
+            }))
+            .field(field::<RateLimitOptions>("faultTolerant", TypeRef::named(TypeRef::BOOLEAN), |o, _| {
+                Ok(b(o.fault_tolerant))
+            })),
+    );
+    bld.object(Object::new("SubscriberRateLimitDefaults").field(field::<Limits>(
+        "limits",
+        TypeRef::named_nn("Limits"),
+        |l, _| Ok(obj(*l)),
+    )));
+    bld.object(
+        Object::new("RateLimitOverrides")
+            .field(field::<RateLimitOverride>("subscriber", string_nn(), |o, _| Ok(s(&o.subscriber))))
+            .field(field::<RateLimitOverride>("limits", TypeRef::named_nn("Limits"), |o, _| Ok(obj(o.limits)))),
+    );
+    bld.object(
+        Object::new("SubscriberRateLimits")
+            .field(field::<SubscriberRateLimits>("default", TypeRef::named("SubscriberRateLimitDefaults"), |r, _| {
+                Ok(r.default.and_then(obj))
+            }))
+            .field(field::<SubscriberRateLimits>("overrides", TypeRef::named_nn_list("RateLimitOverrides"), |r, _| {
+                Ok(objs(r.overrides.iter().cloned()))
+            })),
+    );
+
+    // ---- approvals ----
+    bld.object(
+        Object::new("RequesterInfo")
+            .field(field::<RequesterInfo>("teamName", string_nn(), |r, _| Ok(s(&r.team_name))))
+            .field(field::<RequesterInfo>("teamEmail", string_nn(), |r, _| Ok(s(&r.team_email))))
+            .field(field::<RequesterInfo>("reason", string(), |r, _| Ok(os(r.reason.as_deref()))))
+            .field(field::<RequesterInfo>("applicationName", string(), |r, _| Ok(os(r.application_name.as_deref())))),
+    );
+    bld.object(
+        Object::new("DeciderInfo")
+            .field(field::<DeciderInfo>("teamName", string_nn(), |d, _| Ok(s(&d.team_name))))
+            .field(field::<DeciderInfo>("teamEmail", string(), |d, _| Ok(os(d.team_email.as_deref())))),
+    );
+    bld.object(
+        Object::new("Decision")
+            .field(field::<Decision>("name", string_nn(), |d, _| Ok(s(&d.name))))
+            .field(field::<Decision>("email", string(), |d, _| Ok(os(d.email.as_deref()))))
+            .field(field::<Decision>("comment", string(), |d, _| Ok(os(d.comment.as_deref()))))
+            .field(field::<Decision>("timestamp", string(), |d, _| Ok(d.timestamp.and_then(|t| s(&t.to_rfc3339())))))
+            .field(field::<Decision>("resultingState", TypeRef::named("ApprovalState"), |d, _| {
+                Ok(d.resulting_state.and_then(|st| e(st.as_str())))
+            })),
+    );
+    bld.object(
+        Object::new("AvailableTransition")
+            .field(field::<AvailableTransition>("action", TypeRef::named_nn("ApprovalAction"), |t, _| {
+                Ok(e(t.action.as_str()))
+            }))
+            .field(field::<AvailableTransition>("toState", TypeRef::named_nn("ApprovalState"), |t, _| {
+                Ok(e(t.to_state.as_str()))
+            })),
+    );
+}
+
+/// A list of feature enum values.
+pub fn feature_list(f: &[ApiExposureFeature]) -> Option<async_graphql::dynamic::FieldValue<'static>> {
+    enums(&features(f))
+}
