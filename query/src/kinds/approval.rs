@@ -16,7 +16,7 @@ use storage::Stored;
 
 type S = Stored<ApprovalRecord>;
 
-/// How the shared fields read a record of kind `K`.
+/// How the shared fields read an Approval or ApprovalRequest record.
 pub struct Parts<R> {
     /// The record's metadata.
     pub meta: fn(&R) -> &Meta,
