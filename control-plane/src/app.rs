@@ -56,6 +56,11 @@ impl App {
             }
             SourceConfig::Manifests(dir) => dir.clone(),
         };
+        match std::fs::metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => bail!("the manifests path {} is not a directory (source.manifests)", dir.display()),
+            Err(e) => bail!("cannot read the manifests directory {} (source.manifests): {e}", dir.display()),
+        }
         let store =
             Store::open(&config.storage.data_dir).with_context(|| format!("opening the store in {}", config.storage.data_dir.display()))?;
         let metrics = Metrics::new();

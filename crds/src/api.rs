@@ -6,14 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// `spec` of an Api (lives in the owner team's namespace; name derived from the base path).
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "api.cp.ei.telekom.de",
-    version = "v1",
-    kind = "Api",
-    namespaced,
-    status = "ApiStatus",
-    schema = "disabled"
-)]
+#[kube(group = "api.cp.ei.telekom.de", version = "v1", kind = "Api", namespaced, status = "ApiStatus", schema = "disabled")]
 #[serde(rename_all = "camelCase")]
 pub struct ApiSpec {
     /// `spec.basePath` (required by the CRD), e.g. `/payments/checkout/v1`.

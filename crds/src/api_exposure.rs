@@ -9,14 +9,7 @@ use serde::{Deserialize, Serialize};
 
 /// `spec` of an ApiExposure.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "api.cp.ei.telekom.de",
-    version = "v1",
-    kind = "ApiExposure",
-    namespaced,
-    status = "ApiExposureStatus",
-    schema = "disabled"
-)]
+#[kube(group = "api.cp.ei.telekom.de", version = "v1", kind = "ApiExposure", namespaced, status = "ApiExposureStatus", schema = "disabled")]
 #[serde(rename_all = "camelCase")]
 pub struct ApiExposureSpec {
     /// `spec.apiBasePath` (required by the CRD), e.g. `/payments/checkout/v1`.

@@ -10,14 +10,7 @@ use serde::{Deserialize, Serialize};
 
 /// `spec` of an Approval.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "approval.cp.ei.telekom.de",
-    version = "v1",
-    kind = "Approval",
-    namespaced,
-    status = "ApprovalStatus",
-    schema = "disabled"
-)]
+#[kube(group = "approval.cp.ei.telekom.de", version = "v1", kind = "Approval", namespaced, status = "ApprovalStatus", schema = "disabled")]
 #[serde(rename_all = "camelCase")]
 pub struct ApprovalSpec {
     /// `spec.action` (required by the CRD, defaulted to `unknown` by the API server and so here

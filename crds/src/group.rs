@@ -6,14 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// `spec` of a Group.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "organization.cp.ei.telekom.de",
-    version = "v1",
-    kind = "Group",
-    namespaced,
-    status = "GroupStatus",
-    schema = "disabled"
-)]
+#[kube(group = "organization.cp.ei.telekom.de", version = "v1", kind = "Group", namespaced, status = "GroupStatus", schema = "disabled")]
 #[serde(rename_all = "camelCase")]
 pub struct GroupSpec {
     /// `spec.displayName` (required by the CRD).

@@ -6,14 +6,7 @@ use serde::{Deserialize, Serialize};
 
 /// `spec` of a Team. The object's `metadata.name` is `<group>--<team>`.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "organization.cp.ei.telekom.de",
-    version = "v1",
-    kind = "Team",
-    namespaced,
-    status = "TeamStatus",
-    schema = "disabled"
-)]
+#[kube(group = "organization.cp.ei.telekom.de", version = "v1", kind = "Team", namespaced, status = "TeamStatus", schema = "disabled")]
 #[serde(rename_all = "camelCase")]
 pub struct TeamSpec {
     /// `spec.name` (required by the CRD): the team's short name (without group).

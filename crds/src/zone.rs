@@ -13,14 +13,7 @@ use serde::{Deserialize, Serialize};
 
 /// `spec` of a Zone.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "admin.cp.ei.telekom.de",
-    version = "v1",
-    kind = "Zone",
-    namespaced,
-    status = "ZoneStatus",
-    schema = "disabled"
-)]
+#[kube(group = "admin.cp.ei.telekom.de", version = "v1", kind = "Zone", namespaced, status = "ZoneStatus", schema = "disabled")]
 #[serde(rename_all = "camelCase")]
 pub struct ZoneSpec {
     /// `spec.visibility` (required by the CRD): `World` or `Enterprise`.

@@ -40,10 +40,7 @@ fn api_exposures() {
     assert_eq!(zones, vec!["caas-cetus"]);
     let rate = traffic.rate_limit.as_ref().unwrap();
     let provider = rate.provider.as_ref().unwrap();
-    assert_eq!(
-        (provider.limits.second, provider.limits.minute, provider.limits.hour),
-        (Some(50), Some(1000), Some(20000))
-    );
+    assert_eq!((provider.limits.second, provider.limits.minute, provider.limits.hour), (Some(50), Some(1000), Some(20000)));
     let options = provider.options.as_ref().unwrap();
     assert_eq!((options.hide_client_headers, options.fault_tolerant), (Some(false), Some(true)));
     let subscriber = rate.subscriber_rate_limit.as_ref().unwrap();
@@ -129,17 +126,11 @@ fn api_subscriptions() {
 
     let knowledge = find(&all, "poc--assist--knowledge", "knowledge-base--logistics-fleet-positions-v1");
     assert_eq!(knowledge.spec.requestor.application.name, "knowledge-base");
-    assert_eq!(
-        knowledge.spec.security.as_ref().unwrap().m2m.as_ref().unwrap().scopes,
-        vec!["fleet:read", "fleet:history"]
-    );
+    assert_eq!(knowledge.spec.security.as_ref().unwrap().m2m.as_ref().unwrap().scopes, vec!["fleet:read", "fleet:history"]);
 
     let qa = find(&all, "qa--payments--ledger", "ledger-core--payments-checkout-v1");
     assert_eq!(qa.spec.requestor.application.name, "ledger-core");
-    assert_eq!(
-        qa.status.as_ref().unwrap().gateway_url.as_deref(),
-        Some("https://api.aws-eu1.qa.example.com/payments/checkout/v1")
-    );
+    assert_eq!(qa.status.as_ref().unwrap().gateway_url.as_deref(), Some("https://api.aws-eu1.qa.example.com/payments/checkout/v1"));
 }
 
 #[test]
@@ -175,12 +166,7 @@ fn approvals() {
     let decisions: Vec<_> = semi.spec.decisions.iter().map(|d| (d.name.as_str(), d.resulting_state.as_str())).collect();
     assert_eq!(
         decisions,
-        vec![
-            ("Aylin Demir", "Semigranted"),
-            ("Piet van Dijk", "Granted"),
-            ("Sofia Marchetti", "Rejected"),
-            ("Aylin Demir", "Semigranted")
-        ]
+        vec![("Aylin Demir", "Semigranted"), ("Piet van Dijk", "Granted"), ("Sofia Marchetti", "Rejected"), ("Aylin Demir", "Semigranted")]
     );
     assert_eq!(semi.spec.decisions[2].comment.as_deref(), Some("Rejected after data-protection review"));
     assert_eq!(semi.spec.decisions[0].email.as_deref(), Some("aylin.demir@example.com"));
@@ -200,13 +186,11 @@ fn approvals() {
     assert_eq!(status.available_transitions[2].to, "Expired");
     assert_eq!(status.expires_at.as_ref().unwrap().0.to_string(), "2027-04-12T19:52:00Z");
 
-    let event =
-        find(&all, "poc--payments--checkout", "eventsubscription--checkout-batch--de-telekom-payments-orderplaced-v1");
+    let event = find(&all, "poc--payments--checkout", "eventsubscription--checkout-batch--de-telekom-payments-orderplaced-v1");
     assert_eq!(event.spec.target.kind, "EventSubscription");
     assert_eq!(event.spec.requester.properties.as_ref().unwrap()["scopes"], serde_json::Value::Null);
 
-    let file =
-        find(&all, "poc--payments--ledger", "filesubscription--de-telekom-payments-settlementreport-v1--ledger-core");
+    let file = find(&all, "poc--payments--ledger", "filesubscription--de-telekom-payments-settlementreport-v1--ledger-core");
     assert_eq!(file.spec.target.kind, "FileSubscription");
     assert_eq!(file.spec.requester.team_email, "");
     assert_eq!(file.spec.decider.as_ref().unwrap().team_email, None);
@@ -229,10 +213,7 @@ fn approval_requests() {
     assert_eq!((pending.spec.strategy.as_str(), pending.spec.state.as_str()), ("Simple", "Pending"));
     assert_eq!(pending.spec.target.kind, "ApiSubscription");
     assert_eq!(pending.spec.target.name, "knowledge-base--logistics-fleet-positions-v1");
-    assert_eq!(
-        pending.spec.requester.properties.as_ref().unwrap()["scopes"],
-        serde_json::json!(["fleet:read", "fleet:history"])
-    );
+    assert_eq!(pending.spec.requester.properties.as_ref().unwrap()["scopes"], serde_json::json!(["fleet:read", "fleet:history"]));
     assert_eq!(pending.spec.decider.as_ref().unwrap().team_name.as_deref(), Some("logistics--fleet"));
     assert!(pending.spec.decisions.is_empty());
     let status = pending.status.as_ref().unwrap();
@@ -250,8 +231,7 @@ fn approval_requests() {
     assert!(auto.status.as_ref().unwrap().available_transitions.is_empty());
     assert_eq!(auto.status.as_ref().unwrap().approval.name, "agenticsubscription--copilot-gateway--agents-copilot-v1");
 
-    let first_time =
-        find(&all, "poc--assist--copilot", "copilot-gateway--de-telekom-logistics-parceldelivered-v1--597986f486");
+    let first_time = find(&all, "poc--assist--copilot", "copilot-gateway--de-telekom-logistics-parceldelivered-v1--597986f486");
     assert_eq!(first_time.spec.target.kind, "EventSubscription");
     assert_eq!(first_time.status.as_ref().unwrap().approval, Default::default());
 

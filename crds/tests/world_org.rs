@@ -14,9 +14,7 @@ fn find<'a, T: Resource>(items: &'a [T], env: &str, ns: &str, name: &str) -> &'a
         .find(|o| {
             let m = o.meta();
             let label = m.labels.as_ref().and_then(|l| l.get("cp.ei.telekom.de/environment"));
-            label.map(String::as_str) == Some(env)
-                && m.namespace.as_deref() == Some(ns)
-                && m.name.as_deref() == Some(name)
+            label.map(String::as_str) == Some(env) && m.namespace.as_deref() == Some(ns) && m.name.as_deref() == Some(name)
         })
         .unwrap_or_else(|| panic!("no {env} {ns}/{name}"))
 }
@@ -158,10 +156,7 @@ fn applications() {
     assert!(ip.deny.is_empty());
     let status = web.status.as_ref().unwrap();
     assert_eq!(status.client_id, "payments--checkout--checkout-web");
-    assert_eq!(
-        status.rotated_client_secret.as_deref(),
-        Some("$<poc:payments--checkout:checkout-web:rotatedClientSecret:7938d38255>")
-    );
+    assert_eq!(status.rotated_client_secret.as_deref(), Some("$<poc:payments--checkout:checkout-web:rotatedClientSecret:7938d38255>"));
     assert_eq!(status.rotated_expires_at.as_ref().unwrap().0.to_string(), "2026-09-24T09:00:00Z");
     assert_eq!(status.current_expires_at.as_ref().unwrap().0.to_string(), "2026-11-23T09:00:00Z");
     let rotation = status.conditions.iter().find(|c| c.type_ == "SecretRotation").unwrap();

@@ -329,9 +329,9 @@ fn order_fields<K: Entity>() -> Vec<&'static str> {
 /// (implementing `Node`) and the root query of entity `K`.
 pub fn register<K: Entity>(b: &mut Builder) {
     let name = K::TYPE;
-    let mut o = Object::new(name).implement("Node").field(field::<Stored<K::Record>>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
-        Ok(s(&global_id::<K>(&p.key)))
-    }));
+    let mut o = Object::new(name)
+        .implement("Node")
+        .field(field::<Stored<K::Record>>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<K>(&p.key)))));
     for f in K::fields(b) {
         o = o.field(f);
     }
@@ -591,7 +591,8 @@ pub fn register_node(b: &mut Builder) {
             let loaders = loaders.clone();
             let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
                 let rq = ctx.data::<Rq>()?;
-                let ids: Vec<String> = ctx.args.try_get("ids")?.list()?.iter().map(|v| v.string().map(str::to_string)).collect::<Result<_, _>>()?;
+                let ids: Vec<String> =
+                    ctx.args.try_get("ids")?.list()?.iter().map(|v| v.string().map(str::to_string)).collect::<Result<_, _>>()?;
                 let mut out = Vec::with_capacity(ids.len());
                 for id in ids {
                     match load_node(&loaders, rq, &id) {

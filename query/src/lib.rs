@@ -131,4 +131,3 @@ impl Api {
         self.schema.execute(request.data(rq)).await
     }
 }
-

@@ -79,7 +79,9 @@ impl PageArgs {
             match v {
                 None => Ok(None),
                 Some(n) if n < 0 => Err(bad_input(format!("`{name}` on a connection cannot be less than zero."))),
-                Some(n) if n as u64 > max as u64 => Err(bad_input(format!("`{name}` on a connection cannot exceed the maximum page size {max}."))),
+                Some(n) if n as u64 > max as u64 => {
+                    Err(bad_input(format!("`{name}` on a connection cannot exceed the maximum page size {max}.")))
+                }
                 Some(n) => Ok(Some(n as usize)),
             }
         };
@@ -243,7 +245,10 @@ mod tests {
             (0..n)
                 .map(|i| {
                     let key = Key::new(&[format!("k{i:03}")]);
-                    (key.as_bytes().to_vec(), Stored { key, record: i as u32, created_at: Timestamp(0), last_modified_at: Timestamp(0), links: vec![] })
+                    (
+                        key.as_bytes().to_vec(),
+                        Stored { key, record: i as u32, created_at: Timestamp(0), last_modified_at: Timestamp(0), links: vec![] },
+                    )
                 })
                 .collect(),
         )

@@ -170,9 +170,11 @@ mod tests {
 
     #[test]
     fn team_group_admin_viewers() {
-        let v = Viewer::from_claims(&json!({"clientId": "eni--hyperion--console", "scope": "tardis:team:read", "env": "poc"}), "tardis").unwrap();
+        let v = Viewer::from_claims(&json!({"clientId": "eni--hyperion--console", "scope": "tardis:team:read", "env": "poc"}), "tardis")
+            .unwrap();
         assert_eq!((v.kind, v.access, v.teams.clone()), (ViewerKind::Team, Access::Read, vec!["eni--hyperion".to_string()]));
-        let g = Viewer::from_claims(&json!({"clientId": "eni--x--y", "scope": "openid tardis:hub:obfuscated", "env": "qa"}), "tardis").unwrap();
+        let g =
+            Viewer::from_claims(&json!({"clientId": "eni--x--y", "scope": "openid tardis:hub:obfuscated", "env": "qa"}), "tardis").unwrap();
         assert_eq!((g.kind, g.access, g.group.as_str()), (ViewerKind::Group, Access::Obfuscated, "eni"));
         let a = Viewer::from_claims(&json!({"clientId": "a--b--c", "scope": "tardis:admin:all", "env": "poc"}), "tardis").unwrap();
         assert!(a.is_admin() && a.can_see(&[]));
@@ -181,7 +183,9 @@ mod tests {
     #[test]
     fn bad_claims_are_rejected() {
         let base = json!({"clientId": "a--b--c", "scope": "tardis:team:read", "env": "poc"});
-        for (field, err) in [("env", ClaimsError::Missing("env")), ("clientId", ClaimsError::Missing("clientId")), ("scope", ClaimsError::Missing("scope"))] {
+        for (field, err) in
+            [("env", ClaimsError::Missing("env")), ("clientId", ClaimsError::Missing("clientId")), ("scope", ClaimsError::Missing("scope"))]
+        {
             let mut c = base.clone();
             c.as_object_mut().unwrap().remove(field);
             assert_eq!(Viewer::from_claims(&c, "tardis"), Err(err));
@@ -200,7 +204,8 @@ mod tests {
 
     #[test]
     fn visibility_is_per_environment_and_team() {
-        let v = Viewer::from_claims(&json!({"clientId": "payments--checkout--web", "scope": "tardis:team:all", "env": "poc"}), "tardis").unwrap();
+        let v = Viewer::from_claims(&json!({"clientId": "payments--checkout--web", "scope": "tardis:team:all", "env": "poc"}), "tardis")
+            .unwrap();
         let own = Scope::Team { env: "poc".into(), team: "payments--checkout".into() };
         let same_team_other_env = Scope::Team { env: "qa".into(), team: "payments--checkout".into() };
         let other = Scope::Team { env: "poc".into(), team: "payments--ledger".into() };

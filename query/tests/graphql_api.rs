@@ -32,19 +32,14 @@ fn api_targeted(kind: &str, env: &str) -> BTreeSet<String> {
     world_documents()
         .into_iter()
         .filter(|d| d["kind"] == kind && d["spec"]["target"]["kind"] == "ApiSubscription")
-        .map(|d| {
-            format!("{}/{}", d["metadata"]["namespace"].as_str().unwrap(), d["metadata"]["name"].as_str().unwrap())
-        })
+        .map(|d| format!("{}/{}", d["metadata"]["namespace"].as_str().unwrap(), d["metadata"]["name"].as_str().unwrap()))
         .filter(|k| k.starts_with(&format!("{env}--")))
         .collect()
 }
 
 /// `namespace/name` of the nodes of a connection.
 fn ns_names(connection: &Value) -> BTreeSet<String> {
-    nodes(connection)
-        .iter()
-        .map(|n| format!("{}/{}", n["namespace"].as_str().unwrap(), n["name"].as_str().unwrap()))
-        .collect()
+    nodes(connection).iter().map(|n| format!("{}/{}", n["namespace"].as_str().unwrap(), n["name"].as_str().unwrap())).collect()
 }
 
 const TEAM_LISTS: &str = r#"{
@@ -72,42 +67,23 @@ async fn team_sees_exactly_its_exposures_and_subscriptions() {
                 .iter()
                 .map(|e| (e["key"].as_str().unwrap().to_string(), e["active"].as_bool().unwrap()))
                 .collect();
-            let got: BTreeSet<(String, bool)> = exposures
-                .iter()
-                .map(|e| (e["basePath"].as_str().unwrap().to_string(), e["active"].as_bool().unwrap()))
-                .collect();
+            let got: BTreeSet<(String, bool)> =
+                exposures.iter().map(|e| (e["basePath"].as_str().unwrap().to_string(), e["active"].as_bool().unwrap())).collect();
             assert_eq!(got, expected, "{env} {team} exposures");
             assert_eq!(data["apiExposures"]["totalCount"], json!(expected.len()), "{env} {team}");
             for e in &exposures {
                 assert_eq!((e["namespace"].as_str(), e["environment"].as_str()), (Some(ns.as_str()), Some(env)));
-                let fact = t["exposures"]["ApiExposure"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .find(|f| f["key"] == e["basePath"])
-                    .unwrap();
+                let fact = t["exposures"]["ApiExposure"].as_array().unwrap().iter().find(|f| f["key"] == e["basePath"]).unwrap();
                 let app = e["owner"]["name"].as_str().unwrap();
-                assert!(
-                    fact["name"].as_str().unwrap().starts_with(&format!("{app}--")),
-                    "{env} {team}: owner {app} of {fact}"
-                );
+                assert!(fact["name"].as_str().unwrap().starts_with(&format!("{app}--")), "{env} {team}: owner {app} of {fact}");
             }
 
             let subs = nodes(&data["apiSubscriptions"]);
-            let expected = set(t["subscriptions"]["ApiSubscription"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| s["name"].as_str().unwrap()));
+            let expected = set(t["subscriptions"]["ApiSubscription"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()));
             assert_eq!(set(strings(&json!(subs), "name")), expected, "{env} {team} subscriptions");
             assert_eq!(data["apiSubscriptions"]["totalCount"], json!(expected.len()), "{env} {team}");
             for s in &subs {
-                let fact = t["subscriptions"]["ApiSubscription"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .find(|f| f["name"] == s["name"])
-                    .unwrap();
+                let fact = t["subscriptions"]["ApiSubscription"].as_array().unwrap().iter().find(|f| f["name"] == s["name"]).unwrap();
                 assert_eq!(s["namespace"].as_str(), Some(ns.as_str()));
                 assert_eq!(s["basePath"], fact["key"]);
                 match fact["target"].as_str() {
@@ -135,8 +111,7 @@ async fn other_teams_records_are_invisible() {
     let w = World::load();
     let ledger = team_viewer("payments--ledger", "poc");
     let data = w.data(&ledger, TEAM_LISTS).await;
-    let mut ids: Vec<String> =
-        nodes(&data["apiExposures"]).iter().map(|n| n["id"].as_str().unwrap().to_string()).collect();
+    let mut ids: Vec<String> = nodes(&data["apiExposures"]).iter().map(|n| n["id"].as_str().unwrap().to_string()).collect();
     ids.extend(nodes(&data["apiSubscriptions"]).iter().map(|n| n["id"].as_str().unwrap().to_string()));
     assert_eq!(ids.len(), 3, "two exposures and one subscription");
 
@@ -186,8 +161,7 @@ async fn approvals_visible_to_subscriber_and_provider() {
         for team in teams(&facts, env) {
             let t = &facts["env"][env]["teams"][&team];
             let data = w.data(&team_viewer(&team, env), q).await;
-            let expected: BTreeSet<String> =
-                str_list(&t["approvalsVisible"]).into_iter().filter(|a| api_approvals.contains(a)).collect();
+            let expected: BTreeSet<String> = str_list(&t["approvalsVisible"]).into_iter().filter(|a| api_approvals.contains(a)).collect();
             assert_eq!(ns_names(&data["approvals"]), expected, "{env} {team} approvals");
             assert_eq!(data["approvals"]["totalCount"], json!(expected.len()));
             let expected: BTreeSet<String> =
@@ -250,27 +224,15 @@ async fn approval_fields_and_subscription_info() {
         json!({"teamName": "assist--copilot", "teamEmail": "copilot-team@example.com", "applicationName": "copilot-gateway"})
     );
     assert_eq!(a["decider"], json!({"teamName": "payments--ledger", "teamEmail": "ledger-team@example.com"}));
-    let decisions: Vec<(&str, &str)> = a["decisions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| (d["name"].as_str().unwrap(), d["resultingState"].as_str().unwrap()))
-        .collect();
+    let decisions: Vec<(&str, &str)> =
+        a["decisions"].as_array().unwrap().iter().map(|d| (d["name"].as_str().unwrap(), d["resultingState"].as_str().unwrap())).collect();
     assert_eq!(
         decisions,
-        [
-            ("Aylin Demir", "SEMIGRANTED"),
-            ("Piet van Dijk", "GRANTED"),
-            ("Sofia Marchetti", "REJECTED"),
-            ("Aylin Demir", "SEMIGRANTED")
-        ]
+        [("Aylin Demir", "SEMIGRANTED"), ("Piet van Dijk", "GRANTED"), ("Sofia Marchetti", "REJECTED"), ("Aylin Demir", "SEMIGRANTED")]
     );
     assert_eq!(a["decisions"][2]["comment"], "Rejected after data-protection review");
     assert_eq!(a["decisions"][2]["timestamp"], "2026-04-24T04:27:00Z");
-    assert_eq!(
-        a["availableTransitions"],
-        json!([{"action": "DENY", "toState": "REJECTED"}, {"action": "ALLOW", "toState": "GRANTED"}])
-    );
+    assert_eq!(a["availableTransitions"], json!([{"action": "DENY", "toState": "REJECTED"}, {"action": "ALLOW", "toState": "GRANTED"}]));
     let sub = &a["subscription"];
     assert_eq!(sub["__typename"], "ApiSubscriptionInfo");
     assert_eq!(sub["basePath"], "/payments/ledger/v2");
@@ -281,10 +243,7 @@ async fn approval_fields_and_subscription_info() {
     let r = &nodes(&data["approvalRequests"])[0];
     assert_eq!(r["name"], "copilot-gateway--payments-ledger-v2--bcbd9f59d");
     assert_eq!((r["strategy"].as_str(), r["state"].as_str()), (Some("FOUR_EYES"), Some("GRANTED")));
-    assert_eq!(
-        r["approval"],
-        json!({"name": "apisubscription--copilot-gateway--payments-ledger-v2", "state": "SEMIGRANTED"})
-    );
+    assert_eq!(r["approval"], json!({"name": "apisubscription--copilot-gateway--payments-ledger-v2", "state": "SEMIGRANTED"}));
     assert_eq!(r["subscription"]["ownerApplication"]["name"], "copilot-gateway");
 
     // Expiry and the approved scope snapshot (the subscription now requests two scopes).
@@ -328,20 +287,13 @@ async fn approval_links_respect_visibility() {
     let data = w
         .data(&fleet, r#"{ approvalRequests(where: {name: "fleet-planner--payments-ledger-v2--bcbd9f59d"}) { edges { node { name approval { name } } } } }"#)
         .await;
-    assert_eq!(
-        nodes(&data["approvalRequests"]),
-        vec![json!({"name": "fleet-planner--payments-ledger-v2--bcbd9f59d", "approval": null})]
-    );
+    assert_eq!(nodes(&data["approvalRequests"]), vec![json!({"name": "fleet-planner--payments-ledger-v2--bcbd9f59d", "approval": null})]);
 
     // The provider (payments--ledger) sees approvals of copilot's subscription but not the
     // subscription itself.
     let ledger = team_viewer("payments--ledger", "poc");
-    let r = w
-        .data(
-            &admin(),
-            r#"{ apiSubscriptions(where: {name: "copilot-gateway--payments-ledger-v2"}) { edges { node { id } } } }"#,
-        )
-        .await;
+    let r =
+        w.data(&admin(), r#"{ apiSubscriptions(where: {name: "copilot-gateway--payments-ledger-v2"}) { edges { node { id } } } }"#).await;
     let id = nodes(&r["apiSubscriptions"])[0]["id"].as_str().unwrap().to_string();
     let r = w.run(&ledger, &format!(r#"{{ node(id: "{id}") {{ id }} }}"#)).await;
     assert_eq!(error_codes(&r), vec!["NOT_FOUND"]);
@@ -360,9 +312,7 @@ async fn cross_tenant_info_views() {
         .await;
     assert_eq!(
         nodes(&data["apiSubscriptions"]),
-        vec![
-            json!({"name": "parcel-notifier--payments-refunds-v1", "basePath": "/payments/refunds/v1", "target": null})
-        ]
+        vec![json!({"name": "parcel-notifier--payments-refunds-v1", "basePath": "/payments/refunds/v1", "target": null})]
     );
 
     let ledger = team_viewer("payments--ledger", "poc");
@@ -402,17 +352,10 @@ async fn cross_tenant_info_views() {
         }
     }
     assert_eq!(expected.len(), 3);
-    let all = w
-        .data(&admin(), r#"{ apiSubscriptions(where: {environment: "poc"}) { edges { node { id namespace name } } } }"#)
-        .await;
+    let all = w.data(&admin(), r#"{ apiSubscriptions(where: {environment: "poc"}) { edges { node { id namespace name } } } }"#).await;
     let by_id: BTreeMap<String, String> = nodes(&all["apiSubscriptions"])
         .iter()
-        .map(|n| {
-            (
-                n["id"].as_str().unwrap().to_string(),
-                format!("{}/{}", n["namespace"].as_str().unwrap(), n["name"].as_str().unwrap()),
-            )
-        })
+        .map(|n| (n["id"].as_str().unwrap().to_string(), format!("{}/{}", n["namespace"].as_str().unwrap(), n["name"].as_str().unwrap())))
         .collect();
     let data = w
         .data(
@@ -427,8 +370,7 @@ async fn cross_tenant_info_views() {
     assert_eq!(got, expected);
     for s in &subs {
         assert_eq!(s["basePath"], "/payments/ledger/v2");
-        let ns_team =
-            by_id[s["id"].as_str().unwrap()].split('/').next().unwrap().split_once("--").unwrap().1.to_string();
+        let ns_team = by_id[s["id"].as_str().unwrap()].split('/').next().unwrap().split_once("--").unwrap().1.to_string();
         assert_eq!(s["ownerApplication"]["ownerTeam"]["name"].as_str(), Some(ns_team.as_str()));
         assert_eq!(s["ownerApplicationName"], s["ownerApplication"]["name"]);
     }
@@ -445,16 +387,10 @@ async fn secrets_are_masked_for_obfuscated_viewers() {
     let w = World::load();
     let reference = "$<poc:payments--ledger:ledger-core:externalSecrets/ledger-gw/password:df1a02fad1>";
     let plain = w.data(&team_viewer("payments--ledger", "poc"), SECRETS).await;
-    assert_eq!(
-        nodes(&plain["apiExposures"])[0]["security"]["m2m"]["basic"],
-        json!({"username": "ledger-gw", "password": reference})
-    );
+    assert_eq!(nodes(&plain["apiExposures"])[0]["security"]["m2m"]["basic"], json!({"username": "ledger-gw", "password": reference}));
     let obfuscated = viewer("payments--ledger--console", "tardis:team:obfuscated", "poc");
     let masked = w.data(&obfuscated, SECRETS).await;
-    assert_eq!(
-        nodes(&masked["apiExposures"])[0]["security"]["m2m"]["basic"],
-        json!({"username": "ledger-gw", "password": "**********"})
-    );
+    assert_eq!(nodes(&masked["apiExposures"])[0]["security"]["m2m"]["basic"], json!({"username": "ledger-gw", "password": "**********"}));
     let group = viewer("payments--checkout--console", "tardis:group:obfuscated", "poc");
     let masked = w.data(&group, SECRETS).await;
     assert_eq!(nodes(&masked["apiExposures"])[0]["security"]["m2m"]["basic"]["password"], "**********");
@@ -557,8 +493,11 @@ async fn application_and_api_edges() {
     assert_eq!(checkout["api"], json!({"basePath": "/payments/checkout/v1", "owner": {"name": "payments--checkout"}}));
 
     let data = w
-        .data(&ledger, r#"{ apis(where: {basePathIn: ["/payments/checkout/v1", "/logistics/parcels/v1", "/payments/refunds/v1"]}) { edges { node {
-            basePath active activeExposure { basePath active ownerApplication { name ownerTeam { name } } } } } } }"#)
+        .data(
+            &ledger,
+            r#"{ apis(where: {basePathIn: ["/payments/checkout/v1", "/logistics/parcels/v1", "/payments/refunds/v1"]}) { edges { node {
+            basePath active activeExposure { basePath active ownerApplication { name ownerTeam { name } } } } } } }"#,
+        )
         .await;
     let got: BTreeSet<(String, bool, Option<String>)> = nodes(&data["apis"])
         .iter()
@@ -609,10 +548,7 @@ async fn filters_and_ordering() {
     assert!(nodes(&data["notGranted"]).iter().all(|a| a["state"] != "GRANTED"));
     assert_eq!(
         set(strings(&json!(nodes(&data["notGranted"])), "name")),
-        set([
-            "apisubscription--checkout-web--logistics-fleet-positions-v1",
-            "apisubscription--knowledge-base--payments-checkout-v1"
-        ])
+        set(["apisubscription--checkout-web--logistics-fleet-positions-v1", "apisubscription--knowledge-base--payments-checkout-v1"])
     );
     assert_eq!(strings(&json!(nodes(&data["scoped"])), "name"), ["checkout-web--logistics-fleet-positions-v1"]);
     assert_eq!(nodes(&data["world"]), vec![json!({"basePath": "/payments/checkout/v1", "visibility": "WORLD"})]);

@@ -92,17 +92,12 @@ pub fn label<'a>(meta: &'a ObjectMeta, key: &str) -> &'a str {
 ///
 /// # Errors
 /// [`Skip::InvalidEnum`] naming `field` and the accepted inputs.
-pub fn parse_enum<T: Copy>(
-    field: &'static str,
-    value: &str,
-    expected: &'static str,
-    table: &[(&str, T)],
-) -> Result<T, Skip> {
-    table
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(value))
-        .map(|(_, v)| *v)
-        .ok_or_else(|| Skip::InvalidEnum { field, value: value.to_string(), expected })
+pub fn parse_enum<T: Copy>(field: &'static str, value: &str, expected: &'static str, table: &[(&str, T)]) -> Result<T, Skip> {
+    table.iter().find(|(name, _)| name.eq_ignore_ascii_case(value)).map(|(_, v)| *v).ok_or_else(|| Skip::InvalidEnum {
+        field,
+        value: value.to_string(),
+        expected,
+    })
 }
 
 /// Returns `value` or [`Skip::Missing`] when it is empty.

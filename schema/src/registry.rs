@@ -28,9 +28,7 @@ pub fn enabled(kind: KindId, features: &Features) -> bool {
     match kind {
         KindId::EventType | KindId::EventExposure | KindId::EventSubscription => features.pubsub,
         KindId::PermissionSet => features.permission,
-        KindId::McpServer | KindId::AgentCard | KindId::AgenticExposure | KindId::AgenticSubscription => {
-            features.ai_gateway
-        }
+        KindId::McpServer | KindId::AgentCard | KindId::AgenticExposure | KindId::AgenticSubscription => features.ai_gateway,
         KindId::FileExposure | KindId::FileSubscription => features.file_manager,
         _ => true,
     }

@@ -2,7 +2,7 @@
 
 use crate::codec::decode;
 use crate::tables::{self, OrderField};
-use crate::write::{KindTable, entries_of};
+use crate::write::{entries_of, KindTable};
 use crate::{Envelope, StorageError};
 use redb::{ReadTransaction, ReadableTable};
 use schema::{Key, Kind, KindId, RefIndex, Scope, Timestamp};
@@ -231,8 +231,10 @@ impl ReadView {
                 }
             }
         }
-        let actual_order: std::collections::BTreeSet<Vec<u8>> = self.order.iter()?.map(|i| i.map(|(k, _)| k.value().to_vec())).collect::<Result<_, _>>()?;
-        let actual_refs: std::collections::BTreeSet<Vec<u8>> = self.refs.iter()?.map(|i| i.map(|(k, _)| k.value().to_vec())).collect::<Result<_, _>>()?;
+        let actual_order: std::collections::BTreeSet<Vec<u8>> =
+            self.order.iter()?.map(|i| i.map(|(k, _)| k.value().to_vec())).collect::<Result<_, _>>()?;
+        let actual_refs: std::collections::BTreeSet<Vec<u8>> =
+            self.refs.iter()?.map(|i| i.map(|(k, _)| k.value().to_vec())).collect::<Result<_, _>>()?;
         if actual_order != expected_order {
             problems.push(format!(
                 "ordering index: {} missing, {} dangling",

@@ -248,9 +248,7 @@ impl WriteBatch {
                 };
                 Ok(found)
             }
-            Link::Via { kind, key, slot } => {
-                Ok(self.envelope(*kind, key)?.and_then(|e| e.links.get(*slot).cloned().flatten()))
-            }
+            Link::Via { kind, key, slot } => Ok(self.envelope(*kind, key)?.and_then(|e| e.links.get(*slot).cloned().flatten())),
         }
     }
 
@@ -280,7 +278,8 @@ impl WriteBatch {
         let unlinked = K::RETRY_UNLINKED && links.first().is_some_and(Option::is_none);
         let old = self.envelope(K::ID, &key)?;
         let bytes = encode(&rec);
-        let same = old.as_ref().is_some_and(|o| o.record == bytes && o.links == links && o.source == (src.namespace.clone(), src.name.clone()));
+        let same =
+            old.as_ref().is_some_and(|o| o.record == bytes && o.links == links && o.source == (src.namespace.clone(), src.name.clone()));
         let written = if same {
             false
         } else {
@@ -298,7 +297,9 @@ impl WriteBatch {
             true
         };
         let entry = SourceEntry { key, version: version.to_string() };
-        self.txn.open_table(tables::SOURCES)?.insert(tables::source_key(src.kind, &src.namespace, &src.name).as_slice(), encode(&entry).as_slice())?;
+        self.txn
+            .open_table(tables::SOURCES)?
+            .insert(tables::source_key(src.kind, &src.namespace, &src.name).as_slice(), encode(&entry).as_slice())?;
         Ok(match (unlinked, written) {
             (true, w) => Outcome::Unlinked { written: w },
             (false, true) => Outcome::Written,
@@ -308,7 +309,14 @@ impl WriteBatch {
 
     /// Stores `new_env` for `rec` under `key`, replacing `old` (record + envelope) if any:
     /// indexes, counters, then dependents.
-    fn replace<K: Kind>(&mut self, key: &Key, rec: &K::Record, old: Option<(&K::Record, &Envelope)>, new_env: &Envelope, depth: u8) -> Result<(), StorageError> {
+    fn replace<K: Kind>(
+        &mut self,
+        key: &Key,
+        rec: &K::Record,
+        old: Option<(&K::Record, &Envelope)>,
+        new_env: &Envelope,
+        depth: u8,
+    ) -> Result<(), StorageError> {
         let old_entries = old.map(|(r, e)| entries_of::<K>(key, r, e));
         let new_entries = entries_of::<K>(key, rec, new_env);
         self.apply_entries(K::ID, old_entries.as_ref(), Some(&new_entries))?;

@@ -70,7 +70,8 @@ fn apply(store: &Store, docs: &[Value], version: &str) -> Vec<Option<Outcome>> {
 }
 
 fn facts() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/world.facts.json")).unwrap()).unwrap()
+    serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/world.facts.json")).unwrap())
+        .unwrap()
 }
 
 #[test]
@@ -129,7 +130,10 @@ fn world_projects_with_facts_counts_links_and_invariants() {
 
     // Re-applying the same documents writes nothing.
     let outs = apply(&store, &docs, "v1");
-    assert!(outs.iter().flatten().all(|o| matches!(o, Outcome::Unchanged | Outcome::Unlinked { written: false } | Outcome::DependencyMissing(_))));
+    assert!(outs
+        .iter()
+        .flatten()
+        .all(|o| matches!(o, Outcome::Unchanged | Outcome::Unlinked { written: false } | Outcome::DependencyMissing(_))));
     assert_eq!(store.read().unwrap().revision().unwrap(), revision);
 
     // Deleting the active exposure unlinks its subscriptions and the approval's provider side;
@@ -144,7 +148,9 @@ fn world_projects_with_facts_counts_links_and_invariants() {
     let sub = natural::namespaced("poc", "poc--assist--copilot", "copilot-gateway--payments-ledger-v2");
     assert_eq!(view.get::<ApiSubscription>(&sub).unwrap().unwrap().links, vec![None]);
     let approval = view.get::<Approval>(&key).unwrap().unwrap();
-    assert!(!Approval::scopes(&approval.record, &approval.links).contains(&Scope::Team { env: "poc".into(), team: "payments--ledger".into() }));
+    assert!(
+        !Approval::scopes(&approval.record, &approval.links).contains(&Scope::Team { env: "poc".into(), team: "payments--ledger".into() })
+    );
     assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
     drop(view);
     let outs = apply(&store, std::slice::from_ref(exposure), "v2");
@@ -171,7 +177,9 @@ fn missing_parent_is_not_written_and_a_second_open_is_refused() {
     let app = docs.iter().find(|d| d["kind"] == "Application").unwrap();
     let outs = apply(&store, std::slice::from_ref(app), "v1");
     match &outs[0] {
-        Some(Outcome::DependencyMissing(refs)) => assert_eq!(refs.iter().map(|r| r.kind).collect::<Vec<_>>(), vec![KindId::Team, KindId::Zone]),
+        Some(Outcome::DependencyMissing(refs)) => {
+            assert_eq!(refs.iter().map(|r| r.kind).collect::<Vec<_>>(), vec![KindId::Team, KindId::Zone])
+        }
         other => panic!("unexpected {other:?}"),
     }
     assert_eq!(store.read().unwrap().count(KindId::Application, &Scope::All).unwrap(), 0);

@@ -7,8 +7,8 @@ use super::common::{meta_filters, status_filters};
 use super::subscription_info::owner_fields;
 use super::values::{feature_list, Owned};
 use crate::entity::{
-    b, connection_field, e, field, global_id, nested_rows, node_value, obj, objs, register, rf, s, status_fields,
-    time_fields, time_filters, Builder, Entity, Rq,
+    b, connection_field, e, field, global_id, nested_rows, node_value, obj, objs, register, rf, s, status_fields, time_fields,
+    time_filters, Builder, Entity, Rq,
 };
 use crate::error::internal;
 use crate::filter::{FType, FVal, FilterField};
@@ -42,21 +42,14 @@ impl Entity for ApiExposure {
             rf::<ApiExposure>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.base_path)),
             rf::<ApiExposure>("visibility", TypeRef::named_nn("ApiExposureVisibility"), |r| e(r.visibility.as_str())),
             rf::<ApiExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| b(r.active)),
-            rf::<ApiExposure>("features", TypeRef::named_nn_list_nn("ApiExposureFeature"), |r| {
-                feature_list(&r.features)
-            }),
+            rf::<ApiExposure>("features", TypeRef::named_nn_list_nn("ApiExposureFeature"), |r| feature_list(&r.features)),
             rf::<ApiExposure>("upstreams", TypeRef::named_nn_list_nn("Upstream"), |r| objs(r.upstreams.clone())),
             field::<S>("security", TypeRef::named("ApiExposureSecurity"), |p, _| {
                 let r = &p.record;
-                Ok(r.security
-                    .m2m
-                    .as_ref()
-                    .and_then(|_| obj(Owned::new(&r.meta.environment, r.meta.team(), r.security.clone()))))
+                Ok(r.security.m2m.as_ref().and_then(|_| obj(Owned::new(&r.meta.environment, r.meta.team(), r.security.clone()))))
             }),
             rf::<ApiExposure>("traffic", TypeRef::named("Traffic"), |r| obj(r.traffic.clone())),
-            rf::<ApiExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| {
-                obj(r.approval_config.clone())
-            }),
+            rf::<ApiExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
             // The CR carries no API version; kept for compatibility (always null).
             rf::<ApiExposure>("apiVersion", TypeRef::named(TypeRef::STRING), |_| None),
             field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
@@ -68,18 +61,12 @@ impl Entity for ApiExposure {
                 let r = &p.record;
                 let apis = rq
                     .view
-                    .lookup_records::<Api>(
-                        index::API_ACTIVE_BY_BASE_PATH,
-                        &natural::in_env(&r.meta.environment, &r.base_path),
-                    )
+                    .lookup_records::<Api>(index::API_ACTIVE_BY_BASE_PATH, &natural::in_env(&r.meta.environment, &r.base_path))
                     .map_err(internal)?;
                 Ok(apis.into_iter().find(|a| rq.visible::<Api>(a)).map(node_value::<Api>))
             }),
             field::<S>("subscriptions", TypeRef::named_nn_list_nn("ApiSubscriptionInfo"), |p, rq| {
-                let subs = rq
-                    .view
-                    .lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_TARGET, &p.key)
-                    .map_err(internal)?;
+                let subs = rq.view.lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_TARGET, &p.key).map_err(internal)?;
                 Ok(objs(subs.into_iter().map(ApiSubscriptionInfo)))
             }),
         ]);
@@ -141,12 +128,8 @@ pub fn active_exposure(rq: &Rq, env: &str, base_path: &str) -> Result<Option<Fie
 pub fn register_info(bld: &mut Builder) {
     super::values::register(bld);
     let mut o = Object::new("ApiExposureInfo")
-        .field(field::<ApiExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
-            Ok(s(&global_id::<ApiExposure>(&p.0.key)))
-        }))
-        .field(field::<ApiExposureInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| {
-            Ok(s(&p.0.record.base_path))
-        }))
+        .field(field::<ApiExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<ApiExposure>(&p.0.key)))))
+        .field(field::<ApiExposureInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.base_path))))
         .field(field::<ApiExposureInfo>("visibility", TypeRef::named_nn("ApiExposureVisibility"), |p, _| {
             Ok(e(p.0.record.visibility.as_str()))
         }))
@@ -158,12 +141,8 @@ pub fn register_info(bld: &mut Builder) {
         .field(field::<ApiExposureInfo>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |p, _| {
             Ok(obj(p.0.record.approval_config.clone()))
         }))
-        .field(field::<ApiExposureInfo>("traffic", TypeRef::named("Traffic"), |p, _| {
-            Ok(obj(p.0.record.traffic.clone()))
-        }));
-    for f in owner_fields::<ApiExposureInfo>(|p| {
-        (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)
-    }) {
+        .field(field::<ApiExposureInfo>("traffic", TypeRef::named("Traffic"), |p, _| Ok(obj(p.0.record.traffic.clone()))));
+    for f in owner_fields::<ApiExposureInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);
     }
     bld.object(o);

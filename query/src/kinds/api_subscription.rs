@@ -9,8 +9,8 @@ use super::common::{meta_filters, ne, non_empty, status_filters};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::entity::{
-    connection_field, e, field, global_id, nested_rows, node_value, obj, register, rf, s, status_fields, strs,
-    time_fields, time_filters, Builder, Entity,
+    connection_field, e, field, global_id, nested_rows, node_value, obj, register, rf, s, status_fields, strs, time_fields, time_filters,
+    Builder, Entity,
 };
 use crate::error::internal;
 use crate::filter::{FType, FVal, FilterField};
@@ -49,9 +49,7 @@ impl Entity for ApiSubscription {
             rf::<ApiSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
             rf::<ApiSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
             rf::<ApiSubscription>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.base_path)),
-            rf::<ApiSubscription>("m2mAuthMethod", TypeRef::named_nn("ApiSubscriptionM2mAuthMethod"), |r| {
-                e(r.m2m_auth_method.as_str())
-            }),
+            rf::<ApiSubscription>("m2mAuthMethod", TypeRef::named_nn("ApiSubscriptionM2mAuthMethod"), |r| e(r.m2m_auth_method.as_str())),
             rf::<ApiSubscription>("gatewayURL", TypeRef::named(TypeRef::STRING), |r| ne(&r.gateway_url)),
             field::<S>("security", TypeRef::named("ApiSubscriptionSecurity"), |p, _| {
                 let r = &p.record;
@@ -60,9 +58,7 @@ impl Entity for ApiSubscription {
             rf::<ApiSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
                 r.requested_scopes.as_deref().and_then(strs)
             }),
-            rf::<ApiSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
-                r.active_scopes.as_deref().and_then(strs)
-            }),
+            rf::<ApiSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| r.active_scopes.as_deref().and_then(strs)),
             field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
                 let r = &p.record;
                 let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
@@ -73,19 +69,14 @@ impl Entity for ApiSubscription {
                 Some(FieldValue::list(Vec::<FieldValue<'static>>::new()))
             }),
             field::<S>("approval", TypeRef::named("Approval"), |p, rq| {
-                let found = rq
-                    .view
-                    .lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &approval_key(&p.record))
-                    .map_err(internal)?;
+                let found =
+                    rq.view.lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &approval_key(&p.record)).map_err(internal)?;
                 Ok(found.into_iter().find(|a| rq.visible::<Approval>(a)).map(node_value::<Approval>))
             }),
             field::<S>("approvalRequests", TypeRef::named_nn_list("ApprovalRequest"), |p, rq| {
                 let found = rq
                     .view
-                    .lookup_records::<ApprovalRequest>(
-                        index::APPROVAL_REQUEST_BY_SUBSCRIPTION,
-                        &approval_key(&p.record),
-                    )
+                    .lookup_records::<ApprovalRequest>(index::APPROVAL_REQUEST_BY_SUBSCRIPTION, &approval_key(&p.record))
                     .map_err(internal)?;
                 Ok(Some(FieldValue::list(
                     found.into_iter().filter(|a| rq.visible::<ApprovalRequest>(a)).map(node_value::<ApprovalRequest>),
@@ -109,9 +100,7 @@ impl Entity for ApiSubscription {
             FilterField::new("m2mAuthMethod", FType::Enum("ApiSubscriptionM2mAuthMethod".into()), false, |x: &S| {
                 FVal::Str(Some(x.record.m2m_auth_method.as_str().to_string()))
             }),
-            FilterField::new("gatewayURL", FType::Str, true, |x: &S| {
-                FVal::Str(non_empty(&x.record.gateway_url).map(str::to_string))
-            }),
+            FilterField::new("gatewayURL", FType::Str, true, |x: &S| FVal::Str(non_empty(&x.record.gateway_url).map(str::to_string))),
         ]);
         f
     }
@@ -123,17 +112,10 @@ pub fn register_all(bld: &mut Builder) {
     let w = bld.where_type::<ApiSubscription>();
     bld.extend(
         "Application",
-        vec![connection_field::<ApiSubscription, Stored<ApplicationRecord>>(
-            "subscribedApis",
-            w,
-            |rq, app, order, pred| {
-                let candidates = rq
-                    .view
-                    .lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_OWNER, &app.key)
-                    .map_err(internal)?;
-                Ok(Box::new(nested_rows::<ApiSubscription>(rq, candidates, order, &pred)))
-            },
-        )],
+        vec![connection_field::<ApiSubscription, Stored<ApplicationRecord>>("subscribedApis", w, |rq, app, order, pred| {
+            let candidates = rq.view.lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_OWNER, &app.key).map_err(internal)?;
+            Ok(Box::new(nested_rows::<ApiSubscription>(rq, candidates, order, &pred)))
+        })],
     );
 }
 
@@ -143,21 +125,13 @@ pub fn register_info(bld: &mut Builder) {
     bld.enumeration("ApiSubscriptionStatusPhase", &["READY", "PENDING", "ERROR", "UNKNOWN"]);
     let mut o = Object::new("ApiSubscriptionInfo")
         .implement(INTERFACE)
-        .field(field::<ApiSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
-            Ok(s(&global_id::<ApiSubscription>(&p.0.key)))
-        }))
-        .field(field::<ApiSubscriptionInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| {
-            Ok(s(&p.0.record.base_path))
-        }))
+        .field(field::<ApiSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<ApiSubscription>(&p.0.key)))))
+        .field(field::<ApiSubscriptionInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.base_path))))
         .field(field::<ApiSubscriptionInfo>("statusPhase", TypeRef::named("ApiSubscriptionStatusPhase"), |p, _| {
             Ok(e(p.0.record.status.phase.as_str()))
         }))
-        .field(field::<ApiSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| {
-            Ok(s(&p.0.record.status.message))
-        }));
-    for f in owner_fields::<ApiSubscriptionInfo>(|p| {
-        (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)
-    }) {
+        .field(field::<ApiSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| Ok(s(&p.0.record.status.message))));
+    for f in owner_fields::<ApiSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);
     }
     bld.object(o);

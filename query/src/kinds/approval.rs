@@ -36,11 +36,7 @@ impl<R> Clone for Parts<R> {
 impl<R> Copy for Parts<R> {}
 
 /// The fields Approval and ApprovalRequest share, in reference order (without `id`).
-pub fn shared_fields<K: Entity>(
-    bld: &mut Builder,
-    status: fn(&K::Record) -> &schema::common::Status,
-    p: Parts<K::Record>,
-) -> Vec<Field> {
+pub fn shared_fields<K: Entity>(bld: &mut Builder, status: fn(&K::Record) -> &schema::common::Status, p: Parts<K::Record>) -> Vec<Field> {
     super::values::register(bld);
     let mut f = time_fields::<K>();
     f.extend(status_fields::<K>(bld, status));
@@ -50,20 +46,14 @@ pub fn shared_fields<K: Entity>(
         rf::<K>("namespace", TypeRef::named_nn(TypeRef::STRING), move |r| s(&meta(r).namespace)),
         rf::<K>("action", TypeRef::named_nn(TypeRef::STRING), move |r| s(&fields(r).action)),
         rf::<K>("strategy", TypeRef::named_nn(p.strategy_enum), move |r| e(fields(r).strategy.as_str())),
-        rf::<K>("requester", TypeRef::named_nn("RequesterInfo"), move |r| {
-            Some(FieldValue::owned_any(fields(r).requester.clone()))
-        }),
-        rf::<K>("decider", TypeRef::named_nn("DeciderInfo"), move |r| {
-            Some(FieldValue::owned_any(fields(r).decider.clone()))
-        }),
+        rf::<K>("requester", TypeRef::named_nn("RequesterInfo"), move |r| Some(FieldValue::owned_any(fields(r).requester.clone()))),
+        rf::<K>("decider", TypeRef::named_nn("DeciderInfo"), move |r| Some(FieldValue::owned_any(fields(r).decider.clone()))),
         rf::<K>("deciderTeamName", TypeRef::named_nn(TypeRef::STRING), move |r| s(&fields(r).decider.team_name)),
         rf::<K>("decisions", TypeRef::named_nn_list_nn("Decision"), move |r| objs(fields(r).decisions.clone())),
         rf::<K>("availableTransitions", TypeRef::named_nn_list("AvailableTransition"), move |r| {
             objs(fields(r).available_transitions.clone())
         }),
-        rf::<K>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), move |r| {
-            fields(r).requested_scopes.as_deref().and_then(strs)
-        }),
+        rf::<K>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), move |r| fields(r).requested_scopes.as_deref().and_then(strs)),
         rf::<K>("name", TypeRef::named_nn(TypeRef::STRING), move |r| s(&meta(r).name)),
     ]);
     f
@@ -93,27 +83,20 @@ fn subscription(rq: &Rq, meta: &Meta, fields: &ApprovalFields) -> Result<Option<
 }
 
 /// The filters Approval and ApprovalRequest share (§2.2), `expiresat` excluded.
-pub fn shared_filters<K: Entity>(
-    status: fn(&K::Record) -> &schema::common::Status,
-    p: Parts<K::Record>,
-) -> Vec<FilterField<K::Record>> {
+pub fn shared_filters<K: Entity>(status: fn(&K::Record) -> &schema::common::Status, p: Parts<K::Record>) -> Vec<FilterField<K::Record>> {
     let (meta, fields) = (p.meta, p.fields);
     let mut f = time_filters();
     f.extend(status_filters(&format!("{}StatusPhase", K::TYPE), status));
     f.extend(meta_filters(meta));
     f.extend([
-        FilterField::new("action", FType::Str, false, move |x: &Stored<K::Record>| {
-            FVal::Str(Some(fields(&x.record).action.clone()))
-        }),
+        FilterField::new("action", FType::Str, false, move |x: &Stored<K::Record>| FVal::Str(Some(fields(&x.record).action.clone()))),
         FilterField::new("strategy", FType::Enum(p.strategy_enum.into()), false, move |x: &Stored<K::Record>| {
             FVal::Str(Some(fields(&x.record).strategy.as_str().to_string()))
         }),
         FilterField::new("deciderTeamName", FType::Str, false, move |x: &Stored<K::Record>| {
             FVal::Str(Some(fields(&x.record).decider.team_name.clone()))
         }),
-        FilterField::new("name", FType::Str, false, move |x: &Stored<K::Record>| {
-            FVal::Str(Some(meta(&x.record).name.clone()))
-        }),
+        FilterField::new("name", FType::Str, false, move |x: &Stored<K::Record>| FVal::Str(Some(meta(&x.record).name.clone()))),
     ]);
     f
 }

@@ -13,12 +13,8 @@ use schema::kinds::approval::Approval;
 use schema::kinds::approval_request::{ApprovalRequest, ApprovalRequestRecord};
 use storage::Stored;
 
-const PARTS: Parts<ApprovalRequestRecord> = Parts {
-    meta: |r| &r.meta,
-    fields: |r| &r.fields,
-    strategy_enum: "ApprovalRequestStrategy",
-    state_enum: "ApprovalRequestState",
-};
+const PARTS: Parts<ApprovalRequestRecord> =
+    Parts { meta: |r| &r.meta, fields: |r| &r.fields, strategy_enum: "ApprovalRequestStrategy", state_enum: "ApprovalRequestState" };
 
 impl Entity for ApprovalRequest {
     const TYPE: &'static str = "ApprovalRequest";

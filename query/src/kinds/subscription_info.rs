@@ -64,11 +64,9 @@ pub fn owner_fields<T: Any + Send + Sync>(owner: OwnerOf<T>) -> Vec<Field> {
 pub fn resolve(rq: &Rq, env: &str, sub: &SubscriptionRef) -> Result<Option<FieldValue<'static>>, Error> {
     let key = sub.key(env);
     Ok(match sub.kind {
-        SubscriptionKind::ApiSubscription => rq.load_system::<ApiSubscription>(&key)?.map(|s| {
-            FieldValue::owned_any(super::api_subscription::ApiSubscriptionInfo(s)).with_type("ApiSubscriptionInfo")
-        }),
-        SubscriptionKind::EventSubscription
-        | SubscriptionKind::AgenticSubscription
-        | SubscriptionKind::FileSubscription => None,
+        SubscriptionKind::ApiSubscription => rq
+            .load_system::<ApiSubscription>(&key)?
+            .map(|s| FieldValue::owned_any(super::api_subscription::ApiSubscriptionInfo(s)).with_type("ApiSubscriptionInfo")),
+        SubscriptionKind::EventSubscription | SubscriptionKind::AgenticSubscription | SubscriptionKind::FileSubscription => None,
     })
 }

@@ -9,9 +9,9 @@
 use crate::entity::{b, e, enums, field, int, obj, objs, os, s, secret, strs, Builder};
 use async_graphql::dynamic::{Object, TypeRef};
 use schema::kinds::api_exposure::{
-    ApiExposureFeature, ApiExposureSecurity, ApprovalConfig, BasicAuthCredentials, ExternalIdentityProvider, Failover,
-    Limits, Machine2MachineAuthentication, OAuth2ClientCredentials, RateLimit, RateLimitConfig, RateLimitOptions,
-    RateLimitOverride, SubscriberRateLimits, Traffic, Upstream,
+    ApiExposureFeature, ApiExposureSecurity, ApprovalConfig, BasicAuthCredentials, ExternalIdentityProvider, Failover, Limits,
+    Machine2MachineAuthentication, OAuth2ClientCredentials, RateLimit, RateLimitConfig, RateLimitOptions, RateLimitOverride,
+    SubscriberRateLimits, Traffic, Upstream,
 };
 use schema::kinds::api_subscription::{ApiSubscriptionSecurity, SubscriberMachine2MachineAuthentication};
 use schema::kinds::approval_common::{AvailableTransition, DeciderInfo, Decision, RequesterInfo};
@@ -77,23 +77,15 @@ pub fn register(bld: &mut Builder) {
     let strings = || TypeRef::named_nn_list(TypeRef::STRING);
     let int_ = || TypeRef::named(TypeRef::INT);
 
-    bld.object(
-        Object::new("Upstream").field(field::<Upstream>("url", string_nn(), |u, _| Ok(s(&u.url)))).field(field::<
-            Upstream,
-        >(
-            "weight",
-            TypeRef::named_nn(TypeRef::INT),
-            |u, _| Ok(int(u.weight)),
-        )),
-    );
+    bld.object(Object::new("Upstream").field(field::<Upstream>("url", string_nn(), |u, _| Ok(s(&u.url)))).field(field::<Upstream>(
+        "weight",
+        TypeRef::named_nn(TypeRef::INT),
+        |u, _| Ok(int(u.weight)),
+    )));
     bld.object(
         Object::new("ApprovalConfig")
-            .field(field::<ApprovalConfig>("strategy", TypeRef::named_nn("ApprovalStrategy"), |c, _| {
-                Ok(e(c.strategy.as_str()))
-            }))
-            .field(field::<ApprovalConfig>("trustedTeams", TypeRef::named_nn_list_nn(TypeRef::STRING), |c, _| {
-                Ok(strs(&c.trusted_teams))
-            })),
+            .field(field::<ApprovalConfig>("strategy", TypeRef::named_nn("ApprovalStrategy"), |c, _| Ok(e(c.strategy.as_str()))))
+            .field(field::<ApprovalConfig>("trustedTeams", TypeRef::named_nn_list_nn(TypeRef::STRING), |c, _| Ok(strs(&c.trusted_teams)))),
     );
 
     // ---- security (owned) ----
@@ -104,41 +96,29 @@ pub fn register(bld: &mut Builder) {
     )));
     bld.object(
         Object::new("Machine2MachineAuthentication")
-            .field(field::<Owned<Machine2MachineAuthentication>>(
-                "externalIDP",
-                TypeRef::named("ExternalIdentityProvider"),
-                |p, _| Ok(p.v.external_idp.clone().and_then(|x| obj(p.child(x)))),
-            ))
-            .field(field::<Owned<Machine2MachineAuthentication>>(
-                "basic",
-                TypeRef::named("BasicAuthCredentials"),
-                |p, _| Ok(p.v.basic.clone().and_then(|x| obj(p.child(x)))),
-            ))
-            .field(field::<Owned<Machine2MachineAuthentication>>("scopes", strings(), |p, _| {
-                Ok(p.v.scopes.as_deref().and_then(strs))
-            })),
+            .field(field::<Owned<Machine2MachineAuthentication>>("externalIDP", TypeRef::named("ExternalIdentityProvider"), |p, _| {
+                Ok(p.v.external_idp.clone().and_then(|x| obj(p.child(x))))
+            }))
+            .field(field::<Owned<Machine2MachineAuthentication>>("basic", TypeRef::named("BasicAuthCredentials"), |p, _| {
+                Ok(p.v.basic.clone().and_then(|x| obj(p.child(x))))
+            }))
+            .field(field::<Owned<Machine2MachineAuthentication>>("scopes", strings(), |p, _| Ok(p.v.scopes.as_deref().and_then(strs)))),
     );
     bld.object(
         Object::new("ExternalIdentityProvider")
-            .field(field::<Owned<ExternalIdentityProvider>>("tokenEndpoint", string_nn(), |p, _| {
-                Ok(s(&p.v.token_endpoint))
+            .field(field::<Owned<ExternalIdentityProvider>>("tokenEndpoint", string_nn(), |p, _| Ok(s(&p.v.token_endpoint))))
+            .field(field::<Owned<ExternalIdentityProvider>>("tokenRequest", TypeRef::named("TokenRequestMethod"), |p, _| {
+                Ok(p.v.token_request.and_then(|t| e(t.as_str())))
             }))
-            .field(field::<Owned<ExternalIdentityProvider>>(
-                "tokenRequest",
-                TypeRef::named("TokenRequestMethod"),
-                |p, _| Ok(p.v.token_request.and_then(|t| e(t.as_str()))),
-            ))
             .field(field::<Owned<ExternalIdentityProvider>>("grantType", string(), |p, _| {
                 Ok(os(Some(p.v.grant_type.as_str()).filter(|g| !g.is_empty())))
             }))
             .field(field::<Owned<ExternalIdentityProvider>>("basic", TypeRef::named("BasicAuthCredentials"), |p, _| {
                 Ok(p.v.basic.clone().and_then(|x| obj(p.child(x))))
             }))
-            .field(field::<Owned<ExternalIdentityProvider>>(
-                "client",
-                TypeRef::named("OAuth2ClientCredentials"),
-                |p, _| Ok(p.v.client.clone().and_then(|x| obj(p.child(x)))),
-            )),
+            .field(field::<Owned<ExternalIdentityProvider>>("client", TypeRef::named("OAuth2ClientCredentials"), |p, _| {
+                Ok(p.v.client.clone().and_then(|x| obj(p.child(x))))
+            })),
     );
     bld.object(
         Object::new("BasicAuthCredentials")
@@ -165,16 +145,12 @@ pub fn register(bld: &mut Builder) {
     )));
     bld.object(
         Object::new("SubscriberMachine2MachineAuthentication")
-            .field(field::<Owned<SubscriberMachine2MachineAuthentication>>(
-                "client",
-                TypeRef::named("OAuth2ClientCredentials"),
-                |p, _| Ok(p.v.client.clone().and_then(|x| obj(p.child(x)))),
-            ))
-            .field(field::<Owned<SubscriberMachine2MachineAuthentication>>(
-                "basic",
-                TypeRef::named("BasicAuthCredentials"),
-                |p, _| Ok(p.v.basic.clone().and_then(|x| obj(p.child(x)))),
-            ))
+            .field(field::<Owned<SubscriberMachine2MachineAuthentication>>("client", TypeRef::named("OAuth2ClientCredentials"), |p, _| {
+                Ok(p.v.client.clone().and_then(|x| obj(p.child(x))))
+            }))
+            .field(field::<Owned<SubscriberMachine2MachineAuthentication>>("basic", TypeRef::named("BasicAuthCredentials"), |p, _| {
+                Ok(p.v.basic.clone().and_then(|x| obj(p.child(x))))
+            }))
             .field(
                 field::<Owned<SubscriberMachine2MachineAuthentication>>("scopes", strings(), |p, _| {
                     Ok(p.v.scopes.as_deref().and_then(strs))
@@ -186,19 +162,13 @@ pub fn register(bld: &mut Builder) {
     // ---- traffic ----
     bld.object(
         Object::new("Traffic")
-            .field(field::<Traffic>("failover", TypeRef::named("Failover"), |t, _| {
-                Ok(t.failover.clone().and_then(obj))
-            }))
-            .field(field::<Traffic>("rateLimit", TypeRef::named("RateLimit"), |t, _| {
-                Ok(t.rate_limit.clone().and_then(obj))
-            })),
+            .field(field::<Traffic>("failover", TypeRef::named("Failover"), |t, _| Ok(t.failover.clone().and_then(obj))))
+            .field(field::<Traffic>("rateLimit", TypeRef::named("RateLimit"), |t, _| Ok(t.rate_limit.clone().and_then(obj)))),
     );
     bld.object(Object::new("Failover").field(field::<Failover>("zones", strings(), |f, _| Ok(strs(&f.zones)))));
     bld.object(
         Object::new("RateLimit")
-            .field(field::<RateLimit>("provider", TypeRef::named("RateLimitConfig"), |r, _| {
-                Ok(r.provider.clone().and_then(obj))
-            }))
+            .field(field::<RateLimit>("provider", TypeRef::named("RateLimitConfig"), |r, _| Ok(r.provider.clone().and_then(obj))))
             .field(field::<RateLimit>("subscriberRateLimit", TypeRef::named("SubscriberRateLimits"), |r, _| {
                 Ok(r.subscriber_rate_limit.clone().and_then(obj))
             })),
@@ -216,18 +186,12 @@ pub fn register(bld: &mut Builder) {
     );
     bld.object(
         Object::new("RateLimitOptions")
-            .field(field::<RateLimitOptions>("hideClientHeaders", TypeRef::named(TypeRef::BOOLEAN), |o, _| {
-                Ok(b(o.hide_client_headers))
-            }))
-            .field(field::<RateLimitOptions>("faultTolerant", TypeRef::named(TypeRef::BOOLEAN), |o, _| {
-                Ok(b(o.fault_tolerant))
-            })),
+            .field(field::<RateLimitOptions>("hideClientHeaders", TypeRef::named(TypeRef::BOOLEAN), |o, _| Ok(b(o.hide_client_headers))))
+            .field(field::<RateLimitOptions>("faultTolerant", TypeRef::named(TypeRef::BOOLEAN), |o, _| Ok(b(o.fault_tolerant)))),
     );
-    bld.object(Object::new("SubscriberRateLimitDefaults").field(field::<Limits>(
-        "limits",
-        TypeRef::named_nn("Limits"),
-        |l, _| Ok(obj(*l)),
-    )));
+    bld.object(
+        Object::new("SubscriberRateLimitDefaults").field(field::<Limits>("limits", TypeRef::named_nn("Limits"), |l, _| Ok(obj(*l)))),
+    );
     bld.object(
         Object::new("RateLimitOverrides")
             .field(field::<RateLimitOverride>("subscriber", string_nn(), |o, _| Ok(s(&o.subscriber))))
@@ -251,11 +215,13 @@ pub fn register(bld: &mut Builder) {
             .field(field::<RequesterInfo>("reason", string(), |r, _| Ok(os(r.reason.as_deref()))))
             .field(field::<RequesterInfo>("applicationName", string(), |r, _| Ok(os(r.application_name.as_deref())))),
     );
-    bld.object(
-        Object::new("DeciderInfo")
-            .field(field::<DeciderInfo>("teamName", string_nn(), |d, _| Ok(s(&d.team_name))))
-            .field(field::<DeciderInfo>("teamEmail", string(), |d, _| Ok(os(d.team_email.as_deref())))),
-    );
+    bld.object(Object::new("DeciderInfo").field(field::<DeciderInfo>("teamName", string_nn(), |d, _| Ok(s(&d.team_name)))).field(field::<
+        DeciderInfo,
+    >(
+        "teamEmail",
+        string(),
+        |d, _| Ok(os(d.team_email.as_deref())),
+    )));
     bld.object(
         Object::new("Decision")
             .field(field::<Decision>("name", string_nn(), |d, _| Ok(s(&d.name))))
@@ -268,12 +234,8 @@ pub fn register(bld: &mut Builder) {
     );
     bld.object(
         Object::new("AvailableTransition")
-            .field(field::<AvailableTransition>("action", TypeRef::named_nn("ApprovalAction"), |t, _| {
-                Ok(e(t.action.as_str()))
-            }))
-            .field(field::<AvailableTransition>("toState", TypeRef::named_nn("ApprovalState"), |t, _| {
-                Ok(e(t.to_state.as_str()))
-            })),
+            .field(field::<AvailableTransition>("action", TypeRef::named_nn("ApprovalAction"), |t, _| Ok(e(t.action.as_str()))))
+            .field(field::<AvailableTransition>("toState", TypeRef::named_nn("ApprovalState"), |t, _| Ok(e(t.to_state.as_str())))),
     );
 }
 

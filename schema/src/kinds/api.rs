@@ -143,15 +143,9 @@ mod tests {
         let rec = api("poc", "poc--payments--checkout/payments-checkout-v1");
         assert_eq!(Api::key(&rec), natural::api("poc", "payments--checkout", "/payments/checkout/v1"));
         assert_eq!(Api::key(&rec).parts().unwrap(), vec!["poc", "payments--checkout", "/payments/checkout/v1"]);
-        assert_eq!(
-            Api::requires(&rec),
-            vec![Ref { kind: KindId::Team, key: natural::team("poc", "payments--checkout") }]
-        );
+        assert_eq!(Api::requires(&rec), vec![Ref { kind: KindId::Team, key: natural::team("poc", "payments--checkout") }]);
         assert_eq!(Api::scopes(&rec, &[]), vec![Scope::Env { env: "poc".into() }]);
-        assert_eq!(
-            Api::refs(&rec, &[]),
-            vec![(index::API_ACTIVE_BY_BASE_PATH, natural::in_env("poc", "/payments/checkout/v1"))]
-        );
+        assert_eq!(Api::refs(&rec, &[]), vec![(index::API_ACTIVE_BY_BASE_PATH, natural::in_env("poc", "/payments/checkout/v1"))]);
         assert_eq!(Api::name(&rec), None);
 
         let shadow = api("poc", "poc--payments--ledger/payments-checkout-v1");

@@ -155,10 +155,7 @@ impl TokenRequestMethod {
             field,
             value,
             "client_secret_basic, client_secret_post",
-            &[
-                ("client_secret_basic", TokenRequestMethod::ClientSecretBasic),
-                ("client_secret_post", TokenRequestMethod::ClientSecretPost),
-            ],
+            &[("client_secret_basic", TokenRequestMethod::ClientSecretBasic), ("client_secret_post", TokenRequestMethod::ClientSecretPost)],
         )
     }
 
@@ -374,11 +371,9 @@ impl Kind for ApiExposure {
 
     fn translate(cr: &crds::ApiExposure, _ctx: &Context) -> Result<ApiExposureRecord, Skip> {
         let meta = Meta::from_object(&cr.metadata)?;
-        let application = common::required(
-            "metadata.labels[cp.ei.telekom.de/application]",
-            common::label(&cr.metadata, common::APPLICATION_LABEL),
-        )?
-        .to_string();
+        let application =
+            common::required("metadata.labels[cp.ei.telekom.de/application]", common::label(&cr.metadata, common::APPLICATION_LABEL))?
+                .to_string();
         let spec = &cr.spec;
         let base_path = common::required("spec.apiBasePath", &spec.api_base_path)?.to_string();
         let visibility = Visibility::parse("spec.visibility", &spec.visibility)?;
@@ -399,11 +394,7 @@ impl Kind for ApiExposure {
             visibility,
             active,
             features: features(spec),
-            upstreams: spec
-                .upstreams
-                .iter()
-                .map(|u| Upstream { url: u.url.clone(), weight: u.weight.unwrap_or(0) })
-                .collect(),
+            upstreams: spec.upstreams.iter().map(|u| Upstream { url: u.url.clone(), weight: u.weight.unwrap_or(0) }).collect(),
             approval_config,
             security,
             traffic: traffic(&spec.traffic),
@@ -415,10 +406,7 @@ impl Kind for ApiExposure {
     }
 
     fn requires(rec: &ApiExposureRecord) -> Vec<Ref> {
-        vec![Ref {
-            kind: KindId::Application,
-            key: natural::application(&rec.meta.environment, rec.meta.team(), &rec.application),
-        }]
+        vec![Ref { kind: KindId::Application, key: natural::application(&rec.meta.environment, rec.meta.team(), &rec.application) }]
     }
 
     fn scopes(rec: &ApiExposureRecord, _links: &[Option<Key>]) -> Vec<Scope> {
@@ -468,10 +456,7 @@ mod tests {
         assert!(rec.active);
         assert_eq!(rec.status.phase, StatusPhase::Ready);
         assert_eq!(rec.status.message, "Successfully provisioned subresources");
-        assert_eq!(
-            rec.features,
-            vec![F::LastMileSecurity, F::RateLimit, F::Failover, F::CircuitBreaker, F::LoadBalancing]
-        );
+        assert_eq!(rec.features, vec![F::LastMileSecurity, F::RateLimit, F::Failover, F::CircuitBreaker, F::LoadBalancing]);
         let names: Vec<_> = rec.features.iter().map(|f| f.as_str()).collect();
         assert_eq!(names, ["LAST_MILE_SECURITY", "RATE_LIMIT", "FAILOVER", "CIRCUIT_BREAKER", "LOAD_BALANCING"]);
         assert_eq!(
@@ -511,19 +496,13 @@ mod tests {
     #[test]
     fn checkout_api_keys_links_and_scopes() {
         let rec = translate(&exposure("poc", "checkout-api--payments-checkout-v1")).unwrap();
-        assert_eq!(
-            ApiExposure::key(&rec),
-            Key::new(&["poc", "payments--checkout", "checkout-api", "/payments/checkout/v1"])
-        );
+        assert_eq!(ApiExposure::key(&rec), Key::new(&["poc", "payments--checkout", "checkout-api", "/payments/checkout/v1"]));
         assert_eq!(
             ApiExposure::requires(&rec),
             vec![Ref { kind: KindId::Application, key: Key::new(&["poc", "payments--checkout", "checkout-api"]) }]
         );
         assert!(ApiExposure::links(&rec).is_empty());
-        assert_eq!(
-            ApiExposure::scopes(&rec, &[]),
-            vec![Scope::Team { env: "poc".into(), team: "payments--checkout".into() }]
-        );
+        assert_eq!(ApiExposure::scopes(&rec, &[]), vec![Scope::Team { env: "poc".into(), team: "payments--checkout".into() }]);
         let bp = Key::new(&["poc", "/payments/checkout/v1"]);
         assert_eq!(ApiExposure::refs(&rec, &[]), vec![(index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, bp.clone())]);
         assert_eq!(ApiExposure::dependents(&rec, &[]), vec![(index::API_SUBSCRIPTION_BY_BASE_PATH, bp)]);
@@ -575,9 +554,8 @@ mod tests {
                 basic: None,
                 client: Some(OAuth2ClientCredentials {
                     client_id: "parcel-gw".into(),
-                    client_secret:
-                        "$<poc:logistics--parcel-tracking:parcel-tracker:externalSecrets/partner-idp/clientSecret:ec6e829064>"
-                            .into(),
+                    client_secret: "$<poc:logistics--parcel-tracking:parcel-tracker:externalSecrets/partner-idp/clientSecret:ec6e829064>"
+                        .into(),
                     client_key: String::new(),
                 }),
             }
@@ -602,10 +580,7 @@ mod tests {
     #[test]
     fn qa_exposure_keys_stay_in_qa() {
         let rec = translate(&exposure("qa", "checkout-api--payments-checkout-v1")).unwrap();
-        assert_eq!(
-            ApiExposure::key(&rec),
-            Key::new(&["qa", "payments--checkout", "checkout-api", "/payments/checkout/v1"])
-        );
+        assert_eq!(ApiExposure::key(&rec), Key::new(&["qa", "payments--checkout", "checkout-api", "/payments/checkout/v1"]));
         assert_eq!(ApiExposure::refs(&rec, &[])[0].1, Key::new(&["qa", "/payments/checkout/v1"]));
         assert_eq!(rec.features, vec![F::LastMileSecurity]);
     }
@@ -667,19 +642,12 @@ mod tests {
         cr.spec.approval.strategy = "Manual".into();
         assert_eq!(
             translate(&cr),
-            Err(Skip::InvalidEnum {
-                field: "spec.approval.strategy",
-                value: "Manual".into(),
-                expected: "Auto, Simple, FourEyes"
-            })
+            Err(Skip::InvalidEnum { field: "spec.approval.strategy", value: "Manual".into(), expected: "Auto, Simple, FourEyes" })
         );
 
         let mut cr = base;
         let idp = cr.spec.security.as_mut().unwrap().m2m.as_mut().unwrap().external_idp.as_mut().unwrap();
         idp.token_request = "private_key_jwt".into();
-        assert!(matches!(
-            translate(&cr),
-            Err(Skip::InvalidEnum { field: "spec.security.m2m.externalIDP.tokenRequest", .. })
-        ));
+        assert!(matches!(translate(&cr), Err(Skip::InvalidEnum { field: "spec.security.m2m.externalIDP.tokenRequest", .. })));
     }
 }

@@ -115,8 +115,7 @@ impl Kind for ApiSubscription {
     fn translate(cr: &crds::ApiSubscription, _ctx: &Context) -> Result<ApiSubscriptionRecord, Skip> {
         let meta = Meta::from_object(&cr.metadata)?;
         let spec = &cr.spec;
-        let application =
-            common::required("spec.requestor.application.name", &spec.requestor.application.name)?.to_string();
+        let application = common::required("spec.requestor.application.name", &spec.requestor.application.name)?.to_string();
         let base_path = common::required("spec.apiBasePath", &spec.api_base_path)?.to_string();
         let (m2m_auth_method, security) = security(spec);
         let requested_scopes = security.as_ref().and_then(|s| s.m2m.as_ref()).and_then(|m| m.scopes.clone());
@@ -139,18 +138,12 @@ impl Kind for ApiSubscription {
     }
 
     fn requires(rec: &ApiSubscriptionRecord) -> Vec<Ref> {
-        vec![Ref {
-            kind: KindId::Application,
-            key: natural::application(&rec.meta.environment, rec.meta.team(), &rec.application),
-        }]
+        vec![Ref { kind: KindId::Application, key: natural::application(&rec.meta.environment, rec.meta.team(), &rec.application) }]
     }
 
     /// Link 0: the target, i.e. the active ApiExposure of the environment and base path.
     fn links(rec: &ApiSubscriptionRecord) -> Vec<Link> {
-        vec![Link::First {
-            index: index::API_EXPOSURE_ACTIVE_BY_BASE_PATH,
-            key: natural::in_env(&rec.meta.environment, &rec.base_path),
-        }]
+        vec![Link::First { index: index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, key: natural::in_env(&rec.meta.environment, &rec.base_path) }]
     }
 
     fn scopes(rec: &ApiSubscriptionRecord, _links: &[Option<Key>]) -> Vec<Scope> {
@@ -175,10 +168,7 @@ impl Kind for ApiSubscription {
         let (env, ns, name) = (&rec.meta.environment, &rec.meta.namespace, &rec.meta.name);
         vec![
             (index::APPROVAL_BY_SUBSCRIPTION, natural::subscription_ref(KindId::ApiSubscription, env, ns, name)),
-            (
-                index::APPROVAL_REQUEST_BY_SUBSCRIPTION,
-                natural::subscription_ref(KindId::ApiSubscription, env, ns, name),
-            ),
+            (index::APPROVAL_REQUEST_BY_SUBSCRIPTION, natural::subscription_ref(KindId::ApiSubscription, env, ns, name)),
         ]
     }
 
@@ -230,8 +220,7 @@ mod tests {
             m2m.client,
             Some(OAuth2ClientCredentials {
                 client_id: "checkout-batch-ledger".into(),
-                client_secret:
-                    "$<poc:payments--checkout:checkout-batch:externalSecrets/ledger/clientSecret:7311365994>".into(),
+                client_secret: "$<poc:payments--checkout:checkout-batch:externalSecrets/ledger/clientSecret:7311365994>".into(),
                 client_key: String::new(),
             })
         );
@@ -264,10 +253,7 @@ mod tests {
         cr.spec.security.as_mut().unwrap().m2m.as_mut().unwrap().client = None;
         let rec = translate(&cr).unwrap();
         assert_eq!(rec.m2m_auth_method, M2mAuthMethod::BasicAuth);
-        assert_eq!(
-            rec.security.unwrap().m2m.unwrap().basic,
-            Some(BasicAuthCredentials { username: "u".into(), password: "p".into() })
-        );
+        assert_eq!(rec.security.unwrap().m2m.unwrap().basic, Some(BasicAuthCredentials { username: "u".into(), password: "p".into() }));
         cr.spec.security.as_mut().unwrap().m2m.as_mut().unwrap().basic = None;
         assert_eq!(translate(&cr).unwrap().m2m_auth_method, M2mAuthMethod::ScopesOnly);
         cr.spec.security.as_mut().unwrap().m2m.as_mut().unwrap().scopes.clear();
@@ -281,10 +267,7 @@ mod tests {
         );
         cr.spec.security.as_mut().unwrap().m2m = None;
         let rec = translate(&cr).unwrap();
-        assert_eq!(
-            (rec.m2m_auth_method, rec.security),
-            (M2mAuthMethod::None, Some(ApiSubscriptionSecurity { m2m: None }))
-        );
+        assert_eq!((rec.m2m_auth_method, rec.security), (M2mAuthMethod::None, Some(ApiSubscriptionSecurity { m2m: None })));
     }
 
     #[test]
@@ -305,23 +288,16 @@ mod tests {
         assert_eq!(ApiSubscription::key(&rec), Key::new(&["poc", ns, "parcel-tracker--payments-checkout-v1"]));
         assert_eq!(
             ApiSubscription::requires(&rec),
-            vec![Ref {
-                kind: KindId::Application,
-                key: Key::new(&["poc", "logistics--parcel-tracking", "parcel-tracker"])
-            }]
+            vec![Ref { kind: KindId::Application, key: Key::new(&["poc", "logistics--parcel-tracking", "parcel-tracker"]) }]
         );
         let bp = Key::new(&["poc", "/payments/checkout/v1"]);
-        assert_eq!(
-            ApiSubscription::links(&rec),
-            vec![Link::First { index: index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, key: bp.clone() }]
-        );
+        assert_eq!(ApiSubscription::links(&rec), vec![Link::First { index: index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, key: bp.clone() }]);
         assert_eq!(
             ApiSubscription::scopes(&rec, &[None]),
             vec![Scope::Team { env: "poc".into(), team: "logistics--parcel-tracking".into() }]
         );
         let owner = Key::new(&["poc", "logistics--parcel-tracking", "parcel-tracker"]);
-        let unlinked =
-            vec![(index::API_SUBSCRIPTION_BY_BASE_PATH, bp.clone()), (index::API_SUBSCRIPTION_BY_OWNER, owner.clone())];
+        let unlinked = vec![(index::API_SUBSCRIPTION_BY_BASE_PATH, bp.clone()), (index::API_SUBSCRIPTION_BY_OWNER, owner.clone())];
         assert_eq!(ApiSubscription::refs(&rec, &[None]), unlinked);
         assert_eq!(ApiSubscription::refs(&rec, &[]), unlinked);
         let target = natural::api_exposure("poc", "payments--checkout", "checkout-api", "/payments/checkout/v1");
@@ -340,10 +316,7 @@ mod tests {
         let rec = translate(&subscription("qa", "ledger-core--payments-checkout-v1")).unwrap();
         assert_eq!(
             ApiSubscription::links(&rec),
-            vec![Link::First {
-                index: index::API_EXPOSURE_ACTIVE_BY_BASE_PATH,
-                key: Key::new(&["qa", "/payments/checkout/v1"])
-            }]
+            vec![Link::First { index: index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, key: Key::new(&["qa", "/payments/checkout/v1"]) }]
         );
         assert_eq!(ApiSubscription::requires(&rec)[0].key, Key::new(&["qa", "payments--ledger", "ledger-core"]));
     }

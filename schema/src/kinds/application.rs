@@ -139,11 +139,7 @@ pub fn secret_rotation(rec: &ApplicationRecord, now: Timestamp) -> (SecretRotati
                     Some(period) if period > 0 => remaining * 5 < period,
                     _ => true,
                 };
-                let phase = if expiring {
-                    SecretRotationPhase::GracePeriodExpiring
-                } else {
-                    SecretRotationPhase::GracePeriodActive
-                };
+                let phase = if expiring { SecretRotationPhase::GracePeriodExpiring } else { SecretRotationPhase::GracePeriodActive };
                 (phase, message)
             }
             _ => (SecretRotationPhase::Done, None),
@@ -181,12 +177,11 @@ impl Kind for Application {
             .and_then(|s| s.ip_restrictions.as_ref())
             .filter(|ip| !ip.allow.is_empty() || !ip.deny.is_empty())
             .map(|ip| IpRestrictions { allow: ip.allow.clone(), deny: ip.deny.clone() });
-        let secret_rotation =
-            conditions.iter().find(|c| c.type_ == SECRET_ROTATION_CONDITION).map(|c| SecretRotationCondition {
-                reason: c.reason.clone(),
-                message: c.message.clone(),
-                last_transition_time: c.last_transition_time.as_ref().map(Timestamp::from),
-            });
+        let secret_rotation = conditions.iter().find(|c| c.type_ == SECRET_ROTATION_CONDITION).map(|c| SecretRotationCondition {
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+            last_transition_time: c.last_transition_time.as_ref().map(Timestamp::from),
+        });
         Ok(ApplicationRecord {
             meta,
             team,
@@ -196,11 +191,7 @@ impl Kind for Application {
             rotated_client_secret: non_empty(status.and_then(|s| s.rotated_client_secret.as_deref())),
             rotated_expires_at: status.and_then(|s| s.rotated_expires_at.as_ref()).map(Timestamp::from),
             current_expires_at: status.and_then(|s| s.current_expires_at.as_ref()).map(Timestamp::from),
-            external_ids: spec
-                .external_ids
-                .iter()
-                .map(|e| ExternalId { id: e.id.clone(), scheme: e.scheme.clone() })
-                .collect(),
+            external_ids: spec.external_ids.iter().map(|e| ExternalId { id: e.id.clone(), scheme: e.scheme.clone() }).collect(),
             ip_restrictions,
             status: status_from_conditions(conditions),
             secret_rotation,
@@ -213,10 +204,7 @@ impl Kind for Application {
 
     fn requires(rec: &ApplicationRecord) -> Vec<Ref> {
         let env = &rec.meta.environment;
-        vec![
-            Ref { kind: KindId::Team, key: natural::team(env, &rec.team) },
-            Ref { kind: KindId::Zone, key: natural::zone(env, &rec.zone) },
-        ]
+        vec![Ref { kind: KindId::Team, key: natural::team(env, &rec.team) }, Ref { kind: KindId::Zone, key: natural::zone(env, &rec.zone) }]
     }
 
     fn scopes(rec: &ApplicationRecord, _links: &[Option<Key>]) -> Vec<Scope> {
@@ -264,25 +252,13 @@ mod tests {
         assert_eq!(web.team, "payments--checkout");
         assert_eq!(web.zone, "aws-eu1");
         assert_eq!(web.client_id.as_deref(), Some("payments--checkout--checkout-web"));
-        assert_eq!(
-            web.client_secret.as_deref(),
-            Some("$<poc:payments--checkout:checkout-web:clientSecret:bec2c9fcd0>")
-        );
-        assert_eq!(
-            web.rotated_client_secret.as_deref(),
-            Some("$<poc:payments--checkout:checkout-web:rotatedClientSecret:7938d38255>")
-        );
+        assert_eq!(web.client_secret.as_deref(), Some("$<poc:payments--checkout:checkout-web:clientSecret:bec2c9fcd0>"));
+        assert_eq!(web.rotated_client_secret.as_deref(), Some("$<poc:payments--checkout:checkout-web:rotatedClientSecret:7938d38255>"));
         assert_eq!(web.rotated_expires_at, Some(ts("2026-09-24T09:00:00Z")));
         assert_eq!(web.current_expires_at, Some(ts("2026-11-23T09:00:00Z")));
         assert_eq!(web.external_ids, vec![ExternalId { id: "PSA-10442".into(), scheme: "psa".into() }]);
-        assert_eq!(
-            web.ip_restrictions,
-            Some(IpRestrictions { allow: vec!["10.20.0.0/16".into(), "192.0.2.0/24".into()], deny: vec![] })
-        );
-        assert_eq!(
-            web.status,
-            Status { phase: StatusPhase::Ready, message: "All sub-resources are up to date".into() }
-        );
+        assert_eq!(web.ip_restrictions, Some(IpRestrictions { allow: vec!["10.20.0.0/16".into(), "192.0.2.0/24".into()], deny: vec![] }));
+        assert_eq!(web.status, Status { phase: StatusPhase::Ready, message: "All sub-resources are up to date".into() });
         assert_eq!(
             web.secret_rotation,
             Some(SecretRotationCondition {
@@ -317,10 +293,7 @@ mod tests {
                 Ref { kind: KindId::Zone, key: natural::zone("qa", "aws-eu1") },
             ]
         );
-        assert_eq!(
-            Application::scopes(&rec, &[]),
-            vec![Scope::Team { env: "qa".into(), team: "payments--ledger".into() }]
-        );
+        assert_eq!(Application::scopes(&rec, &[]), vec![Scope::Team { env: "qa".into(), team: "payments--ledger".into() }]);
         assert_eq!(Application::refs(&rec, &[]), vec![(index::APPLICATION_BY_ZONE, natural::in_env("qa", "aws-eu1"))]);
         assert_eq!(Application::name(&rec), Some("ledger-core"));
         const { assert!(Application::ORDER_BY_NAME) };
@@ -367,11 +340,8 @@ mod tests {
     /// and a rotated secret expiring at `expires`.
     fn rotating(reason: &str, message: &str, since: Option<&str>, expires: Option<&str>) -> ApplicationRecord {
         let mut rec = app("poc", "checkout-web");
-        rec.secret_rotation = Some(SecretRotationCondition {
-            reason: reason.into(),
-            message: message.into(),
-            last_transition_time: since.map(ts),
-        });
+        rec.secret_rotation =
+            Some(SecretRotationCondition { reason: reason.into(), message: message.into(), last_transition_time: since.map(ts) });
         rec.rotated_expires_at = expires.map(ts);
         rec
     }

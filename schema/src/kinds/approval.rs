@@ -89,8 +89,7 @@ mod tests {
     use crate::keys::natural;
     use crate::kind::Features;
     use crate::kinds::approval_common::{
-        ApprovalAction, ApprovalState, AvailableTransition, DeciderInfo, Decision, RequesterInfo, SubscriptionKind,
-        SubscriptionRef,
+        ApprovalAction, ApprovalState, AvailableTransition, DeciderInfo, Decision, RequesterInfo, SubscriptionKind, SubscriptionRef,
     };
     use crate::kinds::testing::{ctx, world_object};
 
@@ -129,16 +128,11 @@ mod tests {
             RequesterInfo {
                 team_name: "assist--copilot".into(),
                 team_email: "copilot-team@example.com".into(),
-                reason: Some(
-                    "Team assist--copilot requested access to your API payments-ledger-v2 from zone aws-eu1".into()
-                ),
+                reason: Some("Team assist--copilot requested access to your API payments-ledger-v2 from zone aws-eu1".into()),
                 application_name: Some("copilot-gateway".into()),
             }
         );
-        assert_eq!(
-            f.decider,
-            DeciderInfo { team_name: "payments--ledger".into(), team_email: Some("ledger-team@example.com".into()) }
-        );
+        assert_eq!(f.decider, DeciderInfo { team_name: "payments--ledger".into(), team_email: Some("ledger-team@example.com".into()) });
         let decisions: Vec<_> = f.decisions.iter().map(|d| (d.name.as_str(), d.resulting_state)).collect();
         assert_eq!(
             decisions,
@@ -213,22 +207,18 @@ mod tests {
 
     #[test]
     fn event_approval_with_null_scopes() {
-        let rec = translate(&approval("poc", "eventsubscription--checkout-batch--de-telekom-payments-orderplaced-v1"))
-            .unwrap();
+        let rec = translate(&approval("poc", "eventsubscription--checkout-batch--de-telekom-payments-orderplaced-v1")).unwrap();
         assert_eq!(rec.fields.subscription.kind, SubscriptionKind::EventSubscription);
         assert_eq!(rec.fields.requested_scopes, None);
-        let rec =
-            translate(&approval("poc", "eventsubscription--ledger-core--de-telekom-payments-orderplaced-v1")).unwrap();
+        let rec = translate(&approval("poc", "eventsubscription--ledger-core--de-telekom-payments-orderplaced-v1")).unwrap();
         assert_eq!(rec.fields.requested_scopes, Some(vec!["eu-orders".to_string()]));
     }
 
     #[test]
     fn file_approval_has_empty_requester_email_and_no_decider_email() {
-        let rec = translate(&approval(
-            "poc",
-            "poc--payments--ledger/filesubscription--de-telekom-payments-settlementreport-v1--ledger-core",
-        ))
-        .unwrap();
+        let rec =
+            translate(&approval("poc", "poc--payments--ledger/filesubscription--de-telekom-payments-settlementreport-v1--ledger-core"))
+                .unwrap();
         assert_eq!(rec.fields.subscription.kind, SubscriptionKind::FileSubscription);
         assert_eq!(rec.fields.requester.team_email, "");
         assert_eq!(rec.fields.decider.team_email, None);
@@ -252,10 +242,7 @@ mod tests {
         );
         assert_eq!(
             Approval::refs(&rec, &[None]),
-            vec![(
-                index::APPROVAL_BY_SUBSCRIPTION,
-                Key::new(&["ApiSubscription", "poc", ns, "copilot-gateway--payments-ledger-v2"])
-            )]
+            vec![(index::APPROVAL_BY_SUBSCRIPTION, Key::new(&["ApiSubscription", "poc", ns, "copilot-gateway--payments-ledger-v2"]))]
         );
     }
 
@@ -269,15 +256,9 @@ mod tests {
         };
         assert_eq!(rec.fields.subscription, sub);
         assert_eq!(Approval::requires(&rec)[0].kind, KindId::AgenticSubscription);
-        assert_eq!(
-            Approval::links(&rec)[0],
-            Link::Via { kind: KindId::AgenticSubscription, key: sub.key("poc"), slot: 0 }
-        );
+        assert_eq!(Approval::links(&rec)[0], Link::Via { kind: KindId::AgenticSubscription, key: sub.key("poc"), slot: 0 });
         let target = Key::new(&["poc", "assist--copilot", "copilot-agent", "/agents/copilot/v1"]);
-        assert_eq!(
-            Approval::scopes(&rec, &[Some(target)]),
-            vec![Scope::Team { env: "poc".into(), team: "assist--copilot".into() }]
-        );
+        assert_eq!(Approval::scopes(&rec, &[Some(target)]), vec![Scope::Team { env: "poc".into(), team: "assist--copilot".into() }]);
         assert_eq!(
             Approval::refs(&rec, &[None])[0].1,
             Key::new(&["AgenticSubscription", "poc", "poc--assist--copilot", "copilot-gateway--agents-copilot-v1"])
@@ -290,10 +271,7 @@ mod tests {
         cr.spec.target.namespace.clear();
         let rec = translate(&cr).unwrap();
         assert_eq!(rec.fields.subscription.namespace, "qa--payments--ledger");
-        assert_eq!(
-            Approval::requires(&rec)[0].key,
-            Key::new(&["qa", "qa--payments--ledger", "ledger-core--payments-checkout-v1"])
-        );
+        assert_eq!(Approval::requires(&rec)[0].key, Key::new(&["qa", "qa--payments--ledger", "ledger-core--payments-checkout-v1"]));
     }
 
     #[test]
@@ -332,39 +310,24 @@ mod tests {
         };
         let event = approval("poc", "eventsubscription--checkout-batch--de-telekom-payments-orderplaced-v1");
         let agentic = approval("poc", "agenticsubscription--copilot-gateway--agents-copilot-v1");
-        let file = approval(
-            "poc",
-            "poc--payments--ledger/filesubscription--de-telekom-payments-settlementreport-v1--ledger-core",
-        );
+        let file = approval("poc", "poc--payments--ledger/filesubscription--de-telekom-payments-settlementreport-v1--ledger-core");
         let api = approval("poc", "apisubscription--copilot-gateway--payments-ledger-v2");
 
         let no_pubsub = off(|f| f.pubsub = false);
-        assert_eq!(
-            Approval::translate(&event, &no_pubsub),
-            Err(Skip::NotProjected("pubsub feature is disabled".into()))
-        );
+        assert_eq!(Approval::translate(&event, &no_pubsub), Err(Skip::NotProjected("pubsub feature is disabled".into())));
         // 4 comes before 5: the feature rule wins over a missing decider.
         let mut no_decider = event.clone();
         no_decider.spec.decider = None;
-        assert_eq!(
-            Approval::translate(&no_decider, &no_pubsub),
-            Err(Skip::NotProjected("pubsub feature is disabled".into()))
-        );
+        assert_eq!(Approval::translate(&no_decider, &no_pubsub), Err(Skip::NotProjected("pubsub feature is disabled".into())));
         assert!(Approval::translate(&api, &no_pubsub).is_ok());
         assert!(Approval::translate(&agentic, &no_pubsub).is_ok());
 
         let no_ai = off(|f| f.ai_gateway = false);
-        assert_eq!(
-            Approval::translate(&agentic, &no_ai),
-            Err(Skip::NotProjected("ai gateway feature is disabled".into()))
-        );
+        assert_eq!(Approval::translate(&agentic, &no_ai), Err(Skip::NotProjected("ai gateway feature is disabled".into())));
         assert!(Approval::translate(&event, &no_ai).is_ok());
 
         let no_files = off(|f| f.file_manager = false);
-        assert_eq!(
-            Approval::translate(&file, &no_files),
-            Err(Skip::NotProjected("file manager feature is disabled".into()))
-        );
+        assert_eq!(Approval::translate(&file, &no_files), Err(Skip::NotProjected("file manager feature is disabled".into())));
         assert!(Approval::translate(&api, &no_files).is_ok());
     }
 
@@ -406,10 +369,7 @@ mod tests {
         cr.status = None;
         let rec = translate(&cr).unwrap();
         assert_eq!(rec.fields.requested_scopes, None);
-        assert_eq!(
-            (rec.fields.requester.reason.as_deref(), rec.fields.requester.application_name.as_deref()),
-            (None, None)
-        );
+        assert_eq!((rec.fields.requester.reason.as_deref(), rec.fields.requester.application_name.as_deref()), (None, None));
         assert!(rec.fields.decisions.is_empty() && rec.fields.available_transitions.is_empty());
         assert_eq!((rec.status.phase, rec.expires_at), (StatusPhase::Unknown, None));
 

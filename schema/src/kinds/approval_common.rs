@@ -47,12 +47,8 @@ impl SubscriptionKind {
         let (kind, enabled, feature) = match KindId::from_name(kind) {
             Some(KindId::ApiSubscription) => (SubscriptionKind::ApiSubscription, true, ""),
             Some(KindId::EventSubscription) => (SubscriptionKind::EventSubscription, ctx.features.pubsub, "pubsub"),
-            Some(KindId::AgenticSubscription) => {
-                (SubscriptionKind::AgenticSubscription, ctx.features.ai_gateway, "ai gateway")
-            }
-            Some(KindId::FileSubscription) => {
-                (SubscriptionKind::FileSubscription, ctx.features.file_manager, "file manager")
-            }
+            Some(KindId::AgenticSubscription) => (SubscriptionKind::AgenticSubscription, ctx.features.ai_gateway, "ai gateway"),
+            Some(KindId::FileSubscription) => (SubscriptionKind::FileSubscription, ctx.features.file_manager, "file manager"),
             _ => return Err(Skip::NotProjected("spec.target.kind is not a supported subscription kind".into())),
         };
         if enabled {
@@ -306,11 +302,7 @@ pub(crate) enum Flavor {
 /// [`Skip::InvalidEnum`] for a strategy, state, resulting state or transition outside its enum;
 /// [`Skip::Invalid`] for properties that are not a JSON object or scopes that are not a list of
 /// strings.
-pub(crate) fn translate(
-    src: &Source<'_>,
-    ctx: &Context,
-    flavor: Flavor,
-) -> Result<(Meta, Status, ApprovalFields), Skip> {
+pub(crate) fn translate(src: &Source<'_>, ctx: &Context, flavor: Flavor) -> Result<(Meta, Status, ApprovalFields), Skip> {
     let target_name = common::required("spec.target.name", &src.target.name)?;
     let action = common::required("spec.action", src.action)?;
     let kind = SubscriptionKind::from_target(&src.target.kind, ctx)?;
@@ -333,10 +325,8 @@ pub(crate) fn translate(
         reason: non_empty(Some(&src.requester.reason)),
         application_name: non_empty(src.requester.application_ref.as_ref().map(|r| &r.name)),
     };
-    let decider = DeciderInfo {
-        team_name: decider_team.to_string(),
-        team_email: non_empty(src.decider.and_then(|d| d.team_email.as_ref())),
-    };
+    let decider =
+        DeciderInfo { team_name: decider_team.to_string(), team_email: non_empty(src.decider.and_then(|d| d.team_email.as_ref())) };
     let decisions = src
         .decisions
         .iter()
@@ -403,14 +393,12 @@ fn requested_scopes(properties: Option<&serde_json::Value>) -> Result<Option<Vec
     };
     match scopes {
         None | Some(serde_json::Value::Null) => Ok(None),
-        Some(serde_json::Value::Array(items)) => {
-            items.iter().map(|s| s.as_str().map(str::to_string)).collect::<Option<Vec<_>>>().map(Some).ok_or_else(
-                || Skip::Invalid {
-                    field: "spec.requester.properties.scopes",
-                    reason: "expected a list of strings".into(),
-                },
-            )
-        }
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .map(|s| s.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .map(Some)
+            .ok_or_else(|| Skip::Invalid { field: "spec.requester.properties.scopes", reason: "expected a list of strings".into() }),
         Some(other) => Err(Skip::Invalid {
             field: "spec.requester.properties.scopes",
             reason: format!("expected a list of strings, found {}", json_type(other)),
@@ -476,23 +464,14 @@ mod tests {
         assert_eq!(requested_scopes(Some(&json!({"basePath": "/a"}))), Ok(None));
         assert_eq!(requested_scopes(Some(&json!({"scopes": null}))), Ok(None));
         assert_eq!(requested_scopes(Some(&json!({"scopes": []}))), Ok(Some(vec![])));
-        assert_eq!(
-            requested_scopes(Some(&json!({"scopes": ["read", "write"]}))),
-            Ok(Some(vec!["read".to_string(), "write".to_string()]))
-        );
+        assert_eq!(requested_scopes(Some(&json!({"scopes": ["read", "write"]}))), Ok(Some(vec!["read".to_string(), "write".to_string()])));
     }
 
     #[test]
     fn malformed_properties_are_invalid() {
         let err = requested_scopes(Some(&json!("scopes"))).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "field `spec.requester.properties` is invalid: expected a JSON object, found a string"
-        );
-        assert!(matches!(
-            requested_scopes(Some(&json!([1]))),
-            Err(Skip::Invalid { field: "spec.requester.properties", .. })
-        ));
+        assert_eq!(err.to_string(), "field `spec.requester.properties` is invalid: expected a JSON object, found a string");
+        assert!(matches!(requested_scopes(Some(&json!([1]))), Err(Skip::Invalid { field: "spec.requester.properties", .. })));
         assert!(matches!(
             requested_scopes(Some(&json!({"scopes": "read"}))),
             Err(Skip::Invalid { field: "spec.requester.properties.scopes", .. })
@@ -517,26 +496,14 @@ mod tests {
 
     #[test]
     fn scopes_add_the_provider_team_only_when_linked_and_different() {
-        let meta = Meta {
-            environment: "poc".into(),
-            namespace: "poc--assist--copilot".into(),
-            name: "a".into(),
-            creation_timestamp: None,
-        };
-        let sub = SubscriptionRef {
-            kind: SubscriptionKind::ApiSubscription,
-            namespace: "poc--assist--copilot".into(),
-            name: "s".into(),
-        };
+        let meta = Meta { environment: "poc".into(), namespace: "poc--assist--copilot".into(), name: "a".into(), creation_timestamp: None };
+        let sub = SubscriptionRef { kind: SubscriptionKind::ApiSubscription, namespace: "poc--assist--copilot".into(), name: "s".into() };
         let own = Scope::Team { env: "poc".into(), team: "assist--copilot".into() };
         assert_eq!(scopes(&meta, &sub, &[]), vec![own.clone()]);
         assert_eq!(scopes(&meta, &sub, &[None]), vec![own.clone()]);
         let same = natural::api_exposure("poc", "assist--copilot", "copilot-agent", "/x");
         assert_eq!(scopes(&meta, &sub, &[Some(same)]), vec![own.clone()]);
         let other = natural::api_exposure("poc", "payments--ledger", "ledger-core", "/payments/ledger/v2");
-        assert_eq!(
-            scopes(&meta, &sub, &[Some(other)]),
-            vec![own, Scope::Team { env: "poc".into(), team: "payments--ledger".into() }]
-        );
+        assert_eq!(scopes(&meta, &sub, &[Some(other)]), vec![own, Scope::Team { env: "poc".into(), team: "payments--ledger".into() }]);
     }
 }

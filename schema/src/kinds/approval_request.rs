@@ -159,11 +159,7 @@ mod tests {
         cr.spec.state = "Suspended".into();
         assert_eq!(
             translate(&cr),
-            Err(Skip::InvalidEnum {
-                field: "spec.state",
-                value: "Suspended".into(),
-                expected: "Pending, Semigranted, Granted, Rejected"
-            })
+            Err(Skip::InvalidEnum { field: "spec.state", value: "Suspended".into(), expected: "Pending, Semigranted, Granted, Rejected" })
         );
     }
 
@@ -172,10 +168,7 @@ mod tests {
         let rec = translate(&request("poc", "parcel-tracker--payments-checkout-v1--55658d68f8")).unwrap();
         let ns = "poc--logistics--parcel-tracking";
         let sub = Key::new(&["poc", ns, "parcel-tracker--payments-checkout-v1"]);
-        assert_eq!(
-            ApprovalRequest::key(&rec),
-            Key::new(&["poc", ns, "parcel-tracker--payments-checkout-v1--55658d68f8"])
-        );
+        assert_eq!(ApprovalRequest::key(&rec), Key::new(&["poc", ns, "parcel-tracker--payments-checkout-v1--55658d68f8"]));
         assert_eq!(ApprovalRequest::requires(&rec), vec![Ref { kind: KindId::ApiSubscription, key: sub.clone() }]);
         assert_eq!(ApprovalRequest::links(&rec), vec![Link::Via { kind: KindId::ApiSubscription, key: sub, slot: 0 }]);
         let subscriber = Scope::Team { env: "poc".into(), team: "logistics--parcel-tracking".into() };
@@ -201,25 +194,15 @@ mod tests {
         assert_eq!(ApprovalRequest::requires(&rec)[0].kind, KindId::EventSubscription);
         assert_eq!(
             ApprovalRequest::refs(&rec, &[None])[0].1,
-            Key::new(&[
-                "EventSubscription",
-                "qa",
-                "qa--payments--ledger",
-                "ledger-core--de-telekom-payments-orderplaced-v1"
-            ])
+            Key::new(&["EventSubscription", "qa", "qa--payments--ledger", "ledger-core--de-telekom-payments-orderplaced-v1"])
         );
-        let rec =
-            translate(&request("poc", "de-telekom-payments-settlementreport-v1--knowledge-base--6c65dcc579")).unwrap();
+        let rec = translate(&request("poc", "de-telekom-payments-settlementreport-v1--knowledge-base--6c65dcc579")).unwrap();
         assert_eq!(rec.fields.subscription.kind, SubscriptionKind::FileSubscription);
         assert_eq!(
             ApprovalRequest::links(&rec)[0],
             Link::Via {
                 kind: KindId::FileSubscription,
-                key: Key::new(&[
-                    "poc",
-                    "poc--assist--knowledge",
-                    "de-telekom-payments-settlementreport-v1--knowledge-base"
-                ]),
+                key: Key::new(&["poc", "poc--assist--knowledge", "de-telekom-payments-settlementreport-v1--knowledge-base"]),
                 slot: 0
             }
         );
@@ -236,18 +219,12 @@ mod tests {
         assert_eq!(translate(&cr), Err(Skip::Missing("spec.action")));
         cr.spec.action = "subscribe".into();
         cr.spec.target.kind = "McpServer".into();
-        assert_eq!(
-            translate(&cr),
-            Err(Skip::NotProjected("spec.target.kind is not a supported subscription kind".into()))
-        );
+        assert_eq!(translate(&cr), Err(Skip::NotProjected("spec.target.kind is not a supported subscription kind".into())));
         cr.spec.target.kind = "AgenticSubscription".into();
         cr.spec.decider.as_mut().unwrap().team_name = None;
         let mut no_ai = ctx();
         no_ai.features = Features { ai_gateway: false, ..Features::default() };
-        assert_eq!(
-            ApprovalRequest::translate(&cr, &no_ai),
-            Err(Skip::NotProjected("ai gateway feature is disabled".into()))
-        );
+        assert_eq!(ApprovalRequest::translate(&cr, &no_ai), Err(Skip::NotProjected("ai gateway feature is disabled".into())));
         assert_eq!(translate(&cr), Err(Skip::Missing("spec.decider.teamName")));
 
         let mut cr = base.clone();

@@ -96,11 +96,7 @@ impl Kind for Team {
         let email = required("spec.email", &spec.email)?.to_string();
         let category = TeamCategory::parse("spec.category", required("spec.category", &spec.category)?)?;
         let status_token = cr.status.as_ref().and_then(|s| s.team_token.as_deref());
-        let team_token = [spec.team_token.as_deref(), status_token]
-            .into_iter()
-            .flatten()
-            .find(|t| !t.is_empty())
-            .map(str::to_string);
+        let team_token = [spec.team_token.as_deref(), status_token].into_iter().flatten().find(|t| !t.is_empty()).map(str::to_string);
         let conditions = cr.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default();
         Ok(TeamRecord {
             meta,
@@ -175,10 +171,7 @@ mod tests {
         let fleet = team("poc", "logistics--fleet");
         assert_eq!(fleet.category, TeamCategory::Infrastructure);
         assert_eq!(fleet.category.as_str(), "INFRASTRUCTURE");
-        assert_eq!(
-            fleet.status,
-            Status { phase: StatusPhase::Error, message: "Failed to handle gateway consumer".into() }
-        );
+        assert_eq!(fleet.status, Status { phase: StatusPhase::Error, message: "Failed to handle gateway consumer".into() });
 
         let knowledge = team("poc", "assist--knowledge");
         assert_eq!(knowledge.status.phase, StatusPhase::Pending);
@@ -230,11 +223,7 @@ mod tests {
         cr.spec.category = "Partner".into();
         assert_eq!(
             Team::translate(&cr, &ctx()),
-            Err(Skip::InvalidEnum {
-                field: "spec.category",
-                value: "Partner".into(),
-                expected: "Customer, Infrastructure"
-            })
+            Err(Skip::InvalidEnum { field: "spec.category", value: "Partner".into(), expected: "Customer, Infrastructure" })
         );
         let mut cr: crds::Team = world_object("Team", "poc", "logistics--fleet");
         cr.spec.email.clear();

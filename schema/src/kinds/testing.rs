@@ -21,10 +21,7 @@ pub fn world_object<T: serde::de::DeserializeOwned>(kind: &str, env: &str, name:
         for d in docs {
             let m = &d["metadata"];
             let full = format!("{}/{}", m["namespace"].as_str().unwrap_or(""), m["name"].as_str().unwrap_or(""));
-            if d["kind"] == kind
-                && m["labels"]["cp.ei.telekom.de/environment"] == env
-                && (m["name"] == name || full == name)
-            {
+            if d["kind"] == kind && m["labels"]["cp.ei.telekom.de/environment"] == env && (m["name"] == name || full == name) {
                 return serde_json::from_value(d).unwrap_or_else(|e| panic!("{kind} {name}: {e}"));
             }
         }

@@ -33,12 +33,7 @@ impl ZoneVisibility {
     /// # Errors
     /// [`Skip::InvalidEnum`] for values other than `World`/`Enterprise`.
     pub fn parse(field: &'static str, value: &str) -> Result<ZoneVisibility, Skip> {
-        parse_enum(
-            field,
-            value,
-            "World, Enterprise",
-            &[("World", ZoneVisibility::World), ("Enterprise", ZoneVisibility::Enterprise)],
-        )
+        parse_enum(field, value, "World, Enterprise", &[("World", ZoneVisibility::World), ("Enterprise", ZoneVisibility::Enterprise)])
     }
 
     /// The GraphQL enum value (`WORLD`, `ENTERPRISE`).
@@ -201,10 +196,7 @@ mod tests {
         urls[0].hidden = false;
         urls[0].scheme = None;
         urls[0].port = Some(0);
-        assert_eq!(
-            Zone::translate(&cr, &ctx()).unwrap().gateway_url.as_deref(),
-            Some("https://gw-legacy.caas-cetus.poc.example.com/")
-        );
+        assert_eq!(Zone::translate(&cr, &ctx()).unwrap().gateway_url.as_deref(), Some("https://gw-legacy.caas-cetus.poc.example.com/"));
     }
 
     #[test]
@@ -246,12 +238,8 @@ mod tests {
 
         // Without a default API preset the legacy gateway still answers.
         let mut cr: crds::Zone = world_object("Zone", "poc", "aws-eu1");
-        cr.spec.presets = vec![ZoneTypedPreset {
-            type_: "AI".into(),
-            default: true,
-            urls: vec![url("ai2.example.com", false)],
-            ..Default::default()
-        }];
+        cr.spec.presets =
+            vec![ZoneTypedPreset { type_: "AI".into(), default: true, urls: vec![url("ai2.example.com", false)], ..Default::default() }];
         let rec = Zone::translate(&cr, &ctx()).unwrap();
         assert_eq!(rec.gateway_url.as_deref(), Some("https://api.aws-eu1.poc.example.com/"));
         assert_eq!(rec.ai_gateway_url.as_deref(), Some("https://ai2.example.com/"));
