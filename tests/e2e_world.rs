@@ -1,0 +1,176 @@
+//! End to end over HTTP on the bundled world (issue 2 acceptance): the server started as the
+//! binary starts it (manifests source, mock tokens), queried with real HTTP requests.
+//!
+//! Expectations come from `examples/world.facts.json`, not from hand-written lists.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use support::{facts, names, Server};
+
+fn set(v: impl IntoIterator<Item = String>) -> BTreeSet<String> {
+    v.into_iter().collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn team_group_and_admin_isolation_over_http() {
+    let server = Server::start(&support::world_dir(), None).await;
+    let facts = facts();
+    let poc = &facts["env"]["poc"];
+    let list = "{ applications { totalCount edges { node { id name } } }
+                  apiExposures { totalCount edges { node { id basePath } } }
+                  apiSubscriptions { totalCount edges { node { id name } } } }";
+
+    let teams: Vec<String> = poc["teams"].as_object().unwrap().keys().cloned().collect();
+    let mut ids_by_team = std::collections::BTreeMap::new();
+    for team in &teams {
+        let t = &poc["teams"][team];
+        let data = server.query(&support::team_token(team, "poc"), list).await;
+        let apps = names(&data["applications"], "name");
+        assert_eq!(set(apps.clone()), set(t["applications"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string())), "{team}");
+        assert_eq!(data["applications"]["totalCount"], json!(apps.len()), "{team}");
+        let exposures = names(&data["apiExposures"], "basePath");
+        let expected: Vec<String> = t["exposures"]["ApiExposure"].as_array().unwrap().iter().map(|e| e["key"].as_str().unwrap().to_string()).collect();
+        assert_eq!(set(exposures), set(expected), "{team} exposures");
+        let subs = names(&data["apiSubscriptions"], "name");
+        let expected: Vec<String> = t["subscriptions"]["ApiSubscription"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_string()).collect();
+        assert_eq!(set(subs), set(expected), "{team} subscriptions");
+        let ids: Vec<String> = ["applications", "apiExposures", "apiSubscriptions"].iter().flat_map(|k| names(&data[k], "id")).collect();
+        ids_by_team.insert(team.clone(), ids);
+    }
+
+    // A second team sees none of the first team's records: lists, counts and node(id).
+    let (first, second) = ("payments--checkout", "logistics--fleet");
+    let data = server.query(&support::team_token(second, "poc"), list).await;
+    let seen: BTreeSet<String> = ["applications", "apiExposures", "apiSubscriptions"].iter().flat_map(|k| names(&data[k], "id")).collect();
+    for id in &ids_by_team[first] {
+        assert!(!seen.contains(id));
+        let (data, errors) = server.query_raw(&support::team_token(second, "poc"), "query($id: ID!) { node(id: $id) { id } }", json!({"id": id})).await;
+        assert_eq!(data["node"], Value::Null, "{id}");
+        assert_eq!(errors[0]["extensions"]["code"], "NOT_FOUND");
+        let (data, _) = server.query_raw(&support::team_token(first, "poc"), "query($id: ID!) { node(id: $id) { id } }", json!({"id": id})).await;
+        assert_eq!(data["node"]["id"], json!(id), "the owner resolves its own ID");
+    }
+    let filtered = server
+        .query(&support::team_token(second, "poc"), r#"{ applications(where: {nameHasPrefix: "checkout"}) { totalCount } }"#)
+        .await;
+    assert_eq!(filtered["applications"]["totalCount"], 0, "a filter cannot reach another team's rows");
+
+    // Group viewer: every team of its group; admin: everything, both environments.
+    let data = server.query(&support::token("payments--checkout--console", "tardis:group:read", "poc"), "{ teams { edges { node { name } } } }").await;
+    let expected: Vec<String> = poc["groups"]["payments"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+    assert_eq!(set(names(&data["teams"], "name")), set(expected));
+    let data = server.query(&support::token("platform--ops--console", "tardis:admin:all", "poc"), "{ applications { totalCount } teams { totalCount } }").await;
+    let total = |k: &str| facts["env"]["poc"]["counts"][k].as_u64().unwrap() + facts["env"]["qa"]["counts"][k].as_u64().unwrap();
+    assert_eq!(data["applications"]["totalCount"], json!(total("Application")));
+    assert_eq!(data["teams"]["totalCount"], json!(total("Team")));
+
+    // Environment isolation: the qa team of the same name sees only qa.
+    let data = server.query(&support::team_token("payments--checkout", "qa"), "{ applications { edges { node { name environment } } } }").await;
+    assert!(data["applications"]["edges"].as_array().unwrap().iter().all(|e| e["node"]["environment"] == "qa"));
+    assert_eq!(names(&data["applications"], "name").len(), facts["env"]["qa"]["teams"]["payments--checkout"]["applications"].as_array().unwrap().len());
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approvals_are_visible_to_both_sides_and_no_one_else() {
+    let server = Server::start(&support::world_dir(), None).await;
+    let facts = facts();
+    let api_approvals = support::api_subscription_approvals();
+    for env in ["poc", "qa"] {
+        for (team, t) in facts["env"][env]["teams"].as_object().unwrap() {
+            let data = server.query(&support::team_token(team, env), "{ approvals { edges { node { namespace name } } } approvalRequests { edges { node { namespace name } } } }").await;
+            for (field, fact) in [("approvals", "approvalsVisible"), ("approvalRequests", "approvalRequestsVisible")] {
+                let seen: BTreeSet<String> = data[field]["edges"].as_array().unwrap().iter().map(|e| format!("{}/{}", e["node"]["namespace"].as_str().unwrap(), e["node"]["name"].as_str().unwrap())).collect();
+                let expected: BTreeSet<String> = t[fact].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).filter(|n| api_approvals.contains(n)).collect();
+                assert_eq!(seen, expected, "{env} {team} {field}");
+            }
+        }
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pagination_visits_every_record_once_in_order_both_ways() {
+    let server = Server::start(&support::world_dir(), None).await;
+    let admin = support::token("platform--ops--console", "tardis:admin:all", "poc");
+    let all = server.query(&admin, "{ apiSubscriptions { totalCount edges { node { id } } } }").await;
+    let expected = names(&all["apiSubscriptions"], "id");
+    assert_eq!(all["apiSubscriptions"]["totalCount"], json!(expected.len()));
+    assert!(expected.len() > 6);
+
+    let mut forward = Vec::new();
+    let mut after = Value::Null;
+    loop {
+        let (data, errors) = server
+            .query_raw(&admin, "query($a: Cursor) { apiSubscriptions(first: 3, after: $a) { pageInfo { hasNextPage endCursor } edges { node { id } } } }", json!({"a": after}))
+            .await;
+        assert!(errors.is_empty(), "{errors:?}");
+        forward.extend(names(&data["apiSubscriptions"], "id"));
+        if data["apiSubscriptions"]["pageInfo"]["hasNextPage"] != true {
+            break;
+        }
+        after = data["apiSubscriptions"]["pageInfo"]["endCursor"].clone();
+    }
+    assert_eq!(forward, expected);
+
+    let mut backward = Vec::new();
+    let mut before = Value::Null;
+    loop {
+        let (data, errors) = server
+            .query_raw(&admin, "query($b: Cursor) { apiSubscriptions(last: 3, before: $b) { pageInfo { hasPreviousPage startCursor } edges { node { id } } } }", json!({"b": before}))
+            .await;
+        assert!(errors.is_empty(), "{errors:?}");
+        let mut page = names(&data["apiSubscriptions"], "id");
+        page.extend(backward);
+        backward = page;
+        if data["apiSubscriptions"]["pageInfo"]["hasPreviousPage"] != true {
+            break;
+        }
+        before = data["apiSubscriptions"]["pageInfo"]["startCursor"].clone();
+    }
+    assert_eq!(backward, expected);
+
+    let (data, errors) = server.query_raw(&admin, r#"{ apiSubscriptions(first: 1, after: "not-a-cursor") { totalCount } }"#, json!({})).await;
+    assert_eq!(data, Value::Null);
+    assert_eq!(errors[0]["extensions"]["code"], "BAD_USER_INPUT");
+    let (_, errors) = server.query_raw(&admin, "{ apiSubscriptions(first: 1, last: 1) { totalCount } }", json!({})).await;
+    assert_eq!(errors[0]["extensions"]["code"], "BAD_USER_INPUT");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_are_checked_and_a_restart_keeps_ids() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&support::world_dir(), Some(data_dir.path())).await;
+    assert_eq!(server.status(None, "{ zones { name } }").await, 401);
+    assert_eq!(server.status(Some("garbage"), "{ zones { name } }").await, 401);
+    assert_eq!(server.status(Some(&support::token("no-dashes", "tardis:team:read", "poc")), "{ zones { name } }").await, 403);
+    assert_eq!(server.status(Some(&support::token("a--b--c", "other:team:read", "poc")), "{ zones { name } }").await, 403);
+    let token = support::team_token("payments--ledger", "poc");
+    let q = "{ applications { edges { node { id name createdAt } } } apiSubscriptions { edges { node { id target { id } } } } }";
+    let before = server.query(&token, q).await;
+    server.stop().await;
+
+    let server = Server::start(&support::world_dir(), Some(data_dir.path())).await;
+    assert_eq!(server.query(&token, q).await, before, "same data, same IDs after a restart");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messy_samples_next_to_the_world_do_not_crash_and_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_dir(&support::world_dir(), &dir.path().join("world"));
+    support::copy_dir(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/samples"), &dir.path().join("samples"));
+    let server = Server::start(dir.path(), None).await;
+    let skips = server.running().app().skips();
+    assert!(skips.len() >= 10, "rejected sample documents are reported: {skips:?}");
+    for s in &skips {
+        assert!(!format!("{s:?}").is_empty());
+    }
+    // The world still loads completely.
+    let data = server.query(&support::token("platform--ops--console", "tardis:admin:all", "poc"), "{ applications(where: {environment: \"poc\"}) { totalCount } }").await;
+    assert_eq!(data["applications"]["totalCount"], facts()["env"]["poc"]["counts"]["Application"]);
+    server.stop().await;
+}

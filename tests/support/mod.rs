@@ -1,0 +1,136 @@
+//! Shared harness of the end-to-end tests: start the server on a manifests directory, send
+//! GraphQL over HTTP with mock tokens.
+
+#![allow(dead_code)]
+
+use base64::Engine;
+use control_plane::config::Config;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+
+/// `examples/world`.
+pub fn world_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/world")
+}
+
+/// `examples/world.facts.json`.
+pub fn facts() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/world.facts.json")).unwrap()).unwrap()
+}
+
+/// A mock (unsigned) compact JWS with the given claims.
+pub fn token(client_id: &str, scope: &str, env: &str) -> String {
+    let enc = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    format!("{}.{}.mock", enc(json!({"alg": "none"})), enc(json!({"clientId": format!("{client_id}"), "scope": scope, "env": env})))
+}
+
+/// A `read` token of team `team` (`<group>--<team>`).
+pub fn team_token(team: &str, env: &str) -> String {
+    token(&format!("{team}--console"), "tardis:team:read", env)
+}
+
+/// The values of `field` of every edge node of a connection.
+pub fn names(conn: &Value, field: &str) -> Vec<String> {
+    conn["edges"].as_array().unwrap().iter().map(|e| e["node"][field].as_str().unwrap().to_string()).collect()
+}
+
+/// `namespace/name` of every Approval and ApprovalRequest of the world whose target is an
+/// ApiSubscription (the kinds projected so far).
+pub fn api_subscription_approvals() -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(world_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            for d in serde_saphyr::from_multiple::<Value>(&std::fs::read_to_string(&path).unwrap()).unwrap() {
+                if (d["kind"] == "Approval" || d["kind"] == "ApprovalRequest") && d["spec"]["target"]["kind"] == "ApiSubscription" {
+                    out.insert(format!("{}/{}", d["metadata"]["namespace"].as_str().unwrap(), d["metadata"]["name"].as_str().unwrap()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Copies a directory tree.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        let target = to.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_dir(&path, &target);
+        } else {
+            std::fs::copy(&path, &target).unwrap();
+        }
+    }
+}
+
+/// A running server on 127.0.0.1 with its own data directory.
+pub struct Server {
+    running: control_plane::Running,
+    base: String,
+    client: reqwest::Client,
+    _data: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    /// Starts on `manifests` (data in `data_dir`, or a fresh temporary directory) with the
+    /// clock pinned to the world's reference time, and waits until ready.
+    pub async fn start(manifests: &Path, data_dir: Option<&Path>) -> Server {
+        let tmp = if data_dir.is_none() { Some(tempfile::tempdir().unwrap()) } else { None };
+        let dir = data_dir.map(Path::to_path_buf).unwrap_or_else(|| tmp.as_ref().unwrap().path().to_path_buf());
+        let mut config = Config::for_manifests(manifests, &dir);
+        config.now = Some(schema::Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap());
+        let running = control_plane::start(config).await.unwrap();
+        let base = format!("http://{}", running.local_addr());
+        let client = reqwest::Client::new();
+        for _ in 0..300 {
+            if client.get(format!("{base}/readyz")).send().await.map(|r| r.status() == 200).unwrap_or(false) {
+                return Server { running, base, client, _data: tmp };
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        panic!("server not ready after 15 s");
+    }
+
+    /// The process handle.
+    pub fn running(&self) -> &control_plane::Running {
+        &self.running
+    }
+
+    /// POSTs a query; returns `(data, errors)`.
+    pub async fn query_raw(&self, token: &str, query: &str, variables: Value) -> (Value, Vec<Value>) {
+        let resp = self
+            .client
+            .post(format!("{}/graphql/query", self.base))
+            .bearer_auth(token)
+            .json(&json!({"query": query, "variables": variables}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let body: Value = resp.json().await.unwrap();
+        (body["data"].clone(), body["errors"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// POSTs a query that must succeed without errors; returns `data`.
+    pub async fn query(&self, token: &str, query: &str) -> Value {
+        let (data, errors) = self.query_raw(token, query, json!({})).await;
+        assert!(errors.is_empty(), "{query}: {errors:?}");
+        data
+    }
+
+    /// The HTTP status of a POSTed query.
+    pub async fn status(&self, token: Option<&str>, query: &str) -> u16 {
+        let mut req = self.client.post(format!("{}/graphql/query", self.base)).json(&json!({"query": query}));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send().await.unwrap().status().as_u16()
+    }
+
+    /// Graceful shutdown.
+    pub async fn stop(self) {
+        self.running.shutdown().await.unwrap();
+    }
+}
