@@ -182,6 +182,35 @@ pub mod natural {
     pub fn api_exposure(env: &str, team: &str, app: &str, base_path: &str) -> Key {
         Key::new(&[env, team, app, base_path])
     }
+    /// EventType (catalogue): `(env, team, spec.type)`.
+    pub fn event_type(env: &str, team: &str, event_type: &str) -> Key {
+        Key::new(&[env, team, event_type])
+    }
+    /// EventExposure: `(env, team, application, spec.eventType)`. Component 1 is the owner team.
+    pub fn event_exposure(env: &str, team: &str, app: &str, event_type: &str) -> Key {
+        Key::new(&[env, team, app, event_type])
+    }
+    /// PermissionSet: `(env, team, application)` — one per application, so the same tuple as the
+    /// owner Application's key.
+    pub fn permission_set(env: &str, team: &str, app: &str) -> Key {
+        Key::new(&[env, team, app])
+    }
+    /// McpServer (catalogue): `(env, team, spec.basePath)`.
+    pub fn mcp_server(env: &str, team: &str, base_path: &str) -> Key {
+        Key::new(&[env, team, base_path])
+    }
+    /// AgentCard (catalogue): `(env, team, spec.basePath)`.
+    pub fn agent_card(env: &str, team: &str, base_path: &str) -> Key {
+        Key::new(&[env, team, base_path])
+    }
+    /// AgenticExposure: `(env, team, application, spec.basePath)`. Component 1 is the owner team.
+    pub fn agentic_exposure(env: &str, team: &str, app: &str, base_path: &str) -> Key {
+        Key::new(&[env, team, app, base_path])
+    }
+    /// FileExposure: `(env, team, application, spec.fileType)`. Component 1 is the owner team.
+    pub fn file_exposure(env: &str, team: &str, app: &str, file_type: &str) -> Key {
+        Key::new(&[env, team, app, file_type])
+    }
     /// Objects identified by namespace and name (subscriptions, approvals, approval requests):
     /// `(env, namespace, name)`.
     pub fn namespaced(env: &str, namespace: &str, name: &str) -> Key {
@@ -217,6 +246,36 @@ pub mod index {
     pub const API_SUBSCRIPTION_BY_OWNER: RefIndex = RefIndex("apisubscription_by_owner");
     /// ApiSubscriptions by the natural key of their linked target exposure.
     pub const API_SUBSCRIPTION_BY_TARGET: RefIndex = RefIndex("apisubscription_by_target");
+    /// Active EventTypes by `(env, spec.type)`.
+    pub const EVENT_TYPE_ACTIVE_BY_TYPE: RefIndex = RefIndex("eventtype_active_by_type");
+    /// Active EventExposures by `(env, spec.eventType)`.
+    pub const EVENT_EXPOSURE_ACTIVE_BY_TYPE: RefIndex = RefIndex("eventexposure_active_by_type");
+    /// EventSubscriptions by `(env, spec.eventType)`.
+    pub const EVENT_SUBSCRIPTION_BY_TYPE: RefIndex = RefIndex("eventsubscription_by_type");
+    /// EventSubscriptions by owner application key.
+    pub const EVENT_SUBSCRIPTION_BY_OWNER: RefIndex = RefIndex("eventsubscription_by_owner");
+    /// EventSubscriptions by the natural key of their linked target exposure.
+    pub const EVENT_SUBSCRIPTION_BY_TARGET: RefIndex = RefIndex("eventsubscription_by_target");
+    /// Active McpServers by `(env, spec.basePath)`.
+    pub const MCP_SERVER_ACTIVE_BY_BASE_PATH: RefIndex = RefIndex("mcpserver_active_by_basepath");
+    /// Active AgentCards by `(env, spec.basePath)`.
+    pub const AGENT_CARD_ACTIVE_BY_BASE_PATH: RefIndex = RefIndex("agentcard_active_by_basepath");
+    /// Active AgenticExposures by `(env, spec.basePath)`.
+    pub const AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH: RefIndex = RefIndex("agenticexposure_active_by_basepath");
+    /// AgenticSubscriptions by `(env, spec.basePath)`.
+    pub const AGENTIC_SUBSCRIPTION_BY_BASE_PATH: RefIndex = RefIndex("agenticsubscription_by_basepath");
+    /// AgenticSubscriptions by owner application key.
+    pub const AGENTIC_SUBSCRIPTION_BY_OWNER: RefIndex = RefIndex("agenticsubscription_by_owner");
+    /// AgenticSubscriptions by the natural key of their linked target exposure.
+    pub const AGENTIC_SUBSCRIPTION_BY_TARGET: RefIndex = RefIndex("agenticsubscription_by_target");
+    /// Active FileExposures by `(env, spec.fileType)`.
+    pub const FILE_EXPOSURE_ACTIVE_BY_TYPE: RefIndex = RefIndex("fileexposure_active_by_type");
+    /// FileSubscriptions by `(env, spec.fileType)`.
+    pub const FILE_SUBSCRIPTION_BY_TYPE: RefIndex = RefIndex("filesubscription_by_type");
+    /// FileSubscriptions by owner application key.
+    pub const FILE_SUBSCRIPTION_BY_OWNER: RefIndex = RefIndex("filesubscription_by_owner");
+    /// FileSubscriptions by the natural key of their linked target exposure.
+    pub const FILE_SUBSCRIPTION_BY_TARGET: RefIndex = RefIndex("filesubscription_by_target");
     /// Approvals by [`super::natural::subscription_ref`].
     pub const APPROVAL_BY_SUBSCRIPTION: RefIndex = RefIndex("approval_by_subscription");
     /// ApprovalRequests by [`super::natural::subscription_ref`].
