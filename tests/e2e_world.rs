@@ -31,10 +31,12 @@ async fn team_group_and_admin_isolation_over_http() {
         assert_eq!(set(apps.clone()), set(t["applications"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string())), "{team}");
         assert_eq!(data["applications"]["totalCount"], json!(apps.len()), "{team}");
         let exposures = names(&data["apiExposures"], "basePath");
-        let expected: Vec<String> = t["exposures"]["ApiExposure"].as_array().unwrap().iter().map(|e| e["key"].as_str().unwrap().to_string()).collect();
+        let expected: Vec<String> =
+            t["exposures"]["ApiExposure"].as_array().unwrap().iter().map(|e| e["key"].as_str().unwrap().to_string()).collect();
         assert_eq!(set(exposures), set(expected), "{team} exposures");
         let subs = names(&data["apiSubscriptions"], "name");
-        let expected: Vec<String> = t["subscriptions"]["ApiSubscription"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_string()).collect();
+        let expected: Vec<String> =
+            t["subscriptions"]["ApiSubscription"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap().to_string()).collect();
         assert_eq!(set(subs), set(expected), "{team} subscriptions");
         let ids: Vec<String> = ["applications", "apiExposures", "apiSubscriptions"].iter().flat_map(|k| names(&data[k], "id")).collect();
         ids_by_team.insert(team.clone(), ids);
@@ -46,44 +48,62 @@ async fn team_group_and_admin_isolation_over_http() {
     let seen: BTreeSet<String> = ["applications", "apiExposures", "apiSubscriptions"].iter().flat_map(|k| names(&data[k], "id")).collect();
     for id in &ids_by_team[first] {
         assert!(!seen.contains(id));
-        let (data, errors) = server.query_raw(&support::team_token(second, "poc"), "query($id: ID!) { node(id: $id) { id } }", json!({"id": id})).await;
+        let (data, errors) =
+            server.query_raw(&support::team_token(second, "poc"), "query($id: ID!) { node(id: $id) { id } }", json!({"id": id})).await;
         assert_eq!(data["node"], Value::Null, "{id}");
         assert_eq!(errors[0]["extensions"]["code"], "NOT_FOUND");
-        let (data, _) = server.query_raw(&support::team_token(first, "poc"), "query($id: ID!) { node(id: $id) { id } }", json!({"id": id})).await;
+        let (data, _) =
+            server.query_raw(&support::team_token(first, "poc"), "query($id: ID!) { node(id: $id) { id } }", json!({"id": id})).await;
         assert_eq!(data["node"]["id"], json!(id), "the owner resolves its own ID");
     }
-    let filtered = server
-        .query(&support::team_token(second, "poc"), r#"{ applications(where: {nameHasPrefix: "checkout"}) { totalCount } }"#)
-        .await;
+    let filtered =
+        server.query(&support::team_token(second, "poc"), r#"{ applications(where: {nameHasPrefix: "checkout"}) { totalCount } }"#).await;
     assert_eq!(filtered["applications"]["totalCount"], 0, "a filter cannot reach another team's rows");
 
     // Group viewer: every team of its group; admin: everything, both environments.
-    let data = server.query(&support::token("payments--checkout--console", "tardis:group:read", "poc"), "{ teams { edges { node { name } } } }").await;
+    let data = server
+        .query(&support::token("payments--checkout--console", "tardis:group:read", "poc"), "{ teams { edges { node { name } } } }")
+        .await;
     let expected: Vec<String> = poc["groups"]["payments"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
     assert_eq!(set(names(&data["teams"], "name")), set(expected));
-    let data = server.query(&support::token("platform--ops--console", "tardis:admin:all", "poc"), "{ applications { totalCount } teams { totalCount } }").await;
+    let data = server
+        .query(&support::token("platform--ops--console", "tardis:admin:all", "poc"), "{ applications { totalCount } teams { totalCount } }")
+        .await;
     let total = |k: &str| facts["env"]["poc"]["counts"][k].as_u64().unwrap() + facts["env"]["qa"]["counts"][k].as_u64().unwrap();
     assert_eq!(data["applications"]["totalCount"], json!(total("Application")));
     assert_eq!(data["teams"]["totalCount"], json!(total("Team")));
 
     // Environment isolation: the qa team of the same name sees only qa.
-    let data = server.query(&support::team_token("payments--checkout", "qa"), "{ applications { edges { node { name environment } } } }").await;
+    let data =
+        server.query(&support::team_token("payments--checkout", "qa"), "{ applications { edges { node { name environment } } } }").await;
     assert!(data["applications"]["edges"].as_array().unwrap().iter().all(|e| e["node"]["environment"] == "qa"));
-    assert_eq!(names(&data["applications"], "name").len(), facts["env"]["qa"]["teams"]["payments--checkout"]["applications"].as_array().unwrap().len());
+    assert_eq!(
+        names(&data["applications"], "name").len(),
+        facts["env"]["qa"]["teams"]["payments--checkout"]["applications"].as_array().unwrap().len()
+    );
     server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn approvals_are_visible_to_both_sides_and_no_one_else() {
+async fn approvals_of_all_four_families_are_visible_to_both_sides_and_no_one_else() {
     let server = Server::start(&support::world_dir(), None).await;
     let facts = facts();
-    let api_approvals = support::api_subscription_approvals();
     for env in ["poc", "qa"] {
         for (team, t) in facts["env"][env]["teams"].as_object().unwrap() {
-            let data = server.query(&support::team_token(team, env), "{ approvals { edges { node { namespace name } } } approvalRequests { edges { node { namespace name } } } }").await;
+            let data = server
+                .query(
+                    &support::team_token(team, env),
+                    "{ approvals { edges { node { namespace name } } } approvalRequests { edges { node { namespace name } } } }",
+                )
+                .await;
             for (field, fact) in [("approvals", "approvalsVisible"), ("approvalRequests", "approvalRequestsVisible")] {
-                let seen: BTreeSet<String> = data[field]["edges"].as_array().unwrap().iter().map(|e| format!("{}/{}", e["node"]["namespace"].as_str().unwrap(), e["node"]["name"].as_str().unwrap())).collect();
-                let expected: BTreeSet<String> = t[fact].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).filter(|n| api_approvals.contains(n)).collect();
+                let seen: BTreeSet<String> = data[field]["edges"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| format!("{}/{}", e["node"]["namespace"].as_str().unwrap(), e["node"]["name"].as_str().unwrap()))
+                    .collect();
+                let expected: BTreeSet<String> = t[fact].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
                 assert_eq!(seen, expected, "{env} {team} {field}");
             }
         }
@@ -104,7 +124,11 @@ async fn pagination_visits_every_record_once_in_order_both_ways() {
     let mut after = Value::Null;
     loop {
         let (data, errors) = server
-            .query_raw(&admin, "query($a: Cursor) { apiSubscriptions(first: 3, after: $a) { pageInfo { hasNextPage endCursor } edges { node { id } } } }", json!({"a": after}))
+            .query_raw(
+                &admin,
+                "query($a: Cursor) { apiSubscriptions(first: 3, after: $a) { pageInfo { hasNextPage endCursor } edges { node { id } } } }",
+                json!({"a": after}),
+            )
             .await;
         assert!(errors.is_empty(), "{errors:?}");
         forward.extend(names(&data["apiSubscriptions"], "id"));
@@ -132,7 +156,8 @@ async fn pagination_visits_every_record_once_in_order_both_ways() {
     }
     assert_eq!(backward, expected);
 
-    let (data, errors) = server.query_raw(&admin, r#"{ apiSubscriptions(first: 1, after: "not-a-cursor") { totalCount } }"#, json!({})).await;
+    let (data, errors) =
+        server.query_raw(&admin, r#"{ apiSubscriptions(first: 1, after: "not-a-cursor") { totalCount } }"#, json!({})).await;
     assert_eq!(data, Value::Null);
     assert_eq!(errors[0]["extensions"]["code"], "BAD_USER_INPUT");
     let (_, errors) = server.query_raw(&admin, "{ apiSubscriptions(first: 1, last: 1) { totalCount } }", json!({})).await;
@@ -148,6 +173,21 @@ async fn tokens_are_checked_and_a_restart_keeps_ids() {
     assert_eq!(server.status(Some("garbage"), "{ zones { name } }").await, 401);
     assert_eq!(server.status(Some(&support::token("no-dashes", "tardis:team:read", "poc")), "{ zones { name } }").await, 403);
     assert_eq!(server.status(Some(&support::token("a--b--c", "other:team:read", "poc")), "{ zones { name } }").await, 403);
+    let enc = |v: serde_json::Value| base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, v.to_string());
+    let claims = |extra: serde_json::Value| {
+        let mut c = json!({"clientId": "payments--ledger--console", "scope": "tardis:team:read", "env": "poc"});
+        c.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        format!("{}.{}.mock", enc(json!({"alg": "none"})), enc(c))
+    };
+    assert_eq!(server.status(Some(&claims(json!({"exp": 1000}))), "{ zones { name } }").await, 401, "expired");
+    assert_eq!(server.status(Some(&claims(json!({"exp": "99999999999"}))), "{ zones { name } }").await, 401, "exp not a number");
+    assert_eq!(server.status(Some(&claims(json!({"nbf": 99999999999u64}))), "{ zones { name } }").await, 401, "not yet valid");
+    assert_eq!(server.status(Some(&claims(json!({"exp": 99999999999u64}))), "{ zones { name } }").await, 200);
+    // Authentication comes before the body is read; bodies are limited to 1 MiB.
+    assert_eq!(server.post_raw(None, b"{not json".to_vec()).await, 401);
+    assert_eq!(server.post_raw(Some(&claims(json!({}))), b"{not json".to_vec()).await, 400);
+    assert_eq!(server.post_raw(Some(&claims(json!({}))), vec![b' '; 2 << 20]).await, 413);
+
     let token = support::team_token("payments--ledger", "poc");
     let q = "{ applications { edges { node { id name createdAt } } } apiSubscriptions { edges { node { id target { id } } } } }";
     let before = server.query(&token, q).await;
@@ -170,7 +210,50 @@ async fn messy_samples_next_to_the_world_do_not_crash_and_are_reported() {
         assert!(!format!("{s:?}").is_empty());
     }
     // The world still loads completely.
-    let data = server.query(&support::token("platform--ops--console", "tardis:admin:all", "poc"), "{ applications(where: {environment: \"poc\"}) { totalCount } }").await;
+    let data = server
+        .query(
+            &support::token("platform--ops--console", "tardis:admin:all", "poc"),
+            "{ applications(where: {environment: \"poc\"}) { totalCount } }",
+        )
+        .await;
     assert_eq!(data["applications"]["totalCount"], facts()["env"]["poc"]["counts"]["Application"]);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requested_and_active_scopes_come_back_distinctly_for_three_families() {
+    // The world (its CRDs predate status.activeScopes) plus a later file that re-defines three
+    // subscriptions with activeScopes: the later path wins.
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_dir(&support::world_dir(), &dir.path().join("a-world"));
+    support::copy_dir(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/active-scopes"),
+        &dir.path().join("b-active-scopes"),
+    );
+    let server = Server::start(dir.path(), None).await;
+    let admin = support::token("platform--ops--console", "tardis:admin:all", "poc");
+    let data = server
+        .query(
+            &admin,
+            r#"{
+              apiSubscriptions(where: {name: "knowledge-base--logistics-fleet-positions-v1", environment: "poc"}) { edges { node { requestedScopes activeScopes security { m2m { scopes } } } } }
+              eventSubscriptions(where: {name: "ledger-core--de-telekom-payments-orderplaced-v1", environment: "poc"}) { edges { node { requestedScopes activeScopes scopes } } }
+              agenticSubscriptions(where: {name: "checkout-web--mcp-knowledge-v1"}) { edges { node { requestedScopes activeScopes } } }
+            }"#,
+        )
+        .await;
+    let node = |k: &str| data[k]["edges"][0]["node"].clone();
+    assert_eq!(node("apiSubscriptions")["requestedScopes"], json!(["fleet:read", "fleet:history"]));
+    assert_eq!(node("apiSubscriptions")["activeScopes"], json!(["fleet:read"]));
+    assert_eq!(
+        node("apiSubscriptions")["security"]["m2m"]["scopes"],
+        json!(["fleet:read", "fleet:history"]),
+        "deprecated field = requested"
+    );
+    assert_eq!(node("eventSubscriptions")["requestedScopes"], json!(["eu-orders"]));
+    assert_eq!(node("eventSubscriptions")["activeScopes"], json!([]));
+    assert_eq!(node("eventSubscriptions")["scopes"], json!(["eu-orders"]), "deprecated field = requested");
+    assert_eq!(node("agenticSubscriptions")["requestedScopes"], json!(["kb:search"]));
+    assert_eq!(node("agenticSubscriptions")["activeScopes"], json!(["kb:read"]));
     server.stop().await;
 }

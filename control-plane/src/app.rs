@@ -40,22 +40,13 @@ impl App {
     /// kube source (not available yet), a store that cannot be opened (locked, other layout
     /// version, I/O), a manifests path that is not a readable directory.
     pub fn start(config: Config) -> anyhow::Result<App> {
-        match config.security.mode {
-            AuthMode::Jwt if config.security.trusted_issuers.is_empty() => bail!(ConfigError::NoTrustedIssuer),
-            AuthMode::Jwt => {
-                bail!("jwt verification is not implemented yet; use --auth mock (local use only: tokens are then not verified)")
-            }
-            AuthMode::Mock => tracing::warn!(
+        let dir = preflight(&config)?;
+        if config.security.mode == AuthMode::Mock {
+            tracing::warn!(
                 "AUTHENTICATION IS IN MOCK MODE: token signatures and issuers are NOT verified; anyone can claim any team. \
                  Use only for local development and demos."
-            ),
+            );
         }
-        let dir = match &config.source {
-            SourceConfig::Kube => {
-                bail!("the kube source is not available in this build yet; use --manifests DIR (or CP_SOURCE_MANIFESTS / source.manifests)")
-            }
-            SourceConfig::Manifests(dir) => dir.clone(),
-        };
         match std::fs::metadata(&dir) {
             Ok(m) if m.is_dir() => {}
             Ok(_) => bail!("the manifests path {} is not a directory (source.manifests)", dir.display()),
@@ -173,11 +164,32 @@ impl Running {
     }
 }
 
+/// What this build refuses before anything is opened or bound: jwt mode (no trusted issuer, or
+/// verification not implemented yet) and the kube source (not available yet). Returns the
+/// manifests directory.
+///
+/// # Errors
+/// A message naming the setting and what to use instead.
+fn preflight(config: &Config) -> anyhow::Result<std::path::PathBuf> {
+    match config.security.mode {
+        AuthMode::Jwt if config.security.trusted_issuers.is_empty() => bail!(ConfigError::NoTrustedIssuer),
+        AuthMode::Jwt => bail!("jwt verification is not implemented yet; use --auth mock (local use only: tokens are then not verified)"),
+        AuthMode::Mock => {}
+    }
+    match &config.source {
+        SourceConfig::Kube => {
+            bail!("the kube source is not available in this build yet; use --manifests DIR (or CP_SOURCE_MANIFESTS / source.manifests)")
+        }
+        SourceConfig::Manifests(dir) => Ok(dir.clone()),
+    }
+}
+
 /// Starts the projector and binds the HTTP server on `server.address`.
 ///
 /// # Errors
 /// Everything [`App::start`] reports, and an address that cannot be bound.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
+    preflight(&config)?;
     let address = config.server.address.clone();
     let acceptor =
         TcpListener::bind(address.clone()).into_acceptor().await.with_context(|| format!("cannot listen on {address} (server.address)"))?;

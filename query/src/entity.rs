@@ -208,12 +208,19 @@ pub fn field<T: Any + Send + Sync>(
     f: impl Fn(&T, &Rq) -> Result<Option<FieldValue<'static>>, Error> + Send + Sync + 'static,
 ) -> Field {
     let f = Arc::new(f);
+    // A non-null field whose value is absent (e.g. the owner of a record whose parent was
+    // deleted and whose own delete has not arrived yet) is NOT_FOUND, not an internal error.
+    let non_null = matches!(ty, TypeRef::NonNull(_));
+    let field_name = name.to_string();
     Field::new(name, ty, move |ctx: ResolverContext<'_>| {
         let f = f.clone();
         let result = (|| {
             let parent = ctx.parent_value.try_downcast_ref::<T>()?;
             let rq = ctx.data::<Rq>()?;
-            f(parent, rq)
+            match f(parent, rq)? {
+                None if non_null => Err(crate::error::not_projected(&field_name)),
+                v => Ok(v),
+            }
         })();
         FieldFuture::new(async move { result })
     })
@@ -414,6 +421,7 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
                 arg_i("last")?,
                 arg_s("after")?.as_deref(),
                 arg_s("before")?.as_deref(),
+                K::ID,
                 order,
                 desc,
                 rq.max_page_size,
@@ -421,7 +429,7 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
             let src = rows(rq, parent, order, pred)?;
             let page = paginate(src.as_ref(), &args)?;
             let total = if ctx.look_ahead().field("totalCount").exists() { src.count()? } else { 0 };
-            let edges = page.edges.into_iter().map(|(suffix, st)| (encode_cursor(order, &suffix), st)).collect();
+            let edges = page.edges.into_iter().map(|(suffix, st)| (encode_cursor(K::ID, order, &suffix), st)).collect();
             Ok(obj(ConnData::<K::Record> { edges, has_next: page.has_next, has_previous: page.has_previous, total }))
         })();
         FieldFuture::new(async move { result })
@@ -587,7 +595,7 @@ pub fn register_node(b: &mut Builder) {
         .argument(InputValue::new("id", TypeRef::named_nn(TypeRef::ID))),
     );
     b.query_fields.push(
-        Field::new("nodes", TypeRef::named_nn_list("Node"), move |ctx| {
+        Field::new("nodes", TypeRef::named_list_nn("Node"), move |ctx| {
             let loaders = loaders.clone();
             let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
                 let rq = ctx.data::<Rq>()?;
@@ -598,7 +606,14 @@ pub fn register_node(b: &mut Builder) {
                     match load_node(&loaders, rq, &id) {
                         Ok(v) => out.push(v),
                         Err(e) => {
-                            ctx.add_error(e.into_server_error(ctx.item.pos));
+                            let mut err = e.into_server_error(ctx.item.pos);
+                            err.path = vec![
+                                async_graphql::PathSegment::Field(ctx.item.node.response_key().node.to_string()),
+                                async_graphql::PathSegment::Index(out.len()),
+                            ];
+                            ctx.add_error(err);
+                            // Rendered as null by `NullableNodes` (the dynamic schema cannot
+                            // put null into a list of an interface type by itself).
                             out.push(FieldValue::NULL);
                         }
                     }

@@ -13,6 +13,12 @@ pub fn not_found(id: &str) -> Error {
     Error::new(format!("Could not resolve to a node with the global id of '{id}'")).extend_with(|_, e| e.set("code", "NOT_FOUND"))
 }
 
+/// `NOT_FOUND` for a non-null field whose target is not (or no longer) projected, e.g. the
+/// owner application of a subscription whose application was deleted a moment ago.
+pub fn not_projected(field: &str) -> Error {
+    Error::new(format!("{field} is not projected (deleted or not synced yet)")).extend_with(|_, e| e.set("code", "NOT_FOUND"))
+}
+
 /// `FORBIDDEN`.
 pub fn forbidden(message: impl Into<String>) -> Error {
     Error::new(message.into()).extend_with(|_, e| e.set("code", "FORBIDDEN"))

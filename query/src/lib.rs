@@ -11,6 +11,7 @@ pub mod entity;
 pub mod error;
 pub mod filter;
 mod kinds;
+mod nodes_ext;
 pub mod relay;
 pub mod viewer;
 
@@ -85,6 +86,7 @@ pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
         .register(Scalar::new("Cursor").description("An opaque pagination cursor"))
         .register(Scalar::new("Map").description("A JSON object"))
         .register(query)
+        .extension(nodes_ext::NullableNodes)
         .limit_depth(config.max_depth)
         .limit_complexity(config.max_complexity);
     for o in bld.take_objects() {

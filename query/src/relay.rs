@@ -8,34 +8,40 @@
 use crate::error::bad_input;
 use async_graphql::Error;
 use base64::Engine;
+use schema::KindId;
 use std::cmp::Ordering;
 use std::ops::Bound;
 use storage::{OrderField, Stored};
 
 /// Cursor format version (first byte of the decoded cursor).
-const CURSOR_VERSION: u8 = 1;
+///
+/// Version changes: 1 = `version · order · suffix`; 2 adds the kind, so a cursor of one
+/// connection is refused by a connection of another kind.
+const CURSOR_VERSION: u8 = 2;
 
-/// Encodes a cursor: URL-safe base64 of `version · order · suffix`.
-pub fn encode_cursor(order: OrderField, suffix: &[u8]) -> String {
-    let mut raw = Vec::with_capacity(suffix.len() + 2);
+/// Encodes a cursor: URL-safe base64 of `version · kind · order · suffix`.
+pub fn encode_cursor(kind: KindId, order: OrderField, suffix: &[u8]) -> String {
+    let mut raw = Vec::with_capacity(suffix.len() + 3);
     raw.push(CURSOR_VERSION);
+    raw.push(kind.code());
     raw.push(order as u8);
     raw.extend_from_slice(suffix);
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
 }
 
-/// Decodes a cursor produced for `order`.
+/// Decodes a cursor produced for `kind` and `order`.
 ///
 /// # Errors
-/// `BAD_USER_INPUT` for malformed cursors, other versions, or cursors of another order.
-pub fn decode_cursor(s: &str, order: OrderField) -> Result<Vec<u8>, Error> {
-    let invalid = || bad_input(format!("invalid cursor: {s:?}"));
+/// `BAD_USER_INPUT` ("invalid cursor", without echoing the input) for malformed cursors, other
+/// versions, and cursors of another kind or order.
+pub fn decode_cursor(s: &str, kind: KindId, order: OrderField) -> Result<Vec<u8>, Error> {
+    let invalid = || bad_input("invalid cursor");
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s).map_err(|_| invalid())?;
-    if raw.len() < 3 || raw[0] != CURSOR_VERSION || raw[1] != order as u8 {
+    if raw.len() < 4 || raw[0] != CURSOR_VERSION || raw[1] != kind.code() || raw[2] != order as u8 {
         return Err(invalid());
     }
-    order.split_suffix(&raw[2..]).map_err(|_| invalid())?.1.parts().map_err(|_| invalid())?;
-    Ok(raw[2..].to_vec())
+    order.split_suffix(&raw[3..]).map_err(|_| invalid())?.1.parts().map_err(|_| invalid())?;
+    Ok(raw[3..].to_vec())
 }
 
 /// Validated pagination arguments.
@@ -51,6 +57,8 @@ pub struct PageArgs {
     pub before: Option<Vec<u8>>,
     /// Page size when neither `first` nor `last` is given: the maximum page size.
     pub default_limit: usize,
+    /// Kind of the rows (cursors must match it).
+    pub kind: KindId,
     /// Order of the rows (cursors must match it).
     pub order: OrderField,
     /// Descending order.
@@ -68,6 +76,7 @@ impl PageArgs {
         last: Option<i64>,
         after: Option<&str>,
         before: Option<&str>,
+        kind: KindId,
         order: OrderField,
         desc: bool,
         max: usize,
@@ -88,9 +97,10 @@ impl PageArgs {
         Ok(PageArgs {
             first: check("first", first)?,
             last: check("last", last)?,
-            after: after.map(|c| decode_cursor(c, order)).transpose()?,
-            before: before.map(|c| decode_cursor(c, order)).transpose()?,
+            after: after.map(|c| decode_cursor(c, kind, order)).transpose()?,
+            before: before.map(|c| decode_cursor(c, kind, order)).transpose()?,
             default_limit: max,
+            kind,
             order,
             desc,
         })
@@ -255,9 +265,9 @@ mod tests {
     }
 
     fn args(first: Option<i64>, last: Option<i64>, after: Option<&Row<u32>>, before: Option<&Row<u32>>, desc: bool) -> PageArgs {
-        let a = after.map(|r| encode_cursor(OrderField::Key, &r.0));
-        let b = before.map(|r| encode_cursor(OrderField::Key, &r.0));
-        PageArgs::new(first, last, a.as_deref(), b.as_deref(), OrderField::Key, desc, 100).unwrap()
+        let a = after.map(|r| encode_cursor(KindId::Application, OrderField::Key, &r.0));
+        let b = before.map(|r| encode_cursor(KindId::Application, OrderField::Key, &r.0));
+        PageArgs::new(first, last, a.as_deref(), b.as_deref(), KindId::Application, OrderField::Key, desc, 100).unwrap()
     }
 
     fn ids(p: &Page<u32>) -> Vec<u32> {
@@ -297,11 +307,19 @@ mod tests {
 
     #[test]
     fn invalid_arguments() {
-        assert!(PageArgs::new(Some(1), Some(1), None, None, OrderField::Key, false, 10).is_err());
-        assert!(PageArgs::new(Some(-1), None, None, None, OrderField::Key, false, 10).is_err());
-        assert!(PageArgs::new(Some(11), None, None, None, OrderField::Key, false, 10).is_err());
-        assert!(PageArgs::new(None, None, Some("garbage"), None, OrderField::Key, false, 10).is_err());
-        let c = encode_cursor(OrderField::CreatedAt, &[0; 8]);
-        assert!(PageArgs::new(None, None, Some(&c), None, OrderField::Key, false, 10).is_err(), "cursor of another order");
+        assert!(PageArgs::new(Some(1), Some(1), None, None, KindId::Application, OrderField::Key, false, 10).is_err());
+        assert!(PageArgs::new(Some(-1), None, None, None, KindId::Application, OrderField::Key, false, 10).is_err());
+        assert!(PageArgs::new(Some(11), None, None, None, KindId::Application, OrderField::Key, false, 10).is_err());
+        assert!(PageArgs::new(None, None, Some("garbage"), None, KindId::Application, OrderField::Key, false, 10).is_err());
+        let other_kind = encode_cursor(KindId::Approval, OrderField::Key, Key::new(&["poc", "ns", "n"]).as_bytes());
+        assert!(
+            PageArgs::new(None, None, Some(&other_kind), None, KindId::Application, OrderField::Key, false, 10).is_err(),
+            "cursor of another kind"
+        );
+        let c = encode_cursor(KindId::Application, OrderField::CreatedAt, &[0; 8]);
+        assert!(
+            PageArgs::new(None, None, Some(&c), None, KindId::Application, OrderField::Key, false, 10).is_err(),
+            "cursor of another order"
+        );
     }
 }

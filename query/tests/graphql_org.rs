@@ -92,12 +92,14 @@ async fn another_team_cannot_reach_foreign_applications() {
     }
     let list = own.iter().map(|(id, _)| format!("{id:?}")).collect::<Vec<_>>().join(", ");
     let r = WORLD.run(&ledger, &format!("{{ nodes(ids: [{list}]) {{ id }} }}")).await;
-    // The reference answers `[null, null, null]` plus one NOT_FOUND per element. FIXME: a null
-    // element of interface type fails the whole list in async-graphql's dynamic schema
-    // ("expected FieldValue::WithType"), so `data` may still be null; nothing leaks either way.
-    let nodes = &r["data"]["nodes"];
-    assert!(nodes.is_null() || *nodes == json!([null, null, null]), "{r:#}");
+    // `[null, null, null]` plus one NOT_FOUND per element, as the reference answers.
+    assert_eq!(r["data"]["nodes"], json!([null, null, null]), "{r:#}");
     assert_eq!(error_codes(&r).iter().filter(|c| *c == "NOT_FOUND").count(), 3, "{r:#}");
+    // Mixed: visible entries resolve, hidden ones are null at their index.
+    let (own_id, _) = &own[0];
+    let r = WORLD.run(&checkout, &format!(r#"{{ nodes(ids: [{own_id:?}, "garbage"]) {{ id }} }}"#)).await;
+    assert_eq!(r["data"]["nodes"], json!([{"id": own_id}, null]), "{r:#}");
+    assert_eq!(error_codes(&r), ["NOT_FOUND"]);
 }
 
 #[tokio::test]

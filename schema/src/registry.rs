@@ -19,6 +19,17 @@ pub fn visit(v: &mut impl KindVisitor) {
     v.visit::<kinds::api::Api>();
     v.visit::<kinds::api_exposure::ApiExposure>();
     v.visit::<kinds::api_subscription::ApiSubscription>();
+    v.visit::<kinds::event_type::EventType>();
+    v.visit::<kinds::event_exposure::EventExposure>();
+    v.visit::<kinds::event_subscription::EventSubscription>();
+    v.visit::<kinds::permission_set::PermissionSet>();
+    v.visit::<kinds::file_exposure::FileExposure>();
+    v.visit::<kinds::file_subscription::FileSubscription>();
+    v.visit::<kinds::mcp_server::McpServer>();
+    v.visit::<kinds::agent_card::AgentCard>();
+    v.visit::<kinds::agentic_exposure::AgenticExposure>();
+    v.visit::<kinds::agentic_subscription::AgenticSubscription>();
+    // Approvals require their subscription (of any family): last.
     v.visit::<kinds::approval::Approval>();
     v.visit::<kinds::approval_request::ApprovalRequest>();
 }
@@ -59,6 +70,11 @@ mod tests {
         sorted.dedup();
         assert_eq!(sorted.len(), kinds.len());
         assert_eq!(kinds.first(), Some(&KindId::Zone));
+        let pos = |k: KindId| kinds.iter().position(|x| *x == k).unwrap();
+        for sub in [KindId::ApiSubscription, KindId::EventSubscription, KindId::AgenticSubscription, KindId::FileSubscription] {
+            assert!(pos(sub) < pos(KindId::Approval) && pos(sub) < pos(KindId::ApprovalRequest), "{sub:?} after approvals");
+        }
+        assert_eq!(kinds.len(), KindId::ALL.len(), "every kind is registered");
     }
 
     #[test]

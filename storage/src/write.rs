@@ -169,13 +169,14 @@ pub struct WriteBatch {
     kinds: Arc<KindTable>,
     revision: u64,
     changed: bool,
+    sources_changed: bool,
     now: Timestamp,
 }
 
 impl WriteBatch {
     pub(crate) fn new(txn: WriteTransaction, kinds: Arc<KindTable>) -> Result<WriteBatch, StorageError> {
         let current = txn.open_table(tables::META)?.get("revision")?.map(|v| v.value()).unwrap_or(0);
-        Ok(WriteBatch { txn, kinds, revision: current + 1, changed: false, now: Timestamp(0) })
+        Ok(WriteBatch { txn, kinds, revision: current + 1, changed: false, sources_changed: false, now: Timestamp(0) })
     }
 
     /// The version recorded for a source object by its last successful upsert.
@@ -296,10 +297,12 @@ impl WriteBatch {
             self.replace::<K>(&key, &rec, old_pair, &env, 0)?;
             true
         };
-        let entry = SourceEntry { key, version: version.to_string() };
-        self.txn
-            .open_table(tables::SOURCES)?
-            .insert(tables::source_key(src.kind, &src.namespace, &src.name).as_slice(), encode(&entry).as_slice())?;
+        if previous.as_ref().is_none_or(|p| p.key != key || p.version != version) {
+            let entry = SourceEntry { key, version: version.to_string() };
+            let skey = tables::source_key(src.kind, &src.namespace, &src.name);
+            self.txn.open_table(tables::SOURCES)?.insert(skey.as_slice(), encode(&entry).as_slice())?;
+            self.sources_changed = true;
+        }
         Ok(match (unlinked, written) {
             (true, w) => Outcome::Unlinked { written: w },
             (false, true) => Outcome::Written,
@@ -447,8 +450,14 @@ impl WriteBatch {
     /// [`StorageError`] when the commit fails (nothing of the batch is visible then).
     pub fn commit(self, now: Timestamp) -> Result<Option<u64>, StorageError> {
         if !self.changed {
-            // Source versions of unchanged objects may still have been refreshed: keep them.
-            self.txn.commit()?;
+            if self.sources_changed {
+                // Only source versions moved (an edited document that projects to the same
+                // record): keep them, so the next pass sees the object as unchanged.
+                self.txn.commit()?;
+            } else {
+                // Nothing at all: no durable write (retries of unlinked records stay cheap).
+                self.txn.abort()?;
+            }
             return Ok(None);
         }
         {

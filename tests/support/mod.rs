@@ -15,7 +15,8 @@ pub fn world_dir() -> PathBuf {
 
 /// `examples/world.facts.json`.
 pub fn facts() -> Value {
-    serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/world.facts.json")).unwrap()).unwrap()
+    serde_json::from_str(&std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/world.facts.json")).unwrap())
+        .unwrap()
 }
 
 /// A mock (unsigned) compact JWS with the given claims.
@@ -32,23 +33,6 @@ pub fn team_token(team: &str, env: &str) -> String {
 /// The values of `field` of every edge node of a connection.
 pub fn names(conn: &Value, field: &str) -> Vec<String> {
     conn["edges"].as_array().unwrap().iter().map(|e| e["node"][field].as_str().unwrap().to_string()).collect()
-}
-
-/// `namespace/name` of every Approval and ApprovalRequest of the world whose target is an
-/// ApiSubscription (the kinds projected so far).
-pub fn api_subscription_approvals() -> std::collections::BTreeSet<String> {
-    let mut out = std::collections::BTreeSet::new();
-    for entry in std::fs::read_dir(world_dir()).unwrap() {
-        let path = entry.unwrap().path();
-        if path.extension().is_some_and(|e| e == "yaml") {
-            for d in serde_saphyr::from_multiple::<Value>(&std::fs::read_to_string(&path).unwrap()).unwrap() {
-                if (d["kind"] == "Approval" || d["kind"] == "ApprovalRequest") && d["spec"]["target"]["kind"] == "ApiSubscription" {
-                    out.insert(format!("{}/{}", d["metadata"]["namespace"].as_str().unwrap(), d["metadata"]["name"].as_str().unwrap()));
-                }
-            }
-        }
-    }
-    out
 }
 
 /// Copies a directory tree.
@@ -123,6 +107,15 @@ impl Server {
     /// The HTTP status of a POSTed query.
     pub async fn status(&self, token: Option<&str>, query: &str) -> u16 {
         let mut req = self.client.post(format!("{}/graphql/query", self.base)).json(&json!({"query": query}));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send().await.unwrap().status().as_u16()
+    }
+
+    /// The HTTP status of a POST with a raw body.
+    pub async fn post_raw(&self, token: Option<&str>, body: Vec<u8>) -> u16 {
+        let mut req = self.client.post(format!("{}/graphql/query", self.base)).header("content-type", "application/json").body(body);
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }

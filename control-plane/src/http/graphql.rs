@@ -10,9 +10,10 @@ use crate::config::{AuthMode, Config};
 use async_graphql::http::GraphiQLSource;
 use async_graphql_poem::{GraphQLRequest, GraphQLResponse};
 use base64::Engine;
-use poem::http::StatusCode;
+use poem::http::{Method, StatusCode};
 use poem::web::{Data, Html};
 use poem::{get, handler, EndpointExt, IntoResponse, Request, Response, Route};
+use poem::{Body, FromRequest, RequestBody};
 use query::viewer::Viewer;
 use query::{Api, QueryConfig};
 use std::sync::Arc;
@@ -55,13 +56,32 @@ fn graphiql() -> Html<String> {
     Html(GraphiQLSource::build().endpoint("/graphql/query").title("ControlPlane API").finish())
 }
 
+/// Maximum size of a POST body in bytes (1 MiB); larger requests get HTTP 413.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
 #[handler]
-async fn graphql(req: &Request, state: Data<&Arc<State>>, gql: GraphQLRequest) -> Response {
+async fn graphql(req: &Request, body: Body, state: Data<&Arc<State>>) -> Response {
+    // Authenticate before reading or parsing anything the caller sent.
     let viewer = match viewer(req, &state) {
         Ok(v) => v,
         Err(resp) => return resp,
     };
-    let resp = state.api.execute(&state.store, viewer, gql.0).await;
+    let request = if req.method() == Method::POST {
+        let bytes = match body.into_bytes_limit(MAX_BODY_BYTES).await {
+            Ok(b) => b,
+            Err(_) => return problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", "the request body exceeds 1 MiB"),
+        };
+        match serde_json::from_slice::<async_graphql::Request>(&bytes) {
+            Ok(r) => r,
+            Err(_) => return problem(StatusCode::BAD_REQUEST, "Bad Request", "the body is not a GraphQL request (JSON with a `query`)"),
+        }
+    } else {
+        match GraphQLRequest::from_request(req, &mut RequestBody::new(Body::empty())).await {
+            Ok(r) => r.0,
+            Err(_) => return problem(StatusCode::BAD_REQUEST, "Bad Request", "the query string is not a GraphQL request"),
+        }
+    };
+    let resp = state.api.execute(&state.store, viewer, request).await;
     GraphQLResponse::from(resp).into_response()
 }
 
@@ -92,10 +112,16 @@ fn viewer(req: &Request, state: &State) -> Result<Viewer, Response> {
         // Startup refuses jwt mode until verification exists; never accept unverified claims.
         AuthMode::Jwt => return Err(unauthorized()),
     };
+    // `exp`/`nbf` are honoured when present; present but not a number is an invalid token.
     let now = chrono::Utc::now().timestamp();
-    let num = |k: &str| claims.get(k).and_then(serde_json::Value::as_i64);
-    if num("exp").is_some_and(|exp| exp < now) || num("nbf").is_some_and(|nbf| nbf > now) {
-        return Err(unauthorized());
+    for (claim, expired) in [("exp", (|t: i64, now: i64| t < now) as fn(i64, i64) -> bool), ("nbf", |t, now| t > now)] {
+        match claims.get(claim) {
+            None => {}
+            Some(v) => match v.as_f64() {
+                Some(t) if !expired(t as i64, now) => {}
+                _ => return Err(unauthorized()),
+            },
+        }
     }
     Viewer::from_claims(&claims, &state.scope_prefix).map_err(|e| problem(StatusCode::FORBIDDEN, "Forbidden", &e.to_string()))
 }

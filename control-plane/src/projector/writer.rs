@@ -217,6 +217,7 @@ struct State {
 
 impl State {
     fn run(&mut self, rx: mpsc::Receiver<Msg>) {
+        self.update_counts();
         let mut batch: Vec<Work> = Vec::new();
         loop {
             if self.stop.load(Ordering::SeqCst) {
@@ -397,6 +398,9 @@ impl State {
         })
     }
 
+    /// Refreshes `controlplane_store_records` and `controlplane_store_revision` from the store
+    /// (after each commit, and once at start so a restart without changes reports the stored
+    /// revision, not 0).
     fn update_counts(&self) {
         let view = match self.store.read() {
             Ok(v) => v,
@@ -405,6 +409,9 @@ impl State {
                 return;
             }
         };
+        if let Ok(rev) = view.revision() {
+            self.metrics.store_revision.set(rev as i64);
+        }
         for &kind in &self.kinds {
             if let Ok(n) = view.count(kind, &Scope::All) {
                 self.metrics.store_records.with_label_values(&[kind.name()]).set(n as i64);

@@ -159,6 +159,8 @@ pub struct Ignored {
     pub origin: Origin,
     /// Why (`v1 Namespace is not a projected kind`, `empty document`).
     pub reason: String,
+    /// A projected kind switched off by a feature flag (logged at info, not debug).
+    pub disabled: bool,
 }
 
 /// The result of reading one file.
@@ -375,7 +377,7 @@ fn yaml_error(e: &serde_saphyr::Error, first_line: usize) -> String {
 }
 
 fn scan_value(origin: Origin, value: &Value, handlers: &Handlers, ctx: &Context, scan: &mut FileScan) {
-    let ignore = |scan: &mut FileScan, reason: String| scan.ignored.push(Ignored { origin: origin.clone(), reason });
+    let ignore = |scan: &mut FileScan, reason: String| scan.ignored.push(Ignored { origin: origin.clone(), reason, disabled: false });
     if value.is_null() {
         return ignore(scan, "empty document".into());
     }
@@ -384,7 +386,10 @@ fn scan_value(origin: Origin, value: &Value, handlers: &Handlers, ctx: &Context,
     };
     let handler = match handlers.lookup(api_version, kind) {
         Lookup::Kind(h) => h,
-        Lookup::Disabled(k) => return ignore(scan, format!("{} is switched off by a feature flag", k.name())),
+        Lookup::Disabled(k) => {
+            let reason = format!("{} is switched off by a feature flag", k.name());
+            return scan.ignored.push(Ignored { origin: origin.clone(), reason, disabled: true });
+        }
         Lookup::Unknown => return ignore(scan, format!("{api_version} {kind} is not a projected kind")),
     };
     let namespace = str_at(value, &["metadata", "namespace"]).map(String::from);
@@ -723,7 +728,11 @@ pub fn report(r: &Refresh, metrics: &Metrics) {
         );
     }
     for i in &r.new_ignored {
-        tracing::debug!(origin = %i.origin, reason = %i.reason, "document ignored");
+        if i.disabled {
+            tracing::info!(origin = %i.origin, reason = %i.reason, "document skipped: kind disabled");
+        } else {
+            tracing::debug!(origin = %i.origin, reason = %i.reason, "document ignored");
+        }
     }
     for d in &r.new_duplicates {
         tracing::warn!(object = %d.src, ignored = %d.loser, wins = %d.winner, "the same object is defined twice; the later path wins");

@@ -1,19 +1,24 @@
 //! The `SubscriptionInfo` interface (reference-graphql.md §10.3): `id: ID!` and
 //! `ownerApplication: ApplicationInfo!`, implemented by the reduced subscription types
-//! (`ApiSubscriptionInfo` today; event, agentic and file infos join as their kinds are
-//! registered). `Approval.subscription` / `ApprovalRequest.subscription` resolve through
+//! `ApiSubscriptionInfo`, `EventSubscriptionInfo`, `AgenticSubscriptionInfo` and
+//! `FileSubscriptionInfo`. `Approval.subscription` / `ApprovalRequest.subscription` resolve through
 //! [`resolve`], which returns the concrete type.
 //!
 //! Also the owner fields every reduced `…Info` type of an owned record shares: `ownerApplication`
 //! and the deprecated `ownerApplicationName` / `ownerTeam` ([`owner_fields`]).
 
+use super::agentic_subscription::AgenticSubscriptionInfo;
+use super::file_subscription::FileSubscriptionInfo;
 use super::info::{application_info, team_info};
 use crate::entity::{field, s, Builder, Rq};
 use async_graphql::dynamic::{Field, FieldValue, Interface, InterfaceField, TypeRef};
 use async_graphql::Error;
 use schema::keys::natural;
+use schema::kinds::agentic_subscription::AgenticSubscription;
 use schema::kinds::api_subscription::ApiSubscription;
 use schema::kinds::approval_common::{SubscriptionKind, SubscriptionRef};
+use schema::kinds::event_subscription::EventSubscription;
+use schema::kinds::file_subscription::FileSubscription;
 use std::any::Any;
 
 /// The interface name.
@@ -67,6 +72,14 @@ pub fn resolve(rq: &Rq, env: &str, sub: &SubscriptionRef) -> Result<Option<Field
         SubscriptionKind::ApiSubscription => rq
             .load_system::<ApiSubscription>(&key)?
             .map(|s| FieldValue::owned_any(super::api_subscription::ApiSubscriptionInfo(s)).with_type("ApiSubscriptionInfo")),
-        SubscriptionKind::EventSubscription | SubscriptionKind::AgenticSubscription | SubscriptionKind::FileSubscription => None,
+        SubscriptionKind::EventSubscription => rq
+            .load_system::<EventSubscription>(&key)?
+            .map(|s| FieldValue::owned_any(super::event_subscription::EventSubscriptionInfo(s)).with_type("EventSubscriptionInfo")),
+        SubscriptionKind::FileSubscription => rq
+            .load_system::<FileSubscription>(&key)?
+            .map(|s| FieldValue::owned_any(FileSubscriptionInfo(s)).with_type(super::file_subscription::INFO_TYPE)),
+        SubscriptionKind::AgenticSubscription => rq
+            .load_system::<AgenticSubscription>(&key)?
+            .map(|s| FieldValue::owned_any(AgenticSubscriptionInfo(s)).with_type(super::agentic_subscription::INFO_TYPE)),
     })
 }

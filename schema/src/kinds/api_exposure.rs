@@ -313,7 +313,9 @@ fn security(spec: &cr::ApiExposureSpec) -> Result<ApiExposureSecurity, Skip> {
     })
 }
 
-fn traffic(t: &cr::Traffic) -> Traffic {
+/// `spec.traffic` mapped to its record (also used by AgenticExposure, whose CRD shares the
+/// type): the circuit breaker only shows as a feature.
+pub(crate) fn traffic(t: &cr::Traffic) -> Traffic {
     Traffic {
         failover: t.failover.as_ref().map(|f| Failover { zones: f.zones.iter().map(|z| z.name.clone()).collect() }),
         rate_limit: t.rate_limit.as_ref().map(|r| RateLimit {

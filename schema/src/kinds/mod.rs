@@ -1,6 +1,10 @@
 //! One module per kind: record, natural key, declared parents, links, scopes, index keys and the
 //! translation rule. Each module's doc cites the reference-projector.md section it implements.
 
+pub mod agent_card;
+pub mod agentic_catalogue;
+pub mod agentic_exposure;
+pub mod agentic_subscription;
 pub mod api;
 pub mod api_exposure;
 pub mod api_subscription;
@@ -8,7 +12,14 @@ pub mod application;
 pub mod approval;
 pub mod approval_common;
 pub mod approval_request;
+pub mod event_exposure;
+pub mod event_subscription;
+pub mod event_type;
+pub mod file_exposure;
+pub mod file_subscription;
 pub mod group;
+pub mod mcp_server;
+pub mod permission_set;
 pub mod team;
 pub mod zone;
 

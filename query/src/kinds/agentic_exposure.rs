@@ -1,0 +1,191 @@
+//! `AgenticExposure` (reference-graphql.md §10.2), its reduced cross-tenant view
+//! `AgenticExposureInfo` (§10.3), the value type `AgenticExposureSecurity`, and the edges defined
+//! next to it: `Application.agenticExposures` and `McpServer.activeExposure` /
+//! `AgentCard.activeExposure`. Root query `agenticExposures`; visible to the owner application's
+//! team.
+//!
+//! `mcpServer` / `agentCard` are the active catalogue entry of the same environment and base path,
+//! chosen by `variant` (`AGENT` → AgentCard, the MCP variants → McpServer; the other is null).
+//! `subscriptions` lists every tenant's subscriptions linked to the exposure, reduced to
+//! `AgenticSubscriptionInfo`.
+
+use super::agentic_subscription::AgenticSubscriptionInfo;
+use super::common::{meta_filters, status_filters};
+use super::subscription_info::owner_fields;
+use super::values::Owned;
+use crate::entity::{
+    b, connection_field, e, field, global_id, nested_rows, node_value, obj, objs, register, rf, s, status_fields, time_fields,
+    time_filters, Builder, Entity, Rq,
+};
+use crate::error::internal;
+use crate::filter::{FType, FVal, FilterField};
+use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
+use async_graphql::Error;
+use schema::keys::{index, natural};
+use schema::kinds::agent_card::AgentCard;
+use schema::kinds::agentic_catalogue::AgenticCatalogueRecord;
+use schema::kinds::agentic_exposure::{AgenticExposure, AgenticExposureRecord};
+use schema::kinds::agentic_subscription::AgenticSubscription;
+use schema::kinds::api_exposure::ApiExposureSecurity;
+use schema::kinds::application::{Application, ApplicationRecord};
+use schema::kinds::mcp_server::McpServer;
+use storage::Stored;
+
+/// The parent value of an `AgenticExposureInfo`.
+pub struct AgenticExposureInfo(pub Stored<AgenticExposureRecord>);
+
+type S = Stored<AgenticExposureRecord>;
+
+/// The GraphQL name of the visibility enum.
+const VISIBILITY: &str = "AgenticExposureVisibility";
+/// The GraphQL name of the variant enum.
+const VARIANT: &str = "AgenticExposureVariant";
+
+impl Entity for AgenticExposure {
+    const TYPE: &'static str = "AgenticExposure";
+    const ROOT: Option<&'static str> = Some("agenticExposures");
+    const TEAM_OWNED: bool = true;
+
+    fn fields(bld: &mut Builder) -> Vec<Field> {
+        super::values::register(bld);
+        register_info(bld);
+        let mut f = time_fields::<AgenticExposure>();
+        f.extend(status_fields::<AgenticExposure>(bld, |r| &r.status));
+        f.extend([
+            rf::<AgenticExposure>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
+            rf::<AgenticExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
+            rf::<AgenticExposure>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.base_path)),
+            rf::<AgenticExposure>("visibility", TypeRef::named_nn(VISIBILITY), |r| e(r.visibility.as_str())),
+            rf::<AgenticExposure>("variant", TypeRef::named_nn(VARIANT), |r| e(r.variant.as_str())),
+            rf::<AgenticExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| b(r.active)),
+            rf::<AgenticExposure>("upstreams", TypeRef::named_nn_list_nn("Upstream"), |r| objs(r.upstreams.clone())),
+            rf::<AgenticExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
+            field::<S>("security", TypeRef::named("AgenticExposureSecurity"), |p, _| {
+                let r = &p.record;
+                Ok(r.security.m2m.as_ref().and_then(|_| obj(Owned::new(&r.meta.environment, r.meta.team(), r.security.clone()))))
+            }),
+            rf::<AgenticExposure>("traffic", TypeRef::named("Traffic"), |r| obj(r.traffic.clone())),
+            field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
+                let r = &p.record;
+                let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
+                Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
+            }),
+            field::<S>("mcpServer", TypeRef::named("McpServer"), |p, rq| {
+                let r = &p.record;
+                if r.variant.is_agent() {
+                    return Ok(None);
+                }
+                let found = active_catalogue::<McpServer>(rq, index::MCP_SERVER_ACTIVE_BY_BASE_PATH, r)?;
+                Ok(found.map(node_value::<McpServer>))
+            }),
+            field::<S>("agentCard", TypeRef::named("AgentCard"), |p, rq| {
+                let r = &p.record;
+                if !r.variant.is_agent() {
+                    return Ok(None);
+                }
+                let found = active_catalogue::<AgentCard>(rq, index::AGENT_CARD_ACTIVE_BY_BASE_PATH, r)?;
+                Ok(found.map(node_value::<AgentCard>))
+            }),
+            field::<S>("subscriptions", TypeRef::named_nn_list_nn("AgenticSubscriptionInfo"), |p, rq| {
+                let subs =
+                    rq.view.lookup_records::<AgenticSubscription>(index::AGENTIC_SUBSCRIPTION_BY_TARGET, &p.key).map_err(internal)?;
+                Ok(objs(subs.into_iter().map(AgenticSubscriptionInfo)))
+            }),
+        ]);
+        f
+    }
+
+    fn filters() -> Vec<FilterField<AgenticExposureRecord>> {
+        let mut f = time_filters();
+        f.extend(status_filters("AgenticExposureStatusPhase", |r: &AgenticExposureRecord| &r.status));
+        f.extend(meta_filters(|r: &AgenticExposureRecord| &r.meta));
+        f.extend([
+            FilterField::new("basePath", FType::Str, false, |x: &S| FVal::Str(Some(x.record.base_path.clone()))),
+            FilterField::new("visibility", FType::Enum(VISIBILITY.into()), false, |x: &S| {
+                FVal::Str(Some(x.record.visibility.as_str().to_string()))
+            }),
+            FilterField::new("variant", FType::Enum(VARIANT.into()), false, |x: &S| FVal::Str(Some(x.record.variant.as_str().to_string()))),
+            FilterField::new("active", FType::Bool, true, |x: &S| FVal::Bool(Some(x.record.active))),
+        ]);
+        f
+    }
+}
+
+/// The active catalogue entry of kind `K` of the exposure's environment and base path, if the
+/// viewer may see it (catalogue entries are visible to every viewer of their environment).
+///
+/// # Errors
+/// Storage failures as `INTERNAL`.
+fn active_catalogue<K: Entity<Record = AgenticCatalogueRecord>>(
+    rq: &Rq,
+    active_index: schema::RefIndex,
+    r: &AgenticExposureRecord,
+) -> Result<Option<Stored<AgenticCatalogueRecord>>, Error> {
+    let found = rq.view.lookup_records::<K>(active_index, &natural::in_env(&r.meta.environment, &r.base_path)).map_err(internal)?;
+    Ok(found.into_iter().find(|c| rq.visible::<K>(c)))
+}
+
+/// Registers `AgenticExposure` with its root query, `AgenticExposureSecurity`, and the edges
+/// `Application.agenticExposures`, `McpServer.activeExposure` and `AgentCard.activeExposure`.
+pub fn register_all(bld: &mut Builder) {
+    register::<AgenticExposure>(bld);
+    bld.object(Object::new("AgenticExposureSecurity").field(field::<Owned<ApiExposureSecurity>>(
+        "m2m",
+        TypeRef::named("Machine2MachineAuthentication"),
+        |p, _| Ok(p.v.m2m.clone().and_then(|m| obj(Owned::new(&p.env, &p.team, m)))),
+    )));
+    let w = bld.where_type::<AgenticExposure>();
+    bld.extend(
+        "Application",
+        vec![connection_field::<AgenticExposure, Stored<ApplicationRecord>>("agenticExposures", w, |rq, app, order, pred| {
+            // AgenticExposure keys are (env, team, application, basePath): the application's key
+            // is their prefix.
+            let candidates = rq.view.with_prefix::<AgenticExposure>(&app.key).map_err(internal)?;
+            Ok(Box::new(nested_rows::<AgenticExposure>(rq, candidates, order, &pred)))
+        })],
+    );
+    for (type_name, agent) in [("McpServer", false), ("AgentCard", true)] {
+        bld.extend(
+            type_name,
+            vec![field::<Stored<AgenticCatalogueRecord>>("activeExposure", TypeRef::named("AgenticExposureInfo"), move |p, rq| {
+                active_exposure(rq, &p.record.meta.environment, &p.record.base_path, agent)
+            })],
+        );
+    }
+}
+
+/// The `AgenticExposureInfo` of the active exposure of `base_path` in `env` whose variant is an
+/// agent (`agent`) or an MCP server (`!agent`), regardless of the viewer; `None` when there is
+/// none.
+///
+/// # Errors
+/// Storage failures as `INTERNAL`.
+pub fn active_exposure(rq: &Rq, env: &str, base_path: &str, agent: bool) -> Result<Option<FieldValue<'static>>, Error> {
+    let found = rq
+        .view
+        .lookup_records::<AgenticExposure>(index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH, &natural::in_env(env, base_path))
+        .map_err(internal)?;
+    Ok(found.into_iter().find(|x| x.record.variant.is_agent() == agent).and_then(|x| obj(AgenticExposureInfo(x))))
+}
+
+/// Registers `AgenticExposureInfo` and its enums: no upstreams, security or subscriber data of
+/// the owner.
+pub fn register_info(bld: &mut Builder) {
+    super::values::register(bld);
+    bld.enumeration(VISIBILITY, &["WORLD", "ZONE", "ENTERPRISE"]);
+    bld.enumeration(VARIANT, &["MCP", "TELECONTEXTMCP", "AGENT"]);
+    let mut o = Object::new("AgenticExposureInfo")
+        .field(field::<AgenticExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<AgenticExposure>(&p.0.key)))))
+        .field(field::<AgenticExposureInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.base_path))))
+        .field(field::<AgenticExposureInfo>("visibility", TypeRef::named_nn(VISIBILITY), |p, _| Ok(e(p.0.record.visibility.as_str()))))
+        .field(field::<AgenticExposureInfo>("variant", TypeRef::named_nn(VARIANT), |p, _| Ok(e(p.0.record.variant.as_str()))))
+        .field(field::<AgenticExposureInfo>("active", TypeRef::named(TypeRef::BOOLEAN), |p, _| Ok(b(p.0.record.active))))
+        .field(field::<AgenticExposureInfo>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |p, _| {
+            Ok(obj(p.0.record.approval_config.clone()))
+        }))
+        .field(field::<AgenticExposureInfo>("traffic", TypeRef::named("Traffic"), |p, _| Ok(obj(p.0.record.traffic.clone()))));
+    for f in owner_fields::<AgenticExposureInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
+        o = o.field(f);
+    }
+    bld.object(o);
+}

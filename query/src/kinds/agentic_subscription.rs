@@ -1,0 +1,147 @@
+//! `AgenticSubscription` (reference-graphql.md §10.2, scopes per §10.4), its reduced cross-tenant
+//! view `AgenticSubscriptionInfo` (§10.3; implements `SubscriptionInfo`), the value type
+//! `AgenticSubscriptionSecurity`, and the edge `Application.agenticSubscriptions`. Root query
+//! `agenticSubscriptions`; visible to the owner application's team. `target` is the
+//! cross-tenant `AgenticExposureInfo` of link 0, null without error while unlinked.
+
+use super::agentic_exposure::AgenticExposureInfo;
+use super::common::{meta_filters, ne, non_empty, status_filters};
+use super::subscription_info::{owner_fields, INTERFACE};
+use super::values::Owned;
+use crate::entity::{
+    connection_field, e, field, global_id, nested_rows, node_value, obj, register, rf, s, status_fields, strs, time_fields, time_filters,
+    Builder, Entity,
+};
+use crate::error::internal;
+use crate::filter::{FType, FVal, FilterField};
+use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
+use schema::keys::{index, natural};
+use schema::kinds::agentic_exposure::AgenticExposure;
+use schema::kinds::agentic_subscription::{AgenticSubscription, AgenticSubscriptionRecord};
+use schema::kinds::api_subscription::ApiSubscriptionSecurity;
+use schema::kinds::application::{Application, ApplicationRecord};
+use schema::kinds::approval::Approval;
+use schema::kinds::approval_request::ApprovalRequest;
+use schema::KindId;
+use storage::Stored;
+
+/// The parent value of an `AgenticSubscriptionInfo`.
+pub struct AgenticSubscriptionInfo(pub Stored<AgenticSubscriptionRecord>);
+
+/// The GraphQL name of the reduced type.
+pub const INFO_TYPE: &str = "AgenticSubscriptionInfo";
+
+type S = Stored<AgenticSubscriptionRecord>;
+
+/// The lookup key of this subscription's approvals and approval requests.
+fn approval_key(r: &AgenticSubscriptionRecord) -> schema::Key {
+    natural::subscription_ref(KindId::AgenticSubscription, &r.meta.environment, &r.meta.namespace, &r.meta.name)
+}
+
+impl Entity for AgenticSubscription {
+    const TYPE: &'static str = "AgenticSubscription";
+    const ROOT: Option<&'static str> = Some("agenticSubscriptions");
+    const TEAM_OWNED: bool = true;
+
+    fn fields(bld: &mut Builder) -> Vec<Field> {
+        super::values::register(bld);
+        register_info(bld);
+        let mut f = time_fields::<AgenticSubscription>();
+        f.extend(status_fields::<AgenticSubscription>(bld, |r| &r.status));
+        f.extend([
+            rf::<AgenticSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
+            rf::<AgenticSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
+            rf::<AgenticSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
+            rf::<AgenticSubscription>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.base_path)),
+            rf::<AgenticSubscription>("gatewayURL", TypeRef::named(TypeRef::STRING), |r| ne(&r.gateway_url)),
+            field::<S>("security", TypeRef::named("AgenticSubscriptionSecurity"), |p, _| {
+                let r = &p.record;
+                Ok(r.security.clone().and_then(|sec| obj(Owned::new(&r.meta.environment, r.meta.team(), sec))))
+            }),
+            rf::<AgenticSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
+                r.requested_scopes.as_deref().and_then(strs)
+            }),
+            rf::<AgenticSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
+                r.active_scopes.as_deref().and_then(strs)
+            }),
+            field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
+                let r = &p.record;
+                let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
+                Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
+            }),
+            field::<S>("approval", TypeRef::named("Approval"), |p, rq| {
+                let found =
+                    rq.view.lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &approval_key(&p.record)).map_err(internal)?;
+                Ok(found.into_iter().find(|a| rq.visible::<Approval>(a)).map(node_value::<Approval>))
+            }),
+            field::<S>("approvalRequests", TypeRef::named_nn_list("ApprovalRequest"), |p, rq| {
+                let found = rq
+                    .view
+                    .lookup_records::<ApprovalRequest>(index::APPROVAL_REQUEST_BY_SUBSCRIPTION, &approval_key(&p.record))
+                    .map_err(internal)?;
+                Ok(Some(FieldValue::list(
+                    found.into_iter().filter(|a| rq.visible::<ApprovalRequest>(a)).map(node_value::<ApprovalRequest>),
+                )))
+            }),
+            field::<S>("target", TypeRef::named("AgenticExposureInfo"), |p, rq| match p.links.first() {
+                Some(Some(key)) => Ok(rq.load_system::<AgenticExposure>(key)?.and_then(|x| obj(AgenticExposureInfo(x)))),
+                _ => Ok(None),
+            }),
+        ]);
+        f
+    }
+
+    fn filters() -> Vec<FilterField<AgenticSubscriptionRecord>> {
+        let mut f = time_filters();
+        f.extend(status_filters("AgenticSubscriptionStatusPhase", |r: &AgenticSubscriptionRecord| &r.status));
+        f.extend(meta_filters(|r: &AgenticSubscriptionRecord| &r.meta));
+        f.extend([
+            FilterField::new("name", FType::Str, false, |x: &S| FVal::Str(Some(x.record.meta.name.clone()))),
+            FilterField::new("basePath", FType::Str, false, |x: &S| FVal::Str(Some(x.record.base_path.clone()))),
+            FilterField::new("gatewayURL", FType::Str, true, |x: &S| FVal::Str(non_empty(&x.record.gateway_url).map(str::to_string))),
+        ]);
+        f
+    }
+}
+
+/// Registers `AgenticSubscription` with its root query, `AgenticSubscriptionSecurity`, and the
+/// edge `Application.agenticSubscriptions`.
+pub fn register_all(bld: &mut Builder) {
+    register::<AgenticSubscription>(bld);
+    bld.object(Object::new("AgenticSubscriptionSecurity").field(field::<Owned<ApiSubscriptionSecurity>>(
+        "m2m",
+        TypeRef::named("SubscriberMachine2MachineAuthentication"),
+        |p, _| Ok(p.v.m2m.clone().and_then(|m| obj(Owned::new(&p.env, &p.team, m)))),
+    )));
+    let w = bld.where_type::<AgenticSubscription>();
+    bld.extend(
+        "Application",
+        vec![connection_field::<AgenticSubscription, Stored<ApplicationRecord>>("agenticSubscriptions", w, |rq, app, order, pred| {
+            let candidates =
+                rq.view.lookup_records::<AgenticSubscription>(index::AGENTIC_SUBSCRIPTION_BY_OWNER, &app.key).map_err(internal)?;
+            Ok(Box::new(nested_rows::<AgenticSubscription>(rq, candidates, order, &pred)))
+        })],
+    );
+}
+
+/// Registers `AgenticSubscriptionInfo` (implements `SubscriptionInfo`): no security, client ids
+/// or gateway data of the subscriber.
+pub fn register_info(bld: &mut Builder) {
+    bld.enumeration("AgenticSubscriptionStatusPhase", &["READY", "PENDING", "ERROR", "UNKNOWN"]);
+    let mut o = Object::new(INFO_TYPE)
+        .implement(INTERFACE)
+        .field(field::<AgenticSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
+            Ok(s(&global_id::<AgenticSubscription>(&p.0.key)))
+        }))
+        .field(field::<AgenticSubscriptionInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.base_path))))
+        .field(field::<AgenticSubscriptionInfo>("statusPhase", TypeRef::named("AgenticSubscriptionStatusPhase"), |p, _| {
+            Ok(e(p.0.record.status.phase.as_str()))
+        }))
+        .field(field::<AgenticSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| {
+            Ok(s(&p.0.record.status.message))
+        }));
+    for f in owner_fields::<AgenticSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
+        o = o.field(f);
+    }
+    bld.object(o);
+}

@@ -1,0 +1,207 @@
+//! `EventExposure` (reference-graphql.md §1.4), its reduced cross-tenant view
+//! `EventExposureInfo` (§1.6, §10.3), the event value types (§1.5: `EventScope`,
+//! `EventTrigger`, `ResponseFilter`, `SelectionFilter`, `EventDelivery`, with the enums of §1.3
+//! normalised), and the edges defined next to it: `Application.exposedEvents` and
+//! `EventType.activeExposure`. Root query `eventExposures`; visible to the owner application's
+//! team.
+//!
+//! `eventTypeDef` is the active EventType of the same environment and event type (a catalogue
+//! entry, visible to every viewer of the environment); `subscriptions` lists every tenant's
+//! subscriptions linked to the exposure as `EventSubscriptionInfo`.
+
+use super::common::{meta_filters, ne, non_empty, status_filters};
+use super::event_subscription::EventSubscriptionInfo;
+use super::subscription_info::owner_fields;
+use crate::entity::{
+    b, connection_field, e, field, global_id, int, nested_rows, node_value, obj, objs, register, rf, s, status_fields, strs, time_fields,
+    time_filters, Builder, Entity, Rq,
+};
+use crate::error::internal;
+use crate::filter::{FType, FVal, FilterField};
+use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
+use async_graphql::indexmap::IndexMap;
+use async_graphql::{Error, Name, Value};
+use schema::keys::{index, natural};
+use schema::kinds::application::{Application, ApplicationRecord};
+use schema::kinds::event_exposure::{EventExposure, EventExposureRecord, EventScope, EventTrigger, ResponseFilter, SelectionFilter};
+use schema::kinds::event_subscription::{EventDelivery, EventSubscription};
+use schema::kinds::event_type::{EventType, EventTypeRecord};
+use storage::Stored;
+
+/// The parent value of an `EventExposureInfo`.
+pub struct EventExposureInfo(pub Stored<EventExposureRecord>);
+
+type S = Stored<EventExposureRecord>;
+
+impl Entity for EventExposure {
+    const TYPE: &'static str = "EventExposure";
+    const ROOT: Option<&'static str> = Some("eventExposures");
+    const TEAM_OWNED: bool = true;
+
+    fn fields(bld: &mut Builder) -> Vec<Field> {
+        register_values(bld);
+        register_info(bld);
+        let mut f = time_fields::<EventExposure>();
+        f.extend(status_fields::<EventExposure>(bld, |r| &r.status));
+        f.extend([
+            rf::<EventExposure>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
+            rf::<EventExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
+            rf::<EventExposure>("eventType", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.event_type)),
+            rf::<EventExposure>("visibility", TypeRef::named_nn("EventExposureVisibility"), |r| e(r.visibility.as_str())),
+            rf::<EventExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| b(r.active)),
+            rf::<EventExposure>("eventScopes", TypeRef::named_list("EventScope"), |r| objs(r.event_scopes.clone())),
+            rf::<EventExposure>("gatewayPublishingURL", TypeRef::named(TypeRef::STRING), |r| ne(&r.gateway_publishing_url)),
+            rf::<EventExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
+            field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
+                let r = &p.record;
+                let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
+                Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
+            }),
+            field::<S>("eventTypeDef", TypeRef::named("EventType"), |p, rq| {
+                let r = &p.record;
+                let found = rq
+                    .view
+                    .lookup_records::<EventType>(index::EVENT_TYPE_ACTIVE_BY_TYPE, &natural::in_env(&r.meta.environment, &r.event_type))
+                    .map_err(internal)?;
+                Ok(found.into_iter().find(|t| rq.visible::<EventType>(t)).map(node_value::<EventType>))
+            }),
+            field::<S>("subscriptions", TypeRef::named_nn_list_nn("EventSubscriptionInfo"), |p, rq| {
+                let subs = rq.view.lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_TARGET, &p.key).map_err(internal)?;
+                Ok(objs(subs.into_iter().map(EventSubscriptionInfo)))
+            }),
+        ]);
+        f
+    }
+
+    fn filters() -> Vec<FilterField<EventExposureRecord>> {
+        let mut f = time_filters();
+        f.extend(status_filters("EventExposureStatusPhase", |r: &EventExposureRecord| &r.status));
+        f.extend(meta_filters(|r: &EventExposureRecord| &r.meta));
+        f.extend([
+            FilterField::new("eventType", FType::Str, false, |x: &S| FVal::Str(Some(x.record.event_type.clone()))),
+            FilterField::new("visibility", FType::Enum("EventExposureVisibility".into()), false, |x: &S| {
+                FVal::Str(Some(x.record.visibility.as_str().to_string()))
+            }),
+            FilterField::new("active", FType::Bool, true, |x: &S| FVal::Bool(Some(x.record.active))),
+            FilterField::new("gatewayPublishingURL", FType::Str, true, |x: &S| {
+                FVal::Str(non_empty(&x.record.gateway_publishing_url).map(str::to_string))
+            }),
+        ]);
+        f
+    }
+}
+
+/// Registers `EventExposure` with its root query, and the edges `Application.exposedEvents` and
+/// `EventType.activeExposure`.
+pub fn register_all(bld: &mut Builder) {
+    register::<EventExposure>(bld);
+    let w = bld.where_type::<EventExposure>();
+    bld.extend(
+        "Application",
+        vec![connection_field::<EventExposure, Stored<ApplicationRecord>>("exposedEvents", w, |rq, app, order, pred| {
+            // EventExposure keys are (env, team, application, eventType): the application's key
+            // is their prefix.
+            let candidates = rq.view.with_prefix::<EventExposure>(&app.key).map_err(internal)?;
+            Ok(Box::new(nested_rows::<EventExposure>(rq, candidates, order, &pred)))
+        })],
+    );
+    bld.extend(
+        "EventType",
+        vec![field::<Stored<EventTypeRecord>>("activeExposure", TypeRef::named("EventExposureInfo"), |p, rq| {
+            active_exposure(rq, &p.record.meta.environment, &p.record.event_type)
+        })],
+    );
+}
+
+/// The `EventExposureInfo` of the active exposure of `event_type` in `env`, regardless of the
+/// viewer; `None` when there is none.
+///
+/// # Errors
+/// Storage failures as `INTERNAL`.
+pub fn active_exposure(rq: &Rq, env: &str, event_type: &str) -> Result<Option<FieldValue<'static>>, Error> {
+    let found = rq
+        .view
+        .lookup_records::<EventExposure>(index::EVENT_EXPOSURE_ACTIVE_BY_TYPE, &natural::in_env(env, event_type))
+        .map_err(internal)?;
+    Ok(found.into_iter().next().and_then(|x| obj(EventExposureInfo(x))))
+}
+
+/// Registers `EventExposureInfo`: no scopes, triggers or publishing URL of the owner.
+pub fn register_info(bld: &mut Builder) {
+    super::values::register(bld);
+    bld.enumeration("EventExposureVisibility", &["WORLD", "ZONE", "ENTERPRISE"]);
+    let mut o = Object::new("EventExposureInfo")
+        .field(field::<EventExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<EventExposure>(&p.0.key)))))
+        .field(field::<EventExposureInfo>("eventType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.event_type))))
+        .field(field::<EventExposureInfo>("visibility", TypeRef::named_nn("EventExposureVisibility"), |p, _| {
+            Ok(e(p.0.record.visibility.as_str()))
+        }))
+        .field(field::<EventExposureInfo>("active", TypeRef::named(TypeRef::BOOLEAN), |p, _| Ok(b(p.0.record.active))))
+        .field(field::<EventExposureInfo>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |p, _| {
+            Ok(obj(p.0.record.approval_config.clone()))
+        }));
+    for f in owner_fields::<EventExposureInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
+        o = o.field(f);
+    }
+    bld.object(o);
+}
+
+/// `attributes: Map` of a selection filter (a JSON object of strings).
+fn attributes(a: &std::collections::BTreeMap<String, String>) -> Option<FieldValue<'static>> {
+    let map: IndexMap<Name, Value> = a.iter().map(|(k, v)| (Name::new(k), Value::String(v.clone()))).collect();
+    Some(FieldValue::value(Value::Object(map)))
+}
+
+/// Registers the event value types and enums (idempotent): `EventScope`, `EventTrigger`,
+/// `ResponseFilter`, `SelectionFilter`, `EventDelivery`, `ResponseFilterMode`, `PayloadType`,
+/// `EventSubscriptionDeliveryType`, `EventExposureVisibility`.
+pub fn register_values(bld: &mut Builder) {
+    super::values::register(bld);
+    bld.enumeration("EventExposureVisibility", &["WORLD", "ZONE", "ENTERPRISE"]);
+    bld.enumeration("EventSubscriptionDeliveryType", &["CALLBACK", "SERVER_SENT_EVENT"]);
+    bld.enumeration("ResponseFilterMode", &["INCLUDE", "EXCLUDE"]);
+    bld.enumeration("PayloadType", &["DATA", "DATA_REF"]);
+    let string_nn = || TypeRef::named_nn(TypeRef::STRING);
+    let bool_nn = || TypeRef::named_nn(TypeRef::BOOLEAN);
+    bld.object(
+        Object::new("EventScope").field(field::<EventScope>("name", string_nn(), |x, _| Ok(s(&x.name)))).field(field::<EventScope>(
+            "trigger",
+            TypeRef::named_nn("EventTrigger"),
+            |x, _| Ok(obj(x.trigger.clone())),
+        )),
+    );
+    bld.object(
+        Object::new("EventTrigger")
+            .field(field::<EventTrigger>("responseFilter", TypeRef::named("ResponseFilter"), |t, _| {
+                Ok(t.response_filter.clone().and_then(obj))
+            }))
+            .field(field::<EventTrigger>("selectionFilter", TypeRef::named("SelectionFilter"), |t, _| {
+                Ok(t.selection_filter.clone().and_then(obj))
+            })),
+    );
+    bld.object(
+        Object::new("ResponseFilter")
+            .field(field::<ResponseFilter>("paths", TypeRef::named_list_nn(TypeRef::STRING), |r, _| Ok(strs(&r.paths))))
+            .field(field::<ResponseFilter>("mode", TypeRef::named("ResponseFilterMode"), |r, _| Ok(e(r.mode.as_str())))),
+    );
+    bld.object(
+        Object::new("SelectionFilter")
+            .field(field::<SelectionFilter>("attributes", TypeRef::named("Map"), |f, _| Ok(f.attributes.as_ref().and_then(attributes))))
+            .field(field::<SelectionFilter>("expression", string_nn(), |f, _| Ok(s(&f.expression)))),
+    );
+    bld.object(
+        Object::new("EventDelivery")
+            .field(field::<EventDelivery>("payload", TypeRef::named_nn("PayloadType"), |d, _| Ok(e(d.payload.as_str()))))
+            .field(field::<EventDelivery>("eventRetentionTime", string_nn(), |d, _| Ok(s(&d.event_retention_time))))
+            .field(field::<EventDelivery>("circuitBreakerOptOut", bool_nn(), |d, _| Ok(b(d.circuit_breaker_opt_out))))
+            .field(field::<EventDelivery>("retryableStatusCodes", TypeRef::named_nn_list(TypeRef::INT), |d, _| {
+                Ok(d.retryable_status_codes.as_ref().map(|c| FieldValue::list(c.iter().map(|n| FieldValue::value(Value::from(*n))))))
+            }))
+            .field(field::<EventDelivery>("redeliveriesPerSecond", TypeRef::named(TypeRef::INT), |d, _| {
+                Ok(d.redeliveries_per_second.and_then(int))
+            }))
+            .field(field::<EventDelivery>("enforceGetHttpRequestMethodForHealthCheck", bool_nn(), |d, _| {
+                Ok(b(d.enforce_get_http_request_method_for_health_check))
+            })),
+    );
+}

@@ -1,0 +1,148 @@
+//! `EventSubscription` (reference-graphql.md §1.4, scopes per §10.4), its reduced cross-tenant
+//! view `EventSubscriptionInfo` (§1.6, §10.3; implements `SubscriptionInfo`), and the edge
+//! `Application.subscribedEvents`. Root query `eventSubscriptions`; visible to the owner
+//! application's team. `target` is the cross-tenant `EventExposureInfo` of link 0, null without
+//! error while unlinked. The deprecated `scopes` returns the requested scopes.
+
+use super::common::{meta_filters, ne, status_filters};
+use super::event_exposure::{register_values, EventExposureInfo};
+use super::subscription_info::{owner_fields, INTERFACE};
+use crate::entity::{
+    connection_field, e, field, global_id, nested_rows, node_value, obj, register, rf, s, status_fields, strs, time_fields, time_filters,
+    Builder, Entity,
+};
+use crate::error::internal;
+use crate::filter::{FType, FVal, FilterField};
+use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
+use schema::keys::{index, natural};
+use schema::kinds::application::{Application, ApplicationRecord};
+use schema::kinds::approval::Approval;
+use schema::kinds::approval_request::ApprovalRequest;
+use schema::kinds::event_exposure::EventExposure;
+use schema::kinds::event_subscription::{EventSubscription, EventSubscriptionRecord};
+use schema::KindId;
+use storage::Stored;
+
+/// The deprecation reason of `EventSubscription.scopes` (§10.4).
+pub const SCOPES_DEPRECATION: &str = "Use `requestedScopes` / `activeScopes`.";
+
+/// The parent value of an `EventSubscriptionInfo`.
+pub struct EventSubscriptionInfo(pub Stored<EventSubscriptionRecord>);
+
+type S = Stored<EventSubscriptionRecord>;
+
+/// The lookup key of this subscription's approvals and approval requests.
+fn approval_key(r: &EventSubscriptionRecord) -> schema::Key {
+    natural::subscription_ref(KindId::EventSubscription, &r.meta.environment, &r.meta.namespace, &r.meta.name)
+}
+
+impl Entity for EventSubscription {
+    const TYPE: &'static str = "EventSubscription";
+    const ROOT: Option<&'static str> = Some("eventSubscriptions");
+    const TEAM_OWNED: bool = true;
+
+    fn fields(bld: &mut Builder) -> Vec<Field> {
+        register_values(bld);
+        register_info(bld);
+        super::event_exposure::register_info(bld);
+        let mut f = time_fields::<EventSubscription>();
+        f.extend(status_fields::<EventSubscription>(bld, |r| &r.status));
+        f.extend([
+            rf::<EventSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
+            rf::<EventSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
+            rf::<EventSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
+            rf::<EventSubscription>("eventType", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.event_type)),
+            rf::<EventSubscription>("deliveryType", TypeRef::named_nn("EventSubscriptionDeliveryType"), |r| e(r.delivery_type.as_str())),
+            rf::<EventSubscription>("trigger", TypeRef::named("EventTrigger"), |r| r.trigger.clone().and_then(obj)),
+            rf::<EventSubscription>("delivery", TypeRef::named_nn("EventDelivery"), |r| obj(r.delivery.clone())),
+            rf::<EventSubscription>("scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| r.requested_scopes.as_deref().and_then(strs))
+                .deprecation(Some(SCOPES_DEPRECATION)),
+            rf::<EventSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
+                r.requested_scopes.as_deref().and_then(strs)
+            }),
+            rf::<EventSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| r.active_scopes.as_deref().and_then(strs)),
+            rf::<EventSubscription>("callbackURL", TypeRef::named(TypeRef::STRING), |r| r.callback_url.as_deref().and_then(s)),
+            rf::<EventSubscription>("gatewaySseURL", TypeRef::named(TypeRef::STRING), |r| ne(&r.gateway_sse_url)),
+            field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
+                let r = &p.record;
+                let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
+                Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
+            }),
+            field::<S>("approval", TypeRef::named("Approval"), |p, rq| {
+                let found =
+                    rq.view.lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &approval_key(&p.record)).map_err(internal)?;
+                Ok(found.into_iter().find(|a| rq.visible::<Approval>(a)).map(node_value::<Approval>))
+            }),
+            field::<S>("approvalRequests", TypeRef::named_nn_list("ApprovalRequest"), |p, rq| {
+                let found = rq
+                    .view
+                    .lookup_records::<ApprovalRequest>(index::APPROVAL_REQUEST_BY_SUBSCRIPTION, &approval_key(&p.record))
+                    .map_err(internal)?;
+                Ok(Some(FieldValue::list(
+                    found.into_iter().filter(|a| rq.visible::<ApprovalRequest>(a)).map(node_value::<ApprovalRequest>),
+                )))
+            }),
+            field::<S>("target", TypeRef::named("EventExposureInfo"), |p, rq| match p.links.first() {
+                Some(Some(key)) => Ok(rq.load_system::<EventExposure>(key)?.and_then(|x| obj(EventExposureInfo(x)))),
+                _ => Ok(None),
+            }),
+        ]);
+        f
+    }
+
+    fn filters() -> Vec<FilterField<EventSubscriptionRecord>> {
+        let mut f = time_filters();
+        f.extend(status_filters("EventSubscriptionStatusPhase", |r: &EventSubscriptionRecord| &r.status));
+        f.extend(meta_filters(|r: &EventSubscriptionRecord| &r.meta));
+        f.extend([
+            FilterField::new("name", FType::Str, false, |x: &S| FVal::Str(Some(x.record.meta.name.clone()))),
+            FilterField::new("eventType", FType::Str, false, |x: &S| FVal::Str(Some(x.record.event_type.clone()))),
+            FilterField::new("deliveryType", FType::Enum("EventSubscriptionDeliveryType".into()), false, |x: &S| {
+                FVal::Str(Some(x.record.delivery_type.as_str().to_string()))
+            }),
+            FilterField::new("callbackURL", FType::Str, true, |x: &S| FVal::Str(x.record.callback_url.clone())),
+            FilterField::new("gatewaySseURL", FType::Str, true, |x: &S| {
+                FVal::Str(Some(x.record.gateway_sse_url.clone()).filter(|u| !u.is_empty()))
+            }),
+        ]);
+        f
+    }
+}
+
+/// Registers `EventSubscription` with its root query, and the edge
+/// `Application.subscribedEvents`.
+pub fn register_all(bld: &mut Builder) {
+    register::<EventSubscription>(bld);
+    let w = bld.where_type::<EventSubscription>();
+    bld.extend(
+        "Application",
+        vec![connection_field::<EventSubscription, Stored<ApplicationRecord>>("subscribedEvents", w, |rq, app, order, pred| {
+            let candidates = rq.view.lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_OWNER, &app.key).map_err(internal)?;
+            Ok(Box::new(nested_rows::<EventSubscription>(rq, candidates, order, &pred)))
+        })],
+    );
+}
+
+/// Registers `EventSubscriptionInfo` (implements `SubscriptionInfo`): no delivery, callback or
+/// trigger data of the subscriber.
+pub fn register_info(bld: &mut Builder) {
+    register_values(bld);
+    bld.enumeration("EventSubscriptionStatusPhase", &["READY", "PENDING", "ERROR", "UNKNOWN"]);
+    let mut o = Object::new("EventSubscriptionInfo")
+        .implement(INTERFACE)
+        .field(field::<EventSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
+            Ok(s(&global_id::<EventSubscription>(&p.0.key)))
+        }))
+        .field(field::<EventSubscriptionInfo>("eventType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.event_type))))
+        .field(field::<EventSubscriptionInfo>("deliveryType", TypeRef::named_nn("EventSubscriptionDeliveryType"), |p, _| {
+            Ok(e(p.0.record.delivery_type.as_str()))
+        }))
+        .field(field::<EventSubscriptionInfo>("statusPhase", TypeRef::named("EventSubscriptionStatusPhase"), |p, _| {
+            Ok(e(p.0.record.status.phase.as_str()))
+        }))
+        .field(field::<EventSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| Ok(s(&p.0.record.status.message))));
+    for f in owner_fields::<EventSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
+        o = o.field(f);
+    }
+    bld.object(o);
+}

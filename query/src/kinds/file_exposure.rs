@@ -1,0 +1,144 @@
+//! `FileExposure` (reference-graphql.md §10.3 "File views": the upstream entity), its reduced
+//! cross-tenant view `FileExposureInfo` (§10.3), the SFTP value types `FileSFTP` /
+//! `SSHPublicKey` it shares with `FileSubscription`, and the edge `Application.fileExposures`.
+//! Root query `fileExposures`; visible to the owner application's team. `subscriptions` lists
+//! every tenant's subscriptions linked to the exposure as `FileSubscriptionInfo`.
+
+use super::common::{meta_filters, status_filters, str_filter};
+use super::file_subscription::FileSubscriptionInfo;
+use super::subscription_info::owner_fields;
+use crate::entity::{
+    b, connection_field, e, field, global_id, nested_rows, node_value, obj, objs, os, register, rf, s, status_fields, time_fields,
+    time_filters, Builder, Entity,
+};
+use crate::error::internal;
+use crate::filter::{FType, FVal, FilterField};
+use async_graphql::dynamic::{Field, Object, TypeRef};
+use schema::keys::{index, natural};
+use schema::kinds::application::{Application, ApplicationRecord};
+use schema::kinds::file_exposure::{FileExposure, FileExposureRecord, Sftp};
+use schema::kinds::file_subscription::FileSubscription;
+use schema::kinds::zone::Zone;
+use storage::Stored;
+
+/// The parent value of a `FileExposureInfo`.
+pub struct FileExposureInfo(pub Stored<FileExposureRecord>);
+
+/// The parent value of an `SSHPublicKey`: the key text.
+struct SshPublicKey(String);
+
+type S = Stored<FileExposureRecord>;
+
+/// Registers the value types and enums of the file kinds (idempotent): `FileSFTP`,
+/// `SSHPublicKey`, `FileExposureVisibility`, `FileExposureVariant`.
+pub fn register_values(bld: &mut Builder) {
+    bld.enumeration("FileExposureVisibility", &["WORLD", "ZONE", "ENTERPRISE"]);
+    bld.enumeration("FileExposureVariant", &["SFTP"]);
+    bld.object(Object::new("SSHPublicKey").field(field::<SshPublicKey>("key", TypeRef::named_nn(TypeRef::STRING), |k, _| Ok(s(&k.0)))));
+    bld.object(Object::new("FileSFTP").field(field::<Sftp>("publicKeys", TypeRef::named_nn_list_nn("SSHPublicKey"), |p, _| {
+        Ok(objs(p.public_keys.iter().cloned().map(SshPublicKey)))
+    })));
+}
+
+/// `zone: Zone` of a file record: the zone named by `spec.zone.name` in the record's
+/// environment; null when it is not projected.
+pub fn zone_field<T: std::any::Any + Send + Sync>(zone: fn(&T) -> (&str, &str)) -> Field {
+    field::<T>("zone", TypeRef::named(Zone::TYPE), move |p, rq| {
+        let (env, name) = zone(p);
+        Ok(rq.load_visible::<Zone>(&natural::zone(env, name))?.map(node_value::<Zone>))
+    })
+}
+
+impl Entity for FileExposure {
+    const TYPE: &'static str = "FileExposure";
+    const ROOT: Option<&'static str> = Some("fileExposures");
+    const TEAM_OWNED: bool = true;
+
+    fn fields(bld: &mut Builder) -> Vec<Field> {
+        super::values::register(bld);
+        register_values(bld);
+        register_info(bld);
+        super::file_subscription::register_info(bld);
+        let mut f = time_fields::<FileExposure>();
+        f.extend(status_fields::<FileExposure>(bld, |r| &r.status));
+        f.extend([
+            rf::<FileExposure>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
+            rf::<FileExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
+            rf::<FileExposure>("fileType", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.file_type)),
+            rf::<FileExposure>("variant", TypeRef::named_nn("FileExposureVariant"), |r| e(r.variant.as_str())),
+            rf::<FileExposure>("visibility", TypeRef::named_nn("FileExposureVisibility"), |r| e(r.visibility.as_str())),
+            rf::<FileExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| b(r.active)),
+            rf::<FileExposure>("zoneName", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.zone)),
+            zone_field::<S>(|p| (&p.record.meta.environment, &p.record.zone)),
+            rf::<FileExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
+            rf::<FileExposure>("sftp", TypeRef::named("FileSFTP"), |r| r.sftp.clone().and_then(obj)),
+            rf::<FileExposure>("serviceURL", TypeRef::named(TypeRef::STRING), |r| os(r.service_url.as_deref())),
+            rf::<FileExposure>("serviceExternalURL", TypeRef::named(TypeRef::STRING), |r| os(r.service_external_url.as_deref())),
+            field::<S>("owner", TypeRef::named_nn(Application::TYPE), |p, rq| {
+                let r = &p.record;
+                let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
+                Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
+            }),
+            field::<S>("subscriptions", TypeRef::named_nn_list_nn("FileSubscriptionInfo"), |p, rq| {
+                let subs = rq.view.lookup_records::<FileSubscription>(index::FILE_SUBSCRIPTION_BY_TARGET, &p.key).map_err(internal)?;
+                Ok(objs(subs.into_iter().map(FileSubscriptionInfo)))
+            }),
+        ]);
+        f
+    }
+
+    fn filters() -> Vec<FilterField<FileExposureRecord>> {
+        let mut f = time_filters();
+        f.extend(status_filters("FileExposureStatusPhase", |r: &FileExposureRecord| &r.status));
+        f.extend(meta_filters(|r: &FileExposureRecord| &r.meta));
+        f.extend([
+            str_filter::<FileExposureRecord>("fileType", false, |r| Some(r.file_type.as_str())),
+            FilterField::new("variant", FType::Enum("FileExposureVariant".into()), false, |x: &S| {
+                FVal::Str(Some(x.record.variant.as_str().to_string()))
+            }),
+            FilterField::new("visibility", FType::Enum("FileExposureVisibility".into()), false, |x: &S| {
+                FVal::Str(Some(x.record.visibility.as_str().to_string()))
+            }),
+            FilterField::new("active", FType::Bool, true, |x: &S| FVal::Bool(Some(x.record.active))),
+            str_filter::<FileExposureRecord>("zoneName", false, |r| Some(r.zone.as_str())),
+            str_filter::<FileExposureRecord>("serviceURL", true, |r| r.service_url.as_deref()),
+            str_filter::<FileExposureRecord>("serviceExternalURL", true, |r| r.service_external_url.as_deref()),
+        ]);
+        f
+    }
+}
+
+/// Registers `FileExposure` with its root query, and the edge `Application.fileExposures`.
+pub fn register_all(bld: &mut Builder) {
+    register::<FileExposure>(bld);
+    let w = bld.where_type::<FileExposure>();
+    bld.extend(
+        Application::TYPE,
+        vec![connection_field::<FileExposure, Stored<ApplicationRecord>>("fileExposures", w, |rq, app, order, pred| {
+            // FileExposure keys are (env, team, application, fileType): the application's key is
+            // their prefix.
+            let candidates = rq.view.with_prefix::<FileExposure>(&app.key).map_err(internal)?;
+            Ok(Box::new(nested_rows::<FileExposure>(rq, candidates, order, &pred)))
+        })],
+    );
+}
+
+/// Registers `FileExposureInfo`: no SFTP keys, approval settings or subscriber data of the owner.
+pub fn register_info(bld: &mut Builder) {
+    register_values(bld);
+    let mut o = Object::new("FileExposureInfo")
+        .field(field::<FileExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<FileExposure>(&p.0.key)))))
+        .field(field::<FileExposureInfo>("fileType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.file_type))))
+        .field(field::<FileExposureInfo>("visibility", TypeRef::named_nn("FileExposureVisibility"), |p, _| {
+            Ok(e(p.0.record.visibility.as_str()))
+        }))
+        .field(field::<FileExposureInfo>("active", TypeRef::named(TypeRef::BOOLEAN), |p, _| Ok(b(p.0.record.active))))
+        .field(field::<FileExposureInfo>("serviceUrl", TypeRef::named(TypeRef::STRING), |p, _| Ok(os(p.0.record.service_url.as_deref()))))
+        .field(field::<FileExposureInfo>("serviceExternalUrl", TypeRef::named(TypeRef::STRING), |p, _| {
+            Ok(os(p.0.record.service_external_url.as_deref()))
+        }));
+    for f in owner_fields::<FileExposureInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
+        o = o.field(f);
+    }
+    bld.object(o);
+}

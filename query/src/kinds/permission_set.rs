@@ -1,0 +1,58 @@
+//! `PermissionSet` (reference-graphql.md §1.4, §1.5 `Permission`): the permissions of one
+//! application. Root query `permissionSets`; visible to the owner application's team. The owner
+//! edge is hidden, as in the reference; the set is reached from `Application.permissionSet`
+//! (defined here, visible records only).
+
+use super::common::{meta_filters, status_filters};
+use crate::entity::{field, node_value, objs, register, rf, s, status_fields, strs, time_fields, time_filters, Builder, Entity};
+use crate::filter::FilterField;
+use async_graphql::dynamic::{Field, Object, TypeRef};
+use schema::keys::natural;
+use schema::kinds::application::ApplicationRecord;
+use schema::kinds::permission_set::{Permission, PermissionSet, PermissionSetRecord};
+use storage::Stored;
+
+impl Entity for PermissionSet {
+    const TYPE: &'static str = "PermissionSet";
+    const ROOT: Option<&'static str> = Some("permissionSets");
+    const TEAM_OWNED: bool = true;
+
+    fn fields(bld: &mut Builder) -> Vec<Field> {
+        bld.object(
+            Object::new("Permission")
+                .field(field::<Permission>("role", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.role))))
+                .field(field::<Permission>("resource", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.resource))))
+                .field(field::<Permission>("actions", TypeRef::named_nn_list_nn(TypeRef::STRING), |p, _| Ok(strs(&p.actions)))),
+        );
+        let mut f = time_fields::<PermissionSet>();
+        f.extend(status_fields::<PermissionSet>(bld, |r| &r.status));
+        f.extend([
+            rf::<PermissionSet>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
+            rf::<PermissionSet>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
+            rf::<PermissionSet>("permissions", TypeRef::named_list("Permission"), |r| objs(r.permissions.clone())),
+        ]);
+        f
+    }
+
+    fn filters() -> Vec<FilterField<PermissionSetRecord>> {
+        // `permissions` is a JSON column in the reference: not filterable (§2.2).
+        let mut f = time_filters();
+        f.extend(status_filters("PermissionSetStatusPhase", |r: &PermissionSetRecord| &r.status));
+        f.extend(meta_filters(|r: &PermissionSetRecord| &r.meta));
+        f
+    }
+}
+
+/// Registers `PermissionSet` with its root query, and the edge `Application.permissionSet`
+/// (null when the application has none or the viewer may not see it).
+pub fn register_all(bld: &mut Builder) {
+    register::<PermissionSet>(bld);
+    bld.extend(
+        "Application",
+        vec![field::<Stored<ApplicationRecord>>("permissionSet", TypeRef::named(PermissionSet::TYPE), |p, rq| {
+            let r = &p.record;
+            let key = natural::permission_set(&r.meta.environment, &r.team, &r.meta.name);
+            Ok(rq.load_visible::<PermissionSet>(&key)?.map(node_value::<PermissionSet>))
+        })],
+    );
+}

@@ -1,0 +1,134 @@
+//! AgentCard, the catalogue entry of an (A2A) agent (reference-projector.md §6.1/§6.3, DESIGN
+//! "Catalogue hash"). Natural key `(environment, team, spec.basePath)`; requires the owner Team;
+//! visible to every viewer of its environment (catalogue). Active entries (`status.active`) are
+//! indexed under `(environment, basePath)` in [`index::AGENT_CARD_ACTIVE_BY_BASE_PATH`]. The
+//! fields and their translation are shared with McpServer ([`agentic_catalogue`]).
+//!
+//! Quirk fixed (DESIGN decision 3, §7.2): emptied optional fields clear the stored value.
+//!
+//! [`agentic_catalogue`]: crate::kinds::agentic_catalogue
+
+use crate::keys::{index, natural, Key};
+use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
+use crate::kinds::agentic_catalogue::{self as catalogue, AgenticCatalogueRecord};
+use crate::time::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// The AgentCard kind.
+pub struct AgentCard;
+
+/// A projected AgentCard (fields as documented on [`AgenticCatalogueRecord`]).
+pub type AgentCardRecord = AgenticCatalogueRecord;
+
+impl Kind for AgentCard {
+    const ID: KindId = KindId::AgentCard;
+    type Cr = crds::AgentCard;
+    type Record = AgentCardRecord;
+
+    fn meta(cr: &crds::AgentCard) -> &ObjectMeta {
+        &cr.metadata
+    }
+
+    fn translate(cr: &crds::AgentCard, _ctx: &Context) -> Result<AgentCardRecord, Skip> {
+        let spec = &cr.spec;
+        let status = cr.status.as_ref();
+        catalogue::translate(&catalogue::Source {
+            meta: &cr.metadata,
+            spec,
+            base_path: &spec.base_path,
+            version: &spec.version,
+            title: &spec.name,
+            description: spec.description.as_ref(),
+            category: spec.category.as_ref(),
+            scopes: &spec.scopes,
+            specification: spec.specification.as_ref(),
+            hash: spec.hash.as_ref(),
+            active: status.is_some_and(|s| s.active),
+            conditions: status.map(|s| s.conditions.as_slice()).unwrap_or_default(),
+        })
+    }
+
+    fn key(rec: &AgentCardRecord) -> Key {
+        catalogue::key(rec, natural::agent_card)
+    }
+
+    fn requires(rec: &AgentCardRecord) -> Vec<Ref> {
+        catalogue::requires(rec)
+    }
+
+    fn scopes(rec: &AgentCardRecord, _links: &[Option<Key>]) -> Vec<Scope> {
+        catalogue::scopes(rec)
+    }
+
+    fn refs(rec: &AgentCardRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+        catalogue::refs(rec, index::AGENT_CARD_ACTIVE_BY_BASE_PATH)
+    }
+
+    fn created_at(rec: &AgentCardRecord) -> Option<Timestamp> {
+        rec.meta.creation_timestamp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::{Status, StatusPhase};
+    use crate::kinds::testing::{ctx, world_object};
+
+    fn object(name: &str) -> crds::AgentCard {
+        world_object("AgentCard", "poc", name)
+    }
+
+    fn translate(cr: &crds::AgentCard) -> Result<AgentCardRecord, Skip> {
+        AgentCard::translate(cr, &ctx())
+    }
+
+    #[test]
+    fn translates_world_agent_cards() {
+        let rec = translate(&object("agents-copilot-v1")).unwrap();
+        assert_eq!(rec.meta.name, "agents-copilot-v1");
+        assert_eq!(rec.team, "assist--copilot");
+        assert_eq!(rec.base_path, "/agents/copilot/v1");
+        assert_eq!(rec.version, "1.1.0");
+        assert_eq!(rec.display_name, "Customer Copilot");
+        assert_eq!(rec.description.as_deref(), Some("A2A agent answering customer questions."));
+        assert_eq!(rec.category.as_deref(), Some("assistant"));
+        assert_eq!(rec.oauth2_scopes, vec!["copilot:chat"]);
+        assert_eq!(rec.specification.as_deref(), Some("c0ffee00-0000-4000-8000-000000000201"));
+        assert!(rec.active);
+        assert_eq!(rec.status, Status { phase: StatusPhase::Ready, message: "AgentCard is active".into() });
+        // Computed independently: sha256 of the spec's canonical JSON.
+        assert_eq!(rec.hash, "d10c2fd853ee1db0e6dcb00850c0bc4be1882a0708c6b5ea44941bc449bf1879");
+        assert_eq!(AgentCard::created_at(&rec), Some(Timestamp::parse_rfc3339("2026-05-16T13:37:00Z").unwrap()));
+
+        let dispatch = translate(&object("agents-dispatch-v1")).unwrap();
+        assert_eq!((dispatch.team.as_str(), dispatch.display_name.as_str()), ("logistics--fleet", "Dispatch Planner Agent"));
+        assert!(dispatch.oauth2_scopes.is_empty() && dispatch.specification.is_none());
+        assert_eq!(dispatch.hash, "ecfe1decf1d25e9aa473ffc54cdfe25f0c42cbccf2742e8998ecf8866ebecefd");
+    }
+
+    #[test]
+    fn key_requires_scopes_and_active_index() {
+        let rec = translate(&object("agents-copilot-v1")).unwrap();
+        assert_eq!(AgentCard::key(&rec), Key::new(&["poc", "assist--copilot", "/agents/copilot/v1"]));
+        assert_eq!(AgentCard::requires(&rec), vec![Ref { kind: KindId::Team, key: natural::team("poc", "assist--copilot") }]);
+        assert_eq!(AgentCard::scopes(&rec, &[]), vec![Scope::Env { env: "poc".into() }]);
+        assert_eq!(AgentCard::refs(&rec, &[]), vec![(index::AGENT_CARD_ACTIVE_BY_BASE_PATH, natural::in_env("poc", "/agents/copilot/v1"))]);
+        let mut cr = object("agents-copilot-v1");
+        cr.status.as_mut().unwrap().active = false;
+        assert!(AgentCard::refs(&translate(&cr).unwrap(), &[]).is_empty());
+    }
+
+    #[test]
+    fn bad_input_is_skipped() {
+        let mut cr = object("agents-copilot-v1");
+        cr.spec.base_path.clear();
+        assert_eq!(translate(&cr), Err(Skip::Missing("spec.basePath")));
+        let mut cr = object("agents-copilot-v1");
+        cr.spec.version.clear();
+        assert_eq!(translate(&cr), Err(Skip::Missing("spec.version")));
+        let mut cr = object("agents-copilot-v1");
+        cr.metadata.name = None;
+        assert_eq!(translate(&cr), Err(Skip::Missing("metadata.name")));
+    }
+}

@@ -1,0 +1,196 @@
+//! McpServer, the catalogue entry of an MCP server (reference-projector.md §6.1/§6.3, DESIGN
+//! "Catalogue hash"). Natural key `(environment, team, spec.basePath)`; requires the owner Team;
+//! visible to every viewer of its environment (catalogue). Active entries (`status.active`) are
+//! indexed under `(environment, basePath)` in [`index::MCP_SERVER_ACTIVE_BY_BASE_PATH`]. The
+//! fields and their translation are shared with AgentCard ([`agentic_catalogue`]).
+//!
+//! Quirk fixed (DESIGN decision 3, §7.2): emptied optional fields clear the stored value.
+//!
+//! [`agentic_catalogue`]: crate::kinds::agentic_catalogue
+
+use crate::keys::{index, natural, Key};
+use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
+use crate::kinds::agentic_catalogue::{self as catalogue, AgenticCatalogueRecord};
+use crate::time::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// The McpServer kind.
+pub struct McpServer;
+
+/// A projected McpServer (fields as documented on [`AgenticCatalogueRecord`]).
+pub type McpServerRecord = AgenticCatalogueRecord;
+
+impl Kind for McpServer {
+    const ID: KindId = KindId::McpServer;
+    type Cr = crds::McpServer;
+    type Record = McpServerRecord;
+
+    fn meta(cr: &crds::McpServer) -> &ObjectMeta {
+        &cr.metadata
+    }
+
+    fn translate(cr: &crds::McpServer, _ctx: &Context) -> Result<McpServerRecord, Skip> {
+        let spec = &cr.spec;
+        let status = cr.status.as_ref();
+        catalogue::translate(&catalogue::Source {
+            meta: &cr.metadata,
+            spec,
+            base_path: &spec.base_path,
+            version: &spec.version,
+            title: &spec.name,
+            description: spec.description.as_ref(),
+            category: spec.category.as_ref(),
+            scopes: &spec.scopes,
+            specification: spec.specification.as_ref(),
+            hash: spec.hash.as_ref(),
+            active: status.is_some_and(|s| s.active),
+            conditions: status.map(|s| s.conditions.as_slice()).unwrap_or_default(),
+        })
+    }
+
+    fn key(rec: &McpServerRecord) -> Key {
+        catalogue::key(rec, natural::mcp_server)
+    }
+
+    fn requires(rec: &McpServerRecord) -> Vec<Ref> {
+        catalogue::requires(rec)
+    }
+
+    fn scopes(rec: &McpServerRecord, _links: &[Option<Key>]) -> Vec<Scope> {
+        catalogue::scopes(rec)
+    }
+
+    fn refs(rec: &McpServerRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+        catalogue::refs(rec, index::MCP_SERVER_ACTIVE_BY_BASE_PATH)
+    }
+
+    fn created_at(rec: &McpServerRecord) -> Option<Timestamp> {
+        rec.meta.creation_timestamp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::{Status, StatusPhase};
+    use crate::kinds::testing::{ctx, world_object};
+
+    fn object(name: &str) -> crds::McpServer {
+        world_object("McpServer", "poc", name)
+    }
+
+    fn translate(cr: &crds::McpServer) -> Result<McpServerRecord, Skip> {
+        McpServer::translate(cr, &ctx())
+    }
+
+    #[test]
+    fn translates_world_mcp_servers() {
+        let rec = translate(&object("poc--logistics--parcel-tracking/mcp-parcels-v1")).unwrap();
+        assert_eq!(rec.meta.name, "mcp-parcels-v1");
+        assert_eq!(rec.meta.namespace, "poc--logistics--parcel-tracking");
+        assert_eq!(rec.meta.environment, "poc");
+        assert_eq!(rec.team, "logistics--parcel-tracking");
+        assert_eq!(rec.base_path, "/mcp/parcels/v1");
+        assert_eq!(rec.version, "1.0.0");
+        assert_eq!(rec.display_name, "Parcel Tracking MCP");
+        assert_eq!(rec.description.as_deref(), Some("Look up parcel status and delivery windows."));
+        assert_eq!(rec.category.as_deref(), Some("tool"));
+        assert_eq!(rec.oauth2_scopes, vec!["parcels:read"]);
+        assert_eq!(rec.specification.as_deref(), Some("c0ffee00-0000-4000-8000-000000000101"));
+        assert!(rec.active);
+        assert_eq!(rec.status, Status { phase: StatusPhase::Ready, message: "McpServer is active".into() });
+        assert_eq!(McpServer::created_at(&rec), Some(Timestamp::parse_rfc3339("2026-04-01T09:00:00Z").unwrap()));
+
+        let knowledge = translate(&object("mcp-knowledge-v1")).unwrap();
+        assert_eq!(knowledge.oauth2_scopes, vec!["kb:search", "kb:read"]);
+        assert_eq!(knowledge.display_name, "Knowledge Search");
+
+        // The newer registration of /mcp/parcels/v1 by logistics--fleet is inactive.
+        let shadow = translate(&object("poc--logistics--fleet/mcp-parcels-v1")).unwrap();
+        assert_eq!((shadow.team.as_str(), shadow.base_path.as_str()), ("logistics--fleet", "/mcp/parcels/v1"));
+        assert!(!shadow.active);
+        assert_eq!(shadow.status.phase, StatusPhase::Pending);
+        assert!(shadow.oauth2_scopes.is_empty());
+        assert_eq!(shadow.specification, None);
+    }
+
+    #[test]
+    fn hash_is_the_spec_hash_unless_the_cr_carries_one() {
+        // Computed independently: sha256 of the spec's canonical JSON (sorted keys, no whitespace).
+        let rec = translate(&object("poc--logistics--parcel-tracking/mcp-parcels-v1")).unwrap();
+        assert_eq!(rec.hash, "587b66b28b498962f0a9fb529095ba76fb0d7202c846bc9bb3e851fa04e028ff");
+        let shadow = translate(&object("poc--logistics--fleet/mcp-parcels-v1")).unwrap();
+        assert_eq!(shadow.hash, "b558a55a8cd0cc5e841fb773071066247f4934ece9c2c8bf8108ceea6001534b");
+        assert_eq!(translate(&object("mcp-orders-v1")).unwrap().hash, "463864ca70b8a2b99bbaac5df8577f5dda31ef44851bd854d4cf61ea712bbc51");
+
+        // The hash changes with the specification.
+        let mut cr = object("mcp-orders-v1");
+        cr.spec.specification = Some("c0ffee00-0000-4000-8000-000000000999".into());
+        assert_ne!(translate(&cr).unwrap().hash, "463864ca70b8a2b99bbaac5df8577f5dda31ef44851bd854d4cf61ea712bbc51");
+        // Status changes do not change it.
+        let mut cr = object("mcp-orders-v1");
+        cr.status = None;
+        assert_eq!(translate(&cr).unwrap().hash, "463864ca70b8a2b99bbaac5df8577f5dda31ef44851bd854d4cf61ea712bbc51");
+
+        // A newer CR carries its own hash.
+        let mut cr = object("mcp-orders-v1");
+        cr.spec.hash = Some("2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae".into());
+        assert_eq!(translate(&cr).unwrap().hash, "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae");
+        // An empty one counts as absent: the spec (with its empty `hash`) is hashed.
+        cr.spec.hash = Some(String::new());
+        assert_eq!(translate(&cr).unwrap().hash, catalogue::spec_hash(&cr.spec).unwrap());
+    }
+
+    #[test]
+    fn key_requires_scopes_and_active_index() {
+        let rec = translate(&object("poc--logistics--parcel-tracking/mcp-parcels-v1")).unwrap();
+        assert_eq!(McpServer::key(&rec), Key::new(&["poc", "logistics--parcel-tracking", "/mcp/parcels/v1"]));
+        assert_eq!(McpServer::requires(&rec), vec![Ref { kind: KindId::Team, key: natural::team("poc", "logistics--parcel-tracking") }]);
+        assert!(McpServer::links(&rec).is_empty());
+        assert_eq!(McpServer::scopes(&rec, &[]), vec![Scope::Env { env: "poc".into() }]);
+        assert_eq!(McpServer::refs(&rec, &[]), vec![(index::MCP_SERVER_ACTIVE_BY_BASE_PATH, natural::in_env("poc", "/mcp/parcels/v1"))]);
+        assert!(McpServer::dependents(&rec, &[]).is_empty());
+
+        let shadow = translate(&object("poc--logistics--fleet/mcp-parcels-v1")).unwrap();
+        assert_eq!(McpServer::key(&shadow), natural::mcp_server("poc", "logistics--fleet", "/mcp/parcels/v1"));
+        assert!(McpServer::refs(&shadow, &[]).is_empty());
+    }
+
+    #[test]
+    fn emptied_fields_clear_values_and_the_title_falls_back_to_the_name() {
+        let mut cr = object("mcp-knowledge-v1");
+        cr.spec.name.clear();
+        cr.spec.description = Some(String::new());
+        cr.spec.category = None;
+        cr.spec.specification = Some(String::new());
+        cr.spec.scopes.clear();
+        cr.status = None;
+        let rec = translate(&cr).unwrap();
+        assert_eq!(rec.display_name, "mcp-knowledge-v1");
+        assert_eq!((&rec.description, &rec.category, &rec.specification), (&None, &None, &None));
+        assert!(rec.oauth2_scopes.is_empty());
+        assert_eq!((rec.active, rec.status.phase), (false, StatusPhase::Unknown));
+        assert!(McpServer::refs(&rec, &[]).is_empty());
+    }
+
+    #[test]
+    fn bad_input_is_skipped() {
+        let mut cr = object("mcp-orders-v1");
+        cr.spec.base_path.clear();
+        assert_eq!(translate(&cr), Err(Skip::Missing("spec.basePath")));
+        let mut cr = object("mcp-orders-v1");
+        cr.spec.version.clear();
+        assert_eq!(translate(&cr), Err(Skip::Missing("spec.version")));
+        let mut cr = object("mcp-orders-v1");
+        cr.metadata.namespace = None;
+        assert_eq!(translate(&cr), Err(Skip::Missing("metadata.namespace")));
+        let mut cr = object("mcp-orders-v1");
+        cr.metadata.namespace = Some("poc--".into());
+        assert_eq!(translate(&cr), Err(Skip::Missing("metadata.namespace")));
+        // A document without the required spec fields does not even decode.
+        let doc = serde_json::json!({"apiVersion": "agentic.cp.ei.telekom.de/v1", "kind": "McpServer",
+            "metadata": {"name": "x", "namespace": "poc--a--b"}, "spec": {"basePath": "/x"}});
+        let err = serde_json::from_value::<crds::McpServer>(doc).unwrap_err();
+        assert!(err.to_string().contains("missing field"), "{err}");
+    }
+}
