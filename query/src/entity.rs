@@ -70,6 +70,11 @@ pub trait Entity: Kind {
 
     /// Filterable fields (besides `id`), in GraphQL order.
     fn filters() -> Vec<FilterField<Self::Record>>;
+
+    /// Edges usable in `where` (`has<Edge>`, `has<Edge>With`).
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<Self::Record>> {
+        Vec::new()
+    }
 }
 
 /// Collects the types of the schema while entities register themselves.
@@ -84,7 +89,7 @@ pub struct Builder {
     /// Node loaders by GraphQL type name.
     pub(crate) loaders: HashMap<&'static str, Loader>,
     registered: std::collections::HashSet<String>,
-    wheres: HashMap<&'static str, Arc<dyn Any + Send + Sync>>,
+    wheres: crate::filter::WhereRegistry,
     extras: HashMap<String, Vec<Field>>,
 }
 
@@ -135,16 +140,16 @@ impl Builder {
 
     /// The compiled where type of entity `K` (registering it on first use).
     pub fn where_type<K: Entity>(&mut self) -> Arc<WhereType<K::Record>> {
-        if let Some(w) = self.wheres.get(K::TYPE) {
-            return w.clone().downcast::<WhereType<K::Record>>().expect("invariant: where types are keyed by entity type");
+        let name = format!("{}WhereInput", K::TYPE);
+        if let Some(w) = self.wheres.get::<K::Record>(&name) {
+            return w;
         }
         let mut fields = vec![FilterField::new("id", crate::filter::FType::Id, false, |s: &Stored<K::Record>| {
             crate::filter::FVal::Str(Some(GlobalId::new(K::TYPE, &s.key).encode()))
         })];
         fields.extend(K::filters());
-        let w = Arc::new(WhereType::new(format!("{}WhereInput", K::TYPE), fields));
+        let w = WhereType::new(name, fields, K::edge_filters(), &self.wheres);
         self.input(w.input_object());
-        self.wheres.insert(K::TYPE, w.clone());
         w
     }
 }
@@ -482,7 +487,7 @@ pub fn suffix_of<K: Kind>(s: &Stored<K::Record>, order: OrderField) -> Vec<u8> {
 /// Rows of a nested connection: `candidates` filtered by visibility and `pred`, sorted.
 pub fn nested_rows<K: Kind>(rq: &Rq, candidates: Vec<Stored<K::Record>>, order: OrderField, pred: &Pred<K::Record>) -> VecRows<K::Record> {
     let mut rows: Vec<Row<K::Record>> =
-        candidates.into_iter().filter(|s| rq.visible::<K>(s) && pred.eval(s)).map(|s| (suffix_of::<K>(&s, order), s)).collect();
+        candidates.into_iter().filter(|s| rq.visible::<K>(s) && pred.eval(s, rq)).map(|s| (suffix_of::<K>(&s, order), s)).collect();
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     VecRows(rows)
 }
@@ -513,7 +518,7 @@ impl<K: Kind> Rows<K::Record> for IndexRows<'_, K> {
             match rq.view.get::<K>(&key) {
                 Err(e) => Some(Err(internal(e))),
                 Ok(None) => None,
-                Ok(Some(s)) => pred.eval(&s).then_some(Ok((suffix, s))),
+                Ok(Some(s)) => pred.eval(&s, rq).then_some(Ok((suffix, s))),
             }
         })))
     }

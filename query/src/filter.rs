@@ -1,10 +1,18 @@
 //! `where` inputs (reference-graphql.md §2.2): `<field><Suffix>` operators generated from one
 //! table of filterable fields per entity, `and`/`or`/`not`, evaluated per record.
 //!
+//! Edge predicates `has<Edge>: Boolean` and `has<Edge>With: [<Target>WhereInput!]` come from
+//! [`EdgeFilter`]s. **Isolation inside edges:** `has<Edge>With` only ever evaluates neighbours the
+//! viewer may see, so a team filtering its own records through an edge into another team's
+//! records gets an answer that never depends on that team's values (reference §11.1 is a leak we
+//! do not have). `has<Edge>` tests only the existence of a link, which the reduced `…Info` views
+//! already show.
+//!
 //! Secrets (`teamToken`, client secrets, hidden `specification`) never appear in a filter
 //! table. Empty `In`/`NotIn` lists and `IsNil: false` are ignored; an empty input object
 //! (also nested) is a no-op.
 
+use crate::entity::Rq;
 use crate::error::bad_input;
 use async_graphql::dynamic::{InputObject, InputValue, ObjectAccessor, TypeRef, ValueAccessor};
 use async_graphql::Error;
@@ -159,6 +167,69 @@ pub struct WhereType<R> {
     /// GraphQL input type name (`ApplicationWhereInput`).
     pub name: String,
     fields: Vec<Arc<FilterField<R>>>,
+    edges: Vec<Arc<EdgeFilter<R>>>,
+    registry: WhereRegistry,
+}
+
+/// Every compiled where type by GraphQL type name, so edge predicates can parse their target's
+/// input at request time (the types reference each other cyclically).
+#[derive(Clone, Default)]
+pub struct WhereRegistry(Arc<std::sync::RwLock<std::collections::HashMap<String, Arc<dyn std::any::Any + Send + Sync>>>>);
+
+impl WhereRegistry {
+    /// Registers a where type under its name.
+    pub fn insert<R: 'static>(&self, w: Arc<WhereType<R>>) {
+        self.0.write().unwrap_or_else(|e| e.into_inner()).insert(w.name.clone(), w);
+    }
+
+    /// The where type named `name` over records `R`.
+    pub fn get<R: 'static>(&self, name: &str) -> Option<Arc<WhereType<R>>> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).get(name).cloned().and_then(|a| a.downcast::<WhereType<R>>().ok())
+    }
+}
+
+/// Evaluates a compiled `has<Edge>With` on one record.
+pub type EdgeEval<R> = Arc<dyn Fn(&Rq, &Stored<R>) -> bool + Send + Sync>;
+
+type EdgeCompile<R> = Arc<dyn Fn(&WhereRegistry, Vec<ObjectAccessor<'_>>) -> Result<EdgeEval<R>, Error> + Send + Sync>;
+
+/// An edge of an entity usable in `where` (`hasOwner`, `hasOwnerWith`).
+pub struct EdgeFilter<R> {
+    /// The edge name as it follows `has` (`Owner`, `ExposedApis`, `API`).
+    pub name: &'static str,
+    /// The target's where-input type name (`ApplicationWhereInput`).
+    pub target_input: String,
+    exists: EdgeEval<R>,
+    compile: EdgeCompile<R>,
+}
+
+impl<R: 'static> EdgeFilter<R> {
+    /// An edge to records of entity `T`, listed by `neighbours` (all of them, visible or not:
+    /// visibility is applied here).
+    pub fn new<T: crate::entity::Entity>(
+        name: &'static str,
+        neighbours: impl Fn(&Rq, &Stored<R>) -> Vec<Stored<T::Record>> + Send + Sync + 'static,
+    ) -> EdgeFilter<R> {
+        let neighbours = Arc::new(neighbours);
+        let n2 = neighbours.clone();
+        let target_input = format!("{}WhereInput", T::TYPE);
+        let target = target_input.clone();
+        EdgeFilter {
+            name,
+            target_input,
+            exists: Arc::new(move |rq, row| !neighbours(rq, row).is_empty()),
+            compile: Arc::new(move |registry, inputs| {
+                let w = registry
+                    .get::<T::Record>(&target)
+                    .ok_or_else(|| crate::error::internal(format!("where type {target} not registered")))?;
+                let preds = inputs.iter().map(|o| w.parse(o)).collect::<Result<Vec<_>, _>>()?;
+                let n = n2.clone();
+                let eval: EdgeEval<R> =
+                    Arc::new(move |rq, row| n(rq, row).iter().filter(|x| rq.visible::<T>(x)).any(|x| preds.iter().all(|p| p.eval(x, rq))));
+                Ok(eval)
+            }),
+        }
+    }
 }
 
 /// A parsed predicate.
@@ -171,6 +242,16 @@ pub enum Pred<R> {
     Not(Box<Pred<R>>),
     /// A comparison.
     Cmp(Arc<FilterField<R>>, Op, Arg),
+    /// `has<Edge>` (existence of a link) or a compiled `has<Edge>With`.
+    Edge(EdgeTest<R>),
+}
+
+/// An edge predicate.
+pub enum EdgeTest<R> {
+    /// `has<Edge>: true|false`.
+    Has(Arc<EdgeFilter<R>>, bool),
+    /// `has<Edge>With: [...]`: some visible neighbour satisfies all entries.
+    With(EdgeEval<R>),
 }
 
 /// A parsed operand.
@@ -185,9 +266,21 @@ pub enum Arg {
 }
 
 impl<R: 'static> WhereType<R> {
-    /// A where type named `name` over `fields`.
-    pub fn new(name: impl Into<String>, fields: Vec<FilterField<R>>) -> WhereType<R> {
-        WhereType { name: name.into(), fields: fields.into_iter().map(Arc::new).collect() }
+    /// A where type named `name` over `fields` and `edges`, registered in `registry`.
+    pub fn new(
+        name: impl Into<String>,
+        fields: Vec<FilterField<R>>,
+        edges: Vec<EdgeFilter<R>>,
+        registry: &WhereRegistry,
+    ) -> Arc<WhereType<R>> {
+        let w = Arc::new(WhereType {
+            name: name.into(),
+            fields: fields.into_iter().map(Arc::new).collect(),
+            edges: edges.into_iter().map(Arc::new).collect(),
+            registry: registry.clone(),
+        });
+        registry.insert(w.clone());
+        w
     }
 
     /// The GraphQL input object.
@@ -208,6 +301,11 @@ impl<R: 'static> WhereType<R> {
                 o = o.field(InputValue::new(name, ty));
             }
         }
+        for e in &self.edges {
+            o = o
+                .field(InputValue::new(format!("has{}", e.name), TypeRef::named(TypeRef::BOOLEAN)))
+                .field(InputValue::new(format!("has{}With", e.name), TypeRef::named_nn_list(&e.target_input)));
+        }
         o
     }
 
@@ -222,7 +320,13 @@ impl<R: 'static> WhereType<R> {
                 continue;
             }
             match name.as_str() {
-                "not" => all.push(Pred::Not(Box::new(self.parse(&value.object()?)?))),
+                "not" => {
+                    // An empty nested input is a no-op, also under `not`.
+                    let inner = self.parse(&value.object()?)?;
+                    if !inner.is_empty() {
+                        all.push(Pred::Not(Box::new(inner)));
+                    }
+                }
                 "and" => {
                     let list = value.list()?;
                     let parts = list.iter().map(|v| self.parse(&v.object()?)).collect::<Result<Vec<_>, _>>()?;
@@ -233,6 +337,18 @@ impl<R: 'static> WhereType<R> {
                     let parts = list.iter().map(|v| self.parse(&v.object()?)).collect::<Result<Vec<_>, _>>()?;
                     if !parts.is_empty() {
                         all.push(Pred::Any(parts));
+                    }
+                }
+                other if self.edge(other).is_some() => {
+                    let (edge, with) = self.edge(other).expect("checked by the guard");
+                    if with {
+                        let list = value.list()?;
+                        let inputs = list.iter().map(|v| v.object()).collect::<Result<Vec<_>, _>>()?;
+                        if !inputs.is_empty() {
+                            all.push(Pred::Edge(EdgeTest::With((edge.compile)(&self.registry, inputs)?)));
+                        }
+                    } else {
+                        all.push(Pred::Edge(EdgeTest::Has(edge, value.boolean()?)));
                     }
                 }
                 other => {
@@ -258,6 +374,16 @@ impl<R: 'static> WhereType<R> {
             }
         }
         Ok(Pred::All(all))
+    }
+
+    /// The edge named by `has<Edge>` (`false`) or `has<Edge>With` (`true`).
+    fn edge(&self, name: &str) -> Option<(Arc<EdgeFilter<R>>, bool)> {
+        let rest = name.strip_prefix("has")?;
+        self.edges.iter().find_map(|e| match rest.strip_prefix(e.name) {
+            Some("") => Some((e.clone(), false)),
+            Some("With") => Some((e.clone(), true)),
+            _ => None,
+        })
     }
 
     fn resolve(&self, name: &str) -> Option<(Arc<FilterField<R>>, Op)> {
@@ -289,13 +415,23 @@ fn operand(ty: &FType, v: &ValueAccessor<'_>) -> Result<FVal, Error> {
 }
 
 impl<R> Pred<R> {
-    /// Whether the predicate holds for `row`.
-    pub fn eval(&self, row: &Stored<R>) -> bool {
+    /// Whether the predicate holds for `row`, as seen by the request's viewer.
+    pub fn eval(&self, row: &Stored<R>, rq: &Rq) -> bool {
         match self {
-            Pred::All(ps) => ps.iter().all(|p| p.eval(row)),
-            Pred::Any(ps) => ps.iter().any(|p| p.eval(row)),
-            Pred::Not(p) => !p.eval(row),
+            Pred::All(ps) => ps.iter().all(|p| p.eval(row, rq)),
+            Pred::Any(ps) => ps.iter().any(|p| p.eval(row, rq)),
+            Pred::Not(p) => !p.eval(row, rq),
             Pred::Cmp(field, op, arg) => compare(&(field.get)(row), *op, arg),
+            Pred::Edge(EdgeTest::Has(edge, want)) => (edge.exists)(rq, row) == *want,
+            Pred::Edge(EdgeTest::With(eval)) => eval(rq, row),
+        }
+    }
+
+    /// Whether the predicate is an empty input (`{}`, or only empty lists): a no-op.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Pred::All(ps) => ps.iter().all(Pred::is_empty),
+            _ => false,
         }
     }
 
@@ -303,7 +439,7 @@ impl<R> Pred<R> {
     pub fn is_trivial(&self) -> bool {
         match self {
             Pred::All(ps) | Pred::Any(ps) => ps.iter().all(Pred::is_trivial),
-            Pred::Not(_) | Pred::Cmp(..) => false,
+            Pred::Not(_) | Pred::Cmp(..) | Pred::Edge(_) => false,
         }
     }
 }

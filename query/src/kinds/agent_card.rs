@@ -19,6 +19,24 @@ impl Entity for AgentCard {
         agentic_catalogue::fields::<AgentCard>(b)
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<AgentCardRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<AgentCardRecord, schema::kinds::team::Team>("Owner", |s| {
+                Some(natural::team(&s.record.meta.environment, &s.record.team))
+            }),
+            edges::by_index::<AgentCardRecord, schema::kinds::agentic_exposure::AgenticExposure>(
+                "Exposures",
+                index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH,
+                |s| s.record.active.then(|| natural::in_env(&s.record.meta.environment, &s.record.base_path)),
+            ),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<AgentCardRecord>> {
         agentic_catalogue::filters::<AgentCard>()
     }

@@ -95,6 +95,24 @@ impl Entity for AgenticExposure {
         f
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<AgenticExposureRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<AgenticExposureRecord, schema::kinds::application::Application>("Owner", |s| {
+                Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
+            }),
+            edges::by_index::<AgenticExposureRecord, schema::kinds::agentic_subscription::AgenticSubscription>(
+                "Subscriptions",
+                index::AGENTIC_SUBSCRIPTION_BY_TARGET,
+                |s| Some(s.key.clone()),
+            ),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<AgenticExposureRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("AgenticExposureStatusPhase", |r: &AgenticExposureRecord| &r.status));

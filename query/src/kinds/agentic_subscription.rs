@@ -91,6 +91,46 @@ impl Entity for AgenticSubscription {
         f
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<AgenticSubscriptionRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<AgenticSubscriptionRecord, schema::kinds::application::Application>("Owner", |s| {
+                Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
+            }),
+            edges::by_key::<AgenticSubscriptionRecord, schema::kinds::agentic_exposure::AgenticExposure>("Target", |s| {
+                s.links.first().cloned().flatten()
+            }),
+            edges::by_index::<AgenticSubscriptionRecord, schema::kinds::approval::Approval>(
+                "Approval",
+                index::APPROVAL_BY_SUBSCRIPTION,
+                |s| {
+                    Some(natural::subscription_ref(
+                        schema::KindId::AgenticSubscription,
+                        &s.record.meta.environment,
+                        &s.record.meta.namespace,
+                        &s.record.meta.name,
+                    ))
+                },
+            ),
+            edges::by_index::<AgenticSubscriptionRecord, schema::kinds::approval_request::ApprovalRequest>(
+                "ApprovalRequests",
+                index::APPROVAL_REQUEST_BY_SUBSCRIPTION,
+                |s| {
+                    Some(natural::subscription_ref(
+                        schema::KindId::AgenticSubscription,
+                        &s.record.meta.environment,
+                        &s.record.meta.namespace,
+                        &s.record.meta.name,
+                    ))
+                },
+            ),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<AgenticSubscriptionRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("AgenticSubscriptionStatusPhase", |r: &AgenticSubscriptionRecord| &r.status));

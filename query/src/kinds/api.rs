@@ -45,6 +45,24 @@ impl Entity for Api {
         v
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<ApiRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<ApiRecord, schema::kinds::team::Team>("Owner", |s| {
+                Some(natural::team(&s.record.meta.environment, &s.record.team))
+            }),
+            edges::by_index::<ApiRecord, schema::kinds::api_exposure::ApiExposure>(
+                "Exposures",
+                index::API_EXPOSURE_ACTIVE_BY_BASE_PATH,
+                |s| s.record.active.then(|| natural::in_env(&s.record.meta.environment, &s.record.base_path)),
+            ),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<ApiRecord>> {
         // `specification` (hidden file ID) is filterable in the reference; not here.
         let mut v = time_filters();

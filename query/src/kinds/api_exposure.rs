@@ -73,6 +73,27 @@ impl Entity for ApiExposure {
         f
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<ApiExposureRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<ApiExposureRecord, schema::kinds::application::Application>("Owner", |s| {
+                Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
+            }),
+            edges::by_index::<ApiExposureRecord, schema::kinds::api::Api>("API", index::API_ACTIVE_BY_BASE_PATH, |s| {
+                Some(natural::in_env(&s.record.meta.environment, &s.record.base_path))
+            }),
+            edges::by_index::<ApiExposureRecord, schema::kinds::api_subscription::ApiSubscription>(
+                "Subscriptions",
+                index::API_SUBSCRIPTION_BY_TARGET,
+                |s| Some(s.key.clone()),
+            ),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<ApiExposureRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("ApiExposureStatusPhase", |r: &ApiExposureRecord| &r.status));

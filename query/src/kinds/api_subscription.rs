@@ -90,6 +90,42 @@ impl Entity for ApiSubscription {
         f
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<ApiSubscriptionRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<ApiSubscriptionRecord, schema::kinds::application::Application>("Owner", |s| {
+                Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
+            }),
+            edges::by_key::<ApiSubscriptionRecord, schema::kinds::api_exposure::ApiExposure>("Target", |s| {
+                s.links.first().cloned().flatten()
+            }),
+            edges::by_index::<ApiSubscriptionRecord, schema::kinds::approval::Approval>("Approval", index::APPROVAL_BY_SUBSCRIPTION, |s| {
+                Some(natural::subscription_ref(
+                    schema::KindId::ApiSubscription,
+                    &s.record.meta.environment,
+                    &s.record.meta.namespace,
+                    &s.record.meta.name,
+                ))
+            }),
+            edges::by_index::<ApiSubscriptionRecord, schema::kinds::approval_request::ApprovalRequest>(
+                "ApprovalRequests",
+                index::APPROVAL_REQUEST_BY_SUBSCRIPTION,
+                |s| {
+                    Some(natural::subscription_ref(
+                        schema::KindId::ApiSubscription,
+                        &s.record.meta.environment,
+                        &s.record.meta.namespace,
+                        &s.record.meta.name,
+                    ))
+                },
+            ),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<ApiSubscriptionRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("ApiSubscriptionStatusPhase", |r: &ApiSubscriptionRecord| &r.status));

@@ -107,6 +107,47 @@ impl Entity for Application {
         v
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<ApplicationRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<ApplicationRecord, schema::kinds::zone::Zone>("Zone", |s| {
+                Some(natural::zone(&s.record.meta.environment, &s.record.zone))
+            }),
+            edges::by_key::<ApplicationRecord, schema::kinds::team::Team>("OwnerTeam", |s| {
+                Some(natural::team(&s.record.meta.environment, &s.record.team))
+            }),
+            edges::by_prefix::<ApplicationRecord, schema::kinds::api_exposure::ApiExposure>("ExposedApis", |s| s.key.clone()),
+            edges::by_index::<ApplicationRecord, schema::kinds::api_subscription::ApiSubscription>(
+                "SubscribedApis",
+                index::API_SUBSCRIPTION_BY_OWNER,
+                |s| Some(s.key.clone()),
+            ),
+            edges::by_prefix::<ApplicationRecord, schema::kinds::event_exposure::EventExposure>("ExposedEvents", |s| s.key.clone()),
+            edges::by_index::<ApplicationRecord, schema::kinds::event_subscription::EventSubscription>(
+                "SubscribedEvents",
+                index::EVENT_SUBSCRIPTION_BY_OWNER,
+                |s| Some(s.key.clone()),
+            ),
+            edges::by_key::<ApplicationRecord, schema::kinds::permission_set::PermissionSet>("PermissionSet", |s| Some(s.key.clone())),
+            edges::by_prefix::<ApplicationRecord, schema::kinds::agentic_exposure::AgenticExposure>("AgenticExposures", |s| s.key.clone()),
+            edges::by_index::<ApplicationRecord, schema::kinds::agentic_subscription::AgenticSubscription>(
+                "AgenticSubscriptions",
+                index::AGENTIC_SUBSCRIPTION_BY_OWNER,
+                |s| Some(s.key.clone()),
+            ),
+            edges::by_prefix::<ApplicationRecord, schema::kinds::file_exposure::FileExposure>("FileExposures", |s| s.key.clone()),
+            edges::by_index::<ApplicationRecord, schema::kinds::file_subscription::FileSubscription>(
+                "FileSubscriptions",
+                index::FILE_SUBSCRIPTION_BY_OWNER,
+                |s| Some(s.key.clone()),
+            ),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<ApplicationRecord>> {
         // Client secrets and `permissionsURL` are not filterable (§2.2); secrets never are.
         let mut v = time_filters();

@@ -125,6 +125,32 @@ impl Entity for Approval {
         f
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<ApprovalRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<ApprovalRecord, schema::kinds::api_subscription::ApiSubscription>("APISubscription", |s| {
+                let sub = &s.record.fields.subscription;
+                (sub.kind.kind_id() == schema::KindId::ApiSubscription).then(|| sub.key(&s.record.meta.environment))
+            }),
+            edges::by_key::<ApprovalRecord, schema::kinds::event_subscription::EventSubscription>("EventSubscription", |s| {
+                let sub = &s.record.fields.subscription;
+                (sub.kind.kind_id() == schema::KindId::EventSubscription).then(|| sub.key(&s.record.meta.environment))
+            }),
+            edges::by_key::<ApprovalRecord, schema::kinds::agentic_subscription::AgenticSubscription>("AgenticSubscription", |s| {
+                let sub = &s.record.fields.subscription;
+                (sub.kind.kind_id() == schema::KindId::AgenticSubscription).then(|| sub.key(&s.record.meta.environment))
+            }),
+            edges::by_key::<ApprovalRecord, schema::kinds::file_subscription::FileSubscription>("FileSubscription", |s| {
+                let sub = &s.record.fields.subscription;
+                (sub.kind.kind_id() == schema::KindId::FileSubscription).then(|| sub.key(&s.record.meta.environment))
+            }),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<ApprovalRecord>> {
         let mut f = shared_filters::<Approval>(|r: &ApprovalRecord| &r.status, PARTS);
         f.push(FilterField::new("expiresat", FType::Time, true, |x: &S| FVal::Time(x.record.expires_at)));

@@ -36,6 +36,32 @@ impl Entity for ApprovalRequest {
         f
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<ApprovalRequestRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<ApprovalRequestRecord, schema::kinds::api_subscription::ApiSubscription>("APISubscription", |s| {
+                let sub = &s.record.fields.subscription;
+                (sub.kind.kind_id() == schema::KindId::ApiSubscription).then(|| sub.key(&s.record.meta.environment))
+            }),
+            edges::by_key::<ApprovalRequestRecord, schema::kinds::event_subscription::EventSubscription>("EventSubscription", |s| {
+                let sub = &s.record.fields.subscription;
+                (sub.kind.kind_id() == schema::KindId::EventSubscription).then(|| sub.key(&s.record.meta.environment))
+            }),
+            edges::by_key::<ApprovalRequestRecord, schema::kinds::agentic_subscription::AgenticSubscription>("AgenticSubscription", |s| {
+                let sub = &s.record.fields.subscription;
+                (sub.kind.kind_id() == schema::KindId::AgenticSubscription).then(|| sub.key(&s.record.meta.environment))
+            }),
+            edges::by_key::<ApprovalRequestRecord, schema::kinds::file_subscription::FileSubscription>("FileSubscription", |s| {
+                let sub = &s.record.fields.subscription;
+                (sub.kind.kind_id() == schema::KindId::FileSubscription).then(|| sub.key(&s.record.meta.environment))
+            }),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<ApprovalRequestRecord>> {
         let mut f = shared_filters::<ApprovalRequest>(|r: &ApprovalRequestRecord| &r.status, PARTS);
         f.push(state_filter(PARTS));

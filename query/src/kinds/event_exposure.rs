@@ -73,6 +73,29 @@ impl Entity for EventExposure {
         f
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<EventExposureRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<EventExposureRecord, schema::kinds::application::Application>("Owner", |s| {
+                Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
+            }),
+            edges::by_index::<EventExposureRecord, schema::kinds::event_type::EventType>(
+                "EventTypeDef",
+                index::EVENT_TYPE_ACTIVE_BY_TYPE,
+                |s| Some(natural::in_env(&s.record.meta.environment, &s.record.event_type)),
+            ),
+            edges::by_index::<EventExposureRecord, schema::kinds::event_subscription::EventSubscription>(
+                "Subscriptions",
+                index::EVENT_SUBSCRIPTION_BY_TARGET,
+                |s| Some(s.key.clone()),
+            ),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<EventExposureRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("EventExposureStatusPhase", |r: &EventExposureRecord| &r.status));

@@ -90,6 +90,46 @@ impl Entity for EventSubscription {
         f
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<EventSubscriptionRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<EventSubscriptionRecord, schema::kinds::application::Application>("Owner", |s| {
+                Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
+            }),
+            edges::by_key::<EventSubscriptionRecord, schema::kinds::event_exposure::EventExposure>("Target", |s| {
+                s.links.first().cloned().flatten()
+            }),
+            edges::by_index::<EventSubscriptionRecord, schema::kinds::approval::Approval>(
+                "Approval",
+                index::APPROVAL_BY_SUBSCRIPTION,
+                |s| {
+                    Some(natural::subscription_ref(
+                        schema::KindId::EventSubscription,
+                        &s.record.meta.environment,
+                        &s.record.meta.namespace,
+                        &s.record.meta.name,
+                    ))
+                },
+            ),
+            edges::by_index::<EventSubscriptionRecord, schema::kinds::approval_request::ApprovalRequest>(
+                "ApprovalRequests",
+                index::APPROVAL_REQUEST_BY_SUBSCRIPTION,
+                |s| {
+                    Some(natural::subscription_ref(
+                        schema::KindId::EventSubscription,
+                        &s.record.meta.environment,
+                        &s.record.meta.namespace,
+                        &s.record.meta.name,
+                    ))
+                },
+            ),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<EventSubscriptionRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("EventSubscriptionStatusPhase", |r: &EventSubscriptionRecord| &r.status));

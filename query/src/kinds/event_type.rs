@@ -42,6 +42,24 @@ impl Entity for EventType {
         v
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<EventTypeRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<EventTypeRecord, schema::kinds::team::Team>("Owner", |s| {
+                Some(natural::team(&s.record.meta.environment, &s.record.team))
+            }),
+            edges::by_index::<EventTypeRecord, schema::kinds::event_exposure::EventExposure>(
+                "Exposures",
+                index::EVENT_EXPOSURE_ACTIVE_BY_TYPE,
+                |s| s.record.active.then(|| natural::in_env(&s.record.meta.environment, &s.record.event_type)),
+            ),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<EventTypeRecord>> {
         // `specification` (hidden file ID) is filterable in the reference; not here.
         let mut v = time_filters();

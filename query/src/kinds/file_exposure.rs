@@ -87,6 +87,24 @@ impl Entity for FileExposure {
         f
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<FileExposureRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<FileExposureRecord, schema::kinds::application::Application>("Owner", |s| {
+                Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
+            }),
+            edges::by_index::<FileExposureRecord, schema::kinds::file_subscription::FileSubscription>(
+                "Subscriptions",
+                index::FILE_SUBSCRIPTION_BY_TARGET,
+                |s| Some(s.key.clone()),
+            ),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<FileExposureRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("FileExposureStatusPhase", |r: &FileExposureRecord| &r.status));

@@ -84,6 +84,46 @@ impl Entity for FileSubscription {
         f
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<FileSubscriptionRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<FileSubscriptionRecord, schema::kinds::application::Application>("Owner", |s| {
+                Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
+            }),
+            edges::by_key::<FileSubscriptionRecord, schema::kinds::file_exposure::FileExposure>("Target", |s| {
+                s.links.first().cloned().flatten()
+            }),
+            edges::by_index::<FileSubscriptionRecord, schema::kinds::approval::Approval>(
+                "Approval",
+                index::APPROVAL_BY_SUBSCRIPTION,
+                |s| {
+                    Some(natural::subscription_ref(
+                        schema::KindId::FileSubscription,
+                        &s.record.meta.environment,
+                        &s.record.meta.namespace,
+                        &s.record.meta.name,
+                    ))
+                },
+            ),
+            edges::by_index::<FileSubscriptionRecord, schema::kinds::approval_request::ApprovalRequest>(
+                "ApprovalRequests",
+                index::APPROVAL_REQUEST_BY_SUBSCRIPTION,
+                |s| {
+                    Some(natural::subscription_ref(
+                        schema::KindId::FileSubscription,
+                        &s.record.meta.environment,
+                        &s.record.meta.namespace,
+                        &s.record.meta.name,
+                    ))
+                },
+            ),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<FileSubscriptionRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("FileSubscriptionStatusPhase", |r: &FileSubscriptionRecord| &r.status));

@@ -19,6 +19,24 @@ impl Entity for McpServer {
         agentic_catalogue::fields::<McpServer>(b)
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<McpServerRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<McpServerRecord, schema::kinds::team::Team>("Owner", |s| {
+                Some(natural::team(&s.record.meta.environment, &s.record.team))
+            }),
+            edges::by_index::<McpServerRecord, schema::kinds::agentic_exposure::AgenticExposure>(
+                "Exposures",
+                index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH,
+                |s| s.record.active.then(|| natural::in_env(&s.record.meta.environment, &s.record.base_path)),
+            ),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<McpServerRecord>> {
         agentic_catalogue::filters::<McpServer>()
     }

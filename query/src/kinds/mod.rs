@@ -13,6 +13,7 @@ pub mod application;
 pub mod approval;
 pub mod approval_request;
 pub mod common;
+pub mod edges;
 pub mod event_exposure;
 pub mod event_subscription;
 pub mod event_type;

@@ -34,6 +34,17 @@ impl Entity for PermissionSet {
         f
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<PermissionSetRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![edges::by_key::<PermissionSetRecord, schema::kinds::application::Application>("OwnerApplication", |s| {
+            Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
+        })]
+    }
+
     fn filters() -> Vec<FilterField<PermissionSetRecord>> {
         // `permissions` is a JSON column in the reference: not filterable (§2.2).
         let mut f = time_filters();

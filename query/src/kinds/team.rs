@@ -90,6 +90,24 @@ impl Entity for Team {
         v
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<TeamRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![
+            edges::by_key::<TeamRecord, schema::kinds::group::Group>("Group", |s| {
+                (!s.record.group.is_empty()).then(|| natural::group(&s.record.meta.environment, &s.record.group))
+            }),
+            edges::by_prefix::<TeamRecord, schema::kinds::application::Application>("Applications", |s| s.key.clone()),
+            edges::by_prefix::<TeamRecord, schema::kinds::api::Api>("Apis", |s| s.key.clone()),
+            edges::by_prefix::<TeamRecord, schema::kinds::event_type::EventType>("EventTypes", |s| s.key.clone()),
+            edges::by_prefix::<TeamRecord, schema::kinds::mcp_server::McpServer>("McpServers", |s| s.key.clone()),
+            edges::by_prefix::<TeamRecord, schema::kinds::agent_card::AgentCard>("AgentCards", |s| s.key.clone()),
+        ]
+    }
+
     fn filters() -> Vec<FilterField<TeamRecord>> {
         // `teamToken` is a secret: never filterable (DESIGN decision 9).
         let mut v = time_filters();

@@ -40,6 +40,17 @@ impl Entity for Zone {
         ]
     }
 
+    fn edge_filters() -> Vec<crate::filter::EdgeFilter<ZoneRecord>> {
+        use crate::kinds::edges;
+        #[allow(unused_imports)]
+        use schema::keys::{index, natural};
+        #[allow(unused_imports)]
+        use schema::Key;
+        vec![edges::by_index::<ZoneRecord, schema::kinds::application::Application>("Applications", index::APPLICATION_BY_ZONE, |s| {
+            Some(natural::in_env(&s.record.meta.environment, &s.record.meta.name))
+        })]
+    }
+
     fn filters() -> Vec<FilterField<ZoneRecord>> {
         vec![
             str_filter("environment", true, |r| Some(r.meta.environment.as_str())),
