@@ -58,7 +58,11 @@ async fn forward_and_backward_walks_visit_everything_once_in_order() {
         for f in fields {
             for dir in ["ASC", "DESC"] {
                 let o = format!("{{field: {f}, direction: {dir}}}");
-                orders.push(if *multi || matches!(*root, "approvals" | "approvalRequests") { format!("orderBy: [{o}]") } else { format!("orderBy: {o}") });
+                orders.push(if *multi || matches!(*root, "approvals" | "approvalRequests") {
+                    format!("orderBy: [{o}]")
+                } else {
+                    format!("orderBy: {o}")
+                });
             }
         }
         for v in &viewers {

@@ -9,20 +9,17 @@ use super::common::{meta_filters, ne, non_empty, status_filters};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::entity::{
-    connection_field, e, field, global_id, nested_rows, node_value, obj, register, rf, s, status_fields, strs, time_fields, time_filters,
-    Builder, Entity,
+    connection_field, e, field, global_id, nested_rows, obj, register, rf, s, status_fields, strs, time_fields, time_filters, Builder,
+    Entity,
 };
 use crate::error::internal;
 use crate::filter::{FType, FVal, FilterField};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
-use schema::keys::{index, natural};
+use schema::keys::index;
 use schema::kinds::agentic_exposure::AgenticExposure;
 use schema::kinds::agentic_subscription::{AgenticSubscription, AgenticSubscriptionRecord};
 use schema::kinds::api_subscription::ApiSubscriptionSecurity;
-use schema::kinds::application::{Application, ApplicationRecord};
-use schema::kinds::approval::Approval;
-use schema::kinds::approval_request::ApprovalRequest;
-use schema::KindId;
+use schema::kinds::application::ApplicationRecord;
 use storage::Stored;
 
 /// The parent value of an `AgenticSubscriptionInfo`.
@@ -32,11 +29,6 @@ pub struct AgenticSubscriptionInfo(pub Stored<AgenticSubscriptionRecord>);
 pub const INFO_TYPE: &str = "AgenticSubscriptionInfo";
 
 type S = Stored<AgenticSubscriptionRecord>;
-
-/// The lookup key of this subscription's approvals and approval requests.
-fn approval_key(r: &AgenticSubscriptionRecord) -> schema::Key {
-    natural::subscription_ref(KindId::AgenticSubscription, &r.meta.environment, &r.meta.namespace, &r.meta.name)
-}
 
 impl Entity for AgenticSubscription {
     const TYPE: &'static str = "AgenticSubscription";
@@ -64,71 +56,13 @@ impl Entity for AgenticSubscription {
             rf::<AgenticSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
                 r.active_scopes.as_deref().and_then(strs)
             }),
-            field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
-                let r = &p.record;
-                let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
-                Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
-            }),
-            field::<S>("approval", TypeRef::named("Approval"), |p, rq| {
-                let found =
-                    rq.view.lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &approval_key(&p.record)).map_err(internal)?;
-                Ok(found.into_iter().find(|a| rq.visible::<Approval>(a)).map(node_value::<Approval>))
-            }),
-            field::<S>("approvalRequests", TypeRef::named_nn_list("ApprovalRequest"), |p, rq| {
-                let found = rq
-                    .view
-                    .lookup_records::<ApprovalRequest>(index::APPROVAL_REQUEST_BY_SUBSCRIPTION, &approval_key(&p.record))
-                    .map_err(internal)?;
-                Ok(Some(FieldValue::list(
-                    found.into_iter().filter(|a| rq.visible::<ApprovalRequest>(a)).map(node_value::<ApprovalRequest>),
-                )))
-            }),
-            field::<S>("target", TypeRef::named("AgenticExposureInfo"), |p, rq| match p.links.first() {
-                Some(Some(key)) => Ok(rq.load_system::<AgenticExposure>(key)?.and_then(|x| obj(AgenticExposureInfo(x)))),
-                _ => Ok(None),
-            }),
         ]);
+        f.extend(super::subscription_common::link_fields::<AgenticSubscription>());
         f
     }
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<AgenticSubscriptionRecord>> {
-        use crate::kinds::edges;
-        #[allow(unused_imports)]
-        use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
-        vec![
-            edges::by_key::<AgenticSubscriptionRecord, schema::kinds::application::Application>("Owner", |s| {
-                Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
-            }),
-            edges::by_key::<AgenticSubscriptionRecord, schema::kinds::agentic_exposure::AgenticExposure>("Target", |s| {
-                s.links.first().cloned().flatten()
-            }),
-            edges::by_index::<AgenticSubscriptionRecord, schema::kinds::approval::Approval>(
-                "Approval",
-                index::APPROVAL_BY_SUBSCRIPTION,
-                |s| {
-                    Some(natural::subscription_ref(
-                        schema::KindId::AgenticSubscription,
-                        &s.record.meta.environment,
-                        &s.record.meta.namespace,
-                        &s.record.meta.name,
-                    ))
-                },
-            ),
-            edges::by_index::<AgenticSubscriptionRecord, schema::kinds::approval_request::ApprovalRequest>(
-                "ApprovalRequests",
-                index::APPROVAL_REQUEST_BY_SUBSCRIPTION,
-                |s| {
-                    Some(natural::subscription_ref(
-                        schema::KindId::AgenticSubscription,
-                        &s.record.meta.environment,
-                        &s.record.meta.namespace,
-                        &s.record.meta.name,
-                    ))
-                },
-            ),
-        ]
+        super::subscription_common::link_edges::<AgenticSubscription>()
     }
 
     fn filters() -> Vec<FilterField<AgenticSubscriptionRecord>> {
@@ -184,4 +118,21 @@ pub fn register_info(bld: &mut Builder) {
         o = o.field(f);
     }
     bld.object(o);
+}
+
+impl super::subscription_common::SubscriptionEntity for AgenticSubscription {
+    type Exposure = AgenticExposure;
+    const TARGET_INFO: &'static str = "AgenticExposureInfo";
+
+    fn record_meta(r: &AgenticSubscriptionRecord) -> &schema::common::Meta {
+        &r.meta
+    }
+
+    fn application(r: &AgenticSubscriptionRecord) -> &str {
+        &r.application
+    }
+
+    fn target_info(x: Stored<<AgenticExposure as schema::Kind>::Record>) -> FieldValue<'static> {
+        FieldValue::owned_any(AgenticExposureInfo(x))
+    }
 }

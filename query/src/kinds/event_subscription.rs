@@ -8,19 +8,16 @@ use super::common::{meta_filters, ne, status_filters};
 use super::event_exposure::{register_values, EventExposureInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::entity::{
-    connection_field, e, field, global_id, nested_rows, node_value, obj, register, rf, s, status_fields, strs, time_fields, time_filters,
-    Builder, Entity,
+    connection_field, e, field, global_id, nested_rows, obj, register, rf, s, status_fields, strs, time_fields, time_filters, Builder,
+    Entity,
 };
 use crate::error::internal;
 use crate::filter::{FType, FVal, FilterField};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
-use schema::keys::{index, natural};
-use schema::kinds::application::{Application, ApplicationRecord};
-use schema::kinds::approval::Approval;
-use schema::kinds::approval_request::ApprovalRequest;
+use schema::keys::index;
+use schema::kinds::application::ApplicationRecord;
 use schema::kinds::event_exposure::EventExposure;
 use schema::kinds::event_subscription::{EventSubscription, EventSubscriptionRecord};
-use schema::KindId;
 use storage::Stored;
 
 /// The deprecation reason of `EventSubscription.scopes` (§10.4).
@@ -30,11 +27,6 @@ pub const SCOPES_DEPRECATION: &str = "Use `requestedScopes` / `activeScopes`.";
 pub struct EventSubscriptionInfo(pub Stored<EventSubscriptionRecord>);
 
 type S = Stored<EventSubscriptionRecord>;
-
-/// The lookup key of this subscription's approvals and approval requests.
-fn approval_key(r: &EventSubscriptionRecord) -> schema::Key {
-    natural::subscription_ref(KindId::EventSubscription, &r.meta.environment, &r.meta.namespace, &r.meta.name)
-}
 
 impl Entity for EventSubscription {
     const TYPE: &'static str = "EventSubscription";
@@ -63,71 +55,13 @@ impl Entity for EventSubscription {
             rf::<EventSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| r.active_scopes.as_deref().and_then(strs)),
             rf::<EventSubscription>("callbackURL", TypeRef::named(TypeRef::STRING), |r| r.callback_url.as_deref().and_then(s)),
             rf::<EventSubscription>("gatewaySseURL", TypeRef::named(TypeRef::STRING), |r| ne(&r.gateway_sse_url)),
-            field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
-                let r = &p.record;
-                let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
-                Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
-            }),
-            field::<S>("approval", TypeRef::named("Approval"), |p, rq| {
-                let found =
-                    rq.view.lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &approval_key(&p.record)).map_err(internal)?;
-                Ok(found.into_iter().find(|a| rq.visible::<Approval>(a)).map(node_value::<Approval>))
-            }),
-            field::<S>("approvalRequests", TypeRef::named_nn_list("ApprovalRequest"), |p, rq| {
-                let found = rq
-                    .view
-                    .lookup_records::<ApprovalRequest>(index::APPROVAL_REQUEST_BY_SUBSCRIPTION, &approval_key(&p.record))
-                    .map_err(internal)?;
-                Ok(Some(FieldValue::list(
-                    found.into_iter().filter(|a| rq.visible::<ApprovalRequest>(a)).map(node_value::<ApprovalRequest>),
-                )))
-            }),
-            field::<S>("target", TypeRef::named("EventExposureInfo"), |p, rq| match p.links.first() {
-                Some(Some(key)) => Ok(rq.load_system::<EventExposure>(key)?.and_then(|x| obj(EventExposureInfo(x)))),
-                _ => Ok(None),
-            }),
         ]);
+        f.extend(super::subscription_common::link_fields::<EventSubscription>());
         f
     }
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<EventSubscriptionRecord>> {
-        use crate::kinds::edges;
-        #[allow(unused_imports)]
-        use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
-        vec![
-            edges::by_key::<EventSubscriptionRecord, schema::kinds::application::Application>("Owner", |s| {
-                Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
-            }),
-            edges::by_key::<EventSubscriptionRecord, schema::kinds::event_exposure::EventExposure>("Target", |s| {
-                s.links.first().cloned().flatten()
-            }),
-            edges::by_index::<EventSubscriptionRecord, schema::kinds::approval::Approval>(
-                "Approval",
-                index::APPROVAL_BY_SUBSCRIPTION,
-                |s| {
-                    Some(natural::subscription_ref(
-                        schema::KindId::EventSubscription,
-                        &s.record.meta.environment,
-                        &s.record.meta.namespace,
-                        &s.record.meta.name,
-                    ))
-                },
-            ),
-            edges::by_index::<EventSubscriptionRecord, schema::kinds::approval_request::ApprovalRequest>(
-                "ApprovalRequests",
-                index::APPROVAL_REQUEST_BY_SUBSCRIPTION,
-                |s| {
-                    Some(natural::subscription_ref(
-                        schema::KindId::EventSubscription,
-                        &s.record.meta.environment,
-                        &s.record.meta.namespace,
-                        &s.record.meta.name,
-                    ))
-                },
-            ),
-        ]
+        super::subscription_common::link_edges::<EventSubscription>()
     }
 
     fn filters() -> Vec<FilterField<EventSubscriptionRecord>> {
@@ -185,4 +119,21 @@ pub fn register_info(bld: &mut Builder) {
         o = o.field(f);
     }
     bld.object(o);
+}
+
+impl super::subscription_common::SubscriptionEntity for EventSubscription {
+    type Exposure = EventExposure;
+    const TARGET_INFO: &'static str = "EventExposureInfo";
+
+    fn record_meta(r: &EventSubscriptionRecord) -> &schema::common::Meta {
+        &r.meta
+    }
+
+    fn application(r: &EventSubscriptionRecord) -> &str {
+        &r.application
+    }
+
+    fn target_info(x: Stored<<EventExposure as schema::Kind>::Record>) -> FieldValue<'static> {
+        FieldValue::owned_any(EventExposureInfo(x))
+    }
 }

@@ -8,19 +8,16 @@ use super::common::{meta_filters, status_filters, str_filter};
 use super::file_exposure::{register_values, zone_field, FileExposureInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::entity::{
-    connection_field, e, field, global_id, nested_rows, node_value, obj, os, register, rf, s, status_fields, time_fields, time_filters,
-    Builder, Entity,
+    connection_field, e, field, global_id, nested_rows, obj, os, register, rf, s, status_fields, time_fields, time_filters, Builder, Entity,
 };
 use crate::error::internal;
 use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
-use schema::keys::{index, natural};
-use schema::kinds::application::{Application, ApplicationRecord};
-use schema::kinds::approval::Approval;
-use schema::kinds::approval_request::ApprovalRequest;
+use schema::keys::index;
+use schema::kinds::application::Application;
+use schema::kinds::application::ApplicationRecord;
 use schema::kinds::file_exposure::FileExposure;
 use schema::kinds::file_subscription::{FileSubscription, FileSubscriptionRecord};
-use schema::KindId;
 use storage::Stored;
 
 /// The parent value of a `FileSubscriptionInfo`.
@@ -30,11 +27,6 @@ pub struct FileSubscriptionInfo(pub Stored<FileSubscriptionRecord>);
 pub const INFO_TYPE: &str = "FileSubscriptionInfo";
 
 type S = Stored<FileSubscriptionRecord>;
-
-/// The lookup key of this subscription's approvals and approval requests.
-fn approval_key(r: &FileSubscriptionRecord) -> schema::Key {
-    natural::subscription_ref(KindId::FileSubscription, &r.meta.environment, &r.meta.namespace, &r.meta.name)
-}
 
 impl Entity for FileSubscription {
     const TYPE: &'static str = "FileSubscription";
@@ -57,71 +49,13 @@ impl Entity for FileSubscription {
             rf::<FileSubscription>("sftp", TypeRef::named("FileSFTP"), |r| r.sftp.clone().and_then(obj)),
             rf::<FileSubscription>("serviceURL", TypeRef::named(TypeRef::STRING), |r| os(r.service_url.as_deref())),
             rf::<FileSubscription>("serviceExternalURL", TypeRef::named(TypeRef::STRING), |r| os(r.service_external_url.as_deref())),
-            field::<S>("owner", TypeRef::named_nn(Application::TYPE), |p, rq| {
-                let r = &p.record;
-                let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
-                Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
-            }),
-            field::<S>("approval", TypeRef::named(Approval::TYPE), |p, rq| {
-                let found =
-                    rq.view.lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &approval_key(&p.record)).map_err(internal)?;
-                Ok(found.into_iter().find(|a| rq.visible::<Approval>(a)).map(node_value::<Approval>))
-            }),
-            field::<S>("approvalRequests", TypeRef::named_nn_list(ApprovalRequest::TYPE), |p, rq| {
-                let found = rq
-                    .view
-                    .lookup_records::<ApprovalRequest>(index::APPROVAL_REQUEST_BY_SUBSCRIPTION, &approval_key(&p.record))
-                    .map_err(internal)?;
-                Ok(Some(FieldValue::list(
-                    found.into_iter().filter(|a| rq.visible::<ApprovalRequest>(a)).map(node_value::<ApprovalRequest>),
-                )))
-            }),
-            field::<S>("target", TypeRef::named("FileExposureInfo"), |p, rq| match p.links.first() {
-                Some(Some(key)) => Ok(rq.load_system::<FileExposure>(key)?.and_then(|x| obj(FileExposureInfo(x)))),
-                _ => Ok(None),
-            }),
         ]);
+        f.extend(super::subscription_common::link_fields::<FileSubscription>());
         f
     }
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<FileSubscriptionRecord>> {
-        use crate::kinds::edges;
-        #[allow(unused_imports)]
-        use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
-        vec![
-            edges::by_key::<FileSubscriptionRecord, schema::kinds::application::Application>("Owner", |s| {
-                Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
-            }),
-            edges::by_key::<FileSubscriptionRecord, schema::kinds::file_exposure::FileExposure>("Target", |s| {
-                s.links.first().cloned().flatten()
-            }),
-            edges::by_index::<FileSubscriptionRecord, schema::kinds::approval::Approval>(
-                "Approval",
-                index::APPROVAL_BY_SUBSCRIPTION,
-                |s| {
-                    Some(natural::subscription_ref(
-                        schema::KindId::FileSubscription,
-                        &s.record.meta.environment,
-                        &s.record.meta.namespace,
-                        &s.record.meta.name,
-                    ))
-                },
-            ),
-            edges::by_index::<FileSubscriptionRecord, schema::kinds::approval_request::ApprovalRequest>(
-                "ApprovalRequests",
-                index::APPROVAL_REQUEST_BY_SUBSCRIPTION,
-                |s| {
-                    Some(natural::subscription_ref(
-                        schema::KindId::FileSubscription,
-                        &s.record.meta.environment,
-                        &s.record.meta.namespace,
-                        &s.record.meta.name,
-                    ))
-                },
-            ),
-        ]
+        super::subscription_common::link_edges::<FileSubscription>()
     }
 
     fn filters() -> Vec<FilterField<FileSubscriptionRecord>> {
@@ -174,4 +108,21 @@ pub fn register_info(bld: &mut Builder) {
         o = o.field(f);
     }
     bld.object(o);
+}
+
+impl super::subscription_common::SubscriptionEntity for FileSubscription {
+    type Exposure = FileExposure;
+    const TARGET_INFO: &'static str = "FileExposureInfo";
+
+    fn record_meta(r: &FileSubscriptionRecord) -> &schema::common::Meta {
+        &r.meta
+    }
+
+    fn application(r: &FileSubscriptionRecord) -> &str {
+        &r.application
+    }
+
+    fn target_info(x: Stored<<FileExposure as schema::Kind>::Record>) -> FieldValue<'static> {
+        FieldValue::owned_any(FileExposureInfo(x))
+    }
 }

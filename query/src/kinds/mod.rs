@@ -23,6 +23,7 @@ pub mod group;
 pub mod info;
 pub mod mcp_server;
 pub mod permission_set;
+pub mod subscription_common;
 pub mod subscription_info;
 pub mod team;
 pub mod values;
