@@ -103,8 +103,8 @@ impl Op {
     }
 }
 
-/// Getter of a filterable value.
-pub type Getter<R> = Arc<dyn Fn(&Stored<R>) -> FVal + Send + Sync>;
+/// Getter of a filterable value (the request gives time-dependent values their `now`).
+pub type Getter<R> = Arc<dyn Fn(&Stored<R>, &Rq) -> FVal + Send + Sync>;
 
 /// One filterable field of an entity.
 pub struct FilterField<R> {
@@ -121,6 +121,17 @@ pub struct FilterField<R> {
 impl<R> FilterField<R> {
     /// A field.
     pub fn new(name: &'static str, ty: FType, nillable: bool, get: impl Fn(&Stored<R>) -> FVal + Send + Sync + 'static) -> FilterField<R> {
+        FilterField { name, ty, nillable, get: Arc::new(move |s, _| get(s)) }
+    }
+
+    /// A field whose value depends on the request (e.g. the secret rotation phase, computed at
+    /// the request's `now`).
+    pub fn with_request(
+        name: &'static str,
+        ty: FType,
+        nillable: bool,
+        get: impl Fn(&Stored<R>, &Rq) -> FVal + Send + Sync + 'static,
+    ) -> FilterField<R> {
         FilterField { name, ty, nillable, get: Arc::new(get) }
     }
 
@@ -421,7 +432,7 @@ impl<R> Pred<R> {
             Pred::All(ps) => ps.iter().all(|p| p.eval(row, rq)),
             Pred::Any(ps) => ps.iter().any(|p| p.eval(row, rq)),
             Pred::Not(p) => !p.eval(row, rq),
-            Pred::Cmp(field, op, arg) => compare(&(field.get)(row), *op, arg),
+            Pred::Cmp(field, op, arg) => compare(&(field.get)(row, rq), *op, arg),
             Pred::Edge(EdgeTest::Has(edge, want)) => (edge.exists)(rq, row) == *want,
             Pred::Edge(EdgeTest::With(eval)) => eval(rq, row),
         }

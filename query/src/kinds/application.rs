@@ -5,9 +5,7 @@
 //! `SecretRotation` condition at the request's `now`), `permissionsURL` (see
 //! [`permissions_url`]). `clientSecret` and `rotatedClientSecret` are secrets: never filterable,
 //! masked for `obfuscated` callers. `ownerTeam` is the reduced `TeamInfo`.
-//!
-//! Not filterable yet: `secretRotationPhase` and `secretRotationMessage` (§2.2), because they
-//! depend on the request time and filter getters only see the record.
+//! They are filterable too, evaluated at the same `now`.
 
 use super::common::{meta_filters, query_escape, status_filters, str_filter};
 use super::info::{external_ids, team_info};
@@ -161,6 +159,16 @@ impl Entity for Application {
             }),
             FilterField::new("currentExpiresAt", FType::Time, true, |x: &Stored<ApplicationRecord>| {
                 FVal::Time(x.record.current_expires_at)
+            }),
+            // Computed at the request's `now`, like the fields.
+            FilterField::with_request(
+                "secretRotationPhase",
+                FType::Enum("ApplicationSecretRotationPhase".into()),
+                false,
+                |x: &Stored<ApplicationRecord>, rq| FVal::Str(Some(secret_rotation(&x.record, rq.now).0.as_str().to_string())),
+            ),
+            FilterField::with_request("secretRotationMessage", FType::Str, true, |x: &Stored<ApplicationRecord>, rq| {
+                FVal::Str(secret_rotation(&x.record, rq.now).1)
             }),
         ]);
         v
