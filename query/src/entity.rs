@@ -4,7 +4,7 @@
 
 use crate::error::{bad_input, internal, not_found};
 use crate::filter::{FilterField, Pred, WhereType};
-use crate::relay::{encode_cursor, paginate, PageArgs, Row, RowIter, Rows, VecRows};
+use crate::relay::{encode_cursor, paginate, OrderSpec, PageArgs, Row, RowIter, Rows, VecRows};
 use crate::viewer::Viewer;
 use crate::QueryError;
 use async_graphql::dynamic::{
@@ -412,7 +412,14 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
                     (&UNIT as &dyn Any).downcast_ref::<P>().ok_or_else(|| internal("connection parent type mismatch"))?
                 }
             };
-            let (order, desc) = parse_order(&ctx)?;
+            let entries = parse_order(&ctx)?;
+            // One field: scan the ordering index in its direction. Several: sort the visible,
+            // filtered rows by their composite key (ascending; descending fields are inverted).
+            let (order, desc, spec) = match entries.as_slice() {
+                [] => (OrderField::Key, false, OrderSpec::Single(OrderField::Key)),
+                [(o, d)] => (*o, *d, OrderSpec::Single(*o)),
+                many => (OrderField::Key, false, OrderSpec::Multi(many.to_vec())),
+            };
             let pred = match ctx.args.get("where") {
                 Some(w) if !w.is_null() => where_type.parse(&w.object()?)?,
                 _ => Pred::All(vec![]),
@@ -427,14 +434,23 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
                 arg_s("after")?.as_deref(),
                 arg_s("before")?.as_deref(),
                 K::ID,
-                order,
+                spec.clone(),
                 desc,
                 rq.max_page_size,
             )?;
-            let src = rows(rq, parent, order, pred)?;
+            let mut src = rows(rq, parent, order, pred)?;
+            if let OrderSpec::Multi(m) = &spec {
+                let mut all = Vec::new();
+                for r in src.iter(Bound::Unbounded, false)? {
+                    let (_, st) = r?;
+                    all.push((multi_suffix::<K>(&st, m), st));
+                }
+                all.sort_by(|a, b| a.0.cmp(&b.0));
+                src = Box::new(VecRows(all));
+            }
             let page = paginate(src.as_ref(), &args)?;
             let total = if ctx.look_ahead().field("totalCount").exists() { src.count()? } else { 0 };
-            let edges = page.edges.into_iter().map(|(suffix, st)| (encode_cursor(K::ID, order, &suffix), st)).collect();
+            let edges = page.edges.into_iter().map(|(suffix, st)| (encode_cursor(K::ID, &spec, &suffix), st)).collect();
             Ok(obj(ConnData::<K::Record> { edges, has_next: page.has_next, has_previous: page.has_previous, total }))
         })();
         FieldFuture::new(async move { result })
@@ -447,28 +463,50 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
     .argument(InputValue::new("where", TypeRef::named(format!("{tn}WhereInput"))))
 }
 
-/// Reads `orderBy` (single or the first entry of a list; ties are broken by the natural key).
-fn parse_order(ctx: &ResolverContext<'_>) -> Result<(OrderField, bool), Error> {
-    let Some(v) = ctx.args.get("orderBy").filter(|v| !v.is_null()) else { return Ok((OrderField::Key, false)) };
-    let one = match v.list() {
-        Ok(list) => match list.get(0) {
-            Some(first) => first.object()?.as_index_map().clone(),
-            None => return Ok((OrderField::Key, false)),
-        },
-        Err(_) => v.object()?.as_index_map().clone(),
+/// Reads `orderBy`: `(field, descending)` entries in list order (empty = natural key order).
+/// Two adjacent entries with the same field are an error, as in the reference.
+fn parse_order(ctx: &ResolverContext<'_>) -> Result<Vec<(OrderField, bool)>, Error> {
+    let Some(v) = ctx.args.get("orderBy").filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
+    let entries: Vec<async_graphql::indexmap::IndexMap<Name, Value>> = match v.list() {
+        Ok(list) => list.iter().map(|e| e.object().map(|o| o.as_index_map().clone())).collect::<Result<_, _>>()?,
+        Err(_) => vec![v.object()?.as_index_map().clone()],
     };
-    let field = match one.get("field") {
-        Some(Value::Enum(n)) => n.as_str().to_string(),
-        _ => return Err(bad_input("orderBy.field is required")),
-    };
-    let desc = matches!(one.get("direction"), Some(Value::Enum(n)) if n.as_str() == "DESC");
-    let order = match field.as_str() {
-        "CREATED_AT" => OrderField::CreatedAt,
-        "LAST_MODIFIED_AT" => OrderField::LastModifiedAt,
-        "NAME" => OrderField::Name,
-        other => return Err(bad_input(format!("unknown order field {other}"))),
-    };
-    Ok((order, desc))
+    let mut out: Vec<(OrderField, bool)> = Vec::new();
+    for one in entries {
+        let field = match one.get("field") {
+            Some(Value::Enum(n)) => n.as_str().to_string(),
+            _ => return Err(bad_input("orderBy.field is required")),
+        };
+        let desc = matches!(one.get("direction"), Some(Value::Enum(n)) if n.as_str() == "DESC");
+        let order = match field.as_str() {
+            "CREATED_AT" => OrderField::CreatedAt,
+            "LAST_MODIFIED_AT" => OrderField::LastModifiedAt,
+            "NAME" => OrderField::Name,
+            other => return Err(bad_input(format!("unknown order field {other}"))),
+        };
+        if out.last().is_some_and(|(o, _)| *o == order) {
+            return Err(bad_input(format!("duplicate order field {field}")));
+        }
+        out.push((order, desc));
+    }
+    Ok(out)
+}
+
+/// The composite sort key of a record for a multi-field order: each field's sort bytes
+/// (byte-inverted for descending fields, which reverses their order because every encoding is
+/// prefix-free) followed by the natural key.
+fn multi_suffix<K: Kind>(s: &Stored<K::Record>, spec: &[(OrderField, bool)]) -> Vec<u8> {
+    let mut v = Vec::new();
+    for (o, desc) in spec {
+        let mut part = suffix_of::<K>(s, *o);
+        part.truncate(part.len() - s.key.as_bytes().len());
+        if *desc {
+            part.iter_mut().for_each(|b| *b = !*b);
+        }
+        v.extend_from_slice(&part);
+    }
+    v.extend_from_slice(s.key.as_bytes());
+    v
 }
 
 /// The cursor suffix of a record for `order` (same layout as the store's ordering index).

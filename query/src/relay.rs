@@ -16,15 +16,41 @@ use storage::{OrderField, Stored};
 /// Cursor format version (first byte of the decoded cursor).
 ///
 /// Version changes: 1 = `version · order · suffix`; 2 adds the kind, so a cursor of one
-/// connection is refused by a connection of another kind.
-const CURSOR_VERSION: u8 = 2;
+/// connection is refused by a connection of another kind; 3 replaces the order byte by an order
+/// specification (`n · entries`), so multi-field orders get cursors of their own.
+const CURSOR_VERSION: u8 = 3;
 
-/// Encodes a cursor: URL-safe base64 of `version · kind · order · suffix`.
-pub fn encode_cursor(kind: KindId, order: OrderField, suffix: &[u8]) -> String {
-    let mut raw = Vec::with_capacity(suffix.len() + 3);
+/// What a connection is sorted by: one indexed field (the natural key breaks ties), or several
+/// fields with their own directions (`orderBy: [XOrder!]` with more than one entry; the natural
+/// key breaks the remaining ties).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OrderSpec {
+    /// One field; the direction is applied when scanning.
+    Single(OrderField),
+    /// Several `(field, descending)` entries, compared in order.
+    Multi(Vec<(OrderField, bool)>),
+}
+
+impl OrderSpec {
+    fn bytes(&self) -> Vec<u8> {
+        match self {
+            OrderSpec::Single(o) => vec![1, *o as u8],
+            OrderSpec::Multi(v) => {
+                let mut b = vec![v.len() as u8];
+                b.extend(v.iter().map(|(o, desc)| *o as u8 | if *desc { 0x80 } else { 0 }));
+                b
+            }
+        }
+    }
+}
+
+/// Encodes a cursor: URL-safe base64 of `version · kind · order spec · suffix`.
+pub fn encode_cursor(kind: KindId, order: &OrderSpec, suffix: &[u8]) -> String {
+    let spec = order.bytes();
+    let mut raw = Vec::with_capacity(suffix.len() + 2 + spec.len());
     raw.push(CURSOR_VERSION);
     raw.push(kind.code());
-    raw.push(order as u8);
+    raw.extend_from_slice(&spec);
     raw.extend_from_slice(suffix);
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
 }
@@ -34,14 +60,19 @@ pub fn encode_cursor(kind: KindId, order: OrderField, suffix: &[u8]) -> String {
 /// # Errors
 /// `BAD_USER_INPUT` ("invalid cursor", without echoing the input) for malformed cursors, other
 /// versions, and cursors of another kind or order.
-pub fn decode_cursor(s: &str, kind: KindId, order: OrderField) -> Result<Vec<u8>, Error> {
+pub fn decode_cursor(s: &str, kind: KindId, order: &OrderSpec) -> Result<Vec<u8>, Error> {
     let invalid = || bad_input("invalid cursor");
     let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(s).map_err(|_| invalid())?;
-    if raw.len() < 4 || raw[0] != CURSOR_VERSION || raw[1] != kind.code() || raw[2] != order as u8 {
+    let spec = order.bytes();
+    let head = 2 + spec.len();
+    if raw.len() <= head || raw[0] != CURSOR_VERSION || raw[1] != kind.code() || raw[2..head] != spec[..] {
         return Err(invalid());
     }
-    order.split_suffix(&raw[3..]).map_err(|_| invalid())?.1.parts().map_err(|_| invalid())?;
-    Ok(raw[3..].to_vec())
+    let suffix = &raw[head..];
+    if let OrderSpec::Single(o) = order {
+        o.split_suffix(suffix).map_err(|_| invalid())?.1.parts().map_err(|_| invalid())?;
+    }
+    Ok(suffix.to_vec())
 }
 
 /// Validated pagination arguments.
@@ -60,7 +91,7 @@ pub struct PageArgs {
     /// Kind of the rows (cursors must match it).
     pub kind: KindId,
     /// Order of the rows (cursors must match it).
-    pub order: OrderField,
+    pub order: OrderSpec,
     /// Descending order.
     pub desc: bool,
 }
@@ -77,7 +108,7 @@ impl PageArgs {
         after: Option<&str>,
         before: Option<&str>,
         kind: KindId,
-        order: OrderField,
+        order: OrderSpec,
         desc: bool,
         max: usize,
     ) -> Result<PageArgs, Error> {
@@ -97,8 +128,8 @@ impl PageArgs {
         Ok(PageArgs {
             first: check("first", first)?,
             last: check("last", last)?,
-            after: after.map(|c| decode_cursor(c, kind, order)).transpose()?,
-            before: before.map(|c| decode_cursor(c, kind, order)).transpose()?,
+            after: after.map(|c| decode_cursor(c, kind, &order)).transpose()?,
+            before: before.map(|c| decode_cursor(c, kind, &order)).transpose()?,
             default_limit: max,
             kind,
             order,
@@ -265,9 +296,9 @@ mod tests {
     }
 
     fn args(first: Option<i64>, last: Option<i64>, after: Option<&Row<u32>>, before: Option<&Row<u32>>, desc: bool) -> PageArgs {
-        let a = after.map(|r| encode_cursor(KindId::Application, OrderField::Key, &r.0));
-        let b = before.map(|r| encode_cursor(KindId::Application, OrderField::Key, &r.0));
-        PageArgs::new(first, last, a.as_deref(), b.as_deref(), KindId::Application, OrderField::Key, desc, 100).unwrap()
+        let a = after.map(|r| encode_cursor(KindId::Application, &OrderSpec::Single(OrderField::Key), &r.0));
+        let b = before.map(|r| encode_cursor(KindId::Application, &OrderSpec::Single(OrderField::Key), &r.0));
+        PageArgs::new(first, last, a.as_deref(), b.as_deref(), KindId::Application, OrderSpec::Single(OrderField::Key), desc, 100).unwrap()
     }
 
     fn ids(p: &Page<u32>) -> Vec<u32> {
@@ -307,18 +338,20 @@ mod tests {
 
     #[test]
     fn invalid_arguments() {
-        assert!(PageArgs::new(Some(1), Some(1), None, None, KindId::Application, OrderField::Key, false, 10).is_err());
-        assert!(PageArgs::new(Some(-1), None, None, None, KindId::Application, OrderField::Key, false, 10).is_err());
-        assert!(PageArgs::new(Some(11), None, None, None, KindId::Application, OrderField::Key, false, 10).is_err());
-        assert!(PageArgs::new(None, None, Some("garbage"), None, KindId::Application, OrderField::Key, false, 10).is_err());
-        let other_kind = encode_cursor(KindId::Approval, OrderField::Key, Key::new(&["poc", "ns", "n"]).as_bytes());
+        assert!(PageArgs::new(Some(1), Some(1), None, None, KindId::Application, OrderSpec::Single(OrderField::Key), false, 10).is_err());
+        assert!(PageArgs::new(Some(-1), None, None, None, KindId::Application, OrderSpec::Single(OrderField::Key), false, 10).is_err());
+        assert!(PageArgs::new(Some(11), None, None, None, KindId::Application, OrderSpec::Single(OrderField::Key), false, 10).is_err());
         assert!(
-            PageArgs::new(None, None, Some(&other_kind), None, KindId::Application, OrderField::Key, false, 10).is_err(),
+            PageArgs::new(None, None, Some("garbage"), None, KindId::Application, OrderSpec::Single(OrderField::Key), false, 10).is_err()
+        );
+        let other_kind = encode_cursor(KindId::Approval, &OrderSpec::Single(OrderField::Key), Key::new(&["poc", "ns", "n"]).as_bytes());
+        assert!(
+            PageArgs::new(None, None, Some(&other_kind), None, KindId::Application, OrderSpec::Single(OrderField::Key), false, 10).is_err(),
             "cursor of another kind"
         );
-        let c = encode_cursor(KindId::Application, OrderField::CreatedAt, &[0; 8]);
+        let c = encode_cursor(KindId::Application, &OrderSpec::Single(OrderField::CreatedAt), &[0; 8]);
         assert!(
-            PageArgs::new(None, None, Some(&c), None, KindId::Application, OrderField::Key, false, 10).is_err(),
+            PageArgs::new(None, None, Some(&c), None, KindId::Application, OrderSpec::Single(OrderField::Key), false, 10).is_err(),
             "cursor of another order"
         );
     }

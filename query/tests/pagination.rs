@@ -50,6 +50,7 @@ async fn forward_and_backward_walks_visit_everything_once_in_order() {
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let mut walks = 0;
     for (root, multi) in ROOTS {
+        let multi = &(*multi || matches!(*root, "approvals" | "approvalRequests"));
         let mut orders = vec![String::new()];
         let mut fields = vec!["CREATED_AT", "LAST_MODIFIED_AT"];
         if matches!(*root, "teams" | "applications") {
@@ -63,6 +64,12 @@ async fn forward_and_backward_walks_visit_everything_once_in_order() {
                 } else {
                     format!("orderBy: {o}")
                 });
+            }
+        }
+        if *multi {
+            orders.push("orderBy: [{field: CREATED_AT, direction: DESC}, {field: LAST_MODIFIED_AT, direction: ASC}]".to_string());
+            if matches!(*root, "teams" | "applications") {
+                orders.push("orderBy: [{field: NAME, direction: DESC}, {field: CREATED_AT, direction: ASC}]".to_string());
             }
         }
         for v in &viewers {
@@ -108,4 +115,26 @@ async fn forward_and_backward_walks_visit_everything_once_in_order() {
         }
     }
     assert!(walks > 300, "{walks} walks");
+}
+
+#[tokio::test]
+async fn multi_field_orders_sort_by_each_field_in_turn() {
+    let w = World::load();
+    let d = w
+        .data(&admin(), "{ applications(orderBy: [{field: CREATED_AT, direction: DESC}, {field: NAME, direction: ASC}]) { edges { node { name createdAt } } } }")
+        .await;
+    let rows: Vec<(String, String)> = d["applications"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["node"]["createdAt"].as_str().unwrap().to_string(), e["node"]["name"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(rows.len(), 15);
+    for pair in rows.windows(2) {
+        let ((t0, n0), (t1, n1)) = (&pair[0], &pair[1]);
+        assert!(t0 > t1 || (t0 == t1 && n0 <= n1), "{pair:?}");
+    }
+    // Same field twice in a row is refused, as in the reference.
+    let r = w.run(&admin(), "{ applications(orderBy: [{field: NAME}, {field: NAME, direction: DESC}]) { totalCount } }").await;
+    assert_eq!(support::error_codes(&r), ["BAD_USER_INPUT"]);
 }
