@@ -64,6 +64,9 @@ pub trait Entity: Kind {
     const TEAM_OWNED: bool;
     /// `orderBy: [XOrder!]` instead of `orderBy: XOrder`.
     const MULTI_ORDER: bool = false;
+    /// A record can be listed under several of one viewer's team scopes (approvals: subscriber
+    /// and provider team). When false, counts over several scopes add up counters.
+    const SHARED_SCOPES: bool = false;
 
     /// Object fields besides `id`. May register helper types in `b`.
     fn fields(b: &mut Builder) -> Vec<Field>;
@@ -531,14 +534,14 @@ pub fn nested_rows<K: Kind>(rq: &Rq, candidates: Vec<Stored<K::Record>>, order: 
 }
 
 /// Rows of a root connection: a k-way merge of the viewer's scope ranges of the ordering index.
-struct IndexRows<'a, K: Kind> {
+struct IndexRows<'a, K: Entity> {
     rq: &'a Rq,
     scopes: Vec<Scope>,
     order: OrderField,
     pred: Pred<K::Record>,
 }
 
-impl<K: Kind> Rows<K::Record> for IndexRows<'_, K> {
+impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
     fn iter(&self, from: Bound<&[u8]>, reverse: bool) -> Result<RowIter<'_, K::Record>, Error> {
         let mut heads = Vec::new();
         for scope in &self.scopes {
@@ -562,8 +565,14 @@ impl<K: Kind> Rows<K::Record> for IndexRows<'_, K> {
     }
 
     fn count(&self) -> Result<u64, Error> {
-        if self.pred.is_trivial() && self.scopes.len() == 1 {
-            return self.rq.view.count(K::ID, &self.scopes[0]).map_err(internal);
+        // Without a filter, maintained counters answer: one scope, or several scopes that no
+        // record shares (every kind but the approvals, which are listed for two teams).
+        if self.pred.is_trivial() && (self.scopes.len() == 1 || !K::SHARED_SCOPES) {
+            let mut n = 0;
+            for scope in &self.scopes {
+                n += self.rq.view.count(K::ID, scope).map_err(internal)?;
+            }
+            return Ok(n);
         }
         let mut n = 0;
         for r in self.iter(Bound::Unbounded, false)? {

@@ -116,6 +116,7 @@ impl Entity for Approval {
     const TYPE: &'static str = "Approval";
     const ROOT: Option<&'static str> = Some("approvals");
     const TEAM_OWNED: bool = true;
+    const SHARED_SCOPES: bool = true;
     const MULTI_ORDER: bool = true;
 
     fn fields(bld: &mut Builder) -> Vec<Field> {

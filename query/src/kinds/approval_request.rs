@@ -20,6 +20,7 @@ impl Entity for ApprovalRequest {
     const TYPE: &'static str = "ApprovalRequest";
     const ROOT: Option<&'static str> = Some("approvalRequests");
     const TEAM_OWNED: bool = true;
+    const SHARED_SCOPES: bool = true;
     const MULTI_ORDER: bool = true;
 
     fn fields(bld: &mut Builder) -> Vec<Field> {
