@@ -257,3 +257,52 @@ async fn requested_and_active_scopes_come_back_distinctly_for_three_families() {
     assert_eq!(node("agenticSubscriptions")["activeScopes"], json!(["kb:read"]));
     server.stop().await;
 }
+
+/// Every kind of the world is projected, per environment, as the facts count them (issue 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_is_projected_with_the_facts_counts() {
+    let server = Server::start(&support::world_dir(), None).await;
+    let facts = facts();
+    let admin = support::token("platform--ops--console", "tardis:admin:all", "poc");
+    let roots = [
+        ("Team", "teams"),
+        ("Application", "applications"),
+        ("PermissionSet", "permissionSets"),
+        ("Api", "apis"),
+        ("ApiExposure", "apiExposures"),
+        ("ApiSubscription", "apiSubscriptions"),
+        ("EventType", "eventTypes"),
+        ("EventExposure", "eventExposures"),
+        ("EventSubscription", "eventSubscriptions"),
+        ("McpServer", "mcpServers"),
+        ("AgentCard", "agentCards"),
+        ("AgenticExposure", "agenticExposures"),
+        ("AgenticSubscription", "agenticSubscriptions"),
+        ("FileExposure", "fileExposures"),
+        ("FileSubscription", "fileSubscriptions"),
+        ("ApprovalRequest", "approvalRequests"),
+        ("Approval", "approvals"),
+    ];
+    for env in ["poc", "qa"] {
+        let counts = &facts["env"][env]["counts"];
+        for (kind, root) in roots {
+            let q = format!(r#"{{ {root}(where: {{environment: "{env}"}}) {{ totalCount }} }}"#);
+            let data = server.query(&admin, &q).await;
+            assert_eq!(data[root]["totalCount"], counts[kind], "{kind} in {env}");
+        }
+        // Zones and groups are plain lists, visible per environment.
+        let data = server.query(&support::token("platform--ops--console", "tardis:team:read", env), "{ zones { name } groups { name } }").await;
+        assert_eq!(json!(data["zones"].as_array().unwrap().len()), counts["Zone"], "zones in {env}");
+        assert_eq!(json!(data["groups"].as_array().unwrap().len()), counts["Group"], "groups in {env}");
+        // Status phases per kind, from the Ready condition.
+        for (kind, root) in roots {
+            let Some(phases) = facts["env"][env]["statusPhases"][kind].as_object() else { continue };
+            for (phase, n) in phases {
+                let q = format!(r#"{{ {root}(where: {{environment: "{env}", statusPhase: {phase}}}) {{ totalCount }} }}"#);
+                let data = server.query(&admin, &q).await;
+                assert_eq!(&data[root]["totalCount"], n, "{kind} {phase} in {env}");
+            }
+        }
+    }
+    server.stop().await;
+}
