@@ -306,3 +306,31 @@ async fn every_kind_is_projected_with_the_facts_counts() {
     }
     server.stop().await;
 }
+
+/// Query limits are configurable: depth, complexity, introspection, body size (issue 5).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_limits_are_configurable() {
+    let server = Server::start_with(&support::world_dir(), None, |c| {
+        c.graphql.max_depth = 4;
+        c.graphql.max_complexity = 40;
+        c.graphql.introspection_enabled = false;
+        c.graphql.max_body_bytes = 4096;
+    })
+    .await;
+    let token = support::team_token("payments--checkout", "poc");
+    let (data, errors) = server.query_raw(&token, "{ applications { edges { node { name } } } }", json!({})).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    assert!(data["applications"]["edges"].as_array().is_some_and(|e| !e.is_empty()));
+    let (data, errors) = server
+        .query_raw(&token, "{ applications { edges { node { subscribedApis { edges { node { target { basePath } } } } } } } }", json!({}))
+        .await;
+    assert_eq!(data, Value::Null);
+    assert!(errors[0]["message"].as_str().unwrap().contains("nested too deep"), "{errors:?}");
+    let wide = format!("{{ {} }}", (0..50).map(|i| format!("a{i}: zones {{ name }}")).collect::<Vec<_>>().join(" "));
+    let (_, errors) = server.query_raw(&token, &wide, json!({})).await;
+    assert!(errors[0]["message"].as_str().unwrap().contains("too complex"), "{errors:?}");
+    let (_, errors) = server.query_raw(&token, "{ __schema { types { name } } }", json!({})).await;
+    assert!(!errors.is_empty(), "introspection is off");
+    assert_eq!(server.post_raw(Some(&token), vec![b' '; 5000]).await, 413);
+    server.stop().await;
+}

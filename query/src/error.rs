@@ -35,3 +35,12 @@ impl From<storage::StorageError> for crate::QueryError {
         crate::QueryError(internal(e))
     }
 }
+
+/// The request ran longer than `graphql.requestTimeout`: code `TIMEOUT`, no partial data.
+pub fn timeout(limit: std::time::Duration) -> async_graphql::ServerError {
+    let mut e = async_graphql::ServerError::new(format!("the request exceeded the time limit of {limit:?}"), None);
+    let mut ext = async_graphql::ErrorExtensionValues::default();
+    ext.set("code", "TIMEOUT");
+    e.extensions = Some(ext);
+    e
+}

@@ -61,6 +61,13 @@ pub const SETTINGS: &[Setting] = &[
         "Directory of YAML/JSON manifests to project; unset = kube source.",
     ),
     setting(
+        "source.kubeUrl",
+        "CP_SOURCE_KUBE_URL",
+        Some("--kube-url"),
+        "-",
+        "Kube source: API server URL, used without credentials (kubectl proxy, tests); unset = kubeconfig (KUBECONFIG, ~/.kube/config), else the in-cluster service account.",
+    ),
+    setting(
         "security.mode",
         "CP_SECURITY_MODE",
         Some("--auth"),
@@ -83,6 +90,13 @@ pub const SETTINGS: &[Setting] = &[
     ),
     setting("security.audience", "CP_SECURITY_AUDIENCE", None, "-", "Required token audience; unset = not checked."),
     setting(
+        "security.leeway",
+        "CP_SECURITY_LEEWAY",
+        None,
+        "30s",
+        "Clock skew tolerated when checking a token's exp and nbf (Go duration, at most 5m).",
+    ),
+    setting(
         "graphql.maxPageSize",
         "CP_GRAPHQL_MAX_PAGE_SIZE",
         None,
@@ -90,6 +104,11 @@ pub const SETTINGS: &[Setting] = &[
         "Maximum page size of a connection (records), also applied without first/last.",
     ),
     setting("graphql.playgroundEnabled", "CP_GRAPHQL_PLAYGROUND_ENABLED", None, "true", "Serve the GraphiQL page at /graphql."),
+    setting("graphql.maxDepth", "CP_GRAPHQL_MAX_DEPTH", None, "20", "Maximum nesting depth of a query (levels of selection sets)."),
+    setting("graphql.maxComplexity", "CP_GRAPHQL_MAX_COMPLEXITY", None, "5000", "Maximum complexity of a query (selected fields, counted over the document)."),
+    setting("graphql.introspectionEnabled", "CP_GRAPHQL_INTROSPECTION_ENABLED", None, "true", "Answer introspection queries (__schema, __type)."),
+    setting("graphql.requestTimeout", "CP_GRAPHQL_REQUEST_TIMEOUT", None, "10s", "Per-request execution time limit (Go duration); 0s = none."),
+    setting("graphql.maxBodyBytes", "CP_GRAPHQL_MAX_BODY_BYTES", None, "1048576", "Maximum size of a POST body in bytes (larger requests get HTTP 413)."),
     setting(
         "secretManager.url",
         "CP_SECRET_MANAGER_URL",
@@ -99,8 +118,12 @@ pub const SETTINGS: &[Setting] = &[
     ),
     env_only("DEPENDENCY_DELAY", "2s", "Delay before retrying an object whose parent or target is missing (Go duration)."),
     env_only("DEPENDENCY_DELAY_JITTER", "3s", "Random extra delay, uniform in [0, this), added to DEPENDENCY_DELAY."),
-    env_only("SKIP_REQUEUE", "5m", "Delay before re-reading a skipped object (kube source; the manifests source re-reads on change)."),
-    env_only("PERIODIC_RESYNC", "0s", "Full re-list interval of the kube source; 0s = never."),
+    env_only(
+        "SKIP_REQUEUE",
+        "5m",
+        "Delay before translating a skipped object again (kube source; changed objects arrive at once, the manifests source re-reads on change).",
+    ),
+    env_only("PERIODIC_RESYNC", "0s", "Kube source: each kind's full re-list and sweep interval, ±20 %; 0s = never."),
     env_only("FEATURE_PUBSUB_ENABLED", "true", "Project EventType, EventExposure, EventSubscription."),
     env_only("FEATURE_PERMISSION_ENABLED", "true", "Project PermissionSet."),
     env_only("FEATURE_AI_GATEWAY_ENABLED", "true", "Project McpServer, AgentCard, AgenticExposure, AgenticSubscription."),
@@ -163,10 +186,19 @@ pub struct StorageConfig {
 /// The object source.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SourceConfig {
-    /// Watch the Kubernetes API (not available in this build yet).
-    Kube,
+    /// Watch the Kubernetes API (`crate::source::kube`).
+    Kube(KubeSourceConfig),
     /// Read (and poll) a directory of manifests.
     Manifests(PathBuf),
+}
+
+/// The kube source's settings.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KubeSourceConfig {
+    /// `source.kubeUrl`: the API server URL (`http(s)://host[:port]`, no trailing `/`), used
+    /// without credentials. `None` (default) = `kube::Config::infer()`: the kubeconfig
+    /// (`KUBECONFIG`, `~/.kube/config`), else the in-cluster service account.
+    pub url: Option<String>,
 }
 
 /// `security.mode`.
@@ -200,6 +232,9 @@ pub struct SecurityConfig {
     pub scope_prefix: String,
     /// `security.audience`; `None` = the audience is not checked.
     pub audience: Option<String>,
+    /// `security.leeway`: clock skew tolerated for `exp`/`nbf` (whole seconds count), default
+    /// 30 s, at most 5 min.
+    pub leeway: Duration,
 }
 
 /// `graphql.*`.
@@ -209,6 +244,16 @@ pub struct GraphqlConfig {
     pub max_page_size: usize,
     /// `graphql.playgroundEnabled`, default `true`.
     pub playground_enabled: bool,
+    /// `graphql.maxDepth`: selection-set levels, default 20, at least 1.
+    pub max_depth: usize,
+    /// `graphql.maxComplexity`: selected fields over the document, default 5000, at least 1.
+    pub max_complexity: usize,
+    /// `graphql.introspectionEnabled`, default `true`.
+    pub introspection_enabled: bool,
+    /// `graphql.requestTimeout`, default 10 s; zero = no limit.
+    pub request_timeout: Duration,
+    /// `graphql.maxBodyBytes`, default 1 MiB, at least 1 KiB.
+    pub max_body_bytes: usize,
 }
 
 /// `secretManager.*`.
@@ -225,9 +270,11 @@ pub struct ProjectorConfig {
     pub dependency_delay: Duration,
     /// `DEPENDENCY_DELAY_JITTER`, default 3 s: a uniform random `[0, jitter)` is added.
     pub dependency_delay_jitter: Duration,
-    /// `SKIP_REQUEUE`, default 5 min: re-read delay of skipped objects (kube source only).
+    /// `SKIP_REQUEUE`, default 5 min: delay before a skipped object is translated again (kube
+    /// source only).
     pub skip_requeue: Duration,
-    /// `PERIODIC_RESYNC`, default 0 (never): full re-list interval (kube source only).
+    /// `PERIODIC_RESYNC`, default 0 (never): each kind's full re-list and sweep interval, ±20 %
+    /// (kube source only).
     pub periodic_resync: Duration,
 }
 
@@ -249,9 +296,23 @@ impl Default for Config {
         Config {
             server: ServerConfig { address: "0.0.0.0:8080".into() },
             storage: StorageConfig { data_dir: PathBuf::from("./data") },
-            source: SourceConfig::Kube,
-            security: SecurityConfig { mode: AuthMode::Jwt, trusted_issuers: Vec::new(), scope_prefix: "tardis".into(), audience: None },
-            graphql: GraphqlConfig { max_page_size: 1000, playground_enabled: true },
+            source: SourceConfig::Kube(KubeSourceConfig::default()),
+            security: SecurityConfig {
+                mode: AuthMode::Jwt,
+                trusted_issuers: Vec::new(),
+                scope_prefix: "tardis".into(),
+                audience: None,
+                leeway: Duration::from_secs(30),
+            },
+            graphql: GraphqlConfig {
+                max_page_size: 1000,
+                playground_enabled: true,
+                max_depth: 20,
+                max_complexity: 5000,
+                introspection_enabled: true,
+                request_timeout: Duration::from_secs(10),
+                max_body_bytes: 1 << 20,
+            },
             secret_manager: SecretManagerConfig { url: None },
             projector: ProjectorConfig::default(),
             features: Features::default(),
@@ -269,6 +330,14 @@ impl Config {
         c.storage.data_dir = data_dir.to_path_buf();
         c.source = SourceConfig::Manifests(manifests.to_path_buf());
         c.security.mode = AuthMode::Mock;
+        c
+    }
+
+    /// Like [`Config::for_manifests`], with the kube source reading the API server at `url`
+    /// (`http://127.0.0.1:PORT` in tests).
+    pub fn for_kube(url: &str, data_dir: &Path) -> Config {
+        let mut c = Config::for_manifests(Path::new("."), data_dir);
+        c.source = SourceConfig::Kube(KubeSourceConfig { url: Some(url.trim_end_matches('/').to_string()) });
         c
     }
 
@@ -455,6 +524,14 @@ fn parse_mode(s: &str) -> Result<AuthMode, String> {
     }
 }
 
+/// A whole number of at least `min`.
+fn parse_at_least(s: &str, min: usize) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(format!("expected a whole number of at least {min}, got {s:?}")),
+    }
+}
+
 fn parse_page_size(s: &str) -> Result<usize, String> {
     match s.trim().parse::<i64>() {
         Ok(n) if (1..=i64::from(i32::MAX)).contains(&n) => Ok(n as usize),
@@ -469,6 +546,14 @@ fn parse_scope_prefix(s: &str) -> Result<String, String> {
     } else {
         Ok(s.to_string())
     }
+}
+
+fn parse_leeway(s: &str) -> Result<Duration, String> {
+    let d = duration::parse(s)?;
+    if d > Duration::from_secs(300) {
+        return Err(format!("at most 5m (a small clock skew), got {s:?}"));
+    }
+    Ok(d)
 }
 
 fn non_empty(s: &str) -> Result<String, String> {
@@ -560,6 +645,9 @@ fn flag_layer(args: &ServeArgs) -> BTreeMap<&'static str, Raw> {
     if let Some(v) = &args.manifests {
         m.insert("source.manifests", Raw::One(v.to_string_lossy().into_owned()));
     }
+    if let Some(v) = &args.kube_url {
+        m.insert("source.kubeUrl", Raw::One(v.clone()));
+    }
     if let Some(v) = &args.auth {
         m.insert("security.mode", Raw::One(v.clone()));
     }
@@ -586,8 +674,13 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
     let address = layers.scalar("server.address", parse_address)?.unwrap_or(d.server.address);
     let data_dir = layers.scalar("storage.dataDir", non_empty_path)?.unwrap_or(d.storage.data_dir);
     let manifests = layers.scalar("source.manifests", non_empty_path)?;
+    let kube_url = layers.scalar("source.kubeUrl", |s| {
+        parse_url(s.trim())?;
+        Ok(s.trim().trim_end_matches('/').to_string())
+    })?;
+    let kube = KubeSourceConfig { url: kube_url };
     let source = match (args.source.as_deref(), manifests) {
-        (Some("kube"), _) => SourceConfig::Kube,
+        (Some("kube"), _) => SourceConfig::Kube(kube),
         (Some("manifests"), Some(dir)) | (None, Some(dir)) => SourceConfig::Manifests(dir),
         (Some("manifests"), None) => {
             return Err(ConfigError::Invalid {
@@ -603,14 +696,20 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
                 message: format!("unknown source {other:?} (expected kube or manifests)"),
             });
         }
-        (None, None) => SourceConfig::Kube,
+        (None, None) => SourceConfig::Kube(kube),
     };
     let mode = layers.scalar("security.mode", parse_mode)?.unwrap_or(d.security.mode);
     let trusted_issuers = layers.list("security.trustedIssuers", parse_url)?.unwrap_or_default();
     let scope_prefix = layers.scalar("security.scopePrefix", parse_scope_prefix)?.unwrap_or(d.security.scope_prefix);
     let audience = layers.scalar("security.audience", non_empty)?;
+    let leeway = layers.scalar("security.leeway", parse_leeway)?.unwrap_or(d.security.leeway);
     let max_page_size = layers.scalar("graphql.maxPageSize", parse_page_size)?.unwrap_or(d.graphql.max_page_size);
     let playground_enabled = layers.scalar("graphql.playgroundEnabled", parse_bool)?.unwrap_or(d.graphql.playground_enabled);
+    let max_depth = layers.scalar("graphql.maxDepth", |s| parse_at_least(s, 1))?.unwrap_or(d.graphql.max_depth);
+    let max_complexity = layers.scalar("graphql.maxComplexity", |s| parse_at_least(s, 1))?.unwrap_or(d.graphql.max_complexity);
+    let introspection_enabled = layers.scalar("graphql.introspectionEnabled", parse_bool)?.unwrap_or(d.graphql.introspection_enabled);
+    let request_timeout = layers.scalar("graphql.requestTimeout", duration::parse)?.unwrap_or(d.graphql.request_timeout);
+    let max_body_bytes = layers.scalar("graphql.maxBodyBytes", |s| parse_at_least(s, 1024))?.unwrap_or(d.graphql.max_body_bytes);
     let secret_url = layers.scalar("secretManager.url", |s| {
         parse_url(s.trim())?;
         Ok(s.trim().trim_end_matches('/').to_string())
@@ -640,8 +739,8 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
         server: ServerConfig { address },
         storage: StorageConfig { data_dir },
         source,
-        security: SecurityConfig { mode, trusted_issuers, scope_prefix, audience },
-        graphql: GraphqlConfig { max_page_size, playground_enabled },
+        security: SecurityConfig { mode, trusted_issuers, scope_prefix, audience, leeway },
+        graphql: GraphqlConfig { max_page_size, playground_enabled, max_depth, max_complexity, introspection_enabled, request_timeout, max_body_bytes },
         secret_manager: SecretManagerConfig { url: secret_url },
         projector,
         features,

@@ -1,20 +1,20 @@
 //! The GraphQL endpoint (DESIGN "Ports and paths"): `POST|GET /graphql/query` with a bearer
 //! token, and the GraphiQL page at `/graphql` (the page needs no token; its queries do).
 //!
-//! Token handling: the bearer token is a compact JWS. In `mock` mode its payload is decoded
-//! without checking the signature (the server warns at start), `exp`/`nbf` are still honoured.
-//! Missing or invalid tokens → HTTP 401, unusable claims → HTTP 403, both as problem JSON that
-//! says no more than "invalid token" / which claim is unusable.
+//! Every request is authenticated first ([`crate::auth::Authenticator`]), before its body is
+//! read. The answers, as problem JSON (RFC 9457): missing or invalid token → HTTP 401 with
+//! detail "invalid token" and `WWW-Authenticate: Bearer` (which check failed is never said);
+//! unusable claims of a valid token → HTTP 403 naming the claim; the issuer's keys cannot be
+//! fetched for a key that is not cached → HTTP 503 with `Retry-After`.
 
-use crate::config::{AuthMode, Config};
+use crate::auth::{AuthError, Authenticator};
+use crate::config::Config;
 use async_graphql::http::GraphiQLSource;
 use async_graphql_poem::{GraphQLRequest, GraphQLResponse};
-use base64::Engine;
 use poem::http::{Method, StatusCode};
 use poem::web::{Data, Html};
 use poem::{get, handler, EndpointExt, IntoResponse, Request, Response, Route};
 use poem::{Body, FromRequest, RequestBody};
-use query::viewer::Viewer;
 use query::{Api, QueryConfig};
 use std::sync::Arc;
 use storage::Store;
@@ -23,22 +23,30 @@ use storage::Store;
 struct State {
     api: Api,
     store: Store,
-    mode: AuthMode,
-    scope_prefix: String,
+    auth: Authenticator,
+    limits: Limits,
 }
 
 /// The query settings derived from the configuration.
 pub fn query_config(config: &Config) -> QueryConfig {
-    QueryConfig { max_page_size: config.graphql.max_page_size, now: config.now, ..QueryConfig::default() }
+    QueryConfig {
+        max_page_size: config.graphql.max_page_size,
+        now: config.now,
+        introspection: config.graphql.introspection_enabled,
+        max_depth: config.graphql.max_depth,
+        max_complexity: config.graphql.max_complexity,
+    }
 }
 
-/// Routes `/graphql/query` (and `/graphql` when the playground is enabled).
+/// Routes `/graphql/query` (and `/graphql` when the playground is enabled), authenticating
+/// requests with `auth`.
 ///
 /// # Panics
 /// Never on input; building the schema fails only on a programming error caught by the SDL test.
-pub fn routes(store: Store, config: &Config) -> Route {
+pub fn routes(store: Store, config: &Config, auth: Authenticator) -> Route {
     let api = query::build_schema(query_config(config)).expect("invariant: the generated schema is valid (see query/schema.graphql test)");
-    let state = Arc::new(State { api, store, mode: config.security.mode, scope_prefix: config.security.scope_prefix.clone() });
+    let limits = Limits { max_body_bytes: config.graphql.max_body_bytes, timeout: config.graphql.request_timeout };
+    let state = Arc::new(State { api, store, auth, limits });
     let mut route = Route::new().at("/graphql/query", get(graphql).post(graphql).data(state));
     if config.graphql.playground_enabled {
         route = route.at("/graphql", get(graphiql));
@@ -59,17 +67,29 @@ fn graphiql() -> Html<String> {
 /// Maximum size of a POST body in bytes (1 MiB); larger requests get HTTP 413.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 
+/// Per-request limits (`graphql.maxBodyBytes`, `graphql.requestTimeout`).
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    max_body_bytes: usize,
+    /// Zero = no limit.
+    timeout: std::time::Duration,
+}
+
 #[handler]
 async fn graphql(req: &Request, body: Body, state: Data<&Arc<State>>) -> Response {
     // Authenticate before reading or parsing anything the caller sent.
-    let viewer = match viewer(req, &state) {
+    let authorization = req.headers().get("authorization").and_then(|h| h.to_str().ok());
+    let viewer = match state.auth.authenticate(authorization).await {
         Ok(v) => v,
-        Err(resp) => return resp,
+        Err(e) => return rejection(&e),
     };
     let request = if req.method() == Method::POST {
-        let bytes = match body.into_bytes_limit(MAX_BODY_BYTES).await {
+        let bytes = match body.into_bytes_limit(state.limits.max_body_bytes).await {
             Ok(b) => b,
-            Err(_) => return problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", "the request body exceeds 1 MiB"),
+            Err(_) => {
+                let detail = format!("the request body exceeds {} bytes", state.limits.max_body_bytes);
+                return problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", &detail);
+            }
         };
         match serde_json::from_slice::<async_graphql::Request>(&bytes) {
             Ok(r) => r,
@@ -81,7 +101,15 @@ async fn graphql(req: &Request, body: Body, state: Data<&Arc<State>>) -> Respons
             Err(_) => return problem(StatusCode::BAD_REQUEST, "Bad Request", "the query string is not a GraphQL request"),
         }
     };
-    let resp = state.api.execute(&state.store, viewer, request).await;
+    let exec = state.api.execute(&state.store, viewer, request);
+    let resp = if state.limits.timeout.is_zero() {
+        exec.await
+    } else {
+        match tokio::time::timeout(state.limits.timeout, exec).await {
+            Ok(r) => r,
+            Err(_) => async_graphql::Response::from_errors(vec![query::error::timeout(state.limits.timeout)]),
+        }
+    };
     GraphQLResponse::from(resp).into_response()
 }
 
@@ -96,60 +124,20 @@ fn problem(status: StatusCode, title: &str, detail: &str) -> Response {
     Response::builder().status(status).content_type("application/problem+json").body(body.to_string())
 }
 
-/// Token → viewer, or the HTTP error response.
-fn viewer(req: &Request, state: &State) -> Result<Viewer, Response> {
-    let unauthorized = || problem(StatusCode::UNAUTHORIZED, "Unauthorized", "Invalid token");
-    let token = req
-        .headers()
-        .get("authorization")
-        .and_then(|h| h.to_str().ok())
-        .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
-        .map(str::trim)
-        .filter(|t| !t.is_empty())
-        .ok_or_else(unauthorized)?;
-    let claims = match state.mode {
-        AuthMode::Mock => decode_unverified(token).ok_or_else(unauthorized)?,
-        // Startup refuses jwt mode until verification exists; never accept unverified claims.
-        AuthMode::Jwt => return Err(unauthorized()),
-    };
-    // `exp`/`nbf` are honoured when present; present but not a number is an invalid token.
-    let now = chrono::Utc::now().timestamp();
-    for (claim, expired) in [("exp", (|t: i64, now: i64| t < now) as fn(i64, i64) -> bool), ("nbf", |t, now| t > now)] {
-        match claims.get(claim) {
-            None => {}
-            Some(v) => match v.as_f64() {
-                Some(t) if !expired(t as i64, now) => {}
-                _ => return Err(unauthorized()),
-            },
+/// The HTTP answer to a request that is not authenticated.
+fn rejection(e: &AuthError) -> Response {
+    match e {
+        AuthError::Missing | AuthError::Invalid => {
+            let challenge = if *e == AuthError::Missing { "Bearer" } else { r#"Bearer error="invalid_token""# };
+            let mut resp = problem(StatusCode::UNAUTHORIZED, "Unauthorized", "invalid token");
+            resp.headers_mut().insert("www-authenticate", poem::http::HeaderValue::from_static(challenge));
+            resp
         }
-    }
-    Viewer::from_claims(&claims, &state.scope_prefix).map_err(|e| problem(StatusCode::FORBIDDEN, "Forbidden", &e.to_string()))
-}
-
-/// The payload of a compact JWS, without verifying anything.
-fn decode_unverified(token: &str) -> Option<serde_json::Value> {
-    let mut parts = token.split('.');
-    let (_header, payload, _sig) = (parts.next()?, parts.next()?, parts.next()?);
-    if parts.next().is_some() {
-        return None;
-    }
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload.trim_end_matches('=')).ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    v.is_object().then_some(v)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn decodes_compact_jws_payloads_only() {
-        let t = "eyJhbGciOiJub25lIn0.eyJlbnYiOiJwb2MifQ.sig";
-        assert_eq!(decode_unverified(t), Some(serde_json::json!({"env": "poc"})));
-        assert_eq!(decode_unverified("a.b"), None);
-        assert_eq!(decode_unverified("a.!!!.c"), None);
-        assert_eq!(decode_unverified("a.b.c.d"), None);
-        // A payload that is JSON but not an object.
-        assert_eq!(decode_unverified("a.MQ.c"), None);
+        AuthError::Forbidden(claims) => problem(StatusCode::FORBIDDEN, "Forbidden", &claims.to_string()),
+        AuthError::Unavailable => {
+            let mut resp = problem(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", "token keys are unavailable; retry later");
+            resp.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("10"));
+            resp
+        }
     }
 }
