@@ -5,11 +5,14 @@
 //! Shutdown order: stop accepting HTTP requests, stop the source, then the writer (the commit in
 //! progress finishes; queued changes are replayed from the source on the next start).
 
+use crate::auth::Authenticator;
 use crate::config::{AuthMode, Config, ConfigError, SourceConfig};
 use crate::metrics::Metrics;
 use crate::projector::handlers::Handlers;
-use crate::projector::writer::{Writer, WriterSettings};
+use crate::projector::writer::{Change, Writer, WriterSettings};
 use crate::readiness::Readiness;
+use crate::source::kube as kube_source;
+use crate::source::kube::{KubeMetrics, KubeSource};
 use crate::source::manifests::{self, ManifestsSource, ManifestsState, SkipReport};
 use anyhow::{bail, Context as _};
 use poem::listener::{Acceptor, Listener, TcpListener};
@@ -25,56 +28,141 @@ pub struct App {
     store: Store,
     metrics: Metrics,
     readiness: Readiness,
-    source: Option<ManifestsSource>,
+    auth: Authenticator,
+    source: Option<Source>,
     writer: Option<Writer>,
+    /// The catalogue search index (`DATA_DIR/search/`), registered with the store.
+    catalogue: storage::search::Catalogue,
+}
+
+/// The running source.
+enum Source {
+    Manifests(ManifestsSource),
+    Kube(KubeSource),
+}
+
+impl Source {
+    fn shutdown(self) {
+        match self {
+            Source::Manifests(s) => s.shutdown(),
+            Source::Kube(s) => s.shutdown(),
+        }
+    }
 }
 
 impl App {
-    /// Resolves `config`: refuses what this build cannot do (kube source, JWT verification),
-    /// warns loudly in mock mode, opens (creating) `storage.dataDir/readmodel.redb`, starts the
-    /// writer thread and the manifests source. Returns immediately; see [`App::readiness`] for
+    /// Resolves `config`: refuses jwt mode without a trusted issuer, warns loudly in mock mode
+    /// (and notes it in `/readyz`), sets up token verification (keys are fetched in the
+    /// background, see [`crate::auth`]), opens (creating) `storage.dataDir/readmodel.redb`,
+    /// starts the writer thread and the source. Returns immediately; see [`App::readiness`] for
     /// the initial sync.
     ///
+    /// The kube source needs a tokio runtime: call this from a blocking thread of one
+    /// (`spawn_blocking`), where it builds the Kubernetes client with `Handle::block_on` (it
+    /// panics in an async context); [`start`] builds the client before and calls
+    /// [`App::start_with`].
+    ///
     /// # Errors
-    /// A message for: jwt mode (no trusted issuer, or verification not implemented yet), the
-    /// kube source (not available yet), a store that cannot be opened (locked, other layout
-    /// version, I/O), a manifests path that is not a readable directory.
+    /// A message for: jwt mode (no trusted issuer, no crypto backend, no HTTP client), a
+    /// store that cannot be opened (locked, other layout version, I/O), a manifests path that
+    /// is not a readable directory, a kube source without runtime or Kubernetes configuration.
     pub fn start(config: Config) -> anyhow::Result<App> {
-        let dir = preflight(&config)?;
+        App::start_with(config, None)
+    }
+
+    /// [`App::start`] with the Kubernetes client of the kube source already built (`None` for
+    /// the manifests source, or to build it here).
+    ///
+    /// # Errors
+    /// As [`App::start`].
+    pub fn start_with(config: Config, client: Option<kube::Client>) -> anyhow::Result<App> {
+        preflight(&config)?;
         if config.security.mode == AuthMode::Mock {
             tracing::warn!(
                 "AUTHENTICATION IS IN MOCK MODE: token signatures and issuers are NOT verified; anyone can claim any team. \
                  Use only for local development and demos."
             );
         }
-        match std::fs::metadata(&dir) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => bail!("the manifests path {} is not a directory (source.manifests)", dir.display()),
-            Err(e) => bail!("cannot read the manifests directory {} (source.manifests): {e}", dir.display()),
+        if let SourceConfig::Manifests(dir) = &config.source {
+            match std::fs::metadata(dir) {
+                Ok(m) if m.is_dir() => {}
+                Ok(_) => bail!("the manifests path {} is not a directory (source.manifests)", dir.display()),
+                Err(e) => bail!("cannot read the manifests directory {} (source.manifests): {e}", dir.display()),
+            }
         }
+        let client = match (&config.source, client) {
+            (SourceConfig::Kube(k), None) => {
+                let runtime = tokio::runtime::Handle::try_current().context("the kube source needs a tokio runtime")?;
+                Some(runtime.block_on(kube_source::connect(k)).map_err(kube_error)?)
+            }
+            (_, client) => client,
+        };
         let store =
             Store::open(&config.storage.data_dir).with_context(|| format!("opening the store in {}", config.storage.data_dir.display()))?;
+        // Derived data: rebuilt here from the store when missing or stale (DESIGN decision 11).
+        let search_dir = config.storage.data_dir.join(storage::search::SEARCH_DIR);
+        let (catalogue, _) = storage::search::Catalogue::open(&search_dir, &store)
+            .with_context(|| format!("opening the search index in {}", search_dir.display()))?;
         let metrics = Metrics::new();
-        let readiness = Readiness::new([manifests::initial_phase(&dir)]);
-        let clock = config.clock();
-        let writer = Writer::spawn(store.clone(), metrics.clone(), readiness.clone(), WriterSettings::new(config.projector, clock))
-            .context("starting the writer thread")?;
+        let auth = Authenticator::new(&config.security, metrics.registry()).context("setting up authentication")?;
         let handlers = Arc::new(Handlers::new(&config.features));
         for (kind, enabled) in handlers.kinds() {
             if !enabled {
                 tracing::info!(kind = kind.name(), "kind switched off by a feature flag: not projected");
             }
         }
-        let state = ManifestsState::new(&dir, handlers, config.features, clock);
-        let source = ManifestsSource::spawn(&dir, state, writer.sender(), readiness.clone(), metrics.clone(), manifests::POLL_INTERVAL)
-            .map_err(anyhow::Error::msg)?;
-        tracing::info!(
-            manifests = %dir.display(),
-            data_dir = %config.storage.data_dir.display(),
-            kinds = ?schema::registry::registered().iter().map(|k| k.name()).collect::<Vec<_>>(),
-            "projector started"
-        );
-        Ok(App { config, store, metrics, readiness, source: Some(source), writer: Some(writer) })
+        let watched: Vec<kube_source::WatchedKind> =
+            kube_source::resources().into_iter().filter(|w| schema::registry::enabled(w.kind, &config.features)).collect();
+        let readiness = match &config.source {
+            SourceConfig::Manifests(dir) => Readiness::new([manifests::initial_phase(dir)]),
+            SourceConfig::Kube(_) => Readiness::new(watched.iter().map(|w| kube_source::initial_phase(w.kind))),
+        };
+        if auth.mode() == AuthMode::Mock {
+            readiness.note("authentication is in mock mode: token signatures and issuers are not verified (local use only)");
+        }
+        let clock = config.clock();
+        let writer = Writer::spawn(store.clone(), metrics.clone(), readiness.clone(), WriterSettings::new(config.projector, clock))
+            .context("starting the writer thread")?;
+        let source = match (&config.source, client) {
+            (SourceConfig::Manifests(dir), _) => {
+                let state = ManifestsState::new(dir, handlers, config.features, clock);
+                let source =
+                    ManifestsSource::spawn(dir, state, writer.sender(), readiness.clone(), metrics.clone(), manifests::POLL_INTERVAL)
+                        .map_err(anyhow::Error::msg)?;
+                tracing::info!(manifests = %dir.display(), data_dir = %config.storage.data_dir.display(), "projector started (manifests source)");
+                Source::Manifests(source)
+            }
+            (SourceConfig::Kube(k), Some(client)) => {
+                let runtime = tokio::runtime::Handle::try_current().context("the kube source needs a tokio runtime")?;
+                let kube_metrics = KubeMetrics::register(&metrics).map_err(anyhow::Error::msg)?;
+                let wiring = kube_source::Wiring {
+                    handlers,
+                    features: config.features,
+                    clock,
+                    sender: writer.sender(),
+                    readiness: readiness.clone(),
+                    metrics: metrics.clone(),
+                    kube_metrics,
+                    settings: kube_source::Settings::new(&config.projector),
+                };
+                tracing::info!(
+                    api_server = k.url.as_deref().unwrap_or("(kubeconfig or in cluster)"),
+                    data_dir = %config.storage.data_dir.display(),
+                    kinds = ?watched.iter().map(|w| w.kind.name()).collect::<Vec<_>>(),
+                    "projector started (kube source)"
+                );
+                // Kinds switched off are not watched: their records (from a run with the flag on)
+                // are swept once, as the manifests source sweeps every kind it did not read.
+                let off: Vec<_> =
+                    kube_source::resources().into_iter().map(|w| w.kind).filter(|k| !watched.iter().any(|w| w.kind == *k)).collect();
+                if !off.is_empty() {
+                    writer.sender().send(Change::Sweep { kinds: off, present: Arc::default(), token: None });
+                }
+                Source::Kube(KubeSource::spawn(client, watched, wiring, &runtime))
+            }
+            (SourceConfig::Kube(_), None) => unreachable!("the kube client is built above"),
+        };
+        Ok(App { config, store, metrics, readiness, auth, source: Some(source), writer: Some(writer), catalogue })
     }
 
     /// The configuration it runs with.
@@ -97,9 +185,18 @@ impl App {
         &self.readiness
     }
 
-    /// Every currently skipped document of the source, with its reason.
+    /// The authenticator of `security.mode` (used by the GraphQL endpoint).
+    pub fn authenticator(&self) -> &Authenticator {
+        &self.auth
+    }
+
+    /// Every currently skipped document of the manifests source, with its reason (empty for
+    /// the kube source, which logs its skips and counts them as outcome `skip`).
     pub fn skips(&self) -> Vec<SkipReport> {
-        self.source.as_ref().map(ManifestsSource::skips).unwrap_or_default()
+        match &self.source {
+            Some(Source::Manifests(s)) => s.skips(),
+            _ => Vec::new(),
+        }
     }
 
     /// The HTTP routes: GraphQL (from `http::graphql`), `/healthz`, `/readyz`, `/metrics`.
@@ -119,6 +216,8 @@ impl App {
         if let Some(w) = self.writer.take() {
             w.shutdown();
         }
+        // After the writer: the index commits the last store revision it was told.
+        self.catalogue.shutdown();
     }
 }
 
@@ -164,24 +263,31 @@ impl Running {
     }
 }
 
-/// What this build refuses before anything is opened or bound: jwt mode (no trusted issuer, or
-/// verification not implemented yet) and the kube source (not available yet). Returns the
-/// manifests directory.
+/// What this build refuses before anything is opened or bound: jwt mode without a trusted
+/// issuer (or in a build without a JWT crypto backend). The issuers are not contacted here.
 ///
 /// # Errors
 /// A message naming the setting and what to use instead.
-fn preflight(config: &Config) -> anyhow::Result<std::path::PathBuf> {
+fn preflight(config: &Config) -> anyhow::Result<()> {
     match config.security.mode {
         AuthMode::Jwt if config.security.trusted_issuers.is_empty() => bail!(ConfigError::NoTrustedIssuer),
-        AuthMode::Jwt => bail!("jwt verification is not implemented yet; use --auth mock (local use only: tokens are then not verified)"),
+        AuthMode::Jwt => crate::auth::check_jwt_support()?,
         AuthMode::Mock => {}
     }
     match &config.source {
-        SourceConfig::Kube => {
-            bail!("the kube source is not available in this build yet; use --manifests DIR (or CP_SOURCE_MANIFESTS / source.manifests)")
-        }
-        SourceConfig::Manifests(dir) => Ok(dir.clone()),
+        // Nothing to refuse before I/O: the Kubernetes configuration is loaded (and a missing
+        // one reported, see `kube_error`) when the source is resolved.
+        SourceConfig::Kube(_) => Ok(()),
+        SourceConfig::Manifests(_) => Ok(()),
     }
+}
+
+/// The message of a kube source that cannot start.
+fn kube_error(e: kube_source::ConnectError) -> anyhow::Error {
+    anyhow::anyhow!(
+        "cannot start the kube source: {e}. Run inside a cluster, provide a kubeconfig (KUBECONFIG or ~/.kube/config), \
+         set the API server URL (--kube-url / CP_SOURCE_KUBE_URL / source.kubeUrl), or read manifests instead (--manifests DIR)"
+    )
 }
 
 /// Starts the projector and binds the HTTP server on `server.address`.
@@ -198,7 +304,11 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .first()
         .and_then(|a| a.as_socket_addr().copied())
         .with_context(|| format!("no socket address for {address}"))?;
-    let app = tokio::task::spawn_blocking(move || App::start(config)).await.context("starting")??;
+    let client = match &config.source {
+        SourceConfig::Kube(k) => Some(kube_source::connect(k).await.map_err(kube_error)?),
+        SourceConfig::Manifests(_) => None,
+    };
+    let app = tokio::task::spawn_blocking(move || App::start_with(config, client)).await.context("starting")??;
     let routes = app.routes();
     let stop = Arc::new(Notify::new());
     let signal = {

@@ -54,6 +54,9 @@ pub struct ServeArgs {
     /// Object source: kube (default without --manifests) or manifests.
     #[arg(long, value_name = "SOURCE", value_parser = ["kube", "manifests"])]
     pub source: Option<String>,
+    /// Kube source: API server URL, without credentials [source.kubeUrl, default: kubeconfig, else in-cluster].
+    #[arg(long, value_name = "URL", conflicts_with = "manifests")]
+    pub kube_url: Option<String>,
     /// Data directory, created when missing [storage.dataDir, default ./data].
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,

@@ -2,7 +2,7 @@
 //! writer, retries), the HTTP server (GraphQL, health, readiness, metrics).
 //!
 //! Start reading at [`app`] (startup and shutdown), then [`projector`] (the generic pipeline)
-//! and [`source::manifests`].
+//! and the sources, [`source::manifests`] and [`source::kube`].
 //!
 //! **Architecture invariants:** this is the only crate that touches HTTP, environment variables,
 //! the file system of sources and the wall clock. No kind has code of its own here: everything is
@@ -10,6 +10,7 @@
 //! writer ([`projector::writer`]). Bad input is a logged, counted skip, never a crash.
 
 pub mod app;
+pub mod auth;
 pub mod check;
 pub mod cli;
 pub mod config;

@@ -2,8 +2,12 @@
 //! initial scan processed once (written, skipped or parked for retry). Until then `/readyz`
 //! answers 503 with what is pending.
 //!
-//! Two kinds of pending items: *phases* (e.g. "initial scan of DIR", ended by the source once it
-//! has handed over every document) and *items* (one per document, ended by whoever processes it).
+//! Two kinds of pending items: *phases* (e.g. "initial scan of DIR", or one "initial list of
+//! `<Kind>`" per watched kind, ended by the source once it has handed over every object) and
+//! *items* (one per document or listed object, ended by whoever processes it). Items may belong
+//! to a *group* (the kube source uses the kind name) whose expected/done counts are the sync
+//! progress of that group. Phases can be marked *missing* (a kind whose CRD is not installed):
+//! they stay pending and `/readyz` names them in `missingKinds`.
 
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -17,8 +21,22 @@ pub struct Token(u64);
 #[derive(Default)]
 struct State {
     phases: BTreeSet<String>,
-    items: BTreeMap<u64, String>,
+    items: BTreeMap<u64, (String, Option<usize>)>,
+    /// Group name → (index into `counts`).
+    groups: BTreeMap<String, usize>,
+    /// Per group: (items expected, items done).
+    counts: Vec<(u64, u64)>,
+    missing: BTreeSet<String>,
+    notes: Vec<String>,
     next: u64,
+}
+
+impl State {
+    fn insert(&mut self, label: String, group: Option<usize>) -> Token {
+        self.next += 1;
+        self.items.insert(self.next, (label, group));
+        Token(self.next)
+    }
 }
 
 /// Shared readiness state. Cheap to clone.
@@ -37,6 +55,12 @@ pub struct ReadyStatus {
     pub pending_count: usize,
     /// The first of them (at most [`ReadyStatus::LIST_LIMIT`]), e.g. `ApiSubscription ns/name`.
     pub pending: Vec<String>,
+    /// What cannot be synced at the moment and is retried (kube source: kinds whose CRD is not
+    /// installed, e.g. `FileSubscription`). Empty when everything is available.
+    pub missing_kinds: Vec<String>,
+    /// Facts an operator should see that do not affect readiness, e.g. that authentication runs
+    /// in mock mode. Empty normally.
+    pub notes: Vec<String>,
 }
 
 impl ReadyStatus {
@@ -63,16 +87,61 @@ impl Readiness {
 
     /// Registers a pending item described by `label`.
     pub fn expect(&self, label: String) -> Token {
+        self.lock().insert(label, None)
+    }
+
+    /// Registers a pending item of `group`, counted in [`Readiness::progress`] of that group.
+    pub fn expect_in(&self, group: &str, label: String) -> Token {
         let mut s = self.lock();
-        s.next += 1;
-        let id = s.next;
-        s.items.insert(id, label);
-        Token(id)
+        let g = match s.groups.get(group) {
+            Some(&g) => g,
+            None => {
+                let g = s.counts.len();
+                s.counts.push((0, 0));
+                s.groups.insert(group.to_string(), g);
+                g
+            }
+        };
+        s.counts[g].0 += 1;
+        s.insert(label, Some(g))
     }
 
     /// Marks an item processed (idempotent).
     pub fn done(&self, token: Token) {
-        self.lock().items.remove(&token.0);
+        let mut s = self.lock();
+        if let Some((_, Some(g))) = s.items.remove(&token.0) {
+            s.counts[g].1 += 1;
+        }
+    }
+
+    /// `(expected, done)`: items registered in `group` with [`Readiness::expect_in`] and how
+    /// many of them are processed; `(0, 0)` for an unknown group.
+    pub fn progress(&self, group: &str) -> (u64, u64) {
+        let s = self.lock();
+        s.groups.get(group).map(|&g| s.counts[g]).unwrap_or((0, 0))
+    }
+
+    /// Marks `what` (a kind name) as missing or available again; see [`ReadyStatus::missing_kinds`].
+    pub fn set_missing(&self, what: &str, missing: bool) {
+        let mut s = self.lock();
+        if missing {
+            s.missing.insert(what.to_string());
+        } else {
+            s.missing.remove(what);
+        }
+    }
+
+    /// Adds a note to every status (idempotent); see [`ReadyStatus::notes`].
+    pub fn note(&self, text: &str) {
+        let mut s = self.lock();
+        if !s.notes.iter().any(|n| n == text) {
+            s.notes.push(text.to_string());
+        }
+    }
+
+    /// Whether the phase `phase` is still pending.
+    pub fn phase_pending(&self, phase: &str) -> bool {
+        self.lock().phases.contains(phase)
     }
 
     /// Whether the initial sync is complete.
@@ -88,7 +157,9 @@ impl Readiness {
             ready: s.phases.is_empty() && s.items.is_empty(),
             pending_phases: s.phases.iter().cloned().collect(),
             pending_count: s.items.len(),
-            pending: s.items.values().take(ReadyStatus::LIST_LIMIT).cloned().collect(),
+            pending: s.items.values().take(ReadyStatus::LIST_LIMIT).map(|(l, _)| l.clone()).collect(),
+            missing_kinds: s.missing.iter().cloned().collect(),
+            notes: s.notes.clone(),
         }
     }
 
@@ -123,6 +194,33 @@ mod tests {
         r.done(t);
         r.done(t);
         assert!(r.is_ready());
-        assert_eq!(r.status(), ReadyStatus { ready: true, pending_phases: vec![], pending_count: 0, pending: vec![] });
+        assert_eq!(
+            r.status(),
+            ReadyStatus { ready: true, pending_phases: vec![], pending_count: 0, pending: vec![], missing_kinds: vec![], notes: vec![] }
+        );
+    }
+
+    #[test]
+    fn groups_count_progress_and_missing_kinds_are_named() {
+        let r = Readiness::new(["initial list of Team", "initial list of Zone"]);
+        let a = r.expect_in("Team", "Team poc/a".into());
+        let b = r.expect_in("Team", "Team poc/b".into());
+        assert_eq!(r.progress("Team"), (2, 0));
+        r.done(a);
+        r.done(a);
+        assert_eq!(r.progress("Team"), (2, 1), "done is idempotent");
+        assert_eq!(r.progress("Zone"), (0, 0));
+        r.set_missing("Zone", true);
+        r.end_phase("initial list of Team");
+        r.done(b);
+        let st = r.status();
+        assert!(!st.ready);
+        assert_eq!(st.pending_phases, vec!["initial list of Zone"]);
+        assert_eq!(st.missing_kinds, vec!["Zone"]);
+        assert!(serde_json::to_string(&st).unwrap().contains(r#""missingKinds":["Zone"]"#));
+        r.set_missing("Zone", false);
+        r.end_phase("initial list of Zone");
+        assert!(r.is_ready());
+        assert!(r.status().missing_kinds.is_empty());
     }
 }

@@ -51,17 +51,25 @@ fn refusals_exit_1_with_a_clear_message() {
     let world = repo().join("examples/world");
     let world = world.to_str().unwrap();
 
+    // jwt mode (the default) without a trusted issuer, however none is given: exit 1, the reason.
     let o = run(&["serve", "--manifests", world, "--data-dir", data], &[]);
     assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("no trusted issuer") && stderr(&o).contains("--trusted-issuer"), "{}", stderr(&o));
+    let o = run(&["serve", "--auth", "jwt", "--manifests", world, "--data-dir", data], &[("CP_SECURITY_TRUSTED_ISSUERS", " , ")]);
+    assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("no trusted issuer"), "{}", stderr(&o));
-
-    let o = run(&["serve", "--manifests", world, "--data-dir", data, "--trusted-issuer", "https://iam.example.com/realms/x"], &[]);
+    let issuer = ["--trusted-issuer", "http://127.0.0.1:9/realms/x"];
+    let o = run(&[&["serve", "--manifests", world, "--data-dir", data][..], &issuer].concat(), &[("CP_SECURITY_LEEWAY", "1h")]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("jwt verification is not implemented yet; use --auth mock"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("`security.leeway`") && stderr(&o).contains("CP_SECURITY_LEEWAY"), "{}", stderr(&o));
 
-    let o = run(&["serve", "--auth", "mock", "--data-dir", data], &[]);
+    // The kube source without a kubeconfig, outside a cluster: a clear message, exit 1.
+    let o = run(
+        &["serve", "--auth", "mock", "--data-dir", data],
+        &[("KUBECONFIG", "/nonexistent/kubeconfig"), ("KUBERNETES_SERVICE_HOST", "")],
+    );
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("kube source is not available"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("kube source") && stderr(&o).contains("--manifests"), "{}", stderr(&o));
 
     let o = run(&["serve", "--auth", "mock", "--manifests", world, "--data-dir", data], &[("CP_GRAPHQL_MAX_PAGE_SIZE", "lots")]);
     assert_eq!(o.status.code(), Some(1));
@@ -102,23 +110,34 @@ fn free_port() -> u16 {
 
 /// A minimal HTTP GET (no client dependency needed): returns the status code.
 fn http_status(addr: &str, path: &str) -> Option<u16> {
+    http(addr, "GET", path, "").map(|(status, _)| status)
+}
+
+/// A minimal HTTP/1.1 request with an optional extra header line: `(status, whole response)`.
+fn http(addr: &str, method: &str, path: &str, header: &str) -> Option<(u16, String)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let body = if method == "POST" { r#"{"query":"{ zones { name } }"}"# } else { "" };
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{header}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .ok()?;
     let mut buf = String::new();
     s.read_to_string(&mut buf).ok()?;
-    buf.split_whitespace().nth(1)?.parse().ok()
+    Some((buf.split_whitespace().nth(1)?.parse().ok()?, buf))
 }
 
 #[cfg(unix)]
-#[test]
-fn serve_becomes_ready_and_stops_on_sigterm() {
-    let tmp = tempfile::tempdir().unwrap();
+/// Starts `serve` with `args` on a free port (JSON logs) and waits until it is ready.
+fn serve_until_ready(args: &[&str], data: &Path) -> (std::process::Child, String) {
     let addr = format!("127.0.0.1:{}", free_port());
     let mut child = Command::new(env!("CARGO_BIN_EXE_control-plane"))
-        .args(["serve", "--auth", "mock", "--manifests", repo().join("examples/world").to_str().unwrap()])
-        .args(["--data-dir", tmp.path().join("d").to_str().unwrap(), "--listen", &addr, "--log-format", "json"])
+        .args(["serve", "--manifests", repo().join("examples/world").to_str().unwrap()])
+        .args(args)
+        .args(["--data-dir", data.to_str().unwrap(), "--listen", &addr, "--log-format", "json"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -129,13 +148,50 @@ fn serve_becomes_ready_and_stops_on_sigterm() {
         assert!(child.try_wait().unwrap().is_none(), "server exited early");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(http_status(&addr, "/healthz"), Some(200));
-    assert_eq!(http_status(&addr, "/metrics"), Some(200));
+    (child, addr)
+}
+
+/// Sends SIGTERM; returns the log after a clean exit.
+#[cfg(unix)]
+fn terminate(child: std::process::Child) -> String {
     let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(kill.success());
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let log = stderr(&out);
+    stderr(&out)
+}
+
+/// jwt mode starts although its issuer is unreachable (keys are fetched in the background and
+/// the failure logged), and then rejects every token it cannot verify.
+#[cfg(unix)]
+#[test]
+fn jwt_mode_starts_without_reaching_the_issuer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let issuer = format!("http://127.0.0.1:{}/realms/unreachable", free_port());
+    let (child, addr) = serve_until_ready(&["--trusted-issuer", &issuer], &tmp.path().join("d"));
+    let (_, ready) = http(&addr, "GET", "/readyz", "").unwrap();
+    assert!(ready.contains(r#""notes":[]"#), "no mock-mode note in jwt mode: {ready}");
+    let mock = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBheW1lbnRzLS1jaGVja291dC0tY29uc29sZSIsInNjb3BlIjoidGFyZGlzOnRlYW06cmVhZCIsImVudiI6InBvYyJ9.mock";
+    let (status, resp) = http(&addr, "POST", "/graphql/query", &format!("Authorization: Bearer {mock}\r\n")).unwrap();
+    assert_eq!(status, 401, "{resp}");
+    assert!(resp.contains("invalid token"), "{resp}");
+    assert_eq!(http(&addr, "POST", "/graphql/query", "").unwrap().0, 401);
+    let log = terminate(child);
+    assert!(log.contains("JWT verification enabled"), "{log}");
+    assert!(log.contains("cannot fetch the issuer's token signing keys") && log.contains("unreachable"), "the outage is logged: {log}");
+    assert!(!log.contains("MOCK MODE"), "{log}");
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_becomes_ready_and_stops_on_sigterm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (child, addr) = serve_until_ready(&["--auth", "mock"], &tmp.path().join("d"));
+    assert_eq!(http_status(&addr, "/healthz"), Some(200));
+    assert_eq!(http_status(&addr, "/metrics"), Some(200));
+    let (_, ready) = http(&addr, "GET", "/readyz", "").unwrap();
+    assert!(ready.contains("authentication is in mock mode"), "mock mode is noted in /readyz: {ready}");
+    let log = terminate(child);
     assert!(log.contains("MOCK MODE") && log.contains("\"level\":\"WARN\""), "mock mode is announced loudly (JSON logs): {log}");
     assert!(log.contains("stopped"), "{log}");
 }

@@ -136,8 +136,10 @@ fn world_loads_with_the_counts_of_the_facts() {
     assert_eq!(counts(&store), expected);
     assert!(app.skips().is_empty(), "the world has no bad documents: {:?}", app.skips());
     assert!(w.data.join("readmodel.redb").is_file(), "the missing data directory is created");
-    let names: Vec<_> = std::fs::read_dir(&w.data).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
-    assert_eq!(names, vec!["readmodel.redb"]);
+    let mut names: Vec<_> = std::fs::read_dir(&w.data).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    // DESIGN "Data directory": the store and the search index, nothing else.
+    assert_eq!(names, vec!["readmodel.redb", "search"]);
     assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
     let metrics = app.metrics().encode();
     assert!(metrics.contains("projector_reconcile_total{module=\"group\",outcome=\"success\"} 4"), "{metrics}");

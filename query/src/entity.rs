@@ -28,6 +28,9 @@ pub struct Rq {
     pub now: Timestamp,
     /// Maximum page size.
     pub max_page_size: usize,
+    /// The catalogue search index (`search` arguments, `catalogueSearch`); `None` when the
+    /// store has none open (those fields then fail with `INTERNAL`).
+    pub catalogue: Option<storage::search::Catalogue>,
 }
 
 impl Rq {
@@ -380,9 +383,14 @@ pub fn register<K: Entity>(b: &mut Builder) {
     let where_type = b.where_type::<K>();
     if let Some(root) = K::ROOT {
         let w = where_type.clone();
-        b.query_fields.push(connection_field::<K, ()>(root, w, |rq, _, order, pred| {
+        let mut root_field = connection_field::<K, ()>(root, w, |rq, _, order, pred| {
             Ok(Box::new(IndexRows::<K> { rq, scopes: rq.viewer.scopes(K::TEAM_OWNED), order, pred }))
-        }));
+        });
+        if schema::catalogue::KINDS.contains(&K::ID) {
+            // Full-text search, by relevance (read in `connection_field`, see `crate::search`).
+            root_field = root_field.argument(InputValue::new("search", TypeRef::named(TypeRef::STRING)));
+        }
+        b.query_fields.push(root_field);
     }
     let loader: Loader = Arc::new(|rq: &Rq, key: &Key| Ok(rq.load_visible::<K>(key)?.map(|s| node_value::<K>(s).with_type(K::TYPE))));
     b.loaders.insert(K::TYPE, loader);
@@ -416,12 +424,22 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
                 }
             };
             let entries = parse_order(&ctx)?;
+            // A blank `search` (no letters or digits) lists as without it.
+            let search = ctx.args.get("search").filter(|v| !v.is_null()).map(|v| v.string().map(str::to_string)).transpose()?;
+            let search = search.filter(|q| !storage::search::words(q).is_empty());
+            if search.is_some() && !entries.is_empty() {
+                return Err(bad_input("`search` cannot be combined with `orderBy`: search results are ordered by relevance"));
+            }
             // One field: scan the ordering index in its direction. Several: sort the visible,
             // filtered rows by their composite key (ascending; descending fields are inverted).
             let (order, desc, spec) = match entries.as_slice() {
                 [] => (OrderField::Key, false, OrderSpec::Single(OrderField::Key)),
                 [(o, d)] => (*o, *d, OrderSpec::Single(*o)),
                 many => (OrderField::Key, false, OrderSpec::Multi(many.to_vec())),
+            };
+            let spec = match &search {
+                Some(q) => OrderSpec::Search(crate::search::query_hash(q)),
+                None => spec,
             };
             let pred = match ctx.args.get("where") {
                 Some(w) if !w.is_null() => where_type.parse(&w.object()?)?,
@@ -441,7 +459,10 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
                 desc,
                 rq.max_page_size,
             )?;
-            let mut src = rows(rq, parent, order, pred)?;
+            let mut src = match &search {
+                Some(q) => Box::new(crate::search::rows::<K>(rq, q, &pred)?),
+                None => rows(rq, parent, order, pred)?,
+            };
             if let OrderSpec::Multi(m) = &spec {
                 let mut all = Vec::new();
                 for r in src.iter(Bound::Unbounded, false)? {

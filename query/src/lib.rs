@@ -13,6 +13,7 @@ pub mod filter;
 mod kinds;
 mod nodes_ext;
 pub mod relay;
+mod search;
 pub mod viewer;
 
 use async_graphql::dynamic::{Object, Scalar, Schema, SchemaError, TypeRef};
@@ -75,6 +76,7 @@ pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
             .field(field::<PageInfo>("endCursor", TypeRef::named("Cursor"), |p, _| Ok(os(p.end.as_deref())))),
     );
     kinds::register_all(&mut bld);
+    search::register(&mut bld);
     entity::register_node(&mut bld);
 
     let mut query = Object::new("Query");
@@ -129,7 +131,9 @@ impl Api {
             return async_graphql::Response::from_errors(vec![error::internal(e).into_server_error(Default::default())]);
         }
         let now = self.config.now.unwrap_or_else(|| Timestamp::from_datetime(chrono::Utc::now()));
-        let rq = Rq { view, viewer, now, max_page_size: self.config.max_page_size };
+        // The search index registered with the store, if one is open (catalogue search).
+        let catalogue = store.catalogue();
+        let rq = Rq { view, viewer, now, max_page_size: self.config.max_page_size, catalogue };
         self.schema.execute(request.data(rq)).await
     }
 }

@@ -18,6 +18,7 @@ use storage::{OrderField, Stored};
 /// Version changes: 1 = `version · order · suffix`; 2 adds the kind, so a cursor of one
 /// connection is refused by a connection of another kind; 3 replaces the order byte by an order
 /// specification (`n · entries`), so multi-field orders get cursors of their own.
+/// Search cursors use the specification `0xFF · query hash` (no older cursor has it).
 const CURSOR_VERSION: u8 = 3;
 
 /// What a connection is sorted by: one indexed field (the natural key breaks ties), or several
@@ -29,12 +30,20 @@ pub enum OrderSpec {
     Single(OrderField),
     /// Several `(field, descending)` entries, compared in order.
     Multi(Vec<(OrderField, bool)>),
+    /// Relevance of a full-text search (`search` argument), with the hash of the query's
+    /// words: suffixes are `score bytes · natural key` (see `crate::search`).
+    Search(u32),
 }
 
 impl OrderSpec {
     fn bytes(&self) -> Vec<u8> {
         match self {
             OrderSpec::Single(o) => vec![1, *o as u8],
+            OrderSpec::Search(hash) => {
+                let mut b = vec![0xFF];
+                b.extend_from_slice(&hash.to_be_bytes());
+                b
+            }
             OrderSpec::Multi(v) => {
                 let mut b = vec![v.len() as u8];
                 b.extend(v.iter().map(|(o, desc)| *o as u8 | if *desc { 0x80 } else { 0 }));

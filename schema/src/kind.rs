@@ -211,8 +211,10 @@ pub trait Kind: Send + Sync + 'static {
     /// Whether the kind offers the `NAME` order field (Team, Application).
     const ORDER_BY_NAME: bool = false;
 
-    /// The custom resource type (from the `crds` crate).
-    type Cr: DeserializeOwned + Send + Sync + 'static;
+    /// The custom resource type (from the `crds` crate). Its `kube::Resource` impl (derived by
+    /// `kube::CustomResource`) names the API group, version, kind and plural the kube source
+    /// watches.
+    type Cr: DeserializeOwned + kube::Resource<DynamicType = ()> + Send + Sync + 'static;
     /// The stored record. Serialized with postcard: changing its shape is a storage format change.
     type Record: Serialize + DeserializeOwned + Clone + PartialEq + Debug + Send + Sync + 'static;
 

@@ -10,6 +10,7 @@
 //! Start reading at [`kind::Kind`] (the contract every kind implements), then [`keys`] (identity)
 //! and one file under [`kinds`].
 
+pub mod catalogue;
 pub mod common;
 pub mod keys;
 pub mod kind;

@@ -22,13 +22,14 @@
 mod codec;
 mod error;
 mod read;
+pub mod search;
 pub mod tables;
 mod write;
 
 pub use error::StorageError;
 pub use read::{OrderEntry, ReadView, Stored};
 pub use tables::OrderField;
-pub use write::{Outcome, SourceRef, WriteBatch};
+pub use write::{Committed, Outcome, SourceRef, WriteBatch};
 
 use redb::{Database, ReadableDatabase, ReadableTable};
 use schema::{Key, Timestamp};
@@ -65,6 +66,8 @@ pub struct Envelope {
 pub struct Store {
     db: Arc<Database>,
     kinds: Arc<write::KindTable>,
+    feed: Arc<write::Feed>,
+    search: Arc<search::Slot>,
 }
 
 impl Store {
@@ -81,7 +84,7 @@ impl Store {
             redb::DatabaseError::DatabaseAlreadyOpen => StorageError::Locked(path.display().to_string()),
             e => StorageError::Database(e.to_string()),
         })?;
-        let store = Store { db: Arc::new(db), kinds: Arc::new(write::KindTable::new()) };
+        let store = Store { db: Arc::new(db), kinds: Arc::new(write::KindTable::new()), feed: Arc::default(), search: Arc::default() };
         store.init()?;
         Ok(store)
     }
@@ -118,6 +121,19 @@ impl Store {
     /// # Errors
     /// [`StorageError`] when redb cannot start the transaction.
     pub fn write(&self) -> Result<WriteBatch, StorageError> {
-        WriteBatch::new(self.db.begin_write()?, self.kinds.clone())
+        WriteBatch::new(self.db.begin_write()?, self.kinds.clone(), self.feed.clone())
+    }
+
+    /// Subscribes to committed batches: every later commit that changed something is sent as a
+    /// [`Committed`] once durable, in revision order. Used by the search index
+    /// ([`search::Catalogue`]) to follow the store. Dropping the receiver unsubscribes.
+    pub fn subscribe(&self) -> std::sync::mpsc::Receiver<Committed> {
+        self.feed.subscribe()
+    }
+
+    /// The search index following this store, while one is open ([`search::Catalogue::open`]
+    /// registers it; the store holds it weakly, so it lives as long as its opener keeps it).
+    pub fn catalogue(&self) -> Option<search::Catalogue> {
+        self.search.get()
     }
 }

@@ -152,6 +152,7 @@ impl<K: Kind> ErasedKind for Erased<K> {
         b.apply_entries(K::ID, Some(&old), None)?;
         b.txn.open_table(tables::records(K::ID))?.remove(key.as_bytes())?;
         b.changed = true;
+        b.touch(K::ID, key);
         let deps = K::dependents(&rec, &env.links);
         b.cascade(&deps, depth)
     }
@@ -171,12 +172,53 @@ pub struct WriteBatch {
     changed: bool,
     sources_changed: bool,
     now: Timestamp,
+    feed: Arc<Feed>,
+    /// Records written or removed, when someone subscribed to the feed.
+    touched: Option<Vec<(KindId, Key)>>,
+}
+
+/// One committed batch, as told to [`crate::Store::subscribe`]rs: the new revision and every
+/// record (kind, natural key) the batch wrote or removed, in write order (may repeat).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Committed {
+    /// The revision of the commit.
+    pub revision: u64,
+    /// The records written or removed.
+    pub changed: Vec<(KindId, Key)>,
+}
+
+/// The subscribers of committed batches. Sent after the commit is durable, in commit order (the
+/// writer is serialized by redb); a subscriber whose receiver is gone is dropped.
+#[derive(Default)]
+pub(crate) struct Feed(std::sync::Mutex<Vec<std::sync::mpsc::Sender<Committed>>>);
+
+impl Feed {
+    pub(crate) fn subscribe(&self) -> std::sync::mpsc::Receiver<Committed> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).push(tx);
+        rx
+    }
+
+    fn active(&self) -> bool {
+        !self.0.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+    }
+
+    fn send(&self, c: Committed) {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).retain(|tx| tx.send(c.clone()).is_ok());
+    }
 }
 
 impl WriteBatch {
-    pub(crate) fn new(txn: WriteTransaction, kinds: Arc<KindTable>) -> Result<WriteBatch, StorageError> {
+    pub(crate) fn new(txn: WriteTransaction, kinds: Arc<KindTable>, feed: Arc<Feed>) -> Result<WriteBatch, StorageError> {
         let current = txn.open_table(tables::META)?.get("revision")?.map(|v| v.value()).unwrap_or(0);
-        Ok(WriteBatch { txn, kinds, revision: current + 1, changed: false, sources_changed: false, now: Timestamp(0) })
+        let touched = feed.active().then(Vec::new);
+        Ok(WriteBatch { txn, kinds, revision: current + 1, changed: false, sources_changed: false, now: Timestamp(0), feed, touched })
+    }
+
+    fn touch(&mut self, kind: KindId, key: &Key) {
+        if let Some(t) = &mut self.touched {
+            t.push((kind, key.clone()));
+        }
     }
 
     /// The version recorded for a source object by its last successful upsert.
@@ -325,6 +367,7 @@ impl WriteBatch {
         self.apply_entries(K::ID, old_entries.as_ref(), Some(&new_entries))?;
         self.txn.open_table(tables::records(K::ID))?.insert(key.as_bytes(), encode(new_env).as_slice())?;
         self.changed = true;
+        self.touch(K::ID, key);
         let mut deps = K::dependents(rec, &new_env.links);
         if let Some((r, e)) = old {
             deps.extend(K::dependents(r, &e.links));
@@ -466,6 +509,9 @@ impl WriteBatch {
             meta.insert("last_commit", now.0.max(0) as u64)?;
         }
         self.txn.commit()?;
+        if let Some(changed) = self.touched {
+            self.feed.send(Committed { revision: self.revision, changed });
+        }
         Ok(Some(self.revision))
     }
 }

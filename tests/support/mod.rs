@@ -1,7 +1,9 @@
 //! Shared harness of the end-to-end tests: start the server on a manifests directory, send
-//! GraphQL over HTTP with mock tokens.
+//! GraphQL over HTTP with mock tokens; `jwt` has a JWKS issuer and real signed tokens.
 
 #![allow(dead_code)]
+
+pub mod jwt;
 
 use base64::Engine;
 use control_plane::config::Config;
@@ -61,10 +63,16 @@ impl Server {
     /// Starts on `manifests` (data in `data_dir`, or a fresh temporary directory) with the
     /// clock pinned to the world's reference time, and waits until ready.
     pub async fn start(manifests: &Path, data_dir: Option<&Path>) -> Server {
+        Server::start_with(manifests, data_dir, |_| {}).await
+    }
+
+    /// [`Server::start`] with `configure` applied to the configuration first (e.g. jwt mode).
+    pub async fn start_with(manifests: &Path, data_dir: Option<&Path>, configure: impl FnOnce(&mut Config)) -> Server {
         let tmp = if data_dir.is_none() { Some(tempfile::tempdir().unwrap()) } else { None };
         let dir = data_dir.map(Path::to_path_buf).unwrap_or_else(|| tmp.as_ref().unwrap().path().to_path_buf());
         let mut config = Config::for_manifests(manifests, &dir);
         config.now = Some(schema::Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap());
+        configure(&mut config);
         let running = control_plane::start(config).await.unwrap();
         let base = format!("http://{}", running.local_addr());
         let client = reqwest::Client::new();
@@ -75,6 +83,25 @@ impl Server {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         panic!("server not ready after 15 s");
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    /// POSTs a query with an optional bearer token; the whole response.
+    pub async fn post(&self, token: Option<&str>, query: &str) -> reqwest::Response {
+        let mut req = self.client.post(format!("{}/graphql/query", self.base)).json(&json!({"query": query}));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        req.send().await.unwrap()
+    }
+
+    /// GETs a path (`/metrics`, `/readyz`) as text.
+    pub async fn get_text(&self, path: &str) -> String {
+        self.client.get(format!("{}{path}", self.base)).send().await.unwrap().text().await.unwrap()
     }
 
     /// The process handle.

@@ -22,7 +22,7 @@ fn defaults() {
     assert_eq!(c, expected);
     assert_eq!(c.server.address, "0.0.0.0:8080");
     assert_eq!(c.storage.data_dir, PathBuf::from("./data"));
-    assert_eq!(c.source, SourceConfig::Kube);
+    assert_eq!(c.source, SourceConfig::Kube(KubeSourceConfig::default()));
     assert_eq!(c.security.scope_prefix, "tardis");
     assert_eq!(c.graphql.max_page_size, 1000);
     assert!(c.graphql.playground_enabled);
@@ -82,9 +82,26 @@ fn source_selection() {
     let env = [("CP_SOURCE_MANIFESTS", "/m")];
     assert_eq!(check(&mock(), &env, None).unwrap().source, SourceConfig::Manifests("/m".into()));
     let kube = ServeArgs { source: Some("kube".into()), ..mock() };
-    assert_eq!(check(&kube, &env, None).unwrap().source, SourceConfig::Kube);
+    assert_eq!(check(&kube, &env, None).unwrap().source, SourceConfig::Kube(KubeSourceConfig::default()));
     let manifests = ServeArgs { source: Some("manifests".into()), ..mock() };
     assert!(check(&manifests, &[], None).unwrap_err().to_string().contains("source.manifests"));
+}
+
+#[test]
+fn kube_url_selects_the_api_server() {
+    let url = |c: Config| match c.source {
+        SourceConfig::Kube(k) => k.url,
+        other => panic!("expected the kube source, got {other:?}"),
+    };
+    assert_eq!(url(check(&mock(), &[], None).unwrap()), None, "default: kubeconfig, else in cluster");
+    let env = [("CP_SOURCE_KUBE_URL", "http://127.0.0.1:8001/")];
+    assert_eq!(url(check(&mock(), &env, None).unwrap()).as_deref(), Some("http://127.0.0.1:8001"));
+    let args = ServeArgs { kube_url: Some("https://api.example.com:6443".into()), ..mock() };
+    assert_eq!(url(check(&args, &env, None).unwrap()).as_deref(), Some("https://api.example.com:6443"), "flag beats env");
+    let file = "source:\n  kubeUrl: http://localhost:8001\n";
+    assert_eq!(url(check(&mock(), &[], Some(file)).unwrap()).as_deref(), Some("http://localhost:8001"));
+    let err = check(&mock(), &[("CP_SOURCE_KUBE_URL", "localhost:8001")], None).unwrap_err().to_string();
+    assert!(err.contains("source.kubeUrl") && err.contains("CP_SOURCE_KUBE_URL"), "{err}");
 }
 
 #[test]
@@ -163,5 +180,19 @@ fn every_setting_appears_in_the_help() {
     let help = settings_help();
     for s in SETTINGS {
         assert!(help.contains(s.env), "{}", s.env);
+    }
+}
+
+#[test]
+fn token_leeway_is_a_small_duration() {
+    assert_eq!(check(&mock(), &[], None).unwrap().security.leeway, Duration::from_secs(30));
+    let c = check(&mock(), &[("CP_SECURITY_LEEWAY", "5s")], Some("security:\n  leeway: 1m\n")).unwrap();
+    assert_eq!(c.security.leeway, Duration::from_secs(5), "env beats file");
+    assert_eq!(check(&mock(), &[], Some("security:\n  leeway: 0s\n")).unwrap().security.leeway, Duration::ZERO);
+    for bad in ["1h", "soon", "-1s"] {
+        match check(&mock(), &[("CP_SECURITY_LEEWAY", bad)], None) {
+            Err(ConfigError::Invalid { key: "security.leeway", .. }) => {}
+            other => panic!("{bad}: {other:?}"),
+        }
     }
 }

@@ -13,7 +13,7 @@ use poem::{get, Response};
 pub fn routes(app: &App) -> poem::Route {
     let readiness = app.readiness().clone();
     let metrics = app.metrics().clone();
-    graphql::routes(app.store().clone(), app.config())
+    graphql::routes(app.store().clone(), app.config(), app.authenticator().clone())
         .at("/healthz", get(make_sync(|_| Response::builder().content_type("text/plain; charset=utf-8").body("ok\n"))))
         .at(
             "/readyz",

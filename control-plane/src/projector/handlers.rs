@@ -8,7 +8,7 @@
 
 use schema::kind::{Context, Features};
 use schema::registry::{self, KindVisitor};
-use schema::{Kind, KindId, Skip, Timestamp};
+use schema::{Key, Kind, KindId, Skip, Timestamp};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::fmt;
@@ -39,6 +39,8 @@ impl fmt::Display for Rejection {
 pub trait Prepared: Send + Sync {
     /// The record's kind.
     fn kind(&self) -> KindId;
+    /// The record's natural key.
+    fn key(&self) -> Key;
     /// Whether an unresolved first link is reported as dependency missing
     /// ([`schema::Kind::RETRY_UNLINKED`]).
     fn retry_unlinked(&self) -> bool;
@@ -67,6 +69,9 @@ struct Record<K: Kind>(K::Record);
 impl<K: Kind> Prepared for Record<K> {
     fn kind(&self) -> KindId {
         K::ID
+    }
+    fn key(&self) -> Key {
+        K::key(&self.0)
     }
     fn retry_unlinked(&self) -> bool {
         K::RETRY_UNLINKED
@@ -140,6 +145,15 @@ impl Handlers {
         let Some((group, "v1")) = api_version.split_once('/') else { return Lookup::Unknown };
         let Some(key) = self.by_kind.values().find(|(g, k)| *g == group && *k == kind) else { return Lookup::Unknown };
         match self.by_type.get(key) {
+            Some(e) if e.enabled => Lookup::Kind(e.handler.as_ref()),
+            Some(e) => Lookup::Disabled(e.handler.kind()),
+            None => Lookup::Unknown,
+        }
+    }
+
+    /// The handler of `kind`, like [`Handlers::lookup`] by kind id.
+    pub fn get(&self, kind: KindId) -> Lookup<'_> {
+        match self.by_kind.get(&kind).and_then(|k| self.by_type.get(k)) {
             Some(e) if e.enabled => Lookup::Kind(e.handler.as_ref()),
             Some(e) => Lookup::Disabled(e.handler.kind()),
             None => Lookup::Unknown,

@@ -5,7 +5,9 @@
 //!
 //! Retries ([`policy`]): a missing parent or an unresolved target is parked and retried after
 //! `DEPENDENCY_DELAY + rand[0,1) × DEPENDENCY_DELAY_JITTER`; a newer change of the same object
-//! replaces a parked one. A store error never panics: the batch is retried change by change, and
+//! replaces a parked one. A change parked for a missing parent is also retried at once when that
+//! parent is written (children listed before their parents converge without waiting out the
+//! delay). A store error never panics: the batch is retried change by change, and
 //! a change that still fails is parked with a growing delay and counted as outcome `error`.
 
 use crate::config::{Clock, ProjectorConfig};
@@ -13,7 +15,7 @@ use crate::metrics::{outcome, Metrics};
 use crate::projector::handlers::Prepared;
 use crate::readiness::{Readiness, Token};
 use rand::Rng;
-use schema::{KindId, Ref, Scope, Timestamp};
+use schema::{Key, KindId, Ref, Scope, Timestamp};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -143,6 +145,7 @@ impl Writer {
             due: BinaryHeap::new(),
             seq: 0,
             reported: HashSet::new(),
+            waiting: HashMap::new(),
             sweeps: Vec::new(),
             kinds: schema::registry::registered(),
         };
@@ -210,6 +213,9 @@ struct State {
     seq: u64,
     /// Objects whose missing dependency was already logged at info.
     reported: HashSet<SourceRef>,
+    /// Missing parent (kind, natural key) → parked objects waiting for it. May hold objects
+    /// that are no longer parked (checked when woken; pruned when it outgrows `parked`).
+    waiting: HashMap<(KindId, Key), HashSet<SourceRef>>,
     /// Sweeps waiting for a retry after a store error.
     sweeps: Vec<(Instant, Work)>,
     kinds: Vec<KindId>,
@@ -250,10 +256,27 @@ impl State {
         tracing::debug!(parked = self.parked.len(), "writer stopped");
     }
 
-    /// Takes a new change: it supersedes a parked retry of the same object.
+    /// Takes a new change: it supersedes a parked retry of the same object. A sweep also drops
+    /// every retry (parked, or queued earlier in this batch) of an object of its kinds that is
+    /// not in its list: that object is gone, and a retry must not bring it back.
     fn accept(&mut self, c: Change, batch: &mut Vec<Work>) {
         if let Some(src) = c.src() {
             self.parked.remove(src);
+        }
+        if let Change::Sweep { kinds, present, .. } = &c {
+            let gone = |src: &SourceRef| kinds.contains(&src.kind) && !present.contains(src);
+            self.parked.retain(|src, _| !gone(src));
+            self.reported.retain(|src| !gone(src));
+            let readiness = &self.readiness;
+            batch.retain(|w| match &w.change {
+                Change::Apply { src, token, .. } if gone(src) => {
+                    if let Some(t) = token {
+                        readiness.done(*t);
+                    }
+                    false
+                }
+                _ => true,
+            });
         }
         batch.push(Work { change: c, failures: 0 });
     }
@@ -284,6 +307,26 @@ impl State {
                     batch.push(p.work);
                 }
             }
+        }
+    }
+
+    /// Retries at once the parked objects waiting for the record `parent`, just written.
+    fn wake(&mut self, parent: (KindId, Key)) {
+        let Some(waiting) = self.waiting.remove(&parent) else { return };
+        let now = Instant::now();
+        for src in waiting {
+            if let Some(p) = self.parked.get_mut(&src) {
+                self.seq += 1;
+                p.seq = self.seq;
+                self.due.push(Reverse((now, self.seq, src)));
+            }
+        }
+        if self.waiting.len() > 2 * self.parked.len() + 1024 {
+            let parked = &self.parked;
+            self.waiting.retain(|_, srcs| {
+                srcs.retain(|s| parked.contains_key(s));
+                !srcs.is_empty()
+            });
         }
     }
 
@@ -428,6 +471,9 @@ impl State {
         match done {
             Done::Success | Done::Unchanged => {
                 self.metrics.reconciled(module, outcome::SUCCESS, secs);
+                if let (Done::Success, Change::Apply { record, .. }) = (&done, &work.change) {
+                    self.wake((record.kind(), record.key()));
+                }
                 if let Change::Apply { src, origin, .. } = &work.change {
                     if self.reported.remove(src) {
                         tracing::info!(object = %src, origin = %origin, "dependency resolved; projected");
@@ -438,6 +484,10 @@ impl State {
             }
             Done::Unlinked => {
                 self.metrics.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
+                // Written (without its target): children waiting for it can go ahead.
+                if let Change::Apply { record, .. } = &work.change {
+                    self.wake((record.kind(), record.key()));
+                }
                 if let Change::Apply { src, origin, .. } = &work.change {
                     if self.reported.insert(src.clone()) {
                         tracing::info!(object = %src, origin = %origin, "stored without target (no active target yet); retrying until linked");
@@ -450,6 +500,11 @@ impl State {
             }
             Done::Missing(refs) => {
                 self.metrics.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
+                if let Change::Apply { src, .. } = &work.change {
+                    for r in &refs {
+                        self.waiting.entry((r.kind, r.key.clone())).or_default().insert(src.clone());
+                    }
+                }
                 if let Change::Apply { src, origin, .. } = &work.change {
                     let missing = refs.iter().map(|r| format!("{} {}", r.kind.name(), r.key)).collect::<Vec<_>>().join(", ");
                     if self.reported.insert(src.clone()) {

@@ -1,7 +1,7 @@
 //! Object sources: where custom resources come from. Each source turns what it reads into
-//! [`crate::projector::writer::Change`]s for the writer and reports its initial sync to
-//! [`crate::readiness::Readiness`].
-//!
-//! Only [`manifests`] exists in this build; the kube source (watch streams) is to come.
+//! [`crate::projector::writer::Change`]s for the one writer and reports its initial sync to
+//! [`crate::readiness::Readiness`]: [`manifests`] (a directory, polled) and [`kube`] (watch
+//! streams of the Kubernetes API).
 
+pub mod kube;
 pub mod manifests;

@@ -1,0 +1,690 @@
+//! The kube source (DESIGN decision 13): one kube-rs [`watcher`] per enabled kind, feeding the
+//! one writer through the same [`Change`]s as the manifests source.
+//!
+//! * **Which kinds.** Every kind of [`schema::registry`] that [`registry::enabled`] allows (the
+//!   feature flags). The API group, version, kind and plural come from the CR type's
+//!   `kube::Resource` impl (derived by `kube::CustomResource` in `crds`), collected by a
+//!   [`KindVisitor`] in [`resources`]: no kind has code here.
+//! * **Untyped watch, typed decode.** The watcher lists and watches [`DynamicObject`]s; each
+//!   object is then decoded into the kind's CR type by its [`Handler`](crate::projector::handlers::Handler). A typed watcher would
+//!   fail a whole list when one object does not deserialize (and retry it forever); here a bad
+//!   object is one skip (logged with kind, namespace, name and reason, counted as outcome
+//!   `skip`) and every other object still projects (DESIGN decision 15).
+//! * **Versions.** A change's version is `metadata.resourceVersion`, so an object whose version
+//!   the store already holds causes no write (a restart re-lists everything and writes nothing).
+//! * **Lists and lost deletes.** `Init` starts a list, `InitApply` objects are applied as they
+//!   come, `InitDone` sends a [`Change::Sweep`] of the kind with every listed object: records of
+//!   the kind that were not listed are deleted (DESIGN decision 5; kube-rs documents that delete
+//!   events can be lost). `410 Gone` and dropped watches are recovered by the watcher (re-watch
+//!   from the last resourceVersion, or a re-list) behind `default_backoff()` (0.8 s doubling to
+//!   30 s, with jitter, reset by the next event).
+//! * **Missing CRDs.** A `404` on list or watch means the kind's CRD is not installed: logged
+//!   once (warn), counted in `controlplane_kube_watch_errors_total{reason="crd_missing"}` and
+//!   `controlplane_kube_crd_missing{kind}`, named in `/readyz` (`missingKinds`) and retried
+//!   with the same backoff. Each kind has its own task: nothing blocks the others.
+//! * **Readiness.** One phase `initial list of <Kind>` per enabled kind ([`initial_phase`]), ended
+//!   by the first `InitDone`; the objects of that first list and its sweep are readiness items of
+//!   the kind's group, so `/readyz` turns ready once every kind's initial list has been processed
+//!   once by the writer (written, unchanged, skipped or parked for a dependency retry).
+//! * **Progress.** While a kind's initial sync runs, a log line every [`Settings::progress_every`]
+//!   gives objects seen and applied and the rate; `controlplane_kube_initial_sync_objects{kind,
+//!   state="seen"|"applied"}` exposes the same numbers.
+//!
+//! Reference-projector settings (reference-projector.md §3), as they apply here:
+//! `DEPENDENCY_DELAY` and `DEPENDENCY_DELAY_JITTER` time the writer's retries of objects whose
+//! parent or target is missing (unchanged). `SKIP_REQUEUE` re-translates a skipped object after
+//! that delay (counted again as outcome `skip`; a changed object arrives as a watch event at
+//! once). `PERIODIC_RESYNC` (0 = never) restarts each kind's watcher after that interval ±20 %:
+//! a full re-list and sweep, writing only what differs from the store.
+
+use crate::config::{Clock, KubeSourceConfig, ProjectorConfig};
+use crate::metrics::{outcome, Metrics};
+use crate::projector::handlers::{Handlers, Lookup};
+use crate::projector::writer::{Change, ChangeSender};
+use crate::readiness::{Readiness, Token};
+use futures::{Stream, StreamExt};
+use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use prometheus::{IntCounterVec, IntGaugeVec, Opts};
+use rand::Rng;
+use schema::kind::{Context, Features};
+use schema::registry::{self, KindVisitor};
+use schema::{Kind, KindId};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+use storage::SourceRef;
+use tokio::time::Instant;
+
+/// A watched kind: its id and its API resource (group, version `v1`, kind, plural).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WatchedKind {
+    /// The kind.
+    pub kind: KindId,
+    /// What the watcher lists and watches: `/apis/<group>/v1/<plural>` (all namespaces).
+    pub resource: ApiResource,
+}
+
+/// Every registered kind (enabled or not) with its API resource, in registry order, from the
+/// `kube::Resource` impl of the kind's CR type.
+pub fn resources() -> Vec<WatchedKind> {
+    struct Collect(Vec<WatchedKind>);
+    impl KindVisitor for Collect {
+        fn visit<K: Kind>(&mut self) {
+            self.0.push(WatchedKind { kind: K::ID, resource: ApiResource::erase::<K::Cr>(&()) });
+        }
+    }
+    let mut c = Collect(Vec::new());
+    registry::visit(&mut c);
+    c.0
+}
+
+/// The RBAC rules the kube source needs: per API group (sorted), the plurals (sorted) it lists
+/// and watches. The README section "Kubernetes source" documents exactly these (tested).
+pub fn rbac_rules() -> Vec<(String, Vec<String>)> {
+    let mut by_group: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for w in resources() {
+        by_group.entry(w.resource.group.clone()).or_default().push(w.resource.plural.clone());
+    }
+    by_group
+        .into_iter()
+        .map(|(g, mut p)| {
+            p.sort();
+            (g, p)
+        })
+        .collect()
+}
+
+/// The readiness phase of `kind`'s initial list.
+pub fn initial_phase(kind: KindId) -> String {
+    format!("initial list of {}", kind.name())
+}
+
+/// Why the kube source cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// `source.kubeUrl` is not a valid URI.
+    #[error("source.kubeUrl {url:?} is not a valid URL: {message}")]
+    Url {
+        /// The configured value.
+        url: String,
+        /// The parser's message.
+        message: String,
+    },
+    /// Neither a kubeconfig (`KUBECONFIG`, `~/.kube/config`) nor the in-cluster service account
+    /// could be loaded.
+    #[error("no Kubernetes configuration: {0}")]
+    Infer(#[from] kube::config::InferConfigError),
+    /// The client could not be built from the configuration (e.g. unreadable certificates).
+    #[error("cannot build the Kubernetes client: {0}")]
+    Client(#[from] kube::Error),
+}
+
+/// Builds the Kubernetes client: `config.url` without credentials when set, otherwise
+/// `kube::Config::infer()` (kubeconfig, else in cluster). Needs a tokio runtime (the client
+/// spawns its connection tasks on it). Does not contact the API server.
+///
+/// # Errors
+/// [`ConnectError`] for an invalid URL, no usable configuration, or a client that cannot be
+/// built.
+pub async fn connect(config: &KubeSourceConfig) -> Result<kube::Client, ConnectError> {
+    let kube_config = match &config.url {
+        Some(url) => {
+            let uri: http::Uri =
+                url.parse().map_err(|e: http::uri::InvalidUri| ConnectError::Url { url: url.clone(), message: e.to_string() })?;
+            kube::Config::new(uri)
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(kube::Client::try_from(kube_config)?)
+}
+
+/// Timing of the kube source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// `SKIP_REQUEUE`: a skipped object is translated again after this delay (default 5 min).
+    pub skip_requeue: Duration,
+    /// `PERIODIC_RESYNC`: each kind's watcher restarts (full re-list and sweep) after this
+    /// interval ±20 %; zero (default) = never.
+    pub periodic_resync: Duration,
+    /// Interval of the progress log lines while a kind's initial sync runs (default 5 s).
+    pub progress_every: Duration,
+}
+
+impl Settings {
+    /// The settings from the projector configuration, progress every 5 s.
+    pub fn new(p: &ProjectorConfig) -> Settings {
+        Settings { skip_requeue: p.skip_requeue, periodic_resync: p.periodic_resync, progress_every: Duration::from_secs(5) }
+    }
+}
+
+/// The kube source's metrics (registered in the process's [`Metrics`] registry).
+#[derive(Clone)]
+pub struct KubeMetrics {
+    /// `controlplane_kube_events_total{kind,event}`: objects received, `event` = `listed`
+    /// (`InitApply`), `applied` (`Apply`) or `deleted` (`Delete`).
+    pub events: IntCounterVec,
+    /// `controlplane_kube_lists_total{kind}`: completed (re)lists (`InitDone`).
+    pub lists: IntCounterVec,
+    /// `controlplane_kube_watch_errors_total{kind,reason}`: watcher errors, `reason` =
+    /// `crd_missing` (404), `gone` (410: re-list), `forbidden` (403: RBAC), `unauthorized`
+    /// (401), `list_failed`, `watch_start_failed`, `watch_error`, `watch_failed`,
+    /// `no_resource_version`.
+    pub errors: IntCounterVec,
+    /// `controlplane_kube_crd_missing{kind}`: 1 while the kind's CRD answers 404, else 0.
+    pub crd_missing: IntGaugeVec,
+    /// `controlplane_kube_synced{kind}`: 1 once the kind's initial list is applied, else 0.
+    pub synced: IntGaugeVec,
+    /// `controlplane_kube_initial_sync_objects{kind,state}`: progress of the initial list,
+    /// `state` = `seen` (received) or `applied` (processed once by the writer).
+    pub initial: IntGaugeVec,
+}
+
+impl KubeMetrics {
+    /// Creates the metrics and registers them in `metrics`' registry.
+    ///
+    /// # Errors
+    /// A message when they are registered twice in the same registry.
+    pub fn register(metrics: &Metrics) -> Result<KubeMetrics, String> {
+        let counter = |name: &str, help: &str, labels: &[&str]| IntCounterVec::new(Opts::new(name, help), labels);
+        let gauge = |name: &str, help: &str, labels: &[&str]| IntGaugeVec::new(Opts::new(name, help), labels);
+        let m = KubeMetrics {
+            events: counter(
+                "controlplane_kube_events_total",
+                "Objects received from the Kubernetes API, by kind and event.",
+                &["kind", "event"],
+            )
+            .map_err(|e| e.to_string())?,
+            lists: counter("controlplane_kube_lists_total", "Completed (re)lists, by kind.", &["kind"]).map_err(|e| e.to_string())?,
+            errors: counter(
+                "controlplane_kube_watch_errors_total",
+                "Watcher errors (retried with backoff), by kind and reason.",
+                &["kind", "reason"],
+            )
+            .map_err(|e| e.to_string())?,
+            crd_missing: gauge("controlplane_kube_crd_missing", "1 while the kind's CRD is not installed (404).", &["kind"])
+                .map_err(|e| e.to_string())?,
+            synced: gauge("controlplane_kube_synced", "1 once the kind's initial list is applied.", &["kind"])
+                .map_err(|e| e.to_string())?,
+            initial: gauge(
+                "controlplane_kube_initial_sync_objects",
+                "Initial sync progress: objects seen and applied, by kind.",
+                &["kind", "state"],
+            )
+            .map_err(|e| e.to_string())?,
+        };
+        let r = metrics.registry();
+        for c in [
+            Box::new(m.events.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(m.lists.clone()),
+            Box::new(m.errors.clone()),
+            Box::new(m.crd_missing.clone()),
+            Box::new(m.synced.clone()),
+            Box::new(m.initial.clone()),
+        ] {
+            r.register(c).map_err(|e| format!("registering the kube source metrics: {e}"))?;
+        }
+        Ok(m)
+    }
+}
+
+/// What every kind's task shares.
+#[derive(Clone)]
+pub struct Wiring {
+    /// The per-kind decode → translate pipeline.
+    pub handlers: Arc<Handlers>,
+    /// Feature flags (passed to translation).
+    pub features: Features,
+    /// Projection time source.
+    pub clock: Clock,
+    /// The writer.
+    pub sender: ChangeSender,
+    /// Readiness (phases per kind, see [`initial_phase`]).
+    pub readiness: Readiness,
+    /// Process metrics (outcome `skip` is counted here).
+    pub metrics: Metrics,
+    /// The kube source's own metrics.
+    pub kube_metrics: KubeMetrics,
+    /// Timing.
+    pub settings: Settings,
+}
+
+/// The running kube source: one tokio task per watched kind.
+pub struct KubeSource {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl KubeSource {
+    /// Starts one watcher task per kind in `kinds` on `runtime`. The readiness phases
+    /// ([`initial_phase`]) of these kinds must already be registered.
+    pub fn spawn(client: kube::Client, kinds: Vec<WatchedKind>, wiring: Wiring, runtime: &tokio::runtime::Handle) -> KubeSource {
+        let mut tasks = Vec::new();
+        for w in kinds {
+            let name = w.kind.name();
+            wiring.kube_metrics.crd_missing.with_label_values(&[name]).set(0);
+            wiring.kube_metrics.synced.with_label_values(&[name]).set(0);
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &w.resource);
+            let mut watch = KindWatch::new(w, wiring.clone());
+            tasks.push(runtime.spawn(async move { watch.run(api).await }));
+        }
+        KubeSource { tasks }
+    }
+
+    /// Stops every watcher task (changes already sent stay queued for the writer).
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        for t in self.tasks.drain(..) {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for KubeSource {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// How often a kind whose initial sync runs checks its progress (the log itself is every
+/// [`Settings::progress_every`]); also the resolution of the "initial sync applied" time.
+const SYNC_CHECK: Duration = Duration::from_millis(50);
+
+/// How [`KindWatch::drive`] ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// `PERIODIC_RESYNC` elapsed: the caller starts a new watcher (a full re-list).
+    Resync,
+    /// The event stream ended (a real watcher never ends; test streams do).
+    StreamEnded,
+}
+
+/// A list in progress (between `Init` and `InitDone`).
+struct Listing {
+    present: HashSet<SourceRef>,
+    seen: u64,
+    started: Instant,
+}
+
+/// A skipped object, kept for `SKIP_REQUEUE`.
+struct Skipped {
+    version: String,
+    doc: Value,
+    due: Instant,
+}
+
+/// One kind's watch state.
+pub struct KindWatch {
+    watched: WatchedKind,
+    wiring: Wiring,
+    phase: String,
+    /// The first list has not ended yet.
+    initial: bool,
+    /// The first list ended; the writer has not processed all of it yet.
+    applying: bool,
+    sync_started: Instant,
+    seen_initial: u64,
+    listing: Option<Listing>,
+    skipped: HashMap<SourceRef, Skipped>,
+    crd_missing: bool,
+    origin_list: Arc<str>,
+    origin_watch: Arc<str>,
+}
+
+impl KindWatch {
+    /// The state of a kind that has not been listed yet.
+    pub fn new(watched: WatchedKind, wiring: Wiring) -> KindWatch {
+        let r = &watched.resource;
+        let origin_list = Arc::from(format!("list of {}.{}", r.plural, r.group));
+        let origin_watch = Arc::from(format!("watch of {}.{}", r.plural, r.group));
+        KindWatch {
+            phase: initial_phase(watched.kind),
+            watched,
+            wiring,
+            initial: true,
+            applying: false,
+            sync_started: Instant::now(),
+            seen_initial: 0,
+            listing: None,
+            skipped: HashMap::new(),
+            crd_missing: false,
+            origin_list,
+            origin_watch,
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        self.watched.kind.name()
+    }
+
+    /// Watches forever: a watcher with default backoff, restarted after every
+    /// `PERIODIC_RESYNC`.
+    async fn run(&mut self, api: Api<DynamicObject>) {
+        let r = &self.watched.resource;
+        tracing::info!(kind = self.name(), resource = %format!("{}.{}/{}", r.plural, r.group, r.version), "watching");
+        loop {
+            let events = watcher::watcher(api.clone(), watcher::Config::default()).default_backoff();
+            let resync = match self.wiring.settings.periodic_resync {
+                d if d.is_zero() => None,
+                d => Some(Instant::now() + d.mul_f64(0.8 + 0.4 * rand::rng().random::<f64>())),
+            };
+            match self.drive(events, resync).await {
+                Ended::Resync => tracing::info!(kind = self.name(), "periodic resync (PERIODIC_RESYNC): re-listing"),
+                Ended::StreamEnded => {
+                    tracing::warn!(kind = self.name(), "the watch stream ended; restarting it");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
+    /// Consumes watcher events until the stream ends or `resync_at` passes; handles
+    /// `SKIP_REQUEUE` and the progress log meanwhile.
+    pub async fn drive<S>(&mut self, events: S, resync_at: Option<Instant>) -> Ended
+    where
+        S: Stream<Item = Result<Event<DynamicObject>, watcher::Error>>,
+    {
+        let mut events = pin!(events);
+        let mut next_log = Instant::now() + self.wiring.settings.progress_every;
+        let mut next_check = Instant::now() + SYNC_CHECK;
+        loop {
+            let skip_due = self.skipped.values().map(|s| s.due).min();
+            let check_sync = (self.initial || self.applying).then_some(next_check);
+            tokio::select! {
+                ev = events.next() => match ev {
+                    Some(Ok(ev)) => self.event(ev),
+                    Some(Err(e)) => self.error(&e),
+                    None => {
+                        self.check_sync(&mut next_log, true);
+                        return Ended::StreamEnded;
+                    }
+                },
+                () = until(resync_at) => return Ended::Resync,
+                () = until(skip_due) => self.requeue_skipped(),
+                () = until(check_sync) => {
+                    self.check_sync(&mut next_log, false);
+                    next_check = Instant::now() + SYNC_CHECK;
+                }
+            }
+        }
+    }
+
+    /// Handles one watcher event.
+    pub fn event(&mut self, ev: Event<DynamicObject>) {
+        let name = self.name();
+        let m = self.wiring.kube_metrics.clone();
+        match ev {
+            Event::Init => {
+                if !self.initial {
+                    tracing::info!(kind = name, "re-listing (after a lost watch, 410 Gone or a periodic resync)");
+                }
+                self.listing = Some(Listing { present: HashSet::new(), seen: 0, started: Instant::now() });
+            }
+            Event::InitApply(obj) => {
+                self.available();
+                m.events.with_label_values(&[name, "listed"]).inc();
+                let Some(src) = self.source_ref(&obj) else { return };
+                let listing = self.listing.get_or_insert_with(|| Listing { present: HashSet::new(), seen: 0, started: Instant::now() });
+                listing.seen += 1;
+                listing.present.insert(src.clone());
+                let token = if self.initial {
+                    self.seen_initial += 1;
+                    Some(self.wiring.readiness.expect_in(name, src.to_string()))
+                } else {
+                    None
+                };
+                self.apply(src, obj, token, true);
+            }
+            Event::InitDone => {
+                self.available();
+                let listing = self.listing.take().unwrap_or(Listing { present: HashSet::new(), seen: 0, started: Instant::now() });
+                m.lists.with_label_values(&[name]).inc();
+                self.skipped.retain(|src, _| listing.present.contains(src));
+                let secs = listing.started.elapsed().as_secs_f64();
+                tracing::info!(
+                    kind = name,
+                    objects = listing.seen,
+                    seconds = format!("{secs:.3}"),
+                    rate = format!("{:.0}/s", listing.seen as f64 / secs.max(1e-6)),
+                    "listed; sweeping records of objects no longer listed"
+                );
+                let token = if self.initial {
+                    Some(self.wiring.readiness.expect_in(name, format!("sweep of {name} after the initial list")))
+                } else {
+                    None
+                };
+                self.wiring.sender.send(Change::Sweep { kinds: vec![self.watched.kind], present: Arc::new(listing.present), token });
+                if self.initial {
+                    self.initial = false;
+                    self.applying = true;
+                    self.wiring.readiness.end_phase(&self.phase);
+                }
+            }
+            Event::Apply(obj) => {
+                m.events.with_label_values(&[name, "applied"]).inc();
+                if let Some(src) = self.source_ref(&obj) {
+                    self.apply(src, obj, None, false);
+                }
+            }
+            Event::Delete(obj) => {
+                m.events.with_label_values(&[name, "deleted"]).inc();
+                if let Some(src) = self.source_ref(&obj) {
+                    self.skipped.remove(&src);
+                    self.wiring.sender.send(Change::Delete { src, origin: self.origin_watch.clone(), token: None });
+                }
+            }
+        }
+    }
+
+    /// Handles one watcher error (the watcher recovers by itself after the backoff).
+    pub fn error(&mut self, e: &watcher::Error) {
+        let name = self.name();
+        let reason = classify(e);
+        self.wiring.kube_metrics.errors.with_label_values(&[name, reason]).inc();
+        let r = &self.watched.resource;
+        match reason {
+            "crd_missing" => {
+                if !self.crd_missing {
+                    self.crd_missing = true;
+                    self.wiring.kube_metrics.crd_missing.with_label_values(&[name]).set(1);
+                    self.wiring.readiness.set_missing(name, true);
+                    tracing::warn!(
+                        kind = name,
+                        resource = %format!("{}.{}", r.plural, r.group),
+                        error = %e,
+                        "the CRD is not installed (404); retrying with backoff. Other kinds are not affected; install the CRD or switch the kind off with its feature flag"
+                    );
+                } else {
+                    tracing::debug!(kind = name, error = %e, "CRD still missing");
+                }
+            }
+            "gone" => tracing::info!(kind = name, "watch expired (410 Gone): re-listing"),
+            "forbidden" | "unauthorized" => tracing::error!(
+                kind = name,
+                resource = %format!("{}.{}", r.plural, r.group),
+                error = %e,
+                "access denied: the service account needs get/list/watch on this resource (see the README, Kubernetes source); retrying with backoff"
+            ),
+            _ => tracing::warn!(kind = name, reason, error = %e, "watch error; retrying with backoff"),
+        }
+    }
+
+    /// The CRD answered: clear the missing flag.
+    fn available(&mut self) {
+        if self.crd_missing {
+            self.crd_missing = false;
+            self.wiring.kube_metrics.crd_missing.with_label_values(&[self.name()]).set(0);
+            self.wiring.readiness.set_missing(self.name(), false);
+            tracing::info!(kind = self.name(), "the CRD is installed now");
+        }
+    }
+
+    fn source_ref(&self, obj: &DynamicObject) -> Option<SourceRef> {
+        match &obj.metadata.name {
+            Some(n) if !n.is_empty() => {
+                Some(SourceRef { kind: self.watched.kind, namespace: obj.metadata.namespace.clone().unwrap_or_default(), name: n.clone() })
+            }
+            _ => {
+                tracing::warn!(kind = self.name(), namespace = ?obj.metadata.namespace, "object without metadata.name ignored");
+                None
+            }
+        }
+    }
+
+    /// Translates `obj` and sends it to the writer, or records it as skipped.
+    fn apply(&mut self, src: SourceRef, mut obj: DynamicObject, token: Option<Token>, listed: bool) {
+        let version = obj.metadata.resource_version.clone().unwrap_or_default();
+        if obj.types.is_none() {
+            let r = &self.watched.resource;
+            obj.types = Some(TypeMeta { api_version: r.api_version.clone(), kind: r.kind.clone() });
+        }
+        let doc = match serde_json::to_value(&obj) {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::warn!(object = %src, error = %e, "object cannot be re-encoded; skipped");
+                if let Some(t) = token {
+                    self.wiring.readiness.done(t);
+                }
+                return;
+            }
+        };
+        let origin = if listed { self.origin_list.clone() } else { self.origin_watch.clone() };
+        self.prepare(src, version, doc, token, origin);
+    }
+
+    fn prepare(&mut self, src: SourceRef, version: String, doc: Value, token: Option<Token>, origin: Arc<str>) {
+        let handler = match self.wiring.handlers.get(src.kind) {
+            Lookup::Kind(h) => h,
+            Lookup::Disabled(_) | Lookup::Unknown => {
+                if let Some(t) = token {
+                    self.wiring.readiness.done(t);
+                }
+                return;
+            }
+        };
+        let t0 = std::time::Instant::now();
+        let ctx = Context { now: self.wiring.clock.now(), features: self.wiring.features };
+        match handler.prepare(&doc, &ctx) {
+            Ok(record) => {
+                self.skipped.remove(&src);
+                self.wiring.sender.send(Change::Apply { src, version, record, origin, token });
+            }
+            Err(reason) => {
+                self.wiring.metrics.reconciled(src.kind.module(), outcome::SKIP, t0.elapsed().as_secs_f64());
+                let repeated = self.skipped.get(&src).is_some_and(|s| s.version == version);
+                if repeated {
+                    tracing::debug!(object = %src, resource_version = %version, reason = %reason, "object still skipped");
+                } else {
+                    tracing::warn!(
+                        kind = src.kind.name(),
+                        namespace = %src.namespace,
+                        name = %src.name,
+                        resource_version = %version,
+                        reason = %reason,
+                        "object skipped; its previous record (if any) stays; retried after SKIP_REQUEUE or when it changes"
+                    );
+                }
+                let due = Instant::now() + self.wiring.settings.skip_requeue;
+                self.skipped.insert(src, Skipped { version, doc, due });
+                if let Some(t) = token {
+                    self.wiring.readiness.done(t);
+                }
+            }
+        }
+    }
+
+    /// Translates the skipped objects whose `SKIP_REQUEUE` is due again.
+    fn requeue_skipped(&mut self) {
+        let now = Instant::now();
+        let due: Vec<SourceRef> = self.skipped.iter().filter(|(_, s)| s.due <= now).map(|(k, _)| k.clone()).collect();
+        for src in due {
+            if let Some(s) = self.skipped.get(&src) {
+                let (version, doc) = (s.version.clone(), s.doc.clone());
+                let origin = self.origin_watch.clone();
+                self.prepare(src, version, doc, None, origin);
+            }
+        }
+    }
+
+    /// Logs and exports the initial sync's progress; notices its end.
+    fn check_sync(&mut self, next_log: &mut Instant, force_log: bool) {
+        let name = self.name();
+        let (expected, done) = self.wiring.readiness.progress(name);
+        let seen = self.seen_initial;
+        let m = &self.wiring.kube_metrics;
+        m.initial.with_label_values(&[name, "seen"]).set(seen as i64);
+        // The sweep is one of the expected items; count objects only.
+        let applied = done.min(seen);
+        m.initial.with_label_values(&[name, "applied"]).set(applied as i64);
+        let secs = self.sync_started.elapsed().as_secs_f64();
+        if self.applying && done >= expected {
+            self.applying = false;
+            m.synced.with_label_values(&[name]).set(1);
+            tracing::info!(
+                kind = name,
+                objects = seen,
+                seconds = format!("{secs:.3}"),
+                rate = format!("{:.0}/s", seen as f64 / secs.max(1e-6)),
+                "initial sync applied"
+            );
+            return;
+        }
+        if force_log || Instant::now() >= *next_log {
+            *next_log = Instant::now() + self.wiring.settings.progress_every;
+            let state = if self.crd_missing {
+                "CRD missing"
+            } else if self.initial {
+                "listing"
+            } else {
+                "applying"
+            };
+            tracing::info!(
+                kind = name,
+                state,
+                seen,
+                applied,
+                rate = format!("{:.0}/s", seen as f64 / secs.max(1e-6)),
+                "initial sync in progress"
+            );
+        }
+    }
+}
+
+/// Sleeps until `at`; never returns for `None`.
+async fn until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The metrics label of a watcher error.
+pub fn classify(e: &watcher::Error) -> &'static str {
+    use watcher::Error as E;
+    let status = match e {
+        E::InitialListFailed(kube::Error::Api(s)) | E::WatchStartFailed(kube::Error::Api(s)) | E::WatchFailed(kube::Error::Api(s)) => {
+            Some(s.code)
+        }
+        E::WatchError(s) => Some(s.code),
+        _ => None,
+    };
+    match (status, e) {
+        (Some(404), _) => "crd_missing",
+        (Some(410), _) => "gone",
+        (Some(403), _) => "forbidden",
+        (Some(401), _) => "unauthorized",
+        (_, E::InitialListFailed(_)) => "list_failed",
+        (_, E::WatchStartFailed(_)) => "watch_start_failed",
+        (_, E::WatchError(_)) => "watch_error",
+        (_, E::WatchFailed(_)) => "watch_failed",
+        (_, E::NoResourceVersion) => "no_resource_version",
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,86 @@
+//! `control-plane serve` on the kube source as a process: the default source (no
+//! `--manifests`), configured the way it is outside a cluster — through a kubeconfig — pointing
+//! at the fake Kubernetes API server of the end-to-end tests (`tests/support/fake_k8s.rs`).
+
+#[path = "../../tests/support/fake_k8s.rs"]
+mod fake_k8s;
+
+use serde_json::{json, Value};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const ADMIN: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBsYXRmb3JtLS1vcHMtLWNvbnNvbGUiLCJzY29wZSI6InRhcmRpczphZG1pbjphbGwiLCJlbnYiOiJwb2MifQ.mock";
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_watches_the_cluster_of_the_kubeconfig_and_stops_on_sigterm() {
+    let fake = fake_k8s::FakeK8s::start_world().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let kubeconfig = tmp.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n",
+            fake.url()
+        ),
+    )
+    .unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let base = format!("http://127.0.0.1:{port}");
+    let log = tmp.path().join("log");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_control-plane"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("CP_") || k.starts_with("FEATURE_") || k.starts_with("KUBERNETES_") {
+            cmd.env_remove(k);
+        }
+    }
+    let mut child = cmd
+        .args(["serve", "--auth", "mock", "--log-format", "json", "--now", "2026-09-01T00:00:00Z"])
+        .args(["--data-dir", tmp.path().join("data").to_str().unwrap(), "--listen", &format!("127.0.0.1:{port}")])
+        .env("KUBECONFIG", &kubeconfig)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+
+    let http = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let ready = http.get(format!("{base}/readyz")).send().await.map(|r| r.status() == 200).unwrap_or(false);
+        if ready {
+            break;
+        }
+        assert!(child.try_wait().unwrap().is_none(), "exited early: {}", std::fs::read_to_string(&log).unwrap());
+        assert!(Instant::now() < deadline, "not ready in time: {}", std::fs::read_to_string(&log).unwrap());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Children listed before their parents were parked at first; they are retried as soon as
+    // their parent is written, well before DEPENDENCY_DELAY (2 s) would retry them.
+    let count = |kind: &str| fake.objects().iter().filter(|o| o["kind"] == kind).count();
+    let expected = json!({"teams": {"totalCount": count("Team")}, "approvals": {"totalCount": count("Approval")}});
+    let ready_at = Instant::now();
+    loop {
+        let body: Value = http
+            .post(format!("{base}/graphql/query"))
+            .bearer_auth(ADMIN)
+            .json(&json!({"query": "{ teams { totalCount } approvals { totalCount } }"}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if body["data"] == expected {
+            break;
+        }
+        assert!(ready_at.elapsed() < Duration::from_millis(1500), "{body} after ready, expected {expected}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+    let log = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(0), "{log}");
+    assert!(log.contains("projector started (kube source)") && log.contains("sweeping records of objects no longer listed"), "{log}");
+    assert!(log.contains("stopped"), "{log}");
+}

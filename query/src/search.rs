@@ -1,0 +1,277 @@
+//! Catalogue search in GraphQL (DESIGN decision 11, "Catalogue search SDL"): the `search`
+//! argument of the root `apis`, `eventTypes`, `mcpServers` and `agentCards` connections, and the
+//! root `catalogueSearch` across the four kinds with scores and highlighted snippets.
+//!
+//! The index ([`storage::search::Catalogue`]) only proposes candidates. **Every hit is resolved
+//! against the request's read view and the viewer filter** (`Rq::load_visible`), so a record
+//! deleted since the last index commit is never returned, and a non-admin viewer only gets
+//! entries of their environment (the index is also asked for that environment only).
+//!
+//! Order and cursors: hits are ordered by score (descending), then kind, then natural key. A
+//! cursor carries that position and a hash of the query's words, so it stays valid for the same
+//! query (also after index commits: it marks a position, not an offset) and is refused
+//! (`BAD_USER_INPUT`) for another query.
+
+use crate::entity::{field, int, obj, s, Builder, Rq};
+use crate::error::{bad_input, internal};
+use crate::filter::Pred;
+use crate::relay::{Row, VecRows};
+use crate::viewer::Viewer;
+use async_graphql::dynamic::{Field, FieldFuture, FieldValue, InputValue, Object, ResolverContext, TypeRef, Union};
+use async_graphql::{Error, Value};
+use base64::Engine;
+use schema::catalogue::{self, CatalogueDoc, CatalogueVisitor, Catalogued};
+use schema::{Key, Kind, KindId};
+use std::collections::HashMap;
+use std::sync::Arc;
+use storage::search::{highlights, words, Catalogue, Highlight, SearchRequest};
+
+/// First byte of a `catalogueSearch` cursor (format version).
+const CURSOR_VERSION: u8 = 0xC1;
+
+/// FNV-1a (32 bits) of the query's words: what makes two queries "the same" for cursors.
+pub(crate) fn query_hash(query: &str) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for (i, w) in words(query).iter().enumerate() {
+        if i > 0 {
+            h = (h ^ u32::from(b' ')).wrapping_mul(0x0100_0193);
+        }
+        for byte in w.bytes() {
+            h = (h ^ u32::from(byte)).wrapping_mul(0x0100_0193);
+        }
+    }
+    h
+}
+
+/// Sort bytes of a score: ascending bytes = descending score (scores are never negative).
+fn score_bytes(score: f32) -> [u8; 4] {
+    (!score.max(0.0).to_bits()).to_be_bytes()
+}
+
+fn index(rq: &Rq) -> Result<&Catalogue, Error> {
+    rq.catalogue.as_ref().ok_or_else(|| internal("the catalogue search index is not open"))
+}
+
+fn environment(viewer: &Viewer) -> Option<&str> {
+    (!viewer.is_admin()).then_some(viewer.env.as_str())
+}
+
+/// The rows of `<kinds>(search: query, where: …)` for catalogue kind `K`: every visible hit that
+/// passes `pred`, by relevance. The cursor suffix is `score bytes · natural key`.
+///
+/// # Errors
+/// `INTERNAL` when the index or the store fails.
+pub(crate) fn rows<K: Kind>(rq: &Rq, query: &str, pred: &Pred<K::Record>) -> Result<VecRows<K::Record>, Error> {
+    let req = SearchRequest { query, kinds: &[K::ID], environment: environment(&rq.viewer), active_only: false };
+    let hits = index(rq)?.search(&req, usize::MAX).map_err(internal)?;
+    let mut rows: Vec<Row<K::Record>> = Vec::with_capacity(hits.hits.len());
+    for h in hits.hits {
+        if let Some(s) = rq.load_visible::<K>(&h.key)? {
+            if pred.eval(&s, rq) {
+                let mut suffix = score_bytes(h.score).to_vec();
+                suffix.extend_from_slice(h.key.as_bytes());
+                rows.push((suffix, s));
+            }
+        }
+    }
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(VecRows(rows))
+}
+
+/// Loads a catalogue entry of one kind (visible only) and its search document.
+type DocLoader = fn(&Rq, &Key) -> Result<Option<CatalogueDoc>, Error>;
+
+fn load_doc<K: Catalogued>(rq: &Rq, key: &Key) -> Result<Option<CatalogueDoc>, Error> {
+    Ok(rq.load_visible::<K>(key)?.map(|s| K::catalogue_doc(&s.record)))
+}
+
+struct Kinds(Vec<(KindId, &'static str, DocLoader)>);
+
+impl CatalogueVisitor for Kinds {
+    fn visit<K: Catalogued>(&mut self) {
+        self.0.push((K::ID, K::TYPE, load_doc::<K>));
+    }
+}
+
+/// One edge of `catalogueSearch`.
+struct SearchEdge {
+    type_name: &'static str,
+    key: Key,
+    cursor: String,
+    score: f32,
+    highlights: Vec<Highlight>,
+}
+
+/// A `CatalogueSearchConnection`.
+struct SearchConn {
+    edges: Vec<SearchEdge>,
+    has_next: bool,
+    has_previous: bool,
+    total: usize,
+}
+
+fn encode_cursor(hash: u32, suffix: &[u8]) -> String {
+    let mut raw = vec![CURSOR_VERSION];
+    raw.extend_from_slice(&hash.to_be_bytes());
+    raw.extend_from_slice(suffix);
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
+fn decode_cursor(c: &str, hash: u32) -> Result<Vec<u8>, Error> {
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(c).map_err(|_| bad_input("invalid cursor"))?;
+    if raw.len() < 1 + 4 + 4 + 1 || raw[0] != CURSOR_VERSION || raw[1..5] != hash.to_be_bytes() {
+        return Err(bad_input("invalid cursor"));
+    }
+    Ok(raw[5..].to_vec())
+}
+
+/// Registers `CatalogueKind`, `CatalogueEntry`, `CatalogueHighlight`, `CatalogueSearchEdge`,
+/// `CatalogueSearchConnection` and the root `catalogueSearch`. Call after the four catalogue
+/// entities are registered (it uses their node loaders).
+pub(crate) fn register(bld: &mut Builder) {
+    let mut kinds = Kinds(Vec::new());
+    catalogue::visit(&mut kinds);
+    let kinds = Arc::new(kinds.0);
+    let names: Vec<&str> = catalogue::KINDS.iter().filter_map(|k| catalogue::catalogue_kind(*k)).collect();
+    bld.enumeration("CatalogueKind", &names);
+    let mut union = Union::new("CatalogueEntry");
+    for (_, ty, _) in kinds.iter() {
+        union = union.possible_type(*ty);
+    }
+    bld.unions.push(union);
+    bld.object(
+        Object::new("CatalogueHighlight")
+            .field(field::<Highlight>("field", TypeRef::named_nn(TypeRef::STRING), |h, _| Ok(s(h.field))))
+            .field(field::<Highlight>("snippet", TypeRef::named_nn(TypeRef::STRING), |h, _| Ok(s(&h.snippet)))),
+    );
+    let loaders: HashMap<&'static str, crate::entity::Loader> =
+        kinds.iter().filter_map(|(_, ty, _)| bld.loaders.get(ty).map(|l| (*ty, l.clone()))).collect();
+    let loaders = Arc::new(loaders);
+    bld.object(
+        Object::new("CatalogueSearchEdge")
+            .field(field::<SearchEdge>("node", TypeRef::named_nn("CatalogueEntry"), move |e, rq| {
+                let loader = loaders.get(e.type_name).ok_or_else(|| internal("no loader for a catalogue kind"))?;
+                loader(rq, &e.key)
+            }))
+            .field(field::<SearchEdge>("cursor", TypeRef::named_nn("Cursor"), |e, _| Ok(s(&e.cursor))))
+            .field(field::<SearchEdge>("score", TypeRef::named_nn(TypeRef::FLOAT), |e, _| {
+                Ok(Some(FieldValue::value(Value::from(f64::from(e.score)))))
+            }))
+            .field(field::<SearchEdge>("highlights", TypeRef::named_nn_list_nn("CatalogueHighlight"), |e, _| {
+                Ok(Some(FieldValue::list(e.highlights.iter().cloned().map(FieldValue::owned_any))))
+            })),
+    );
+    bld.object(
+        Object::new("CatalogueSearchConnection")
+            .field(Field::new("edges", TypeRef::named_nn_list_nn("CatalogueSearchEdge"), |ctx| {
+                FieldFuture::new(async move {
+                    let c = ctx.parent_value.try_downcast_ref::<SearchConn>()?;
+                    Ok(Some(FieldValue::list(c.edges.iter().map(|e| FieldValue::borrowed_any(e)))))
+                })
+            }))
+            .field(field::<SearchConn>("pageInfo", TypeRef::named_nn("PageInfo"), |c, _| {
+                Ok(obj(crate::PageInfo {
+                    has_next: c.has_next,
+                    has_previous: c.has_previous,
+                    start: c.edges.first().map(|e| e.cursor.clone()),
+                    end: c.edges.last().map(|e| e.cursor.clone()),
+                }))
+            }))
+            .field(field::<SearchConn>("totalCount", TypeRef::named_nn(TypeRef::INT), |c, _| Ok(int(c.total as i64)))),
+    );
+    bld.query_fields.push(
+        Field::new("catalogueSearch", TypeRef::named_nn("CatalogueSearchConnection"), move |ctx: ResolverContext<'_>| {
+            let kinds = kinds.clone();
+            let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
+                let rq = ctx.data::<Rq>()?;
+                let query = ctx.args.try_get("query")?.string()?.to_string();
+                let wanted: Vec<KindId> = match ctx.args.get("kinds").filter(|v| !v.is_null()) {
+                    None => Vec::new(),
+                    Some(list) => {
+                        let mut out = Vec::new();
+                        for v in list.list()?.iter() {
+                            let name = v.enum_name()?;
+                            let kind = catalogue::KINDS
+                                .iter()
+                                .copied()
+                                .find(|k| catalogue::catalogue_kind(*k) == Some(name))
+                                .ok_or_else(|| bad_input(format!("unknown catalogue kind {name}")))?;
+                            out.push(kind);
+                        }
+                        if out.is_empty() {
+                            // `kinds: []` asks for no kind at all.
+                            return Ok(obj(SearchConn { edges: Vec::new(), has_next: false, has_previous: false, total: 0 }));
+                        }
+                        out
+                    }
+                };
+                let active_only = ctx.args.get("activeOnly").filter(|v| !v.is_null()).map(|v| v.boolean()).transpose()?.unwrap_or(false);
+                let first = match ctx.args.get("first").filter(|v| !v.is_null()).map(|v| v.i64()).transpose()? {
+                    None => rq.max_page_size,
+                    Some(n) if n < 0 => return Err(bad_input("`first` on a connection cannot be less than zero.")),
+                    Some(n) if n as u64 > rq.max_page_size as u64 => {
+                        return Err(bad_input(format!("`first` on a connection cannot exceed the maximum page size {}.", rq.max_page_size)))
+                    }
+                    Some(n) => n as usize,
+                };
+                let hash = query_hash(&query);
+                let after = match ctx.args.get("after").filter(|v| !v.is_null()) {
+                    Some(c) => Some(decode_cursor(c.string()?, hash)?),
+                    None => None,
+                };
+                let want_total = ctx.look_ahead().field("totalCount").exists();
+                let req = SearchRequest { query: &query, kinds: &wanted, environment: environment(&rq.viewer), active_only };
+                let cat = index(rq)?;
+                let mut at_least = if want_total { usize::MAX } else { first.saturating_add(1).saturating_add(8) };
+                loop {
+                    let hits = cat.search(&req, at_least).map_err(internal)?;
+                    let complete = hits.hits.len() >= hits.total;
+                    let mut edges = Vec::new();
+                    let mut total = 0;
+                    let mut has_next = false;
+                    for h in &hits.hits {
+                        let Some((_, ty, load)) = kinds.iter().find(|(k, _, _)| *k == h.kind) else { continue };
+                        let mut suffix = score_bytes(h.score).to_vec();
+                        suffix.push(h.kind.code());
+                        suffix.extend_from_slice(h.key.as_bytes());
+                        let after_cursor = after.as_ref().is_none_or(|a| suffix > *a);
+                        if !after_cursor && !want_total {
+                            continue;
+                        }
+                        // Resolve against the store: deleted (not yet re-indexed) and invisible
+                        // entries are dropped here.
+                        let Some(doc) = load(rq, &h.key)? else { continue };
+                        total += 1;
+                        if !after_cursor {
+                            continue;
+                        }
+                        if edges.len() == first {
+                            has_next = true;
+                            if !want_total {
+                                break;
+                            }
+                            continue;
+                        }
+                        edges.push(SearchEdge {
+                            type_name: ty,
+                            key: h.key.clone(),
+                            cursor: encode_cursor(hash, &suffix),
+                            score: h.score,
+                            highlights: highlights(&doc, &query),
+                        });
+                    }
+                    if has_next || complete {
+                        return Ok(obj(SearchConn { edges, has_next, has_previous: after.is_some(), total }));
+                    }
+                    at_least = at_least.saturating_mul(4);
+                }
+            })();
+            FieldFuture::new(async move { result })
+        })
+        .argument(InputValue::new("query", TypeRef::named_nn(TypeRef::STRING)))
+        .argument(InputValue::new("kinds", TypeRef::named_nn_list("CatalogueKind")))
+        .argument(InputValue::new("activeOnly", TypeRef::named(TypeRef::BOOLEAN)).default_value(Value::Boolean(false)))
+        .argument(InputValue::new("first", TypeRef::named(TypeRef::INT)))
+        .argument(InputValue::new("after", TypeRef::named("Cursor"))),
+    );
+}

@@ -1,0 +1,471 @@
+//! The kube source end to end (issue 4 acceptance): the server started in-process against a
+//! fake Kubernetes API server (`support/fake_k8s.rs`, plain HTTP on 127.0.0.1) holding the
+//! bundled world, queried over HTTP. Stores are compared record by record (every kind, key,
+//! record, links and times) with a projection of the same objects by the manifests source.
+
+#[path = "support/fake_k8s.rs"]
+mod fake_k8s;
+mod support;
+
+use control_plane::app::App;
+use control_plane::config::Config;
+use control_plane::Running;
+use fake_k8s::FakeK8s;
+use schema::registry::KindVisitor;
+use schema::{Key, Kind, KindId, Timestamp};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+use storage::Store;
+
+fn reference_time() -> Timestamp {
+    Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap()
+}
+
+fn admin() -> String {
+    support::token("platform--ops--console", "tardis:admin:all", "poc")
+}
+
+/// Short dependency retries, the clock pinned to the world's reference time.
+fn tune(mut c: Config) -> Config {
+    c.now = Some(reference_time());
+    c.projector.dependency_delay = Duration::from_millis(50);
+    c.projector.dependency_delay_jitter = Duration::from_millis(50);
+    c
+}
+
+/// The control plane, in process, on the kube source.
+struct Cp {
+    running: Running,
+    base: String,
+    http: reqwest::Client,
+    started: Instant,
+}
+
+impl Cp {
+    async fn start(fake: &FakeK8s, data: &Path) -> Cp {
+        Cp::start_with(tune(Config::for_kube(&fake.url(), data))).await
+    }
+
+    async fn start_with(config: Config) -> Cp {
+        let started = Instant::now();
+        let running = control_plane::start(config).await.unwrap();
+        let base = format!("http://{}", running.local_addr());
+        Cp { running, base, http: reqwest::Client::new(), started }
+    }
+
+    fn store(&self) -> &Store {
+        self.running.app().store()
+    }
+
+    async fn readyz(&self) -> (u16, Value) {
+        let r = self.http.get(format!("{}/readyz", self.base)).send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap())
+    }
+
+    /// Waits for `/readyz` 200; returns the time since start.
+    async fn ready(&self) -> Duration {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let (code, body) = self.readyz().await;
+            if code == 200 {
+                return self.started.elapsed();
+            }
+            assert!(Instant::now() < deadline, "not ready after 30 s: {body}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The value of the first metric line starting with `needle` (0 when absent).
+    async fn metric(&self, needle: &str) -> f64 {
+        let text = self.http.get(format!("{}/metrics", self.base)).send().await.unwrap().text().await.unwrap();
+        text.lines().find(|l| l.starts_with(needle)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+    }
+
+    /// An admin query that must succeed.
+    async fn query(&self, query: &str) -> Value {
+        let body: Value = self
+            .http
+            .post(format!("{}/graphql/query", self.base))
+            .bearer_auth(admin())
+            .json(&json!({ "query": query }))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert!(body["errors"].is_null(), "{query}: {body}");
+        body["data"].clone()
+    }
+
+    async fn stop(self) {
+        self.running.shutdown().await.unwrap();
+    }
+}
+
+/// Every record of the store: `Kind [key parts]` → the stored record with links and times.
+fn dump(store: &Store) -> BTreeMap<String, String> {
+    struct D<'a>(&'a storage::ReadView, BTreeMap<String, String>);
+    impl KindVisitor for D<'_> {
+        fn visit<K: Kind>(&mut self) {
+            for s in self.0.with_prefix::<K>(&Key::new::<&str>(&[])).unwrap() {
+                self.1.insert(format!("{} {:?}", K::ID.name(), s.key.parts().unwrap()), format!("{s:?}"));
+            }
+        }
+    }
+    let view = store.read().unwrap();
+    assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
+    let mut d = D(&view, BTreeMap::new());
+    schema::registry::visit(&mut d);
+    d.1
+}
+
+/// Polls `dump(store)` until it is the same three times in a row, 250 ms apart.
+async fn settled(store: &Store) -> BTreeMap<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (mut last, mut same) = (dump(store), 0);
+    while same < 3 {
+        assert!(Instant::now() < deadline, "the store does not settle");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let now = dump(store);
+        same = if now == last { same + 1 } else { 0 };
+        last = now;
+    }
+    last
+}
+
+/// The store the manifests source builds from the fake server's current objects.
+async fn reference(fake: &FakeK8s) -> BTreeMap<String, String> {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifests = tmp.path().join("manifests");
+    fake.write_manifests(&manifests);
+    let config = tune(Config::for_manifests(&manifests, &tmp.path().join("data")));
+    let app = tokio::task::spawn_blocking(move || App::start(config).unwrap()).await.unwrap();
+    assert!(app.readiness().wait_ready(Duration::from_secs(30)).await);
+    let d = settled(app.store()).await;
+    tokio::task::spawn_blocking(move || app.shutdown()).await.unwrap();
+    d
+}
+
+/// Waits until the store equals `expected`; on timeout, fails naming the differences.
+async fn converges_to(store: &Store, expected: &BTreeMap<String, String>, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = dump(store);
+        if &got == expected {
+            return;
+        }
+        if Instant::now() > deadline {
+            let missing: Vec<_> = expected.keys().filter(|k| !got.contains_key(*k)).take(5).collect();
+            let extra: Vec<_> = got.keys().filter(|k| !expected.contains_key(*k)).take(5).collect();
+            let differ: Vec<_> = expected.iter().filter(|(k, v)| got.get(*k).is_some_and(|g| g != *v)).map(|(k, _)| k).take(5).collect();
+            panic!(
+                "{what}: the store differs ({} records, expected {}): missing {missing:?}, extra {extra:?}, different {differ:?}",
+                got.len(),
+                expected.len()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_for(what: &str, mut cond: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cond().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn team_doc(name: &str, display: &str) -> Value {
+    json!({
+        "apiVersion": "organization.cp.ei.telekom.de/v1",
+        "kind": "Team",
+        "metadata": {"name": format!("payments--{name}"), "namespace": "poc", "labels": {"cp.ei.telekom.de/environment": "poc"},
+                     "creationTimestamp": "2026-05-01T00:00:00Z"},
+        "spec": {"name": name, "group": "payments", "email": format!("{name}@example.com"), "category": "Customer",
+                 "members": [{"name": "A", "email": "a@example.com"}], "displayName": display},
+        "status": {"namespace": format!("poc--payments--{name}")}
+    })
+}
+
+async fn team_display_name(cp: &Cp, name: &str) -> Option<String> {
+    let data = cp.query("{ teams { edges { node { name displayname } } } }").await;
+    data["teams"]["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["node"]["name"] == name)
+        .map(|e| e["node"]["displayname"].as_str().unwrap_or_default().to_string())
+}
+
+/// The world over the fake API server: ready, equal to the manifests projection; a created,
+/// updated and deleted object reaches GraphQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_update_and_delete_reach_graphql() {
+    let fake = FakeK8s::start_world().await;
+    let data = tempfile::tempdir().unwrap();
+    let cp = Cp::start(&fake, data.path()).await;
+    let took = cp.ready().await;
+    println!("the world ({} objects) over the fake API server: ready {} ms after start", fake.objects().len(), took.as_millis());
+    let facts = support::facts();
+    let total = |k: &str| facts["env"]["poc"]["counts"][k].as_u64().unwrap() + facts["env"]["qa"]["counts"][k].as_u64().unwrap();
+    let expected = reference(&fake).await;
+    converges_to(cp.store(), &expected, "initial sync").await;
+    let data_ = cp.query("{ teams { totalCount } applications { totalCount } apiSubscriptions { totalCount } }").await;
+    assert_eq!(data_["teams"]["totalCount"], json!(total("Team")));
+    assert_eq!(data_["applications"]["totalCount"], json!(total("Application")));
+    assert_eq!(data_["apiSubscriptions"]["totalCount"], json!(total("ApiSubscription")));
+
+    fake.apply(team_doc("newcomers", "Newcomers"));
+    wait_for("the created team", async || team_display_name(&cp, "payments--newcomers").await.as_deref() == Some("Newcomers")).await;
+    fake.apply(team_doc("newcomers", "Renamed"));
+    wait_for("the updated team", async || team_display_name(&cp, "payments--newcomers").await.as_deref() == Some("Renamed")).await;
+    assert!(fake.delete(KindId::Team, "poc", "payments--newcomers"));
+    wait_for("the deleted team", async || team_display_name(&cp, "payments--newcomers").await.is_none()).await;
+    assert_eq!(cp.metric("controlplane_kube_events_total{event=\"deleted\",kind=\"Team\"}").await, 1.0);
+    assert_eq!(cp.metric("controlplane_kube_synced{kind=\"Team\"}").await, 1.0);
+    assert_eq!(fake.lists(KindId::Team), 1, "no relist was needed");
+    converges_to(cp.store(), &expected, "after create, update, delete").await;
+    cp.stop().await;
+}
+
+/// A delete that happens while the watch is down (and whose event is compacted away) is swept
+/// after the relist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_while_the_watch_is_down_is_swept_after_the_relist() {
+    let fake = FakeK8s::start_world().await;
+    let data = tempfile::tempdir().unwrap();
+    let cp = Cp::start(&fake, data.path()).await;
+    cp.ready().await;
+    // An application nothing refers to (deleting a parent alone would leave its children's
+    // records, which a fresh projection would not write: DESIGN decision 2).
+    let mut app = fake.objects().into_iter().find(|o| o["kind"] == "Application").unwrap();
+    app["metadata"]["name"] = json!("lonely");
+    app["metadata"]["labels"]["cp.ei.telekom.de/application"] = json!("lonely");
+    let (ns, name) = (app["metadata"]["namespace"].as_str().unwrap().to_string(), "lonely".to_string());
+    let count = async || cp.query("{ applications { totalCount } }").await["applications"]["totalCount"].as_u64().unwrap();
+    let before = count().await;
+    fake.apply(app);
+    wait_for("the new application", async || count().await == before + 1).await;
+    let before = before + 1;
+
+    fake.block_watches(true);
+    wait_for("the watch to be refused", async || fake.refused_watches(KindId::Application) > 0).await;
+    assert!(fake.delete(KindId::Application, &ns, &name));
+    fake.compact();
+    fake.block_watches(false);
+    wait_for("the sweep", async || count().await == before - 1).await;
+    assert_eq!(fake.lists(KindId::Application), 2, "one relist");
+    assert_eq!(cp.metric("controlplane_kube_events_total{event=\"deleted\",kind=\"Application\"}").await, 0.0, "no delete event arrived");
+    assert!(cp.metric("controlplane_kube_watch_errors_total{kind=\"Application\",reason=\"gone\"}").await >= 1.0);
+    converges_to(cp.store(), &reference(&fake).await, "after the relist").await;
+    cp.stop().await;
+}
+
+/// `410 Gone` on every watch after changes no watch saw: every kind relists, and the store
+/// equals the server's state, record by record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gone_leads_to_a_relist_and_the_store_equals_the_server() {
+    let fake = FakeK8s::start_world().await;
+    let data = tempfile::tempdir().unwrap();
+    let cp = Cp::start(&fake, data.path()).await;
+    cp.ready().await;
+    converges_to(cp.store(), &reference(&fake).await, "initial sync").await;
+
+    let objects = fake.objects();
+    let of = |kind: &str| objects.iter().filter(|o| o["kind"] == kind).cloned().collect::<Vec<_>>();
+    let id = |o: &Value| {
+        (o["metadata"]["namespace"].as_str().unwrap_or_default().to_string(), o["metadata"]["name"].as_str().unwrap().to_string())
+    };
+    fake.silently(|objs| {
+        // An update, a new team, and a subscription deleted with what Kubernetes' garbage
+        // collector deletes with it (its approvals and approval requests, which name it in the
+        // `cp.ei.telekom.de/target.name` label). A parent deleted alone leaves its children's
+        // records in place (DESIGN decision 2), which a fresh projection would not write.
+        let mut team = of("Team")[0].clone();
+        team["spec"]["displayName"] = json!("Changed while nobody watched");
+        objs.apply(team);
+        objs.apply(team_doc("silent", "Silent"));
+        let sub = of("ApiSubscription").into_iter().find(|s| s["metadata"]["name"] == "copilot-gateway--logistics-parcels-v1").unwrap();
+        let (ns, n) = id(&sub);
+        assert!(objs.delete(KindId::ApiSubscription, &ns, &n));
+        let mut cascaded = 0;
+        for (kind, k) in [("Approval", KindId::Approval), ("ApprovalRequest", KindId::ApprovalRequest)] {
+            for child in of(kind) {
+                let labels = &child["metadata"]["labels"];
+                if child["metadata"]["namespace"] == ns.as_str() && labels["cp.ei.telekom.de/target.name"] == n.as_str() {
+                    let (cns, cn) = id(&child);
+                    assert!(objs.delete(k, &cns, &cn));
+                    cascaded += 1;
+                }
+            }
+        }
+        assert!(cascaded >= 2, "the subscription's approval and request");
+    });
+    fake.expire_watches();
+    wait_for("every kind to relist", async || schema::registry::registered().into_iter().all(|k| fake.lists(k) >= 2)).await;
+    converges_to(cp.store(), &reference(&fake).await, "after 410 and the relists").await;
+    assert!(cp.metric("controlplane_kube_watch_errors_total{kind=\"Team\",reason=\"gone\"}").await >= 1.0);
+    assert_eq!(team_display_name(&cp, "payments--silent").await.as_deref(), Some("Silent"));
+
+    // A dropped connection resumes from the last revision: events are not lost, no relist.
+    let lists = fake.lists(KindId::Team);
+    fake.drop_watches();
+    fake.apply(team_doc("after-drop", "After the drop"));
+    wait_for("the team created after the drop", async || team_display_name(&cp, "payments--after-drop").await.is_some()).await;
+    assert_eq!(fake.lists(KindId::Team), lists, "a dropped watch resumes without a relist");
+    cp.stop().await;
+}
+
+/// A kind whose CRD is not installed does not block the others; readiness names it; once it is
+/// installed it is listed (after backoff) and the server becomes ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_crd_does_not_block_other_kinds() {
+    let fake = FakeK8s::start_world().await;
+    fake.set_installed(KindId::FileSubscription, false);
+    let data = tempfile::tempdir().unwrap();
+    let cp = Cp::start(&fake, data.path()).await;
+    wait_for("every other kind synced", async || {
+        let mut all = true;
+        for k in schema::registry::registered().into_iter().filter(|k| *k != KindId::FileSubscription) {
+            all &= cp.metric(&format!("controlplane_kube_synced{{kind=\"{}\"}}", k.name())).await == 1.0;
+        }
+        all
+    })
+    .await;
+    let (code, body) = cp.readyz().await;
+    assert_eq!(code, 503);
+    assert_eq!(body["missingKinds"], json!(["FileSubscription"]));
+    assert_eq!(body["pendingPhases"], json!(["initial list of FileSubscription"]));
+    assert_eq!(cp.metric("controlplane_kube_crd_missing{kind=\"FileSubscription\"}").await, 1.0);
+    assert!(cp.metric("controlplane_kube_watch_errors_total{kind=\"FileSubscription\",reason=\"crd_missing\"}").await >= 1.0);
+    let data_ = cp.query("{ applications { totalCount } fileExposures { totalCount } fileSubscriptions { totalCount } }").await;
+    assert!(data_["applications"]["totalCount"].as_u64().unwrap() > 0);
+    assert!(data_["fileExposures"]["totalCount"].as_u64().unwrap() > 0);
+    assert_eq!(data_["fileSubscriptions"]["totalCount"], 0);
+
+    fake.set_installed(KindId::FileSubscription, true);
+    cp.ready().await;
+    let (_, body) = cp.readyz().await;
+    assert_eq!(body["missingKinds"], json!([]));
+    assert_eq!(cp.metric("controlplane_kube_crd_missing{kind=\"FileSubscription\"}").await, 0.0);
+    converges_to(cp.store(), &reference(&fake).await, "after the CRD is installed").await;
+    cp.stop().await;
+}
+
+/// A second start on the same data directory with an unchanged server serves the stored model
+/// at once, is ready after the relist, and writes nothing (the revision does not move).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_on_the_same_data_writes_nothing_and_is_ready_after_the_relist() {
+    let fake = FakeK8s::start_world().await;
+    let data = tempfile::tempdir().unwrap();
+    let cp = Cp::start(&fake, data.path()).await;
+    cp.ready().await;
+    let expected = reference(&fake).await;
+    converges_to(cp.store(), &expected, "first start").await;
+    let revision = cp.store().read().unwrap().revision().unwrap();
+    cp.stop().await;
+
+    // Slow lists, so the restarted server can be seen serving before it is ready.
+    for k in schema::registry::registered() {
+        fake.set_list_delay(k, Duration::from_millis(700));
+    }
+    let cp = Cp::start(&fake, data.path()).await;
+    let (code, _) = cp.readyz().await;
+    assert_eq!(code, 503, "not ready before the relist");
+    let served = cp.query("{ applications { totalCount } }").await;
+    assert!(served["applications"]["totalCount"].as_u64().unwrap() > 0, "the stored model is served at once");
+    let took = cp.ready().await;
+    println!("restart on the world's data: ready after the relist in {} ms (lists delayed 700 ms)", took.as_millis());
+    assert!(cp.metric("projector_reconcile_total{module=\"application\",outcome=\"success\"}").await > 0.0, "the relist was processed");
+    tokio::time::sleep(Duration::from_millis(500)).await; // dependency retries, if any
+    assert_eq!(cp.store().read().unwrap().revision().unwrap(), revision, "zero record writes");
+    assert_eq!(cp.metric("controlplane_store_revision").await, revision as f64);
+    assert_eq!(dump(cp.store()), expected);
+    for k in schema::registry::registered() {
+        assert_eq!(fake.lists(k), 2, "{} listed once per start", k.name());
+    }
+    cp.stop().await;
+}
+
+/// Parents listed after their children (applications before teams, subscriptions before
+/// exposures, approvals before subscriptions) converge to the same store as parents first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parents_after_children_converge_to_the_same_store() {
+    use KindId::*;
+    let parents = [Zone, Group, Team, Api, ApiExposure, EventType, EventExposure, McpServer, AgentCard, AgenticExposure, FileExposure];
+    let children =
+        [Application, PermissionSet, ApiSubscription, EventSubscription, AgenticSubscription, FileSubscription, Approval, ApprovalRequest];
+    assert_eq!(parents.len() + children.len(), KindId::ALL.len());
+    let run = async |late: &[KindId]| {
+        let fake = FakeK8s::start_world().await;
+        for k in late {
+            fake.set_list_delay(*k, Duration::from_millis(1000));
+        }
+        let data = tempfile::tempdir().unwrap();
+        let cp = Cp::start(&fake, data.path()).await;
+        cp.ready().await;
+        let store = settled(cp.store()).await;
+        let parked = cp.metric("projector_reconcile_total{module=\"application\",outcome=\"dependency_missing\"}").await;
+        cp.stop().await;
+        (store, parked, reference(&fake).await)
+    };
+    let (ordered, parked_ordered, expected) = run(&children).await;
+    let (reversed, parked_reversed, _) = run(&parents).await;
+    assert_eq!(parked_ordered, 0.0, "parents first: no application waits");
+    assert!(parked_reversed > 0.0, "children first: applications wait for their teams");
+    assert_eq!(ordered, expected, "parents first = the manifests projection");
+    assert_eq!(reversed, ordered, "children first converges to the same store");
+}
+
+/// `PERIODIC_RESYNC` re-lists every kind on its own: a change no watch event reported (here a
+/// silent delete) is repaired by the next periodic sweep, without any watch error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn periodic_resync_relists_and_repairs_what_no_event_reported() {
+    let fake = FakeK8s::start_world().await;
+    let data = tempfile::tempdir().unwrap();
+    let mut config = tune(Config::for_kube(&fake.url(), data.path()));
+    config.projector.periodic_resync = Duration::from_millis(500);
+    let cp = Cp::start_with(config).await;
+    cp.ready().await;
+    let group = fake.objects().into_iter().find(|o| o["kind"] == "Group").unwrap();
+    let mut lonely = group.clone();
+    lonely["metadata"]["name"] = json!("lonely-group");
+    fake.apply(lonely);
+    let groups = async || cp.query("{ groups { name } }").await["groups"].as_array().unwrap().len();
+    let with_lonely = fake.objects().iter().filter(|o| o["kind"] == "Group").count();
+    wait_for("the new group", async || groups().await == with_lonely).await;
+    fake.silently(|objs| assert!(objs.delete(KindId::Group, group["metadata"]["namespace"].as_str().unwrap_or_default(), "lonely-group")));
+    wait_for("the periodic sweep", async || groups().await == with_lonely - 1).await;
+    assert!(fake.lists(KindId::Group) >= 2);
+    assert_eq!(cp.metric("controlplane_kube_watch_errors_total").await, 0.0, "no watch error was needed");
+    cp.stop().await;
+}
+
+/// A family switched off by its feature flag is not watched (its CRDs need not exist), and the
+/// records a run with the flag on left in the data directory are removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_switched_off_is_not_watched_and_its_records_go() {
+    let fake = FakeK8s::start_world().await;
+    let data = tempfile::tempdir().unwrap();
+    let cp = Cp::start(&fake, data.path()).await;
+    cp.ready().await;
+    let files = async |cp: &Cp| cp.query("{ fileExposures { totalCount } }").await["fileExposures"]["totalCount"].as_u64().unwrap();
+    wait_for("file exposures", async || files(&cp).await > 0).await;
+    cp.stop().await;
+
+    fake.set_installed(KindId::FileExposure, false);
+    fake.set_installed(KindId::FileSubscription, false);
+    let mut config = tune(Config::for_kube(&fake.url(), data.path()));
+    config.features.file_manager = false;
+    let cp = Cp::start_with(config).await;
+    cp.ready().await;
+    wait_for("the file records to go", async || files(&cp).await == 0).await;
+    assert_eq!(fake.lists(KindId::FileExposure), 1, "not listed by the second run");
+    let (_, body) = cp.readyz().await;
+    assert_eq!(body["missingKinds"], json!([]));
+    cp.stop().await;
+}

@@ -1,0 +1,655 @@
+//! Cross-tenant probe suite (issue 6, DESIGN decision 9): with real JWTs over HTTP on the
+//! bundled world, another team, a group outside the owner's group and a viewer of another
+//! environment see nothing of a team's data.
+//!
+//! The probes are generated from `query/schema.graphql`, so a new root query, edge or
+//! `has…With` filter is probed without touching this file:
+//! - **crawl**: every root query (its `type Query` fields) selecting every field and every
+//!   nested edge (connections, lists, links) a few object hops deep; each full record in any
+//!   answer (a type implementing `Node`) must be visible to the viewer, and every connection's
+//!   `totalCount` must equal its edges;
+//! - **node/nodes**: every ID of the owner's records, asked by each attacker;
+//! - **cursors**: the owner's cursors of every root connection reused by each attacker
+//!   (`after` and `before`);
+//! - **where**: `idIn` of the owner's IDs, and every `has<Edge>With` of every root connection's
+//!   where-input, with the owner's IDs.
+//!
+//! What "a team's data" is: the full records the owner team itself sees, except those visible to
+//! a whole environment by design (DESIGN "Visibility": catalogue entries, zones, groups) and the
+//! approvals (requests) the facts (`examples/world.facts.json`) make visible to the attacker's
+//! teams as well. A viewer of another environment may see none of them, shared or not. Reduced
+//! `…Info` types cross tenants by design and are not records here.
+
+mod support;
+
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use support::jwt::{jwt_server, Issuer, Key, Publish};
+use support::{facts, Server};
+
+/// Types every viewer of an environment sees (DESIGN "Visibility").
+const ENV_WIDE: &[&str] = &["Zone", "Group", "Api", "EventType", "McpServer", "AgentCard"];
+/// Object hops a crawl query goes deep (connections and edges count as one hop).
+const DEPTH: usize = 4;
+
+// ---------------------------------------------------------------- the schema, from the SDL file
+
+#[derive(Clone, Debug)]
+struct Arg {
+    name: String,
+    ty: String,
+    required: bool,
+}
+
+#[derive(Clone, Debug)]
+struct Field {
+    name: String,
+    args: Vec<Arg>,
+    ty: String,
+}
+
+impl Field {
+    fn base(&self) -> String {
+        base(&self.ty)
+    }
+}
+
+fn base(ty: &str) -> String {
+    ty.trim_matches(|c| c == '[' || c == ']' || c == '!').to_string()
+}
+
+#[derive(Default, Debug)]
+struct Sdl {
+    /// Object types and interfaces with their fields.
+    objects: BTreeMap<String, Vec<Field>>,
+    /// Input types.
+    inputs: BTreeMap<String, Vec<Field>>,
+    unions: BTreeMap<String, Vec<String>>,
+    /// Types implementing `Node`.
+    nodes: BTreeSet<String>,
+}
+
+/// Splits at top-level commas.
+fn split_args(s: &str) -> Vec<String> {
+    let (mut out, mut cur, mut depth, mut quoted) = (Vec::new(), String::new(), 0i32, false);
+    for c in s.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            '[' | '(' if !quoted => depth += 1,
+            ']' | ')' if !quoted => depth -= 1,
+            ',' if !quoted && depth == 0 => {
+                out.push(std::mem::take(&mut cur).trim().to_string());
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
+fn parse_sdl(text: &str) -> Sdl {
+    let mut sdl = Sdl::default();
+    let mut current: Option<(String, String)> = None; // (keyword, name)
+    let mut in_description = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with("\"\"\"") {
+            if !(t.len() > 3 && t.ends_with("\"\"\"")) {
+                in_description = !in_description;
+            }
+            continue;
+        }
+        if in_description || t.is_empty() || t.starts_with('"') {
+            continue;
+        }
+        if let Some((kw, name)) = &current {
+            if t == "}" {
+                current = None;
+                continue;
+            }
+            if kw == "enum" {
+                continue;
+            }
+            let (head, ty) = match t.find("):") {
+                Some(i) => (&t[..=i], t[i + 2..].trim()),
+                None => {
+                    let (h, ty) = t.split_once(':').unwrap_or((t, ""));
+                    (h, ty.trim())
+                }
+            };
+            let ty = ty.split(" @").next().unwrap().split(" =").next().unwrap().trim().to_string();
+            let (fname, args) = match head.split_once('(') {
+                Some((n, rest)) => {
+                    let args = split_args(rest.trim_end_matches(')'))
+                        .into_iter()
+                        .map(|a| {
+                            let (n, rest) = a.split_once(':').unwrap();
+                            let (ty, default) = match rest.split_once('=') {
+                                Some((ty, _)) => (ty.trim(), true),
+                                None => (rest.trim(), false),
+                            };
+                            Arg { name: n.trim().into(), ty: ty.into(), required: ty.ends_with('!') && !default }
+                        })
+                        .collect();
+                    (n.trim().to_string(), args)
+                }
+                None => (head.trim().to_string(), Vec::new()),
+            };
+            let field = Field { name: fname, args, ty };
+            if kw == "input" {
+                sdl.inputs.entry(name.clone()).or_default().push(field);
+            } else {
+                sdl.objects.entry(name.clone()).or_default().push(field);
+            }
+            continue;
+        }
+        let mut words = t.split_whitespace();
+        match (words.next(), words.next()) {
+            (Some(kw @ ("type" | "interface" | "input" | "enum")), Some(name)) if t.ends_with('{') => {
+                if t.contains("implements")
+                    && t.split("implements").nth(1).unwrap().split(|c: char| !c.is_alphanumeric()).any(|w| w == "Node")
+                {
+                    sdl.nodes.insert(name.to_string());
+                }
+                current = Some((kw.to_string(), name.to_string()));
+            }
+            (Some("union"), Some(name)) => {
+                let members = t.split_once('=').unwrap().1.split('|').map(|m| m.trim().to_string()).collect();
+                sdl.unions.insert(name.to_string(), members);
+            }
+            _ => {}
+        }
+    }
+    sdl
+}
+
+impl Sdl {
+    fn load() -> Sdl {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("query/schema.graphql");
+        let sdl = parse_sdl(&std::fs::read_to_string(path).unwrap());
+        assert!(sdl.objects.contains_key("Query") && sdl.nodes.len() > 10, "the SDL parser understands query/schema.graphql");
+        sdl
+    }
+
+    fn is_composite(&self, ty: &str) -> bool {
+        self.objects.contains_key(ty) || self.unions.contains_key(ty)
+    }
+
+    /// A connection type: `edges { node }` and `totalCount`.
+    fn connection_node(&self, ty: &str) -> Option<String> {
+        let fields = self.objects.get(ty)?;
+        let edges = fields.iter().find(|f| f.name == "edges")?;
+        fields.iter().find(|f| f.name == "totalCount")?;
+        let node = self.objects.get(&edges.base())?.iter().find(|f| f.name == "node")?;
+        Some(node.base())
+    }
+
+    /// The where-input of a field, if it has one.
+    fn where_input(&self, field: &Field) -> Option<String> {
+        field.args.iter().find(|a| a.name == "where").map(|a| base(&a.ty))
+    }
+
+    /// The `has<Edge>With` fields of an input type: `(field, target input)`.
+    fn has_with(&self, input: &str) -> Vec<(String, String)> {
+        self.inputs
+            .get(input)
+            .map(|fields| {
+                fields
+                    .iter()
+                    .filter(|f| f.name.starts_with("has") && f.name.ends_with("With"))
+                    .map(|f| (f.name.clone(), f.base()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The selection of every field of `ty`, `depth` object hops deep, without entering a type
+    /// already on `path` (cycles). Edges (`Type.field`) it enters are added to `edges`.
+    fn selection(&self, ty: &str, depth: usize, path: &mut Vec<String>, edges: &mut BTreeSet<String>) -> String {
+        if let Some(members) = self.unions.get(ty) {
+            let parts: Vec<String> =
+                members.iter().map(|m| format!("... on {m} {{ {} }}", self.selection(m, depth, path, edges))).collect();
+            return format!("__typename {}", parts.join(" "));
+        }
+        let mut out = vec!["__typename".to_string()];
+        path.push(ty.to_string());
+        for f in self.objects.get(ty).into_iter().flatten() {
+            if f.args.iter().any(|a| a.required) {
+                continue;
+            }
+            let b = f.base();
+            if !self.is_composite(&b) {
+                out.push(f.name.clone());
+                continue;
+            }
+            if depth == 0 {
+                continue;
+            }
+            if let Some(node) = self.connection_node(&b) {
+                if path.contains(&node) {
+                    continue;
+                }
+                edges.insert(format!("{ty}.{}", f.name));
+                let inner = self.selection(&node, depth - 1, path, edges);
+                out.push(format!("{} {{ totalCount pageInfo {{ hasNextPage }} edges {{ cursor node {{ {inner} }} }} }}", f.name));
+            } else {
+                if path.contains(&b) {
+                    continue;
+                }
+                if self.nodes.contains(&b) || self.unions.contains_key(&b) || b.ends_with("Info") {
+                    edges.insert(format!("{ty}.{}", f.name));
+                }
+                out.push(format!("{} {{ {} }}", f.name, self.selection(&b, depth - 1, path, edges)));
+            }
+        }
+        path.pop();
+        out.join(" ")
+    }
+}
+
+// ---------------------------------------------------------------- answers
+
+/// Every `(type, id)` of a full record (a `Node` type) anywhere in `v`.
+fn records(sdl: &Sdl, v: &Value, out: &mut BTreeSet<(String, String)>) {
+    match v {
+        Value::Object(m) => {
+            if let (Some(Value::String(t)), Some(Value::String(id))) = (m.get("__typename"), m.get("id")) {
+                if sdl.nodes.contains(t) {
+                    out.insert((t.clone(), id.clone()));
+                }
+            }
+            m.values().for_each(|v| records(sdl, v, out));
+        }
+        Value::Array(items) => items.iter().for_each(|v| records(sdl, v, out)),
+        _ => {}
+    }
+}
+
+/// Checks every connection in `v`: `totalCount` equals the number of edges on a complete page.
+fn check_counts(v: &Value, at: &str) {
+    match v {
+        Value::Object(m) => {
+            if let (Some(total), Some(Value::Array(edges))) = (m.get("totalCount"), m.get("edges")) {
+                if m.get("pageInfo").and_then(|p| p.get("hasNextPage")) == Some(&json!(false)) {
+                    assert_eq!(total, &json!(edges.len()), "totalCount of a connection at {at}");
+                }
+            }
+            m.iter().for_each(|(k, v)| check_counts(v, &format!("{at}.{k}")));
+        }
+        Value::Array(items) => items.iter().for_each(|v| check_counts(v, at)),
+        _ => {}
+    }
+}
+
+fn env_of(id: &str) -> String {
+    schema::keys::GlobalId::decode(id).unwrap_or_else(|_| panic!("malformed ID {id}")).key.environment()
+}
+
+// ---------------------------------------------------------------- viewers
+
+#[derive(Clone, Debug)]
+struct Viewer {
+    label: String,
+    /// A team viewer (else a group viewer).
+    is_team: bool,
+    env: String,
+    /// The stored team names it acts for.
+    teams: Vec<String>,
+    token: String,
+}
+
+/// What one viewer sees through every root query.
+struct Crawl {
+    /// Root field → `(type, id)` of full records in its answer.
+    by_root: BTreeMap<String, BTreeSet<(String, String)>>,
+    /// Root connection field → its `totalCount`.
+    totals: BTreeMap<String, Value>,
+    /// Root connection field → the cursors of its edges.
+    cursors: BTreeMap<String, Vec<String>>,
+}
+
+impl Crawl {
+    fn records(&self) -> BTreeSet<(String, String)> {
+        self.by_root.values().flatten().cloned().collect()
+    }
+}
+
+struct Probe {
+    sdl: Sdl,
+    server: Server,
+    /// Root field → crawl query (fields without required arguments).
+    queries: BTreeMap<String, String>,
+    /// Root fields that take required arguments (probed with the owner's IDs).
+    with_args: Vec<Field>,
+    edges: BTreeSet<String>,
+    /// What was probed, for the report.
+    covered: BTreeMap<&'static str, BTreeSet<String>>,
+    requests: usize,
+}
+
+impl Probe {
+    async fn post(&mut self, token: &str, query: &str, variables: Value) -> Value {
+        self.requests += 1;
+        let (data, errors) = self.server.query_raw(token, query, variables).await;
+        json!({"data": data, "errors": errors})
+    }
+
+    fn cover(&mut self, what: &'static str, item: String) {
+        self.covered.entry(what).or_default().insert(item);
+    }
+
+    async fn crawl(&mut self, v: &Viewer) -> Crawl {
+        let mut crawl = Crawl { by_root: BTreeMap::new(), totals: BTreeMap::new(), cursors: BTreeMap::new() };
+        for (root, query) in self.queries.clone() {
+            let resp = self.post(&v.token, &query, json!({})).await;
+            assert_eq!(resp["errors"], json!([]), "{}: {root}: {query}", v.label);
+            let data = &resp["data"][&root];
+            check_counts(data, &format!("{} {root}", v.label));
+            let mut seen = BTreeSet::new();
+            records(&self.sdl, data, &mut seen);
+            for (t, id) in &seen {
+                assert_eq!(env_of(id), v.env, "{} sees a {t} of another environment through {root}", v.label);
+            }
+            if let Some(edges) = data.get("edges").and_then(Value::as_array) {
+                crawl.totals.insert(root.clone(), data["totalCount"].clone());
+                crawl.cursors.insert(root.clone(), edges.iter().map(|e| e["cursor"].as_str().unwrap().to_string()).collect());
+            }
+            crawl.by_root.insert(root, seen);
+        }
+        crawl
+    }
+}
+
+fn viewers(facts: &Value, issuer: &Issuer) -> Vec<Viewer> {
+    let mut out = Vec::new();
+    for (env, e) in facts["env"].as_object().unwrap() {
+        for team in e["teams"].as_object().unwrap().keys() {
+            out.push(Viewer {
+                label: format!("team {team} ({env})"),
+                is_team: true,
+                env: env.clone(),
+                teams: vec![team.clone()],
+                token: issuer.token(&Key::rsa1(), &format!("{team}--console"), "tardis:team:read", env),
+            });
+        }
+        for (group, teams) in e["groups"].as_object().unwrap() {
+            let teams: Vec<String> = teams.as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect();
+            out.push(Viewer {
+                label: format!("group {group} ({env})"),
+                is_team: false,
+                env: env.clone(),
+                token: issuer.token(&Key::ec1(), &format!("{group}--probe--console"), "tardis:group:read", env),
+                teams,
+            });
+        }
+    }
+    out
+}
+
+/// `namespace/name` of the approvals and approval requests the facts make visible to `teams`.
+fn shared_approvals(facts: &Value, env: &str, teams: &[String]) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for t in teams {
+        for list in ["approvalsVisible", "approvalRequestsVisible"] {
+            for a in facts["env"][env]["teams"][t][list].as_array().into_iter().flatten() {
+                out.insert(a.as_str().unwrap().to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Whether a record of type `ty` with `id` is an approval (request) listed in `shared`.
+fn is_shared(ty: &str, id: &str, shared: &BTreeSet<String>) -> bool {
+    if ty != "Approval" && ty != "ApprovalRequest" {
+        return false;
+    }
+    let key = schema::keys::GlobalId::decode(id).unwrap().key;
+    shared.contains(&format!("{}/{}", key.part(1), key.part(2)))
+}
+
+fn id_list(ids: &BTreeSet<String>) -> String {
+    format!("[{}]", ids.iter().map(|i| format!("\"{i}\"")).collect::<Vec<_>>().join(", "))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_viewer_sees_another_teams_data_through_any_query() {
+    let sdl = Sdl::load();
+    let issuer = Issuer::start("probe", Publish::Discovery, &[&Key::rsa1(), &Key::ec1()]).await;
+    let server = jwt_server(&[&issuer.url]).await;
+    let facts = facts();
+
+    let mut queries = BTreeMap::new();
+    let mut with_args = Vec::new();
+    let mut edges = BTreeSet::new();
+    for f in sdl.objects["Query"].clone() {
+        if f.args.iter().any(|a| a.required) {
+            with_args.push(f);
+            continue;
+        }
+        let b = f.base();
+        let body = if !sdl.is_composite(&b) {
+            f.name.clone()
+        } else if let Some(node) = sdl.connection_node(&b) {
+            let inner = sdl.selection(&node, DEPTH, &mut vec![], &mut edges);
+            format!("{} {{ totalCount pageInfo {{ hasNextPage }} edges {{ cursor node {{ {inner} }} }} }}", f.name)
+        } else {
+            format!("{} {{ {} }}", f.name, sdl.selection(&b, DEPTH, &mut vec![], &mut edges))
+        };
+        queries.insert(f.name.clone(), format!("{{ {body} }}"));
+    }
+    let mut p = Probe { sdl, server, queries, with_args, edges, covered: BTreeMap::new(), requests: 0 };
+
+    let viewers = viewers(&facts, &issuer);
+    let mut crawls = Vec::new();
+    for v in &viewers {
+        crawls.push(p.crawl(v).await);
+    }
+    let roots: Vec<String> = p.queries.keys().cloned().collect();
+    for r in &roots {
+        p.cover("root queries crawled", r.clone());
+    }
+
+    let mut pairs = 0;
+    let mut has_with_hits_for_owner = 0;
+    let mut owner_checked = BTreeSet::new();
+    for (oi, owner) in viewers.iter().enumerate() {
+        if !owner.is_team {
+            continue; // owners are teams; groups attack
+        }
+        let own = crawls[oi].records();
+        let private: BTreeSet<(String, String)> = own.iter().filter(|(t, _)| !ENV_WIDE.contains(&t.as_str())).cloned().collect();
+        assert!(private.len() >= 5, "{} owns records to probe: {private:?}", owner.label);
+        for (t, _) in &private {
+            p.cover("record types probed", t.clone());
+        }
+        for (ai, attacker) in viewers.iter().enumerate() {
+            let same_env = attacker.env == owner.env;
+            if ai == oi || (same_env && attacker.teams.contains(&owner.teams[0])) {
+                continue; // the owner itself, or a group containing it
+            }
+            pairs += 1;
+            let kind = if !same_env {
+                "viewers of another environment"
+            } else if attacker.is_team {
+                "other teams"
+            } else {
+                "groups outside the owner's group"
+            };
+            p.cover("attackers", format!("{kind}: {}", attacker.label));
+            // Everything of another environment is off limits; within one, the owner's private
+            // records except approvals shared with the attacker's teams.
+            let shared = shared_approvals(&facts, &attacker.env, &attacker.teams);
+            let forbidden: BTreeSet<(String, String)> =
+                if same_env { private.iter().filter(|(t, id)| !is_shared(t, id, &shared)).cloned().collect() } else { own.clone() };
+            let forbidden_ids: BTreeSet<String> = forbidden.iter().map(|(_, id)| id.clone()).collect();
+            let ctx = format!("{} probing {}", attacker.label, owner.label);
+
+            // 1. Crawl: root queries, nested edges, totalCount (checked while crawling).
+            for (root, seen) in &crawls[ai].by_root {
+                let leaked: Vec<_> = seen.intersection(&forbidden).collect();
+                assert!(leaked.is_empty(), "{ctx}: {root} reveals {leaked:?}");
+            }
+
+            // 2. node / nodes.
+            let aliases: Vec<String> =
+                forbidden_ids.iter().enumerate().map(|(i, id)| format!("n{i}: node(id: \"{id}\") {{ __typename id }}")).collect();
+            let resp = p.post(&attacker.token, &format!("{{ {} }}", aliases.join(" ")), json!({})).await;
+            for i in 0..forbidden_ids.len() {
+                assert_eq!(resp["data"][format!("n{i}")], Value::Null, "{ctx}: node reveals {}", resp["data"]);
+            }
+            let errors = resp["errors"].as_array().unwrap();
+            assert_eq!(errors.len(), forbidden_ids.len(), "{ctx}: one NOT_FOUND per ID");
+            assert!(errors.iter().all(|e| e["extensions"]["code"] == "NOT_FOUND"), "{ctx}: {errors:?}");
+            let resp =
+                p.post(&attacker.token, "query($ids: [ID!]!) { nodes(ids: $ids) { __typename id } }", json!({"ids": forbidden_ids})).await;
+            let nodes = resp["data"]["nodes"].as_array().unwrap();
+            assert_eq!(nodes.len(), forbidden_ids.len());
+            assert!(nodes.iter().all(Value::is_null), "{ctx}: nodes reveals {nodes:?}");
+            p.cover("root queries probed with IDs", "node".into());
+            p.cover("root queries probed with IDs", "nodes".into());
+
+            // 3. Other root fields with required arguments: filled with the owner's IDs.
+            for f in p.with_args.clone() {
+                if f.name == "node" || f.name == "nodes" {
+                    continue;
+                }
+                let args: Vec<String> = f
+                    .args
+                    .iter()
+                    .filter(|a| a.required)
+                    .map(|a| match base(&a.ty).as_str() {
+                        "ID" if a.ty.starts_with('[') => format!("{}: {}", a.name, id_list(&forbidden_ids)),
+                        "ID" => format!("{}: \"{}\"", a.name, forbidden_ids.iter().next().unwrap()),
+                        "String" => format!("{}: \"{}\"", a.name, owner.teams[0].split("--").last().unwrap()),
+                        "Int" => format!("{}: 10", a.name),
+                        "Boolean" => format!("{}: false", a.name),
+                        other => panic!("root query {} has a required argument of type {other} this suite cannot fill: extend it", f.name),
+                    })
+                    .collect();
+                let b = f.base();
+                let sel = if let Some(node) = p.sdl.connection_node(&b) {
+                    format!("{{ totalCount edges {{ node {{ {} }} }} }}", p.sdl.selection(&node, 1, &mut vec![], &mut BTreeSet::new()))
+                } else if p.sdl.is_composite(&b) {
+                    format!("{{ {} }}", p.sdl.selection(&b, 1, &mut vec![], &mut BTreeSet::new()))
+                } else {
+                    String::new()
+                };
+                let resp = p.post(&attacker.token, &format!("{{ {}({}) {sel} }}", f.name, args.join(", ")), json!({})).await;
+                let mut seen = BTreeSet::new();
+                records(&p.sdl, &resp["data"], &mut seen);
+                assert!(seen.is_disjoint(&forbidden), "{ctx}: {} reveals {seen:?}", f.name);
+                p.cover("root queries probed with IDs", f.name.clone());
+            }
+
+            // 4. Cursors of the owner's root connections, reused by the attacker (one batch;
+            //    one request each if the batch has errors, e.g. a cursor rejected as invalid).
+            let mut cursor_probes = Vec::new();
+            for (root, cursors) in &crawls[oi].cursors {
+                let (Some(first), Some(last)) = (cursors.first(), cursors.last()) else { continue };
+                cursor_probes.push((root.clone(), "first: 1000, after", first.clone()));
+                cursor_probes.push((root.clone(), "last: 1000, before", last.clone()));
+                p.cover("cursors reused across viewers", root.clone());
+            }
+            let field = |i: usize, (root, dir, _): &(String, &str, String)| {
+                format!("c{i}: {root}({dir}: $c{i}) {{ totalCount edges {{ node {{ __typename id }} }} }}")
+            };
+            let vars: Vec<String> = (0..cursor_probes.len()).map(|i| format!("$c{i}: Cursor")).collect();
+            let fields: Vec<String> = cursor_probes.iter().enumerate().map(|(i, c)| field(i, c)).collect();
+            let values: serde_json::Map<String, Value> =
+                cursor_probes.iter().enumerate().map(|(i, (_, _, c))| (format!("c{i}"), json!(c))).collect();
+            let batch =
+                p.post(&attacker.token, &format!("query({}) {{ {} }}", vars.join(", "), fields.join(" ")), Value::Object(values)).await;
+            let answers: Vec<Value> = if batch["errors"] == json!([]) {
+                (0..cursor_probes.len()).map(|i| batch["data"][format!("c{i}")].clone()).collect()
+            } else {
+                let mut answers = Vec::new();
+                for (i, probe) in cursor_probes.iter().enumerate() {
+                    let q = format!("query($c{i}: Cursor) {{ {} }}", field(i, probe));
+                    let resp = p.post(&attacker.token, &q, json!({format!("c{i}"): probe.2})).await;
+                    match resp["errors"].as_array().and_then(|e| e.first()) {
+                        Some(e) => {
+                            assert_eq!(e["extensions"]["code"], "BAD_USER_INPUT", "{ctx}: {} with the owner's cursor", probe.0);
+                            answers.push(Value::Null);
+                        }
+                        None => answers.push(resp["data"][format!("c{i}")].clone()),
+                    }
+                }
+                answers
+            };
+            for ((root, dir, _), answer) in cursor_probes.iter().zip(answers) {
+                if answer.is_null() {
+                    continue;
+                }
+                let mut seen = BTreeSet::new();
+                records(&p.sdl, &answer, &mut seen);
+                assert!(seen.is_disjoint(&forbidden), "{ctx}: {root}({dir}: owner's cursor) reveals {seen:?}");
+                let own: BTreeSet<String> = crawls[ai].by_root[root].iter().map(|(_, id)| id.clone()).collect();
+                assert!(seen.iter().all(|(_, id)| own.contains(id)), "{ctx}: {root} with the owner's cursor shows new records");
+                assert_eq!(answer["totalCount"], crawls[ai].totals[root], "{ctx}: {root} totalCount with a foreign cursor");
+            }
+
+            // 5. where: idIn and every has…With, aimed at the owner's records (one batch).
+            let mut probes = Vec::new();
+            for f in p.sdl.objects["Query"].clone() {
+                let Some(input) = p.sdl.where_input(&f) else { continue };
+                let counted = p.sdl.connection_node(&f.base()).is_some();
+                let sel = if counted { "{ totalCount edges { node { __typename id } } }" } else { "{ __typename id }" };
+                probes.push((format!("{}.where.idIn", f.name), format!("{}(where: {{idIn: {}}}) {sel}", f.name, id_list(&forbidden_ids))));
+                for (has, _) in p.sdl.has_with(&input) {
+                    let q = format!("{}(where: {{{has}: [{{idIn: {}}}]}}) {sel}", f.name, id_list(&forbidden_ids));
+                    probes.push((format!("{}.where.{has}", f.name), q));
+                }
+            }
+            let batch: Vec<String> = probes.iter().enumerate().map(|(i, (_, q))| format!("p{i}: {q}")).collect();
+            let batch = format!("{{ {} }}", batch.join(" "));
+            let resp = p.post(&attacker.token, &batch, json!({})).await;
+            assert_eq!(resp["errors"], json!([]), "{ctx}: where probes");
+            for (i, (label, _)) in probes.iter().enumerate() {
+                let r = &resp["data"][format!("p{i}")];
+                let mut seen = BTreeSet::new();
+                records(&p.sdl, r, &mut seen);
+                assert!(seen.is_disjoint(&forbidden), "{ctx}: {label} reveals {seen:?}");
+                match r.get("totalCount") {
+                    Some(total) => assert_eq!(total, &json!(0), "{ctx}: {label} matches through the owner's records"),
+                    None => assert_eq!(r, &json!([]), "{ctx}: {label}"),
+                }
+                p.cover(if label.contains(".where.has") { "has…With filters" } else { "where idIn" }, label.clone());
+            }
+            // The same filters as the owner, over its own records: the probes can match at all.
+            if owner_checked.insert(oi) {
+                let resp = p.post(&owner.token, &batch, json!({})).await;
+                for (i, (label, _)) in probes.iter().enumerate() {
+                    if label.contains(".where.has") && resp["data"][format!("p{i}")]["totalCount"].as_u64().unwrap_or(0) > 0 {
+                        has_with_hits_for_owner += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    // Coverage: every root query of the SDL, every edge, and that the probes can match.
+    let all_roots: BTreeSet<String> = p.sdl.objects["Query"].iter().map(|f| f.name.clone()).collect();
+    let covered_roots: BTreeSet<String> =
+        p.covered["root queries crawled"].union(&p.covered["root queries probed with IDs"]).cloned().collect();
+    assert_eq!(covered_roots, all_roots, "every root query of query/schema.graphql is probed");
+    assert!(has_with_hits_for_owner > 0 || !p.covered.contains_key("has…With filters"), "has…With probes match the owner's own data");
+    for t in ["Application", "ApiExposure", "ApiSubscription", "EventSubscription", "Approval", "Team"] {
+        assert!(p.covered["record types probed"].contains(t), "{t} records are probed");
+    }
+    let edges = p.edges.clone();
+    p.covered.insert("nested edges crawled", edges);
+    println!("isolation probe: {} viewers, {pairs} owner/attacker pairs, {} requests", viewers.len(), p.requests);
+    println!("  owners' has…With filters that matched their own records: {has_with_hits_for_owner}");
+    for (what, items) in &p.covered {
+        println!("  {what} ({}): {}", items.len(), items.iter().cloned().collect::<Vec<_>>().join(", "));
+    }
+    if !p.covered.contains_key("has…With filters") {
+        println!("  note: the schema has no has…With filters yet");
+    }
+    p.server.stop().await;
+}

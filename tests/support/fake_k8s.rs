@@ -1,0 +1,472 @@
+//! A fake Kubernetes API server for the kube source's end-to-end tests: plain HTTP on
+//! 127.0.0.1, one collection per registered kind (`/apis/<group>/v1/<plural>`, all namespaces),
+//! speaking what kube-rs' default watcher (`ListWatch`) uses:
+//!
+//! * **List** (`GET …/<plural>?limit=N[&continue=T]`): `<Kind>List` with
+//!   `metadata.resourceVersion` (the server's current revision) and `continue` for the next page.
+//! * **Watch** (`?watch=true&resourceVersion=R&allowWatchBookmarks=true&timeoutSeconds=S`):
+//!   newline-delimited JSON events: the history after `R` (`ADDED`/`MODIFIED`/`DELETED`), then
+//!   live events, `BOOKMARK`s every [`BOOKMARK_EVERY`] when asked for, the end after `S`
+//!   seconds. A watch from a revision older than the last compaction answers `200` with one
+//!   `ERROR` event (`410 Expired`), as the real API server does. `sendInitialEvents` (streaming
+//!   lists) is answered `400`: the default watcher does not use it.
+//! * **On demand**: compaction ([`FakeK8s::compact`]), `410 Gone` into every open watch
+//!   ([`FakeK8s::expire_watches`]), dropped connections ([`FakeK8s::drop_watches`]), refused
+//!   watches ([`FakeK8s::block_watches`]: `500`), kinds that are "not installed" (`404` with a
+//!   `NotFound` Status), slow lists ([`FakeK8s::set_list_delay`]), and changes that produce no
+//!   event ([`FakeK8s::silently`]).
+//!
+//! Every object gets `metadata.resourceVersion` (one counter for the whole server, like etcd)
+//! and a `uid`. Seeded from `examples/world/*.yaml`.
+
+#![allow(dead_code)]
+
+use control_plane::source::manifests::split_documents;
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::{Body, Request, Response};
+use schema::KindId;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+
+/// Interval of `BOOKMARK` events on watches that allow them.
+pub const BOOKMARK_EVERY: Duration = Duration::from_millis(500);
+
+/// A message to every open watch.
+#[derive(Clone, Debug)]
+enum Signal {
+    /// One event line of `plural` at revision `rv`.
+    Event { plural: String, rv: u64, line: Arc<str> },
+    /// Send `ERROR 410` and end.
+    Gone,
+    /// Abort the connection (no clean end of the chunked body).
+    Drop,
+}
+
+/// One collection.
+struct Collection {
+    group: String,
+    kind: String,
+    installed: bool,
+    objects: BTreeMap<(String, String), Value>,
+    /// `(revision, event type, object)` since the last compaction.
+    history: Vec<(u64, &'static str, Value)>,
+    list_delay: Duration,
+    lists: u64,
+    watches: u64,
+    refused_watches: u64,
+}
+
+struct State {
+    rv: u64,
+    /// Watches from a revision below this answer 410.
+    compacted: u64,
+    collections: BTreeMap<String, Collection>,
+    watches_blocked: bool,
+}
+
+struct Inner {
+    state: Mutex<State>,
+    signals: broadcast::Sender<Signal>,
+}
+
+impl Inner {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The running fake API server.
+pub struct FakeK8s {
+    addr: SocketAddr,
+    inner: Arc<Inner>,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeK8s {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+fn plural_of(group: &str, kind: &str) -> Option<&'static str> {
+    KindId::ALL.iter().find(|k| k.group() == group && k.name() == kind).map(|k| k.plural())
+}
+
+impl FakeK8s {
+    /// An empty server (every registered kind installed) on 127.0.0.1.
+    pub async fn start() -> FakeK8s {
+        let mut collections = BTreeMap::new();
+        for k in KindId::ALL {
+            collections.insert(
+                k.plural().to_string(),
+                Collection {
+                    group: k.group().to_string(),
+                    kind: k.name().to_string(),
+                    installed: true,
+                    objects: BTreeMap::new(),
+                    history: Vec::new(),
+                    list_delay: Duration::ZERO,
+                    lists: 0,
+                    watches: 0,
+                    refused_watches: 0,
+                },
+            );
+        }
+        let (signals, _) = broadcast::channel(4096);
+        let inner = Arc::new(Inner { state: Mutex::new(State { rv: 1, compacted: 0, collections, watches_blocked: false }), signals });
+        let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
+        let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
+        let endpoint = {
+            let inner = inner.clone();
+            poem::endpoint::make(move |req: Request| {
+                let inner = inner.clone();
+                async move { handle(inner, req).await }
+            })
+        };
+        let server = tokio::spawn(async move {
+            let _ = poem::Server::new_with_acceptor(acceptor).run(endpoint).await;
+        });
+        FakeK8s { addr, inner, server }
+    }
+
+    /// A server holding the bundled world (`examples/world/*.yaml`).
+    pub async fn start_world() -> FakeK8s {
+        let fake = FakeK8s::start().await;
+        for doc in world_documents() {
+            fake.apply(doc);
+        }
+        fake
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Creates or replaces an object (by group, kind, namespace, name); returns its new
+    /// resourceVersion. Open watches get `ADDED` or `MODIFIED`.
+    pub fn apply(&self, doc: Value) -> u64 {
+        let mut s = self.inner.lock();
+        let (plural, rv, ty, obj) = upsert(&mut s, doc);
+        record(&self.inner, &mut s, &plural, rv, ty, obj);
+        rv
+    }
+
+    /// Deletes an object; returns whether it existed. Open watches get `DELETED`.
+    pub fn delete(&self, kind: KindId, namespace: &str, name: &str) -> bool {
+        let mut s = self.inner.lock();
+        s.rv += 1;
+        let rv = s.rv;
+        let c = s.collections.get_mut(kind.plural()).unwrap();
+        let Some(mut obj) = c.objects.remove(&(namespace.to_string(), name.to_string())) else { return false };
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        record(&self.inner, &mut s, kind.plural(), rv, "DELETED", obj);
+        true
+    }
+
+    /// Runs `f` on the server's objects without producing events or history (changes a watch
+    /// cannot see; use with [`FakeK8s::expire_watches`] or [`FakeK8s::compact`]). Objects `f`
+    /// adds or changes get a new resourceVersion.
+    pub fn silently(&self, f: impl FnOnce(&mut Objects<'_>)) {
+        let mut s = self.inner.lock();
+        f(&mut Objects { state: &mut s });
+    }
+
+    /// Forgets the event history: a watch resuming from any revision issued so far gets
+    /// `410 Gone` and must re-list.
+    pub fn compact(&self) {
+        let mut s = self.inner.lock();
+        s.rv += 1;
+        s.compacted = s.rv;
+        for c in s.collections.values_mut() {
+            c.history.clear();
+        }
+    }
+
+    /// [`FakeK8s::compact`], and `ERROR 410` into every open watch.
+    pub fn expire_watches(&self) {
+        self.compact();
+        let _ = self.inner.signals.send(Signal::Gone);
+    }
+
+    /// Aborts every open watch connection (the client resumes from its last revision).
+    pub fn drop_watches(&self) {
+        let _ = self.inner.signals.send(Signal::Drop);
+    }
+
+    /// While `blocked`, open watches are dropped and new watch requests answer `500`.
+    pub fn block_watches(&self, blocked: bool) {
+        self.inner.lock().watches_blocked = blocked;
+        if blocked {
+            self.drop_watches();
+        }
+    }
+
+    /// Installs or uninstalls a kind's CRD (uninstalled: every request answers `404`).
+    pub fn set_installed(&self, kind: KindId, installed: bool) {
+        self.inner.lock().collections.get_mut(kind.plural()).unwrap().installed = installed;
+    }
+
+    /// Delays every list response of `kind`.
+    pub fn set_list_delay(&self, kind: KindId, delay: Duration) {
+        self.inner.lock().collections.get_mut(kind.plural()).unwrap().list_delay = delay;
+    }
+
+    /// List requests served for `kind` (answered 200).
+    pub fn lists(&self, kind: KindId) -> u64 {
+        self.inner.lock().collections[kind.plural()].lists
+    }
+
+    /// Watch requests accepted for `kind`.
+    pub fn watches(&self, kind: KindId) -> u64 {
+        self.inner.lock().collections[kind.plural()].watches
+    }
+
+    /// Watch requests refused (blocked) for `kind`.
+    pub fn refused_watches(&self, kind: KindId) -> u64 {
+        self.inner.lock().collections[kind.plural()].refused_watches
+    }
+
+    /// Every object of the server, as stored (with resourceVersion and uid).
+    pub fn objects(&self) -> Vec<Value> {
+        self.inner.lock().collections.values().flat_map(|c| c.objects.values().cloned()).collect()
+    }
+
+    /// One object.
+    pub fn get(&self, kind: KindId, namespace: &str, name: &str) -> Option<Value> {
+        self.inner.lock().collections[kind.plural()].objects.get(&(namespace.to_string(), name.to_string())).cloned()
+    }
+
+    /// Writes every object as one JSON manifest into `dir` (for a reference projection with
+    /// the manifests source).
+    pub fn write_manifests(&self, dir: &Path) {
+        std::fs::create_dir_all(dir).unwrap();
+        for (i, o) in self.objects().into_iter().enumerate() {
+            std::fs::write(dir.join(format!("{i:05}.json")), serde_json::to_vec_pretty(&o).unwrap()).unwrap();
+        }
+    }
+}
+
+/// Silent access to the objects (see [`FakeK8s::silently`]).
+pub struct Objects<'a> {
+    state: &'a mut State,
+}
+
+impl Objects<'_> {
+    /// Creates or replaces an object without an event.
+    pub fn apply(&mut self, doc: Value) {
+        upsert(self.state, doc);
+    }
+
+    /// Deletes an object without an event; returns whether it existed.
+    pub fn delete(&mut self, kind: KindId, namespace: &str, name: &str) -> bool {
+        self.state.rv += 1;
+        self.state.collections.get_mut(kind.plural()).unwrap().objects.remove(&(namespace.to_string(), name.to_string())).is_some()
+    }
+}
+
+/// Stores `doc` with a new revision; returns (plural, rv, event type, stored object).
+fn upsert(s: &mut State, mut doc: Value) -> (String, u64, &'static str, Value) {
+    let api_version = doc["apiVersion"].as_str().unwrap_or_default().to_string();
+    let kind = doc["kind"].as_str().unwrap_or_default().to_string();
+    let group = api_version.split_once('/').map(|(g, _)| g.to_string()).unwrap_or_default();
+    let plural = plural_of(&group, &kind).unwrap_or_else(|| panic!("not a registered kind: {api_version} {kind}")).to_string();
+    let ns = doc["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
+    let name = doc["metadata"]["name"].as_str().unwrap().to_string();
+    s.rv += 1;
+    let rv = s.rv;
+    doc["metadata"]["resourceVersion"] = json!(rv.to_string());
+    if doc["metadata"]["uid"].is_null() {
+        doc["metadata"]["uid"] = json!(format!("uid-{plural}-{ns}-{name}"));
+    }
+    let c = s.collections.get_mut(&plural).unwrap();
+    let ty = if c.objects.insert((ns, name), doc.clone()).is_some() { "MODIFIED" } else { "ADDED" };
+    (plural, rv, ty, doc)
+}
+
+/// Appends an event to the history and signals it to open watches (under the state lock, so a
+/// bookmark never overtakes an event).
+fn record(inner: &Inner, s: &mut State, plural: &str, rv: u64, ty: &'static str, obj: Value) {
+    let line: Arc<str> = Arc::from(json!({"type": ty, "object": obj}).to_string() + "\n");
+    s.collections.get_mut(plural).unwrap().history.push((rv, ty, obj));
+    let _ = inner.signals.send(Signal::Event { plural: plural.to_string(), rv, line });
+}
+
+/// The registered kinds' documents of `examples/world` (found from the root package or from
+/// `control-plane/`, whose tests include this file too).
+pub fn world_documents() -> Vec<Value> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = [root.join("examples/world"), root.join("../examples/world")].into_iter().find(|d| d.is_dir()).unwrap();
+    let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files.into_iter().filter(|f| f.extension().is_some_and(|e| e == "yaml")) {
+        for chunk in split_documents(&std::fs::read_to_string(&f).unwrap()) {
+            let v: Value = serde_saphyr::from_str(&chunk.text).unwrap();
+            let group = v["apiVersion"].as_str().and_then(|a| a.split_once('/')).map(|(g, _)| g).unwrap_or_default();
+            if plural_of(group, v["kind"].as_str().unwrap_or_default()).is_some() {
+                out.push(v);
+            }
+        }
+    }
+    out
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code})
+}
+
+fn respond(code: u16, body: Value) -> Response {
+    Response::builder().status(poem::http::StatusCode::from_u16(code).unwrap()).content_type("application/json").body(body.to_string())
+}
+
+async fn handle(inner: Arc<Inner>, req: Request) -> Response {
+    let path = req.uri().path().to_string();
+    let query: BTreeMap<String, String> = req
+        .uri()
+        .query()
+        .unwrap_or_default()
+        .split('&')
+        .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect();
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, plural) = match parts.as_slice() {
+        ["apis", group, "v1", plural] => (group.to_string(), plural.to_string()),
+        _ => return respond(404, status(404, "NotFound", "the server could not find the requested resource")),
+    };
+    {
+        let s = inner.lock();
+        match s.collections.get(&plural) {
+            Some(c) if c.group == group && c.installed => {}
+            _ => return respond(404, status(404, "NotFound", "the server could not find the requested resource")),
+        }
+    }
+    if query.get("watch").is_some_and(|v| v == "true" || v == "1") {
+        watch(inner, &plural, &query)
+    } else {
+        list(inner, &plural, &query).await
+    }
+}
+
+async fn list(inner: Arc<Inner>, plural: &str, query: &BTreeMap<String, String>) -> Response {
+    let delay = inner.lock().collections[plural].list_delay;
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
+    }
+    let mut s = inner.lock();
+    let rv = s.rv;
+    let c = s.collections.get_mut(plural).unwrap();
+    if !c.installed {
+        return respond(404, status(404, "NotFound", "the server could not find the requested resource"));
+    }
+    c.lists += 1;
+    let limit = query.get("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0).unwrap_or(usize::MAX);
+    // The continue token is "<list revision>-<offset>".
+    let (list_rv, offset) = match query.get("continue").and_then(|t| t.split_once('-')) {
+        Some((r, o)) => (r.parse().unwrap_or(rv), o.parse().unwrap_or(0)),
+        None => (rv, 0),
+    };
+    let items: Vec<Value> = c.objects.values().skip(offset).take(limit).cloned().collect();
+    let next = offset + items.len();
+    let mut metadata = json!({"resourceVersion": list_rv.to_string()});
+    if next < c.objects.len() {
+        metadata["continue"] = json!(format!("{list_rv}-{next}"));
+    }
+    respond(200, json!({"apiVersion": format!("{}/v1", c.group), "kind": format!("{}List", c.kind), "metadata": metadata, "items": items}))
+}
+
+fn watch(inner: Arc<Inner>, plural: &str, query: &BTreeMap<String, String>) -> Response {
+    if query.get("sendInitialEvents").is_some_and(|v| v == "true") {
+        return respond(400, status(400, "BadRequest", "sendInitialEvents is not supported by this fake"));
+    }
+    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|v| v == "true");
+    let timeout = Duration::from_secs(query.get("timeoutSeconds").and_then(|t| t.parse().ok()).unwrap_or(1800));
+    let from: u64 = query.get("resourceVersion").and_then(|r| r.parse().ok()).unwrap_or(0);
+    let (tx, rx) = mpsc::unbounded_channel::<Result<Vec<u8>, std::io::Error>>();
+    let mut s = inner.lock();
+    if s.watches_blocked {
+        s.collections.get_mut(plural).unwrap().refused_watches += 1;
+        return respond(500, status(500, "InternalError", "watches are blocked (fake)"));
+    }
+    let compacted = s.compacted;
+    let c = s.collections.get_mut(plural).unwrap();
+    c.watches += 1;
+    let (group, kind) = (c.group.clone(), c.kind.clone());
+    if from != 0 && from < compacted {
+        let gone = status(410, "Expired", &format!("too old resource version: {from} ({compacted})"));
+        let _ = tx.send(Ok((json!({"type": "ERROR", "object": gone}).to_string() + "\n").into_bytes()));
+    } else {
+        for (_, ty, obj) in c.history.iter().filter(|(rv, _, _)| *rv > from) {
+            let _ = tx.send(Ok((json!({"type": ty, "object": obj}).to_string() + "\n").into_bytes()));
+        }
+        let mut signals = inner.signals.subscribe();
+        let plural = plural.to_string();
+        let inner2 = inner.clone();
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + timeout;
+            let mut tick = tokio::time::interval(BOOKMARK_EVERY);
+            tick.tick().await;
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep_until(deadline) => return,
+                    () = tx.closed() => return,
+                    sig = signals.recv() => match sig {
+                        Ok(Signal::Event { plural: p, line, .. }) => {
+                            if p == plural && tx.send(Ok(line.as_bytes().to_vec())).is_err() {
+                                return;
+                            }
+                        }
+                        Ok(Signal::Gone) => {
+                            let gone = status(410, "Expired", "too old resource version (compacted)");
+                            let _ = tx.send(Ok((json!({"type": "ERROR", "object": gone}).to_string() + "\n").into_bytes()));
+                            return;
+                        }
+                        Ok(Signal::Drop) | Err(_) => {
+                            let _ = tx.send(Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "dropped (fake)")));
+                            return;
+                        }
+                    },
+                    _ = tick.tick(), if bookmarks => {
+                        // Under the state lock no event can be signalled: deliver the pending
+                        // ones first, then bookmark the current revision.
+                        let s = inner2.lock();
+                        loop {
+                            match signals.try_recv() {
+                                Ok(Signal::Event { plural: p, line, .. }) => {
+                                    if p == plural {
+                                        let _ = tx.send(Ok(line.as_bytes().to_vec()));
+                                    }
+                                }
+                                Ok(Signal::Gone) => {
+                                    let gone = status(410, "Expired", "too old resource version (compacted)");
+                                    let _ = tx.send(Ok((json!({"type": "ERROR", "object": gone}).to_string() + "\n").into_bytes()));
+                                    return;
+                                }
+                                Ok(Signal::Drop) | Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                                    let _ = tx.send(Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "dropped (fake)")));
+                                    return;
+                                }
+                                Err(_) => break,
+                            }
+                        }
+                        let bm = json!({"type": "BOOKMARK", "object": {
+                            "apiVersion": format!("{group}/v1"), "kind": kind, "metadata": {"resourceVersion": s.rv.to_string()}
+                        }});
+                        drop(s);
+                        if tx.send(Ok((bm.to_string() + "\n").into_bytes())).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+    }
+    drop(s);
+    let body = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) });
+    Response::builder().content_type("application/json").body(Body::from_bytes_stream(body))
+}
