@@ -136,7 +136,7 @@ fn doc_id(kind: KindId, key: &Key) -> String {
 }
 
 fn parse_id(s: &str) -> Option<(KindId, Key)> {
-    if s.len() % 2 != 0 || s.len() < 2 {
+    if !s.len().is_multiple_of(2) || s.len() < 2 {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..s.len()).step_by(2).map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok()).collect();
@@ -653,8 +653,8 @@ fn osa(a: &str, b: &str) -> usize {
     for (i, row) in d.iter_mut().enumerate() {
         row[0] = i;
     }
-    for j in 0..=b.len() {
-        d[0][j] = j;
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
     }
     for i in 1..=a.len() {
         for j in 1..=b.len() {

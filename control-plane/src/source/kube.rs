@@ -4,10 +4,11 @@
 //! * **Which kinds.** Every kind of [`schema::registry`] that [`registry::enabled`] allows (the
 //!   feature flags). The API group, version, kind and plural come from the CR type's
 //!   `kube::Resource` impl (derived by `kube::CustomResource` in `crds`), collected by a
-//!   [`KindVisitor`] in [`resources`]: no kind has code here.
+//!   [`KindVisitor`] in [`resources`]: no kind has code here. Kinds switched off are not
+//!   watched; startup sweeps their records once (`App::start_with`).
 //! * **Untyped watch, typed decode.** The watcher lists and watches [`DynamicObject`]s; each
-//!   object is then decoded into the kind's CR type by its [`Handler`](crate::projector::handlers::Handler). A typed watcher would
-//!   fail a whole list when one object does not deserialize (and retry it forever); here a bad
+//!   object is then decoded into the kind's CR type by its
+//!   [`Handler`](crate::projector::handlers::Handler). A typed watcher would fail a whole list when one object does not deserialize (and retry it forever); here a bad
 //!   object is one skip (logged with kind, namespace, name and reason, counted as outcome
 //!   `skip`) and every other object still projects (DESIGN decision 15).
 //! * **Versions.** A change's version is `metadata.resourceVersion`, so an object whose version
