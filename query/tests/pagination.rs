@@ -138,3 +138,61 @@ async fn multi_field_orders_sort_by_each_field_in_turn() {
     let r = w.run(&admin(), "{ applications(orderBy: [{field: NAME}, {field: NAME, direction: DESC}]) { totalCount } }").await;
     assert_eq!(support::error_codes(&r), ["BAD_USER_INPUT"]);
 }
+
+/// Nested connections page the same way (walked through `node(id:)` on their parent).
+#[tokio::test]
+async fn nested_connections_walk_forward_and_backward() {
+    let w = World::load();
+    let v = admin();
+    let cases = [
+        ("teams", "Team", "applications"),
+        ("teams", "Team", "apis"),
+        ("applications", "Application", "subscribedApis"),
+        ("applications", "Application", "exposedApis"),
+        ("applications", "Application", "subscribedEvents"),
+        ("applications", "Application", "agenticSubscriptions"),
+    ];
+    let mut walked = 0;
+    for (root, ty, edge) in cases {
+        let parents = w.data(&v, &format!("{{ {root} {{ edges {{ node {{ id }} }} }} }}")).await;
+        for p in parents[root]["edges"].as_array().unwrap() {
+            let id = p["node"]["id"].as_str().unwrap();
+            let at = |args: String| {
+                format!(
+                    r#"{{ node(id: "{id}") {{ ... on {ty} {{ {edge}{args} {{ totalCount pageInfo {{ hasNextPage hasPreviousPage startCursor endCursor }} edges {{ node {{ id }} }} }} }} }} }}"#
+                )
+            };
+            let all = w.data(&v, &at(String::new())).await;
+            let expected = ids(&all["node"][edge]);
+            if expected.len() < 2 {
+                continue;
+            }
+            let mut forward = Vec::new();
+            let mut after = String::from("null");
+            loop {
+                let d = w.data(&v, &at(format!("(first: 1, after: {after})"))).await;
+                forward.extend(ids(&d["node"][edge]));
+                if d["node"][edge]["pageInfo"]["hasNextPage"] != true {
+                    break;
+                }
+                after = d["node"][edge]["pageInfo"]["endCursor"].to_string();
+            }
+            assert_eq!(forward, expected, "{ty}.{edge} forward");
+            let mut backward: Vec<String> = Vec::new();
+            let mut before = String::from("null");
+            loop {
+                let d = w.data(&v, &at(format!("(last: 1, before: {before})"))).await;
+                let mut page = ids(&d["node"][edge]);
+                page.extend(backward);
+                backward = page;
+                if d["node"][edge]["pageInfo"]["hasPreviousPage"] != true {
+                    break;
+                }
+                before = d["node"][edge]["pageInfo"]["startCursor"].to_string();
+            }
+            assert_eq!(backward, expected, "{ty}.{edge} backward");
+            walked += 1;
+        }
+    }
+    assert!(walked >= 8, "{walked} nested connections walked");
+}
