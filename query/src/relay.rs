@@ -333,6 +333,14 @@ mod tests {
     }
 
     #[test]
+    fn maximum_page_size_applies_without_first_or_last() {
+        let r = rows(10);
+        let a = PageArgs::new(None, None, None, None, KindId::Application, OrderSpec::Single(OrderField::Key), false, 4).unwrap();
+        let p = paginate(&r, &a).unwrap();
+        assert_eq!((ids(&p), p.has_next, p.has_previous), (vec![0, 1, 2, 3], true, false));
+    }
+
+    #[test]
     fn descending_and_defaults() {
         let r = rows(5);
         let p = paginate(&r, &args(Some(2), None, None, None, true)).unwrap();
