@@ -291,7 +291,8 @@ async fn every_kind_is_projected_with_the_facts_counts() {
             assert_eq!(data[root]["totalCount"], counts[kind], "{kind} in {env}");
         }
         // Zones and groups are plain lists, visible per environment.
-        let data = server.query(&support::token("platform--ops--console", "tardis:team:read", env), "{ zones { name } groups { name } }").await;
+        let data =
+            server.query(&support::token("platform--ops--console", "tardis:team:read", env), "{ zones { name } groups { name } }").await;
         assert_eq!(json!(data["zones"].as_array().unwrap().len()), counts["Zone"], "zones in {env}");
         assert_eq!(json!(data["groups"].as_array().unwrap().len()), counts["Group"], "groups in {env}");
         // Status phases per kind, from the Ready condition.
