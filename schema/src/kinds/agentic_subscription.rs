@@ -9,10 +9,11 @@
 //! The security block has the shape of ApiSubscription's, so it maps to the same value types.
 
 use crate::common::{self, Meta, Status};
-use crate::keys::{index, natural, Key};
+use crate::keys::{index, Key};
 use crate::kind::{Context, Kind, KindId, Link, Ref, RefIndex, Scope, Skip};
 use crate::kinds::api_exposure::{BasicAuthCredentials, OAuth2ClientCredentials};
 use crate::kinds::api_subscription::{ApiSubscriptionSecurity, SubscriberMachine2MachineAuthentication};
+use crate::kinds::subscription_wiring::SubscriptionWiring;
 use crate::time::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -54,6 +55,15 @@ fn security(spec: &crds::agentic_subscription::AgenticSubscriptionSpec) -> Optio
     })
 }
 
+/// Keys, links, scopes and indexes of the AgenticSubscription family (see [`SubscriptionWiring`]).
+const WIRING: SubscriptionWiring = SubscriptionWiring {
+    kind: KindId::AgenticSubscription,
+    target_active: index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH,
+    by_key: index::AGENTIC_SUBSCRIPTION_BY_BASE_PATH,
+    by_owner: index::AGENTIC_SUBSCRIPTION_BY_OWNER,
+    by_target: index::AGENTIC_SUBSCRIPTION_BY_TARGET,
+};
+
 impl Kind for AgenticSubscription {
     const ID: KindId = KindId::AgenticSubscription;
     const RETRY_UNLINKED: bool = true;
@@ -85,45 +95,30 @@ impl Kind for AgenticSubscription {
     }
 
     fn key(rec: &AgenticSubscriptionRecord) -> Key {
-        natural::namespaced(&rec.meta.environment, &rec.meta.namespace, &rec.meta.name)
+        WIRING.key(&rec.meta)
     }
 
     fn requires(rec: &AgenticSubscriptionRecord) -> Vec<Ref> {
-        vec![Ref { kind: KindId::Application, key: natural::application(&rec.meta.environment, rec.meta.team(), &rec.application) }]
+        WIRING.requires(&rec.meta, &rec.application)
     }
 
-    /// Link 0: the target, i.e. the active AgenticExposure of the environment and base path.
+    /// Link 0: the target, the active exposure of the environment and `base_path`.
     fn links(rec: &AgenticSubscriptionRecord) -> Vec<Link> {
-        vec![Link::First {
-            index: index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH,
-            key: natural::in_env(&rec.meta.environment, &rec.base_path),
-        }]
+        WIRING.links(&rec.meta, &rec.base_path)
     }
 
     fn scopes(rec: &AgenticSubscriptionRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        vec![Scope::Team { env: rec.meta.environment.clone(), team: rec.meta.team().to_string() }]
+        WIRING.scopes(&rec.meta)
     }
 
     fn refs(rec: &AgenticSubscriptionRecord, links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        let env = &rec.meta.environment;
-        let mut refs = vec![
-            (index::AGENTIC_SUBSCRIPTION_BY_BASE_PATH, natural::in_env(env, &rec.base_path)),
-            (index::AGENTIC_SUBSCRIPTION_BY_OWNER, natural::application(env, rec.meta.team(), &rec.application)),
-        ];
-        if let Some(Some(target)) = links.first() {
-            refs.push((index::AGENTIC_SUBSCRIPTION_BY_TARGET, target.clone()));
-        }
-        refs
+        WIRING.refs(&rec.meta, &rec.application, &rec.base_path, links)
     }
 
     /// Approvals and approval requests of this subscription re-resolve the target exposure (and
     /// so their provider-team scope) when it changes.
     fn dependents(rec: &AgenticSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        let (env, ns, name) = (&rec.meta.environment, &rec.meta.namespace, &rec.meta.name);
-        vec![
-            (index::APPROVAL_BY_SUBSCRIPTION, natural::subscription_ref(KindId::AgenticSubscription, env, ns, name)),
-            (index::APPROVAL_REQUEST_BY_SUBSCRIPTION, natural::subscription_ref(KindId::AgenticSubscription, env, ns, name)),
-        ]
+        WIRING.dependents(&rec.meta)
     }
 
     fn created_at(rec: &AgenticSubscriptionRecord) -> Option<Timestamp> {
@@ -135,6 +130,7 @@ impl Kind for AgenticSubscription {
 mod tests {
     use super::*;
     use crate::common::StatusPhase;
+    use crate::keys::natural;
     use crate::kinds::testing::{ctx, world_object};
 
     // A subscription without target is written and retried until linked (DESIGN decision 2).

@@ -5,9 +5,10 @@
 //! retried (DESIGN decision 2).
 
 use crate::common::{self, Meta, Status};
-use crate::keys::{index, natural, Key};
+use crate::keys::{index, Key};
 use crate::kind::{Context, Kind, KindId, Link, Ref, RefIndex, Scope, Skip};
 use crate::kinds::api_exposure::{BasicAuthCredentials, OAuth2ClientCredentials};
+use crate::kinds::subscription_wiring::SubscriptionWiring;
 use crate::time::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -102,6 +103,15 @@ fn security(spec: &crds::api_subscription::ApiSubscriptionSpec) -> (M2mAuthMetho
     (method, Some(ApiSubscriptionSecurity { m2m: Some(m2m) }))
 }
 
+/// Keys, links, scopes and indexes of the ApiSubscription family (see [`SubscriptionWiring`]).
+const WIRING: SubscriptionWiring = SubscriptionWiring {
+    kind: KindId::ApiSubscription,
+    target_active: index::API_EXPOSURE_ACTIVE_BY_BASE_PATH,
+    by_key: index::API_SUBSCRIPTION_BY_BASE_PATH,
+    by_owner: index::API_SUBSCRIPTION_BY_OWNER,
+    by_target: index::API_SUBSCRIPTION_BY_TARGET,
+};
+
 impl Kind for ApiSubscription {
     const ID: KindId = KindId::ApiSubscription;
     const RETRY_UNLINKED: bool = true;
@@ -134,42 +144,30 @@ impl Kind for ApiSubscription {
     }
 
     fn key(rec: &ApiSubscriptionRecord) -> Key {
-        natural::namespaced(&rec.meta.environment, &rec.meta.namespace, &rec.meta.name)
+        WIRING.key(&rec.meta)
     }
 
     fn requires(rec: &ApiSubscriptionRecord) -> Vec<Ref> {
-        vec![Ref { kind: KindId::Application, key: natural::application(&rec.meta.environment, rec.meta.team(), &rec.application) }]
+        WIRING.requires(&rec.meta, &rec.application)
     }
 
-    /// Link 0: the target, i.e. the active ApiExposure of the environment and base path.
+    /// Link 0: the target, the active exposure of the environment and `base_path`.
     fn links(rec: &ApiSubscriptionRecord) -> Vec<Link> {
-        vec![Link::First { index: index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, key: natural::in_env(&rec.meta.environment, &rec.base_path) }]
+        WIRING.links(&rec.meta, &rec.base_path)
     }
 
     fn scopes(rec: &ApiSubscriptionRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        vec![Scope::Team { env: rec.meta.environment.clone(), team: rec.meta.team().to_string() }]
+        WIRING.scopes(&rec.meta)
     }
 
     fn refs(rec: &ApiSubscriptionRecord, links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        let env = &rec.meta.environment;
-        let mut refs = vec![
-            (index::API_SUBSCRIPTION_BY_BASE_PATH, natural::in_env(env, &rec.base_path)),
-            (index::API_SUBSCRIPTION_BY_OWNER, natural::application(env, rec.meta.team(), &rec.application)),
-        ];
-        if let Some(Some(target)) = links.first() {
-            refs.push((index::API_SUBSCRIPTION_BY_TARGET, target.clone()));
-        }
-        refs
+        WIRING.refs(&rec.meta, &rec.application, &rec.base_path, links)
     }
 
     /// Approvals and approval requests of this subscription re-resolve the target exposure (and
     /// so their provider-team scope) when it changes.
     fn dependents(rec: &ApiSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        let (env, ns, name) = (&rec.meta.environment, &rec.meta.namespace, &rec.meta.name);
-        vec![
-            (index::APPROVAL_BY_SUBSCRIPTION, natural::subscription_ref(KindId::ApiSubscription, env, ns, name)),
-            (index::APPROVAL_REQUEST_BY_SUBSCRIPTION, natural::subscription_ref(KindId::ApiSubscription, env, ns, name)),
-        ]
+        WIRING.dependents(&rec.meta)
     }
 
     fn created_at(rec: &ApiSubscriptionRecord) -> Option<Timestamp> {
@@ -181,6 +179,7 @@ impl Kind for ApiSubscription {
 mod tests {
     use super::*;
     use crate::common::StatusPhase;
+    use crate::keys::natural;
     use crate::kinds::testing::{ctx, world_object};
 
     // A subscription without target is written and retried until linked (DESIGN decision 2).

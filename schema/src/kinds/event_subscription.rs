@@ -10,9 +10,10 @@
 //! GraphQL `scopes`), `active_scopes` = the newer `status.activeScopes`, read as optional.
 
 use crate::common::{self, Meta, Status};
-use crate::keys::{index, natural, Key};
+use crate::keys::{index, Key};
 use crate::kind::{Context, Kind, KindId, Link, Ref, RefIndex, Scope, Skip};
 use crate::kinds::event_exposure::EventTrigger;
+use crate::kinds::subscription_wiring::SubscriptionWiring;
 use crate::time::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -130,6 +131,15 @@ pub struct EventDelivery {
     pub enforce_get_http_request_method_for_health_check: bool,
 }
 
+/// Keys, links, scopes and indexes of the EventSubscription family (see [`SubscriptionWiring`]).
+const WIRING: SubscriptionWiring = SubscriptionWiring {
+    kind: KindId::EventSubscription,
+    target_active: index::EVENT_EXPOSURE_ACTIVE_BY_TYPE,
+    by_key: index::EVENT_SUBSCRIPTION_BY_TYPE,
+    by_owner: index::EVENT_SUBSCRIPTION_BY_OWNER,
+    by_target: index::EVENT_SUBSCRIPTION_BY_TARGET,
+};
+
 impl Kind for EventSubscription {
     const ID: KindId = KindId::EventSubscription;
     const RETRY_UNLINKED: bool = true;
@@ -173,42 +183,30 @@ impl Kind for EventSubscription {
     }
 
     fn key(rec: &EventSubscriptionRecord) -> Key {
-        natural::namespaced(&rec.meta.environment, &rec.meta.namespace, &rec.meta.name)
+        WIRING.key(&rec.meta)
     }
 
     fn requires(rec: &EventSubscriptionRecord) -> Vec<Ref> {
-        vec![Ref { kind: KindId::Application, key: natural::application(&rec.meta.environment, rec.meta.team(), &rec.application) }]
+        WIRING.requires(&rec.meta, &rec.application)
     }
 
-    /// Link 0: the target, i.e. the active EventExposure of the environment and event type.
+    /// Link 0: the target, the active exposure of the environment and `event_type`.
     fn links(rec: &EventSubscriptionRecord) -> Vec<Link> {
-        vec![Link::First { index: index::EVENT_EXPOSURE_ACTIVE_BY_TYPE, key: natural::in_env(&rec.meta.environment, &rec.event_type) }]
+        WIRING.links(&rec.meta, &rec.event_type)
     }
 
     fn scopes(rec: &EventSubscriptionRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        vec![Scope::Team { env: rec.meta.environment.clone(), team: rec.meta.team().to_string() }]
+        WIRING.scopes(&rec.meta)
     }
 
     fn refs(rec: &EventSubscriptionRecord, links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        let env = &rec.meta.environment;
-        let mut refs = vec![
-            (index::EVENT_SUBSCRIPTION_BY_TYPE, natural::in_env(env, &rec.event_type)),
-            (index::EVENT_SUBSCRIPTION_BY_OWNER, natural::application(env, rec.meta.team(), &rec.application)),
-        ];
-        if let Some(Some(target)) = links.first() {
-            refs.push((index::EVENT_SUBSCRIPTION_BY_TARGET, target.clone()));
-        }
-        refs
+        WIRING.refs(&rec.meta, &rec.application, &rec.event_type, links)
     }
 
     /// Approvals and approval requests of this subscription re-resolve the target exposure (and
     /// so their provider-team scope) when it changes.
     fn dependents(rec: &EventSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        let (env, ns, name) = (&rec.meta.environment, &rec.meta.namespace, &rec.meta.name);
-        vec![
-            (index::APPROVAL_BY_SUBSCRIPTION, natural::subscription_ref(KindId::EventSubscription, env, ns, name)),
-            (index::APPROVAL_REQUEST_BY_SUBSCRIPTION, natural::subscription_ref(KindId::EventSubscription, env, ns, name)),
-        ]
+        WIRING.dependents(&rec.meta)
     }
 
     fn created_at(rec: &EventSubscriptionRecord) -> Option<Timestamp> {
@@ -220,6 +218,7 @@ impl Kind for EventSubscription {
 mod tests {
     use super::*;
     use crate::common::StatusPhase;
+    use crate::keys::natural;
     use crate::kinds::event_exposure::{ResponseFilter, ResponseFilterMode, SelectionFilter};
     use crate::kinds::testing::{ctx, world_object};
     use std::collections::BTreeMap;

@@ -6,9 +6,10 @@
 //! decision 2), exactly like ApiSubscription (§2.7) by base path.
 
 use crate::common::{self, Meta, Status};
-use crate::keys::{index, natural, Key};
+use crate::keys::{index, Key};
 use crate::kind::{Context, Kind, KindId, Link, Ref, RefIndex, Scope, Skip};
 use crate::kinds::file_exposure::{non_empty, owner_application, Sftp};
+use crate::kinds::subscription_wiring::SubscriptionWiring;
 use crate::time::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,15 @@ pub struct FileSubscriptionRecord {
     /// `status.serviceExternalURL`: the external SFTP endpoint; `None` when absent or empty.
     pub service_external_url: Option<String>,
 }
+
+/// Keys, links, scopes and indexes of the FileSubscription family (see [`SubscriptionWiring`]).
+const WIRING: SubscriptionWiring = SubscriptionWiring {
+    kind: KindId::FileSubscription,
+    target_active: index::FILE_EXPOSURE_ACTIVE_BY_TYPE,
+    by_key: index::FILE_SUBSCRIPTION_BY_TYPE,
+    by_owner: index::FILE_SUBSCRIPTION_BY_OWNER,
+    by_target: index::FILE_SUBSCRIPTION_BY_TARGET,
+};
 
 impl Kind for FileSubscription {
     const ID: KindId = KindId::FileSubscription;
@@ -71,42 +81,30 @@ impl Kind for FileSubscription {
     }
 
     fn key(rec: &FileSubscriptionRecord) -> Key {
-        natural::namespaced(&rec.meta.environment, &rec.meta.namespace, &rec.meta.name)
+        WIRING.key(&rec.meta)
     }
 
     fn requires(rec: &FileSubscriptionRecord) -> Vec<Ref> {
-        vec![Ref { kind: KindId::Application, key: natural::application(&rec.meta.environment, rec.meta.team(), &rec.application) }]
+        WIRING.requires(&rec.meta, &rec.application)
     }
 
-    /// Link 0: the target, i.e. the active FileExposure of the environment and file type.
+    /// Link 0: the target, the active exposure of the environment and `file_type`.
     fn links(rec: &FileSubscriptionRecord) -> Vec<Link> {
-        vec![Link::First { index: index::FILE_EXPOSURE_ACTIVE_BY_TYPE, key: natural::in_env(&rec.meta.environment, &rec.file_type) }]
+        WIRING.links(&rec.meta, &rec.file_type)
     }
 
     fn scopes(rec: &FileSubscriptionRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        vec![Scope::Team { env: rec.meta.environment.clone(), team: rec.meta.team().to_string() }]
+        WIRING.scopes(&rec.meta)
     }
 
     fn refs(rec: &FileSubscriptionRecord, links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        let env = &rec.meta.environment;
-        let mut refs = vec![
-            (index::FILE_SUBSCRIPTION_BY_TYPE, natural::in_env(env, &rec.file_type)),
-            (index::FILE_SUBSCRIPTION_BY_OWNER, natural::application(env, rec.meta.team(), &rec.application)),
-        ];
-        if let Some(Some(target)) = links.first() {
-            refs.push((index::FILE_SUBSCRIPTION_BY_TARGET, target.clone()));
-        }
-        refs
+        WIRING.refs(&rec.meta, &rec.application, &rec.file_type, links)
     }
 
     /// Approvals and approval requests of this subscription re-resolve the target exposure (and
     /// so their provider-team scope) when it changes.
     fn dependents(rec: &FileSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        let (env, ns, name) = (&rec.meta.environment, &rec.meta.namespace, &rec.meta.name);
-        vec![
-            (index::APPROVAL_BY_SUBSCRIPTION, natural::subscription_ref(KindId::FileSubscription, env, ns, name)),
-            (index::APPROVAL_REQUEST_BY_SUBSCRIPTION, natural::subscription_ref(KindId::FileSubscription, env, ns, name)),
-        ]
+        WIRING.dependents(&rec.meta)
     }
 
     fn created_at(rec: &FileSubscriptionRecord) -> Option<Timestamp> {
@@ -118,6 +116,7 @@ impl Kind for FileSubscription {
 mod tests {
     use super::*;
     use crate::common::StatusPhase;
+    use crate::keys::natural;
     use crate::kinds::testing::{ctx, world_object};
 
     // A subscription without target is written and retried until linked (DESIGN decision 2).

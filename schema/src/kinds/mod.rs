@@ -20,6 +20,7 @@ pub mod file_subscription;
 pub mod group;
 pub mod mcp_server;
 pub mod permission_set;
+pub mod subscription_wiring;
 pub mod team;
 pub mod zone;
 

@@ -1,0 +1,66 @@
+//! How every subscription family (API, event, agentic, file) is keyed, linked, isolated and
+//! indexed — one definition, parameterised by the family's index names (DESIGN decisions 1–2,
+//! reference-projector.md §2.7, §2.12, §6.2):
+//!
+//! - key `(environment, namespace, name)`; requires the owner Application `(env, team, app)`
+//!   (team from the namespace);
+//! - link 0 = the *active* exposure of the same environment and key (base path, event type,
+//!   file type), resolved by the writer; unlinked subscriptions are stored and retried;
+//! - visible to the owner team; indexed by key, by owner, and by target while linked;
+//! - its approvals and approval requests re-resolve their provider team when the target changes.
+
+use crate::common::Meta;
+use crate::keys::{index, natural, Key};
+use crate::kind::{KindId, Link, Ref, RefIndex, Scope};
+
+/// The index names of one subscription family.
+pub struct SubscriptionWiring {
+    /// The subscription kind (for `natural::subscription_ref`).
+    pub kind: KindId,
+    /// The exposure family's index of active exposures by `(env, key)`.
+    pub target_active: RefIndex,
+    /// Subscriptions by `(env, key)`.
+    pub by_key: RefIndex,
+    /// Subscriptions by owner application key.
+    pub by_owner: RefIndex,
+    /// Subscriptions by linked target key.
+    pub by_target: RefIndex,
+}
+
+impl SubscriptionWiring {
+    /// `(environment, namespace, name)`.
+    pub fn key(&self, meta: &Meta) -> Key {
+        natural::namespaced(&meta.environment, &meta.namespace, &meta.name)
+    }
+
+    /// The owner application must exist.
+    pub fn requires(&self, meta: &Meta, app: &str) -> Vec<Ref> {
+        vec![Ref { kind: KindId::Application, key: natural::application(&meta.environment, meta.team(), app) }]
+    }
+
+    /// Link 0: the active exposure of the environment and `key_value`.
+    pub fn links(&self, meta: &Meta, key_value: &str) -> Vec<Link> {
+        vec![Link::First { index: self.target_active, key: natural::in_env(&meta.environment, key_value) }]
+    }
+
+    /// Visible to the owner team of its environment.
+    pub fn scopes(&self, meta: &Meta) -> Vec<Scope> {
+        vec![Scope::Team { env: meta.environment.clone(), team: meta.team().to_string() }]
+    }
+
+    /// By key, by owner, and by target while linked.
+    pub fn refs(&self, meta: &Meta, app: &str, key_value: &str, links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+        let env = &meta.environment;
+        let mut refs = vec![(self.by_key, natural::in_env(env, key_value)), (self.by_owner, natural::application(env, meta.team(), app))];
+        if let Some(Some(target)) = links.first() {
+            refs.push((self.by_target, target.clone()));
+        }
+        refs
+    }
+
+    /// The approvals and approval requests of this subscription.
+    pub fn dependents(&self, meta: &Meta) -> Vec<(RefIndex, Key)> {
+        let r = natural::subscription_ref(self.kind, &meta.environment, &meta.namespace, &meta.name);
+        vec![(index::APPROVAL_BY_SUBSCRIPTION, r.clone()), (index::APPROVAL_REQUEST_BY_SUBSCRIPTION, r)]
+    }
+}
