@@ -17,6 +17,7 @@ use crate::kinds::api_exposure::{
     self, ApiExposureSecurity, ApprovalConfig, BasicAuthCredentials, ExternalIdentityProvider, Machine2MachineAuthentication,
     OAuth2ClientCredentials, TokenRequestMethod, Traffic, Upstream,
 };
+use crate::kinds::subscription_wiring::ExposureWiring;
 use crate::time::Timestamp;
 use crds::agentic_exposure as cr;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -124,6 +125,10 @@ fn security(spec: &cr::AgenticExposureSpec) -> Result<ApiExposureSecurity, Skip>
     })
 }
 
+/// Scopes and indexes of the AgenticExposure family (see [`ExposureWiring`]).
+const WIRING: ExposureWiring =
+    ExposureWiring { active: index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH, subscriptions_by_key: index::AGENTIC_SUBSCRIPTION_BY_BASE_PATH };
+
 impl Kind for AgenticExposure {
     const ID: KindId = KindId::AgenticExposure;
     type Cr = crds::AgenticExposure;
@@ -173,25 +178,22 @@ impl Kind for AgenticExposure {
     }
 
     fn requires(rec: &AgenticExposureRecord) -> Vec<Ref> {
-        vec![Ref { kind: KindId::Application, key: natural::application(&rec.meta.environment, rec.meta.team(), &rec.application) }]
+        WIRING.requires(&rec.meta, &rec.application)
     }
 
     fn scopes(rec: &AgenticExposureRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        vec![Scope::Team { env: rec.meta.environment.clone(), team: rec.meta.team().to_string() }]
+        WIRING.scopes(&rec.meta)
     }
 
+    /// The active-exposure index entry, only while `status.active`.
     fn refs(rec: &AgenticExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        if rec.active {
-            vec![(index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH, natural::in_env(&rec.meta.environment, &rec.base_path))]
-        } else {
-            Vec::new()
-        }
+        WIRING.refs(&rec.meta, &rec.base_path, rec.active)
     }
 
-    /// The subscriptions of the base path re-resolve their target whenever an exposure of it is
-    /// written or deleted (active or not: it may just have become inactive).
+    /// The subscriptions of the same `base_path` relink whenever an exposure of it is written
+    /// (e.g. becomes active or inactive) or deleted.
     fn dependents(rec: &AgenticExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        vec![(index::AGENTIC_SUBSCRIPTION_BY_BASE_PATH, natural::in_env(&rec.meta.environment, &rec.base_path))]
+        WIRING.dependents(&rec.meta, &rec.base_path)
     }
 
     fn created_at(rec: &AgenticExposureRecord) -> Option<Timestamp> {

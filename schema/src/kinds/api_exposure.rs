@@ -9,6 +9,7 @@
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
 use crate::keys::{index, natural, Key};
 use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
+use crate::kinds::subscription_wiring::ExposureWiring;
 use crate::time::Timestamp;
 use crds::api_exposure as cr;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -362,6 +363,10 @@ fn features(spec: &cr::ApiExposureSpec) -> Vec<ApiExposureFeature> {
     .collect()
 }
 
+/// Scopes and indexes of the ApiExposure family (see [`ExposureWiring`]).
+const WIRING: ExposureWiring =
+    ExposureWiring { active: index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, subscriptions_by_key: index::API_SUBSCRIPTION_BY_BASE_PATH };
+
 impl Kind for ApiExposure {
     const ID: KindId = KindId::ApiExposure;
     type Cr = crds::ApiExposure;
@@ -408,23 +413,22 @@ impl Kind for ApiExposure {
     }
 
     fn requires(rec: &ApiExposureRecord) -> Vec<Ref> {
-        vec![Ref { kind: KindId::Application, key: natural::application(&rec.meta.environment, rec.meta.team(), &rec.application) }]
+        WIRING.requires(&rec.meta, &rec.application)
     }
 
     fn scopes(rec: &ApiExposureRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        vec![Scope::Team { env: rec.meta.environment.clone(), team: rec.meta.team().to_string() }]
+        WIRING.scopes(&rec.meta)
     }
 
+    /// The active-exposure index entry, only while `status.active`.
     fn refs(rec: &ApiExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        if rec.active {
-            vec![(index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, natural::in_env(&rec.meta.environment, &rec.base_path))]
-        } else {
-            Vec::new()
-        }
+        WIRING.refs(&rec.meta, &rec.base_path, rec.active)
     }
 
+    /// The subscriptions of the same `base_path` relink whenever an exposure of it is written
+    /// (e.g. becomes active or inactive) or deleted.
     fn dependents(rec: &ApiExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        vec![(index::API_SUBSCRIPTION_BY_BASE_PATH, natural::in_env(&rec.meta.environment, &rec.base_path))]
+        WIRING.dependents(&rec.meta, &rec.base_path)
     }
 
     fn created_at(rec: &ApiExposureRecord) -> Option<Timestamp> {

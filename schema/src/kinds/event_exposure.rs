@@ -16,6 +16,7 @@ use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
 use crate::keys::{index, natural, Key};
 use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
 use crate::kinds::api_exposure::ApprovalConfig;
+use crate::kinds::subscription_wiring::ExposureWiring;
 use crate::time::Timestamp;
 use crds::event_exposure as cr;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -146,6 +147,10 @@ impl EventTrigger {
     }
 }
 
+/// Scopes and indexes of the EventExposure family (see [`ExposureWiring`]).
+const WIRING: ExposureWiring =
+    ExposureWiring { active: index::EVENT_EXPOSURE_ACTIVE_BY_TYPE, subscriptions_by_key: index::EVENT_SUBSCRIPTION_BY_TYPE };
+
 impl Kind for EventExposure {
     const ID: KindId = KindId::EventExposure;
     type Cr = crds::EventExposure;
@@ -196,25 +201,22 @@ impl Kind for EventExposure {
     }
 
     fn requires(rec: &EventExposureRecord) -> Vec<Ref> {
-        vec![Ref { kind: KindId::Application, key: natural::application(&rec.meta.environment, rec.meta.team(), &rec.application) }]
+        WIRING.requires(&rec.meta, &rec.application)
     }
 
     fn scopes(rec: &EventExposureRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        vec![Scope::Team { env: rec.meta.environment.clone(), team: rec.meta.team().to_string() }]
+        WIRING.scopes(&rec.meta)
     }
 
+    /// The active-exposure index entry, only while `status.active`.
     fn refs(rec: &EventExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        if rec.active {
-            vec![(index::EVENT_EXPOSURE_ACTIVE_BY_TYPE, natural::in_env(&rec.meta.environment, &rec.event_type))]
-        } else {
-            Vec::new()
-        }
+        WIRING.refs(&rec.meta, &rec.event_type, rec.active)
     }
 
-    /// Subscriptions of the same event type re-resolve their target when this exposure is
-    /// written (e.g. becomes active or inactive) or deleted.
+    /// The subscriptions of the same `event_type` relink whenever an exposure of it is written
+    /// (e.g. becomes active or inactive) or deleted.
     fn dependents(rec: &EventExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        vec![(index::EVENT_SUBSCRIPTION_BY_TYPE, natural::in_env(&rec.meta.environment, &rec.event_type))]
+        WIRING.dependents(&rec.meta, &rec.event_type)
     }
 
     fn created_at(rec: &EventExposureRecord) -> Option<Timestamp> {

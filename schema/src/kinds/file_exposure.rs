@@ -11,6 +11,7 @@ use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
 use crate::keys::{index, natural, Key};
 use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
 use crate::kinds::api_exposure::ApprovalConfig;
+use crate::kinds::subscription_wiring::ExposureWiring;
 use crate::time::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -104,6 +105,10 @@ pub(crate) fn non_empty(v: Option<&String>) -> Option<String> {
     v.filter(|v| !v.is_empty()).cloned()
 }
 
+/// Scopes and indexes of the FileExposure family (see [`ExposureWiring`]).
+const WIRING: ExposureWiring =
+    ExposureWiring { active: index::FILE_EXPOSURE_ACTIVE_BY_TYPE, subscriptions_by_key: index::FILE_SUBSCRIPTION_BY_TYPE };
+
 impl Kind for FileExposure {
     const ID: KindId = KindId::FileExposure;
     type Cr = crds::FileExposure;
@@ -154,26 +159,22 @@ impl Kind for FileExposure {
     }
 
     fn requires(rec: &FileExposureRecord) -> Vec<Ref> {
-        vec![Ref { kind: KindId::Application, key: natural::application(&rec.meta.environment, rec.meta.team(), &rec.application) }]
+        WIRING.requires(&rec.meta, &rec.application)
     }
 
     fn scopes(rec: &FileExposureRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        vec![Scope::Team { env: rec.meta.environment.clone(), team: rec.meta.team().to_string() }]
+        WIRING.scopes(&rec.meta)
     }
 
     /// The active-exposure index entry, only while `status.active`.
     fn refs(rec: &FileExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        if rec.active {
-            vec![(index::FILE_EXPOSURE_ACTIVE_BY_TYPE, natural::in_env(&rec.meta.environment, &rec.file_type))]
-        } else {
-            Vec::new()
-        }
+        WIRING.refs(&rec.meta, &rec.file_type, rec.active)
     }
 
-    /// Subscriptions of the same file type relink whenever an exposure of it changes (becomes
-    /// active, inactive, or goes away).
+    /// The subscriptions of the same `file_type` relink whenever an exposure of it is written
+    /// (e.g. becomes active or inactive) or deleted.
     fn dependents(rec: &FileExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        vec![(index::FILE_SUBSCRIPTION_BY_TYPE, natural::in_env(&rec.meta.environment, &rec.file_type))]
+        WIRING.dependents(&rec.meta, &rec.file_type)
     }
 
     fn created_at(rec: &FileExposureRecord) -> Option<Timestamp> {

@@ -1,6 +1,7 @@
-//! How every subscription family (API, event, agentic, file) is keyed, linked, isolated and
-//! indexed — one definition, parameterised by the family's index names (DESIGN decisions 1–2,
-//! reference-projector.md §2.7, §2.12, §6.2):
+//! How every exposure and subscription family (API, event, agentic, file) is keyed, linked,
+//! isolated and indexed — one definition, parameterised by the family's index names (DESIGN
+//! decisions 1–2, reference-projector.md §2.6–2.7, §2.11–2.12, §6.2). Subscriptions
+//! ([`SubscriptionWiring`]):
 //!
 //! - key `(environment, namespace, name)`; requires the owner Application `(env, team, app)`
 //!   (team from the namespace);
@@ -8,6 +9,8 @@
 //!   file type), resolved by the writer; unlinked subscriptions are stored and retried;
 //! - visible to the owner team; indexed by key, by owner, and by target while linked;
 //! - its approvals and approval requests re-resolve their provider team when the target changes.
+//!
+//! Exposures: [`ExposureWiring`].
 
 use crate::common::Meta;
 use crate::keys::{index, natural, Key};
@@ -62,5 +65,43 @@ impl SubscriptionWiring {
     pub fn dependents(&self, meta: &Meta) -> Vec<(RefIndex, Key)> {
         let r = natural::subscription_ref(self.kind, &meta.environment, &meta.namespace, &meta.name);
         vec![(index::APPROVAL_BY_SUBSCRIPTION, r.clone()), (index::APPROVAL_REQUEST_BY_SUBSCRIPTION, r)]
+    }
+}
+
+/// How every exposure family is keyed, isolated and indexed: key
+/// `(environment, team, application, key value)` (built by the family's `natural::*_exposure`),
+/// requires the owner Application, visible to the owner team, listed in the family's
+/// active-exposure index only while `status.active`, and the subscriptions of the same key
+/// re-resolve their target whenever an exposure of it is written or deleted.
+pub struct ExposureWiring {
+    /// Active exposures by `(env, key)`.
+    pub active: RefIndex,
+    /// The subscription family's index by `(env, key)`.
+    pub subscriptions_by_key: RefIndex,
+}
+
+impl ExposureWiring {
+    /// The owner application must exist.
+    pub fn requires(&self, meta: &Meta, app: &str) -> Vec<Ref> {
+        vec![Ref { kind: KindId::Application, key: natural::application(&meta.environment, meta.team(), app) }]
+    }
+
+    /// Visible to the owner team of its environment.
+    pub fn scopes(&self, meta: &Meta) -> Vec<Scope> {
+        vec![Scope::Team { env: meta.environment.clone(), team: meta.team().to_string() }]
+    }
+
+    /// The active-exposure entry, only while active.
+    pub fn refs(&self, meta: &Meta, key_value: &str, active: bool) -> Vec<(RefIndex, Key)> {
+        if active {
+            vec![(self.active, natural::in_env(&meta.environment, key_value))]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The subscriptions of the same key.
+    pub fn dependents(&self, meta: &Meta, key_value: &str) -> Vec<(RefIndex, Key)> {
+        vec![(self.subscriptions_by_key, natural::in_env(&meta.environment, key_value))]
     }
 }
