@@ -33,6 +33,52 @@ pub enum Command {
         #[command(subcommand)]
         command: SchemaCommand,
     },
+    /// Snapshots of the read model: export, restore, verify.
+    Snapshot {
+        /// What to do.
+        #[command(subcommand)]
+        command: SnapshotCommand,
+    },
+}
+
+/// `snapshot` subcommands (format: `storage::snapshot`).
+#[derive(Debug, Subcommand)]
+pub enum SnapshotCommand {
+    /// Export the read model into FILE: offline from a data directory no server is running on,
+    /// or online from a running server (`GET /admin/v1/snapshot`, admin token).
+    #[command(group(clap::ArgGroup::new("from").required(true).args(["data_dir", "server"])))]
+    Export {
+        /// The data directory to export (offline).
+        #[arg(long, value_name = "DIR")]
+        data_dir: Option<PathBuf>,
+        /// Base URL of a running server (online), e.g. http://127.0.0.1:8080.
+        #[arg(long, value_name = "URL")]
+        server: Option<String>,
+        /// Admin bearer token for --server (env CP_ADMIN_TOKEN).
+        #[arg(long, value_name = "T", env = "CP_ADMIN_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// The snapshot file to write.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// Restore a snapshot into a data directory (refuses a non-empty one unless --force).
+    Restore {
+        /// The snapshot file.
+        #[arg(long = "in", value_name = "FILE")]
+        input: PathBuf,
+        /// The data directory to restore into.
+        #[arg(long, value_name = "DIR")]
+        data_dir: PathBuf,
+        /// Replace a non-empty data directory.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Check a snapshot file's structure, checksum and content; print its header.
+    Verify {
+        /// The snapshot file.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
 }
 
 /// `schema` subcommands.

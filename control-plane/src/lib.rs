@@ -19,6 +19,7 @@ pub mod logging;
 pub mod metrics;
 pub mod projector;
 pub mod readiness;
+pub mod snapshot;
 pub mod source;
 
 pub use app::{serve, start, App, Running};

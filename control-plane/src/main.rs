@@ -2,7 +2,7 @@
 //! 1 failure (message on stderr), 2 usage error.
 
 use clap::Parser;
-use control_plane::cli::{Cli, Command, SchemaCommand};
+use control_plane::cli::{Cli, Command, SchemaCommand, SnapshotCommand};
 use control_plane::config::{self, Clock};
 use std::process::ExitCode;
 
@@ -52,6 +52,29 @@ fn main() -> ExitCode {
         Command::Schema { command: SchemaCommand::Print } => {
             print!("{}", control_plane::http::graphql::print_schema());
             ExitCode::SUCCESS
+        }
+        Command::Snapshot { command } => {
+            use control_plane::snapshot as snap;
+            let (what, result) = match command {
+                SnapshotCommand::Export { data_dir: Some(data_dir), out, .. } => ("exported", snap::export_offline(&data_dir, &out)),
+                SnapshotCommand::Export { server, token, out, .. } => {
+                    let server = server.unwrap_or_default();
+                    let result = tokio::runtime::Runtime::new()
+                        .map_err(anyhow::Error::from)
+                        .and_then(|rt| rt.block_on(snap::export_online(&server, token.as_deref(), &out)));
+                    ("exported", result)
+                }
+                SnapshotCommand::Restore { input, data_dir, force } => ("restored", snap::restore(&input, &data_dir, force)),
+                SnapshotCommand::Verify { file } => ("verified", snap::verify(&file)),
+            };
+            match result {
+                Ok(summary) => {
+                    println!("{what}");
+                    let _ = snap::print_summary(&mut std::io::stdout().lock(), &summary);
+                    ExitCode::SUCCESS
+                }
+                Err(e) => fail(&format!("{e:#}")),
+            }
         }
     }
 }

@@ -18,11 +18,15 @@
 //! 2. Counters equal the number of records per (kind, scope).
 //! 3. The revision strictly increases: every commit that changed something bumps it by one.
 //! 4. Every source entry points to a record whose envelope names that source.
+//!
+//! # Snapshots
+//! See [`snapshot`] for the snapshot file format and its *Version changes* list.
 
 mod codec;
 mod error;
 mod read;
 pub mod search;
+pub mod snapshot;
 pub mod tables;
 mod write;
 

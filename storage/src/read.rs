@@ -39,6 +39,11 @@ impl ReadView {
         Ok(ReadView { txn, order, refs })
     }
 
+    /// The underlying redb read transaction.
+    pub(crate) fn txn(&self) -> &ReadTransaction {
+        &self.txn
+    }
+
     /// The store revision this view reflects (0 for an empty store).
     ///
     /// # Errors

@@ -113,7 +113,7 @@ async fn graphql(req: &Request, body: Body, state: Data<&Arc<State>>) -> Respons
     GraphQLResponse::from(resp).into_response()
 }
 
-fn problem(status: StatusCode, title: &str, detail: &str) -> Response {
+pub(crate) fn problem(status: StatusCode, title: &str, detail: &str) -> Response {
     let body = serde_json::json!({
         "type": title.replace(' ', ""),
         "status": status.as_u16(),
@@ -125,7 +125,7 @@ fn problem(status: StatusCode, title: &str, detail: &str) -> Response {
 }
 
 /// The HTTP answer to a request that is not authenticated.
-fn rejection(e: &AuthError) -> Response {
+pub(crate) fn rejection(e: &AuthError) -> Response {
     match e {
         AuthError::Missing | AuthError::Invalid => {
             let challenge = if *e == AuthError::Missing { "Bearer" } else { r#"Bearer error="invalid_token""# };

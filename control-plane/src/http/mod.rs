@@ -2,6 +2,7 @@
 //! (initial sync done; 503 with a JSON body naming what is pending before that) and `/metrics`
 //! (Prometheus text format).
 
+pub mod admin;
 pub mod graphql;
 
 use crate::app::App;
@@ -13,7 +14,8 @@ use poem::{get, Response};
 pub fn routes(app: &App) -> poem::Route {
     let readiness = app.readiness().clone();
     let metrics = app.metrics().clone();
-    graphql::routes(app.store().clone(), app.config(), app.authenticator().clone())
+    let route = graphql::routes(app.store().clone(), app.config(), app.authenticator().clone());
+    admin::mount(route, app.store().clone(), app.authenticator().clone(), app.readiness().clone())
         .at("/healthz", get(make_sync(|_| Response::builder().content_type("text/plain; charset=utf-8").body("ok\n"))))
         .at(
             "/readyz",

@@ -1,0 +1,174 @@
+//! The offline snapshot commands: `snapshot export --data-dir`, `snapshot restore`, `snapshot
+//! verify` (the file format is [`storage::snapshot`]).
+//!
+//! Restore never touches the target directory until the new store is complete: the snapshot is
+//! verified, restored into a temporary directory next to the target, its invariants checked, its
+//! search index (`search/`, derived data, not part of the snapshot) built from the restored
+//! records, and only then swapped in by renames. The target must therefore be a directory that
+//! can be renamed (not a mount point itself: restore into a subdirectory of a volume).
+
+use anyhow::{bail, Context, Result};
+use schema::Timestamp;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use storage::snapshot::{self, Summary};
+use storage::{StorageError, Store, DB_FILE};
+
+/// Exports the read model of `data_dir` (no server may hold it) into `out`.
+///
+/// # Errors
+/// A missing read model, a database held by a running server (pointing to the online export),
+/// read or write failures.
+pub fn export_offline(data_dir: &Path, out: &Path) -> Result<Summary> {
+    if !data_dir.join(DB_FILE).is_file() {
+        bail!("{} holds no read model ({DB_FILE} is missing)", data_dir.display());
+    }
+    let store = match Store::open(data_dir) {
+        Ok(s) => s,
+        Err(StorageError::Locked(path)) => bail!(
+            "the database {path} is held by a running server; stop it, or take an online snapshot from it: \
+             control-plane snapshot export --server URL --token T --out FILE (GET /admin/v1/snapshot)"
+        ),
+        Err(e) => return Err(e).with_context(|| format!("opening the read model in {}", data_dir.display())),
+    };
+    let view = store.read().context("starting a read transaction")?;
+    let partial = sibling(out, "partial");
+    let result = (|| -> Result<Summary> {
+        let file = std::fs::File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
+        let mut w = std::io::BufWriter::new(file);
+        let summary = snapshot::export(&view, now(), &mut w)?;
+        let file = w.into_inner().map_err(|e| e.into_error()).context("writing the snapshot")?;
+        file.sync_all().context("syncing the snapshot")?;
+        std::fs::rename(&partial, out).with_context(|| format!("renaming to {}", out.display()))?;
+        Ok(summary)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    result
+}
+
+/// Downloads a snapshot from a running server (`GET {server}/admin/v1/snapshot` with the admin
+/// `token`), verifies it and writes it to `out`.
+///
+/// # Errors
+/// The server cannot be reached or refuses, the download is not a valid snapshot, writing fails.
+pub async fn export_online(server: &str, token: Option<&str>, out: &Path) -> Result<Summary> {
+    let url = format!("{}/admin/v1/snapshot", server.trim_end_matches('/'));
+    let mut req = reqwest::Client::new().get(&url);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req.send().await.with_context(|| format!("requesting {url}"))?;
+    let status = resp.status();
+    if !status.is_success() {
+        let body = resp.text().await.unwrap_or_default();
+        bail!("{url} answered {status}: {body}");
+    }
+    let bytes = resp.bytes().await.with_context(|| format!("downloading {url}"))?;
+    let summary = snapshot::verify(&bytes).context("the downloaded snapshot is not valid")?;
+    let partial = sibling(out, "partial");
+    let result = std::fs::write(&partial, &bytes)
+        .and_then(|()| std::fs::File::open(&partial)?.sync_all())
+        .and_then(|()| std::fs::rename(&partial, out))
+        .with_context(|| format!("writing {}", out.display()));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    result?;
+    Ok(summary)
+}
+
+/// Verifies the snapshot file `file`.
+///
+/// # Errors
+/// The file cannot be read, or the first failed check ([`snapshot::SnapshotError`]).
+pub fn verify(file: &Path) -> Result<Summary> {
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    Ok(snapshot::verify(&bytes)?)
+}
+
+/// Restores `file` into `data_dir`. A non-empty `data_dir` is refused unless `force`; then it is
+/// replaced as a whole. On any error `data_dir` is left untouched.
+///
+/// # Errors
+/// A damaged or incompatible snapshot, a non-empty target without `force`, a target held by a
+/// running server, I/O failures.
+pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let snap = snapshot::decode_file(&bytes).with_context(|| format!("refusing to restore {}", file.display()))?;
+    let exists = data_dir.exists();
+    if exists {
+        let non_empty = std::fs::read_dir(data_dir).with_context(|| format!("reading {}", data_dir.display()))?.next().is_some();
+        if non_empty && !force {
+            bail!("the data directory {} is not empty; pass --force to replace it", data_dir.display());
+        }
+        if data_dir.join(DB_FILE).exists() {
+            if let Err(StorageError::Locked(path)) = Store::open(data_dir) {
+                bail!("the database {path} is held by a running server; stop it before restoring");
+            }
+        }
+    }
+    let tmp = sibling(data_dir, &format!("restore-{}", std::process::id()));
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).with_context(|| format!("removing the stale {}", tmp.display()))?;
+    }
+    let result = (|| -> Result<()> {
+        let store = Store::open(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        store.restore(&snap)?;
+        // The catalogue search index is derived data: build it now, so the first start after a
+        // restore serves search at once (it would otherwise be rebuilt on that start).
+        let search_dir = tmp.join(storage::search::SEARCH_DIR);
+        let (catalogue, _) = storage::search::Catalogue::open(&search_dir, &store)
+            .with_context(|| format!("building the search index in {}", search_dir.display()))?;
+        catalogue.shutdown();
+        drop(catalogue);
+        drop(store);
+        if exists {
+            let old = sibling(data_dir, &format!("replaced-{}", std::process::id()));
+            std::fs::rename(data_dir, &old).with_context(|| format!("moving {} aside", data_dir.display()))?;
+            if let Err(e) = std::fs::rename(&tmp, data_dir) {
+                let _ = std::fs::rename(&old, data_dir);
+                return Err(e).with_context(|| format!("moving the restored store to {}", data_dir.display()));
+            }
+            std::fs::remove_dir_all(&old).with_context(|| format!("removing the replaced {}", old.display()))?;
+        } else {
+            std::fs::rename(&tmp, data_dir).with_context(|| format!("moving the restored store to {}", data_dir.display()))?;
+        }
+        Ok(())
+    })();
+    if result.is_err() && tmp.exists() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    result?;
+    Ok(Summary { header: snap.header, bytes: bytes.len() as u64 })
+}
+
+/// Prints a summary (for `verify`, `export` and `restore`).
+///
+/// # Errors
+/// When writing fails.
+pub fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
+    writeln!(out, "format version:    {}", snapshot::FORMAT_VERSION)?;
+    writeln!(out, "schema version:    {}", s.header.schema_version)?;
+    writeln!(out, "revision:          {}", s.header.revision)?;
+    writeln!(out, "created at:        {}", s.header.created_at.to_rfc3339())?;
+    writeln!(out, "size:              {} bytes", s.bytes)?;
+    let total: u64 = s.header.counts.iter().map(|(_, c)| c).sum();
+    writeln!(out, "records:           {total}")?;
+    for (kind, n) in s.header.counts.iter().filter(|(_, n)| *n > 0) {
+        writeln!(out, "  {kind:<22} {n}")?;
+    }
+    Ok(())
+}
+
+/// `path` with `.name` appended to its file name, as a hidden sibling (`dir/.data.name`).
+fn sibling(path: &Path, name: &str) -> PathBuf {
+    let file = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_else(|| "data".into());
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    parent.join(format!(".{file}.{name}"))
+}
+
+fn now() -> Timestamp {
+    Timestamp::from_datetime(chrono::Utc::now())
+}

@@ -1,0 +1,168 @@
+//! `control-plane snapshot export|restore|verify`: exit codes, messages, a database held by a
+//! running server, damaged files refused with distinct messages, the target left untouched.
+
+use control_plane::app::App;
+use control_plane::config::Config;
+use schema::{KindId, Scope};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+use storage::Store;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_control-plane")).args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn counts(dir: &Path) -> BTreeMap<KindId, u64> {
+    let store = Store::open(dir).unwrap();
+    let view = store.read().unwrap();
+    KindId::ALL.iter().map(|&k| (k, view.count(k, &Scope::All).unwrap())).collect()
+}
+
+/// Every file under `dir` with its content.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            out.extend(tree(&e.path()));
+        } else {
+            out.insert(e.path(), std::fs::read(e.path()).unwrap());
+        }
+    }
+    out
+}
+
+#[test]
+fn export_verify_restore_and_refusals() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let file = tmp.path().join("world.snap");
+    let (d, f) = (data.to_str().unwrap(), file.to_str().unwrap());
+
+    let app = App::start(Config::for_manifests(&repo().join("examples/world"), &data)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !app.readiness().is_ready() {
+        assert!(Instant::now() < deadline, "initial sync");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Held by a running server: exit 1, pointing to the online export.
+    let o = run(&["snapshot", "export", "--data-dir", d, "--out", f]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("held by a running server") && stderr(&o).contains("--server"), "{}", stderr(&o));
+    assert!(!file.exists());
+    app.shutdown();
+
+    let o = run(&["snapshot", "export", "--data-dir", d, "--out", f]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = run(&["snapshot", "verify", f]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("revision:"));
+
+    // Restore into a new directory: the same counts.
+    let restored = tmp.path().join("restored");
+    let r = restored.to_str().unwrap();
+    let o = run(&["snapshot", "restore", "--in", f, "--data-dir", r]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let original = counts(&data);
+    assert!(original.values().sum::<u64>() > 100);
+    assert_eq!(counts(&restored), original);
+    assert!(restored.join(storage::search::SEARCH_DIR).is_dir(), "restore builds the search index");
+
+    // Non-empty target: refused without --force, replaced with it.
+    let o = run(&["snapshot", "restore", "--in", f, "--data-dir", r]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not empty") && stderr(&o).contains("--force"), "{}", stderr(&o));
+    let o = run(&["snapshot", "restore", "--in", f, "--data-dir", r, "--force"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(counts(&restored), original);
+
+    // Damaged files: distinct messages from verify and restore; the target stays as it was.
+    let good = std::fs::read(&file).unwrap();
+    let mut flipped = good.clone();
+    let at = good.len() / 2;
+    flipped[at] ^= 0x01;
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        ("truncated", good[..good.len() - 10].to_vec(), "truncated"),
+        ("flipped", flipped, "checksum mismatch"),
+        ("format", storage::snapshot::encode_for_tests(99, &good, storage::SCHEMA_VERSION), "format version 99"),
+        ("schema", storage::snapshot::encode_for_tests(1, &good, storage::SCHEMA_VERSION + 1), "read-model schema version"),
+    ];
+    let before = tree(&restored);
+    for (name, bytes, message) in cases {
+        let bad = tmp.path().join(format!("{name}.snap"));
+        std::fs::write(&bad, bytes).unwrap();
+        let b = bad.to_str().unwrap();
+        let o = run(&["snapshot", "verify", b]);
+        assert_eq!(o.status.code(), Some(1), "{name}");
+        assert!(stderr(&o).contains(message), "{name}: {}", stderr(&o));
+        let o = run(&["snapshot", "restore", "--in", b, "--data-dir", r, "--force"]);
+        assert_eq!(o.status.code(), Some(1), "{name}");
+        assert!(stderr(&o).contains(message), "{name}: {}", stderr(&o));
+        assert_eq!(tree(&restored), before, "{name}: the target changed");
+    }
+    // No temporary directories are left next to the target.
+    let left: Vec<_> =
+        std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n.to_string_lossy().starts_with('.')).collect();
+    assert!(left.is_empty(), "{left:?}");
+
+    // Usage errors exit 2.
+    assert_eq!(run(&["snapshot", "restore", "--in", f]).status.code(), Some(2));
+    assert_eq!(run(&["snapshot", "verify"]).status.code(), Some(2));
+}
+
+const ADMIN: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBsYXRmb3JtLS1vcHMtLWNvbnNvbGUiLCJzY29wZSI6InRhcmRpczphZG1pbjphbGwiLCJlbnYiOiJwb2MifQ.mock";
+const TEAM: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBheW1lbnRzLS1jaGVja291dC0tY29uc29sZSIsInNjb3BlIjoidGFyZGlzOnRlYW06cmVhZCIsImVudiI6InBvYyJ9.mock";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn online_export_through_the_admin_api() {
+    let tmp = tempfile::tempdir().unwrap();
+    let running = control_plane::start(Config::for_manifests(&repo().join("examples/world"), &tmp.path().join("data"))).await.unwrap();
+    let base = format!("http://{}", running.local_addr());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !running.app().readiness().is_ready() {
+        assert!(Instant::now() < deadline, "initial sync");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let client = reqwest::Client::new();
+    let url = format!("{base}/admin/v1/status");
+    assert_eq!(client.get(&url).send().await.unwrap().status(), 401);
+    assert_eq!(client.get(&url).bearer_auth(TEAM).send().await.unwrap().status(), 403);
+    assert_eq!(client.get(format!("{base}/admin/v1/snapshot")).bearer_auth(TEAM).send().await.unwrap().status(), 403);
+    let r = client.get(&url).bearer_auth(ADMIN).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    let status: serde_json::Value = r.json().await.unwrap();
+    let revision = running.app().store().read().unwrap().revision().unwrap();
+    assert_eq!(status["revision"], revision, "{status}");
+    assert_eq!(status["counts"]["Application"], running.app().store().read().unwrap().count(KindId::Application, &Scope::All).unwrap());
+    assert!(status["lastCommitAt"].is_string(), "{status}");
+    let doc: serde_json::Value = client.get(format!("{base}/admin/v1/openapi.json")).send().await.unwrap().json().await.unwrap();
+    assert!(doc["paths"]["/admin/v1/snapshot"].is_object());
+
+    let file = tmp.path().join("online.snap");
+    let f = file.to_str().unwrap().to_string();
+    let b = base.clone();
+    let o = tokio::task::spawn_blocking(move || run(&["snapshot", "export", "--server", &b, "--token", ADMIN, "--out", &f])).await.unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let summary = control_plane::snapshot::verify(&file).unwrap();
+    assert_eq!(summary.header.revision, revision);
+    let f = file.to_str().unwrap().to_string();
+    let b = base.clone();
+    let o = tokio::task::spawn_blocking(move || run(&["snapshot", "export", "--server", &b, "--token", TEAM, "--out", &f])).await.unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("403"), "{}", stderr(&o));
+    running.shutdown().await.unwrap();
+
+    let restored = tmp.path().join("restored");
+    control_plane::snapshot::restore(&file, &restored, false).unwrap();
+    assert_eq!(counts(&restored), counts(&tmp.path().join("data")));
+}
