@@ -166,3 +166,62 @@ async fn online_export_through_the_admin_api() {
     control_plane::snapshot::restore(&file, &restored, false).unwrap();
     assert_eq!(counts(&restored), counts(&tmp.path().join("data")));
 }
+
+/// An online export taken while the projector keeps writing is one consistent revision: it
+/// restores to a store whose revision is the snapshot's and whose invariants hold, while the
+/// source has moved on.
+#[tokio::test(flavor = "multi_thread")]
+async fn online_export_during_continuous_ingest_is_one_consistent_revision() {
+    let tmp = tempfile::tempdir().unwrap();
+    let world = tmp.path().join("world");
+    std::fs::create_dir_all(&world).unwrap();
+    for entry in std::fs::read_dir(repo().join("examples/world")).unwrap() {
+        let p = entry.unwrap().path();
+        std::fs::copy(&p, world.join(p.file_name().unwrap())).unwrap();
+    }
+    let running = control_plane::start(Config::for_manifests(&world, &tmp.path().join("data"))).await.unwrap();
+    let base = format!("http://{}", running.local_addr());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !running.app().readiness().is_ready() {
+        assert!(Instant::now() < deadline, "initial sync");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Keep changing every application's status message (the source re-reads within 1 s).
+    let apps = world.join("04-applications.yaml");
+    let original = std::fs::read_to_string(&apps).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                i += 1;
+                std::fs::write(&apps, original.replace("All sub-resources are up to date", &format!("ingest step {i}"))).unwrap();
+                std::thread::sleep(Duration::from_millis(150));
+            }
+        })
+    };
+    let client = reqwest::Client::new();
+    let mut revisions = Vec::new();
+    for n in 0..4 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        let bytes = client.get(format!("{base}/admin/v1/snapshot")).bearer_auth(ADMIN).send().await.unwrap().bytes().await.unwrap();
+        let file = tmp.path().join(format!("during-{n}.snap"));
+        std::fs::write(&file, &bytes).unwrap();
+        let summary = control_plane::snapshot::verify(&file).unwrap();
+        let restored = tmp.path().join(format!("restored-{n}"));
+        control_plane::snapshot::restore(&file, &restored, false).unwrap();
+        let store = Store::open(&restored).unwrap();
+        let view = store.read().unwrap();
+        assert_eq!(view.revision().unwrap(), summary.header.revision);
+        assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new(), "snapshot {n}");
+        revisions.push(summary.header.revision);
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    writer.join().unwrap();
+    let final_revision = running.app().store().read().unwrap().revision().unwrap();
+    running.shutdown().await.unwrap();
+    assert!(revisions.windows(2).all(|w| w[0] <= w[1]), "{revisions:?}");
+    assert!(revisions.first() < revisions.last(), "ingest moved between exports: {revisions:?}");
+    assert!(final_revision >= *revisions.last().unwrap());
+}
