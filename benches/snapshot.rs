@@ -4,9 +4,9 @@
 //! Run with `cargo bench --bench snapshot` (minutes: it writes 100k records first). Not part of
 //! `cargo test`.
 //!
-//! Rough numbers (release, `storage/tests/snapshot_timing.rs`, 100k objects, one dev VM): the
-//! file is 2.5 MB; export 0.10 s, verify + decode 0.18 s, restore into a new store including
-//! rebuilding every index and the invariant check 1.45 s (search index build not included).
+//! Rough numbers measured once (release, 100k objects, this 2-core machine): the file is 2.5 MB;
+//! export 0.10 s, verify + decode 0.18 s, restore into a new store including rebuilding every
+//! index and the invariant check 1.45 s (search index build not included).
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use schema::common::{Meta, Status, StatusPhase};
