@@ -64,9 +64,6 @@ fn graphiql() -> Html<String> {
     Html(GraphiQLSource::build().endpoint("/graphql/query").title("ControlPlane API").finish())
 }
 
-/// Maximum size of a POST body in bytes (1 MiB); larger requests get HTTP 413.
-pub const MAX_BODY_BYTES: usize = 1 << 20;
-
 /// Per-request limits (`graphql.maxBodyBytes`, `graphql.requestTimeout`).
 #[derive(Clone, Copy, Debug)]
 struct Limits {
