@@ -63,6 +63,21 @@ pub struct ReadyStatus {
     pub notes: Vec<String>,
 }
 
+/// The sync state of one kind (`GET /admin/v1/status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum SyncState {
+    /// Switched off by a feature flag: not projected.
+    Disabled,
+    /// The initial sync of the kind is still running (its phase is pending or items of its
+    /// group are unprocessed).
+    Syncing,
+    /// Initial sync applied; changes follow as they come.
+    Synced,
+    /// The kind's CRD is not installed (kube source); retried.
+    CrdMissing,
+}
+
 impl ReadyStatus {
     /// How many pending items are listed.
     pub const LIST_LIMIT: usize = 50;
@@ -136,6 +151,20 @@ impl Readiness {
         let mut s = self.lock();
         if !s.notes.iter().any(|n| n == text) {
             s.notes.push(text.to_string());
+        }
+    }
+
+    /// The sync state of `kind` (a kind name, also the item group its source uses) whose
+    /// initial sync ends with `phase`.
+    pub fn kind_state(&self, kind: &str, phase: &str) -> SyncState {
+        let s = self.lock();
+        let unprocessed = s.groups.get(kind).is_some_and(|&g| s.counts[g].0 > s.counts[g].1);
+        if s.missing.contains(kind) {
+            SyncState::CrdMissing
+        } else if s.phases.contains(phase) || unprocessed {
+            SyncState::Syncing
+        } else {
+            SyncState::Synced
         }
     }
 
@@ -218,8 +247,15 @@ mod tests {
         assert_eq!(st.pending_phases, vec!["initial list of Zone"]);
         assert_eq!(st.missing_kinds, vec!["Zone"]);
         assert!(serde_json::to_string(&st).unwrap().contains(r#""missingKinds":["Zone"]"#));
+        assert_eq!(r.kind_state("Zone", "initial list of Zone"), SyncState::CrdMissing);
+        assert_eq!(r.kind_state("Team", "initial list of Team"), SyncState::Synced);
         r.set_missing("Zone", false);
+        assert_eq!(r.kind_state("Zone", "initial list of Zone"), SyncState::Syncing);
+        let z = r.expect_in("Zone", "Zone poc/z".into());
         r.end_phase("initial list of Zone");
+        assert_eq!(r.kind_state("Zone", "initial list of Zone"), SyncState::Syncing, "an item of the group is unprocessed");
+        r.done(z);
+        assert_eq!(r.kind_state("Zone", "initial list of Zone"), SyncState::Synced);
         assert!(r.is_ready());
         assert!(r.status().missing_kinds.is_empty());
     }

@@ -95,7 +95,11 @@ fn export_verify_restore_and_refusals() {
         ("truncated", good[..good.len() - 10].to_vec(), "truncated"),
         ("flipped", flipped, "checksum mismatch"),
         ("format", storage::snapshot::encode_for_tests(99, &good, storage::SCHEMA_VERSION), "format version 99"),
-        ("schema", storage::snapshot::encode_for_tests(1, &good, storage::SCHEMA_VERSION + 1), "read-model schema version"),
+        (
+            "schema",
+            storage::snapshot::encode_for_tests(storage::snapshot::FORMAT_VERSION, &good, storage::SCHEMA_VERSION + 1),
+            "read-model schema version",
+        ),
     ];
     let before = tree(&restored);
     for (name, bytes, message) in cases {
@@ -135,8 +139,16 @@ async fn online_export_through_the_admin_api() {
     }
     let client = reqwest::Client::new();
     let url = format!("{base}/admin/v1/status");
-    assert_eq!(client.get(&url).send().await.unwrap().status(), 401);
-    assert_eq!(client.get(&url).bearer_auth(TEAM).send().await.unwrap().status(), 403);
+    let missing = client.get(&url).send().await.unwrap();
+    assert_eq!(missing.status(), 401);
+    assert_eq!(missing.headers()["content-type"], "application/problem+json");
+    assert_eq!(missing.headers()["www-authenticate"], "Bearer");
+    let invalid = client.get(&url).bearer_auth("not-a-token").send().await.unwrap();
+    assert_eq!(invalid.status(), 401);
+    assert_eq!(invalid.json::<serde_json::Value>().await.unwrap()["detail"], "invalid token");
+    let team = client.get(&url).bearer_auth(TEAM).send().await.unwrap();
+    assert_eq!(team.status(), 403);
+    assert_eq!(team.json::<serde_json::Value>().await.unwrap()["title"], "Forbidden");
     assert_eq!(client.get(format!("{base}/admin/v1/snapshot")).bearer_auth(TEAM).send().await.unwrap().status(), 403);
     let r = client.get(&url).bearer_auth(ADMIN).send().await.unwrap();
     assert_eq!(r.status(), 200);
@@ -145,8 +157,27 @@ async fn online_export_through_the_admin_api() {
     assert_eq!(status["revision"], revision, "{status}");
     assert_eq!(status["counts"]["Application"], running.app().store().read().unwrap().count(KindId::Application, &Scope::All).unwrap());
     assert!(status["lastCommitAt"].is_string(), "{status}");
+    assert_eq!(status["sync"]["ready"], true, "{status}");
+    let kinds = status["kinds"].as_array().unwrap();
+    assert_eq!(kinds.len(), KindId::ALL.len());
+    for (k, kind) in kinds.iter().zip(KindId::ALL) {
+        assert_eq!(k["kind"], kind.name());
+        assert_eq!(k["sync"], "synced", "{k}");
+        assert_eq!(k["records"], status["counts"][kind.name()]);
+    }
     let doc: serde_json::Value = client.get(format!("{base}/admin/v1/openapi.json")).send().await.unwrap().json().await.unwrap();
-    assert!(doc["paths"]["/admin/v1/snapshot"].is_object());
+    assert_eq!(doc["servers"][0]["url"], "/admin/v1", "{doc}");
+    assert!(doc["paths"]["/snapshot"]["get"]["responses"]["200"]["content"]["application/octet-stream"].is_object(), "{doc}");
+    assert!(doc["paths"]["/status"]["get"]["responses"]["403"].is_object(), "{doc}");
+    assert_eq!(doc["components"]["securitySchemes"]["AdminToken"]["scheme"], "bearer", "{doc}");
+
+    // Streamed: no length known up front, the revision in a header, a valid file.
+    let r = client.get(format!("{base}/admin/v1/snapshot")).bearer_auth(ADMIN).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(r.headers().get("content-length").is_none(), "{:?}", r.headers());
+    assert_eq!(r.headers()["x-snapshot-revision"], revision.to_string().as_str());
+    let streamed = r.bytes().await.unwrap();
+    assert_eq!(storage::snapshot::verify(&streamed).unwrap().header.revision, revision);
 
     let file = tmp.path().join("online.snap");
     let f = file.to_str().unwrap().to_string();

@@ -19,3 +19,11 @@ pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
 pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, StorageError> {
     postcard::from_bytes(bytes).map_err(|e| StorageError::Corrupt(format!("{what}: {e}")))
 }
+
+/// Decodes a value that borrows from `bytes` (e.g. `&[u8]` fields).
+///
+/// # Errors
+/// [`StorageError::Corrupt`] naming `what` when the bytes do not decode.
+pub fn decode_borrowed<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, StorageError> {
+    postcard::from_bytes(bytes).map_err(|e| StorageError::Corrupt(format!("{what}: {e}")))
+}

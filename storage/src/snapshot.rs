@@ -7,9 +7,10 @@
 //! per-kind code as the write path, so a restored store answers queries byte-identically (same
 //! global IDs, same times). [`verify`] checks structure, checksum and decodability.
 //!
-//! # File format (format version 1)
+//! # File format (format version 2)
 //!
-//! All integers little-endian.
+//! All integers little-endian. The layout can be written front to back while records are read,
+//! so an online export streams (nothing but zstd's window is buffered).
 //!
 //! | part | bytes |
 //! |---|---|
@@ -17,20 +18,22 @@
 //! | format version | `u32` ([`FORMAT_VERSION`]) |
 //! | header length | `u32` |
 //! | header | postcard [`Header`]: read-model [`crate::SCHEMA_VERSION`], revision, creation time, per-kind record counts |
-//! | body length | `u64` |
-//! | body | zstd-compressed postcard `Body`: per kind (by name) its records as (natural key bytes, envelope bytes) in key order, then its `sources` entries as (`Key(namespace, name)` bytes, source entry bytes) |
+//! | body | one zstd frame; decompressed, a sequence of frames, each a `u32` length and a postcard `Frame`: per kind (in [`KindId::ALL`] order) a `Section` naming it, its records as `Record(natural key bytes, envelope bytes)` in key order, its `sources` entries as `Source(Key(namespace, name) bytes, source entry bytes)`; then one `End` |
+//! | end marker | 8: `CPSNEND\n`, then `u64`: the offset of the end marker (file length − 48) |
 //! | trailer | 32: SHA-256 of every byte before it |
 //!
 //! Checks, in this order, each with its own message: magic ("not a snapshot file"), format
-//! version ("snapshot format version N is not supported"), lengths ("truncated"), checksum
-//! ("checksum mismatch: the file is corrupt"), read-model schema version ("written by read-model
-//! schema version N"), decodability of the body and of every envelope.
+//! version ("snapshot format version N is not supported"), header and end marker ("truncated":
+//! a file cut anywhere lacks the end marker at its end), checksum ("checksum mismatch: the file
+//! is corrupt"), read-model schema version ("written by read-model schema version N"),
+//! decodability of the body, of every frame and of every envelope, and the header's counts.
 //!
 //! The search index is not part of a snapshot: it is derived data. `control-plane snapshot
 //! restore` builds it right after the records (and any start rebuilds a missing or stale one).
 //!
 //! # Version changes
-//! - Format version 1: first version.
+//! - Format version 1 (never released): a length-prefixed body; refused as unsupported.
+//! - Format version 2: streamed body of frames, end marker before the trailer.
 //!
 //! A snapshot of another read-model schema version is refused on restore (no migration exists
 //! yet); a future layout change either adds a migration here or bumps the refusal message.
@@ -45,13 +48,20 @@ use schema::{Key, KindId, Timestamp};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::io::Write;
 
 /// The magic bytes that open every snapshot file.
 pub const MAGIC: &[u8; 8] = b"CPSNAP\r\n";
+/// The marker before the trailer; a file without it at `len - 48` is truncated.
+pub const END_MAGIC: &[u8; 8] = b"CPSNEND\n";
 /// The snapshot file format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 const TRAILER: usize = 32;
+/// End marker + its offset + the SHA-256 trailer.
+const TAIL: usize = 8 + 8 + TRAILER;
 const ZSTD_LEVEL: i32 = 3;
+/// Upper bound of one frame (a record is a few KiB; this only guards against garbage lengths).
+const MAX_FRAME: usize = 64 << 20;
 
 /// The uncompressed header of a snapshot.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -66,14 +76,21 @@ pub struct Header {
     pub counts: Vec<(String, u64)>,
 }
 
+/// One unit of the decompressed body (see the module docs).
 #[derive(Serialize, Deserialize)]
+enum Frame<'a> {
+    Section(&'a str),
+    Record(&'a [u8], &'a [u8]),
+    Source(&'a [u8], &'a [u8]),
+    End,
+}
+
 struct Section {
-    kind: String,
+    kind: KindId,
     records: Vec<(Vec<u8>, Vec<u8>)>,
     sources: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
-#[derive(Serialize, Deserialize)]
 struct Body {
     sections: Vec<Section>,
 }
@@ -85,7 +102,7 @@ pub enum SnapshotError {
     /// The file does not start with [`MAGIC`].
     #[error("not a snapshot file (bad magic bytes)")]
     NotASnapshot,
-    /// The file is shorter than its lengths say.
+    /// The file ends early (no end marker where it must be).
     #[error("snapshot is truncated: {0}")]
     Truncated(String),
     /// The SHA-256 trailer does not match the content.
@@ -124,6 +141,12 @@ pub enum SnapshotError {
     Io(String),
 }
 
+impl From<std::io::Error> for SnapshotError {
+    fn from(e: std::io::Error) -> SnapshotError {
+        SnapshotError::Io(e.to_string())
+    }
+}
+
 /// What [`export`] wrote or [`verify`] found.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
@@ -140,44 +163,75 @@ pub struct Snapshot {
     body: Body,
 }
 
-/// Writes a snapshot of `view` (one consistent revision) to `out`, stamped `created_at`.
-///
-/// Holds the whole snapshot in memory while writing (a 100k-object world is tens of MB).
+/// A writer that hashes and counts what passes through it.
+struct Hashing<W> {
+    inner: W,
+    hasher: Sha256,
+    written: u64,
+}
+
+impl<W: std::io::Write> std::io::Write for Hashing<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+fn write_frame(out: &mut impl std::io::Write, frame: &Frame<'_>) -> std::io::Result<()> {
+    let bytes = encode(frame);
+    out.write_all(&(bytes.len() as u32).to_le_bytes())?;
+    out.write_all(&bytes)
+}
+
+/// Streams a snapshot of `view` (one consistent revision) to `out`, stamped `created_at`,
+/// reading records from the view's read transaction while writing; memory stays bounded
+/// whatever the store's size. `out` is not buffered here (wrap files in a `BufWriter`).
 ///
 /// # Errors
-/// [`SnapshotError::Storage`] on read failures, [`SnapshotError::Io`] when writing fails.
-pub fn export(view: &ReadView, created_at: Timestamp, out: &mut impl std::io::Write) -> Result<Summary, SnapshotError> {
-    let (revision, sections) = view.raw_sections()?;
-    let mut counts = Vec::new();
-    let mut body = Body { sections: Vec::new() };
-    for (kind, records, sources) in sections {
-        counts.push((kind.name().to_string(), records.len() as u64));
-        body.sections.push(Section { kind: kind.name().to_string(), records, sources });
-    }
+/// [`SnapshotError::Storage`] on read failures, [`SnapshotError::Io`] when writing fails (for
+/// example a client that went away); whatever was written before is then incomplete and fails
+/// [`verify`] as truncated.
+pub fn export(view: &ReadView, created_at: Timestamp, out: impl std::io::Write) -> Result<Summary, SnapshotError> {
+    let revision = view.revision()?;
+    let counts = view.record_counts()?.into_iter().map(|(k, n)| (k.name().to_string(), n)).collect();
     let header = Header { schema_version: SCHEMA_VERSION, revision, created_at, counts };
-    let bytes = encode_file(FORMAT_VERSION, &header, &body)?;
-    out.write_all(&bytes).map_err(|e| SnapshotError::Io(e.to_string()))?;
-    out.flush().map_err(|e| SnapshotError::Io(e.to_string()))?;
-    Ok(Summary { header, bytes: bytes.len() as u64 })
+    let mut w = Hashing { inner: out, hasher: Sha256::new(), written: 0 };
+    write_prefix(&mut w, FORMAT_VERSION, &header)?;
+    let mut z = zstd::stream::Encoder::new(&mut w, ZSTD_LEVEL)?;
+    view.visit_raw(|frame| write_frame(&mut z, &frame).map_err(SnapshotError::from))?;
+    write_frame(&mut z, &Frame::End)?;
+    z.finish()?;
+    finish(&mut w).map(|bytes| Summary { header, bytes })
 }
 
-fn encode_file(format: u32, header: &Header, body: &Body) -> Result<Vec<u8>, SnapshotError> {
+fn write_prefix(w: &mut impl std::io::Write, format: u32, header: &Header) -> std::io::Result<()> {
     let h = encode(header);
-    let b = zstd::bulk::compress(&encode(body), ZSTD_LEVEL).map_err(|e| SnapshotError::Io(format!("compressing: {e}")))?;
-    let mut v = Vec::with_capacity(8 + 4 + 4 + h.len() + 8 + b.len() + TRAILER);
-    v.extend_from_slice(MAGIC);
-    v.extend_from_slice(&format.to_le_bytes());
-    v.extend_from_slice(&(h.len() as u32).to_le_bytes());
-    v.extend_from_slice(&h);
-    v.extend_from_slice(&(b.len() as u64).to_le_bytes());
-    v.extend_from_slice(&b);
-    let sum = Sha256::digest(&v);
-    v.extend_from_slice(&sum);
-    Ok(v)
+    w.write_all(MAGIC)?;
+    w.write_all(&format.to_le_bytes())?;
+    w.write_all(&(h.len() as u32).to_le_bytes())?;
+    w.write_all(&h)
 }
 
-/// Checks and decodes a snapshot file's bytes: magic, format version, lengths, checksum,
-/// read-model schema version, and that the body and every envelope decode.
+/// Writes the end marker and the trailer; returns the file length.
+fn finish<W: std::io::Write>(w: &mut Hashing<W>) -> Result<u64, SnapshotError> {
+    let at = w.written;
+    w.write_all(END_MAGIC)?;
+    w.write_all(&at.to_le_bytes())?;
+    let sum = std::mem::take(&mut w.hasher).finalize();
+    w.inner.write_all(&sum)?;
+    w.inner.flush()?;
+    Ok(at + TAIL as u64)
+}
+
+/// Checks and decodes a snapshot file's bytes: magic, format version, header, end marker,
+/// checksum, read-model schema version, and that the body, every frame and every envelope
+/// decode and the counts match the header.
 ///
 /// # Errors
 /// The [`SnapshotError`] variant naming the first failed check.
@@ -200,43 +254,70 @@ pub fn decode_file(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
     let hlen = u32::from_le_bytes(bytes.get(12..16).ok_or_else(|| short("header length"))?.try_into().expect("4 bytes")) as usize;
     let hend = 16usize.checked_add(hlen).ok_or_else(|| short("header"))?;
     let header_bytes = bytes.get(16..hend).ok_or_else(|| short("header"))?;
-    let blen_bytes = bytes.get(hend..hend + 8).ok_or_else(|| short("body length"))?;
-    let blen = u64::from_le_bytes(blen_bytes.try_into().expect("8 bytes"));
-    let bstart = hend + 8;
-    let bend = usize::try_from(blen).ok().and_then(|l| bstart.checked_add(l)).ok_or_else(|| short("body"))?;
-    if bytes.len() < bend {
-        return Err(short("body"));
+    let body_end = bytes.len().checked_sub(TAIL).filter(|&e| e >= hend).ok_or_else(|| short("end marker"))?;
+    let marker_ok = &bytes[body_end..body_end + 8] == END_MAGIC
+        && u64::from_le_bytes(bytes[body_end + 8..body_end + 16].try_into().expect("8 bytes")) == body_end as u64;
+    if !marker_ok {
+        return Err(SnapshotError::Truncated(format!(
+            "{} bytes and no end marker before the checksum (cut short, or its last 48 bytes are damaged)",
+            bytes.len()
+        )));
     }
-    let expected_len = bend + TRAILER;
-    if bytes.len() < expected_len {
-        return Err(short("checksum trailer"));
-    }
-    if bytes.len() > expected_len {
-        return Err(SnapshotError::Malformed(format!("{} bytes after the checksum trailer", bytes.len() - expected_len)));
-    }
-    if Sha256::digest(&bytes[..bend]).as_slice() != &bytes[bend..] {
+    let sum_at = bytes.len() - TRAILER;
+    if Sha256::digest(&bytes[..sum_at]).as_slice() != &bytes[sum_at..] {
         return Err(SnapshotError::Checksum);
     }
     let header: Header = decode(header_bytes, "snapshot header").map_err(|e| SnapshotError::Malformed(e.to_string()))?;
     if header.schema_version != SCHEMA_VERSION {
         return Err(SnapshotError::SchemaVersion { found: header.schema_version, expected: SCHEMA_VERSION });
     }
-    let raw = zstd::stream::decode_all(&bytes[bstart..bend]).map_err(|e| SnapshotError::Malformed(format!("decompressing: {e}")))?;
-    let body: Body = decode(&raw, "snapshot body").map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+    let raw = zstd::stream::decode_all(&bytes[hend..body_end]).map_err(|e| SnapshotError::Malformed(format!("decompressing: {e}")))?;
+    let body = decode_body(&raw)?;
     let kinds = KindTable::new();
+    if body.sections.len() != header.counts.len() {
+        return Err(SnapshotError::Malformed(format!("{} sections, header counts {} kinds", body.sections.len(), header.counts.len())));
+    }
     for s in &body.sections {
-        let kind = KindId::from_name(&s.kind).ok_or_else(|| SnapshotError::Malformed(format!("unknown kind {}", s.kind)))?;
-        let ops = kinds.get(kind).ok_or_else(|| SnapshotError::Malformed(format!("kind {} is not registered", s.kind)))?;
-        let counted = header.counts.iter().find(|(k, _)| k == &s.kind).map(|(_, c)| *c);
+        let ops = kinds.get(s.kind).ok_or_else(|| SnapshotError::Malformed(format!("kind {} is not registered", s.kind.name())))?;
+        let counted = header.counts.iter().find(|(k, _)| k == s.kind.name()).map(|(_, c)| *c);
         if counted != Some(s.records.len() as u64) {
-            return Err(SnapshotError::Malformed(format!("{}: header count {counted:?}, {} records", s.kind, s.records.len())));
+            return Err(SnapshotError::Malformed(format!("{}: header count {counted:?}, {} records", s.kind.name(), s.records.len())));
         }
         for (k, v) in &s.records {
-            let env: Envelope = decode(v, kind.name()).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+            let env: Envelope = decode(v, s.kind.name()).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
             ops.entries(&Key::from_bytes(k.clone()), &env).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
         }
     }
     Ok(Snapshot { header, body })
+}
+
+/// Splits the decompressed body into sections.
+fn decode_body(mut raw: &[u8]) -> Result<Body, SnapshotError> {
+    let malformed = |m: String| SnapshotError::Malformed(m);
+    let mut sections: Vec<Section> = Vec::new();
+    loop {
+        let len = raw.get(..4).ok_or_else(|| malformed("the body ends without an End frame".into()))?;
+        let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
+        if len > MAX_FRAME || raw.len() < 4 + len {
+            return Err(malformed(format!("a frame of {len} bytes overruns the body")));
+        }
+        let frame: Frame<'_> = crate::codec::decode_borrowed(&raw[4..4 + len], "snapshot frame")?;
+        raw = &raw[4 + len..];
+        match frame {
+            Frame::Section(name) => {
+                let kind = KindId::from_name(name).ok_or_else(|| malformed(format!("unknown kind {name}")))?;
+                sections.push(Section { kind, records: Vec::new(), sources: Vec::new() });
+            }
+            Frame::Record(k, v) => {
+                sections.last_mut().ok_or_else(|| malformed("a record before any section".into()))?.records.push((k.to_vec(), v.to_vec()))
+            }
+            Frame::Source(k, v) => {
+                sections.last_mut().ok_or_else(|| malformed("a source before any section".into()))?.sources.push((k.to_vec(), v.to_vec()))
+            }
+            Frame::End if raw.is_empty() => return Ok(Body { sections }),
+            Frame::End => return Err(malformed(format!("{} bytes after the End frame", raw.len()))),
+        }
+    }
 }
 
 /// [`decode_file`], returning the summary only.
@@ -259,28 +340,39 @@ impl ReadView {
         Ok(v.map(|ns| Timestamp(ns as i64)))
     }
 
-    /// Every record and source entry, raw, per kind in [`KindId::ALL`] order, with the revision.
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn raw_sections(&self) -> Result<(u64, Vec<(KindId, Vec<(Vec<u8>, Vec<u8>)>, Vec<(Vec<u8>, Vec<u8>)>)>), StorageError> {
-        let revision = self.revision()?;
-        let sources = self.txn().open_table(tables::SOURCES)?;
-        let mut out = Vec::new();
+    /// Records per kind (the length of each kind's table), in [`KindId::ALL`] order.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn record_counts(&self) -> Result<Vec<(KindId, u64)>, StorageError> {
+        use redb::ReadableTableMetadata;
+        KindId::ALL.iter().map(|&kind| Ok((kind, self.txn().open_table(tables::records(kind))?.len()?))).collect()
+    }
+
+    /// Hands every record and source entry, raw, to `visit` as frames: per kind in
+    /// [`KindId::ALL`] order a section, its records in key order, its sources.
+    fn visit_raw(&self, mut visit: impl FnMut(Frame<'_>) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
+        let sources = self.txn().open_table(tables::SOURCES).map_err(StorageError::from)?;
         for &kind in KindId::ALL {
-            let t = self.txn().open_table(tables::records(kind))?;
-            let mut records = Vec::new();
-            for item in t.iter()? {
-                let (k, v) = item?;
-                records.push((k.value().to_vec(), v.value().to_vec()));
+            visit(Frame::Section(kind.name()))?;
+            let t = self.txn().open_table(tables::records(kind)).map_err(StorageError::from)?;
+            for item in t.iter().map_err(StorageError::from)? {
+                let (k, v) = item.map_err(StorageError::from)?;
+                visit(Frame::Record(k.value(), v.value()))?;
             }
-            let mut srcs = Vec::new();
             let (start, end) = ([kind.code()], [kind.code() + 1]);
-            for item in sources.range(&start[..]..&end[..])? {
-                let (k, v) = item?;
-                srcs.push((k.value()[1..].to_vec(), v.value().to_vec()));
+            for item in sources.range(&start[..]..&end[..]).map_err(StorageError::from)? {
+                let (k, v) = item.map_err(StorageError::from)?;
+                visit(Frame::Source(&k.value()[1..], v.value()))?;
             }
-            out.push((kind, records, srcs));
         }
-        Ok((revision, out))
+        Ok(())
+    }
+
+    /// Whether the store holds no record and no source entry.
+    fn is_empty(&self) -> Result<bool, StorageError> {
+        use redb::ReadableTableMetadata;
+        Ok(self.record_counts()?.iter().all(|(_, n)| *n == 0) && self.txn().open_table(tables::SOURCES)?.is_empty()?)
     }
 }
 
@@ -297,8 +389,7 @@ impl Store {
     pub fn restore(&self, snap: &Snapshot) -> Result<(), SnapshotError> {
         {
             let view = self.read()?;
-            let (revision, sections) = view.raw_sections()?;
-            if revision != 0 || sections.iter().any(|(_, r, s)| !r.is_empty() || !s.is_empty()) {
+            if view.revision()? != 0 || !view.is_empty()? {
                 return Err(SnapshotError::NotEmpty);
             }
         }
@@ -310,8 +401,8 @@ impl Store {
             let mut sources = txn.open_table(tables::SOURCES).map_err(StorageError::from)?;
             let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
             for s in &snap.body.sections {
-                let kind = KindId::from_name(&s.kind).ok_or_else(|| SnapshotError::Malformed(format!("unknown kind {}", s.kind)))?;
-                let ops = kinds.get(kind).ok_or_else(|| SnapshotError::Malformed(format!("kind {} is not registered", s.kind)))?;
+                let kind = s.kind;
+                let ops = kinds.get(kind).ok_or_else(|| SnapshotError::Malformed(format!("kind {} is not registered", kind.name())))?;
                 let mut table = txn.open_table(tables::records(kind)).map_err(StorageError::from)?;
                 for (k, v) in &s.records {
                     let key = Key::from_bytes(k.clone());
@@ -352,12 +443,27 @@ impl Store {
 }
 
 #[doc(hidden)]
-/// Test support: encodes a snapshot with an arbitrary format version and header (valid
-/// checksum), to exercise the version checks.
+/// Test support: re-encodes a valid snapshot with an arbitrary format version and read-model
+/// schema version (valid checksum), to exercise the version checks.
 pub fn encode_for_tests(format: u32, bytes: &[u8], schema_version: u64) -> Vec<u8> {
     let snap = decode_file(bytes).expect("a valid snapshot");
     let header = Header { schema_version, ..snap.header };
-    encode_file(format, &header, &snap.body).expect("encodes")
+    let mut w = Hashing { inner: Vec::new(), hasher: Sha256::new(), written: 0 };
+    write_prefix(&mut w, format, &header).expect("writes to memory");
+    let mut z = zstd::stream::Encoder::new(&mut w, ZSTD_LEVEL).expect("zstd");
+    for s in &snap.body.sections {
+        write_frame(&mut z, &Frame::Section(s.kind.name())).expect("writes to memory");
+        for (k, v) in &s.records {
+            write_frame(&mut z, &Frame::Record(k, v)).expect("writes to memory");
+        }
+        for (k, v) in &s.sources {
+            write_frame(&mut z, &Frame::Source(k, v)).expect("writes to memory");
+        }
+    }
+    write_frame(&mut z, &Frame::End).expect("writes to memory");
+    z.finish().expect("zstd");
+    finish(&mut w).expect("writes to memory");
+    w.inner
 }
 
 #[cfg(test)]
@@ -387,16 +493,54 @@ mod tests {
     fn damaged_files_have_distinct_errors() {
         let bytes = empty_snapshot();
         assert!(matches!(decode_file(b"hello world, not a snapshot"), Err(SnapshotError::NotASnapshot)));
-        assert!(matches!(decode_file(&bytes[..bytes.len() - 1]), Err(SnapshotError::Truncated(_))));
+        for cut in [1, 10, 40, bytes.len() / 2, bytes.len() - 20] {
+            assert!(matches!(decode_file(&bytes[..bytes.len() - cut]), Err(SnapshotError::Truncated(_))), "cut {cut}");
+        }
         assert!(matches!(decode_file(&bytes[..20]), Err(SnapshotError::Truncated(_))));
-        let mut flipped = bytes.clone();
-        let at = flipped.len() - 40;
-        flipped[at] ^= 0x10;
-        assert!(matches!(decode_file(&flipped), Err(SnapshotError::Checksum)));
-        assert!(matches!(decode_file(&encode_for_tests(2, &bytes, SCHEMA_VERSION)), Err(SnapshotError::FormatVersion { found: 2, .. })));
+        for at in [17, bytes.len() - 60, bytes.len() - 1] {
+            let mut flipped = bytes.clone();
+            flipped[at] ^= 0x10;
+            assert!(matches!(decode_file(&flipped), Err(SnapshotError::Checksum)), "flip at {at}");
+        }
+        assert!(matches!(decode_file(&encode_for_tests(1, &bytes, SCHEMA_VERSION)), Err(SnapshotError::FormatVersion { found: 1, .. })));
         assert!(matches!(
             decode_file(&encode_for_tests(FORMAT_VERSION, &bytes, SCHEMA_VERSION + 1)),
             Err(SnapshotError::SchemaVersion { .. })
         ));
+        assert_eq!(encode_for_tests(FORMAT_VERSION, &bytes, SCHEMA_VERSION), bytes, "re-encoding is byte-identical");
+    }
+
+    /// A writer that fails after `left` bytes, like a client that goes away mid-download.
+    struct FailAfter {
+        out: Vec<u8>,
+        left: usize,
+    }
+
+    impl std::io::Write for FailAfter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.left == 0 {
+                return Err(std::io::Error::new(std::io::ErrorKind::BrokenPipe, "client went away"));
+            }
+            let n = buf.len().min(self.left);
+            self.out.extend_from_slice(&buf[..n]);
+            self.left -= n;
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_interrupted_export_fails_and_its_partial_output_is_refused() {
+        let full = empty_snapshot();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut w = FailAfter { out: Vec::new(), left: full.len() - 10 };
+        let err = export(&store.read().unwrap(), Timestamp(7), &mut w).unwrap_err();
+        assert!(matches!(err, SnapshotError::Io(ref m) if m.contains("client went away")), "{err}");
+        assert_eq!(w.out.len(), full.len() - 10);
+        assert!(matches!(decode_file(&w.out), Err(SnapshotError::Truncated(_))));
     }
 }

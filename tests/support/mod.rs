@@ -1,5 +1,12 @@
 //! Shared harness of the end-to-end tests: start the server on a manifests directory, send
 //! GraphQL over HTTP with mock tokens; `jwt` has a JWKS issuer and real signed tokens.
+//!
+//! Snapshot round trip on every query (issue 8): each query the suite sends through
+//! [`Server::query_raw`] is also answered by a *twin* — a store restored, through
+//! `control_plane::snapshot::restore` (the CLI's restore, search index included), from a snapshot
+//! of the server's store exported at the same revision — and both answers must be identical,
+//! IDs and cursors included. The twin is re-made whenever the server's revision moved; a query
+//! during which the revision (or, for search, the index) moved is not compared.
 
 #![allow(dead_code)]
 
@@ -57,6 +64,21 @@ pub struct Server {
     base: String,
     client: reqwest::Client,
     _data: Option<tempfile::TempDir>,
+    /// The GraphQL API with the server's settings, to answer on the twin.
+    api: query::Api,
+    twin: tokio::sync::Mutex<Option<Twin>>,
+    /// Queries sent through [`Server::query_raw`].
+    pub queries: std::sync::atomic::AtomicUsize,
+    /// Of those, the ones compared with the twin.
+    pub round_trips: std::sync::atomic::AtomicUsize,
+}
+
+/// A store restored from a snapshot of the server's store at `revision`.
+struct Twin {
+    revision: u64,
+    store: storage::Store,
+    _catalogue: storage::search::Catalogue,
+    _dir: tempfile::TempDir,
 }
 
 impl Server {
@@ -78,7 +100,18 @@ impl Server {
         let client = reqwest::Client::new();
         for _ in 0..300 {
             if client.get(format!("{base}/readyz")).send().await.map(|r| r.status() == 200).unwrap_or(false) {
-                return Server { running, base, client, _data: tmp };
+                let api = query::build_schema(control_plane::http::graphql::query_config(running.app().config())).unwrap();
+                let twin = tokio::sync::Mutex::new(None);
+                return Server {
+                    running,
+                    base,
+                    client,
+                    _data: tmp,
+                    api,
+                    twin,
+                    queries: Default::default(),
+                    round_trips: Default::default(),
+                };
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
@@ -111,6 +144,8 @@ impl Server {
 
     /// POSTs a query; returns `(data, errors)`.
     pub async fn query_raw(&self, token: &str, query: &str, variables: Value) -> (Value, Vec<Value>) {
+        let before = self.revisions();
+        self.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let resp = self
             .client
             .post(format!("{}/graphql/query", self.base))
@@ -121,7 +156,49 @@ impl Server {
             .unwrap();
         assert_eq!(resp.status(), 200);
         let body: Value = resp.json().await.unwrap();
+        self.compare_with_twin(token, query, &variables, &body, before).await;
         (body["data"].clone(), body["errors"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// The live store's revision and its search index's.
+    fn revisions(&self) -> (u64, u64) {
+        let store = self.running.app().store();
+        let revision = store.read().unwrap().revision().unwrap();
+        (revision, store.catalogue().map(|c| c.revision()).unwrap_or(revision))
+    }
+
+    /// Answers `query` on the twin at the live revision and asserts it equals `live`, unless
+    /// the live store moved since `before` was read.
+    async fn compare_with_twin(&self, token: &str, query: &str, variables: &Value, live: &Value, before: (u64, u64)) {
+        if self.revisions() != before || (query.contains("earch") && before.0 != before.1) {
+            return;
+        }
+        let mut twin = self.twin.lock().await;
+        if twin.as_ref().map(|t| t.revision) != Some(before.0) {
+            *twin = None;
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("round-trip.snap");
+            {
+                let view = self.running.app().store().read().unwrap();
+                if view.revision().unwrap() != before.0 {
+                    return;
+                }
+                let out = std::io::BufWriter::new(std::fs::File::create(&file).unwrap());
+                storage::snapshot::export(&view, schema::Timestamp(0), out).unwrap();
+            }
+            let data = dir.path().join("data");
+            control_plane::snapshot::restore(&file, &data, false).unwrap();
+            let store = storage::Store::open(&data).unwrap();
+            let (catalogue, opened) = storage::search::Catalogue::open(&data.join(storage::search::SEARCH_DIR), &store).unwrap();
+            assert_eq!(opened, storage::search::Opened::UpToDate, "restore built the search index");
+            *twin = Some(Twin { revision: before.0, store, _catalogue: catalogue, _dir: dir });
+        }
+        let twin = twin.as_ref().unwrap();
+        let viewer = self.running.app().authenticator().authenticate(Some(&format!("Bearer {token}"))).await.unwrap();
+        let request = async_graphql::Request::new(query).variables(async_graphql::Variables::from_json(variables.clone()));
+        let answer = serde_json::to_value(self.api.execute(&twin.store, viewer, request).await).unwrap();
+        assert_eq!(&answer, live, "snapshot round trip at revision {}: the restored store answers differently\n{query}", before.0);
+        self.round_trips.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// POSTs a query that must succeed without errors; returns `data`.
@@ -149,8 +226,11 @@ impl Server {
         req.send().await.unwrap().status().as_u16()
     }
 
-    /// Graceful shutdown.
+    /// Graceful shutdown. Asserts that the snapshot round trip compared at least half of the
+    /// queries sent (the rest ran while the store moved).
     pub async fn stop(self) {
+        let (sent, compared) = (self.queries.into_inner(), self.round_trips.into_inner());
+        assert!(compared * 2 >= sent, "snapshot round trip compared only {compared} of {sent} queries");
         self.running.shutdown().await.unwrap();
     }
 }

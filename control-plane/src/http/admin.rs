@@ -1,142 +1,344 @@
-//! The admin API (`/admin/v1/...`, DESIGN "Ports and paths"): `GET /admin/v1/snapshot` streams a
-//! snapshot ([`storage::snapshot`]) taken from one read transaction while the projector keeps
-//! writing; `GET /admin/v1/status` reports revision, per-kind counts, sync state and last commit
-//! time; `GET /admin/v1/openapi.json` documents both. Every call but the document needs an admin
-//! token (viewer kind `admin`, access `all`), checked before anything else.
+//! The admin API (`/admin/v1/...`, DESIGN "Ports and paths"), built with poem-openapi and
+//! documented by the OpenAPI 3 document it generates, served at `/admin/v1/openapi.json`:
 //!
-//! Note: the OpenAPI document is written by hand here (poem-openapi is not yet a dependency).
+//! - `GET /admin/v1/snapshot` streams a snapshot ([`storage::snapshot`]) read from ONE read
+//!   transaction while the projector keeps writing: records are read, framed and compressed as
+//!   the client downloads them (memory stays bounded), and a client that goes away ends the
+//!   export.
+//! - `GET /admin/v1/status`: revision, last commit time, per-kind record counts and sync state,
+//!   readiness.
+//!
+//! Every call but the document needs an admin token (viewer kind `admin`, access `all`), checked
+//! before anything else: no or an invalid token → 401, another token → 403, both as problem JSON
+//! like the GraphQL endpoint.
 
-use crate::auth::Authenticator;
-use crate::http::graphql::{problem, rejection};
-use crate::readiness::Readiness;
+use crate::auth::{AuthError, Authenticator};
+use crate::http::graphql::rejection;
+use crate::readiness::{Readiness, ReadyStatus, SyncState};
 use poem::http::StatusCode;
 use poem::web::Data;
-use poem::{get, handler, EndpointExt, Request, Response, Route};
-use query::viewer::Access;
-use schema::{KindId, Scope, Timestamp};
+use poem::{Body, EndpointExt, IntoEndpoint, Request, Route};
+use poem_openapi::auth::Bearer;
+use poem_openapi::payload::{Binary, Json};
+use poem_openapi::{ApiResponse, Enum, Object, OpenApi, OpenApiService, SecurityScheme};
+use query::viewer::{Access, Viewer};
+use schema::{KindId, Timestamp};
 use std::sync::Arc;
 use storage::Store;
 
-struct State {
+/// What the admin API reads.
+pub struct State {
     store: Store,
     auth: Authenticator,
     readiness: Readiness,
+    /// Per kind, in [`KindId::ALL`] order: the readiness phase that ends its initial sync, or
+    /// `None` when a feature flag switches the kind off.
+    phases: Vec<(KindId, Option<String>)>,
 }
 
-/// Adds the admin routes to `route`.
-pub fn mount(route: Route, store: Store, auth: Authenticator, readiness: Readiness) -> Route {
-    let state = Arc::new(State { store, auth, readiness });
-    route
-        .at("/admin/v1/snapshot", get(snapshot).data(state.clone()))
-        .at("/admin/v1/status", get(status).data(state))
-        .at("/admin/v1/openapi.json", get(openapi))
-}
-
-/// `None` when the caller is an admin with access `all`, else the answer to send.
-async fn require_admin(req: &Request, state: &State) -> Option<Response> {
-    let authorization = req.headers().get("authorization").and_then(|h| h.to_str().ok());
-    match state.auth.authenticate(authorization).await {
-        Err(e) => Some(rejection(&e)),
-        Ok(v) if v.is_admin() && v.access == Access::All => None,
-        Ok(_) => Some(problem(StatusCode::FORBIDDEN, "Forbidden", "the admin API needs an admin token with access `all`")),
+impl State {
+    /// `phases`: per kind, the readiness phase that ends its initial sync (`None`: disabled).
+    pub fn new(store: Store, auth: Authenticator, readiness: Readiness, phases: Vec<(KindId, Option<String>)>) -> State {
+        State { store, auth, readiness, phases }
     }
 }
 
-#[handler]
-async fn snapshot(req: &Request, state: Data<&Arc<State>>) -> Response {
-    if let Some(denied) = require_admin(req, &state).await {
-        return denied;
+/// Adds the admin routes and the OpenAPI document to `route`.
+pub fn mount(route: Route, state: State) -> Route {
+    let service = OpenApiService::new(AdminApi, "ControlPlane read model admin API", "1")
+        .description("Backups and status of the embedded read model. Every operation needs an admin token with access `all`.")
+        .server("/admin/v1");
+    let spec = service.spec_endpoint();
+    let api = service
+        .data(Arc::new(state))
+        // A missing or non-bearer Authorization header is rejected by poem-openapi before the
+        // checker runs: answer it like every other 401.
+        .catch_error(|_: poem_openapi::error::AuthorizationError| async { rejection(&AuthError::Missing) });
+    route.nest("/admin/v1", Route::new().at("/openapi.json", spec).nest("/", api.into_endpoint()))
+}
+
+/// The admin bearer token (a JWT, or a mock token in `mock` mode).
+#[derive(SecurityScheme)]
+#[oai(ty = "bearer", bearer_format = "JWT", checker = "admin_only")]
+struct AdminToken(Viewer);
+
+impl AdminToken {
+    /// Whether the token is an admin's with access `all`, the only one the admin API accepts.
+    fn allowed(&self) -> bool {
+        self.0.is_admin() && self.0.access == Access::All
     }
-    let store = state.store.clone();
-    let result = tokio::task::spawn_blocking(move || {
-        let view = store.read()?;
-        let mut out = Vec::new();
-        let summary = storage::snapshot::export(&view, Timestamp::from_datetime(chrono::Utc::now()), &mut out)?;
-        Ok::<_, storage::snapshot::SnapshotError>((summary, out))
+}
+
+/// Authenticates with the server's [`Authenticator`]; a missing or invalid token is refused
+/// with the problem JSON of [`rejection`] (401, or 503 when keys are unavailable).
+async fn admin_only(req: &Request, bearer: Bearer) -> poem::Result<Viewer> {
+    let state = req.data::<Arc<State>>().ok_or_else(|| poem::Error::from_status(StatusCode::INTERNAL_SERVER_ERROR))?;
+    let header = format!("Bearer {}", bearer.token);
+    state.auth.authenticate(Some(&header)).await.map_err(|e| poem::Error::from_response(rejection(&e)))
+}
+
+fn forbidden() -> Json<Problem> {
+    Json(Problem {
+        ty: "Forbidden".into(),
+        status: 403,
+        title: "Forbidden".into(),
+        detail: "the admin API needs an admin token with access `all`".into(),
     })
-    .await;
-    match result {
-        Ok(Ok((summary, bytes))) => Response::builder()
-            .content_type("application/octet-stream")
-            .header("content-disposition", format!("attachment; filename=\"controlplane-r{}.snap\"", summary.header.revision))
-            .header("x-snapshot-revision", summary.header.revision.to_string())
-            .body(bytes),
-        Ok(Err(e)) => {
-            tracing::error!(error = %e, "online snapshot failed");
-            problem(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error", "the snapshot could not be taken")
-        }
-        Err(e) => {
-            tracing::error!(error = %e, "online snapshot task failed");
-            problem(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error", "the snapshot could not be taken")
+}
+
+/// A problem detail (RFC 9457), as every error of this server.
+#[derive(Object)]
+struct Problem {
+    /// Short type name, e.g. `Unauthorized`.
+    #[oai(rename = "type")]
+    ty: String,
+    /// HTTP status code.
+    status: u16,
+    /// Title, e.g. `Forbidden`.
+    title: String,
+    /// What went wrong.
+    detail: String,
+}
+
+#[derive(ApiResponse)]
+enum SnapshotResponse {
+    /// The snapshot file (format: `storage::snapshot`, see docs/snapshots in the repository),
+    /// streamed. `x-snapshot-revision` is the store revision it reflects.
+    #[oai(status = 200, content_type = "application/octet-stream")]
+    Ok(Binary<Body>, #[oai(header = "x-snapshot-revision")] u64, #[oai(header = "content-disposition")] String),
+    /// No token or an invalid one (answered by the token check before the operation runs;
+    /// listed for the document).
+    #[oai(status = 401, content_type = "application/problem+json")]
+    #[allow(dead_code)]
+    Unauthorized(Json<Problem>),
+    /// Not an admin token with access `all`.
+    #[oai(status = 403, content_type = "application/problem+json")]
+    Forbidden(Json<Problem>),
+    /// The store could not be read.
+    #[oai(status = 500, content_type = "application/problem+json")]
+    Internal(Json<Problem>),
+}
+
+/// The sync state of a kind.
+#[derive(Enum, Clone, Copy)]
+#[oai(rename_all = "camelCase")]
+enum KindSyncState {
+    /// Switched off by a feature flag.
+    Disabled,
+    /// Initial sync running.
+    Syncing,
+    /// Initial sync applied; following changes.
+    Synced,
+    /// CRD not installed (kube source); retried.
+    CrdMissing,
+}
+
+impl From<SyncState> for KindSyncState {
+    fn from(s: SyncState) -> KindSyncState {
+        match s {
+            SyncState::Disabled => KindSyncState::Disabled,
+            SyncState::Syncing => KindSyncState::Syncing,
+            SyncState::Synced => KindSyncState::Synced,
+            SyncState::CrdMissing => KindSyncState::CrdMissing,
         }
     }
 }
 
-#[handler]
-async fn status(req: &Request, state: Data<&Arc<State>>) -> Response {
-    if let Some(denied) = require_admin(req, &state).await {
-        return denied;
-    }
-    let view = match state.store.read() {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::error!(error = %e, "status: reading the store failed");
-            return problem(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error", "the store cannot be read");
-        }
-    };
-    let mut counts = serde_json::Map::new();
-    for &k in KindId::ALL {
-        counts.insert(k.name().to_string(), view.count(k, &Scope::All).unwrap_or(0).into());
-    }
-    let last_commit = view.last_commit().ok().flatten().map(|t| t.to_rfc3339());
-    let sync = state.readiness.status();
-    let body = serde_json::json!({
-        "revision": view.revision().unwrap_or(0),
-        "lastCommitAt": last_commit,
-        "counts": counts,
-        "sync": sync,
-        "schemaVersion": storage::SCHEMA_VERSION,
-        "snapshotFormatVersion": storage::snapshot::FORMAT_VERSION,
-    });
-    Response::builder().content_type("application/json").body(body.to_string())
+/// One kind in the status.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+struct KindStatus {
+    /// Kind name, e.g. `ApiSubscription`.
+    kind: String,
+    /// Records of the kind in the store (all environments).
+    records: u64,
+    /// Sync state.
+    sync: KindSyncState,
 }
 
-#[handler]
-fn openapi() -> Response {
-    Response::builder().content_type("application/json").body(OPENAPI)
+/// Readiness as `/readyz` reports it.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+struct Readyz {
+    /// Whether the initial sync of every enabled kind is applied.
+    ready: bool,
+    /// Phases still running.
+    pending_phases: Vec<String>,
+    /// Documents or objects not yet processed.
+    pending_count: u64,
+    /// Kinds whose CRD is not installed.
+    missing_kinds: Vec<String>,
+    /// Operator notes (e.g. mock authentication).
+    notes: Vec<String>,
 }
 
-const OPENAPI: &str = r#"{
-  "openapi": "3.0.3",
-  "info": { "title": "ControlPlane read model admin API", "version": "1" },
-  "components": {
-    "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer", "description": "admin token (scope <prefix>:admin:all)" } }
-  },
-  "security": [ { "bearer": [] } ],
-  "paths": {
-    "/admin/v1/snapshot": {
-      "get": {
-        "summary": "A snapshot of the read model from one consistent read transaction (format: storage::snapshot)",
-        "responses": {
-          "200": { "description": "the snapshot file", "headers": { "x-snapshot-revision": { "schema": { "type": "integer" } } },
-                   "content": { "application/octet-stream": { "schema": { "type": "string", "format": "binary" } } } },
-          "401": { "description": "no or an invalid token" },
-          "403": { "description": "not an admin token with access all" }
+impl From<ReadyStatus> for Readyz {
+    fn from(s: ReadyStatus) -> Readyz {
+        Readyz {
+            ready: s.ready,
+            pending_phases: s.pending_phases,
+            pending_count: s.pending_count as u64,
+            missing_kinds: s.missing_kinds,
+            notes: s.notes,
         }
-      }
-    },
-    "/admin/v1/status": {
-      "get": {
-        "summary": "Revision, per-kind counts, sync state, last commit time",
-        "responses": {
-          "200": { "description": "status", "content": { "application/json": { "schema": { "type": "object",
-            "properties": { "revision": { "type": "integer" }, "lastCommitAt": { "type": "string", "format": "date-time", "nullable": true },
-                            "counts": { "type": "object", "additionalProperties": { "type": "integer" } },
-                            "sync": { "type": "object" }, "schemaVersion": { "type": "integer" }, "snapshotFormatVersion": { "type": "integer" } } } } } },
-          "401": { "description": "no or an invalid token" },
-          "403": { "description": "not an admin token with access all" }
-        }
-      }
     }
-  }
-}"#;
+}
+
+/// `GET /admin/v1/status`.
+#[derive(Object)]
+#[oai(rename_all = "camelCase")]
+struct Status {
+    /// Revision of the last commit (0 for an empty store).
+    revision: u64,
+    /// Time of the last commit that changed something (RFC 3339), null for an empty store.
+    last_commit_at: Option<String>,
+    /// Per kind, in registry order: records and sync state.
+    kinds: Vec<KindStatus>,
+    /// Records per kind name (the same numbers as `kinds`, keyed for scripts).
+    counts: std::collections::BTreeMap<String, u64>,
+    /// Readiness.
+    sync: Readyz,
+    /// Read-model schema version of the store.
+    schema_version: u64,
+    /// Snapshot format version this build writes.
+    snapshot_format_version: u32,
+}
+
+#[derive(ApiResponse)]
+enum StatusResponse {
+    /// The status.
+    #[oai(status = 200)]
+    Ok(Json<Status>),
+    /// No token or an invalid one (answered by the token check before the operation runs;
+    /// listed for the document).
+    #[oai(status = 401, content_type = "application/problem+json")]
+    #[allow(dead_code)]
+    Unauthorized(Json<Problem>),
+    /// Not an admin token with access `all`.
+    #[oai(status = 403, content_type = "application/problem+json")]
+    Forbidden(Json<Problem>),
+    /// The store could not be read.
+    #[oai(status = 500, content_type = "application/problem+json")]
+    Internal(Json<Problem>),
+}
+
+fn internal(detail: &str) -> Json<Problem> {
+    Json(Problem { ty: "InternalServerError".into(), status: 500, title: "Internal Server Error".into(), detail: detail.into() })
+}
+
+/// Chunk size of the streamed snapshot body (bytes).
+const CHUNK: usize = 64 * 1024;
+
+/// A `Write` that hands full chunks to the HTTP body; fails once the client is gone.
+struct ChunkSender {
+    buf: Vec<u8>,
+    tx: tokio::sync::mpsc::Sender<std::io::Result<bytes::Bytes>>,
+}
+
+impl ChunkSender {
+    fn send(&mut self) -> std::io::Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let chunk = bytes::Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
+        self.tx.blocking_send(Ok(chunk)).map_err(|_| std::io::Error::new(std::io::ErrorKind::BrokenPipe, "the client went away"))
+    }
+}
+
+impl std::io::Write for ChunkSender {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= CHUNK {
+            self.send()?;
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send()
+    }
+}
+
+struct AdminApi;
+
+#[OpenApi]
+impl AdminApi {
+    /// A snapshot of the whole read model, from one consistent read transaction, streamed.
+    #[oai(path = "/snapshot", method = "get")]
+    async fn snapshot(&self, token: AdminToken, state: Data<&Arc<State>>) -> SnapshotResponse {
+        if !token.allowed() {
+            return SnapshotResponse::Forbidden(forbidden());
+        }
+        let view = match state.store.read() {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::error!(error = %e, "online snapshot: reading the store failed");
+                return SnapshotResponse::Internal(internal("the store cannot be read"));
+            }
+        };
+        let revision = match view.revision() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(error = %e, "online snapshot: reading the revision failed");
+                return SnapshotResponse::Internal(internal("the store cannot be read"));
+            }
+        };
+        // Four chunks in flight: the export thread waits for a slow client instead of buffering.
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<std::io::Result<bytes::Bytes>>(4);
+        tokio::task::spawn_blocking(move || {
+            let mut out = ChunkSender { buf: Vec::with_capacity(CHUNK), tx: tx.clone() };
+            match storage::snapshot::export(&view, Timestamp::from_datetime(chrono::Utc::now()), &mut out) {
+                Ok(summary) => tracing::info!(revision, bytes = summary.bytes, "online snapshot sent"),
+                Err(e) => {
+                    tracing::warn!(revision, error = %e, "online snapshot aborted");
+                    // Break the body so the client sees an error, not a short file.
+                    let _ = tx.blocking_send(Err(std::io::Error::other(e.to_string())));
+                }
+            }
+        });
+        let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        SnapshotResponse::Ok(
+            Binary(Body::from_bytes_stream(stream)),
+            revision,
+            format!("attachment; filename=\"controlplane-r{revision}.snap\""),
+        )
+    }
+
+    /// Revision, last commit time, per-kind record counts and sync state, readiness.
+    #[oai(path = "/status", method = "get")]
+    async fn status(&self, token: AdminToken, state: Data<&Arc<State>>) -> StatusResponse {
+        if !token.allowed() {
+            return StatusResponse::Forbidden(forbidden());
+        }
+        let read = || -> Result<Status, storage::StorageError> {
+            let view = state.store.read()?;
+            let records = view.record_counts()?;
+            let mut kinds = Vec::new();
+            let mut counts = std::collections::BTreeMap::new();
+            for ((kind, phase), (_, n)) in state.phases.iter().zip(records) {
+                let sync = match phase {
+                    None => SyncState::Disabled,
+                    Some(p) => state.readiness.kind_state(kind.name(), p),
+                };
+                kinds.push(KindStatus { kind: kind.name().to_string(), records: n, sync: sync.into() });
+                counts.insert(kind.name().to_string(), n);
+            }
+            Ok(Status {
+                revision: view.revision()?,
+                last_commit_at: view.last_commit()?.map(|t| t.to_rfc3339()),
+                kinds,
+                counts,
+                sync: state.readiness.status().into(),
+                schema_version: storage::SCHEMA_VERSION,
+                snapshot_format_version: storage::snapshot::FORMAT_VERSION,
+            })
+        };
+        match read() {
+            Ok(s) => StatusResponse::Ok(Json(s)),
+            Err(e) => {
+                tracing::error!(error = %e, "status: reading the store failed");
+                StatusResponse::Internal(internal("the store cannot be read"))
+            }
+        }
+    }
+}

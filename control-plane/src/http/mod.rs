@@ -6,16 +6,30 @@ pub mod admin;
 pub mod graphql;
 
 use crate::app::App;
+use crate::config::SourceConfig;
 use poem::endpoint::make_sync;
 use poem::http::StatusCode;
 use poem::{get, Response};
+use schema::KindId;
 
 /// Every route of the server.
 pub fn routes(app: &App) -> poem::Route {
     let readiness = app.readiness().clone();
     let metrics = app.metrics().clone();
     let route = graphql::routes(app.store().clone(), app.config(), app.authenticator().clone());
-    admin::mount(route, app.store().clone(), app.authenticator().clone(), app.readiness().clone())
+    let config = app.config();
+    let phases = KindId::ALL
+        .iter()
+        .map(|&kind| {
+            let phase = schema::registry::enabled(kind, &config.features).then(|| match &config.source {
+                SourceConfig::Manifests(dir) => crate::source::manifests::initial_phase(dir),
+                SourceConfig::Kube(_) => crate::source::kube::initial_phase(kind),
+            });
+            (kind, phase)
+        })
+        .collect();
+    let admin = admin::State::new(app.store().clone(), app.authenticator().clone(), app.readiness().clone(), phases);
+    admin::mount(route, admin)
         .at("/healthz", get(make_sync(|_| Response::builder().content_type("text/plain; charset=utf-8").body("ok\n"))))
         .at(
             "/readyz",

@@ -826,7 +826,7 @@ fn run(
     let applies = r.changes.len();
     for mut c in r.changes.drain(..) {
         if let Change::Apply { src, origin, token, .. } | Change::Delete { src, origin, token } = &mut c {
-            *token = Some(readiness.expect(format!("{src} ({origin})")));
+            *token = Some(readiness.expect_in(src.kind.name(), format!("{src} ({origin})")));
         }
         sender.send(c);
     }
