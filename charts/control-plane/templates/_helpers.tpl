@@ -1,0 +1,93 @@
+{{/* Names and labels. */}}
+{{- define "control-plane.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "control-plane.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "control-plane.headlessName" -}}
+{{- printf "%s-headless" (include "control-plane.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "control-plane.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "control-plane.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "control-plane.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "control-plane.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Values.image.tag | default .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{- define "control-plane.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "control-plane.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/*
+The config file (/etc/control-plane/config.yaml): server.address and storage.dataDir from the
+chart, the rest from .Values.config with empty strings, empty lists and nulls left out (an unset
+key means the built-in default).
+*/}}
+{{- define "control-plane.config" -}}
+{{- $cfg := dict "server" (dict "address" (printf "0.0.0.0:%v" .Values.containerPort)) "storage" (dict "dataDir" .Values.persistence.mountPath) -}}
+{{- range $section, $settings := .Values.config }}
+{{- $out := dict }}
+{{- range $k, $v := $settings }}
+{{- if not (or (kindIs "invalid" $v) (and (kindIs "string" $v) (eq $v "")) (and (kindIs "slice" $v) (eq (len $v) 0))) }}
+{{- $_ := set $out $k $v }}
+{{- end }}
+{{- end }}
+{{- if $out }}
+{{- $_ := set $cfg $section $out }}
+{{- end }}
+{{- end }}
+{{- toYaml $cfg }}
+{{- end }}
+
+{{/*
+The custom resources the process lists and watches, per API group: the registered kinds
+(schema::registry) minus the families switched off by .Values.features. tests/chart.rs compares
+the rendered ClusterRole with the registry, so a new kind fails that test until it is added here.
+*/}}
+{{- define "control-plane.rbacRules" -}}
+{{- $groups := list }}
+{{- $groups = append $groups (list "admin.cp.ei.telekom.de" (list "zones")) }}
+{{- if .Values.features.aiGateway }}
+{{- $groups = append $groups (list "agentic.cp.ei.telekom.de" (list "agentcards" "agenticexposures" "agenticsubscriptions" "mcpservers")) }}
+{{- end }}
+{{- $groups = append $groups (list "api.cp.ei.telekom.de" (list "apiexposures" "apis" "apisubscriptions")) }}
+{{- $groups = append $groups (list "application.cp.ei.telekom.de" (list "applications")) }}
+{{- $groups = append $groups (list "approval.cp.ei.telekom.de" (list "approvalrequests" "approvals")) }}
+{{- if .Values.features.pubsub }}
+{{- $groups = append $groups (list "event.cp.ei.telekom.de" (list "eventexposures" "eventsubscriptions" "eventtypes")) }}
+{{- end }}
+{{- if .Values.features.fileManager }}
+{{- $groups = append $groups (list "file.cp.ei.telekom.de" (list "fileexposures" "filesubscriptions")) }}
+{{- end }}
+{{- $groups = append $groups (list "organization.cp.ei.telekom.de" (list "groups" "teams")) }}
+{{- if .Values.features.permission }}
+{{- $groups = append $groups (list "permission.cp.ei.telekom.de" (list "permissionsets")) }}
+{{- end }}
+{{- range $groups }}
+- apiGroups: [{{ index . 0 | quote }}]
+  resources: {{ index . 1 | toJson }}
+  verbs: ["get", "list", "watch"]
+{{- end }}
+{{- end }}

