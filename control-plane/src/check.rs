@@ -1,10 +1,12 @@
-//! `control-plane check --manifests DIR`: parse and translate every document without a store,
-//! print the skipped ones with their reasons. Documents of kinds that are not projected
+//! `control-plane check --manifests DIR`: a dry run. Parses and translates every document
+//! without a store and prints, per document, what would be projected (`OK`: kind, natural key,
+//! the parents it needs) or why it would be skipped (`SKIP` deliberate, `FAIL` bad input). Documents of kinds that are not projected
 //! (`v1 Namespace`, `Environment`) are ignored, not failures. Required parents are not checked
 //! (that needs the store).
 
 use crate::config::Clock;
 use crate::projector::handlers::Handlers;
+use crate::projector::writer::Change;
 use crate::source::manifests::{Duplicate, ManifestsState, SkipReport};
 use schema::kind::Features;
 use std::io::Write;
@@ -18,12 +20,29 @@ pub struct CheckReport {
     pub files: usize,
     /// Documents of projected kinds.
     pub documents: usize,
+    /// What would be written, per document in file order: `origin` (`file.yaml#2 (line 9)`), the
+    /// object (`Kind namespace/name`), the record's natural key, and the required parents
+    /// (`Kind key`).
+    pub projected: Vec<Projected>,
     /// Skipped documents.
     pub skips: Vec<SkipReport>,
     /// Ignored documents (not projected kinds, empty documents).
     pub ignored: usize,
     /// Objects defined more than once.
     pub duplicates: Vec<Duplicate>,
+}
+
+/// One document that would be projected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Projected {
+    /// `file.yaml#N (line L)`.
+    pub origin: String,
+    /// `Kind namespace/name`.
+    pub object: String,
+    /// The record's natural key, components joined by `/`.
+    pub key: String,
+    /// Parents that must exist (`Kind key`); checked by the store, not here.
+    pub requires: Vec<String>,
 }
 
 impl CheckReport {
@@ -37,6 +56,13 @@ impl CheckReport {
     /// # Errors
     /// The writer's I/O error.
     pub fn print(&self, out: &mut impl Write) -> std::io::Result<()> {
+        for p in &self.projected {
+            write!(out, "OK {} {}: key {}", p.origin, p.object, p.key)?;
+            if !p.requires.is_empty() {
+                write!(out, ", needs {}", p.requires.join(", "))?;
+            }
+            writeln!(out)?;
+        }
         for s in &self.skips {
             let tag = if s.reason.is_failure() { "FAIL" } else { "SKIP" };
             writeln!(out, "{tag} {s}")?;
@@ -46,9 +72,10 @@ impl CheckReport {
         }
         writeln!(
             out,
-            "{} files, {} documents of projected kinds, {} skipped ({} failed), {} ignored",
+            "{} files, {} documents of projected kinds, {} would be projected, {} skipped ({} failed), {} ignored",
             self.files,
             self.documents,
+            self.projected.len(),
             self.skips.len(),
             self.failures(),
             self.ignored
@@ -68,11 +95,37 @@ pub fn check(dir: &Path, features: Features, clock: Clock) -> Result<CheckReport
     }
     let mut state = ManifestsState::new(dir, Arc::new(Handlers::new(&features)), features, clock);
     let r = state.refresh();
+    let mut projected: Vec<Projected> = r
+        .changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::Apply { src, record, origin, .. } => Some(Projected {
+                origin: origin.to_string(),
+                object: src.to_string(),
+                key: record.key().to_string(),
+                requires: record.requires().iter().map(|p| format!("{} {}", p.kind.name(), p.key)).collect(),
+            }),
+            _ => None,
+        })
+        .collect();
+    projected.sort_by(|a, b| origin_order(&a.origin).cmp(&origin_order(&b.origin)));
     Ok(CheckReport {
         files: state.file_count(),
         documents: state.document_count(),
+        projected,
         skips: state.skips(),
         ignored: state.ignored().len(),
         duplicates: r.new_duplicates,
     })
+}
+
+/// Sorts `file.yaml#N (line L)` by file, then by document number.
+fn origin_order(origin: &str) -> (&str, u64) {
+    match origin.rsplit_once('#') {
+        Some((file, rest)) => {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            (file, digits.parse().unwrap_or(0))
+        }
+        None => (origin, 0),
+    }
 }

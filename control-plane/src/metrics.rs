@@ -32,6 +32,18 @@ pub struct Metrics {
     pub store_commit_seconds: Histogram,
     /// `controlplane_store_records{kind}`: records per kind after the last commit.
     pub store_records: IntGaugeVec,
+    /// `controlplane_store_bytes`: bytes on disk of the data directory (the redb file and the
+    /// search index), measured at each scrape.
+    pub store_bytes: IntGauge,
+    /// `controlplane_graphql_requests_total{code}`: GraphQL requests by outcome: `OK` (no
+    /// error), the `extensions.code` of the first error (`BAD_USER_INPUT`, `NOT_FOUND`,
+    /// `FORBIDDEN`, `INTERNAL`, `TIMEOUT`, …; `INVALID_QUERY` for parse and validation errors
+    /// without a code), or the HTTP refusal before execution (`UNAUTHENTICATED`, `FORBIDDEN`,
+    /// `UNAVAILABLE`, `PAYLOAD_TOO_LARGE`, `BAD_REQUEST`).
+    pub graphql_requests: IntCounterVec,
+    /// `controlplane_graphql_request_seconds`: time from receiving a GraphQL request to its
+    /// answer, authentication included (seconds).
+    pub graphql_seconds: Histogram,
 }
 
 impl Default for Metrics {
@@ -64,16 +76,41 @@ impl Metrics {
         .expect("metric definition is valid");
         let store_records = IntGaugeVec::new(Opts::new("controlplane_store_records", "Records in the store, by kind."), &["kind"])
             .expect("metric definition is valid");
+        let store_bytes = IntGauge::new("controlplane_store_bytes", "Bytes on disk of the data directory (redb file and search index).")
+            .expect("metric definition is valid");
+        let graphql_requests = IntCounterVec::new(
+            Opts::new("controlplane_graphql_requests_total", "GraphQL requests, by outcome code (OK or the first error's code)."),
+            &["code"],
+        )
+        .expect("metric definition is valid");
+        let graphql_seconds = Histogram::with_opts(
+            HistogramOpts::new("controlplane_graphql_request_seconds", "Time to answer a GraphQL request.")
+                .buckets(vec![0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]),
+        )
+        .expect("metric definition is valid");
         for c in [
             Box::new(reconcile_total.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(reconcile_duration.clone()),
             Box::new(store_revision.clone()),
             Box::new(store_commit_seconds.clone()),
             Box::new(store_records.clone()),
+            Box::new(store_bytes.clone()),
+            Box::new(graphql_requests.clone()),
+            Box::new(graphql_seconds.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
-        Metrics { registry, reconcile_total, reconcile_duration, store_revision, store_commit_seconds, store_records }
+        Metrics {
+            registry,
+            reconcile_total,
+            reconcile_duration,
+            store_revision,
+            store_commit_seconds,
+            store_records,
+            store_bytes,
+            graphql_requests,
+            graphql_seconds,
+        }
     }
 
     /// The registry (other components may register their metrics here).
@@ -87,8 +124,27 @@ impl Metrics {
         self.reconcile_duration.with_label_values(&[module, outcome]).observe(seconds);
     }
 
+    /// Counts one answered GraphQL request.
+    pub fn graphql_answered(&self, code: &str, seconds: f64) {
+        self.graphql_requests.with_label_values(&[code]).inc();
+        self.graphql_seconds.observe(seconds);
+    }
+
     /// The Prometheus text exposition of every registered metric.
     pub fn encode(&self) -> String {
         TextEncoder::new().encode_to_string(&self.registry.gather()).unwrap_or_else(|e| format!("# encoding metrics failed: {e}\n"))
     }
+}
+
+/// Bytes of the regular files under `dir`, recursively (0 for what cannot be read).
+pub fn dir_bytes(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map(|m| m.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
 }

@@ -90,6 +90,18 @@ fn refusals_exit_1_with_a_clear_message() {
 fn check_exit_codes() {
     let o = run(&["check", "--manifests", repo().join("examples/world").to_str().unwrap()], &[]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+    // A dry run: one OK line per document, in file order, with key and required parents.
+    let out = String::from_utf8_lossy(&o.stdout);
+    let oks: Vec<&str> = out.lines().filter(|l| l.starts_with("OK ")).collect();
+    assert_eq!(oks.len(), 151, "{out}");
+    assert!(oks[0].starts_with("OK 01-zones.yaml#1 (line "), "{}", oks[0]);
+    assert!(oks[1].starts_with("OK 01-zones.yaml#2 (line "), "{}", oks[1]);
+    assert!(
+        out.lines().any(|l| l.starts_with("OK 04-applications.yaml#1 (line ")
+            && l.ends_with("Application poc--assist--copilot/copilot-agent: key poc/assist--copilot/copilot-agent, needs Team poc/assist--copilot, Zone poc/aws-eu1")),
+        "{out}"
+    );
+    assert!(out.contains("151 would be projected, 0 skipped (0 failed)"), "{out}");
     let o = run(&["check", "--manifests", repo().join("tests/fixtures/samples").to_str().unwrap()], &[]);
     assert_eq!(o.status.code(), Some(1));
     let out = String::from_utf8_lossy(&o.stdout);

@@ -2,8 +2,12 @@
 //! 200), `/metrics`, and graceful shutdown.
 
 use control_plane::config::Config;
+use schema::{KindId, Scope};
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// A mock-mode admin token (`tardis:admin:all`).
+const ADMIN: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBsYXRmb3JtLS1vcHMtLWNvbnNvbGUiLCJzY29wZSI6InRhcmRpczphZG1pbjphbGwiLCJlbnYiOiJwb2MifQ.mock";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn health_readiness_and_metrics() {
@@ -34,16 +38,39 @@ async fn health_readiness_and_metrics() {
     }
     assert!(running.app().readiness().is_ready());
 
-    let metrics = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
-    for name in [
-        "projector_reconcile_total",
-        "projector_reconcile_duration_seconds",
-        "controlplane_store_revision",
-        "controlplane_store_commit_seconds",
-        "controlplane_store_records",
-    ] {
-        assert!(metrics.contains(name), "{name} missing:\n{metrics}");
+    // Three GraphQL requests with three outcomes.
+    let gql = format!("{base}/graphql/query");
+    let ok = client.post(&gql).bearer_auth(ADMIN).json(&serde_json::json!({"query": "{ zones { name } }"})).send().await.unwrap();
+    assert_eq!(ok.status(), 200);
+    let q = serde_json::json!({"query": "{ node(id: \"nope\") { id } }"});
+    let missing = client.post(&gql).bearer_auth(ADMIN).json(&q).send().await.unwrap().json::<serde_json::Value>().await.unwrap();
+    assert_eq!(missing["errors"][0]["extensions"]["code"], "NOT_FOUND", "{missing}");
+    assert_eq!(client.post(&gql).json(&q).send().await.unwrap().status(), 401);
+
+    let text = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    let metric = |name: &str| -> f64 {
+        let line = text.lines().find(|l| l.split_whitespace().next() == Some(name)).unwrap_or_else(|| panic!("{name} missing:\n{text}"));
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    for name in ["projector_reconcile_total", "projector_reconcile_duration_seconds", "controlplane_store_commit_seconds"] {
+        assert!(text.contains(name), "{name} missing:\n{text}");
     }
+    let view = running.app().store().read().unwrap();
+    assert_eq!(metric("controlplane_store_revision"), view.revision().unwrap() as f64);
+    let mut total = 0;
+    for &kind in KindId::ALL {
+        let n = view.count(kind, &Scope::All).unwrap();
+        total += n;
+        assert_eq!(metric(&format!("controlplane_store_records{{kind=\"{}\"}}", kind.name())), n as f64, "{}", kind.name());
+    }
+    assert!(total > 100, "the world is loaded: {total} records");
+    let db = std::fs::metadata(tmp.path().join("data").join(storage::DB_FILE)).unwrap().len() as f64;
+    assert!(metric("controlplane_store_bytes") > db, "redb file plus search index");
+    assert_eq!(metric("controlplane_graphql_requests_total{code=\"OK\"}"), 1.0);
+    assert_eq!(metric("controlplane_graphql_requests_total{code=\"NOT_FOUND\"}"), 1.0);
+    assert_eq!(metric("controlplane_graphql_requests_total{code=\"UNAUTHENTICATED\"}"), 1.0);
+    assert_eq!(metric("controlplane_graphql_request_seconds_count"), 3.0);
+    drop(view);
     running.shutdown().await.unwrap();
 }
 

@@ -9,6 +9,7 @@
 
 use crate::auth::{AuthError, Authenticator};
 use crate::config::Config;
+use crate::metrics::Metrics;
 use async_graphql::http::GraphiQLSource;
 use async_graphql_poem::{GraphQLRequest, GraphQLResponse};
 use poem::http::{Method, StatusCode};
@@ -25,6 +26,7 @@ struct State {
     store: Store,
     auth: Authenticator,
     limits: Limits,
+    metrics: Metrics,
 }
 
 /// The query settings derived from the configuration.
@@ -39,14 +41,14 @@ pub fn query_config(config: &Config) -> QueryConfig {
 }
 
 /// Routes `/graphql/query` (and `/graphql` when the playground is enabled), authenticating
-/// requests with `auth`.
+/// requests with `auth`; counts them in `metrics` (`controlplane_graphql_*`).
 ///
 /// # Panics
 /// Never on input; building the schema fails only on a programming error caught by the SDL test.
-pub fn routes(store: Store, config: &Config, auth: Authenticator) -> Route {
+pub fn routes(store: Store, config: &Config, auth: Authenticator, metrics: Metrics) -> Route {
     let api = query::build_schema(query_config(config)).expect("invariant: the generated schema is valid (see query/schema.graphql test)");
     let limits = Limits { max_body_bytes: config.graphql.max_body_bytes, timeout: config.graphql.request_timeout };
-    let state = Arc::new(State { api, store, auth, limits });
+    let state = Arc::new(State { api, store, auth, limits, metrics });
     let mut route = Route::new().at("/graphql/query", get(graphql).post(graphql).data(state));
     if config.graphql.playground_enabled {
         route = route.at("/graphql", get(graphiql));
@@ -74,28 +76,64 @@ struct Limits {
 
 #[handler]
 async fn graphql(req: &Request, body: Body, state: Data<&Arc<State>>) -> Response {
+    let t0 = std::time::Instant::now();
+    let (code, resp) = answer(req, body, &state).await;
+    state.metrics.graphql_answered(code, t0.elapsed().as_secs_f64());
+    resp
+}
+
+/// The outcome code of an executed request (see [`Metrics::graphql_requests`]).
+fn outcome(resp: &async_graphql::Response) -> &'static str {
+    let Some(first) = resp.errors.first() else { return "OK" };
+    let code = first.extensions.as_ref().and_then(|e| e.get("code")).and_then(|v| match v {
+        async_graphql::Value::String(s) => Some(s.as_str()),
+        async_graphql::Value::Enum(n) => Some(n.as_str()),
+        _ => None,
+    });
+    match code {
+        Some("BAD_USER_INPUT") => "BAD_USER_INPUT",
+        Some("NOT_FOUND") => "NOT_FOUND",
+        Some("FORBIDDEN") => "FORBIDDEN",
+        Some("INTERNAL") => "INTERNAL",
+        Some("TIMEOUT") => "TIMEOUT",
+        Some(_) => "OTHER",
+        None => "INVALID_QUERY",
+    }
+}
+
+async fn answer(req: &Request, body: Body, state: &State) -> (&'static str, Response) {
     // Authenticate before reading or parsing anything the caller sent.
     let authorization = req.headers().get("authorization").and_then(|h| h.to_str().ok());
     let viewer = match state.auth.authenticate(authorization).await {
         Ok(v) => v,
-        Err(e) => return rejection(&e),
+        Err(e) => {
+            let code = match e {
+                AuthError::Missing | AuthError::Invalid => "UNAUTHENTICATED",
+                AuthError::Forbidden(_) => "FORBIDDEN",
+                AuthError::Unavailable => "UNAVAILABLE",
+            };
+            return (code, rejection(&e));
+        }
     };
     let request = if req.method() == Method::POST {
         let bytes = match body.into_bytes_limit(state.limits.max_body_bytes).await {
             Ok(b) => b,
             Err(_) => {
                 let detail = format!("the request body exceeds {} bytes", state.limits.max_body_bytes);
-                return problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", &detail);
+                return ("PAYLOAD_TOO_LARGE", problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", &detail));
             }
         };
         match serde_json::from_slice::<async_graphql::Request>(&bytes) {
             Ok(r) => r,
-            Err(_) => return problem(StatusCode::BAD_REQUEST, "Bad Request", "the body is not a GraphQL request (JSON with a `query`)"),
+            Err(_) => {
+                let detail = "the body is not a GraphQL request (JSON with a `query`)";
+                return ("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", detail));
+            }
         }
     } else {
         match GraphQLRequest::from_request(req, &mut RequestBody::new(Body::empty())).await {
             Ok(r) => r.0,
-            Err(_) => return problem(StatusCode::BAD_REQUEST, "Bad Request", "the query string is not a GraphQL request"),
+            Err(_) => return ("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", "the query string is not a GraphQL request")),
         }
     };
     let exec = state.api.execute(&state.store, viewer, request);
@@ -107,7 +145,7 @@ async fn graphql(req: &Request, body: Body, state: Data<&Arc<State>>) -> Respons
             Err(_) => async_graphql::Response::from_errors(vec![query::error::timeout(state.limits.timeout)]),
         }
     };
-    GraphQLResponse::from(resp).into_response()
+    (outcome(&resp), GraphQLResponse::from(resp).into_response())
 }
 
 pub(crate) fn problem(status: StatusCode, title: &str, detail: &str) -> Response {

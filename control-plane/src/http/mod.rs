@@ -16,7 +16,8 @@ use schema::KindId;
 pub fn routes(app: &App) -> poem::Route {
     let readiness = app.readiness().clone();
     let metrics = app.metrics().clone();
-    let route = graphql::routes(app.store().clone(), app.config(), app.authenticator().clone());
+    let data_dir = app.config().storage.data_dir.clone();
+    let route = graphql::routes(app.store().clone(), app.config(), app.authenticator().clone(), metrics.clone());
     let config = app.config();
     let phases = KindId::ALL
         .iter()
@@ -42,6 +43,9 @@ pub fn routes(app: &App) -> poem::Route {
         )
         .at(
             "/metrics",
-            get(make_sync(move |_| Response::builder().content_type("text/plain; version=0.0.4; charset=utf-8").body(metrics.encode()))),
+            get(make_sync(move |_| {
+                metrics.store_bytes.set(crate::metrics::dir_bytes(&data_dir) as i64);
+                Response::builder().content_type("text/plain; version=0.0.4; charset=utf-8").body(metrics.encode())
+            })),
         )
 }

@@ -41,6 +41,8 @@ pub trait Prepared: Send + Sync {
     fn kind(&self) -> KindId;
     /// The record's natural key.
     fn key(&self) -> Key;
+    /// The parents that must be stored before the record can be written ([`schema::Kind::requires`]).
+    fn requires(&self) -> Vec<schema::kind::Ref>;
     /// Whether an unresolved first link is reported as dependency missing
     /// ([`schema::Kind::RETRY_UNLINKED`]).
     fn retry_unlinked(&self) -> bool;
@@ -72,6 +74,9 @@ impl<K: Kind> Prepared for Record<K> {
     }
     fn key(&self) -> Key {
         K::key(&self.0)
+    }
+    fn requires(&self) -> Vec<schema::kind::Ref> {
+        K::requires(&self.0)
     }
     fn retry_unlinked(&self) -> bool {
         K::RETRY_UNLINKED
