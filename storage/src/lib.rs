@@ -75,7 +75,9 @@ pub struct Store {
 }
 
 impl Store {
-    /// Opens (creating when absent) `dir/readmodel.redb`; creates `dir` when missing.
+    /// Opens (creating when absent) `dir/readmodel.redb`; creates `dir` when missing. A new
+    /// database is created under another name and renamed into place once initialised, so a
+    /// kill during creation leaves no unreadable file behind.
     ///
     /// # Errors
     /// [`StorageError::Io`] when the directory cannot be created, [`StorageError::Locked`] when
@@ -84,13 +86,35 @@ impl Store {
     pub fn open(dir: &Path) -> Result<Store, StorageError> {
         std::fs::create_dir_all(dir).map_err(|e| StorageError::Io(format!("creating {}: {e}", dir.display())))?;
         let path = dir.join(DB_FILE);
-        let db = Database::create(&path).map_err(|e| match e {
+        if !path.exists() {
+            Store::create(dir, &path)?;
+        }
+        Store::open_file(&path)
+    }
+
+    fn open_file(path: &Path) -> Result<Store, StorageError> {
+        let db = Database::create(path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StorageError::Locked(path.display().to_string()),
             e => StorageError::Database(e.to_string()),
         })?;
         let store = Store { db: Arc::new(db), kinds: Arc::new(write::KindTable::new()), feed: Arc::default(), search: Arc::default() };
         store.init()?;
         Ok(store)
+    }
+
+    /// Creates a new, initialised database at `path` atomically: built as a sibling file and
+    /// renamed into place once complete, so a process killed while creating it never leaves a
+    /// half-written database file at `path` (a leftover sibling is replaced on the next try).
+    fn create(dir: &Path, path: &Path) -> Result<(), StorageError> {
+        let io = |what: &str, p: &Path, e: std::io::Error| StorageError::Io(format!("{what} {}: {e}", p.display()));
+        let fresh = dir.join(format!("{DB_FILE}.creating"));
+        if fresh.exists() {
+            std::fs::remove_file(&fresh).map_err(|e| io("removing", &fresh, e))?;
+        }
+        drop(Store::open_file(&fresh)?);
+        std::fs::File::open(&fresh).and_then(|f| f.sync_all()).map_err(|e| io("syncing", &fresh, e))?;
+        std::fs::rename(&fresh, path).map_err(|e| io("renaming into", path, e))?;
+        std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io("syncing", dir, e))
     }
 
     fn init(&self) -> Result<(), StorageError> {
@@ -139,5 +163,28 @@ impl Store {
     /// registers it; the store holds it weakly, so it lives as long as its opener keeps it).
     pub fn catalogue(&self) -> Option<search::Catalogue> {
         self.search.get()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_creation_cut_short_is_redone_and_never_leaves_an_unreadable_store() {
+        let dir = tempfile::tempdir().unwrap();
+        // What a process killed while creating the database leaves behind.
+        let leftover = dir.path().join(format!("{DB_FILE}.creating"));
+        std::fs::write(&leftover, vec![0u8; 73728]).unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.read().unwrap().revision().unwrap(), 0);
+        assert!(!leftover.exists());
+        assert!(dir.path().join(DB_FILE).is_file());
+        drop(store);
+        // A file at the final name that is not a database is reported, never replaced.
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(other.path().join(DB_FILE), b"not a database").unwrap();
+        assert!(matches!(Store::open(other.path()), Err(StorageError::Database(_))));
+        assert_eq!(std::fs::read(other.path().join(DB_FILE)).unwrap(), b"not a database");
     }
 }

@@ -67,7 +67,7 @@ pub struct Server {
     /// The GraphQL API with the server's settings, to answer on the twin.
     api: query::Api,
     twin: tokio::sync::Mutex<Option<Twin>>,
-    /// Queries sent through [`Server::query_raw`].
+    /// Queries sent through [`Server::query_raw`] (but searches sent while the index lagged).
     pub queries: std::sync::atomic::AtomicUsize,
     /// Of those, the ones compared with the twin.
     pub round_trips: std::sync::atomic::AtomicUsize,
@@ -145,7 +145,6 @@ impl Server {
     /// POSTs a query; returns `(data, errors)`.
     pub async fn query_raw(&self, token: &str, query: &str, variables: Value) -> (Value, Vec<Value>) {
         let before = self.revisions();
-        self.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let resp = self
             .client
             .post(format!("{}/graphql/query", self.base))
@@ -170,7 +169,13 @@ impl Server {
     /// Answers `query` on the twin at the live revision and asserts it equals `live`, unless
     /// the live store moved since `before` was read.
     async fn compare_with_twin(&self, token: &str, query: &str, variables: &Value, live: &Value, before: (u64, u64)) {
-        if self.revisions() != before || (query.contains("earch") && before.0 != before.1) {
+        if query.contains("earch") && before.0 != before.1 {
+            // The search index lags the store (up to 250 ms): an answer not yet settled, as
+            // when a test polls until a change is searchable; not a query to compare.
+            return;
+        }
+        self.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if self.revisions() != before {
             return;
         }
         let mut twin = self.twin.lock().await;
