@@ -81,8 +81,13 @@ fn run(program: &Path, args: &[&str]) -> (bool, String, String) {
 
 /// `helm template` with the chart's defaults plus `extra` arguments (`-f FILE`, `--set k=v`).
 fn try_render(extra: &[&str]) -> Result<String, String> {
+    try_render_in(NAMESPACE, extra)
+}
+
+/// [`try_render`] into `namespace`.
+fn try_render_in(namespace: &str, extra: &[&str]) -> Result<String, String> {
     let chart = chart_dir();
-    let mut args = vec!["template", RELEASE, chart.to_str().unwrap(), "--namespace", NAMESPACE];
+    let mut args = vec!["template", RELEASE, chart.to_str().unwrap(), "--namespace", namespace];
     args.extend_from_slice(extra);
     let (ok, stdout, stderr) = run(&tools().helm, &args);
     if ok {
@@ -90,6 +95,23 @@ fn try_render(extra: &[&str]) -> Result<String, String> {
     } else {
         Err(stderr)
     }
+}
+
+/// The install notes (NOTES.txt) as `helm install --dry-run=client` prints them, no cluster needed.
+fn notes(extra: &[&str]) -> String {
+    let chart = chart_dir();
+    let mut args = vec!["install", RELEASE, chart.to_str().unwrap(), "--namespace", NAMESPACE, "--dry-run=client"];
+    args.extend_from_slice(extra);
+    let (ok, stdout, stderr) = run(&tools().helm, &args);
+    assert!(ok, "helm install --dry-run=client {extra:?} failed:\n{stdout}\n{stderr}");
+    let (_, notes) = stdout.split_once("\nNOTES:\n").unwrap_or_else(|| panic!("no NOTES in:\n{stdout}"));
+    notes.to_string()
+}
+
+/// A config file the server's own loader reads (mock mode, so no issuer is needed).
+fn load_config_file(text: &str) -> Result<Config, ConfigError> {
+    let args = ServeArgs::default();
+    config::load(&args, &|_: &str| None, Some((Path::new("/etc/control-plane/config.yaml"), text)))
 }
 
 /// A rendering: the YAML text and its objects.
@@ -100,7 +122,11 @@ struct Rendered {
 
 impl Rendered {
     fn new(extra: &[&str]) -> Rendered {
-        let text = try_render(extra).unwrap_or_else(|e| panic!("helm template {extra:?} failed:\n{e}"));
+        Rendered::new_in(NAMESPACE, extra)
+    }
+
+    fn new_in(namespace: &str, extra: &[&str]) -> Rendered {
+        let text = try_render_in(namespace, extra).unwrap_or_else(|e| panic!("helm template {extra:?} failed:\n{e}"));
         let mut objects = Vec::new();
         for doc in split_documents(&text) {
             let v: Value = serde_saphyr::from_str(&doc).unwrap_or_else(|e| panic!("rendered YAML does not parse: {e}\n{doc}"));
@@ -294,10 +320,299 @@ fn values_schema_rejects_typos_and_bad_values() {
         ("config.security.mode=basic", "/config/security/mode"),
         ("config.security.trustedIssuers={ftp://issuer}", "/config/security/trustedIssuers/0"),
         ("projector.dependencyDelay=2 seconds", "/projector/dependencyDelay"),
+        // The server accepts a token leeway of at most 5m (config::parse_leeway).
+        ("config.security.leeway=10m", "/config/security/leeway"),
+        ("config.security.leeway=1h", "/config/security/leeway"),
+        ("config.security.leeway=5m1s", "/config/security/leeway"),
+        ("config.security.leeway=301s", "/config/security/leeway"),
+        ("config.security.leeway=300001ms", "/config/security/leeway"),
+        ("config.security.leeway=0.1h", "/config/security/leeway"),
+        ("config.security.leeway=-1s", "/config/security/leeway"),
+        ("config.security.leeway=soon", "/config/security/leeway"),
+        // Durations in the server's syntax (config/duration.rs): a unit on every term.
+        ("config.graphql.requestTimeout=10 seconds", "/config/graphql/requestTimeout"),
+        ("config.graphql.requestTimeout=10", "/config/graphql/requestTimeout"),
+        ("projector.periodicResync=1d", "/projector/periodicResync"),
+        // The server's numeric bounds.
+        ("config.graphql.maxPageSize=0", "/config/graphql/maxPageSize"),
+        ("config.graphql.maxPageSize=2147483648", "/config/graphql/maxPageSize"),
+        ("config.graphql.maxDepth=0", "/config/graphql/maxDepth"),
+        ("config.graphql.maxComplexity=0", "/config/graphql/maxComplexity"),
+        ("config.graphql.maxBodyBytes=1023", "/config/graphql/maxBodyBytes"),
+        ("config.security.audience= ", "/config/security/audience"),
+        ("config.security.scopePrefix=a:b", "/config/security/scopePrefix"),
+        // Prometheus durations (the ServiceMonitor CRD's pattern).
+        ("serviceMonitor.interval=30sec", "/serviceMonitor/interval"),
     ] {
         let err = try_render(&["--set", set]).expect_err(set);
         assert!(err.contains(complaint), "--set {set}: expected {complaint:?} in:\n{err}");
     }
+}
+
+/// Values from a values file that the server would refuse: integers beyond 2^53 reach the config
+/// file as floats (`1e+20`), which no whole-number setting accepts.
+#[test]
+fn values_schema_rejects_huge_whole_numbers_from_values_files() {
+    let dir = tempfile::tempdir().unwrap();
+    for key in ["maxDepth", "maxComplexity", "maxBodyBytes"] {
+        let file = dir.path().join(format!("{key}.yaml"));
+        std::fs::write(&file, format!("config:\n  graphql:\n    {key}: 100000000000000000000\n")).unwrap();
+        let err = try_render(&["-f", file.to_str().unwrap()]).expect_err(key);
+        assert!(err.contains(&format!("/config/graphql/{key}")), "{key}: {err}");
+        assert!(
+            load_config_file(&format!("security:\n  mode: mock\ngraphql:\n  {key}: 1e+20\n")).is_err(),
+            "{key}: the server refuses 1e+20"
+        );
+    }
+    // The largest accepted value reaches the server intact.
+    let file = dir.path().join("max.yaml");
+    std::fs::write(&file, "config:\n  security:\n    mode: mock\n  graphql:\n    maxComplexity: 9007199254740991\n").unwrap();
+    let r = Rendered::new(&["-f", file.to_str().unwrap()]);
+    assert_eq!(r.load_config(&[]).unwrap().graphql.max_complexity, 9007199254740991);
+}
+
+/// The schema and the server agree on `config.security.leeway` (at most 5m) and on the other
+/// durations and bounds: what the schema accepts, the server's loader accepts from the rendered
+/// config file; the over-limit values the schema rejects, the server refuses too.
+#[test]
+fn values_schema_matches_the_servers_limits() {
+    for (leeway, secs) in [
+        ("0", 0.0),
+        ("0s", 0.0),
+        ("30s", 30.0),
+        ("1m30s", 90.0),
+        ("2.5m", 150.0),
+        ("299.5s", 299.5),
+        ("300s", 300.0),
+        ("300000ms", 300.0),
+        ("4m59s", 299.0),
+        ("5m", 300.0),
+        ("5m0s", 300.0),
+    ] {
+        let set = format!("config.security.leeway={leeway}");
+        let r = Rendered::new(&["--set-string", &set, "--set", "config.security.mode=mock"]);
+        let config = r.load_config(&[]).unwrap_or_else(|e| panic!("{set}: the server refuses the rendered config: {e}"));
+        assert_eq!(config.security.leeway.as_secs_f64(), secs, "{set}");
+    }
+    for leeway in ["10m", "1h", "5m1s", "301s", "300001ms", "0.1h", "6m", "5.5m", "1h0m"] {
+        let err = try_render(&["--set-string", &format!("config.security.leeway={leeway}")]).expect_err(leeway);
+        assert!(err.contains("/config/security/leeway"), "{leeway}: {err}");
+        let text = format!("security:\n  mode: mock\n  leeway: {leeway}\n");
+        match load_config_file(&text) {
+            Err(ConfigError::Invalid { key: "security.leeway", .. }) => {}
+            other => panic!("leeway {leeway}: the schema rejects it, but the server gives {other:?}"),
+        }
+    }
+    // The bounds of the GraphQL settings: the schema's limits are accepted by the server.
+    let r = Rendered::new(&[
+        "--set",
+        "config.security.mode=mock",
+        "--set",
+        "config.graphql.maxPageSize=2147483647",
+        "--set",
+        "config.graphql.maxDepth=1",
+        "--set",
+        "config.graphql.maxComplexity=1",
+        "--set",
+        "config.graphql.maxBodyBytes=1024",
+        "--set-string",
+        "config.graphql.requestTimeout=0",
+        "--set-string",
+        "projector.dependencyDelay=1h30m",
+        "--set-string",
+        "projector.dependencyDelayJitter=1.5s",
+        "--set-string",
+        "projector.skipRequeue=250us",
+        "--set-string",
+        "projector.periodicResync=0",
+    ]);
+    let config = r.load_config(&[]).unwrap();
+    assert_eq!(config.graphql.max_page_size, 2147483647);
+    assert_eq!((config.graphql.max_depth, config.graphql.max_complexity, config.graphql.max_body_bytes), (1, 1, 1024));
+    assert_eq!(config.graphql.request_timeout, Duration::ZERO);
+    assert_eq!(config.projector.dependency_delay, Duration::from_secs(5400));
+    assert_eq!(config.projector.dependency_delay_jitter, Duration::from_millis(1500));
+    assert_eq!(config.projector.skip_requeue, Duration::from_micros(250));
+    // One past each bound is refused by the server as well as by the schema.
+    for (key, value) in
+        [("maxPageSize", "0"), ("maxPageSize", "2147483648"), ("maxDepth", "0"), ("maxComplexity", "0"), ("maxBodyBytes", "1023")]
+    {
+        let text = format!("security:\n  mode: mock\ngraphql:\n  {key}: {value}\n");
+        assert!(load_config_file(&text).is_err(), "the server accepts graphql.{key}: {value}");
+    }
+}
+
+/// The object names of one rendering: per kind, every name distinct and at most 63 characters.
+fn assert_names_unique_and_short(r: &Rendered, what: &str) {
+    let mut by_kind: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for o in &r.objects {
+        by_kind.entry(o["kind"].as_str().unwrap()).or_default().push(o["metadata"]["name"].as_str().unwrap());
+    }
+    for (kind, names) in &by_kind {
+        let distinct: BTreeSet<&&str> = names.iter().collect();
+        assert_eq!(distinct.len(), names.len(), "{what}: {kind} names collide: {names:?}");
+        for name in names {
+            assert!(!name.is_empty() && name.len() <= 63, "{what}: {kind} {name:?} has {} characters", name.len());
+            assert!(!name.ends_with('-') && !name.starts_with('-'), "{what}: {kind} {name:?}");
+        }
+    }
+}
+
+/// The names the StatefulSet's objects depend on agree: serviceName is the headless Service,
+/// the config volume and the ClusterRoleBinding point at rendered objects, and the pods'
+/// controller-revision-hash label (`<statefulset>-<up to 10 characters>`) fits in 63 characters.
+fn assert_name_references(r: &Rendered, what: &str) {
+    let sts = r.statefulset();
+    let sts_name = sts["metadata"]["name"].as_str().unwrap();
+    assert!(sts_name.len() + 1 + 10 <= 63, "{what}: StatefulSet {sts_name:?} is too long for controller-revision-hash");
+    let headless = r.all("Service").into_iter().find(|s| s["spec"]["clusterIP"] == "None").unwrap();
+    assert_eq!(sts["spec"]["serviceName"], headless["metadata"]["name"], "{what}");
+    let cm = r.one("ConfigMap");
+    let volumes = sts["spec"]["template"]["spec"]["volumes"].as_array().unwrap();
+    assert!(volumes.iter().any(|v| v["configMap"]["name"] == cm["metadata"]["name"]), "{what}");
+    let role = r.one("ClusterRole");
+    let binding = r.one("ClusterRoleBinding");
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"], "{what}");
+    assert_eq!(binding["subjects"][0]["name"], r.one("ServiceAccount")["metadata"]["name"], "{what}");
+}
+
+#[test]
+fn object_names_are_unique_and_at_most_63_characters_also_with_a_63_character_fullname() {
+    let long = format!("{}-x", "a".repeat(61));
+    assert_eq!(long.len(), 63);
+    let default = Rendered::defaults();
+    let custom = Rendered::custom();
+    let overridden = Rendered::new(&["-f", custom_values().to_str().unwrap(), "--set", &format!("fullnameOverride={long}")]);
+    for (r, what) in [(&default, "defaults"), (&custom, "custom"), (&overridden, "63-character fullnameOverride")] {
+        assert_names_unique_and_short(r, what);
+        assert_name_references(r, what);
+    }
+    validate(&overridden, "long-fullname");
+    let service_names = |r: &Rendered| -> Vec<String> {
+        let mut n: Vec<String> = r.all("Service").iter().map(|s| s["metadata"]["name"].as_str().unwrap().to_string()).collect();
+        n.sort();
+        n
+    };
+    assert_eq!(service_names(&default), ["cp-control-plane", "cp-control-plane-headless"]);
+    assert_eq!(service_names(&overridden), [format!("{}-headless", "a".repeat(54)), long.clone()]);
+    assert_eq!(overridden.statefulset()["metadata"]["name"], "a".repeat(52));
+    assert_eq!(overridden.one("ConfigMap")["metadata"]["name"], long.as_str());
+    // A 63-character full name that itself ends in "-headless" still gets a distinct headless name.
+    let tricky = format!("{}-headless", "b".repeat(54));
+    let r = Rendered::new(&["--set", &format!("fullnameOverride={tricky}")]);
+    assert_names_unique_and_short(&r, "fullnameOverride ending in -headless");
+    assert_name_references(&r, "fullnameOverride ending in -headless");
+}
+
+/// The ClusterRole and ClusterRoleBinding are cluster-scoped: named `<namespace>-<fullname>`, so
+/// the same release in two namespaces does not collide (also when the name must be shortened).
+#[test]
+fn cluster_scoped_names_include_the_namespace() {
+    let cluster_names = |r: &Rendered| -> (String, String) {
+        (
+            r.one("ClusterRole")["metadata"]["name"].as_str().unwrap().to_string(),
+            r.one("ClusterRoleBinding")["metadata"]["name"].as_str().unwrap().to_string(),
+        )
+    };
+    let platform = Rendered::defaults();
+    assert_eq!(cluster_names(&platform), (format!("{NAMESPACE}-cp-control-plane"), format!("{NAMESPACE}-cp-control-plane")));
+    let other = Rendered::new_in("other", &[]);
+    assert_eq!(cluster_names(&other).0, "other-cp-control-plane");
+    assert_eq!(other.one("ClusterRoleBinding")["subjects"][0]["namespace"], "other");
+    // Namespaced objects keep the plain full name.
+    assert_eq!(other.statefulset()["metadata"]["name"], platform.statefulset()["metadata"]["name"]);
+
+    // Long names: at most 63 characters, still different per namespace (hash suffix), still
+    // valid objects.
+    let long = format!("{}-x", "a".repeat(61));
+    let ns1 = "n".repeat(63);
+    let ns2 = format!("{}m", "n".repeat(62));
+    let set = format!("fullnameOverride={long}");
+    let r1 = Rendered::new_in(&ns1, &["--set", &set]);
+    let r2 = Rendered::new_in(&ns2, &["--set", &set]);
+    let (role1, binding1) = cluster_names(&r1);
+    let (role2, _) = cluster_names(&r2);
+    assert_eq!(role1, binding1);
+    assert!(role1.len() <= 63 && role2.len() <= 63, "{role1} {role2}");
+    assert!(role1.starts_with(&ns1[..54]), "{role1}");
+    assert_ne!(role1, role2, "two namespaces, one release name");
+    assert_names_unique_and_short(&r1, "63-character namespace");
+    assert_name_references(&r1, "63-character namespace");
+    validate(&r1, "long-namespace");
+}
+
+#[test]
+fn install_notes_warn_about_mock_mode_missing_issuers_and_the_placeholder_image() {
+    let defaults = notes(&[]);
+    assert!(defaults.contains("trustedIssuers is empty"), "{defaults}");
+    assert!(!defaults.contains("security.mode is mock"), "{defaults}");
+    assert!(defaults.contains("image.repository is still the chart's placeholder"), "{defaults}");
+    assert!(defaults.contains("rollout status statefulset/cp-control-plane"), "{defaults}");
+
+    let mock = notes(&["--set", "config.security.mode=mock"]);
+    assert!(mock.contains("WARNING: config.security.mode is mock"), "{mock}");
+    assert!(mock.contains("NOT verified") && mock.contains("local use only"), "{mock}");
+    assert!(!mock.contains("trustedIssuers is empty"), "mock mode needs no issuer:\n{mock}");
+
+    let custom = notes(&["-f", custom_values().to_str().unwrap()]);
+    assert!(!custom.contains("WARNING"), "{custom}");
+    assert!(!custom.contains("placeholder"), "{custom}");
+    assert!(custom.contains("3 replicas each project the cluster on their own"), "{custom}");
+}
+
+/// The chart README and values.yaml: the ServiceAccount's default name, the image to build, the
+/// snapshot backup and restore procedure.
+#[test]
+fn chart_readme_documents_names_image_and_snapshot_restore() {
+    let readme = std::fs::read_to_string(chart_dir().join("README.md")).unwrap();
+    let values = std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap();
+    let row = readme.lines().find(|l| l.starts_with("| `serviceAccount.")).expect("a serviceAccount row");
+    assert!(row.contains("full name") && !row.contains("release name"), "{row}");
+    // The default is the full name, as documented.
+    assert_eq!(Rendered::defaults().one("ServiceAccount")["metadata"]["name"], "cp-control-plane");
+
+    for (text, name) in [(&readme, "README.md"), (&values, "values.yaml")] {
+        let lower = text.to_lowercase();
+        assert!(lower.contains("dockerfile") && lower.contains("placeholder"), "{name} explains the placeholder image");
+    }
+    let image_row = readme.lines().find(|l| l.starts_with("| `image.")).unwrap();
+    assert!(image_row.contains("placeholder") && image_row.contains("Dockerfile"), "{image_row}");
+
+    let restore = &readme[readme.find("## Backup and restore").expect("a backup and restore section")..];
+    for needle in [
+        "snapshot export --server http://",
+        "--token \"$ADMIN_TOKEN\"",
+        "GET /admin/v1/snapshot",
+        "--replicas=0",
+        "data-<fullname>-0",
+        "claimName: data-control-plane-0",
+        "\"snapshot\", \"restore\", \"--in\"",
+        "\"--data-dir\", \"/var/lib/control-plane\", \"--force\"",
+        "persistence.mountPath",
+        "swept",
+        "same cluster",
+    ] {
+        assert!(restore.contains(needle), "the restore section lacks {needle:?}");
+    }
+    // The restore Pod's command line parses with the real CLI.
+    let argv =
+        ["control-plane", "snapshot", "restore", "--in", "/snapshot/read-model.snap", "--data-dir", "/var/lib/control-plane", "--force"];
+    let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("{argv:?}: {e}"));
+    assert!(matches!(cli.command, CliCommand::Snapshot { .. }), "{:?}", cli.command);
+    let export = [
+        "control-plane",
+        "snapshot",
+        "export",
+        "--server",
+        "http://control-plane.controlplane.svc:8080",
+        "--token",
+        "t",
+        "--out",
+        "read-model.snap",
+    ];
+    Cli::try_parse_from(export).unwrap_or_else(|e| panic!("{export:?}: {e}"));
+    // The documented mount path is the chart's default.
+    assert!(values.contains("mountPath: /var/lib/control-plane"));
 }
 
 #[test]
@@ -483,6 +798,7 @@ fn cluster_role_grants_get_list_watch_on_exactly_the_enabled_kinds() {
 
         let role = r.one("ClusterRole");
         let binding = r.one("ClusterRoleBinding");
+        assert_eq!(role["metadata"]["name"], format!("{NAMESPACE}-cp-control-plane"), "{name}: cluster-scoped, so namespaced by name");
         assert_eq!(
             binding["roleRef"],
             json!({"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"]})

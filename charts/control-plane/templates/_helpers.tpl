@@ -16,8 +16,41 @@
 {{- end }}
 {{- end }}
 
+{{/*
+The StatefulSet's name: the full name cut to 52 characters. Its pods carry the label
+controller-revision-hash = "<name>-<hash of up to 10 characters>", and a label value (like the
+pod's hostname "<name>-<ordinal>") has at most 63 characters.
+*/}}
+{{- define "control-plane.statefulsetName" -}}
+{{- include "control-plane.fullname" . | trunc 52 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+The headless Service: the full name cut to 54 characters plus "-headless" (at most 63, and never
+the regular Service's name, even when the full name has 63 characters).
+*/}}
 {{- define "control-plane.headlessName" -}}
-{{- printf "%s-headless" (include "control-plane.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- $full := include "control-plane.fullname" . }}
+{{- $name := printf "%s-headless" ($full | trunc 54 | trimSuffix "-") }}
+{{- if eq $name $full }}
+{{- /* a 63-character full name ending in "-headless" */}}
+{{- $name = printf "%s-headless" ($full | trunc 53 | trimSuffix "-") }}
+{{- end }}
+{{- $name }}
+{{- end }}
+
+{{/*
+Name of the cluster-scoped objects (ClusterRole, ClusterRoleBinding): "<namespace>-<full name>",
+so the same release name in two namespaces does not collide. Longer than 63 characters: the
+first 54 plus "-" and 8 hex digits of its SHA-256, which keeps different long names apart.
+*/}}
+{{- define "control-plane.clusterName" -}}
+{{- $name := printf "%s-%s" .Release.Namespace (include "control-plane.fullname" .) }}
+{{- if le (len $name) 63 }}
+{{- $name }}
+{{- else }}
+{{- printf "%s-%s" ($name | trunc 54 | trimSuffix "-") ($name | sha256sum | trunc 8) }}
+{{- end }}
 {{- end }}
 
 {{- define "control-plane.selectorLabels" -}}
