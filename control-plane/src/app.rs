@@ -296,6 +296,11 @@ fn kube_error(e: kube_source::ConnectError) -> anyhow::Error {
 /// Everything [`App::start`] reports, and an address that cannot be bound.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
     preflight(&config)?;
+    // The source's configuration first: a missing kubeconfig is the more useful message.
+    let client = match &config.source {
+        SourceConfig::Kube(k) => Some(kube_source::connect(k).await.map_err(kube_error)?),
+        SourceConfig::Manifests(_) => None,
+    };
     let address = config.server.address.clone();
     let acceptor =
         TcpListener::bind(address.clone()).into_acceptor().await.with_context(|| format!("cannot listen on {address} (server.address)"))?;
@@ -304,10 +309,6 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .first()
         .and_then(|a| a.as_socket_addr().copied())
         .with_context(|| format!("no socket address for {address}"))?;
-    let client = match &config.source {
-        SourceConfig::Kube(k) => Some(kube_source::connect(k).await.map_err(kube_error)?),
-        SourceConfig::Manifests(_) => None,
-    };
     let app = tokio::task::spawn_blocking(move || App::start_with(config, client)).await.context("starting")??;
     let routes = app.routes();
     let stop = Arc::new(Notify::new());

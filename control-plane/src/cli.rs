@@ -24,8 +24,10 @@ pub enum Command {
     /// Project a source into the read model and serve GraphQL, health and metrics.
     #[command(after_long_help = crate::config::settings_help())]
     Serve(ServeArgs),
-    /// Parse and translate every document of a manifests directory; print skipped documents
-    /// with their reasons. Exits 1 when any document fails to parse or translate.
+    /// Dry run over a manifests directory: parse and translate every document and print, per
+    /// document, what would be projected (OK: kind, key, required parents) or why not (SKIP,
+    /// FAIL), objects defined twice (DUPLICATE) and a summary. Exits 1 when any document fails
+    /// to parse or translate.
     Check(CheckArgs),
     /// Schema commands.
     Schema {
@@ -54,14 +56,18 @@ pub enum SnapshotCommand {
         /// Base URL of a running server (online), e.g. http://127.0.0.1:8080.
         #[arg(long, value_name = "URL")]
         server: Option<String>,
-        /// Admin bearer token for --server (env CP_ADMIN_TOKEN).
-        #[arg(long, value_name = "T", env = "CP_ADMIN_TOKEN", hide_env_values = true)]
+        /// Admin bearer token for --server.
+        #[arg(long, value_name = "T", env = "CP_ADMIN_TOKEN", hide_env_values = true, requires = "server")]
         token: Option<String>,
         /// The snapshot file to write.
         #[arg(long, value_name = "FILE")]
         out: PathBuf,
     },
-    /// Restore a snapshot into a data directory (refuses a non-empty one unless --force).
+    /// Restore a snapshot into a data directory. No server may run on it. The store is built in
+    /// a staging directory inside DIR and moved into place when complete, so DIR may be a
+    /// volume's mount point and is left as it was on any error. The restored store is then
+    /// reconciled with whatever source a server started on it reads (objects that source no
+    /// longer has are swept).
     Restore {
         /// The snapshot file.
         #[arg(long = "in", value_name = "FILE")]
@@ -69,7 +75,8 @@ pub enum SnapshotCommand {
         /// The data directory to restore into.
         #[arg(long, value_name = "DIR")]
         data_dir: PathBuf,
-        /// Replace a non-empty data directory.
+        /// Replace the read model in a non-empty DIR. Refused anyway when DIR holds anything but
+        /// a data directory's files (readmodel.redb, search/).
         #[arg(long)]
         force: bool,
     },

@@ -54,11 +54,14 @@ pub fn export_offline(data_dir: &Path, out: &Path) -> Result<Summary> {
 /// # Errors
 /// The server cannot be reached or refuses, the download is not a valid snapshot, writing fails.
 pub async fn export_online(server: &str, token: Option<&str>, out: &Path) -> Result<Summary> {
-    let url = format!("{}/admin/v1/snapshot", server.trim_end_matches('/'));
-    let mut req = reqwest::Client::new().get(&url);
-    if let Some(t) = token {
-        req = req.bearer_auth(t);
+    if !(server.starts_with("http://") || server.starts_with("https://")) {
+        bail!("--server must be a base URL with a scheme, e.g. http://{server}");
     }
+    let Some(token) = token.filter(|t| !t.trim().is_empty()) else {
+        bail!("no admin token: pass --token or set CP_ADMIN_TOKEN");
+    };
+    let url = format!("{}/admin/v1/snapshot", server.trim_end_matches('/'));
+    let req = reqwest::Client::new().get(&url).bearer_auth(token);
     let resp = req.send().await.with_context(|| format!("requesting {url}"))?;
     let status = resp.status();
     if !status.is_success() {
@@ -88,59 +91,83 @@ pub fn verify(file: &Path) -> Result<Summary> {
     Ok(snapshot::verify(&bytes)?)
 }
 
-/// Restores `file` into `data_dir`. A non-empty `data_dir` is refused unless `force`; then it is
-/// replaced as a whole. On any error `data_dir` is left untouched.
+/// Restores `file` into `data_dir`. A non-empty `data_dir` is refused unless `force`, and even
+/// with `force` unless it holds only what a data directory holds (`readmodel.redb`, `search/`,
+/// leftovers of an interrupted creation or restore): `--force` never deletes unrelated files.
+///
+/// The new store is built in a staging directory inside `data_dir` (so `data_dir` may be a
+/// volume's mount point, as in the Helm chart), verified, given its search index, and only then
+/// moved into place: `search/` first, then `readmodel.redb` by one atomic rename. On any error
+/// before that, `data_dir` is left as it was. A crash during the moves leaves either the old or
+/// the new database; a search index that does not match it is rebuilt on the next start.
 ///
 /// # Errors
-/// A damaged or incompatible snapshot, a non-empty target without `force`, a target held by a
-/// running server, I/O failures.
+/// A damaged or incompatible snapshot, a non-empty target without `force`, a target with
+/// foreign files, a target held by a running server, I/O failures.
 pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
     let snap = snapshot::decode_file(&bytes).with_context(|| format!("refusing to restore {}", file.display()))?;
-    let exists = data_dir.exists();
-    if exists {
-        let non_empty = std::fs::read_dir(data_dir).with_context(|| format!("reading {}", data_dir.display()))?.next().is_some();
-        if non_empty && !force {
+    let search = storage::search::SEARCH_DIR;
+    let staging_name = format!(".restore-{}", std::process::id());
+    if data_dir.exists() {
+        let mut entries = Vec::new();
+        for e in std::fs::read_dir(data_dir).with_context(|| format!("reading {}", data_dir.display()))? {
+            entries.push(e.with_context(|| format!("reading {}", data_dir.display()))?.file_name().to_string_lossy().into_owned());
+        }
+        if !entries.is_empty() && !force {
             bail!("the data directory {} is not empty; pass --force to replace it", data_dir.display());
+        }
+        let ours = |n: &str| n == DB_FILE || n == search || n.starts_with(&format!("{DB_FILE}.")) || n.starts_with(".restore-");
+        let mut foreign: Vec<&String> = entries.iter().filter(|n| !ours(n)).collect();
+        if !foreign.is_empty() {
+            foreign.sort();
+            bail!(
+                "{} does not look like a data directory (it holds {}); refusing to replace it even with --force",
+                data_dir.display(),
+                foreign.iter().take(5).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+            );
         }
         if data_dir.join(DB_FILE).exists() {
             if let Err(StorageError::Locked(path)) = Store::open(data_dir) {
                 bail!("the database {path} is held by a running server; stop it before restoring");
             }
         }
+        for stale in entries.iter().filter(|n| n.starts_with(".restore-")) {
+            std::fs::remove_dir_all(data_dir.join(stale)).with_context(|| format!("removing the stale {stale}"))?;
+        }
     }
-    let tmp = sibling(data_dir, &format!("restore-{}", std::process::id()));
-    if tmp.exists() {
-        std::fs::remove_dir_all(&tmp).with_context(|| format!("removing the stale {}", tmp.display()))?;
-    }
-    let result = (|| -> Result<()> {
-        let store = Store::open(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    let created = !data_dir.exists();
+    std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+    let staging = data_dir.join(&staging_name);
+    let built = (|| -> Result<()> {
+        let store = Store::open(&staging).with_context(|| format!("creating {}", staging.display()))?;
         store.restore(&snap)?;
         // The catalogue search index is derived data: build it now, so the first start after a
         // restore serves search at once (it would otherwise be rebuilt on that start).
-        let search_dir = tmp.join(storage::search::SEARCH_DIR);
+        let search_dir = staging.join(search);
         let (catalogue, _) = storage::search::Catalogue::open(&search_dir, &store)
             .with_context(|| format!("building the search index in {}", search_dir.display()))?;
         catalogue.shutdown();
-        drop(catalogue);
-        drop(store);
-        if exists {
-            let old = sibling(data_dir, &format!("replaced-{}", std::process::id()));
-            std::fs::rename(data_dir, &old).with_context(|| format!("moving {} aside", data_dir.display()))?;
-            if let Err(e) = std::fs::rename(&tmp, data_dir) {
-                let _ = std::fs::rename(&old, data_dir);
-                return Err(e).with_context(|| format!("moving the restored store to {}", data_dir.display()));
-            }
-            std::fs::remove_dir_all(&old).with_context(|| format!("removing the replaced {}", old.display()))?;
-        } else {
-            std::fs::rename(&tmp, data_dir).with_context(|| format!("moving the restored store to {}", data_dir.display()))?;
-        }
         Ok(())
     })();
-    if result.is_err() && tmp.exists() {
-        let _ = std::fs::remove_dir_all(&tmp);
+    if let Err(e) = built {
+        let _ = std::fs::remove_dir_all(&staging);
+        if created {
+            let _ = std::fs::remove_dir(data_dir);
+        }
+        return Err(e);
     }
-    result?;
+    let swap = || -> std::io::Result<()> {
+        let target_search = data_dir.join(search);
+        if target_search.exists() {
+            std::fs::remove_dir_all(&target_search)?;
+        }
+        std::fs::rename(staging.join(search), &target_search)?;
+        std::fs::rename(staging.join(DB_FILE), data_dir.join(DB_FILE))?;
+        std::fs::remove_dir_all(&staging)?;
+        std::fs::File::open(data_dir)?.sync_all()
+    };
+    swap().with_context(|| format!("moving the restored store into {}", data_dir.display()))?;
     Ok(Summary { header: snap.header, bytes: bytes.len() as u64 })
 }
 

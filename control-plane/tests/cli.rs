@@ -65,7 +65,7 @@ fn refusals_exit_1_with_a_clear_message() {
 
     // The kube source without a kubeconfig, outside a cluster: a clear message, exit 1.
     let o = run(
-        &["serve", "--auth", "mock", "--data-dir", data],
+        &["serve", "--auth", "mock", "--listen", "127.0.0.1:0", "--data-dir", data],
         &[("KUBECONFIG", "/nonexistent/kubeconfig"), ("KUBERNETES_SERVICE_HOST", "")],
     );
     assert_eq!(o.status.code(), Some(1));
@@ -75,7 +75,7 @@ fn refusals_exit_1_with_a_clear_message() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("`graphql.maxPageSize`") && stderr(&o).contains("CP_GRAPHQL_MAX_PAGE_SIZE"), "{}", stderr(&o));
 
-    let o = run(&["serve", "--auth", "mock", "--manifests", "/nonexistent/manifests", "--data-dir", data], &[]);
+    let o = run(&["serve", "--auth", "mock", "--listen", "127.0.0.1:0", "--manifests", "/nonexistent/manifests", "--data-dir", data], &[]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("/nonexistent/manifests"), "{}", stderr(&o));
 

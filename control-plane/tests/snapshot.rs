@@ -85,6 +85,21 @@ fn export_verify_restore_and_refusals() {
     let o = run(&["snapshot", "restore", "--in", f, "--data-dir", r, "--force"]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert_eq!(counts(&restored), original);
+    // Built inside the target (which may be a mount point), then moved: nothing else is left.
+    let mut names: Vec<String> =
+        std::fs::read_dir(&restored).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, vec![storage::DB_FILE.to_string(), storage::search::SEARCH_DIR.to_string()]);
+
+    // --force never deletes a directory that is not a data directory.
+    let other = tmp.path().join("documents");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("thesis.txt"), "precious").unwrap();
+    let o = run(&["snapshot", "restore", "--in", f, "--data-dir", other.to_str().unwrap(), "--force"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("does not look like a data directory") && stderr(&o).contains("`thesis.txt`"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(other.join("thesis.txt")).unwrap(), "precious");
+    assert_eq!(std::fs::read_dir(&other).unwrap().count(), 1);
 
     // Damaged files: distinct messages from verify and restore; the target stays as it was.
     let good = std::fs::read(&file).unwrap();

@@ -62,6 +62,7 @@ async fn a_restored_store_answers_every_query_like_the_original() {
     let restored = Store::open(dir.path()).unwrap();
     restored.restore(&snapshot::decode_file(&bytes).unwrap()).unwrap();
     assert_eq!(restored.read().unwrap().revision().unwrap(), summary.header.revision);
+    assert_eq!(restored.read().unwrap().last_commit().unwrap(), world.store.read().unwrap().last_commit().unwrap());
     assert_eq!(restored.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
 
     let viewers = [admin(), team_viewer("payments--checkout", "poc"), group_viewer("payments", "poc")];

@@ -17,7 +17,7 @@
 //! | magic | 8: `CPSNAP\r\n` |
 //! | format version | `u32` ([`FORMAT_VERSION`]) |
 //! | header length | `u32` |
-//! | header | postcard [`Header`]: read-model [`crate::SCHEMA_VERSION`], revision, creation time, per-kind record counts |
+//! | header | postcard [`Header`]: read-model [`crate::SCHEMA_VERSION`], revision, creation time, last commit time, per-kind record counts |
 //! | body | one zstd frame; decompressed, a sequence of frames, each a `u32` length and a postcard `Frame`: per kind (in [`KindId::ALL`] order) a `Section` naming it, its records as `Record(natural key bytes, envelope bytes)` in key order, its `sources` entries as `Source(Key(namespace, name) bytes, source entry bytes)`; then one `End` |
 //! | end marker | 8: `CPSNEND\n`, then `u64`: the offset of the end marker (file length − 48) |
 //! | trailer | 32: SHA-256 of every byte before it |
@@ -72,6 +72,9 @@ pub struct Header {
     pub revision: u64,
     /// When the snapshot was taken.
     pub created_at: Timestamp,
+    /// When the exported store last committed a change (`None` for an empty store); a restored
+    /// store reports it as its last commit.
+    pub last_commit: Option<Timestamp>,
     /// Records per kind (kind name, count), in [`KindId::ALL`] order.
     pub counts: Vec<(String, u64)>,
 }
@@ -200,7 +203,7 @@ fn write_frame(out: &mut impl std::io::Write, frame: &Frame<'_>) -> std::io::Res
 pub fn export(view: &ReadView, created_at: Timestamp, out: impl std::io::Write) -> Result<Summary, SnapshotError> {
     let revision = view.revision()?;
     let counts = view.record_counts()?.into_iter().map(|(k, n)| (k.name().to_string(), n)).collect();
-    let header = Header { schema_version: SCHEMA_VERSION, revision, created_at, counts };
+    let header = Header { schema_version: SCHEMA_VERSION, revision, created_at, last_commit: view.last_commit()?, counts };
     let mut w = Hashing { inner: out, hasher: Sha256::new(), written: 0 };
     write_prefix(&mut w, FORMAT_VERSION, &header)?;
     let mut z = zstd::stream::Encoder::new(&mut w, ZSTD_LEVEL)?;
@@ -236,8 +239,11 @@ fn finish<W: std::io::Write>(w: &mut Hashing<W>) -> Result<u64, SnapshotError> {
 /// # Errors
 /// The [`SnapshotError`] variant naming the first failed check.
 pub fn decode_file(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
+    if bytes.is_empty() {
+        return Err(SnapshotError::Truncated("the file is empty".into()));
+    }
     if bytes.len() < MAGIC.len() {
-        return if MAGIC.starts_with(bytes) && !bytes.is_empty() {
+        return if MAGIC.starts_with(bytes) {
             Err(SnapshotError::Truncated(format!("{} bytes, shorter than the magic", bytes.len())))
         } else {
             Err(SnapshotError::NotASnapshot)
@@ -259,7 +265,7 @@ pub fn decode_file(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
         && u64::from_le_bytes(bytes[body_end + 8..body_end + 16].try_into().expect("8 bytes")) == body_end as u64;
     if !marker_ok {
         return Err(SnapshotError::Truncated(format!(
-            "{} bytes and no end marker before the checksum (cut short, or its last 48 bytes are damaged)",
+            "{} bytes and no end marker before the checksum (the file is cut short, has bytes appended, or its last 48 bytes are damaged)",
             bytes.len()
         )));
     }
@@ -431,7 +437,8 @@ impl Store {
             }
             let mut meta = txn.open_table(tables::META).map_err(StorageError::from)?;
             meta.insert("revision", snap.header.revision).map_err(StorageError::from)?;
-            meta.insert("last_commit", snap.header.created_at.0.max(0) as u64).map_err(StorageError::from)?;
+            let last_commit = snap.header.last_commit.unwrap_or(snap.header.created_at);
+            meta.insert("last_commit", last_commit.0.max(0) as u64).map_err(StorageError::from)?;
         }
         txn.commit().map_err(StorageError::from)?;
         let problems = self.read()?.check_invariants()?;

@@ -83,6 +83,7 @@ fn forbidden() -> Json<Problem> {
         status: 403,
         title: "Forbidden".into(),
         detail: "the admin API needs an admin token with access `all`".into(),
+        instance: String::new(),
     })
 }
 
@@ -98,6 +99,8 @@ struct Problem {
     title: String,
     /// What went wrong.
     detail: String,
+    /// Always empty (kept for the same shape as every other error of this server).
+    instance: String,
 }
 
 #[derive(ApiResponse)]
@@ -117,6 +120,11 @@ enum SnapshotResponse {
     /// The store could not be read.
     #[oai(status = 500, content_type = "application/problem+json")]
     Internal(Json<Problem>),
+    /// The token issuer's keys cannot be fetched (jwt mode); retry after `Retry-After` seconds
+    /// (answered by the token check; listed for the document).
+    #[oai(status = 503, content_type = "application/problem+json")]
+    #[allow(dead_code)]
+    Unavailable(Json<Problem>),
 }
 
 /// The sync state of a kind.
@@ -220,10 +228,21 @@ enum StatusResponse {
     /// The store could not be read.
     #[oai(status = 500, content_type = "application/problem+json")]
     Internal(Json<Problem>),
+    /// The token issuer's keys cannot be fetched (jwt mode); retry after `Retry-After` seconds
+    /// (answered by the token check; listed for the document).
+    #[oai(status = 503, content_type = "application/problem+json")]
+    #[allow(dead_code)]
+    Unavailable(Json<Problem>),
 }
 
 fn internal(detail: &str) -> Json<Problem> {
-    Json(Problem { ty: "InternalServerError".into(), status: 500, title: "Internal Server Error".into(), detail: detail.into() })
+    Json(Problem {
+        ty: "InternalServerError".into(),
+        status: 500,
+        title: "Internal Server Error".into(),
+        detail: detail.into(),
+        instance: String::new(),
+    })
 }
 
 /// Chunk size of the streamed snapshot body (bytes).
