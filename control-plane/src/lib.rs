@@ -24,3 +24,8 @@ pub mod source;
 
 pub use app::{serve, start, App, Running};
 pub use config::Config;
+
+/// The global allocator of the binary (mimalloc). Benches that run the server in their own
+/// process declare it too, so they measure what the binary does:
+/// `#[global_allocator] static A: control_plane::Allocator = control_plane::Allocator;`
+pub use mimalloc::MiMalloc as Allocator;

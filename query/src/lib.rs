@@ -56,8 +56,13 @@ pub(crate) struct PageInfo {
 }
 
 /// The executable schema plus the settings requests need.
+///
+/// Two builds of the same schema: `nodes` with the [`nodes_ext::NullableNodes`] extension that
+/// lets `nodes(ids:)` answer `null` elements, and `plain` without it. An extension wraps every
+/// field's resolution in a boxed future, so requests that cannot select `nodes` run on `plain`.
 pub struct Api {
-    schema: Schema,
+    plain: Schema,
+    nodes: Schema,
     config: QueryConfig,
 }
 
@@ -66,6 +71,10 @@ pub struct Api {
 /// # Errors
 /// [`SchemaError`] when the generated schema is inconsistent (a bug, caught by the SDL test).
 pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
+    Ok(Api { plain: build(&config, false)?, nodes: build(&config, true)?, config })
+}
+
+fn build(config: &QueryConfig, nullable_nodes: bool) -> Result<Schema, SchemaError> {
     let mut bld = Builder::default();
     bld.enumeration("OrderDirection", &["ASC", "DESC"]);
     bld.object(
@@ -88,7 +97,6 @@ pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
         .register(Scalar::new("Cursor").description("An opaque pagination cursor"))
         .register(Scalar::new("Map").description("A JSON object"))
         .register(query)
-        .extension(nodes_ext::NullableNodes)
         .limit_depth(config.max_depth)
         .limit_complexity(config.max_complexity);
     for o in bld.take_objects() {
@@ -109,13 +117,16 @@ pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
     if !config.introspection {
         sb = sb.disable_introspection();
     }
-    Ok(Api { schema: sb.finish()?, config })
+    if nullable_nodes {
+        sb = sb.extension(nodes_ext::NullableNodes);
+    }
+    sb.finish()
 }
 
 impl Api {
     /// The schema in SDL.
     pub fn sdl(&self) -> String {
-        self.schema.sdl()
+        self.plain.sdl()
     }
 
     /// Executes one GraphQL request for `viewer` on a consistent read view of `store`.
@@ -134,6 +145,8 @@ impl Api {
         // The search index registered with the store, if one is open (catalogue search).
         let catalogue = store.catalogue();
         let rq = Rq { view, viewer, now, max_page_size: self.config.max_page_size, catalogue };
-        self.schema.execute(request.data(rq)).await
+        // `nodes` can only be selected by a query whose text contains the word.
+        let schema = if request.query.contains("nodes") { &self.nodes } else { &self.plain };
+        schema.execute(request.data(rq)).await
     }
 }

@@ -14,8 +14,11 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// An encoded natural key (see the module docs for the layout).
+///
+/// Serialized as bytes (`serde_bytes`: one length and a copy, not an element-wise sequence;
+/// postcard's wire format is the same either way).
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
-pub struct Key(Vec<u8>);
+pub struct Key(#[serde(with = "serde_bytes")] Vec<u8>);
 
 impl Key {
     /// Builds a key from its components, in order.

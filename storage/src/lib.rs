@@ -61,7 +61,8 @@ pub struct Envelope {
     pub links: Vec<Option<Key>>,
     /// The source object (namespace, name) that produced the record.
     pub source: (String, String),
-    /// The postcard-encoded record.
+    /// The postcard-encoded record (serialized as bytes: same wire format, decoded in one copy).
+    #[serde(with = "serde_bytes")]
     pub record: Vec<u8>,
 }
 

@@ -181,10 +181,22 @@ impl Drop for Writer {
     }
 }
 
+/// The longest wait between retries of a change whose parent or link target is missing.
+pub const MAX_DEPENDENCY_DELAY: Duration = Duration::from_secs(300);
+
+/// The wait before the retry that follows `waits` earlier ones: `base` doubled per earlier
+/// wait, at most [`MAX_DEPENDENCY_DELAY`].
+fn backoff(base: Duration, waits: u32) -> Duration {
+    base.saturating_mul(1u32 << waits.min(16)).min(MAX_DEPENDENCY_DELAY)
+}
+
 /// A queued change with its failed attempts.
 struct Work {
     change: Change,
+    /// Store errors so far.
     failures: u32,
+    /// Retries so far because a parent or link target was missing (see [`backoff`]).
+    waits: u32,
 }
 
 struct Parked {
@@ -278,7 +290,7 @@ impl State {
                 _ => true,
             });
         }
-        batch.push(Work { change: c, failures: 0 });
+        batch.push(Work { change: c, failures: 0, waits: 0 });
     }
 
     fn next_due(&mut self) -> Option<Instant> {
@@ -338,10 +350,17 @@ impl State {
         self.parked.insert(src, Parked { seq: self.seq, work });
     }
 
-    fn dependency_delay(&self) -> Duration {
+    /// `DEPENDENCY_DELAY` + jitter, doubled for every earlier wait of the same change, at most
+    /// [`MAX_DEPENDENCY_DELAY`]: an object whose target never comes (a subscription to an API
+    /// nobody exposes) costs a retry every few minutes, not every few seconds. A parent that
+    /// arrives wakes its children at once, and a link target that arrives relinks them in the
+    /// store, so the backoff delays nothing that can be done.
+    fn dependency_delay(&self, work: &mut Work) -> Duration {
         let p = &self.settings.projector;
         let jitter = p.dependency_delay_jitter.mul_f64(rand::rng().random::<f64>());
-        p.dependency_delay + jitter
+        let delay = backoff(p.dependency_delay + jitter, work.waits);
+        work.waits = work.waits.saturating_add(1);
+        delay
     }
 
     /// Applies a batch in one transaction; on a store error, change by change.
@@ -463,7 +482,7 @@ impl State {
     }
 
     /// Side effects after a successful commit.
-    fn finish(&mut self, work: Work, done: Done, secs: f64) {
+    fn finish(&mut self, mut work: Work, done: Done, secs: f64) {
         let module = work.change.module();
         if let Some(t) = work.change.token() {
             self.readiness.done(t);
@@ -495,7 +514,7 @@ impl State {
                         tracing::debug!(object = %src, "still without target; retrying");
                     }
                 }
-                let delay = self.dependency_delay();
+                let delay = self.dependency_delay(&mut work);
                 self.park(work, delay);
             }
             Done::Missing(refs) => {
@@ -513,7 +532,7 @@ impl State {
                         tracing::debug!(object = %src, missing = %missing, "dependency still missing");
                     }
                 }
-                let delay = self.dependency_delay();
+                let delay = self.dependency_delay(&mut work);
                 self.park(work, delay);
             }
             Done::Deleted(existed) => {
@@ -532,5 +551,19 @@ impl State {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dependency_retries_back_off_to_five_minutes() {
+        let base = Duration::from_secs(3);
+        let delays: Vec<u64> = (0..10).map(|w| backoff(base, w).as_secs()).collect();
+        assert_eq!(delays, vec![3, 6, 12, 24, 48, 96, 192, 300, 300, 300]);
+        assert_eq!(backoff(base, u32::MAX), MAX_DEPENDENCY_DELAY);
+        assert_eq!(backoff(Duration::ZERO, 5), Duration::ZERO);
     }
 }

@@ -325,34 +325,75 @@ pub fn scan_text(file: &str, text: &str, json: bool, handlers: &Handlers, ctx: &
     } else {
         split_documents(text)
     };
-    for chunk in chunks {
-        let origin = Origin { file: file.to_string(), document: chunk.document, item: None, line: chunk.line };
-        let parsed: Result<Value, String> = if json {
-            serde_json::from_str(&chunk.text).map_err(|e| e.to_string())
-        } else {
-            serde_saphyr::from_str(&chunk.text).map_err(|e| yaml_error(&e, chunk.line))
-        };
-        let value = match parsed {
-            Ok(v) => v,
-            Err(e) => {
-                let (kind, namespace, name) = guess_identity(&chunk.text);
-                scan.partial = true;
-                scan.skips.push(SkipReport { origin, kind, namespace, name, reason: SkipReason::Parse(e) });
-                continue;
-            }
-        };
-        let is_list = str_at(&value, &["apiVersion"]) == Some("v1") && str_at(&value, &["kind"]) == Some("List");
-        match (is_list, value.get("items").and_then(Value::as_array)) {
-            (true, Some(items)) => {
-                for (i, item) in items.iter().enumerate() {
-                    let o = Origin { item: Some(i), ..origin.clone() };
-                    scan_value(o, item, handlers, ctx, &mut scan);
-                }
-            }
-            _ => scan_value(origin, &value, handlers, ctx, &mut scan),
+    // Large files (generated worlds, `kubectl get -o yaml` dumps) are parsed and translated on
+    // every core, in contiguous parts whose results are concatenated in file order.
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    if threads < 2 || chunks.len() < PARALLEL_CHUNKS {
+        for chunk in &chunks {
+            scan_chunk(file, chunk, json, handlers, ctx, &mut scan);
         }
+        return scan;
+    }
+    let part = chunks.len().div_ceil(threads);
+    let parts: Vec<FileScan> = std::thread::scope(|sc| {
+        let workers: Vec<_> = chunks
+            .chunks(part)
+            .map(|group| {
+                sc.spawn(move || {
+                    let mut scan = FileScan::default();
+                    for chunk in group {
+                        scan_chunk(file, chunk, json, handlers, ctx, &mut scan);
+                    }
+                    scan
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))).collect()
+    });
+    for p in parts {
+        scan.docs.extend(p.docs);
+        scan.skips.extend(p.skips);
+        scan.ignored.extend(p.ignored);
+        scan.partial |= p.partial;
     }
     scan
+}
+
+/// Documents from which a file is scanned on several threads.
+const PARALLEL_CHUNKS: usize = 512;
+
+/// Parses, decodes and translates one document into `scan`.
+fn scan_chunk(file: &str, chunk: &Chunk, json: bool, handlers: &Handlers, ctx: &Context, scan: &mut FileScan) {
+    let origin = Origin { file: file.to_string(), document: chunk.document, item: None, line: chunk.line };
+    let parsed: Result<Value, String> = if json {
+        serde_json::from_str(&chunk.text).map_err(|e| e.to_string())
+    } else if let Some(v) = chunk.text.trim_start().starts_with('{').then(|| serde_json::from_str(&chunk.text).ok()).flatten() {
+        // Fast path: a YAML document that is one JSON object (as generated worlds and
+        // `kubectl get -o json` streams are) parses to the same value as JSON, several
+        // times faster; anything that is not valid JSON goes through the YAML parser.
+        Ok(v)
+    } else {
+        serde_saphyr::from_str(&chunk.text).map_err(|e| yaml_error(&e, chunk.line))
+    };
+    let value = match parsed {
+        Ok(v) => v,
+        Err(e) => {
+            let (kind, namespace, name) = guess_identity(&chunk.text);
+            scan.partial = true;
+            scan.skips.push(SkipReport { origin, kind, namespace, name, reason: SkipReason::Parse(e) });
+            return;
+        }
+    };
+    let is_list = str_at(&value, &["apiVersion"]) == Some("v1") && str_at(&value, &["kind"]) == Some("List");
+    match (is_list, value.get("items").and_then(Value::as_array)) {
+        (true, Some(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                let o = Origin { item: Some(i), ..origin.clone() };
+                scan_value(o, item, handlers, ctx, scan);
+            }
+        }
+        _ => scan_value(origin, &value, handlers, ctx, scan),
+    }
 }
 
 /// A one-line YAML error message with the line number in the file (not in the document).

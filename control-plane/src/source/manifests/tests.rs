@@ -106,6 +106,24 @@ fn json_files_are_one_document_and_lists_expand() {
 }
 
 #[test]
+fn yaml_documents_that_are_json_lines_parse_as_their_yaml() {
+    // The JSON fast path of YAML files (generated worlds) gives the same document and version
+    // as the YAML parser; a flow mapping that is not valid JSON still parses as YAML.
+    let handlers = Handlers::new(&Features::default());
+    let json = r#"{"apiVersion":"organization.cp.ei.telekom.de/v1","kind":"Group","metadata":{"name":"j","namespace":"poc"},"spec":{"displayName":"J \u00e9 \/"}}"#;
+    let fast = scan_text("a.yaml", &format!("---\n{json}\n"), false, &handlers, &ctx());
+    let value: Value = serde_saphyr::from_str(json).unwrap();
+    assert_eq!(fast.docs.len(), 1);
+    assert!(fast.docs[0].record.is_some());
+    assert_eq!(fast.docs[0].version, version_of(&value));
+    let flow =
+        "{apiVersion: organization.cp.ei.telekom.de/v1, kind: Group, metadata: {name: k, namespace: poc}, spec: {displayName: K}} # c\n";
+    let slow = scan_text("b.yaml", flow, false, &handlers, &ctx());
+    assert_eq!(slow.docs.len(), 1, "{:?}", slow.skips.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    assert!(slow.docs[0].record.is_some());
+}
+
+#[test]
 fn versions_ignore_key_order_and_formatting() {
     let a: Value = serde_json::from_str(r#"{"b":1,"a":{"y":[1,2],"x":"s"}}"#).unwrap();
     let b: Value = serde_saphyr::from_str("a:\n  x: s\n  y: [1, 2]\nb: 1\n").unwrap();

@@ -1,0 +1,339 @@
+//! P2 console query latency and P6 mixed load over HTTP (issue 10), on a generated world
+//! (`target/genworld/<size>/`, see `benches/support/mod.rs`) loaded by the real server
+//! (`control_plane::start`, in process, manifests source, **mock authentication** — tokens are
+//! decoded, not verified, so signature checks are not in the numbers), queried with reqwest
+//! over keep-alive HTTP/1.1 on 127.0.0.1.
+//!
+//! P2, sequential requests, latency per request in µs (p50/p90/p99/mean over 2000 requests after
+//! 100 warm-up requests; criterion's estimate too):
+//! - Q1 `applications(first: 50)` of one team with `totalCount`, nested `exposedApis`,
+//!   `subscribedApis`, `exposedEvents`, `subscribedEvents` (the team with the most applications,
+//!   ties broken by approvals on both sides);
+//! - Q2 `apiSubscriptions(first: 50, after: <cursor of the 10 000th>)` as an admin viewer (no
+//!   team has 10k subscriptions; below 10k subscriptions: the last full page);
+//! - Q3 `approvals(first: 50)` of that team (a team sees approvals where it is the requester or
+//!   the decider);
+//! - Q4 `node(id)` of one of its applications.
+//!
+//! P6: 16 concurrent clients (tokio tasks sharing one keep-alive pool) issue Q1/Q3/Q4 in turn for
+//! 16 teams for 10 s while the manifests directory changes every 100 ms (a file with 100
+//! modified Applications is rewritten; the source polls every second and re-projects them).
+//! Reported: requests/s, errors (any non-200 or GraphQL `errors`), p50/p99, store revisions
+//! committed during the run. Client and server share the same 2 cores.
+//!
+//! Run: `cargo bench --bench http_queries` (10k and 100k; `CP_BENCH_1M=1` adds 1M,
+//! `CP_BENCH_SIZES=10k` picks sizes). Results: `BENCH_RESULT {json}` lines and
+//! `target/bench-results/ours-http_queries-<size>.json`. Not part of `cargo test`.
+
+mod support;
+
+use criterion::{BenchmarkId, Criterion};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const Q1: &str = "query Q1 { applications(first: 50) { totalCount pageInfo { endCursor hasNextPage } edges { cursor node { \
+    id name statusPhase secretRotationPhase zone { name } ownerTeam { name } \
+    exposedApis(first: 20) { totalCount edges { node { id basePath visibility active statusPhase } } } \
+    subscribedApis(first: 20) { totalCount edges { node { id basePath statusPhase target { basePath } } } } \
+    exposedEvents(first: 20) { totalCount edges { node { id } } } \
+    subscribedEvents(first: 20) { totalCount edges { node { id } } } } } } }";
+
+const Q2: &str = "query Q2($after: Cursor) { apiSubscriptions(first: 50, after: $after) { totalCount pageInfo { endCursor hasNextPage } \
+    edges { cursor node { id name basePath statusPhase owner { name } target { basePath } } } } }";
+
+const Q3: &str = "query Q3 { approvals(first: 50) { totalCount pageInfo { endCursor hasNextPage } edges { node { \
+    id name state action strategy requester { teamName applicationName } decider { teamName } deciderTeamName } } } }";
+
+const Q4: &str =
+    "query Q4($id: ID!) { node(id: $id) { id ... on Application { name statusPhase clientID ownerTeam { name } zone { name } } } }";
+
+const WARMUP: usize = 100;
+const REQUESTS: usize = 2000;
+const CLIENTS: usize = 16;
+const MIXED_FOR: Duration = Duration::from_secs(10);
+const CHURN_EVERY: Duration = Duration::from_millis(100);
+const CHURN_OBJECTS: usize = 100;
+
+/// One measured query: name, document, variables, token.
+struct Probe {
+    name: &'static str,
+    query: &'static str,
+    vars: Value,
+    token: String,
+    detail: Value,
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .configure_from_args();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for size in support::sizes() {
+        let world = support::world(size);
+        let work = support::target_dir().join("bench-work").join(format!("http-{}", size.name));
+        let _ = std::fs::remove_dir_all(&work);
+        let manifests = work.join("manifests");
+        support::copy_world(&world, &manifests);
+        let mut results = support::Results::new("http_queries", size.name);
+        let running = rt.block_on(async {
+            let t0 = Instant::now();
+            let running = control_plane::start(support::config(&manifests, &work.join("data"))).await.unwrap();
+            while !running.app().readiness().is_ready() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            eprintln!("{}: server ready on {} in {:.1} s", size.name, running.local_addr(), t0.elapsed().as_secs_f64());
+            running
+        });
+        let url = format!("http://{}/graphql/query", running.local_addr());
+        let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
+        let teams = support::teams_by_load(&world);
+        let (team, apps, as_requester, as_decider) = teams[0].clone();
+        eprintln!("{}: team {team}: {apps} applications, approvals {as_requester} as requester, {as_decider} as decider", size.name);
+
+        let probes = rt.block_on(setup(&client, &url, &team));
+        for p in &probes {
+            let mut lat = rt.block_on(sequential(&client, &url, p, WARMUP, REQUESTS));
+            let mean = lat.iter().map(Duration::as_secs_f64).sum::<f64>() / lat.len() as f64 * 1e6;
+            let (p50, p90, p99) =
+                (support::percentile_us(&mut lat, 50.0), support::percentile_us(&mut lat, 90.0), support::percentile_us(&mut lat, 99.0));
+            println!(
+                "P2 {} {}: p50 {p50:.0} µs, p90 {p90:.0} µs, p99 {p99:.0} µs, mean {mean:.0} µs ({REQUESTS} requests)",
+                size.name, p.name
+            );
+            let mut fields = json!({"query": p.name, "requests": REQUESTS, "p50Us": p50, "p90Us": p90, "p99Us": p99, "meanUs": mean});
+            if let (Some(o), Value::Object(d)) = (fields.as_object_mut(), p.detail.clone()) {
+                o.extend(d);
+            }
+            results.emit("P2", fields);
+        }
+        let mut g = c.benchmark_group(format!("P2 query over HTTP ({})", size.name));
+        for p in &probes {
+            g.bench_function(BenchmarkId::from_parameter(p.name), |b| {
+                b.iter_custom(|iters| rt.block_on(sequential(&client, &url, p, 0, iters as usize)).into_iter().sum())
+            });
+        }
+        g.finish();
+
+        let mixed = rt.block_on(mixed_load(&client, &url, running.local_addr(), &teams, &world.dir, &manifests));
+        println!(
+            "P6 {}: {CLIENTS} clients, {:.1} s: {} requests = {:.0} req/s, {} errors, p50 {:.0} µs, p99 {:.0} µs, {} churn writes, {} store revisions",
+            size.name,
+            mixed["seconds"].as_f64().unwrap(),
+            mixed["requests"],
+            mixed["requestsPerSecond"].as_f64().unwrap(),
+            mixed["errors"],
+            mixed["p50Us"].as_f64().unwrap(),
+            mixed["p99Us"].as_f64().unwrap(),
+            mixed["churnWrites"],
+            mixed["storeRevisions"],
+        );
+        results.emit("P6", mixed);
+        results.write();
+        rt.block_on(running.shutdown()).unwrap();
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    c.final_summary();
+}
+
+/// Builds the four probes: finds an application ID (Q4) and the cursor of the 10 000th
+/// subscription (Q2).
+async fn setup(client: &reqwest::Client, url: &str, team: &str) -> Vec<Probe> {
+    let team_token = support::team_token(team);
+    let admin = support::admin_token();
+    let q1 = support::gql(client, url, &team_token, Q1, &json!({})).await.expect("Q1");
+    let apps = &q1["applications"];
+    let app_id = apps["edges"][0]["node"]["id"].as_str().expect("the team has an application").to_string();
+    let q3 = support::gql(client, url, &team_token, Q3, &json!({})).await.expect("Q3");
+    // Walk to the 10 000th subscription (pages of at most graphql.maxPageSize = 1000).
+    let total = support::gql(client, url, &admin, "{ apiSubscriptions(first: 1) { totalCount } }", &json!({})).await.unwrap()
+        ["apiSubscriptions"]["totalCount"]
+        .as_u64()
+        .unwrap();
+    let offset = 10_000u64.min(total.saturating_sub(50));
+    let (mut seen, mut after) = (0u64, Value::Null);
+    while seen < offset {
+        let n = (offset - seen).min(1000);
+        let q = format!("query($after: Cursor) {{ apiSubscriptions(first: {n}, after: $after) {{ pageInfo {{ endCursor }} }} }}");
+        let page = support::gql(client, url, &admin, &q, &json!({"after": after})).await.unwrap();
+        after = page["apiSubscriptions"]["pageInfo"]["endCursor"].clone();
+        seen += n;
+    }
+    let q2 = support::gql(client, url, &admin, Q2, &json!({"after": after})).await.expect("Q2");
+    let q2_edges = q2["apiSubscriptions"]["edges"].as_array().map_or(0, Vec::len);
+    vec![
+        Probe {
+            name: "Q1 team applications(first:50) nested",
+            query: Q1,
+            vars: json!({}),
+            token: team_token.clone(),
+            detail: json!({"team": team, "totalCount": apps["totalCount"], "edges": apps["edges"].as_array().map_or(0, Vec::len)}),
+        },
+        Probe {
+            name: "Q2 admin apiSubscriptions(first:50, after:10000th)",
+            query: Q2,
+            vars: json!({"after": after}),
+            token: admin,
+            detail: json!({"after": offset, "totalCount": total, "edges": q2_edges}),
+        },
+        Probe {
+            name: "Q3 team approvals(first:50) both sides",
+            query: Q3,
+            vars: json!({}),
+            token: team_token.clone(),
+            detail: json!({"team": team, "totalCount": q3["approvals"]["totalCount"]}),
+        },
+        Probe { name: "Q4 node(id) application", query: Q4, vars: json!({"id": app_id}), token: team_token, detail: json!({"id": app_id}) },
+    ]
+}
+
+/// `warmup` unmeasured requests, then `n` measured ones, one at a time; panics on any error.
+async fn sequential(client: &reqwest::Client, url: &str, p: &Probe, warmup: usize, n: usize) -> Vec<Duration> {
+    for _ in 0..warmup {
+        support::gql(client, url, &p.token, p.query, &p.vars).await.unwrap_or_else(|e| panic!("{}: {e}", p.name));
+    }
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t0 = Instant::now();
+        support::gql(client, url, &p.token, p.query, &p.vars).await.unwrap_or_else(|e| panic!("{}: {e}", p.name));
+        out.push(t0.elapsed());
+    }
+    out
+}
+
+/// The store revision from `/metrics`.
+async fn revision(client: &reqwest::Client, addr: std::net::SocketAddr) -> u64 {
+    let text = client.get(format!("http://{addr}/metrics")).send().await.unwrap().text().await.unwrap();
+    text.lines().find_map(|l| l.strip_prefix("controlplane_store_revision ")).and_then(|v| v.trim().parse::<f64>().ok()).unwrap_or(0.0)
+        as u64
+}
+
+/// P6: see the module docs.
+async fn mixed_load(
+    client: &reqwest::Client,
+    url: &str,
+    addr: std::net::SocketAddr,
+    teams: &[(String, u64, u64, u64)],
+    world: &Path,
+    manifests: &Path,
+) -> Value {
+    // Per client: a team, its token and one application ID.
+    let mut per_client = Vec::new();
+    for (team, ..) in teams.iter().take(CLIENTS) {
+        let token = support::team_token(team);
+        let d = support::gql(client, url, &token, "{ applications(first: 1) { edges { node { id } } } }", &json!({})).await.unwrap();
+        let id = d["applications"]["edges"][0]["node"]["id"].as_str().unwrap().to_string();
+        per_client.push((token, id));
+    }
+    while per_client.len() < CLIENTS {
+        per_client.push(per_client[per_client.len() % teams.len().max(1)].clone());
+    }
+    // The churn: CHURN_OBJECTS Applications of the world, their Ready message changed each time,
+    // written to a later file (the later path wins for duplicates), atomically by rename.
+    let apps: Vec<Value> = std::fs::read_to_string(world.join("04-applications.yaml"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .take(CHURN_OBJECTS)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn = {
+        let (stop, dir): (_, PathBuf) = (stop.clone(), manifests.to_path_buf());
+        std::thread::spawn(move || {
+            let mut generation = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                generation += 1;
+                let mut text = String::new();
+                for app in &apps {
+                    let mut app = app.clone();
+                    if let Some(conds) = app["status"]["conditions"].as_array_mut() {
+                        for c in conds.iter_mut().filter(|c| c["type"] == "Ready") {
+                            c["message"] = json!(format!("bench churn generation {generation}"));
+                        }
+                    }
+                    app["metadata"]["annotations"] = json!({"bench/generation": generation.to_string()});
+                    text.push_str("---\n");
+                    text.push_str(&app.to_string());
+                    text.push('\n');
+                }
+                let tmp = dir.join(".zz-bench-churn.tmp");
+                std::fs::write(&tmp, text).unwrap();
+                std::fs::rename(&tmp, dir.join("zz-bench-churn.yaml")).unwrap();
+                std::thread::sleep(CHURN_EVERY);
+            }
+            generation
+        })
+    };
+    let rev0 = revision(client, addr).await;
+    let ok = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(AtomicU64::new(0));
+    let first_errors = Arc::new(Mutex::new(Vec::<String>::new()));
+    let latencies = Arc::new(Mutex::new(Vec::<Duration>::new()));
+    let t0 = Instant::now();
+    let deadline = t0 + MIXED_FOR;
+    let mut tasks = Vec::new();
+    for (i, (token, id)) in per_client.into_iter().enumerate() {
+        let (client, url) = (client.clone(), url.to_string());
+        let (ok, errors, first_errors, latencies) = (ok.clone(), errors.clone(), first_errors.clone(), latencies.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut n = i;
+            while Instant::now() < deadline {
+                n += 1;
+                let (q, vars) = match n % 3 {
+                    0 => (Q1, json!({})),
+                    1 => (Q3, json!({})),
+                    _ => (Q4, json!({"id": id})),
+                };
+                let s = Instant::now();
+                match support::gql(&client, &url, &token, q, &vars).await {
+                    Ok(_) => {
+                        ok.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => {
+                        errors.fetch_add(1, Ordering::Relaxed);
+                        let mut f = first_errors.lock().unwrap();
+                        if f.len() < 5 {
+                            f.push(e);
+                        }
+                    }
+                }
+                lat.push(s.elapsed());
+            }
+            latencies.lock().unwrap().extend(lat);
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let elapsed = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::SeqCst);
+    let churn_writes = churn.join().unwrap();
+    // Let the source pick up the last write before reading the revision.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let rev1 = revision(client, addr).await;
+    let mut lat = std::mem::take(&mut *latencies.lock().unwrap());
+    let (ok, errors) = (ok.load(Ordering::Relaxed), errors.load(Ordering::Relaxed));
+    let first_errors = first_errors.lock().unwrap().clone();
+    for e in &first_errors {
+        eprintln!("P6 error: {e}");
+    }
+    json!({
+        "clients": CLIENTS,
+        "seconds": elapsed,
+        "requests": ok + errors,
+        "errors": errors,
+        "requestsPerSecond": (ok + errors) as f64 / elapsed,
+        "p50Us": support::percentile_us(&mut lat, 50.0),
+        "p99Us": support::percentile_us(&mut lat, 99.0),
+        "churnWrites": churn_writes,
+        "churnObjectsPerWrite": CHURN_OBJECTS,
+        "storeRevisions": rev1.saturating_sub(rev0),
+        "firstErrors": first_errors,
+    })
+}

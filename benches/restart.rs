@@ -1,0 +1,162 @@
+//! P4 restart to ready on an existing store (issue 10): a generated world
+//! (`target/genworld/<size>/`, see `benches/support/mod.rs`) is loaded once in process into a
+//! data directory; then the release binary is started on it as a subprocess
+//! (`target/release/control-plane serve --manifests <world> --data-dir <dir> --auth mock
+//! --now …`) and timed from spawn until `/readyz` answers 200 (seconds; the manifests source
+//! re-reads every document and finds it unchanged, so nothing is written). After ready: `VmRSS`
+//! and `VmHWM` of the process from `/proc/<pid>/status` (MB), then SIGTERM. Also: bytes on disk
+//! of the data directory (`readmodel.redb` + `search/`) against the raw manifest bytes.
+//!
+//! Needs the binary first: `cargo build --release -p control-plane && cargo bench --bench restart`
+//! (the bench does not run cargo itself; it refuses to run without the binary). 10k and 100k;
+//! `CP_BENCH_1M=1` adds 1M, `CP_BENCH_SIZES=10k` picks sizes. Every restart is one criterion
+//! iteration (flat sampling, 10 samples). Results: `BENCH_RESULT {json}` lines and
+//! `target/bench-results/ours-restart-<size>.json`. Not part of `cargo test`.
+
+mod support;
+
+use criterion::{BenchmarkId, Criterion, SamplingMode};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One restart: time to ready, VmRSS and VmHWM in kB.
+struct Restart {
+    ready: Duration,
+    rss_kb: u64,
+    hwm_kb: u64,
+}
+
+fn main() {
+    let mut c = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(Duration::from_secs(1))
+        .configure_from_args();
+    let bin = support::target_dir().join("release").join("control-plane");
+    assert!(bin.exists(), "{} is missing: run `cargo build --release -p control-plane` first", bin.display());
+    let built = std::fs::metadata(&bin).and_then(|m| m.modified()).ok();
+    eprintln!("binary {} (modified {built:?})", bin.display());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for size in support::sizes() {
+        let world = support::world(size);
+        let work = support::target_dir().join("bench-work").join(format!("restart-{}", size.name));
+        let _ = std::fs::remove_dir_all(&work);
+        let data = work.join("data");
+        {
+            let _guard = rt.enter();
+            let (app, elapsed) = support::load(&world.dir, &data);
+            eprintln!("{}: loaded {} records in {:.1} s", size.name, support::record_count(app.store()), elapsed.as_secs_f64());
+            app.shutdown();
+        }
+        let redb = std::fs::metadata(data.join("readmodel.redb")).map(|m| m.len()).unwrap_or(0);
+        let disk = support::dir_bytes(&data);
+        let mut runs: Vec<Restart> = Vec::new();
+        let mut round = 0;
+        let mut g = c.benchmark_group("P4 restart to ready");
+        g.sampling_mode(SamplingMode::Flat);
+        g.bench_function(BenchmarkId::new("release binary, existing store", size.name), |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    round += 1;
+                    let r = rt.block_on(restart(&bin, &world.dir, &data, &work.join(format!("serve-{round}.log"))));
+                    total += r.ready;
+                    runs.push(r);
+                }
+                total
+            })
+        });
+        g.finish();
+        let mut ready: Vec<f64> = runs.iter().map(|r| r.ready.as_secs_f64()).collect();
+        ready.sort_by(f64::total_cmp);
+        let median = ready[ready.len() / 2];
+        let rss = runs.iter().map(|r| r.rss_kb).max().unwrap_or(0) as f64 / 1024.0;
+        let hwm = runs.iter().map(|r| r.hwm_kb).max().unwrap_or(0) as f64 / 1024.0;
+        let mut results = support::Results::new("restart", size.name);
+        results.emit(
+            "P4",
+            json!({
+                "objects": world.objects,
+                "restarts": runs.len(),
+                "readyMedianSeconds": median,
+                "readyBestSeconds": ready[0],
+                "readyWorstSeconds": ready[ready.len() - 1],
+                "vmRssMb": rss,
+                "vmHwmMb": hwm,
+                "diskBytes": disk,
+                "redbBytes": redb,
+                "searchBytes": disk - redb,
+                "manifestBytes": world.bytes,
+                "diskToRaw": disk as f64 / world.bytes as f64,
+                "redbToRaw": redb as f64 / world.bytes as f64,
+            }),
+        );
+        println!(
+            "P4 {}: ready median {median:.3} s (best {:.3}, worst {:.3}, {} restarts), VmRSS {rss:.0} MB, VmHWM {hwm:.0} MB, disk {:.1} MB \
+             (redb {:.1} MB) vs raw {:.1} MB = {:.2}x",
+            size.name,
+            ready[0],
+            ready[ready.len() - 1],
+            runs.len(),
+            disk as f64 / 1e6,
+            redb as f64 / 1e6,
+            world.bytes as f64 / 1e6,
+            disk as f64 / world.bytes as f64
+        );
+        results.write();
+        let _ = std::fs::remove_dir_all(&work);
+    }
+    c.final_summary();
+}
+
+/// A free TCP port on 127.0.0.1.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Starts the binary on `data`, waits for `/readyz` 200, reads its memory, stops it (SIGTERM).
+async fn restart(bin: &Path, manifests: &Path, data: &Path, log: &PathBuf) -> Restart {
+    let port = free_port();
+    let log_file = std::fs::File::create(log).unwrap();
+    let t0 = Instant::now();
+    let mut child: Child = Command::new(bin)
+        .arg("serve")
+        .arg("--manifests")
+        .arg(manifests)
+        .arg("--data-dir")
+        .arg(data)
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--auth", "mock", "--now", support::NOW])
+        .stdout(Stdio::null())
+        .stderr(log_file)
+        .spawn()
+        .unwrap();
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/readyz");
+    let ready = loop {
+        if client.get(&url).send().await.map(|r| r.status() == 200).unwrap_or(false) {
+            break t0.elapsed();
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("control-plane exited with {status} before ready; see {}", log.display());
+        }
+        assert!(t0.elapsed() < Duration::from_secs(300), "not ready after 300 s; see {}", log.display());
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let (rss_kb, hwm_kb) = (field("VmRSS:"), field("VmHWM:"));
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let exit = child.wait().unwrap();
+    if !exit.success() {
+        eprintln!("control-plane exited with {exit} after SIGTERM; see {}", log.display());
+    }
+    Restart { ready, rss_kb, hwm_kb }
+}
