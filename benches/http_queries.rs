@@ -75,8 +75,7 @@ fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     for size in support::sizes() {
         let world = support::world(size);
-        let work = support::target_dir().join("bench-work").join(format!("http-{}", size.name));
-        let _ = std::fs::remove_dir_all(&work);
+        let work = support::work_dir(&format!("http-{}", size.name));
         let manifests = work.join("manifests");
         support::copy_world(&world, &manifests);
         let mut results = support::Results::new("http_queries", size.name);

@@ -12,23 +12,17 @@
 
 mod support;
 
-use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
+use criterion::{BenchmarkId, SamplingMode, Throughput};
 use serde_json::json;
 use std::time::Duration;
 
 fn main() {
-    let mut c = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(1))
-        .measurement_time(Duration::from_secs(1))
-        .configure_from_args();
+    let mut c = support::criterion(10);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _guard = rt.enter();
     for size in support::sizes() {
         let world = support::world(size);
-        let work = support::target_dir().join("bench-work").join(format!("projection-{}", size.name));
-        let _ = std::fs::remove_dir_all(&work);
-        std::fs::create_dir_all(&work).unwrap();
+        let work = support::work_dir(&format!("projection-{}", size.name));
         let mut runs: Vec<Duration> = Vec::new();
         let mut records = Vec::new();
         let mut round = 0;

@@ -15,7 +15,7 @@
 
 mod support;
 
-use criterion::{BenchmarkId, Criterion, SamplingMode};
+use criterion::{BenchmarkId, SamplingMode};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -29,11 +29,7 @@ struct Restart {
 }
 
 fn main() {
-    let mut c = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(1))
-        .measurement_time(Duration::from_secs(1))
-        .configure_from_args();
+    let mut c = support::criterion(10);
     let bin = support::target_dir().join("release").join("control-plane");
     assert!(bin.exists(), "{} is missing: run `cargo build --release -p control-plane` first", bin.display());
     let built = std::fs::metadata(&bin).and_then(|m| m.modified()).ok();
@@ -41,8 +37,7 @@ fn main() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     for size in support::sizes() {
         let world = support::world(size);
-        let work = support::target_dir().join("bench-work").join(format!("restart-{}", size.name));
-        let _ = std::fs::remove_dir_all(&work);
+        let work = support::work_dir(&format!("restart-{}", size.name));
         let data = work.join("data");
         {
             let _guard = rt.enter();

@@ -15,9 +15,9 @@
 
 mod support;
 
-use criterion::{BenchmarkId, Criterion, SamplingMode};
+use criterion::{BenchmarkId, SamplingMode};
 use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn median(v: &mut [Duration]) -> f64 {
     v.sort_unstable();
@@ -25,18 +25,12 @@ fn median(v: &mut [Duration]) -> f64 {
 }
 
 fn main() {
-    let mut c = Criterion::default()
-        .sample_size(10)
-        .warm_up_time(Duration::from_millis(1))
-        .measurement_time(Duration::from_secs(1))
-        .configure_from_args();
+    let mut c = support::criterion(10);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let _guard = rt.enter();
     for size in support::sizes() {
         let world = support::world(size);
-        let work = support::target_dir().join("bench-work").join(format!("snapshot-{}", size.name));
-        let _ = std::fs::remove_dir_all(&work);
-        std::fs::create_dir_all(&work).unwrap();
+        let work = support::work_dir(&format!("snapshot-{}", size.name));
         let data = work.join("data");
         let (app, _) = support::load(&world.dir, &data);
         let records = support::record_count(app.store());
@@ -48,29 +42,17 @@ fn main() {
         let mut exports = Vec::new();
         g.bench_function(BenchmarkId::new("export (offline, streamed)", size.name), |b| {
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let t0 = Instant::now();
+                support::timed(iters, &mut exports, || {
                     control_plane::snapshot::export_offline(&data, &file).unwrap();
-                    let d = t0.elapsed();
-                    exports.push(d);
-                    total += d;
-                }
-                total
+                })
             })
         });
         let mut verifies = Vec::new();
         g.bench_function(BenchmarkId::new("verify", size.name), |b| {
             b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let t0 = Instant::now();
+                support::timed(iters, &mut verifies, || {
                     control_plane::snapshot::verify(&file).unwrap();
-                    let d = t0.elapsed();
-                    verifies.push(d);
-                    total += d;
-                }
-                total
+                })
             })
         });
         let mut restores = Vec::new();
@@ -81,11 +63,9 @@ fn main() {
                 for _ in 0..iters {
                     round += 1;
                     let target = work.join(format!("restored-{round}"));
-                    let t0 = Instant::now();
-                    control_plane::snapshot::restore(&file, &target, false).unwrap();
-                    let d = t0.elapsed();
-                    restores.push(d);
-                    total += d;
+                    total += support::timed(1, &mut restores, || {
+                        control_plane::snapshot::restore(&file, &target, false).unwrap();
+                    });
                     std::fs::remove_dir_all(&target).unwrap();
                 }
                 total

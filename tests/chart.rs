@@ -258,19 +258,7 @@ fn split_documents(text: &str) -> Vec<String> {
 /// The RBAC rules the process needs for `features`, from the kind registry (every registered
 /// kind's group and plural, `control_plane::source::kube::resources`), grouped like the chart.
 fn expected_rules(features: &schema::kind::Features) -> Vec<(String, Vec<String>)> {
-    let mut by_group: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for w in control_plane::source::kube::resources() {
-        if schema::registry::enabled(w.kind, features) {
-            by_group.entry(w.resource.group.clone()).or_default().push(w.resource.plural.clone());
-        }
-    }
-    by_group
-        .into_iter()
-        .map(|(g, mut p)| {
-            p.sort();
-            (g, p)
-        })
-        .collect()
+    control_plane::source::kube::rbac_rules(features)
 }
 
 /// Validates every rendered object with kubernetes-validate (`--strict`, Kubernetes

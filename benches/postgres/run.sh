@@ -23,7 +23,7 @@ TXMODE="${TXMODE:-reference}"
 WORKERS="${WORKERS:-1}"
 WARMUP="${WARMUP:-50}"
 TUNED="${TUNED:-1}"
-GENWORLD="$ROOT/../shared/tools/genworld.py"
+GENWORLD="$ROOT/tools/genworld/genworld.py"  # vendored copy of ../shared/tools/genworld.py
 PSYCOPG_PIN='psycopg[binary]==3.2.10'
 
 log() { printf '[run.sh %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }
@@ -69,7 +69,7 @@ else
         *) echo "unknown size '$SIZE' (10k|100k|1m or a world directory)" >&2; exit 2 ;;
     esac
     WORLD="$ROOT/target/genworld/$SIZE"
-    WORLD_CMD="python3 ../shared/tools/genworld.py ${GEN_ARGS[*]} --out target/genworld/$SIZE"
+    WORLD_CMD="python3 tools/genworld/genworld.py ${GEN_ARGS[*]} --out target/genworld/$SIZE"
     if [[ ! -f "$WORLD/manifest.json" ]]; then
         log "generating world: $WORLD_CMD"
         TMP="$ROOT/target/genworld/.tmp-$SIZE-$$"

@@ -280,3 +280,35 @@ pub fn copy_world(world: &World, to: &Path) {
         }
     }
 }
+
+/// Criterion for whole-world measures: `samples` samples, flat, no real warm-up (one sample is
+/// one load, restart or restore); command-line flags still apply.
+pub fn criterion(samples: usize) -> criterion::Criterion {
+    criterion::Criterion::default()
+        .sample_size(samples)
+        .warm_up_time(Duration::from_millis(1))
+        .measurement_time(Duration::from_secs(1))
+        .configure_from_args()
+}
+
+/// Runs `f` `iters` times (one criterion `iter_custom` call), keeps each duration in `runs`,
+/// returns their sum.
+pub fn timed(iters: u64, runs: &mut Vec<Duration>, mut f: impl FnMut()) -> Duration {
+    let mut total = Duration::ZERO;
+    for _ in 0..iters {
+        let t0 = Instant::now();
+        f();
+        let d = t0.elapsed();
+        runs.push(d);
+        total += d;
+    }
+    total
+}
+
+/// A fresh `target/bench-work/<name>` directory.
+pub fn work_dir(name: &str) -> PathBuf {
+    let work = target_dir().join("bench-work").join(name);
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap();
+    work
+}

@@ -106,7 +106,7 @@ pub fn verify(file: &Path) -> Result<Summary> {
 /// foreign files, a target held by a running server, I/O failures.
 pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-    let snap = snapshot::decode_file(&bytes).with_context(|| format!("refusing to restore {}", file.display()))?;
+    let snap = snapshot::decode_for_restore(&bytes).with_context(|| format!("refusing to restore {}", file.display()))?;
     let search = storage::search::SEARCH_DIR;
     let staging_name = format!(".restore-{}", std::process::id());
     if data_dir.exists() {

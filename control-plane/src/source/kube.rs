@@ -83,11 +83,12 @@ pub fn resources() -> Vec<WatchedKind> {
     c.0
 }
 
-/// The RBAC rules the kube source needs: per API group (sorted), the plurals (sorted) it lists
-/// and watches. The README section "Kubernetes source" documents exactly these (tested).
-pub fn rbac_rules() -> Vec<(String, Vec<String>)> {
+/// The RBAC rules the kube source needs with `features`: per API group (sorted), the plurals
+/// (sorted) of the enabled kinds it lists and watches. With every feature on, the README section
+/// "Kubernetes source" documents exactly these, and the Helm chart renders them (both tested).
+pub fn rbac_rules(features: &schema::kind::Features) -> Vec<(String, Vec<String>)> {
     let mut by_group: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    for w in resources() {
+    for w in resources().into_iter().filter(|w| schema::registry::enabled(w.kind, features)) {
         by_group.entry(w.resource.group.clone()).or_default().push(w.resource.plural.clone());
     }
     by_group

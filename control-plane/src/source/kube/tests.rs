@@ -329,7 +329,7 @@ fn the_documented_rbac_rules_equal_the_registry() {
         let plurals: Vec<String> = rule["resources"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
         documented.push((groups[0].as_str().unwrap().to_string(), plurals));
     }
-    assert_eq!(documented, rbac_rules());
+    assert_eq!(documented, rbac_rules(&schema::kind::Features::default()));
 }
 
 #[tokio::test]
