@@ -43,8 +43,11 @@ fn main() -> ExitCode {
             match control_plane::check::check(&args.manifests, features, Clock(None)) {
                 Ok(report) => {
                     let mut out = std::io::stdout().lock();
-                    if let Err(e) = report.print(&mut out) {
-                        return fail(&format!("writing the report: {e}"));
+                    match report.print(&mut out) {
+                        // The reader went away (`check … | head`): not an error of the check.
+                        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                        Err(e) => return fail(&format!("writing the report: {e}")),
+                        Ok(()) => {}
                     }
                     if report.failures() > 0 {
                         ExitCode::FAILURE

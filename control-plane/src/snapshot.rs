@@ -93,7 +93,8 @@ pub fn verify(file: &Path) -> Result<Summary> {
 
 /// Restores `file` into `data_dir`. A non-empty `data_dir` is refused unless `force`, and even
 /// with `force` unless it holds only what a data directory holds (`readmodel.redb`, `search/`,
-/// leftovers of an interrupted creation or restore): `--force` never deletes unrelated files.
+/// leftovers of an interrupted creation or restore, a volume's `lost+found`, which is left
+/// alone): `--force` never deletes unrelated files.
 ///
 /// The new store is built in a staging directory inside `data_dir` (so `data_dir` may be a
 /// volume's mount point, as in the Helm chart), verified, given its search index, and only then
@@ -117,7 +118,10 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
         if !entries.is_empty() && !force {
             bail!("the data directory {} is not empty; pass --force to replace it", data_dir.display());
         }
-        let ours = |n: &str| n == DB_FILE || n == search || n.starts_with(&format!("{DB_FILE}.")) || n.starts_with(".restore-");
+        // `lost+found`: the root of an ext4-formatted volume (the chart mounts one here).
+        let ours = |n: &str| {
+            n == DB_FILE || n == search || n == "lost+found" || n.starts_with(&format!("{DB_FILE}.")) || n.starts_with(".restore-")
+        };
         let mut foreign: Vec<&String> = entries.iter().filter(|n| !ours(n)).collect();
         if !foreign.is_empty() {
             foreign.sort();
