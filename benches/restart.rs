@@ -46,7 +46,7 @@ fn main() {
             app.shutdown();
         }
         let redb = std::fs::metadata(data.join("readmodel.redb")).map(|m| m.len()).unwrap_or(0);
-        let disk = support::dir_bytes(&data);
+        let disk = control_plane::metrics::dir_bytes(&data);
         let mut runs: Vec<Restart> = Vec::new();
         let mut round = 0;
         let mut g = c.benchmark_group("P4 restart to ready");

@@ -82,7 +82,7 @@ fn main() {
                 "records": records,
                 "revision": summary.header.revision,
                 "fileBytes": summary.bytes,
-                "storeBytes": support::dir_bytes(&data),
+                "storeBytes": control_plane::metrics::dir_bytes(&data),
                 "exportSeconds": median(&mut exports),
                 "verifySeconds": median(&mut verifies),
                 "restoreSeconds": median(&mut restores),

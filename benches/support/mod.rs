@@ -255,21 +255,6 @@ pub async fn gql(client: &reqwest::Client, url: &str, token: &str, query: &str, 
     }
 }
 
-/// Total size in bytes of the files under `dir` (recursive).
-pub fn dir_bytes(dir: &Path) -> u64 {
-    let mut total = 0;
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        let meta = entry.metadata().unwrap();
-        if meta.is_dir() {
-            total += dir_bytes(&entry.path());
-        } else {
-            total += meta.len();
-        }
-    }
-    total
-}
-
 /// Copies the world's kind files (not `manifest.json`) into `to`.
 pub fn copy_world(world: &World, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
