@@ -5,12 +5,13 @@
 //! current manifests). redb commits each batch durably, so a kill loses at most the batch in
 //! flight — never consistency.
 
+mod common;
+
+use common::ADMIN;
+
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A mock-mode admin token (`tardis:admin:all`).
-const ADMIN: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBsYXRmb3JtLS1vcHMtLWNvbnNvbGUiLCJzY29wZSI6InRhcmRpczphZG1pbjphbGwiLCJlbnYiOiJwb2MifQ.mock";
 
 fn spawn(world: &Path, data: &Path, port: u16) -> Child {
     Command::new(env!("CARGO_BIN_EXE_control-plane"))

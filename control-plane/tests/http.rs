@@ -1,13 +1,14 @@
 //! The HTTP surface through the library: `/healthz`, `/readyz` (503 with what is pending, then
 //! 200), `/metrics`, and graceful shutdown.
 
+mod common;
+
+use common::ADMIN;
+
 use control_plane::config::Config;
 use schema::{KindId, Scope};
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-/// A mock-mode admin token (`tardis:admin:all`).
-const ADMIN: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBsYXRmb3JtLS1vcHMtLWNvbnNvbGUiLCJzY29wZSI6InRhcmRpczphZG1pbjphbGwiLCJlbnYiOiJwb2MifQ.mock";
 
 #[tokio::test(flavor = "multi_thread")]
 async fn health_readiness_and_metrics() {

@@ -2,14 +2,16 @@
 //! `--manifests`), configured the way it is outside a cluster — through a kubeconfig — pointing
 //! at the fake Kubernetes API server of the end-to-end tests (`tests/support/fake_k8s.rs`).
 
+mod common;
+
+use common::ADMIN;
+
 #[path = "../../tests/support/fake_k8s.rs"]
 mod fake_k8s;
 
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const ADMIN: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBsYXRmb3JtLS1vcHMtLWNvbnNvbGUiLCJzY29wZSI6InRhcmRpczphZG1pbjphbGwiLCJlbnYiOiJwb2MifQ.mock";
 
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

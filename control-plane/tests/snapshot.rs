@@ -1,6 +1,10 @@
 //! `control-plane snapshot export|restore|verify`: exit codes, messages, a database held by a
 //! running server, damaged files refused with distinct messages, the target left untouched.
 
+mod common;
+
+use common::ADMIN;
+
 use control_plane::app::App;
 use control_plane::config::Config;
 use schema::{KindId, Scope};
@@ -141,7 +145,6 @@ fn export_verify_restore_and_refusals() {
     assert_eq!(run(&["snapshot", "verify"]).status.code(), Some(2));
 }
 
-const ADMIN: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBsYXRmb3JtLS1vcHMtLWNvbnNvbGUiLCJzY29wZSI6InRhcmRpczphZG1pbjphbGwiLCJlbnYiOiJwb2MifQ.mock";
 const TEAM: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBheW1lbnRzLS1jaGVja291dC0tY29uc29sZSIsInNjb3BlIjoidGFyZGlzOnRlYW06cmVhZCIsImVudiI6InBvYyJ9.mock";
 
 #[tokio::test(flavor = "multi_thread")]
