@@ -3,7 +3,8 @@
 //! data directory; then the release binary is started on it as a subprocess
 //! (`target/release/control-plane serve --manifests <world> --data-dir <dir> --auth mock
 //! --now …`) and timed from spawn until `/readyz` answers 200 (seconds; the manifests source
-//! re-reads every document and finds it unchanged, so nothing is written). After ready: `VmRSS`
+//! takes every file over from the store's checkpoints, checks every object's version against
+//! the store, reads no file again and writes nothing). After ready: `VmRSS`
 //! and `VmHWM` of the process from `/proc/<pid>/status` (MB), then SIGTERM. Also: bytes on disk
 //! of the data directory (`readmodel.redb` + `search/`) against the raw manifest bytes.
 //!

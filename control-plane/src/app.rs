@@ -125,7 +125,7 @@ impl App {
             .context("starting the writer thread")?;
         let source = match (&config.source, client) {
             (SourceConfig::Manifests(dir), _) => {
-                let state = ManifestsState::new(dir, handlers, config.features, clock);
+                let state = ManifestsState::new(dir, handlers, config.features, clock).with_checkpoints(store.clone());
                 let source =
                     ManifestsSource::spawn(dir, state, writer.sender(), readiness.clone(), metrics.clone(), manifests::POLL_INTERVAL)
                         .map_err(anyhow::Error::msg)?;

@@ -2,10 +2,11 @@
 //! verify` (the file format is [`storage::snapshot`]).
 //!
 //! Restore never touches the target directory until the new store is complete: the snapshot is
-//! verified, restored into a temporary directory next to the target, its invariants checked, its
-//! search index (`search/`, derived data, not part of the snapshot) built from the restored
-//! records, and only then swapped in by renames. The target must therefore be a directory that
-//! can be renamed (not a mount point itself: restore into a subdirectory of a volume).
+//! verified, restored into a temporary directory next to the target (every record decoded, its
+//! index entries and counters derived from it), its search index (`search/`, derived data, not
+//! part of the snapshot) built from the restored records, and only then swapped in by renames.
+//! The target must therefore be a directory that can be renamed (not a mount point itself:
+//! restore into a subdirectory of a volume).
 
 use anyhow::{bail, Context, Result};
 use schema::Timestamp;

@@ -6,13 +6,17 @@
 //! being added.
 
 use control_plane::app::App;
+use control_plane::config::Clock;
 use control_plane::config::Config;
-use control_plane::source::manifests::{split_documents, SkipReason};
+use control_plane::projector::handlers::Handlers;
+use control_plane::projector::writer::Change;
+use control_plane::source::manifests::{split_documents, ManifestsState, SkipReason};
 use schema::kinds::group::Group;
 use schema::{Key, KindId, Scope};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use storage::Store;
 
@@ -169,7 +173,7 @@ fn edits_and_removals_are_applied_within_two_seconds() {
     wait_until("skip report", limit, || !app.skips().is_empty());
     let skips = app.skips();
     assert_eq!(skips.len(), 1);
-    assert_eq!(skips[0].origin.file, "50-extra.yaml");
+    assert_eq!(&*skips[0].origin.file, "50-extra.yaml");
     assert_eq!(skips[0].object(), "Group poc/extra");
     assert!(skips[0].reason.to_string().contains("spec.displayName"), "{}", skips[0]);
     assert_eq!(group_display_name(&store, "poc", "extra").as_deref(), Some("Extra Edited"));
@@ -300,12 +304,12 @@ fn messy_samples_load_next_to_the_world_and_every_rejection_has_a_reason() {
     for (file, doc, value) in sample_documents(&samples) {
         let Some(kind) = value["kind"].as_str().and_then(KindId::from_name).filter(|k| registered.contains(k)) else {
             // Not projected kinds (Environment, v1 Namespace, FileType) are ignored, not skipped.
-            assert!(!skips.iter().any(|s| s.origin.file == format!("samples/{file}") && s.origin.document == doc), "{file}#{doc}");
+            assert!(!skips.iter().any(|s| *s.origin.file == *format!("samples/{file}") && s.origin.document == doc), "{file}#{doc}");
             continue;
         };
         if value["metadata"]["namespace"].as_str().unwrap_or("").is_empty() {
             without_ns += 1;
-            let s = skips.iter().find(|s| s.origin.file == format!("samples/{file}") && s.origin.document == doc);
+            let s = skips.iter().find(|s| *s.origin.file == *format!("samples/{file}") && s.origin.document == doc);
             let s = s.unwrap_or_else(|| panic!("{} {file}#{doc} has no namespace but was not skipped", kind.name()));
             assert_eq!(s.kind.as_deref(), Some(kind.name()));
         }
@@ -376,4 +380,174 @@ fn missing_parents_are_retried_until_they_arrive() {
     let expected = expected_world_counts()[&KindId::Application];
     wait_until("applications after their teams", Duration::from_secs(5), || count(&store, KindId::Application) == expected);
     app.shutdown();
+}
+
+/// A manifests state on `store` with the world's features (as `App` builds it).
+fn checkpointed_state(dir: &Path, store: &Store) -> ManifestsState {
+    let features = schema::kind::Features::default();
+    ManifestsState::new(dir, Arc::new(Handlers::new(&features)), features, Clock(None)).with_checkpoints(store.clone())
+}
+
+fn change_names(changes: &[Change]) -> Vec<String> {
+    let mut out: Vec<String> = changes
+        .iter()
+        .map(|c| match c {
+            Change::Apply { src, .. } => format!("apply {src}"),
+            Change::Delete { src, .. } => format!("delete {src}"),
+            Change::Sweep { .. } => "sweep".to_string(),
+            Change::Checkpoint { key, value } => format!("checkpoint {key} {}", if value.is_some() { "set" } else { "removed" }),
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn manifest_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "yaml")).count()
+}
+
+#[test]
+fn restart_takes_over_unchanged_files_from_the_checkpoints() {
+    let w = world();
+    let app = start(&w);
+    let expected = expected_world_counts();
+    wait_until("world", Duration::from_secs(10), || counts(app.store()) == expected);
+    app.shutdown();
+    let store = Store::open(&w.data).unwrap();
+    let files = manifest_files(&w.manifests);
+    assert_eq!(store.read().unwrap().checkpoints("manifests/v1/file/").unwrap().len(), files, "one checkpoint per file");
+
+    // Unchanged directory: nothing is read, nothing is sent, the store confirms every object.
+    let mut state = checkpointed_state(&w.manifests, &store);
+    let warm = state.warm_start().unwrap();
+    assert!(warm.checked);
+    assert_eq!((warm.files, warm.stale, warm.unconfirmed.len()), (files, 0, 0));
+    assert_eq!(warm.documents, world_documents().iter().filter(|d| d["kind"] != "Namespace").count());
+    let r = state.refresh();
+    assert_eq!((r.files_read, r.changes.len()), (0, 0));
+    assert_eq!(state.document_count(), warm.documents);
+    assert!(state.take_checkpoints().is_empty(), "nothing to rewrite");
+
+    // While stopped: one file edited, one added, one removed, one only touched.
+    let groups = w.manifests.join("02-groups.yaml");
+    let text = std::fs::read_to_string(&groups).unwrap();
+    let kept: Vec<String> = split_documents(&text).into_iter().filter(|c| !c.text.contains("name: logistics\n")).map(|c| c.text).collect();
+    std::fs::write(&groups, kept.join("---\n")).unwrap();
+    std::fs::write(w.manifests.join("50-extra.yaml"), group_doc("extra", "Extra")).unwrap();
+    let zones = std::fs::read_to_string(w.manifests.join("01-zones.yaml")).unwrap();
+    std::fs::remove_file(w.manifests.join("01-zones.yaml")).unwrap();
+    std::fs::write(w.manifests.join("01-zones.yaml"), &zones).unwrap();
+    let removed = world_documents().iter().filter(|d| d["kind"] == "Team").count();
+    let teams_file = std::fs::read_dir(&w.manifests)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| std::fs::read_to_string(p).unwrap().contains("kind: Team\n"))
+        .unwrap();
+    std::fs::remove_file(&teams_file).unwrap();
+
+    drop(state);
+    let mut state = checkpointed_state(&w.manifests, &store);
+    let warm = state.warm_start().unwrap();
+    assert_eq!((warm.files, warm.stale, warm.unconfirmed.len()), (files, 0, 0));
+    let r = state.refresh();
+    assert_eq!(r.files_read, 2, "the edited and the new file; the touched one is hashed, not parsed");
+    let names = change_names(&r.changes);
+    assert!(names.contains(&"apply Group poc/extra".to_string()), "{names:?}");
+    assert!(names.contains(&"delete Group poc/logistics".to_string()), "{names:?}");
+    assert_eq!(names.iter().filter(|n| n.starts_with("delete Team ")).count(), removed, "{names:?}");
+    assert_eq!(names.len(), 2 + removed, "{names:?}");
+    let rel = |p: &Path| p.strip_prefix(&w.manifests).unwrap().display().to_string();
+    let mut checkpoints = change_names(&state.take_checkpoints());
+    checkpoints.sort();
+    let mut want = vec![
+        "checkpoint manifests/v1/file/01-zones.yaml set".to_string(),
+        "checkpoint manifests/v1/file/02-groups.yaml set".to_string(),
+        "checkpoint manifests/v1/file/50-extra.yaml set".to_string(),
+        format!("checkpoint manifests/v1/file/{} removed", rel(&teams_file)),
+    ];
+    want.sort();
+    assert_eq!(checkpoints, want);
+    drop((state, store));
+
+    // The server agrees: it starts from the checkpoints and converges to the same store.
+    let app = start(&w);
+    let mut want_counts = expected.clone();
+    *want_counts.get_mut(&KindId::Team).unwrap() = 0;
+    wait_until("changes while stopped", Duration::from_secs(10), || {
+        let c = counts(app.store());
+        c[&KindId::Group] == expected[&KindId::Group] && c[&KindId::Team] == 0
+    });
+    assert_eq!(group_display_name(app.store(), "poc", "extra").as_deref(), Some("Extra"));
+    assert_eq!(group_display_name(app.store(), "poc", "logistics"), None);
+    assert_eq!(app.store().read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+    app.shutdown();
+}
+
+#[test]
+fn restart_sends_again_what_the_store_lacks_and_starts_cold_for_another_directory() {
+    let w = world();
+    let app = start(&w);
+    let expected = expected_world_counts();
+    wait_until("world", Duration::from_secs(10), || counts(app.store()) == expected);
+    app.shutdown();
+    let store = Store::open(&w.data).unwrap();
+    // A record lost behind the source's back (as if its write never committed).
+    let lost = storage::SourceRef { kind: KindId::Group, namespace: "poc".into(), name: "logistics".into() };
+    let mut wb = store.write().unwrap();
+    assert_eq!(wb.delete(&lost, schema::Timestamp(1)).unwrap(), storage::Outcome::Deleted);
+    wb.commit(schema::Timestamp(1)).unwrap();
+
+    let mut state = checkpointed_state(&w.manifests, &store);
+    let warm = state.warm_start().unwrap();
+    assert_eq!((warm.stale, warm.unconfirmed.len()), (1, 0));
+    let r = state.refresh();
+    assert_eq!(r.files_read, 1, "only the file of the lost record is read again");
+    assert_eq!(change_names(&r.changes), vec!["apply Group poc/logistics"]);
+
+    // The same store for a copy of the directory elsewhere: nothing is taken over.
+    let other = w._tmp.path().join("other");
+    copy_dir(&w.manifests, &other);
+    let mut state = checkpointed_state(&other, &store);
+    let warm = state.warm_start().unwrap();
+    assert!(!warm.checked);
+    assert_eq!(warm.files, 0);
+    let r = state.refresh();
+    assert_eq!(r.files_read, manifest_files(&other));
+    let rewritten = state.take_checkpoints();
+    assert_eq!(rewritten.len(), manifest_files(&other) + 1, "every file and then the directory");
+    assert!(matches!(rewritten.last(), Some(Change::Checkpoint { key, .. }) if key == "manifests/v1/dir"));
+}
+
+#[test]
+fn restart_brings_back_a_duplicate_whose_winner_went_and_retries_a_parked_child() {
+    let w = world();
+    std::fs::create_dir_all(w.manifests.join("z")).unwrap();
+    std::fs::write(w.manifests.join("a-dup.yaml"), group_doc("dup", "From A")).unwrap();
+    std::fs::write(w.manifests.join("z/b-dup.yaml"), group_doc("dup", "From B")).unwrap();
+    // An application whose team never came: parked (dependency missing) when the server stops.
+    let text = std::fs::read_to_string(w.manifests.join("04-applications.yaml")).unwrap();
+    let app_doc = split_documents(&text).into_iter().map(|c| c.text).find(|t| t.contains("kind: Application")).unwrap();
+    let team = app_doc.lines().find_map(|l| l.strip_prefix("  team: ")).unwrap().to_string();
+    let name = app_doc.lines().find_map(|l| l.strip_prefix("  name: ")).unwrap().to_string();
+    let parked = app_doc.replace(&team, "nowhere--team").replace(&format!("  name: {name}\n"), "  name: parked-app\n");
+    std::fs::write(w.manifests.join("60-parked.yaml"), &parked).unwrap();
+    let app = start(&w);
+    assert_eq!(group_display_name(app.store(), "poc", "dup").as_deref(), Some("From B"));
+    let teams = count(app.store(), KindId::Team);
+    app.shutdown();
+
+    std::fs::remove_file(w.manifests.join("z/b-dup.yaml")).unwrap();
+    let app = start(&w);
+    assert_eq!(group_display_name(app.store(), "poc", "dup").as_deref(), Some("From A"), "the loser's file is read again");
+    assert_eq!(count(app.store(), KindId::Team), teams);
+    app.shutdown();
+    let store = Store::open(&w.data).unwrap();
+    let mut state = checkpointed_state(&w.manifests, &store);
+    let warm = state.warm_start().unwrap();
+    assert_eq!(warm.stale, 1, "the parked application is not confirmed by the store");
+    let r = state.refresh();
+    assert_eq!(r.files_read, 1);
+    let names = change_names(&r.changes);
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert!(names[0].starts_with("apply Application ") && names[0].ends_with("/parked-app"), "{names:?}");
 }

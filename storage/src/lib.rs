@@ -22,6 +22,7 @@
 //! # Snapshots
 //! See [`snapshot`] for the snapshot file format and its *Version changes* list.
 
+pub mod checkpoint;
 mod codec;
 mod error;
 mod read;

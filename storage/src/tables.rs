@@ -8,6 +8,7 @@
 //! | `ref_index` | `Key(index name) · lookup key · kind u8 · natural key` | `()` |
 //! | `sources` | `kind u8 · Key(namespace, name)` | postcard `SourceEntry` (natural key, source version) |
 //! | `counts` | `kind u8 · scope key` | `u64` number of records of the kind in the scope |
+//! | `source_checkpoints` | source-chosen string | opaque bytes ([`crate::checkpoint`]; not read-model data) |
 //!
 //! Sort values: [`OrderField::Key`] none (the natural key itself orders); `CreatedAt` /
 //! `LastModifiedAt` 8 bytes ([`schema::Timestamp::to_sort_bytes`]); `Name` one escaped,
@@ -40,6 +41,7 @@ pub(crate) fn open_all(txn: &WriteTransaction) -> Result<(), StorageError> {
     txn.open_table(REFS)?;
     txn.open_table(SOURCES)?;
     txn.open_table(COUNTS)?;
+    txn.open_table(crate::checkpoint::CHECKPOINTS)?;
     for &k in KindId::ALL {
         txn.open_table(records(k))?;
     }
@@ -108,30 +110,41 @@ pub fn order_prefix(kind: KindId, order: OrderField, scope: &Scope) -> Vec<u8> {
 
 /// Prefix of the secondary entries of `index` under `lookup`.
 pub fn ref_prefix(index: RefIndex, lookup: &Key) -> Vec<u8> {
-    let mut v = Key::new(&[index.0]).as_bytes().to_vec();
-    v.extend_from_slice(lookup.as_bytes());
-    v
+    ref_bytes(index, lookup, 0)
 }
 
 /// A full secondary entry key.
 pub fn ref_entry(index: RefIndex, lookup: &Key, kind: KindId, key: &Key) -> Vec<u8> {
-    let mut v = ref_prefix(index, lookup);
+    let mut v = ref_bytes(index, lookup, 1 + key.as_bytes().len());
     v.push(kind.code());
     v.extend_from_slice(key.as_bytes());
     v
 }
 
+/// [`ref_prefix`] with room for `extra` more bytes.
+fn ref_bytes(index: RefIndex, lookup: &Key, extra: usize) -> Vec<u8> {
+    let name = Key::new(&[index.0]);
+    let mut v = Vec::with_capacity(name.as_bytes().len() + lookup.as_bytes().len() + extra);
+    v.extend_from_slice(name.as_bytes());
+    v.extend_from_slice(lookup.as_bytes());
+    v
+}
+
 /// The `sources` key of object `namespace/name` of `kind`.
 pub fn source_key(kind: KindId, namespace: &str, name: &str) -> Vec<u8> {
-    let mut v = vec![kind.code()];
-    v.extend_from_slice(Key::new(&[namespace, name]).as_bytes());
+    let key = Key::new(&[namespace, name]);
+    let mut v = Vec::with_capacity(1 + key.as_bytes().len());
+    v.push(kind.code());
+    v.extend_from_slice(key.as_bytes());
     v
 }
 
 /// The `counts` key of `kind` in `scope`.
 pub fn count_key(kind: KindId, scope: &Scope) -> Vec<u8> {
-    let mut v = vec![kind.code()];
-    v.extend_from_slice(scope.key().as_bytes());
+    let key = scope.key();
+    let mut v = Vec::with_capacity(1 + key.as_bytes().len());
+    v.push(kind.code());
+    v.extend_from_slice(key.as_bytes());
     v
 }
 

@@ -5,12 +5,14 @@
 use crate::codec::{decode, encode};
 use crate::tables::{self, OrderField};
 use crate::{Envelope, StorageError};
-use redb::{ReadableTable, WriteTransaction};
+use redb::{ReadableTable, Table, WriteTransaction};
 use schema::registry::{self, KindVisitor};
 use schema::{Key, Kind, KindId, Link, Ref, Scope, Timestamp};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeSet, HashMap};
+use std::cell::OnceCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::marker::PhantomData;
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// Identity of a source object: (kind, namespace, name). Never namespace/name alone.
@@ -52,9 +54,9 @@ pub enum Outcome {
 }
 
 #[derive(Serialize, Deserialize)]
-struct SourceEntry {
-    key: Key,
-    version: String,
+pub(crate) struct SourceEntry {
+    pub(crate) key: Key,
+    pub(crate) version: String,
 }
 
 /// Type-erased operations on records of one kind, for code that only knows a [`KindId`]
@@ -105,20 +107,30 @@ pub(crate) fn orders<K: Kind>() -> &'static [OrderField] {
 }
 
 pub(crate) fn entries_of<K: Kind>(key: &Key, rec: &K::Record, env: &Envelope) -> Entries {
-    let mut scopes = K::scopes(rec, &env.links);
-    scopes.push(Scope::All);
-    let mut seen = BTreeSet::new();
-    scopes.retain(|s| seen.insert(s.clone()));
-    let mut order = Vec::new();
+    let mut scopes: Vec<Scope> = Vec::new();
+    // First occurrence wins; the lists are short, so a linear check beats a set of clones.
+    for s in K::scopes(rec, &env.links).into_iter().chain([Scope::All]) {
+        if !scopes.contains(&s) {
+            scopes.push(s);
+        }
+    }
+    let fields = orders::<K>();
+    let name = fields.contains(&OrderField::Name).then(|| Key::new(&[K::name(rec).unwrap_or("")]));
+    let mut order = Vec::with_capacity(scopes.len() * fields.len());
     for scope in &scopes {
-        for &o in orders::<K>() {
-            let mut e = tables::order_prefix(K::ID, o, scope);
-            match o {
-                OrderField::Key => {}
-                OrderField::CreatedAt => e.extend_from_slice(&env.created_at.to_sort_bytes()),
-                OrderField::LastModifiedAt => e.extend_from_slice(&env.last_modified_at.to_sort_bytes()),
-                OrderField::Name => e.extend_from_slice(Key::new(&[K::name(rec).unwrap_or("")]).as_bytes()),
-            }
+        // Same bytes as `tables::order_prefix` + sort value + natural key, built in one buffer.
+        let scope_key = scope.key();
+        for &o in fields {
+            let sort: &[u8] = match o {
+                OrderField::Key => &[],
+                OrderField::CreatedAt => &env.created_at.to_sort_bytes(),
+                OrderField::LastModifiedAt => &env.last_modified_at.to_sort_bytes(),
+                OrderField::Name => name.as_ref().map_or(&[][..], Key::as_bytes),
+            };
+            let mut e = Vec::with_capacity(2 + scope_key.as_bytes().len() + sort.len() + key.as_bytes().len());
+            e.extend_from_slice(&[K::ID.code(), o as u8]);
+            e.extend_from_slice(scope_key.as_bytes());
+            e.extend_from_slice(sort);
             e.extend_from_slice(key.as_bytes());
             order.push(e);
         }
@@ -150,7 +162,7 @@ impl<K: Kind> ErasedKind for Erased<K> {
         let rec: K::Record = decode(&env.record, K::ID.name())?;
         let old = entries_of::<K>(key, &rec, &env);
         b.apply_entries(K::ID, Some(&old), None)?;
-        b.txn.open_table(tables::records(K::ID))?.remove(key.as_bytes())?;
+        b.open.records_mut(K::ID)?.remove(key.as_bytes())?;
         b.changed = true;
         b.touch(K::ID, key);
         let deps = K::dependents(&rec, &env.links);
@@ -166,7 +178,7 @@ impl<K: Kind> ErasedKind for Erased<K> {
 /// A group of changes applied in one redb write transaction (DESIGN decision 4). Dropping a
 /// batch without [`WriteBatch::commit`] discards it.
 pub struct WriteBatch {
-    txn: WriteTransaction,
+    open: Open,
     kinds: Arc<KindTable>,
     revision: u64,
     changed: bool,
@@ -175,6 +187,120 @@ pub struct WriteBatch {
     feed: Arc<Feed>,
     /// Records written or removed, when someone subscribed to the feed.
     touched: Option<Vec<(KindId, Key)>>,
+    /// Changes of the `counts` table (count key → delta), written once at commit.
+    counts: BTreeMap<Vec<u8>, i64>,
+}
+
+type Bytes = &'static [u8];
+
+/// The read-model tables a batch keeps open from its first to its last change: opening a redb
+/// table costs about as much as an insert, and one upsert touches a dozen of them. While a batch
+/// lives, these tables must not be opened through its transaction elsewhere (redb refuses a
+/// second open); `counts` and `meta` are written only at commit and are not held.
+struct Tables {
+    order: Table<'static, Bytes, ()>,
+    refs: Table<'static, Bytes, ()>,
+    sources: Table<'static, Bytes, Bytes>,
+    /// The records tables, indexed by [`KindId::code`], each opened on first use.
+    records: Vec<OnceCell<Table<'static, Bytes, Bytes>>>,
+}
+
+/// A batch's write transaction together with the [`Tables`] it keeps open.
+///
+/// A redb `Table<'txn>` borrows its `WriteTransaction`, so a value owning both refers to itself.
+/// The transaction lives on the heap at a fixed address (`txn`, from `Box::leak`) and the tables
+/// borrow it as `'static`. **Invariant:** tables opened through that `'static` borrow are kept
+/// in `tables` only (never handed out by value), and `tables` is emptied before the transaction
+/// is moved out ([`Open::into_txn`]) or freed (`Drop`), so no borrow outlives the transaction.
+struct Open {
+    tables: Option<Tables>,
+    txn: NonNull<WriteTransaction>,
+}
+
+// SAFETY: `Open` owns the transaction like a `Box` would, and its tables only hold shared
+// borrows of it: moving both to another thread is sound when the transaction is `Send + Sync`
+// and the tables are `Send` (asserted below). `Open` is not `Sync` (`OnceCell`).
+unsafe impl Send for Open {}
+const _: () = {
+    const fn send_and_sync<T: Send + Sync>() {}
+    const fn send<T: Send>() {}
+    send_and_sync::<WriteTransaction>();
+    send::<Tables>();
+};
+
+impl Open {
+    fn new(txn: WriteTransaction) -> Result<Open, StorageError> {
+        let mut open = Open { tables: None, txn: NonNull::from(Box::leak(Box::new(txn))) };
+        // SAFETY: the tables are stored in `open.tables` (a failure drops `open`, freeing the
+        // transaction after the tables opened so far).
+        let txn = unsafe { open.txn_static() };
+        let records = (0..=KindId::ALL.iter().map(|k| k.code()).max().unwrap_or(0)).map(|_| OnceCell::new()).collect();
+        open.tables = Some(Tables {
+            order: txn.open_table(tables::ORDER)?,
+            refs: txn.open_table(tables::REFS)?,
+            sources: txn.open_table(tables::SOURCES)?,
+            records,
+        });
+        Ok(open)
+    }
+
+    /// The transaction, borrowed as `'static`.
+    ///
+    /// # Safety
+    /// Everything borrowing the result must be kept in `self.tables` (see [`Open`]).
+    unsafe fn txn_static(&self) -> &'static WriteTransaction {
+        // SAFETY: `txn` comes from `Box::leak` and stays valid until `into_txn` or `drop`, which
+        // first drop `tables`, the only place the caller may keep borrows of it.
+        unsafe { self.txn.as_ref() }
+    }
+
+    /// The transaction, for tables opened and closed while `self` is borrowed.
+    fn txn(&self) -> &WriteTransaction {
+        // SAFETY: valid until `into_txn` or `drop`, which need `self` by value or `&mut`.
+        unsafe { self.txn.as_ref() }
+    }
+
+    fn tables(&self) -> &Tables {
+        self.tables.as_ref().expect("invariant: a batch's tables stay open until it ends")
+    }
+
+    fn tables_mut(&mut self) -> &mut Tables {
+        self.tables.as_mut().expect("invariant: a batch's tables stay open until it ends")
+    }
+
+    /// The records table of `kind`, opened on first use.
+    fn records(&self, kind: KindId) -> Result<&Table<'static, Bytes, Bytes>, StorageError> {
+        let cell = &self.tables().records[kind.code() as usize];
+        if let Some(t) = cell.get() {
+            return Ok(t);
+        }
+        // SAFETY: the table is kept in `self.tables` (the cell).
+        let t = unsafe { self.txn_static() }.open_table(tables::records(kind))?;
+        Ok(cell.get_or_init(|| t))
+    }
+
+    fn records_mut(&mut self, kind: KindId) -> Result<&mut Table<'static, Bytes, Bytes>, StorageError> {
+        self.records(kind)?;
+        Ok(self.tables_mut().records[kind.code() as usize].get_mut().expect("invariant: opened just above"))
+    }
+
+    /// Closes the tables and gives the transaction back (to commit or abort it).
+    fn into_txn(mut self) -> WriteTransaction {
+        self.tables = None;
+        let txn = self.txn;
+        std::mem::forget(self);
+        // SAFETY: from `Box::leak` in `new`; every table borrowing it was closed just above, and
+        // `forget` keeps `drop` from freeing it a second time.
+        *unsafe { Box::from_raw(txn.as_ptr()) }
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.tables = None;
+        // SAFETY: as in `into_txn`; dropping the transaction aborts it.
+        drop(unsafe { Box::from_raw(self.txn.as_ptr()) });
+    }
 }
 
 /// One committed batch, as told to [`crate::Store::subscribe`]rs: the new revision and every
@@ -212,7 +338,17 @@ impl WriteBatch {
     pub(crate) fn new(txn: WriteTransaction, kinds: Arc<KindTable>, feed: Arc<Feed>) -> Result<WriteBatch, StorageError> {
         let current = txn.open_table(tables::META)?.get("revision")?.map(|v| v.value()).unwrap_or(0);
         let touched = feed.active().then(Vec::new);
-        Ok(WriteBatch { txn, kinds, revision: current + 1, changed: false, sources_changed: false, now: Timestamp(0), feed, touched })
+        Ok(WriteBatch {
+            open: Open::new(txn)?,
+            kinds,
+            revision: current + 1,
+            changed: false,
+            sources_changed: false,
+            now: Timestamp(0),
+            feed,
+            touched,
+            counts: BTreeMap::new(),
+        })
     }
 
     fn touch(&mut self, kind: KindId, key: &Key) {
@@ -230,8 +366,12 @@ impl WriteBatch {
     }
 
     fn source(&self, src: &SourceRef) -> Result<Option<SourceEntry>, StorageError> {
-        let t = self.txn.open_table(tables::SOURCES)?;
-        let v = t.get(tables::source_key(src.kind, &src.namespace, &src.name).as_slice())?;
+        self.source_at(&tables::source_key(src.kind, &src.namespace, &src.name))
+    }
+
+    /// The source entry under `sources` key `skey` ([`tables::source_key`]).
+    fn source_at(&self, skey: &[u8]) -> Result<Option<SourceEntry>, StorageError> {
+        let v = self.open.tables().sources.get(skey)?;
         v.map(|v| decode(v.value(), "source entry")).transpose()
     }
 
@@ -240,7 +380,7 @@ impl WriteBatch {
     /// # Errors
     /// [`StorageError`] on redb or decoding failures.
     pub fn sources(&self, kind: KindId) -> Result<Vec<(SourceRef, String)>, StorageError> {
-        let t = self.txn.open_table(tables::SOURCES)?;
+        let t = &self.open.tables().sources;
         let start = [kind.code()];
         let end = [kind.code() + 1];
         let mut out = Vec::new();
@@ -256,8 +396,7 @@ impl WriteBatch {
     }
 
     fn envelope(&self, kind: KindId, key: &Key) -> Result<Option<Envelope>, StorageError> {
-        let t = self.txn.open_table(tables::records(kind))?;
-        let v = t.get(key.as_bytes())?;
+        let v = self.open.records(kind)?.get(key.as_bytes())?;
         v.map(|v| decode(v.value(), kind.name())).transpose()
     }
 
@@ -265,7 +404,7 @@ impl WriteBatch {
         if self.kinds.get(r.kind).is_none() {
             return Ok(false);
         }
-        Ok(self.txn.open_table(tables::records(r.kind))?.get(r.key.as_bytes())?.is_some())
+        Ok(self.open.records(r.kind)?.get(r.key.as_bytes())?.is_some())
     }
 
     fn resolve_links(&self, links: &[Link]) -> Result<Vec<Option<Key>>, StorageError> {
@@ -276,7 +415,7 @@ impl WriteBatch {
         match link {
             Link::First { index, key } => {
                 let prefix = tables::ref_prefix(*index, key);
-                let t = self.txn.open_table(tables::REFS)?;
+                let t = &self.open.tables().refs;
                 let mut range = match tables::prefix_end(&prefix) {
                     Some(end) => t.range(prefix.as_slice()..end.as_slice())?,
                     None => t.range(prefix.as_slice()..)?,
@@ -307,7 +446,8 @@ impl WriteBatch {
     pub fn upsert<K: Kind>(&mut self, src: &SourceRef, version: &str, rec: K::Record, now: Timestamp) -> Result<Outcome, StorageError> {
         self.now = now;
         let key = K::key(&rec);
-        let previous = self.source(src)?;
+        let skey = tables::source_key(src.kind, &src.namespace, &src.name);
+        let previous = self.source_at(&skey)?;
         let missing: Vec<Ref> = K::requires(&rec).into_iter().filter(|r| !self.exists(r).unwrap_or(false)).collect();
         if !missing.is_empty() {
             return Ok(Outcome::DependencyMissing(missing));
@@ -322,7 +462,7 @@ impl WriteBatch {
         let old = self.envelope(K::ID, &key)?;
         let bytes = encode(&rec);
         let same =
-            old.as_ref().is_some_and(|o| o.record == bytes && o.links == links && o.source == (src.namespace.clone(), src.name.clone()));
+            old.as_ref().is_some_and(|o| o.record == bytes && o.links == links && o.source.0 == src.namespace && o.source.1 == src.name);
         let written = if same {
             false
         } else {
@@ -341,8 +481,7 @@ impl WriteBatch {
         };
         if previous.as_ref().is_none_or(|p| p.key != key || p.version != version) {
             let entry = SourceEntry { key, version: version.to_string() };
-            let skey = tables::source_key(src.kind, &src.namespace, &src.name);
-            self.txn.open_table(tables::SOURCES)?.insert(skey.as_slice(), encode(&entry).as_slice())?;
+            self.open.tables_mut().sources.insert(skey.as_slice(), encode(&entry).as_slice())?;
             self.sources_changed = true;
         }
         Ok(match (unlinked, written) {
@@ -365,7 +504,7 @@ impl WriteBatch {
         let old_entries = old.map(|(r, e)| entries_of::<K>(key, r, e));
         let new_entries = entries_of::<K>(key, rec, new_env);
         self.apply_entries(K::ID, old_entries.as_ref(), Some(&new_entries))?;
-        self.txn.open_table(tables::records(K::ID))?.insert(key.as_bytes(), encode(new_env).as_slice())?;
+        self.open.records_mut(K::ID)?.insert(key.as_bytes(), encode(new_env).as_slice())?;
         self.changed = true;
         self.touch(K::ID, key);
         let mut deps = K::dependents(rec, &new_env.links);
@@ -376,33 +515,35 @@ impl WriteBatch {
     }
 
     fn apply_entries(&mut self, kind: KindId, old: Option<&Entries>, new: Option<&Entries>) -> Result<(), StorageError> {
-        {
-            let mut order = self.txn.open_table(tables::ORDER)?;
-            for e in old.iter().flat_map(|o| &o.order) {
-                order.remove(e.as_slice())?;
-            }
-            for e in new.iter().flat_map(|n| &n.order) {
-                order.insert(e.as_slice(), ())?;
-            }
+        // Entries both in `old` and `new` stay as they are (a relink or an edit moves a few).
+        let t = self.open.tables_mut();
+        let (old_order, new_order) = (old.map_or(&[][..], |o| &o.order), new.map_or(&[][..], |n| &n.order));
+        for e in old_order.iter().filter(|e| !new_order.contains(e)) {
+            t.order.remove(e.as_slice())?;
         }
-        {
-            let mut refs = self.txn.open_table(tables::REFS)?;
-            for e in old.iter().flat_map(|o| &o.refs) {
-                refs.remove(e.as_slice())?;
-            }
-            for e in new.iter().flat_map(|n| &n.refs) {
-                refs.insert(e.as_slice(), ())?;
-            }
+        for e in new_order.iter().filter(|e| !old_order.contains(e)) {
+            t.order.insert(e.as_slice(), ())?;
         }
-        let mut counts = self.txn.open_table(tables::COUNTS)?;
-        let mut delta: HashMap<Vec<u8>, i64> = HashMap::new();
+        let (old_refs, new_refs) = (old.map_or(&[][..], |o| &o.refs), new.map_or(&[][..], |n| &n.refs));
+        for e in old_refs.iter().filter(|e| !new_refs.contains(e)) {
+            t.refs.remove(e.as_slice())?;
+        }
+        for e in new_refs.iter().filter(|e| !old_refs.contains(e)) {
+            t.refs.insert(e.as_slice(), ())?;
+        }
         for s in old.iter().flat_map(|o| &o.scopes) {
-            *delta.entry(tables::count_key(kind, s)).or_default() -= 1;
+            *self.counts.entry(tables::count_key(kind, s)).or_default() -= 1;
         }
         for s in new.iter().flat_map(|n| &n.scopes) {
-            *delta.entry(tables::count_key(kind, s)).or_default() += 1;
+            *self.counts.entry(tables::count_key(kind, s)).or_default() += 1;
         }
-        for (k, d) in delta.into_iter().filter(|(_, d)| *d != 0) {
+        Ok(())
+    }
+
+    /// Writes the counter deltas of the batch into `counts` (a counter reaching 0 is removed).
+    fn write_counts(txn: &WriteTransaction, deltas: BTreeMap<Vec<u8>, i64>) -> Result<(), StorageError> {
+        let mut counts = txn.open_table(tables::COUNTS)?;
+        for (k, d) in deltas.into_iter().filter(|(_, d)| *d != 0) {
             let cur = counts.get(k.as_slice())?.map(|v| v.value()).unwrap_or(0) as i64;
             let next = (cur + d).max(0) as u64;
             if next == 0 {
@@ -425,7 +566,7 @@ impl WriteBatch {
         }
         let mut targets: BTreeSet<(KindId, Key)> = BTreeSet::new();
         {
-            let t = self.txn.open_table(tables::REFS)?;
+            let t = &self.open.tables().refs;
             for (index, lookup) in deps {
                 let prefix = tables::ref_prefix(*index, lookup);
                 let range = match tables::prefix_end(&prefix) {
@@ -461,14 +602,14 @@ impl WriteBatch {
         self.now = now;
         let Some(entry) = self.source(src)? else { return Ok(Outcome::NotFound) };
         self.remove_owned(src, &entry.key, 0)?;
-        self.txn.open_table(tables::SOURCES)?.remove(tables::source_key(src.kind, &src.namespace, &src.name).as_slice())?;
+        self.open.tables_mut().sources.remove(tables::source_key(src.kind, &src.namespace, &src.name).as_slice())?;
         self.changed = true;
         Ok(Outcome::Deleted)
     }
 
     /// Removes the record under `key` if `src` produced it.
     fn remove_owned(&mut self, src: &SourceRef, key: &Key, depth: u8) -> Result<(), StorageError> {
-        let owned = self.envelope(src.kind, key)?.is_some_and(|e| e.source == (src.namespace.clone(), src.name.clone()));
+        let owned = self.envelope(src.kind, key)?.is_some_and(|e| e.source.0 == src.namespace && e.source.1 == src.name);
         if !owned {
             return Ok(());
         }
@@ -492,26 +633,38 @@ impl WriteBatch {
     /// # Errors
     /// [`StorageError`] when the commit fails (nothing of the batch is visible then).
     pub fn commit(self, now: Timestamp) -> Result<Option<u64>, StorageError> {
+        let txn = self.open.into_txn();
         if !self.changed {
             if self.sources_changed {
                 // Only source versions moved (an edited document that projects to the same
                 // record): keep them, so the next pass sees the object as unchanged.
-                self.txn.commit()?;
+                txn.commit()?;
             } else {
                 // Nothing at all: no durable write (retries of unlinked records stay cheap).
-                self.txn.abort()?;
+                txn.abort()?;
             }
             return Ok(None);
         }
+        WriteBatch::write_counts(&txn, self.counts)?;
         {
-            let mut meta = self.txn.open_table(tables::META)?;
+            let mut meta = txn.open_table(tables::META)?;
             meta.insert("revision", self.revision)?;
             meta.insert("last_commit", now.0.max(0) as u64)?;
         }
-        self.txn.commit()?;
+        txn.commit()?;
         if let Some(changed) = self.touched {
             self.feed.send(Committed { revision: self.revision, changed });
         }
         Ok(Some(self.revision))
+    }
+}
+
+impl WriteBatch {
+    /// The transaction, for [`crate::checkpoint`]: marks the batch as worth committing even
+    /// when no record changed (checkpoints do not bump the revision). The batch holds the
+    /// read-model tables open ([`Tables`]): only other tables may be opened through it.
+    pub(crate) fn checkpoint_txn(&mut self) -> &WriteTransaction {
+        self.sources_changed = true;
+        self.open.txn()
     }
 }

@@ -60,19 +60,28 @@ pub enum Change {
         /// Readiness item.
         token: Option<Token>,
     },
+    /// Store (`Some`) or remove (`None`) a source checkpoint ([`storage::checkpoint`]), in
+    /// order with the changes sent before it.
+    Checkpoint {
+        /// The checkpoint key (`manifests/…`).
+        key: String,
+        /// The encoded checkpoint.
+        value: Option<Arc<[u8]>>,
+    },
 }
 
 impl Change {
     fn src(&self) -> Option<&SourceRef> {
         match self {
             Change::Apply { src, .. } | Change::Delete { src, .. } => Some(src),
-            Change::Sweep { .. } => None,
+            Change::Sweep { .. } | Change::Checkpoint { .. } => None,
         }
     }
 
     fn token(&self) -> Option<Token> {
         match self {
             Change::Apply { token, .. } | Change::Delete { token, .. } | Change::Sweep { token, .. } => *token,
+            Change::Checkpoint { .. } => None,
         }
     }
 
@@ -80,6 +89,7 @@ impl Change {
         match self {
             Change::Apply { src, .. } | Change::Delete { src, .. } => src.kind.module(),
             Change::Sweep { .. } => "sweep",
+            Change::Checkpoint { .. } => "checkpoint",
         }
     }
 }
@@ -212,6 +222,7 @@ enum Done {
     Missing(Vec<Ref>),
     Deleted(bool),
     Swept(Vec<SourceRef>),
+    Checkpointed,
 }
 
 struct State {
@@ -397,7 +408,7 @@ impl State {
         let delay = Duration::from_millis(500u64.saturating_mul(1 << work.failures.min(7))).min(Duration::from_secs(60));
         let what = match work.change.src() {
             Some(s) => s.to_string(),
-            None => "sweep".to_string(),
+            None => work.change.module().to_string(),
         };
         tracing::error!(error = %e, object = %what, retry_in = ?delay, "store write failed; will retry");
         self.metrics.reconciled(work.change.module(), outcome::ERROR, 0.0);
@@ -407,7 +418,7 @@ impl State {
         if work.change.src().is_some() {
             self.park(work, delay);
         } else {
-            // A sweep has no object identity to park under.
+            // A sweep or a checkpoint has no object identity to park under.
             self.sweeps.push((Instant::now() + delay, work));
         }
     }
@@ -456,6 +467,10 @@ impl State {
                     }
                 }
                 Done::Swept(gone)
+            }
+            Change::Checkpoint { key, value } => {
+                wb.put_checkpoint(key, value.as_deref())?;
+                Done::Checkpointed
             }
         })
     }
@@ -544,6 +559,7 @@ impl State {
                     }
                 }
             }
+            Done::Checkpointed => {}
             Done::Swept(gone) => {
                 for src in gone {
                     tracing::info!(object = %src, "deleted: no longer in the source");

@@ -23,6 +23,14 @@
 //!   previous record (as the kube source would: the object still exists). When a file (or a
 //!   directory) cannot be read, or holds a document whose identity cannot be read, the objects
 //!   it held before are kept until it is readable again.
+//! * Restarts ([`ManifestsState::warm_start`]): with a store, each file without skipped documents
+//!   is checkpointed (length, modification time, hash, each document's identity, position and
+//!   version; [`storage::checkpoint`]) after its changes. On start, unchanged files are taken over
+//!   from their checkpoints and not read; every checkpointed version is checked against the
+//!   store's source versions, so a record the store lacks or holds at another version (parked for
+//!   a retry at shutdown) has its file read again, and a stored object no file holds is deleted.
+//!   Translated records are dropped once handed to the writer; a file is read again when one of
+//!   its records is needed once more (a duplicate whose winner went away).
 
 use crate::config::{one_line, Clock};
 use crate::metrics::{outcome, Metrics};
@@ -31,16 +39,22 @@ use crate::projector::writer::{Change, ChangeSender};
 use crate::readiness::Readiness;
 use schema::kind::{Context, Features};
 use schema::{KindId, Skip};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
-use storage::SourceRef;
+use storage::{SourceRef, Store};
+
+// Maps over every object of the directory (a million at the largest): a fast hasher, seeded per
+// process. The keys come from the operator's own manifests.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// The default polling interval (changes are applied within two intervals).
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
@@ -51,8 +65,9 @@ const FULL_CHECK_EVERY: u64 = 30;
 /// Where a document is.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Origin {
-    /// The file, relative to the manifests directory, with `/` separators.
-    pub file: String,
+    /// The file, relative to the manifests directory, with `/` separators (shared by the
+    /// file's documents).
+    pub file: Arc<str>,
     /// The document's position in the file, 1-based, counting only non-empty documents.
     pub document: usize,
     /// For an item of a `kind: List` document: its index in `items`.
@@ -139,17 +154,39 @@ impl fmt::Display for SkipReport {
     }
 }
 
+/// A document's version: the SHA-256 of its canonical JSON ([`version_of`]); the writer and the
+/// store see it as 64 lowercase hex digits ([`Version::hex`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Version(pub [u8; 32]);
+
+impl Version {
+    /// The 64 lowercase hex digits stored as the source version.
+    pub fn hex(&self) -> String {
+        hex(&self.0)
+    }
+}
+
+impl fmt::Debug for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.hex())
+    }
+}
+
 /// A document of a projected kind with a readable identity.
 #[derive(Clone)]
 pub struct Document {
     /// Where it is.
     pub origin: Origin,
-    /// Its identity.
-    pub src: SourceRef,
-    /// Hex SHA-256 of its canonical JSON.
-    pub version: String,
-    /// The translated record; `None` when skipped (see the file's [`SkipReport`]s).
+    /// Its identity (shared with the source's map of what the writer was told).
+    pub src: Arc<SourceRef>,
+    /// SHA-256 of its canonical JSON.
+    pub version: Version,
+    /// The translated record. `None` when skipped (see `skipped`), and once the record was
+    /// handed to the writer (the source does not keep translated records: a file is read again
+    /// when one of its records is needed once more).
     pub record: Option<Arc<dyn Prepared>>,
+    /// Whether the document was skipped (see the file's [`SkipReport`]s).
+    pub skipped: bool,
 }
 
 /// A document that is deliberately not projected (logged at debug).
@@ -265,11 +302,11 @@ pub fn canonical_json(v: &Value, out: &mut String) {
     }
 }
 
-/// Hex SHA-256 of `v`'s canonical JSON: a document's version.
-pub fn version_of(v: &Value) -> String {
+/// SHA-256 of `v`'s canonical JSON: a document's version.
+pub fn version_of(v: &Value) -> Version {
     let mut s = String::new();
     canonical_json(v, &mut s);
-    hex(&Sha256::digest(s.as_bytes()))
+    Version(Sha256::digest(s.as_bytes()).into())
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -316,6 +353,8 @@ fn guess_identity(text: &str) -> (Option<String>, Option<String>, Option<String>
 /// path used in reports; `json` selects single-document JSON parsing.
 pub fn scan_text(file: &str, text: &str, json: bool, handlers: &Handlers, ctx: &Context) -> FileScan {
     let mut scan = FileScan::default();
+    let file: Arc<str> = Arc::from(file);
+    let file = &file;
     let chunks = if json {
         if text.trim().is_empty() {
             Vec::new()
@@ -363,8 +402,8 @@ pub fn scan_text(file: &str, text: &str, json: bool, handlers: &Handlers, ctx: &
 const PARALLEL_CHUNKS: usize = 512;
 
 /// Parses, decodes and translates one document into `scan`.
-fn scan_chunk(file: &str, chunk: &Chunk, json: bool, handlers: &Handlers, ctx: &Context, scan: &mut FileScan) {
-    let origin = Origin { file: file.to_string(), document: chunk.document, item: None, line: chunk.line };
+fn scan_chunk(file: &Arc<str>, chunk: &Chunk, json: bool, handlers: &Handlers, ctx: &Context, scan: &mut FileScan) {
+    let origin = Origin { file: file.clone(), document: chunk.document, item: None, line: chunk.line };
     let parsed: Result<Value, String> = if json {
         serde_json::from_str(&chunk.text).map_err(|e| e.to_string())
     } else if let Some(v) = chunk.text.trim_start().starts_with('{').then(|| serde_json::from_str(&chunk.text).ok()).flatten() {
@@ -447,7 +486,7 @@ fn scan_value(origin: Origin, value: &Value, handlers: &Handlers, ctx: &Context,
         scan.skips.push(report(SkipReason::Identity("required field `metadata.name` is missing or empty".into())));
         return;
     };
-    let src = SourceRef { kind: handler.kind(), namespace: namespace.clone().unwrap_or_default(), name: obj_name };
+    let src = Arc::new(SourceRef { kind: handler.kind(), namespace: namespace.clone().unwrap_or_default(), name: obj_name });
     let version = version_of(value);
     let record = match handler.prepare(value, ctx) {
         Ok(r) => Some(r),
@@ -460,7 +499,8 @@ fn scan_value(origin: Origin, value: &Value, handlers: &Handlers, ctx: &Context,
             None
         }
     };
-    scan.docs.push(Document { origin, src, version, record });
+    let skipped = record.is_none();
+    scan.docs.push(Document { origin, src, version, record, skipped });
 }
 
 fn has_manifest_extension(p: &Path) -> Option<bool> {
@@ -485,7 +525,7 @@ struct Found {
 fn walk(dir: &Path) -> (Vec<Found>, Vec<String>) {
     let mut files = Vec::new();
     let mut failed = Vec::new();
-    let mut visited = HashSet::new();
+    let mut visited = HashSet::default();
     let mut stack = vec![(dir.to_path_buf(), String::new())];
     while let Some((path, rel)) = stack.pop() {
         if let Ok(canon) = path.canonicalize() {
@@ -530,7 +570,9 @@ struct FileEntry {
 /// What the writer was last told about an object.
 #[derive(Clone)]
 struct Current {
-    version: String,
+    /// The version sent; `None` when nothing was sent because the object's document is skipped
+    /// (a stored record of it stays).
+    version: Option<Version>,
     origin: Origin,
 }
 
@@ -562,16 +604,202 @@ pub struct Refresh {
     pub changed: bool,
 }
 
-/// The source's memory of the directory: files with their parsed documents, and what the
-/// writer was told.
+/// What [`ManifestsState::warm_start`] took over from the store's checkpoints.
+#[derive(Debug, Default)]
+pub struct WarmStart {
+    /// Whether the checkpoints belong to this directory, build and feature set and were checked
+    /// against the store (then no sweep is needed: `gone` lists what to delete).
+    pub checked: bool,
+    /// Files taken over: read again only when their length or modification time changed.
+    pub files: usize,
+    /// Documents of those files.
+    pub documents: usize,
+    /// Checkpointed objects whose record is missing or at another version (parked for a retry
+    /// when the last run stopped, or written by a run that stopped before its checkpoint):
+    /// their files are read again and their documents sent.
+    pub stale: usize,
+    /// Stored objects that no checkpointed object confirmed: deleted after the first refresh
+    /// unless a file read then holds them ([`ManifestsState::holds`]).
+    pub unconfirmed: Vec<SourceRef>,
+}
+
+/// Checkpoint keys of the manifests source ([`storage::checkpoint`]), all under `manifests/v1/`
+/// (`v1`: the layout of [`FileCheckpoint`]). The directory, build and features the file
+/// checkpoints belong to:
+const DIR_CHECKPOINT: &str = "manifests/v1/dir";
+/// Followed by the file's relative path.
+const FILE_CHECKPOINT: &str = "manifests/v1/file/";
+
+/// What the file checkpoints were made for: any difference starts cold.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct DirCheckpoint {
+    /// The canonical manifests directory.
+    dir: String,
+    /// The feature flags (`Debug` form): a kind switched on or off changes what is projected.
+    features: String,
+    /// The build (`CARGO_PKG_VERSION`): translation may differ between builds.
+    build: String,
+}
+
+/// One file as last read: enough to know it is unchanged and what it holds, without its text.
+/// Only files without skipped documents are checkpointed (a file with skips is read on every
+/// start, so its skip reports are logged again).
+#[derive(Serialize, Deserialize)]
+struct FileCheckpoint {
+    /// Modification time (seconds, nanoseconds since the epoch).
+    modified: Option<(u64, u32)>,
+    len: u64,
+    /// SHA-256 of the file.
+    hash: [u8; 32],
+    docs: Vec<DocCheckpoint>,
+    ignored: Vec<IgnoredCheckpoint>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct DocCheckpoint {
+    document: u64,
+    item: Option<u64>,
+    line: u64,
+    /// [`KindId::code`].
+    kind: u8,
+    namespace: String,
+    name: String,
+    version: Version,
+}
+
+#[derive(Serialize, Deserialize)]
+struct IgnoredCheckpoint {
+    document: u64,
+    item: Option<u64>,
+    line: u64,
+    reason: String,
+    disabled: bool,
+}
+
+fn to_epoch(t: Option<SystemTime>) -> Option<(u64, u32)> {
+    let d = t?.duration_since(SystemTime::UNIX_EPOCH).ok()?;
+    Some((d.as_secs(), d.subsec_nanos()))
+}
+
+fn from_epoch(t: Option<(u64, u32)>) -> Option<SystemTime> {
+    let (secs, nanos) = t?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
+}
+
+impl FileCheckpoint {
+    /// `None` for a file that must be read on every start (skips, unreadable parts).
+    fn of(f: &FileEntry) -> Option<FileCheckpoint> {
+        if f.scan.partial || !f.scan.skips.is_empty() || f.scan.docs.iter().any(|d| d.skipped) {
+            return None;
+        }
+        let docs = f
+            .scan
+            .docs
+            .iter()
+            .map(|d| DocCheckpoint {
+                document: d.origin.document as u64,
+                item: d.origin.item.map(|i| i as u64),
+                line: d.origin.line as u64,
+                kind: d.src.kind.code(),
+                namespace: d.src.namespace.clone(),
+                name: d.src.name.clone(),
+                version: d.version,
+            })
+            .collect();
+        let ignored = f
+            .scan
+            .ignored
+            .iter()
+            .map(|i| IgnoredCheckpoint {
+                document: i.origin.document as u64,
+                item: i.origin.item.map(|i| i as u64),
+                line: i.origin.line as u64,
+                reason: i.reason.clone(),
+                disabled: i.disabled,
+            })
+            .collect();
+        Some(FileCheckpoint { modified: to_epoch(f.modified), len: f.len, hash: f.hash, docs, ignored })
+    }
+
+    /// The file entry it describes (documents without records), or `None` when it names a kind
+    /// this build does not know.
+    fn into_entry(self, rel: &str) -> Option<FileEntry> {
+        let file: Arc<str> = Arc::from(rel);
+        let origin = |document: u64, item: Option<u64>, line: u64| Origin {
+            file: file.clone(),
+            document: document as usize,
+            item: item.map(|i| i as usize),
+            line: line as usize,
+        };
+        let mut docs = Vec::with_capacity(self.docs.len());
+        for d in self.docs {
+            let kind = KindId::from_code(d.kind)?;
+            docs.push(Document {
+                origin: origin(d.document, d.item, d.line),
+                src: Arc::new(SourceRef { kind, namespace: d.namespace, name: d.name }),
+                version: d.version,
+                record: None,
+                skipped: false,
+            });
+        }
+        let ignored = self
+            .ignored
+            .into_iter()
+            .map(|i| Ignored { origin: origin(i.document, i.item, i.line), reason: i.reason, disabled: i.disabled })
+            .collect();
+        let scan = FileScan { docs, skips: Vec::new(), ignored, partial: false };
+        Some(FileEntry { modified: from_epoch(self.modified), len: self.len, hash: self.hash, scan })
+    }
+}
+
+/// Whether `hex` is the lowercase hex form of `bytes`.
+fn hex_eq(bytes: &[u8; 32], hex: &str) -> bool {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let h = hex.as_bytes();
+    h.len() == 64
+        && bytes.iter().enumerate().all(|(i, b)| h[2 * i] == DIGITS[(b >> 4) as usize] && h[2 * i + 1] == DIGITS[(b & 15) as usize])
+}
+
+/// The winning document of every object (the later path in lexical order, the later document
+/// within a file), the duplicates, and the files with unreadable parts.
+type Winners<'a> = (HashMap<&'a Arc<SourceRef>, &'a Document>, HashSet<Duplicate>, HashSet<&'a str>);
+
+fn winners(files: &BTreeMap<String, FileEntry>) -> Winners<'_> {
+    let mut winners: HashMap<&Arc<SourceRef>, &Document> = HashMap::default();
+    let mut partial_files = HashSet::default();
+    let mut dups = HashSet::default();
+    for (rel, f) in files {
+        if f.scan.partial {
+            partial_files.insert(rel.as_str());
+        }
+        for d in &f.scan.docs {
+            if let Some(prev) = winners.insert(&d.src, d) {
+                dups.insert(Duplicate { src: (*d.src).clone(), loser: prev.origin.clone(), winner: d.origin.clone() });
+            }
+        }
+    }
+    (winners, dups, partial_files)
+}
+
+/// The source's memory of the directory: files with their documents (identities and versions;
+/// translated records only until they are handed to the writer), and what the writer was told.
 pub struct ManifestsState {
     dir: PathBuf,
     handlers: Arc<Handlers>,
     features: Features,
     clock: Clock,
     files: BTreeMap<String, FileEntry>,
-    current: HashMap<SourceRef, Current>,
+    current: HashMap<Arc<SourceRef>, Current>,
     duplicates: HashSet<Duplicate>,
+    /// Where checkpoints are read from ([`ManifestsState::with_checkpoints`]).
+    store: Option<Store>,
+    /// Files whose checkpoint is to be written or removed ([`ManifestsState::take_checkpoints`]).
+    dirty: BTreeSet<String>,
+    /// Whether the directory checkpoint is to be written.
+    dir_dirty: bool,
+    /// Whether the next refresh must diff even when no file changed (the warm start corrected
+    /// what the writer was told).
+    force_diff: bool,
 }
 
 impl ManifestsState {
@@ -583,9 +811,20 @@ impl ManifestsState {
             features,
             clock,
             files: BTreeMap::new(),
-            current: HashMap::new(),
-            duplicates: HashSet::new(),
+            current: HashMap::default(),
+            duplicates: HashSet::default(),
+            store: None,
+            dirty: BTreeSet::new(),
+            dir_dirty: true,
+            force_diff: false,
         }
+    }
+
+    /// Keeps checkpoints in `store` ([`storage::checkpoint`]): [`ManifestsState::warm_start`]
+    /// reads them, [`ManifestsState::take_checkpoints`] writes them.
+    pub fn with_checkpoints(mut self, store: Store) -> ManifestsState {
+        self.store = Some(store);
+        self
     }
 
     /// Every skip report of the directory as it is now, in path order.
@@ -599,8 +838,13 @@ impl ManifestsState {
     }
 
     /// Every object the directory holds now (including skipped and retained ones).
-    pub fn present(&self) -> HashSet<SourceRef> {
-        self.current.keys().cloned().collect()
+    pub fn present(&self) -> std::collections::HashSet<SourceRef> {
+        self.current.keys().map(|k| (**k).clone()).collect()
+    }
+
+    /// Whether the directory holds `src` now (see [`ManifestsState::present`]).
+    pub fn holds(&self, src: &SourceRef) -> bool {
+        self.current.contains_key(src)
     }
 
     /// Number of manifest files read.
@@ -611,6 +855,113 @@ impl ManifestsState {
     /// Number of documents of projected kinds (winners and losers of duplicates included).
     pub fn document_count(&self) -> usize {
         self.files.values().map(|f| f.scan.docs.len()).sum()
+    }
+
+    fn dir_checkpoint(&self) -> DirCheckpoint {
+        let dir = self.dir.canonicalize().unwrap_or_else(|_| self.dir.clone());
+        DirCheckpoint {
+            dir: dir.display().to_string(),
+            features: format!("{:?}", self.features),
+            build: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+
+    /// Takes over the files of the store's checkpoints, before the first refresh: a file whose
+    /// length and modification time are unchanged is then not read again. Every checkpointed
+    /// object is checked against the store's source versions; one that is missing or at another
+    /// version has its file read again (its record is sent once more), and every stored object
+    /// not confirmed is listed in [`WarmStart::unconfirmed`] so the caller deletes it unless the
+    /// first refresh finds it. Without checkpoints for this directory, build and feature set
+    /// (a new store, a restored one, another directory), nothing is taken over and every
+    /// checkpoint is rewritten.
+    ///
+    /// # Errors
+    /// A store error reading the checkpoints or sources; the state is then unchanged (start cold).
+    pub fn warm_start(&mut self) -> Result<WarmStart, storage::StorageError> {
+        let mut w = WarmStart::default();
+        let Some(store) = self.store.clone() else { return Ok(w) };
+        let view = store.read()?;
+        let want = self.dir_checkpoint();
+        let mut same_dir = false;
+        view.for_each_checkpoint(DIR_CHECKPOINT, |key, value| {
+            same_dir = key == DIR_CHECKPOINT
+                && storage::checkpoint::decode::<DirCheckpoint>(value, "manifests directory checkpoint").is_ok_and(|d| d == want);
+        })?;
+        let mut files = BTreeMap::new();
+        view.for_each_checkpoint(FILE_CHECKPOINT, |key, value| {
+            let Some(rel) = key.strip_prefix(FILE_CHECKPOINT) else { return };
+            let entry = if same_dir {
+                storage::checkpoint::decode::<FileCheckpoint>(value, "manifests file checkpoint").ok().and_then(|c| c.into_entry(rel))
+            } else {
+                None
+            };
+            match entry {
+                Some(e) => {
+                    files.insert(rel.to_string(), e);
+                }
+                // Rewritten (or removed) after the first refresh.
+                None => {
+                    self.dirty.insert(rel.to_string());
+                }
+            }
+        })?;
+        if !same_dir {
+            return Ok(w);
+        }
+        // What the writer was told, as far as the checkpoints know: the later document wins.
+        let documents = files.values().map(|f| f.scan.docs.len()).sum();
+        let mut current: HashMap<Arc<SourceRef>, Current> = HashMap::with_capacity_and_hasher(documents, Default::default());
+        for d in files.values().flat_map(|f| &f.scan.docs) {
+            current.insert(d.src.clone(), Current { version: Some(d.version), origin: d.origin.clone() });
+        }
+        let mut confirmed: HashSet<*const SourceRef> = HashSet::with_capacity_and_hasher(current.len(), Default::default());
+        let mut src = SourceRef { kind: KindId::Group, namespace: String::new(), name: String::new() };
+        for kind in schema::registry::registered() {
+            view.for_each_source(kind, |namespace, name, version| {
+                src.kind = kind;
+                src.namespace.clear();
+                src.namespace.push_str(namespace);
+                src.name.clear();
+                src.name.push_str(name);
+                match current.get_key_value(&src) {
+                    Some((k, c)) if c.version.is_some_and(|v| hex_eq(&v.0, version)) => {
+                        confirmed.insert(Arc::as_ptr(k));
+                    }
+                    _ => w.unconfirmed.push(src.clone()),
+                }
+            })?;
+        }
+        w.checked = true;
+        w.files = files.len();
+        w.documents = documents;
+        let checkpointed = current.len();
+        self.current = current;
+        self.current.retain(|k, _| confirmed.contains(&Arc::as_ptr(k)));
+        w.stale = checkpointed - self.current.len();
+        self.files = files;
+        self.force_diff = w.stale > 0;
+        self.dir_dirty = false;
+        Ok(w)
+    }
+
+    /// The checkpoint changes for the writer since the last call: files read, re-read or gone,
+    /// then the directory checkpoint. Sent after the refresh's changes, so a checkpoint is never
+    /// committed before the records it describes. Empty without [`ManifestsState::with_checkpoints`].
+    pub fn take_checkpoints(&mut self) -> Vec<Change> {
+        if self.store.is_none() {
+            self.dirty.clear();
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        for rel in std::mem::take(&mut self.dirty) {
+            let value = self.files.get(&rel).and_then(FileCheckpoint::of).map(|c| Arc::from(storage::checkpoint::encode(&c)));
+            out.push(Change::Checkpoint { key: format!("{FILE_CHECKPOINT}{rel}"), value });
+        }
+        if std::mem::take(&mut self.dir_dirty) {
+            let value = Some(Arc::from(storage::checkpoint::encode(&self.dir_checkpoint())));
+            out.push(Change::Checkpoint { key: DIR_CHECKPOINT.to_string(), value });
+        }
+        out
     }
 
     /// Re-reads changed files (by mtime and length) and computes the changes since the last
@@ -625,104 +976,141 @@ impl ManifestsState {
         let mut r = Refresh::default();
         let (found, failed_dirs) = walk(&self.dir);
         let under_failed = |rel: &str| failed_dirs.iter().any(|d| d.is_empty() || rel.starts_with(&format!("{d}/")));
-        let mut seen = HashSet::new();
+        let mut seen = HashSet::default();
         for f in found {
             seen.insert(f.rel.clone());
-            if let Some(e) = self.files.get_mut(&f.rel) {
+            if let Some(e) = self.files.get(&f.rel) {
                 if !full && e.modified == f.modified && e.len == f.len {
                     continue;
                 }
             }
-            let bytes = match std::fs::read(&f.path) {
-                Ok(b) => b,
-                Err(e) => {
-                    let scan = unreadable(&f.rel, e.to_string());
-                    r.changed |= self.files.get(&f.rel).is_none_or(|old| old.scan.skips != scan.skips);
-                    r.new_skips.extend(scan.skips.iter().cloned());
-                    self.files.insert(f.rel.clone(), FileEntry { modified: f.modified, len: f.len, hash: [0; 32], scan });
-                    continue;
-                }
-            };
-            let hash: [u8; 32] = Sha256::digest(&bytes).into();
-            if let Some(e) = self.files.get_mut(&f.rel) {
-                e.modified = f.modified;
-                e.len = f.len;
-                if e.hash == hash {
-                    continue;
-                }
-            }
-            r.files_read += 1;
-            r.changed = true;
-            let json = has_manifest_extension(&f.path).unwrap_or(false);
-            let scan = match String::from_utf8(bytes) {
-                Ok(text) => {
-                    let ctx = Context { now: self.clock.now(), features: self.features };
-                    scan_text(&f.rel, &text, json, &self.handlers, &ctx)
-                }
-                Err(_) => unreadable(&f.rel, "not UTF-8 text".into()),
-            };
-            r.new_skips.extend(scan.skips.iter().cloned());
-            r.new_ignored.extend(scan.ignored.iter().cloned());
-            self.files.insert(f.rel.clone(), FileEntry { modified: f.modified, len: f.len, hash, scan });
+            self.read_file(&f.rel, &f.path, f.modified, f.len, false, &mut r);
         }
         let before = self.files.len();
-        self.files.retain(|rel, _| seen.contains(rel) || under_failed(rel));
+        let dirty = &mut self.dirty;
+        self.files.retain(|rel, _| {
+            let keep = seen.contains(rel) || under_failed(rel);
+            if !keep {
+                dirty.insert(rel.clone());
+            }
+            keep
+        });
         r.changed |= self.files.len() != before;
-        if r.changed {
+        if r.changed || std::mem::take(&mut self.force_diff) {
+            // Objects to send whose translated record is no longer held (a duplicate whose
+            // winner went away, a record the store lacks): read their files again.
+            for rel in self.files_needing_records() {
+                let path = self.dir.join(&rel);
+                let (modified, len) = match std::fs::metadata(&path) {
+                    Ok(m) => (m.modified().ok(), m.len()),
+                    Err(_) => (None, 0),
+                };
+                self.read_file(&rel, &path, modified, len, true, &mut r);
+            }
             self.diff(&mut r);
         }
         r
     }
 
-    /// Rebuilds the object map from the files and diffs it against what the writer was told.
-    fn diff(&mut self, r: &mut Refresh) {
-        let mut winners: HashMap<SourceRef, &Document> = HashMap::new();
-        let mut partial_files = HashSet::new();
-        let mut dups = HashSet::new();
-        for (rel, f) in &self.files {
-            if f.scan.partial {
-                partial_files.insert(rel.clone());
+    /// Reads and scans one file into `files` (unless its content hash is unchanged and `force`
+    /// is false).
+    fn read_file(&mut self, rel: &str, path: &Path, modified: Option<SystemTime>, len: u64, force: bool, r: &mut Refresh) {
+        let bytes = match std::fs::read(path) {
+            Ok(b) => b,
+            Err(e) => {
+                let scan = unreadable(rel, e.to_string());
+                r.changed |= self.files.get(rel).is_none_or(|old| old.scan.skips != scan.skips);
+                r.new_skips.extend(scan.skips.iter().cloned());
+                self.files.insert(rel.to_string(), FileEntry { modified, len, hash: [0; 32], scan });
+                self.dirty.insert(rel.to_string());
+                return;
             }
-            for d in &f.scan.docs {
-                if let Some(prev) = winners.insert(d.src.clone(), d) {
-                    dups.insert(Duplicate { src: d.src.clone(), loser: prev.origin.clone(), winner: d.origin.clone() });
+        };
+        let hash: [u8; 32] = Sha256::digest(&bytes).into();
+        if let Some(e) = self.files.get_mut(rel) {
+            if e.hash == hash && !force {
+                if e.modified != modified || e.len != len {
+                    e.modified = modified;
+                    e.len = len;
+                    // Touched, not changed: remember the new time so a restart does not read it.
+                    self.dirty.insert(rel.to_string());
                 }
+                return;
             }
         }
-        let mut applies: Vec<(usize, Origin, Change)> = Vec::new();
-        let mut next: HashMap<SourceRef, Current> = HashMap::new();
-        for (src, d) in &winners {
-            let prev = self.current.get(src);
-            if let Some(record) = &d.record {
-                if prev.is_none_or(|p| p.version != d.version) {
-                    let change = Change::Apply {
-                        src: src.clone(),
-                        version: d.version.clone(),
-                        record: record.clone(),
-                        origin: Arc::from(d.origin.to_string()),
-                        token: None,
-                    };
-                    applies.push((self.handlers.position(src.kind), d.origin.clone(), change));
-                }
-                next.insert(src.clone(), Current { version: d.version.clone(), origin: d.origin.clone() });
-            } else {
-                // Skipped: the previous record (if any) stays, under its previous version.
-                let keep = prev.cloned().unwrap_or(Current { version: String::new(), origin: d.origin.clone() });
-                next.insert(src.clone(), keep);
+        r.files_read += 1;
+        r.changed = true;
+        let json = has_manifest_extension(path).unwrap_or(false);
+        let scan = match String::from_utf8(bytes) {
+            Ok(text) => {
+                let ctx = Context { now: self.clock.now(), features: self.features };
+                scan_text(rel, &text, json, &self.handlers, &ctx)
             }
+            Err(_) => unreadable(rel, "not UTF-8 text".into()),
+        };
+        r.new_skips.extend(scan.skips.iter().cloned());
+        r.new_ignored.extend(scan.ignored.iter().cloned());
+        self.files.insert(rel.to_string(), FileEntry { modified, len, hash, scan });
+        self.dirty.insert(rel.to_string());
+    }
+
+    /// Files holding a winning document that must be sent but whose record is not held.
+    fn files_needing_records(&self) -> BTreeSet<String> {
+        let (winners, _, _) = winners(&self.files);
+        winners
+            .values()
+            .filter(|d| !d.skipped && d.record.is_none())
+            .filter(|d| self.current.get(d.src.as_ref()).is_none_or(|c| c.version != Some(d.version)))
+            .map(|d| d.origin.file.to_string())
+            .collect()
+    }
+
+    /// Rebuilds the object map from the files and diffs it against what the writer was told;
+    /// then drops the translated records (the changes hold them until written).
+    fn diff(&mut self, r: &mut Refresh) {
+        let (winners, dups, partial_files) = winners(&self.files);
+        let mut applies: Vec<(usize, Origin, Change)> = Vec::new();
+        let mut next: HashMap<Arc<SourceRef>, Current> = HashMap::with_capacity_and_hasher(winners.len(), Default::default());
+        for d in winners.values() {
+            let prev = self.current.get(d.src.as_ref());
+            if d.skipped {
+                // Skipped: the previous record (if any) stays, under its previous version.
+                let keep = prev.cloned().unwrap_or(Current { version: None, origin: d.origin.clone() });
+                next.insert(d.src.clone(), keep);
+                continue;
+            }
+            if prev.is_none_or(|p| p.version != Some(d.version)) {
+                let Some(record) = &d.record else {
+                    // Only when its file could not be read again just now: sent once it can.
+                    tracing::warn!(object = %d.src, origin = %d.origin, "record not available; sent when its file can be read");
+                    if let Some(p) = prev {
+                        next.insert(d.src.clone(), p.clone());
+                    }
+                    continue;
+                };
+                let change = Change::Apply {
+                    src: (*d.src).clone(),
+                    version: d.version.hex(),
+                    record: record.clone(),
+                    origin: Arc::from(d.origin.to_string()),
+                    token: None,
+                };
+                applies.push((self.handlers.position(d.src.kind), d.origin.clone(), change));
+            }
+            next.insert(d.src.clone(), Current { version: Some(d.version), origin: d.origin.clone() });
         }
         let mut deletes = Vec::new();
         for (src, cur) in &self.current {
-            if next.contains_key(src) {
+            if next.contains_key(src.as_ref()) {
                 continue;
             }
             // Files under unreadable directories stay in `files`, so their documents are still
             // winners; a partially readable file keeps the objects it held.
-            if partial_files.contains(&cur.origin.file) {
+            if partial_files.contains(&*cur.origin.file) {
                 next.insert(src.clone(), cur.clone());
                 continue;
             }
-            deletes.push(Change::Delete { src: src.clone(), origin: Arc::from(cur.origin.to_string()), token: None });
+            deletes.push(Change::Delete { src: (**src).clone(), origin: Arc::from(cur.origin.to_string()), token: None });
         }
         applies.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         deletes.sort_by(|a, b| match (a, b) {
@@ -732,8 +1120,15 @@ impl ManifestsState {
         r.changes = applies.into_iter().map(|(_, _, c)| c).chain(deletes).collect();
         r.new_duplicates = dups.iter().filter(|d| !self.duplicates.contains(d)).cloned().collect();
         r.new_duplicates.sort_by(|a, b| a.winner.cmp(&b.winner));
+        drop(winners);
+        drop(partial_files);
         self.duplicates = dups;
         self.current = next;
+        for f in self.files.values_mut() {
+            for d in &mut f.scan.docs {
+                d.record = None;
+            }
+        }
     }
 }
 
@@ -741,7 +1136,7 @@ fn unreadable(rel: &str, message: String) -> FileScan {
     FileScan {
         docs: Vec::new(),
         skips: vec![SkipReport {
-            origin: Origin { file: rel.to_string(), document: 0, item: None, line: 0 },
+            origin: Origin { file: Arc::from(rel), document: 0, item: None, line: 0 },
             kind: None,
             namespace: None,
             name: None,
@@ -861,24 +1256,47 @@ fn run(
     skips: Arc<Mutex<Vec<SkipReport>>>,
 ) {
     let t0 = Instant::now();
+    let warm = state.warm_start().unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "cannot read the manifests checkpoints; reading every file");
+        WarmStart::default()
+    });
     let mut r = state.refresh();
     report(&r, &metrics);
     *skips.lock().unwrap_or_else(|e| e.into_inner()) = state.skips();
     let applies = r.changes.len();
-    for mut c in r.changes.drain(..) {
-        if let Change::Apply { src, origin, token, .. } | Change::Delete { src, origin, token } = &mut c {
+    let expect = |c: &mut Change| {
+        if let Change::Apply { src, origin, token, .. } | Change::Delete { src, origin, token } = c {
             *token = Some(readiness.expect_in(src.kind.name(), format!("{src} ({origin})")));
         }
+    };
+    for mut c in r.changes.drain(..) {
+        expect(&mut c);
         sender.send(c);
     }
-    let kinds = schema::registry::registered();
-    let token = Some(readiness.expect("sweep of objects no longer in the directory".into()));
-    sender.send(Change::Sweep { kinds, present: Arc::new(state.present()), token });
+    let mut gone = 0;
+    if warm.checked {
+        // Every stored object was checked against the checkpoints: delete what no file holds.
+        for src in warm.unconfirmed.into_iter().filter(|s| !state.holds(s)) {
+            gone += 1;
+            let mut c = Change::Delete { src, origin: Arc::from("no longer in the directory"), token: None };
+            expect(&mut c);
+            sender.send(c);
+        }
+    } else {
+        let kinds = schema::registry::registered();
+        let token = Some(readiness.expect("sweep of objects no longer in the directory".into()));
+        sender.send(Change::Sweep { kinds, present: Arc::new(state.present()), token });
+    }
+    for c in state.take_checkpoints() {
+        sender.send(c);
+    }
     readiness.end_phase(&initial_phase(&dir));
     tracing::info!(
         dir = %dir.display(),
         documents = state.document_count(),
-        changes = applies,
+        files_read = r.files_read,
+        files_unchanged = warm.files.saturating_sub(r.files_read),
+        changes = applies + gone,
         skipped = state.skips().len(),
         elapsed = ?t0.elapsed(),
         "initial scan done"
@@ -891,15 +1309,15 @@ fn run(
         }
         polls += 1;
         let r = state.refresh_with(polls.is_multiple_of(FULL_CHECK_EVERY));
-        if !r.changed {
-            continue;
+        if r.changed {
+            report(&r, &metrics);
+            *skips.lock().unwrap_or_else(|e| e.into_inner()) = state.skips();
+            if !r.changes.is_empty() {
+                tracing::info!(files_read = r.files_read, changes = r.changes.len(), "manifests changed");
+            }
         }
-        report(&r, &metrics);
-        *skips.lock().unwrap_or_else(|e| e.into_inner()) = state.skips();
-        if !r.changes.is_empty() {
-            tracing::info!(files_read = r.files_read, changes = r.changes.len(), "manifests changed");
-        }
-        for c in r.changes {
+        // Checkpoints also move when a file was only touched (same content, new time).
+        for c in r.changes.into_iter().chain(state.take_checkpoints()) {
             if !sender.send(c) {
                 return;
             }

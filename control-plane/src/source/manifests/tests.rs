@@ -2,6 +2,7 @@
 //! registered).
 
 use super::*;
+use sha2::Digest;
 
 fn ctx() -> Context {
     Context { now: schema::Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap(), features: Features::default() }
@@ -131,7 +132,12 @@ fn versions_ignore_key_order_and_formatting() {
     let mut s = String::new();
     canonical_json(&a, &mut s);
     assert_eq!(s, r#"{"a":{"x":"s","y":[1,2]},"b":1}"#);
-    assert_eq!(version_of(&a).len(), 64);
+    let hex = version_of(&a).hex();
+    let expected: String = sha2::Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    assert_eq!(hex, expected, "the version is the SHA-256 of the canonical JSON, in lowercase hex");
+    assert!(hex_eq(&version_of(&a).0, &hex));
+    assert!(!hex_eq(&version_of(&a).0, &hex.to_uppercase()));
+    assert!(!hex_eq(&version_of(&a).0, &hex[..63]));
     let c: Value = serde_json::from_str(r#"{"b":2,"a":{"y":[1,2],"x":"s"}}"#).unwrap();
     assert_ne!(version_of(&a), version_of(&c));
 }

@@ -1,0 +1,155 @@
+//! Source checkpoints: what a source remembers next to the read model so that a restart can skip
+//! work it already did (the manifests source keeps, per file, its length, modification time,
+//! content hash and the identities and versions of its documents).
+//!
+//! The `source_checkpoints` table maps a string key chosen by the source (`manifests/…`) to opaque
+//! bytes. Checkpoints are not part of the read model: they are not exported in snapshots, do not
+//! bump the revision, and a store without them (new, restored, or written by an older version)
+//! only makes the next start slower. A source must never trust a checkpoint more than the records
+//! themselves: the manifests source checks every remembered version against [`ReadView::for_each_source`]
+//! before it relies on it.
+
+use crate::codec;
+use crate::tables;
+use crate::write::SourceEntry;
+use crate::{ReadView, StorageError, WriteBatch};
+use redb::{TableDefinition, TableError};
+use schema::{Key, KindId};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// `source_checkpoints`: source-chosen key → opaque bytes.
+pub const CHECKPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("source_checkpoints");
+
+/// Encodes a checkpoint value with the store's codec (postcard).
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    codec::encode(value)
+}
+
+/// Decodes a checkpoint value written by [`encode`].
+///
+/// # Errors
+/// [`StorageError::Corrupt`] naming `what` when the bytes do not decode (e.g. written by a version
+/// with another layout: callers treat that as "no checkpoint").
+pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, StorageError> {
+    codec::decode(bytes, what)
+}
+
+impl WriteBatch {
+    /// Stores (`Some`) or removes (`None`) the checkpoint `key`, committed with the batch. Does
+    /// not count as a read-model change: a batch holding only checkpoints commits without a new
+    /// revision.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn put_checkpoint(&mut self, key: &str, value: Option<&[u8]>) -> Result<(), StorageError> {
+        let txn = self.checkpoint_txn();
+        let mut t = txn.open_table(CHECKPOINTS)?;
+        match value {
+            Some(v) => {
+                t.insert(key, v)?;
+            }
+            None => {
+                t.remove(key)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ReadView {
+    /// Calls `f(key, bytes)` for every checkpoint whose key starts with `prefix`, in key order,
+    /// without copying the values. Calls nothing for a store that has none (also one created
+    /// before checkpoints existed).
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn for_each_checkpoint(&self, prefix: &str, mut f: impl FnMut(&str, &[u8])) -> Result<(), StorageError> {
+        let t = match self.txn().open_table(CHECKPOINTS) {
+            Ok(t) => t,
+            Err(TableError::TableDoesNotExist(_)) => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        for item in t.range(prefix..)? {
+            let (k, v) = item?;
+            let key = k.value();
+            if !key.starts_with(prefix) {
+                break;
+            }
+            f(key, v.value());
+        }
+        Ok(())
+    }
+
+    /// Every checkpoint whose key starts with `prefix`, in key order, as (key, bytes) (see
+    /// [`ReadView::for_each_checkpoint`]).
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn checkpoints(&self, prefix: &str) -> Result<Vec<(String, Vec<u8>)>, StorageError> {
+        let mut out = Vec::new();
+        self.for_each_checkpoint(prefix, |k, v| out.push((k.to_string(), v.to_vec())))?;
+        Ok(out)
+    }
+
+    /// Calls `f(namespace, name, version)` for every source object of `kind` the store holds a
+    /// record for, in key order, without collecting them. `version` is the source version the
+    /// record was written at (manifests: hex SHA-256 of the document).
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures, [`StorageError::Corrupt`] for an undecodable entry.
+    pub fn for_each_source(&self, kind: KindId, mut f: impl FnMut(&str, &str, &str)) -> Result<(), StorageError> {
+        let t = self.txn().open_table(tables::SOURCES)?;
+        let start = [kind.code()];
+        let end = [kind.code() + 1];
+        for item in t.range(&start[..]..&end[..])? {
+            let (k, v) = item?;
+            let parts = Key::from_bytes(k.value()[1..].to_vec()).parts().map_err(|_| StorageError::Corrupt("source key".into()))?;
+            let entry: SourceEntry = codec::decode(v.value(), "source entry")?;
+            if let [ns, name] = parts.as_slice() {
+                f(ns, name, &entry.version);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Store;
+
+    #[test]
+    fn checkpoints_commit_without_a_revision_and_read_back_by_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.read().unwrap().checkpoints("manifests/").unwrap().is_empty());
+        let mut wb = store.write().unwrap();
+        wb.put_checkpoint("manifests/file/a.yaml", Some(b"A")).unwrap();
+        wb.put_checkpoint("manifests/file/b.yaml", Some(b"B")).unwrap();
+        wb.put_checkpoint("other/x", Some(b"X")).unwrap();
+        assert_eq!(wb.commit(schema::Timestamp(1)).unwrap(), None, "checkpoints are not read-model changes");
+        let view = store.read().unwrap();
+        assert_eq!(view.revision().unwrap(), 0);
+        let got = view.checkpoints("manifests/").unwrap();
+        assert_eq!(got, vec![("manifests/file/a.yaml".to_string(), b"A".to_vec()), ("manifests/file/b.yaml".to_string(), b"B".to_vec())]);
+        drop(view);
+        let mut wb = store.write().unwrap();
+        wb.put_checkpoint("manifests/file/a.yaml", None).unwrap();
+        wb.commit(schema::Timestamp(2)).unwrap();
+        let keys: Vec<String> = store.read().unwrap().checkpoints("").unwrap().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(keys, vec!["manifests/file/b.yaml", "other/x"]);
+        // Reopening keeps them (they are durable like the records).
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.read().unwrap().checkpoints("manifests/").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn encode_and_decode_round_trip_and_refuse_garbage() {
+        let bytes = encode(&("dir", 7u64));
+        assert_eq!(decode::<(String, u64)>(&bytes, "state").unwrap(), ("dir".to_string(), 7));
+        let err = decode::<(String, u64)>(&[0xff, 0xff, 0xff], "state").unwrap_err();
+        assert!(err.to_string().contains("state"), "{err}");
+    }
+}
