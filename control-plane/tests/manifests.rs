@@ -551,3 +551,26 @@ fn restart_brings_back_a_duplicate_whose_winner_went_and_retries_a_parked_child(
     assert_eq!(names.len(), 1, "{names:?}");
     assert!(names[0].starts_with("apply Application ") && names[0].ends_with("/parked-app"), "{names:?}");
 }
+
+#[test]
+fn restart_notices_an_edit_that_keeps_the_length_and_restores_the_modification_time() {
+    let w = world();
+    let app = start(&w);
+    let old = group_display_name(app.store(), "poc", "logistics").unwrap();
+    app.shutdown();
+    // As `cp -p`, `rsync -t` or `touch -r` leave it: same length, same mtime, other content.
+    let path = w.manifests.join("02-groups.yaml");
+    let before = std::fs::metadata(&path).unwrap();
+    let new: String = std::iter::once('X').chain(old.chars().skip(1)).collect();
+    assert_eq!((new.len(), new != old), (old.len(), true));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.matches(&format!("displayName: {old}\n")).count(), 1);
+    std::fs::write(&path, text.replace(&format!("displayName: {old}\n"), &format!("displayName: {new}\n"))).unwrap();
+    std::fs::File::options().write(true).open(&path).unwrap().set_modified(before.modified().unwrap()).unwrap();
+    let after = std::fs::metadata(&path).unwrap();
+    assert_eq!((after.len(), after.modified().unwrap()), (before.len(), before.modified().unwrap()));
+
+    let app = start(&w);
+    assert_eq!(group_display_name(app.store(), "poc", "logistics"), Some(new));
+    app.shutdown();
+}

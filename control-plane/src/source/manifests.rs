@@ -17,14 +17,14 @@
 //!   warning naming both.
 //! * Versions: the hex SHA-256 of the document's canonical JSON (sorted keys, no whitespace), so
 //!   an unchanged document causes no write.
-//! * Change detection ([`ManifestsState::refresh`]): per file mtime and length, then a content
-//!   hash; only changed files are parsed again. Added or edited documents become
+//! * Change detection ([`ManifestsState::refresh`]): per file length, mtime and (Unix) inode and
+//!   ctime, then a content hash; only changed files are parsed again. Added or edited documents become
 //!   [`Change::Apply`], removed ones [`Change::Delete`]. A skipped document keeps the object's
 //!   previous record (as the kube source would: the object still exists). When a file (or a
 //!   directory) cannot be read, or holds a document whose identity cannot be read, the objects
 //!   it held before are kept until it is readable again.
 //! * Restarts ([`ManifestsState::warm_start`]): with a store, each file without skipped documents
-//!   is checkpointed (length, modification time, hash, each document's identity, position and
+//!   is checkpointed (its stamp: length, mtime, inode and ctime; hash; each document's identity, position and
 //!   version; [`storage::checkpoint`]) after its changes. On start, unchanged files are taken over
 //!   from their checkpoints and not read; every checkpointed version is checked against the
 //!   store's source versions, so a record the store lacks or holds at another version (parked for
@@ -59,7 +59,7 @@ type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 /// The default polling interval (changes are applied within two intervals).
 pub const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Every this many polls, file contents are hashed even when mtime and length are unchanged.
+/// Every this many polls, file contents are hashed even when their stamps are unchanged.
 const FULL_CHECK_EVERY: u64 = 30;
 
 /// Where a document is.
@@ -516,8 +516,35 @@ fn has_manifest_extension(p: &Path) -> Option<bool> {
 struct Found {
     rel: String,
     path: PathBuf,
-    modified: Option<SystemTime>,
+    stamp: Stamp,
+}
+
+/// What tells that a file may have changed without reading it: length, modification time, and
+/// (Unix) the inode and its change time. The change time cannot be set by users, so an edit that
+/// keeps the length and restores the modification time (`cp -p`, `rsync -t`, `touch -r`) is
+/// still noticed. A differing stamp makes the file be hashed; only a differing hash parses it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Stamp {
     len: u64,
+    /// Modification time (seconds, nanoseconds since the epoch).
+    modified: Option<(u64, u32)>,
+    /// Inode change time (seconds, nanoseconds) and inode number.
+    changed: Option<(i64, i64, u64)>,
+}
+
+impl Stamp {
+    fn of(meta: &std::fs::Metadata) -> Stamp {
+        #[cfg(unix)]
+        let changed = {
+            use std::os::unix::fs::MetadataExt;
+            Some((meta.ctime(), meta.ctime_nsec(), meta.ino()))
+        };
+        #[cfg(not(unix))]
+        let changed = None;
+        let modified =
+            meta.modified().ok().and_then(|t| t.duration_since(SystemTime::UNIX_EPOCH).ok()).map(|d| (d.as_secs(), d.subsec_nanos()));
+        Stamp { len: meta.len(), modified, changed }
+    }
 }
 
 /// Lists manifest files under `dir` (recursively, following links, skipping hidden entries).
@@ -552,7 +579,7 @@ fn walk(dir: &Path) -> (Vec<Found>, Vec<String>) {
             if meta.is_dir() {
                 stack.push((child, child_rel));
             } else if meta.is_file() && has_manifest_extension(&child).is_some() {
-                files.push(Found { rel: child_rel, path: child, modified: meta.modified().ok(), len: meta.len() });
+                files.push(Found { rel: child_rel, path: child, stamp: Stamp::of(&meta) });
             }
         }
     }
@@ -561,8 +588,7 @@ fn walk(dir: &Path) -> (Vec<Found>, Vec<String>) {
 }
 
 struct FileEntry {
-    modified: Option<SystemTime>,
-    len: u64,
+    stamp: Stamp,
     hash: [u8; 32],
     scan: FileScan,
 }
@@ -610,7 +636,7 @@ pub struct WarmStart {
     /// Whether the checkpoints belong to this directory, build and feature set and were checked
     /// against the store (then no sweep is needed: `gone` lists what to delete).
     pub checked: bool,
-    /// Files taken over: read again only when their length or modification time changed.
+    /// Files taken over: read again only when their stamp (length, mtime, inode, ctime) changed.
     pub files: usize,
     /// Documents of those files.
     pub documents: usize,
@@ -646,9 +672,7 @@ struct DirCheckpoint {
 /// start, so its skip reports are logged again).
 #[derive(Serialize, Deserialize)]
 struct FileCheckpoint {
-    /// Modification time (seconds, nanoseconds since the epoch).
-    modified: Option<(u64, u32)>,
-    len: u64,
+    stamp: Stamp,
     /// SHA-256 of the file.
     hash: [u8; 32],
     docs: Vec<DocCheckpoint>,
@@ -674,16 +698,6 @@ struct IgnoredCheckpoint {
     line: u64,
     reason: String,
     disabled: bool,
-}
-
-fn to_epoch(t: Option<SystemTime>) -> Option<(u64, u32)> {
-    let d = t?.duration_since(SystemTime::UNIX_EPOCH).ok()?;
-    Some((d.as_secs(), d.subsec_nanos()))
-}
-
-fn from_epoch(t: Option<(u64, u32)>) -> Option<SystemTime> {
-    let (secs, nanos) = t?;
-    SystemTime::UNIX_EPOCH.checked_add(Duration::new(secs, nanos))
 }
 
 impl FileCheckpoint {
@@ -718,7 +732,7 @@ impl FileCheckpoint {
                 disabled: i.disabled,
             })
             .collect();
-        Some(FileCheckpoint { modified: to_epoch(f.modified), len: f.len, hash: f.hash, docs, ignored })
+        Some(FileCheckpoint { stamp: f.stamp, hash: f.hash, docs, ignored })
     }
 
     /// The file entry it describes (documents without records), or `None` when it names a kind
@@ -748,7 +762,7 @@ impl FileCheckpoint {
             .map(|i| Ignored { origin: origin(i.document, i.item, i.line), reason: i.reason, disabled: i.disabled })
             .collect();
         let scan = FileScan { docs, skips: Vec::new(), ignored, partial: false };
-        Some(FileEntry { modified: from_epoch(self.modified), len: self.len, hash: self.hash, scan })
+        Some(FileEntry { stamp: self.stamp, hash: self.hash, scan })
     }
 }
 
@@ -867,7 +881,7 @@ impl ManifestsState {
     }
 
     /// Takes over the files of the store's checkpoints, before the first refresh: a file whose
-    /// length and modification time are unchanged is then not read again. Every checkpointed
+    /// stamp (length, mtime, inode, ctime) is unchanged is then not read again. Every checkpointed
     /// object is checked against the store's source versions; one that is missing or at another
     /// version has its file read again (its record is sent once more), and every stored object
     /// not confirmed is listed in [`WarmStart::unconfirmed`] so the caller deletes it unless the
@@ -964,14 +978,14 @@ impl ManifestsState {
         out
     }
 
-    /// Re-reads changed files (by mtime and length) and computes the changes since the last
+    /// Re-reads changed files (by their stamp) and computes the changes since the last
     /// refresh.
     pub fn refresh(&mut self) -> Refresh {
         self.refresh_with(false)
     }
 
     /// Like [`ManifestsState::refresh`]; with `full`, every file's content hash is checked even
-    /// when its mtime and length are unchanged (a safety net for coarse file-system clocks).
+    /// when its stamp is unchanged (a safety net for coarse file-system clocks).
     pub fn refresh_with(&mut self, full: bool) -> Refresh {
         let mut r = Refresh::default();
         let (found, failed_dirs) = walk(&self.dir);
@@ -980,11 +994,11 @@ impl ManifestsState {
         for f in found {
             seen.insert(f.rel.clone());
             if let Some(e) = self.files.get(&f.rel) {
-                if !full && e.modified == f.modified && e.len == f.len {
+                if !full && e.stamp == f.stamp {
                     continue;
                 }
             }
-            self.read_file(&f.rel, &f.path, f.modified, f.len, false, &mut r);
+            self.read_file(&f.rel, &f.path, f.stamp, false, &mut r);
         }
         let before = self.files.len();
         let dirty = &mut self.dirty;
@@ -1001,11 +1015,8 @@ impl ManifestsState {
             // winner went away, a record the store lacks): read their files again.
             for rel in self.files_needing_records() {
                 let path = self.dir.join(&rel);
-                let (modified, len) = match std::fs::metadata(&path) {
-                    Ok(m) => (m.modified().ok(), m.len()),
-                    Err(_) => (None, 0),
-                };
-                self.read_file(&rel, &path, modified, len, true, &mut r);
+                let stamp = std::fs::metadata(&path).map(|m| Stamp::of(&m)).unwrap_or_default();
+                self.read_file(&rel, &path, stamp, true, &mut r);
             }
             self.diff(&mut r);
         }
@@ -1014,14 +1025,14 @@ impl ManifestsState {
 
     /// Reads and scans one file into `files` (unless its content hash is unchanged and `force`
     /// is false).
-    fn read_file(&mut self, rel: &str, path: &Path, modified: Option<SystemTime>, len: u64, force: bool, r: &mut Refresh) {
+    fn read_file(&mut self, rel: &str, path: &Path, stamp: Stamp, force: bool, r: &mut Refresh) {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) => {
                 let scan = unreadable(rel, e.to_string());
                 r.changed |= self.files.get(rel).is_none_or(|old| old.scan.skips != scan.skips);
                 r.new_skips.extend(scan.skips.iter().cloned());
-                self.files.insert(rel.to_string(), FileEntry { modified, len, hash: [0; 32], scan });
+                self.files.insert(rel.to_string(), FileEntry { stamp, hash: [0; 32], scan });
                 self.dirty.insert(rel.to_string());
                 return;
             }
@@ -1029,9 +1040,8 @@ impl ManifestsState {
         let hash: [u8; 32] = Sha256::digest(&bytes).into();
         if let Some(e) = self.files.get_mut(rel) {
             if e.hash == hash && !force {
-                if e.modified != modified || e.len != len {
-                    e.modified = modified;
-                    e.len = len;
+                if e.stamp != stamp {
+                    e.stamp = stamp;
                     // Touched, not changed: remember the new time so a restart does not read it.
                     self.dirty.insert(rel.to_string());
                 }
@@ -1050,7 +1060,7 @@ impl ManifestsState {
         };
         r.new_skips.extend(scan.skips.iter().cloned());
         r.new_ignored.extend(scan.ignored.iter().cloned());
-        self.files.insert(rel.to_string(), FileEntry { modified, len, hash, scan });
+        self.files.insert(rel.to_string(), FileEntry { stamp, hash, scan });
         self.dirty.insert(rel.to_string());
     }
 
@@ -1295,7 +1305,7 @@ fn run(
         dir = %dir.display(),
         documents = state.document_count(),
         files_read = r.files_read,
-        files_unchanged = warm.files.saturating_sub(r.files_read),
+        files_unchanged = state.file_count().saturating_sub(r.files_read),
         changes = applies + gone,
         skipped = state.skips().len(),
         elapsed = ?t0.elapsed(),
