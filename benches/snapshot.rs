@@ -4,9 +4,9 @@
 //! - **export**: `control_plane::snapshot::export_offline` — one read transaction streamed into
 //!   a file (zstd, SHA-256), as `control-plane snapshot export --data-dir` does;
 //! - **verify**: `control_plane::snapshot::verify` — structure, checksum, every envelope decoded;
-//! - **restore**: `control_plane::snapshot::restore` into a fresh directory — verify, write every
-//!   record and source entry, rebuild every index and counter, check the invariants, build the
-//!   search index, move into place — as `control-plane snapshot restore` does.
+//! - **restore**: `control_plane::snapshot::restore` into a fresh directory — verify, derive every
+//!   index entry and counter, write every table in key order, build the search index, move into
+//!   place — as `control-plane snapshot restore` does.
 //!
 //! Reported in seconds (median of the criterion samples) plus the file size. Run:
 //! `cargo bench --bench snapshot` (10k and 100k; `CP_BENCH_1M=1` adds 1M, `CP_BENCH_SIZES=100k`
@@ -57,7 +57,7 @@ fn main() {
         });
         let mut restores = Vec::new();
         let mut round = 0;
-        g.bench_function(BenchmarkId::new("restore (indexes, invariants, search index)", size.name), |b| {
+        g.bench_function(BenchmarkId::new("restore (indexes, search index)", size.name), |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
