@@ -17,8 +17,10 @@ mod search;
 pub mod viewer;
 
 use async_graphql::dynamic::{Object, Scalar, Schema, SchemaError, TypeRef};
+use async_graphql::parser::types::ExecutableDocument;
 use entity::{b, field, os, Builder, Rq};
 use schema::Timestamp;
+use std::sync::Arc;
 use storage::Store;
 use viewer::Viewer;
 
@@ -64,6 +66,40 @@ pub struct Api {
     plain: Schema,
     nodes: Schema,
     config: QueryConfig,
+    parsed: ParseCache,
+}
+
+/// Parsed query documents by query text: a console sends the same few queries with other
+/// variables, and parsing is a tenth of a small query's time. Validation, depth and complexity
+/// limits still run on every request. Texts above [`ParseCache::MAX_TEXT`] bytes are not kept; a
+/// full cache is emptied (the working set is small and refills at once).
+#[derive(Default)]
+struct ParseCache(std::sync::Mutex<std::collections::HashMap<String, Arc<ExecutableDocument>>>);
+
+impl ParseCache {
+    /// Most documents kept.
+    const MAX_ENTRIES: usize = 256;
+    /// Longest query text kept, in bytes.
+    const MAX_TEXT: usize = 16 * 1024;
+
+    /// The parsed document of `query`, parsed now when not cached; `None` when it does not
+    /// parse (the executor then reports the syntax error as usual) or is too long to keep.
+    fn get(&self, query: &str) -> Option<ExecutableDocument> {
+        if query.len() > Self::MAX_TEXT {
+            return None;
+        }
+        let hit = self.0.lock().unwrap_or_else(|e| e.into_inner()).get(query).cloned();
+        if let Some(doc) = hit {
+            return Some((*doc).clone());
+        }
+        let doc = async_graphql::parser::parse_query(query).ok()?;
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if map.len() >= Self::MAX_ENTRIES {
+            map.clear();
+        }
+        map.insert(query.to_string(), Arc::new(doc.clone()));
+        Some(doc)
+    }
 }
 
 /// Builds the GraphQL schema.
@@ -71,7 +107,7 @@ pub struct Api {
 /// # Errors
 /// [`SchemaError`] when the generated schema is inconsistent (a bug, caught by the SDL test).
 pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
-    Ok(Api { plain: build(&config, false)?, nodes: build(&config, true)?, config })
+    Ok(Api { plain: build(&config, false)?, nodes: build(&config, true)?, config, parsed: ParseCache::default() })
 }
 
 fn build(config: &QueryConfig, nullable_nodes: bool) -> Result<Schema, SchemaError> {
@@ -133,7 +169,7 @@ impl Api {
     ///
     /// Group viewers' teams are resolved from that same view. Storage failures become one
     /// `INTERNAL` error.
-    pub async fn execute(&self, store: &Store, mut viewer: Viewer, request: async_graphql::Request) -> async_graphql::Response {
+    pub async fn execute(&self, store: &Store, mut viewer: Viewer, mut request: async_graphql::Request) -> async_graphql::Response {
         let view = match store.read() {
             Ok(v) => v,
             Err(e) => return async_graphql::Response::from_errors(vec![error::internal(e).into_server_error(Default::default())]),
@@ -147,6 +183,38 @@ impl Api {
         let rq = Rq { view, viewer, now, max_page_size: self.config.max_page_size, catalogue };
         // `nodes` can only be selected by a query whose text contains the word.
         let schema = if request.query.contains("nodes") { &self.nodes } else { &self.plain };
+        if let Some(doc) = self.parsed.get(&request.query) {
+            request.set_parsed_query(doc);
+        }
         schema.execute(request.data(rq)).await
+    }
+}
+
+#[cfg(test)]
+mod parse_cache_tests {
+    use super::ParseCache;
+
+    fn len(c: &ParseCache) -> usize {
+        c.0.lock().unwrap().len()
+    }
+
+    #[test]
+    fn keeps_parsed_documents_up_to_its_bounds() {
+        let c = ParseCache::default();
+        let q = "query Q($n: Int) { teams(first: $n) { totalCount } }";
+        let first = c.get(q).expect("parses");
+        let again = c.get(q).expect("cached");
+        assert_eq!(format!("{first:?}"), format!("{again:?}"), "the cached document is the parsed one");
+        assert_eq!(len(&c), 1);
+        assert!(c.get("{ teams(first: ").is_none(), "a syntax error is left to the executor");
+        assert_eq!(len(&c), 1);
+        let long = format!("{{ teams {{ totalCount }} }} #{}", "x".repeat(ParseCache::MAX_TEXT));
+        assert!(c.get(&long).is_none(), "too long to keep");
+        assert_eq!(len(&c), 1);
+        for i in 0..ParseCache::MAX_ENTRIES {
+            c.get(&format!("{{ teams(first: {i}) {{ totalCount }} }}")).unwrap();
+        }
+        assert!(len(&c) <= ParseCache::MAX_ENTRIES, "bounded: {}", len(&c));
+        assert!(len(&c) >= 1);
     }
 }
