@@ -406,14 +406,19 @@ fn manifest_files(dir: &Path) -> usize {
     std::fs::read_dir(dir).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "yaml")).count()
 }
 
-#[test]
-fn restart_takes_over_unchanged_files_from_the_checkpoints() {
-    let w = world();
-    let app = start(&w);
+/// Loads the world, waits for its counts, stops the server; the store reopened, and the counts.
+fn loaded_and_stopped(w: &World) -> (BTreeMap<KindId, u64>, Store) {
+    let app = start(w);
     let expected = expected_world_counts();
     wait_until("world", Duration::from_secs(10), || counts(app.store()) == expected);
     app.shutdown();
-    let store = Store::open(&w.data).unwrap();
+    (expected, Store::open(&w.data).unwrap())
+}
+
+#[test]
+fn restart_takes_over_unchanged_files_from_the_checkpoints() {
+    let w = world();
+    let (expected, store) = loaded_and_stopped(&w);
     let files = manifest_files(&w.manifests);
     assert_eq!(store.read().unwrap().checkpoints("manifests/v1/file/").unwrap().len(), files, "one checkpoint per file");
 
@@ -486,11 +491,7 @@ fn restart_takes_over_unchanged_files_from_the_checkpoints() {
 #[test]
 fn restart_sends_again_what_the_store_lacks_and_starts_cold_for_another_directory() {
     let w = world();
-    let app = start(&w);
-    let expected = expected_world_counts();
-    wait_until("world", Duration::from_secs(10), || counts(app.store()) == expected);
-    app.shutdown();
-    let store = Store::open(&w.data).unwrap();
+    let (_, store) = loaded_and_stopped(&w);
     // A record lost behind the source's back (as if its write never committed).
     let lost = storage::SourceRef { kind: KindId::Group, namespace: "poc".into(), name: "logistics".into() };
     let mut wb = store.write().unwrap();
