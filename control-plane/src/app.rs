@@ -97,8 +97,8 @@ impl App {
             }
             (_, client) => client,
         };
-        let store =
-            Store::open(&config.storage.data_dir).with_context(|| format!("opening the store in {}", config.storage.data_dir.display()))?;
+        let store = Store::open_with_cache(&config.storage.data_dir, config.storage.cache_bytes)
+            .with_context(|| format!("opening the store in {}", config.storage.data_dir.display()))?;
         // Derived data: rebuilt here from the store when missing or stale (DESIGN decision 11).
         let search_dir = config.storage.data_dir.join(storage::search::SEARCH_DIR);
         let (catalogue, _) = storage::search::Catalogue::open(&search_dir, &store)

@@ -42,6 +42,10 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Arc;
 
+/// redb's page cache size unless configured ([`Store::open_with_cache`]): 1 GiB, redb's own
+/// default.
+pub const DEFAULT_CACHE_BYTES: usize = 1 << 30;
+
 /// The file name of the store inside a data directory.
 pub const DB_FILE: &str = "readmodel.redb";
 
@@ -86,16 +90,25 @@ impl Store {
     /// another process holds the database, [`StorageError::VersionMismatch`] for a store of
     /// another layout version, other variants for redb failures.
     pub fn open(dir: &Path) -> Result<Store, StorageError> {
+        Store::open_with_cache(dir, DEFAULT_CACHE_BYTES)
+    }
+
+    /// Like [`Store::open`], with redb's page cache limited to `cache_bytes` (reads beyond it
+    /// come from the operating system's page cache).
+    ///
+    /// # Errors
+    /// As [`Store::open`].
+    pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<Store, StorageError> {
         std::fs::create_dir_all(dir).map_err(|e| StorageError::Io(format!("creating {}: {e}", dir.display())))?;
         let path = dir.join(DB_FILE);
         if !path.exists() {
             Store::create(dir, &path)?;
         }
-        Store::open_file(&path)
+        Store::open_file(&path, cache_bytes)
     }
 
-    fn open_file(path: &Path) -> Result<Store, StorageError> {
-        let db = Database::create(path).map_err(|e| match e {
+    fn open_file(path: &Path, cache_bytes: usize) -> Result<Store, StorageError> {
+        let db = redb::Builder::new().set_cache_size(cache_bytes).create(path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StorageError::Locked(path.display().to_string()),
             e => StorageError::Database(e.to_string()),
         })?;
@@ -113,7 +126,7 @@ impl Store {
         if fresh.exists() {
             std::fs::remove_file(&fresh).map_err(|e| io("removing", &fresh, e))?;
         }
-        drop(Store::open_file(&fresh)?);
+        drop(Store::open_file(&fresh, DEFAULT_CACHE_BYTES)?);
         std::fs::File::open(&fresh).and_then(|f| f.sync_all()).map_err(|e| io("syncing", &fresh, e))?;
         std::fs::rename(&fresh, path).map_err(|e| io("renaming into", path, e))?;
         std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io("syncing", dir, e))

@@ -54,6 +54,13 @@ pub const SETTINGS: &[Setting] = &[
         "Data directory (holds readmodel.redb); created when missing.",
     ),
     setting(
+        "storage.cacheSize",
+        "CP_STORAGE_CACHE_SIZE",
+        None,
+        "1073741824",
+        "redb page cache in bytes (at least 1048576). Bounds memory: at 1M objects about half of the resident memory is this cache.",
+    ),
+    setting(
         "source.manifests",
         "CP_SOURCE_MANIFESTS",
         Some("--manifests"),
@@ -181,6 +188,8 @@ pub struct ServerConfig {
 pub struct StorageConfig {
     /// `storage.dataDir`: holds `readmodel.redb`; created when missing. Default `./data`.
     pub data_dir: PathBuf,
+    /// `storage.cacheSize`: redb's page cache in bytes, at least 1 MiB. Default 1 GiB (redb's).
+    pub cache_bytes: usize,
 }
 
 /// The object source.
@@ -295,7 +304,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             server: ServerConfig { address: "0.0.0.0:8080".into() },
-            storage: StorageConfig { data_dir: PathBuf::from("./data") },
+            storage: StorageConfig { data_dir: PathBuf::from("./data"), cache_bytes: storage::DEFAULT_CACHE_BYTES },
             source: SourceConfig::Kube(KubeSourceConfig::default()),
             security: SecurityConfig {
                 mode: AuthMode::Jwt,
@@ -673,6 +682,7 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
 
     let address = layers.scalar("server.address", parse_address)?.unwrap_or(d.server.address);
     let data_dir = layers.scalar("storage.dataDir", non_empty_path)?.unwrap_or(d.storage.data_dir);
+    let cache_bytes = layers.scalar("storage.cacheSize", |s| parse_at_least(s, 1 << 20))?.unwrap_or(d.storage.cache_bytes);
     let manifests = layers.scalar("source.manifests", non_empty_path)?;
     let kube_url = layers.scalar("source.kubeUrl", |s| {
         parse_url(s.trim())?;
@@ -737,7 +747,7 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
     }
     Ok(Config {
         server: ServerConfig { address },
-        storage: StorageConfig { data_dir },
+        storage: StorageConfig { data_dir, cache_bytes },
         source,
         security: SecurityConfig { mode, trusted_issuers, scope_prefix, audience, leeway },
         graphql: GraphqlConfig {

@@ -31,6 +31,18 @@ fn defaults() {
     assert_eq!(c.projector.skip_requeue, Duration::from_secs(300));
     assert_eq!(c.projector.periodic_resync, Duration::ZERO);
     assert_eq!(c.features, Features::default());
+    assert_eq!(c.storage.cache_bytes, 1 << 30, "redb's own default");
+}
+
+#[test]
+fn the_store_cache_size_is_bytes_of_at_least_one_mebibyte() {
+    let c = check(&mock(), &[("CP_STORAGE_CACHE_SIZE", "67108864")], Some("storage:\n  cacheSize: 268435456\n")).unwrap();
+    assert_eq!(c.storage.cache_bytes, 64 << 20, "env beats file");
+    let c = check(&mock(), &[], Some("storage:\n  cacheSize: 268435456\n")).unwrap();
+    assert_eq!(c.storage.cache_bytes, 256 << 20);
+    let err = check(&mock(), &[("CP_STORAGE_CACHE_SIZE", "1000")], None).unwrap_err().to_string();
+    assert!(err.contains("CP_STORAGE_CACHE_SIZE") && err.contains("at least 1048576"), "{err}");
+    assert!(check(&mock(), &[("CP_STORAGE_CACHE_SIZE", "64MiB")], None).is_err());
 }
 
 #[test]
