@@ -11,10 +11,10 @@
 
 use crate::codec;
 use crate::tables;
-use crate::write::SourceEntry;
+use crate::write::for_each_source_in;
 use crate::{ReadView, StorageError, WriteBatch};
 use redb::{TableDefinition, TableError};
-use schema::{Key, KindId};
+use schema::KindId;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -98,19 +98,8 @@ impl ReadView {
     ///
     /// # Errors
     /// [`StorageError`] on redb failures, [`StorageError::Corrupt`] for an undecodable entry.
-    pub fn for_each_source(&self, kind: KindId, mut f: impl FnMut(&str, &str, &str)) -> Result<(), StorageError> {
-        let t = self.txn().open_table(tables::SOURCES)?;
-        let start = [kind.code()];
-        let end = [kind.code() + 1];
-        for item in t.range(&start[..]..&end[..])? {
-            let (k, v) = item?;
-            let parts = Key::from_bytes(k.value()[1..].to_vec()).parts().map_err(|_| StorageError::Corrupt("source key".into()))?;
-            let entry: SourceEntry = codec::decode(v.value(), "source entry")?;
-            if let [ns, name] = parts.as_slice() {
-                f(ns, name, &entry.version);
-            }
-        }
-        Ok(())
+    pub fn for_each_source(&self, kind: KindId, f: impl FnMut(&str, &str, &str)) -> Result<(), StorageError> {
+        for_each_source_in(&self.txn().open_table(tables::SOURCES)?, kind, f)
     }
 }
 

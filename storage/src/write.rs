@@ -54,9 +54,29 @@ pub enum Outcome {
 }
 
 #[derive(Serialize, Deserialize)]
-pub(crate) struct SourceEntry {
-    pub(crate) key: Key,
-    pub(crate) version: String,
+struct SourceEntry {
+    key: Key,
+    version: String,
+}
+
+/// Calls `f(namespace, name, version)` for every entry of `kind` in the `sources` table `t`, in
+/// key order (the one decoder of source entries, for reads and writes).
+pub(crate) fn for_each_source_in(
+    t: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    kind: KindId,
+    mut f: impl FnMut(&str, &str, &str),
+) -> Result<(), StorageError> {
+    let start = [kind.code()];
+    let end = [kind.code() + 1];
+    for item in t.range(&start[..]..&end[..])? {
+        let (k, v) = item?;
+        let parts = Key::from_bytes(k.value()[1..].to_vec()).parts().map_err(|_| StorageError::Corrupt("source key".into()))?;
+        let entry: SourceEntry = decode(v.value(), "source entry")?;
+        if let [ns, name] = parts.as_slice() {
+            f(ns, name, &entry.version);
+        }
+    }
+    Ok(())
 }
 
 /// Type-erased operations on records of one kind, for code that only knows a [`KindId`]
@@ -380,18 +400,10 @@ impl WriteBatch {
     /// # Errors
     /// [`StorageError`] on redb or decoding failures.
     pub fn sources(&self, kind: KindId) -> Result<Vec<(SourceRef, String)>, StorageError> {
-        let t = &self.open.tables().sources;
-        let start = [kind.code()];
-        let end = [kind.code() + 1];
         let mut out = Vec::new();
-        for item in t.range(&start[..]..&end[..])? {
-            let (k, v) = item?;
-            let parts = Key::from_bytes(k.value()[1..].to_vec()).parts().map_err(|_| StorageError::Corrupt("source key".into()))?;
-            let entry: SourceEntry = decode(v.value(), "source entry")?;
-            if let [ns, name] = parts.as_slice() {
-                out.push((SourceRef { kind, namespace: ns.clone(), name: name.clone() }, entry.version));
-            }
-        }
+        for_each_source_in(&self.open.tables().sources, kind, |ns, name, version| {
+            out.push((SourceRef { kind, namespace: ns.to_string(), name: name.to_string() }, version.to_string()));
+        })?;
         Ok(out)
     }
 

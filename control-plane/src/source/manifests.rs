@@ -679,11 +679,27 @@ struct FileCheckpoint {
     ignored: Vec<IgnoredCheckpoint>,
 }
 
+/// Where a document is in its file ([`Origin`] without the file).
 #[derive(Serialize, Deserialize)]
-struct DocCheckpoint {
+struct Position {
     document: u64,
     item: Option<u64>,
     line: u64,
+}
+
+impl Position {
+    fn of(o: &Origin) -> Position {
+        Position { document: o.document as u64, item: o.item.map(|i| i as u64), line: o.line as u64 }
+    }
+
+    fn origin(self, file: &Arc<str>) -> Origin {
+        Origin { file: file.clone(), document: self.document as usize, item: self.item.map(|i| i as usize), line: self.line as usize }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct DocCheckpoint {
+    position: Position,
     /// [`KindId::code`].
     kind: u8,
     namespace: String,
@@ -693,9 +709,7 @@ struct DocCheckpoint {
 
 #[derive(Serialize, Deserialize)]
 struct IgnoredCheckpoint {
-    document: u64,
-    item: Option<u64>,
-    line: u64,
+    position: Position,
     reason: String,
     disabled: bool,
 }
@@ -711,9 +725,7 @@ impl FileCheckpoint {
             .docs
             .iter()
             .map(|d| DocCheckpoint {
-                document: d.origin.document as u64,
-                item: d.origin.item.map(|i| i as u64),
-                line: d.origin.line as u64,
+                position: Position::of(&d.origin),
                 kind: d.src.kind.code(),
                 namespace: d.src.namespace.clone(),
                 name: d.src.name.clone(),
@@ -724,13 +736,7 @@ impl FileCheckpoint {
             .scan
             .ignored
             .iter()
-            .map(|i| IgnoredCheckpoint {
-                document: i.origin.document as u64,
-                item: i.origin.item.map(|i| i as u64),
-                line: i.origin.line as u64,
-                reason: i.reason.clone(),
-                disabled: i.disabled,
-            })
+            .map(|i| IgnoredCheckpoint { position: Position::of(&i.origin), reason: i.reason.clone(), disabled: i.disabled })
             .collect();
         Some(FileCheckpoint { stamp: f.stamp, hash: f.hash, docs, ignored })
     }
@@ -739,17 +745,11 @@ impl FileCheckpoint {
     /// this build does not know.
     fn into_entry(self, rel: &str) -> Option<FileEntry> {
         let file: Arc<str> = Arc::from(rel);
-        let origin = |document: u64, item: Option<u64>, line: u64| Origin {
-            file: file.clone(),
-            document: document as usize,
-            item: item.map(|i| i as usize),
-            line: line as usize,
-        };
         let mut docs = Vec::with_capacity(self.docs.len());
         for d in self.docs {
             let kind = KindId::from_code(d.kind)?;
             docs.push(Document {
-                origin: origin(d.document, d.item, d.line),
+                origin: d.position.origin(&file),
                 src: Arc::new(SourceRef { kind, namespace: d.namespace, name: d.name }),
                 version: d.version,
                 record: None,
@@ -759,7 +759,7 @@ impl FileCheckpoint {
         let ignored = self
             .ignored
             .into_iter()
-            .map(|i| Ignored { origin: origin(i.document, i.item, i.line), reason: i.reason, disabled: i.disabled })
+            .map(|i| Ignored { origin: i.position.origin(&file), reason: i.reason, disabled: i.disabled })
             .collect();
         let scan = FileScan { docs, skips: Vec::new(), ignored, partial: false };
         Some(FileEntry { stamp: self.stamp, hash: self.hash, scan })
