@@ -575,3 +575,71 @@ fn restart_notices_an_edit_that_keeps_the_length_and_restores_the_modification_t
     assert_eq!(group_display_name(app.store(), "poc", "logistics"), Some(new));
     app.shutdown();
 }
+
+/// The version and source of every apply, by object: the last one sent wins.
+fn final_applies(changes: &[Change]) -> BTreeMap<String, (String, String)> {
+    let mut out = BTreeMap::new();
+    for c in changes {
+        if let Change::Apply { src, version, origin, .. } = c {
+            out.insert(src.to_string(), (version.clone(), origin.to_string()));
+        }
+    }
+    out
+}
+
+#[test]
+fn a_cold_start_streams_each_file_and_ends_where_a_whole_refresh_does() {
+    let w = world();
+    // A duplicate across files (the later path wins) and one within a file (the later document).
+    std::fs::write(w.manifests.join("00-dup.yaml"), format!("{}{}", group_doc("dup", "A1"), group_doc("dup", "A2"))).unwrap();
+    std::fs::write(w.manifests.join("99-dup.yaml"), group_doc("dup", "B")).unwrap();
+    let features = schema::kind::Features::default();
+    let state = || ManifestsState::new(&w.manifests, Arc::new(Handlers::new(&features)), features, Clock(None));
+
+    let mut whole = state();
+    let batch = whole.refresh();
+    let mut streamed = state();
+    let mut sent = Vec::new();
+    let r = streamed.refresh_streaming(&mut |c| sent.push(c));
+    assert!(r.changes.is_empty());
+    assert_eq!(r.sent, sent.len());
+    assert_eq!(r.files_read, batch.files_read);
+
+    // The same final version of every object; the cross-file duplicate was sent once per file,
+    // the within-file one once.
+    assert_eq!(final_applies(&sent), final_applies(&batch.changes));
+    let dup: Vec<&str> = sent
+        .iter()
+        .filter_map(|c| match c {
+            Change::Apply { src, origin, .. } if src.name == "dup" => Some(&**origin),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(dup.len(), 2, "{dup:?}");
+    assert!(dup[0].starts_with("00-dup.yaml") && dup[0].starts_with("00-dup.yaml#2 "), "{dup:?}");
+    assert!(dup[1].starts_with("99-dup.yaml"), "{dup:?}");
+    assert_eq!(sent.len(), batch.changes.len() + 1);
+    // Files are sent in path order; within a file, parents first.
+    let first_team = sent.iter().position(|c| matches!(c, Change::Apply { src, .. } if src.kind == KindId::Team)).unwrap();
+    let last_zone = sent.iter().rposition(|c| matches!(c, Change::Apply { src, .. } if src.kind == KindId::Zone)).unwrap();
+    assert!(last_zone < first_team);
+
+    // Both states now agree, and nothing more is sent by either.
+    assert_eq!(streamed.present(), whole.present());
+    assert_eq!(streamed.document_count(), whole.document_count());
+    let mut more = Vec::new();
+    let again = streamed.refresh_streaming(&mut |c| more.push(c));
+    assert_eq!((again.files_read, again.sent, more.len()), (0, 0, 0));
+    assert!(whole.refresh().changes.is_empty());
+
+    // A later refresh is not streamed per file: a removed winner brings the loser back from
+    // a file read again.
+    std::fs::remove_file(w.manifests.join("99-dup.yaml")).unwrap();
+    let mut after = Vec::new();
+    let r = streamed.refresh_streaming(&mut |c| after.push(c));
+    assert_eq!(r.sent, 1);
+    match &after[..] {
+        [Change::Apply { src, origin, .. }] => assert_eq!((src.name.as_str(), origin.starts_with("00-dup.yaml")), ("dup", true)),
+        other => panic!("{:?}", change_names(other)),
+    }
+}

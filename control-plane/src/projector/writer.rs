@@ -113,7 +113,10 @@ impl ChangeSender {
 /// Writer tuning.
 #[derive(Clone, Debug)]
 pub struct WriterSettings {
-    /// Most changes per write transaction (default 1000).
+    /// Most changes per write transaction (default 10 000). Batches only grow this large when
+    /// changes queue up (an initial load); each commit rewrites the B-tree pages its changes
+    /// touched and syncs the file, so larger batches write and sync far less per change (P1 at
+    /// 100k: 1000 → 10 000 cut the load by about a fifth).
     pub max_batch: usize,
     /// Longest wait for more changes after the first of a batch (default 5 ms).
     pub max_wait: Duration,
@@ -126,7 +129,7 @@ pub struct WriterSettings {
 impl WriterSettings {
     /// Defaults with the given projector timing and clock.
     pub fn new(projector: ProjectorConfig, clock: Clock) -> WriterSettings {
-        WriterSettings { max_batch: 1000, max_wait: Duration::from_millis(5), projector, clock }
+        WriterSettings { max_batch: 10_000, max_wait: Duration::from_millis(5), projector, clock }
     }
 }
 

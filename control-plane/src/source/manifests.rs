@@ -302,15 +302,36 @@ pub fn canonical_json(v: &Value, out: &mut String) {
     }
 }
 
-/// SHA-256 of `v`'s canonical JSON: a document's version.
+/// SHA-256 of `v`'s canonical JSON ([`canonical_json`]): a document's version.
+///
+/// serde_json's maps are ordered by key (its `preserve_order` feature is off in this build, and
+/// `versions_ignore_key_order_and_formatting` fails if it is switched on), so its compact
+/// serialization is the canonical JSON; it is streamed into the hash without building the text.
 pub fn version_of(v: &Value) -> Version {
-    let mut s = String::new();
-    canonical_json(v, &mut s);
-    Version(Sha256::digest(s.as_bytes()).into())
+    struct Hashing(Sha256);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.update(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut h = Hashing(Sha256::new());
+    // Writing a `Value` into an infallible writer cannot fail.
+    let _ = serde_json::to_writer(&mut h, v);
+    Version(h.0.finalize().into())
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    out
 }
 
 fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
@@ -626,6 +647,8 @@ pub struct Refresh {
     pub new_duplicates: Vec<Duplicate>,
     /// Files read in this refresh.
     pub files_read: usize,
+    /// Changes handed to the sender by [`ManifestsState::refresh_streaming`].
+    pub sent: usize,
     /// Whether anything in the directory changed.
     pub changed: bool,
 }
@@ -987,9 +1010,35 @@ impl ManifestsState {
     /// Like [`ManifestsState::refresh`]; with `full`, every file's content hash is checked even
     /// when its stamp is unchanged (a safety net for coarse file-system clocks).
     pub fn refresh_with(&mut self, full: bool) -> Refresh {
+        self.refresh_inner(full, None)
+    }
+
+    /// Like [`ManifestsState::refresh`], handing changes to `send` as they are found. On the
+    /// first refresh of a state that holds nothing (no files, nothing told to the writer: a cold
+    /// start), each file's changes are sent as soon as the file is scanned, so the writer works
+    /// while later files are parsed, and its translated records are freed at once; the final
+    /// diff then sends only what later files changed (none in a directory without duplicates).
+    /// Otherwise the refresh's changes are sent at its end, in [`Refresh::changes`] order. The
+    /// returned [`Refresh::changes`] is empty; [`Refresh::sent`] counts what was sent.
+    ///
+    /// A cold start sends the objects of a file before later files are read: an object declared
+    /// again in a later file (which wins) is sent twice, and when its winning document is
+    /// skipped, the earlier document's record stays, as it does for a skipped document of an
+    /// object already stored.
+    pub fn refresh_streaming(&mut self, send: &mut dyn FnMut(Change)) -> Refresh {
+        let mut r = self.refresh_inner(false, Some(&mut *send));
+        for c in r.changes.drain(..) {
+            r.sent += 1;
+            send(c);
+        }
+        r
+    }
+
+    fn refresh_inner(&mut self, full: bool, mut send: Option<&mut dyn FnMut(Change)>) -> Refresh {
         let mut r = Refresh::default();
         let (found, failed_dirs) = walk(&self.dir);
         let under_failed = |rel: &str| failed_dirs.iter().any(|d| d.is_empty() || rel.starts_with(&format!("{d}/")));
+        let cold = self.files.is_empty() && self.current.is_empty();
         let mut seen = HashSet::default();
         for f in found {
             seen.insert(f.rel.clone());
@@ -999,6 +1048,9 @@ impl ManifestsState {
                 }
             }
             self.read_file(&f.rel, &f.path, f.stamp, false, &mut r);
+            if let (true, Some(send)) = (cold, send.as_deref_mut()) {
+                r.sent += self.send_file(&f.rel, send);
+            }
         }
         let before = self.files.len();
         let dirty = &mut self.dirty;
@@ -1012,8 +1064,10 @@ impl ManifestsState {
         r.changed |= self.files.len() != before;
         if r.changed || std::mem::take(&mut self.force_diff) {
             // Objects to send whose translated record is no longer held (a duplicate whose
-            // winner went away, a record the store lacks): read their files again.
-            for rel in self.files_needing_records() {
+            // winner went away, a record the store lacks): read their files again. Not after a
+            // streamed cold start: every winner was sent when its file was read.
+            let streamed = cold && send.is_some();
+            for rel in if streamed { BTreeSet::new() } else { self.files_needing_records() } {
                 let path = self.dir.join(&rel);
                 let stamp = std::fs::metadata(&path).map(|m| Stamp::of(&m)).unwrap_or_default();
                 self.read_file(&rel, &path, stamp, true, &mut r);
@@ -1062,6 +1116,46 @@ impl ManifestsState {
         r.new_ignored.extend(scan.ignored.iter().cloned());
         self.files.insert(rel.to_string(), FileEntry { stamp, hash, scan });
         self.dirty.insert(rel.to_string());
+    }
+
+    /// Sends the objects of one just-read file (the later document of an object within the
+    /// file wins), in registry order, records what the writer was told, and drops the records.
+    /// Returns how many changes were sent.
+    fn send_file(&mut self, rel: &str, send: &mut dyn FnMut(Change)) -> usize {
+        let Some(f) = self.files.get_mut(rel) else { return 0 };
+        let mut last: HashMap<&SourceRef, usize> = HashMap::with_capacity_and_hasher(f.scan.docs.len(), Default::default());
+        for (i, d) in f.scan.docs.iter().enumerate() {
+            last.insert(d.src.as_ref(), i);
+        }
+        let mut applies: Vec<(usize, usize, Change)> = Vec::with_capacity(last.len());
+        for (i, d) in f.scan.docs.iter().enumerate() {
+            if d.skipped || last.get(d.src.as_ref()) != Some(&i) {
+                continue;
+            }
+            let Some(record) = &d.record else { continue };
+            if self.current.get(d.src.as_ref()).is_some_and(|c| c.version == Some(d.version)) {
+                continue;
+            }
+            let change = Change::Apply {
+                src: (*d.src).clone(),
+                version: d.version.hex(),
+                record: record.clone(),
+                origin: Arc::from(d.origin.to_string()),
+                token: None,
+            };
+            applies.push((self.handlers.position(d.src.kind), i, change));
+            self.current.insert(d.src.clone(), Current { version: Some(d.version), origin: d.origin.clone() });
+        }
+        drop(last);
+        for d in &mut f.scan.docs {
+            d.record = None;
+        }
+        applies.sort_by_key(|a| (a.0, a.1));
+        let n = applies.len();
+        for (_, _, c) in applies {
+            send(c);
+        }
+        n
     }
 
     /// Files holding a winning document that must be sent but whose record is not held.
@@ -1270,19 +1364,18 @@ fn run(
         tracing::warn!(error = %e, "cannot read the manifests checkpoints; reading every file");
         WarmStart::default()
     });
-    let mut r = state.refresh();
-    report(&r, &metrics);
-    *skips.lock().unwrap_or_else(|e| e.into_inner()) = state.skips();
-    let applies = r.changes.len();
     let expect = |c: &mut Change| {
         if let Change::Apply { src, origin, token, .. } | Change::Delete { src, origin, token } = c {
             *token = Some(readiness.expect_in(src.kind.name(), format!("{src} ({origin})")));
         }
     };
-    for mut c in r.changes.drain(..) {
+    let r = state.refresh_streaming(&mut |mut c| {
         expect(&mut c);
         sender.send(c);
-    }
+    });
+    report(&r, &metrics);
+    *skips.lock().unwrap_or_else(|e| e.into_inner()) = state.skips();
+    let applies = r.sent;
     let mut gone = 0;
     if warm.checked {
         // Every stored object was checked against the checkpoints: delete what no file holds.

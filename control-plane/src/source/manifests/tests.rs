@@ -140,6 +140,16 @@ fn versions_ignore_key_order_and_formatting() {
     assert!(!hex_eq(&version_of(&a).0, &hex[..63]));
     let c: Value = serde_json::from_str(r#"{"b":2,"a":{"y":[1,2],"x":"s"}}"#).unwrap();
     assert_ne!(version_of(&a), version_of(&c));
+    // Escapes, non-ASCII keys, numbers of every kind, nesting: the hash is still that of the
+    // canonical text.
+    let d: Value =
+        serde_json::from_str(r#"{"z":[{"q":null,"é":1.5e3},-7,18446744073709551615,0.1],"A":"x\"y\n\u0001","":{"b":true,"a":[]}}"#)
+            .unwrap();
+    let mut s = String::new();
+    canonical_json(&d, &mut s);
+    assert!(s.starts_with(r#"{"":{"a":[],"b":true},"A":"#), "{s}");
+    let expected: [u8; 32] = sha2::Sha256::digest(s.as_bytes()).into();
+    assert_eq!(version_of(&d).0, expected);
 }
 
 #[test]
