@@ -22,7 +22,7 @@
 //! committed during the run. Client and server share the same 2 cores.
 //!
 //! Run: `cargo bench --bench http_queries` (10k and 100k; `CP_BENCH_1M=1` adds 1M,
-//! `CP_BENCH_SIZES=10k` picks sizes). Results: `BENCH_RESULT {json}` lines and
+//! `CP_BENCH_SIZES=10k` picks sizes, `CP_BENCH_ONLY=P6` runs only the mixed load). Results: `BENCH_RESULT {json}` lines and
 //! `target/bench-results/ours-http_queries-<size>.json`. Not part of `cargo test`.
 
 mod support;
@@ -94,7 +94,9 @@ fn main() {
         let (team, apps, as_requester, as_decider) = teams[0].clone();
         eprintln!("{}: team {team}: {apps} applications, approvals {as_requester} as requester, {as_decider} as decider", size.name);
 
-        let probes = rt.block_on(setup(&client, &url, &team));
+        // `CP_BENCH_ONLY=P6` skips P2 (for profiling the mixed load).
+        let only_p6 = std::env::var("CP_BENCH_ONLY").is_ok_and(|v| v.eq_ignore_ascii_case("P6"));
+        let probes = if only_p6 { Vec::new() } else { rt.block_on(setup(&client, &url, &team)) };
         for p in &probes {
             let mut lat = rt.block_on(sequential(&client, &url, p, WARMUP, REQUESTS));
             let mean = lat.iter().map(Duration::as_secs_f64).sum::<f64>() / lat.len() as f64 * 1e6;
@@ -192,13 +194,14 @@ async fn setup(client: &reqwest::Client, url: &str, team: &str) -> Vec<Probe> {
 
 /// `warmup` unmeasured requests, then `n` measured ones, one at a time; panics on any error.
 async fn sequential(client: &reqwest::Client, url: &str, p: &Probe, warmup: usize, n: usize) -> Vec<Duration> {
+    let body = support::gql_body(p.query, &p.vars);
     for _ in 0..warmup {
-        support::gql(client, url, &p.token, p.query, &p.vars).await.unwrap_or_else(|e| panic!("{}: {e}", p.name));
+        support::gql_ok(client, url, &p.token, &body).await.unwrap_or_else(|e| panic!("{}: {e}", p.name));
     }
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
         let t0 = Instant::now();
-        support::gql(client, url, &p.token, p.query, &p.vars).await.unwrap_or_else(|e| panic!("{}: {e}", p.name));
+        support::gql_ok(client, url, &p.token, &body).await.unwrap_or_else(|e| panic!("{}: {e}", p.name));
         out.push(t0.elapsed());
     }
     out
@@ -282,15 +285,11 @@ async fn mixed_load(
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::new();
             let mut n = i;
+            let bodies = [support::gql_body(Q1, &json!({})), support::gql_body(Q3, &json!({})), support::gql_body(Q4, &json!({"id": id}))];
             while Instant::now() < deadline {
                 n += 1;
-                let (q, vars) = match n % 3 {
-                    0 => (Q1, json!({})),
-                    1 => (Q3, json!({})),
-                    _ => (Q4, json!({"id": id})),
-                };
                 let s = Instant::now();
-                match support::gql(&client, &url, &token, q, &vars).await {
+                match support::gql_ok(&client, &url, &token, &bodies[n % 3]).await {
                     Ok(_) => {
                         ok.fetch_add(1, Ordering::Relaxed);
                     }

@@ -166,10 +166,14 @@ pub fn percentile_us(v: &mut [Duration], p: f64) -> f64 {
 }
 
 /// The configuration of the benches: manifests source on `manifests`, store in `data_dir`,
-/// mock authentication, clock pinned to [`NOW`], `127.0.0.1:0`.
+/// mock authentication, clock pinned to [`NOW`], `127.0.0.1:0`; redb's page cache from
+/// `CP_STORAGE_CACHE_SIZE` (bytes) as in the server, else the default.
 pub fn config(manifests: &Path, data_dir: &Path) -> Config {
     let mut c = Config::for_manifests(manifests, data_dir);
     c.now = Some(schema::Timestamp::parse_rfc3339(NOW).unwrap());
+    if let Ok(v) = std::env::var("CP_STORAGE_CACHE_SIZE") {
+        c.storage.cache_bytes = v.parse().unwrap_or_else(|_| panic!("CP_STORAGE_CACHE_SIZE={v}: not a number of bytes"));
+    }
     c
 }
 
@@ -252,6 +256,42 @@ pub async fn gql(client: &reqwest::Client, url: &str, token: &str, query: &str, 
     match body.get("errors") {
         Some(e) if !e.is_null() => Err(format!("errors: {e}")),
         _ => Ok(body["data"].clone()),
+    }
+}
+
+/// The JSON body of a GraphQL request, serialized once for requests sent many times.
+pub fn gql_body(query: &str, variables: &Value) -> String {
+    json!({"query": query, "variables": variables}).to_string()
+}
+
+/// Sends a pre-serialized GraphQL request ([`gql_body`]) and checks the answer like [`gql`]
+/// (HTTP 200, a `data` member, no `errors`), without building the response tree: a measuring
+/// client must not spend the shared cores on decoding what it throws away. The body is still
+/// read whole and tokenized as JSON.
+pub async fn gql_ok(client: &reqwest::Client, url: &str, token: &str, body: &str) -> Result<(), String> {
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        data: Option<serde::de::IgnoredAny>,
+        errors: Option<Value>,
+    }
+    let resp = client
+        .post(url)
+        .bearer_auth(token)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|e| format!("request: {e}"))?;
+    let status = resp.status();
+    let bytes = resp.bytes().await.map_err(|e| format!("body ({status}): {e}"))?;
+    if status != 200 {
+        return Err(format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes)));
+    }
+    let answer: Answer = serde_json::from_slice(&bytes).map_err(|e| format!("body: {e}"))?;
+    match (answer.errors, answer.data) {
+        (Some(e), _) if !e.is_null() => Err(format!("errors: {e}")),
+        (_, None) => Err("no data".to_string()),
+        _ => Ok(()),
     }
 }
 

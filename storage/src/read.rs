@@ -5,6 +5,7 @@ use crate::tables::{self, OrderField};
 use crate::write::{entries_of, KindTable};
 use crate::{Envelope, StorageError};
 use redb::{ReadTransaction, ReadableTable};
+use std::sync::OnceLock;
 use schema::{Key, Kind, KindId, RefIndex, Scope, Timestamp};
 
 /// A record with what the store keeps next to it.
@@ -27,7 +28,12 @@ pub struct ReadView {
     txn: ReadTransaction,
     order: redb::ReadOnlyTable<&'static [u8], ()>,
     refs: redb::ReadOnlyTable<&'static [u8], ()>,
+    /// Records tables opened by this view, by [`KindId::code`]: opening a table looks it up in
+    /// redb's table tree, and one console request reads the same few tables dozens of times.
+    records: Box<[OnceLock<RecordsTable>]>,
 }
+
+type RecordsTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
 
 /// One ordering-index entry: the cursor suffix (sort value · natural key) and the natural key.
 pub type OrderEntry = (Vec<u8>, Key);
@@ -36,7 +42,20 @@ impl ReadView {
     pub(crate) fn new(txn: ReadTransaction) -> Result<ReadView, StorageError> {
         let order = txn.open_table(tables::ORDER)?;
         let refs = txn.open_table(tables::REFS)?;
-        Ok(ReadView { txn, order, refs })
+        let codes = KindId::ALL.iter().map(|k| usize::from(k.code())).max().unwrap_or(0) + 1;
+        let records = (0..codes).map(|_| OnceLock::new()).collect();
+        Ok(ReadView { txn, order, refs, records })
+    }
+
+    /// The records table of `kind`, opened once per view.
+    fn records(&self, kind: KindId) -> Result<&RecordsTable, StorageError> {
+        let slot = &self.records[usize::from(kind.code())];
+        if let Some(t) = slot.get() {
+            return Ok(t);
+        }
+        let t = self.txn.open_table(tables::records(kind))?;
+        // Another reader of this view may have opened it meanwhile: either is the same table.
+        Ok(slot.get_or_init(|| t))
     }
 
     /// The underlying redb read transaction.
@@ -53,8 +72,7 @@ impl ReadView {
     }
 
     fn envelope(&self, kind: KindId, key: &Key) -> Result<Option<Envelope>, StorageError> {
-        let t = self.txn.open_table(tables::records(kind))?;
-        let v = t.get(key.as_bytes())?;
+        let v = self.records(kind)?.get(key.as_bytes())?;
         v.map(|v| decode(v.value(), kind.name())).transpose()
     }
 
@@ -74,7 +92,7 @@ impl ReadView {
     /// # Errors
     /// [`StorageError`] on redb failures.
     pub fn contains(&self, kind: KindId, key: &Key) -> Result<bool, StorageError> {
-        Ok(self.txn.open_table(tables::records(kind))?.get(key.as_bytes())?.is_some())
+        Ok(self.records(kind)?.get(key.as_bytes())?.is_some())
     }
 
     /// Records of kind `K` whose natural key starts with the tuple `prefix`, in key order.
@@ -82,7 +100,7 @@ impl ReadView {
     /// # Errors
     /// [`StorageError`] on redb or decoding failures.
     pub fn with_prefix<K: Kind>(&self, prefix: &Key) -> Result<Vec<Stored<K::Record>>, StorageError> {
-        let t = self.txn.open_table(tables::records(K::ID))?;
+        let t = self.records(K::ID)?;
         let p = prefix.as_bytes();
         let range = match tables::prefix_end(p) {
             Some(end) => t.range(p..end.as_slice())?,
