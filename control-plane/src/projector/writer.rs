@@ -18,7 +18,7 @@ use rand::Rng;
 use schema::{Key, KindId, Ref, Scope, Timestamp};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -99,14 +99,45 @@ enum Msg {
     Wake,
 }
 
+/// Changes sent and not yet taken by the writer, and whether the writer has stopped.
+#[derive(Default)]
+struct Queue {
+    depth: AtomicUsize,
+    closed: AtomicBool,
+}
+
 /// Sends changes to the writer. Cheap to clone.
 #[derive(Clone)]
-pub struct ChangeSender(mpsc::Sender<Msg>);
+pub struct ChangeSender {
+    tx: mpsc::Sender<Msg>,
+    queue: Arc<Queue>,
+}
+
+/// The queue depth above which [`ChangeSender::send_paced`] waits: two full batches, so the
+/// writer never runs dry while a source that reads faster than it writes (a manifests
+/// directory of a million objects) does not hold every translated record in the queue.
+pub const PACED_QUEUE_DEPTH: usize = 20_000;
 
 impl ChangeSender {
     /// Queues a change. Returns `false` when the writer has stopped (the change is dropped).
     pub fn send(&self, c: Change) -> bool {
-        self.0.send(Msg::Change(c)).is_ok()
+        self.queue.depth.fetch_add(1, Ordering::Relaxed);
+        self.tx.send(Msg::Change(c)).is_ok()
+    }
+
+    /// Like [`ChangeSender::send`], but first waits (on this thread: for sources with a thread
+    /// of their own, never on an async runtime) while more than [`PACED_QUEUE_DEPTH`] changes
+    /// are queued, so the queue's memory stays bounded.
+    pub fn send_paced(&self, c: Change) -> bool {
+        while self.queue.depth.load(Ordering::Relaxed) > PACED_QUEUE_DEPTH && !self.queue.closed.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.send(c)
+    }
+
+    /// Changes queued and not yet taken by the writer.
+    pub fn queued(&self) -> usize {
+        self.queue.depth.load(Ordering::Relaxed)
     }
 }
 
@@ -136,6 +167,7 @@ impl WriterSettings {
 /// The running writer thread.
 pub struct Writer {
     tx: mpsc::Sender<Msg>,
+    queue: Arc<Queue>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -148,7 +180,9 @@ impl Writer {
     pub fn spawn(store: Store, metrics: Metrics, readiness: Readiness, settings: WriterSettings) -> std::io::Result<Writer> {
         let (tx, rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
+        let queue = Arc::new(Queue::default());
         let mut state = State {
+            queue: queue.clone(),
             store,
             metrics,
             readiness,
@@ -163,12 +197,12 @@ impl Writer {
             kinds: schema::registry::registered(),
         };
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
-        Ok(Writer { tx, stop, thread: Some(thread) })
+        Ok(Writer { tx, queue, stop, thread: Some(thread) })
     }
 
     /// A sender for sources.
     pub fn sender(&self) -> ChangeSender {
-        ChangeSender(self.tx.clone())
+        ChangeSender { tx: self.tx.clone(), queue: self.queue.clone() }
     }
 
     /// Stops the writer after the batch in progress is committed; queued and parked changes
@@ -229,6 +263,7 @@ enum Done {
 }
 
 struct State {
+    queue: Arc<Queue>,
     store: Store,
     metrics: Metrics,
     readiness: Readiness,
@@ -247,6 +282,13 @@ struct State {
     kinds: Vec<KindId>,
 }
 
+impl Drop for State {
+    /// However the thread ends (stop, disconnect, panic), paced senders stop waiting.
+    fn drop(&mut self) {
+        self.queue.closed.store(true, Ordering::Relaxed);
+    }
+}
+
 impl State {
     fn run(&mut self, rx: mpsc::Receiver<Msg>) {
         self.update_counts();
@@ -257,7 +299,10 @@ impl State {
             }
             let wait = self.next_due().map(|d| d.saturating_duration_since(Instant::now())).unwrap_or(Duration::from_secs(1));
             match rx.recv_timeout(wait) {
-                Ok(Msg::Change(c)) => self.accept(c, &mut batch),
+                Ok(Msg::Change(c)) => {
+                    self.queue.depth.fetch_sub(1, Ordering::Relaxed);
+                    self.accept(c, &mut batch)
+                }
                 Ok(Msg::Wake) => continue,
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
@@ -273,7 +318,10 @@ impl State {
                     break;
                 }
                 match rx.recv_timeout(left) {
-                    Ok(Msg::Change(c)) => self.accept(c, &mut batch),
+                    Ok(Msg::Change(c)) => {
+                        self.queue.depth.fetch_sub(1, Ordering::Relaxed);
+                        self.accept(c, &mut batch)
+                    }
                     Ok(Msg::Wake) | Err(_) => break,
                 }
             }
@@ -584,5 +632,39 @@ mod tests {
         assert_eq!(delays, vec![3, 6, 12, 24, 48, 96, 192, 300, 300, 300]);
         assert_eq!(backoff(base, u32::MAX), MAX_DEPENDENCY_DELAY);
         assert_eq!(backoff(Duration::ZERO, 5), Duration::ZERO);
+    }
+
+    fn checkpoint(i: usize) -> Change {
+        Change::Checkpoint { key: format!("test/{i}"), value: Some(Arc::from(&b"x"[..])) }
+    }
+
+    #[test]
+    fn a_paced_sender_keeps_the_queue_bounded_and_never_waits_for_a_stopped_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let settings = WriterSettings::new(ProjectorConfig::default(), Clock(None));
+        let writer = Writer::spawn(store.clone(), Metrics::new(), Readiness::new(["test"]), settings).unwrap();
+        let tx = writer.sender();
+        let mut deepest = 0;
+        for i in 0..3 * PACED_QUEUE_DEPTH {
+            assert!(tx.send_paced(checkpoint(i)));
+            deepest = deepest.max(tx.queued());
+        }
+        // Sending is far faster than durable commits, so the queue did fill up to the limit.
+        assert!(deepest > PACED_QUEUE_DEPTH / 2 && deepest <= PACED_QUEUE_DEPTH + 1, "queue reached {deepest}");
+        let t0 = Instant::now();
+        while tx.queued() > 0 && t0.elapsed() < Duration::from_secs(30) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(tx.queued(), 0);
+        writer.shutdown();
+        assert_eq!(store.read().unwrap().checkpoints("test/").unwrap().len(), 3 * PACED_QUEUE_DEPTH);
+
+        // The writer is gone: changes are refused at once, however deep the queue.
+        for i in 0..PACED_QUEUE_DEPTH + 1 {
+            assert!(!tx.send(checkpoint(i)));
+        }
+        assert!(tx.queued() > PACED_QUEUE_DEPTH);
+        assert!(!tx.send_paced(checkpoint(0)));
     }
 }
