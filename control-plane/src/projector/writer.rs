@@ -106,6 +106,10 @@ struct Queue {
     closed: AtomicBool,
 }
 
+/// The writer's own maps (object identities and keys, hashed per change): foldhash, not SipHash.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
+
 /// Sends changes to the writer. Cheap to clone.
 #[derive(Clone)]
 pub struct ChangeSender {
@@ -188,11 +192,11 @@ impl Writer {
             readiness,
             settings,
             stop: stop.clone(),
-            parked: HashMap::new(),
+            parked: FastMap::default(),
             due: BinaryHeap::new(),
             seq: 0,
-            reported: HashSet::new(),
-            waiting: HashMap::new(),
+            reported: FastSet::default(),
+            waiting: FastMap::default(),
             sweeps: Vec::new(),
             kinds: schema::registry::registered(),
         };
@@ -269,14 +273,14 @@ struct State {
     readiness: Readiness,
     settings: WriterSettings,
     stop: Arc<AtomicBool>,
-    parked: HashMap<SourceRef, Parked>,
+    parked: FastMap<SourceRef, Parked>,
     due: BinaryHeap<Reverse<(Instant, u64, SourceRef)>>,
     seq: u64,
     /// Objects whose missing dependency was already logged at info.
-    reported: HashSet<SourceRef>,
+    reported: FastSet<SourceRef>,
     /// Missing parent (kind, natural key) → parked objects waiting for it. May hold objects
     /// that are no longer parked (checked when woken; pruned when it outgrows `parked`).
-    waiting: HashMap<(KindId, Key), HashSet<SourceRef>>,
+    waiting: FastMap<(KindId, Key), FastSet<SourceRef>>,
     /// Sweeps waiting for a retry after a store error.
     sweeps: Vec<(Instant, Work)>,
     kinds: Vec<KindId>,
@@ -556,11 +560,12 @@ impl State {
         match done {
             Done::Success | Done::Unchanged => {
                 self.metrics.reconciled(module, outcome::SUCCESS, secs);
-                if let (Done::Success, Change::Apply { record, .. }) = (&done, &work.change) {
+                // Nothing waits during most of a load: then skip building the key.
+                if let (Done::Success, Change::Apply { record, .. }, false) = (&done, &work.change, self.waiting.is_empty()) {
                     self.wake((record.kind(), record.key()));
                 }
                 if let Change::Apply { src, origin, .. } = &work.change {
-                    if self.reported.remove(src) {
+                    if !self.reported.is_empty() && self.reported.remove(src) {
                         tracing::info!(object = %src, origin = %origin, "dependency resolved; projected");
                     } else if matches!(done, Done::Success) {
                         tracing::debug!(object = %src, origin = %origin, "projected");
