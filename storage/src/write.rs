@@ -209,6 +209,10 @@ pub struct WriteBatch {
     touched: Option<Vec<(KindId, Key)>>,
     /// Changes of the `counts` table (count key → delta), written once at commit.
     counts: BTreeMap<Vec<u8>, i64>,
+    /// The source entry last read by [`WriteBatch::source_version`], by `sources` key: the
+    /// writer asks for it right before the upsert of the same object, which reads it again.
+    /// Cleared by every write of `sources`.
+    source_memo: std::cell::RefCell<Option<(Vec<u8>, Option<SourceEntry>)>>,
 }
 
 type Bytes = &'static [u8];
@@ -368,6 +372,7 @@ impl WriteBatch {
             feed,
             touched,
             counts: BTreeMap::new(),
+            source_memo: std::cell::RefCell::new(None),
         })
     }
 
@@ -382,7 +387,11 @@ impl WriteBatch {
     /// # Errors
     /// [`StorageError`] on redb or decoding failures.
     pub fn source_version(&self, src: &SourceRef) -> Result<Option<String>, StorageError> {
-        Ok(self.source(src)?.map(|e| e.version))
+        let skey = tables::source_key(src.kind, &src.namespace, &src.name);
+        let entry = self.source_at(&skey)?;
+        let version = entry.as_ref().map(|e| e.version.clone());
+        *self.source_memo.borrow_mut() = Some((skey, entry));
+        Ok(version)
     }
 
     fn source(&self, src: &SourceRef) -> Result<Option<SourceEntry>, StorageError> {
@@ -391,6 +400,11 @@ impl WriteBatch {
 
     /// The source entry under `sources` key `skey` ([`tables::source_key`]).
     fn source_at(&self, skey: &[u8]) -> Result<Option<SourceEntry>, StorageError> {
+        if let Some((k, entry)) = self.source_memo.borrow_mut().take() {
+            if k == skey {
+                return Ok(entry);
+            }
+        }
         let v = self.open.tables().sources.get(skey)?;
         v.map(|v| decode(v.value(), "source entry")).transpose()
     }
@@ -493,6 +507,7 @@ impl WriteBatch {
         };
         if previous.as_ref().is_none_or(|p| p.key != key || p.version != version) {
             let entry = SourceEntry { key, version: version.to_string() };
+            self.source_memo.replace(None);
             self.open.tables_mut().sources.insert(skey.as_slice(), encode(&entry).as_slice())?;
             self.sources_changed = true;
         }
@@ -614,6 +629,7 @@ impl WriteBatch {
         self.now = now;
         let Some(entry) = self.source(src)? else { return Ok(Outcome::NotFound) };
         self.remove_owned(src, &entry.key, 0)?;
+        self.source_memo.replace(None);
         self.open.tables_mut().sources.remove(tables::source_key(src.kind, &src.namespace, &src.name).as_slice())?;
         self.changed = true;
         Ok(Outcome::Deleted)

@@ -193,3 +193,32 @@ fn missing_parent_is_not_written_and_a_second_open_is_refused() {
     assert_eq!(store.read().unwrap().count(KindId::Application, &Scope::All).unwrap(), 0);
     assert!(matches!(Store::open(dir.path()), Err(storage::StorageError::Locked(_))));
 }
+
+#[test]
+fn source_versions_read_before_a_write_are_never_served_stale() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let docs = world_docs();
+    apply(&store, &docs, "v1");
+    let zone = docs.iter().find(|d| d["kind"] == "Zone").unwrap().clone();
+    let src = source(&zone, KindId::Zone);
+
+    // In one batch: read (remembered), write a new version, read again; then delete and read.
+    let mut batch = store.write().unwrap();
+    assert_eq!(batch.source_version(&src).unwrap().as_deref(), Some("v1"));
+    let mut a = Apply { batch: &mut batch, doc: &zone, version: "v2", out: None };
+    registry::visit(&mut a);
+    assert!(matches!(a.out, Some(Outcome::Unchanged | Outcome::Written)), "{:?}", a.out);
+    assert_eq!(batch.source_version(&src).unwrap().as_deref(), Some("v2"));
+    assert_eq!(batch.source_version(&src).unwrap().as_deref(), Some("v2"), "read twice");
+    // Another object read in between does not answer for this one.
+    let other = source(docs.iter().find(|d| d["kind"] == "Group").unwrap(), KindId::Group);
+    assert_eq!(batch.source_version(&other).unwrap().as_deref(), Some("v1"));
+    assert_eq!(batch.source_version(&src).unwrap().as_deref(), Some("v2"));
+    assert_eq!(batch.delete(&src, now()).unwrap(), Outcome::Deleted);
+    assert_eq!(batch.source_version(&src).unwrap(), None);
+    batch.commit(now()).unwrap();
+    let batch = store.write().unwrap();
+    assert_eq!(batch.source_version(&src).unwrap(), None);
+    assert_eq!(batch.source_version(&other).unwrap().as_deref(), Some("v1"));
+}
