@@ -32,11 +32,18 @@ impl Key {
 
     /// Appends one component.
     pub fn push(&mut self, part: &str) {
-        for &b in part.as_bytes() {
-            match b {
-                0 => self.0.extend_from_slice(&[1, 1]),
-                1 => self.0.extend_from_slice(&[1, 2]),
-                b => self.0.push(b),
+        let bytes = part.as_bytes();
+        // Components almost never hold 0x00 or 0x01: copied in one go instead of byte by byte
+        // (keys are built for every translated record).
+        if bytes.iter().all(|&b| b > 1) {
+            self.0.extend_from_slice(bytes);
+        } else {
+            for &b in bytes {
+                match b {
+                    0 => self.0.extend_from_slice(&[1, 1]),
+                    1 => self.0.extend_from_slice(&[1, 2]),
+                    b => self.0.push(b),
+                }
             }
         }
         self.0.push(0);

@@ -5,8 +5,8 @@ use crate::tables::{self, OrderField};
 use crate::write::{entries_of, KindTable};
 use crate::{Envelope, StorageError};
 use redb::{ReadTransaction, ReadableTable};
-use std::sync::OnceLock;
 use schema::{Key, Kind, KindId, RefIndex, Scope, Timestamp};
+use std::sync::OnceLock;
 
 /// A record with what the store keeps next to it.
 #[derive(Clone, Debug, PartialEq)]

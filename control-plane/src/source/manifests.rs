@@ -42,6 +42,7 @@ use schema::{KindId, Skip};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -230,21 +231,83 @@ pub struct Chunk {
 /// ends the current document. Documents holding only blank lines, comments and directives
 /// (`%YAML`) are dropped and not counted.
 pub fn split_documents(text: &str) -> Vec<Chunk> {
+    split_parts(text).into_iter().map(|p| Chunk { document: p.document, line: p.line, text: p.text.into_owned() }).collect()
+}
+
+/// A [`Chunk`] whose text borrows from the file's text when it is a verbatim slice of it (lines
+/// ending in a bare `\n`, as in generated worlds): the scan then copies no document.
+struct Part<'a> {
+    document: usize,
+    line: usize,
+    text: Cow<'a, str>,
+}
+
+/// The text of the document being split: `text[from..to]` while it is verbatim, else `owned`;
+/// whether a line of it is more than blanks, a comment or a directive.
+struct Pending<'a> {
+    text: &'a str,
+    from: usize,
+    to: usize,
+    owned: Option<String>,
+    meaningful: bool,
+}
+
+impl<'a> Pending<'a> {
+    fn is_empty(&self) -> bool {
+        self.owned.is_none() && self.from == self.to
+    }
+
+    /// Appends `piece` (a slice of `text` starting at byte `at`, without line end) and a `\n`.
+    fn push(&mut self, at: usize, piece: &str) {
+        if !self.meaningful {
+            let t = piece.trim();
+            self.meaningful = !t.is_empty() && !t.starts_with('#') && !piece.starts_with('%');
+        }
+        if let Some(owned) = &mut self.owned {
+            owned.push_str(piece);
+            owned.push('\n');
+            return;
+        }
+        let end = at + piece.len();
+        let verbatim = self.text.as_bytes().get(end) == Some(&b'\n');
+        if verbatim && self.from == self.to {
+            (self.from, self.to) = (at, end + 1);
+        } else if verbatim && self.to == at {
+            self.to = end + 1;
+        } else {
+            let mut owned = String::with_capacity(self.to - self.from + piece.len() + 1);
+            owned.push_str(&self.text[self.from..self.to]);
+            owned.push_str(piece);
+            owned.push('\n');
+            self.owned = Some(owned);
+        }
+    }
+
+    fn take(&mut self) -> Cow<'a, str> {
+        let text = match self.owned.take() {
+            Some(owned) => Cow::Owned(owned),
+            None => Cow::Borrowed(&self.text[self.from..self.to]),
+        };
+        self.to = self.from;
+        self.meaningful = false;
+        text
+    }
+}
+
+/// [`split_documents`] without copying verbatim documents.
+fn split_parts(text: &str) -> Vec<Part<'_>> {
     let mut out = Vec::new();
-    let mut cur = String::new();
+    let mut cur = Pending { text, from: 0, to: 0, owned: None, meaningful: false };
     let mut start = 1;
-    let flush = |cur: &mut String, start: usize, out: &mut Vec<Chunk>| {
-        let meaningful = cur.lines().any(|l| {
-            let t = l.trim();
-            !t.is_empty() && !t.starts_with('#') && !l.starts_with('%')
-        });
+    fn flush<'a>(cur: &mut Pending<'a>, start: usize, out: &mut Vec<Part<'a>>) {
+        let meaningful = cur.meaningful;
+        let text = cur.take();
         if meaningful {
             let document = out.len() + 1;
-            out.push(Chunk { document, line: start, text: std::mem::take(cur) });
-        } else {
-            cur.clear();
+            out.push(Part { document, line: start, text });
         }
-    };
+    }
+    let mut at = 0;
     for (i, raw) in text.split_inclusive('\n').enumerate() {
         let line = raw.trim_end_matches(['\n', '\r']);
         let lineno = i + 1;
@@ -253,8 +316,7 @@ pub fn split_documents(text: &str) -> Vec<Chunk> {
             start = lineno;
             let rest = &line[3..];
             if !rest.trim().is_empty() {
-                cur.push_str(rest);
-                cur.push('\n');
+                cur.push(at + 3, rest);
             }
         } else if line == "..." {
             flush(&mut cur, start, &mut out);
@@ -263,9 +325,9 @@ pub fn split_documents(text: &str) -> Vec<Chunk> {
             if cur.is_empty() {
                 start = lineno;
             }
-            cur.push_str(line);
-            cur.push('\n');
+            cur.push(at, line);
         }
+        at += raw.len();
     }
     flush(&mut cur, start, &mut out);
     out
@@ -306,22 +368,24 @@ pub fn canonical_json(v: &Value, out: &mut String) {
 ///
 /// serde_json's maps are ordered by key (its `preserve_order` feature is off in this build, and
 /// `versions_ignore_key_order_and_formatting` fails if it is switched on), so its compact
-/// serialization is the canonical JSON; it is streamed into the hash without building the text.
+/// serialization is the canonical JSON; it is written into a reused per-thread buffer and hashed
+/// in one call (not one hash update per token).
 pub fn version_of(v: &Value) -> Version {
-    struct Hashing(Sha256);
-    impl std::io::Write for Hashing {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.update(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
-    let mut h = Hashing(Sha256::new());
-    // Writing a `Value` into an infallible writer cannot fail.
-    let _ = serde_json::to_writer(&mut h, v);
-    Version(h.0.finalize().into())
+    BUF.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        buf.clear();
+        // Writing a `Value` into a `Vec` cannot fail.
+        let _ = serde_json::to_writer(&mut *buf, v);
+        let version = Version(Sha256::digest(&buf[..]).into());
+        // A huge document's buffer is not kept for the life of the thread.
+        if buf.capacity() > 1 << 20 {
+            *buf = Vec::new();
+        }
+        version
+    })
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -380,10 +444,10 @@ pub fn scan_text(file: &str, text: &str, json: bool, handlers: &Handlers, ctx: &
         if text.trim().is_empty() {
             Vec::new()
         } else {
-            vec![Chunk { document: 1, line: 1, text: text.to_string() }]
+            vec![Part { document: 1, line: 1, text: Cow::Borrowed(text) }]
         }
     } else {
-        split_documents(text)
+        split_parts(text)
     };
     // Large files (generated worlds, `kubectl get -o yaml` dumps) are parsed and translated on
     // every core, in contiguous parts whose results are concatenated in file order.
@@ -423,7 +487,7 @@ pub fn scan_text(file: &str, text: &str, json: bool, handlers: &Handlers, ctx: &
 const PARALLEL_CHUNKS: usize = 512;
 
 /// Parses, decodes and translates one document into `scan`.
-fn scan_chunk(file: &Arc<str>, chunk: &Chunk, json: bool, handlers: &Handlers, ctx: &Context, scan: &mut FileScan) {
+fn scan_chunk(file: &Arc<str>, chunk: &Part<'_>, json: bool, handlers: &Handlers, ctx: &Context, scan: &mut FileScan) {
     let origin = Origin { file: file.clone(), document: chunk.document, item: None, line: chunk.line };
     let parsed: Result<Value, String> = if json {
         serde_json::from_str(&chunk.text).map_err(|e| e.to_string())
@@ -493,21 +557,22 @@ fn scan_value(origin: Origin, value: &Value, handlers: &Handlers, ctx: &Context,
         }
         Lookup::Unknown => return ignore(scan, format!("{api_version} {kind} is not a projected kind")),
     };
-    let namespace = str_at(value, &["metadata", "namespace"]).map(String::from);
-    let name = str_at(value, &["metadata", "name"]).filter(|n| !n.is_empty()).map(String::from);
+    let namespace = str_at(value, &["metadata", "namespace"]);
+    let name = str_at(value, &["metadata", "name"]).filter(|n| !n.is_empty());
     let report = |reason| SkipReport {
         origin: origin.clone(),
         kind: Some(kind.to_string()),
-        namespace: namespace.clone(),
-        name: name.clone(),
+        namespace: namespace.map(String::from),
+        name: name.map(String::from),
         reason,
     };
-    let Some(obj_name) = name.clone() else {
+    let Some(obj_name) = name else {
         scan.partial = true;
         scan.skips.push(report(SkipReason::Identity("required field `metadata.name` is missing or empty".into())));
         return;
     };
-    let src = Arc::new(SourceRef { kind: handler.kind(), namespace: namespace.clone().unwrap_or_default(), name: obj_name });
+    let src =
+        Arc::new(SourceRef { kind: handler.kind(), namespace: namespace.unwrap_or_default().to_string(), name: obj_name.to_string() });
     let version = version_of(value);
     let record = match handler.prepare(value, ctx) {
         Ok(r) => Some(r),
@@ -802,7 +867,9 @@ fn hex_eq(bytes: &[u8; 32], hex: &str) -> bool {
 type Winners<'a> = (HashMap<&'a Arc<SourceRef>, &'a Document>, HashSet<Duplicate>, HashSet<&'a str>);
 
 fn winners(files: &BTreeMap<String, FileEntry>) -> Winners<'_> {
-    let mut winners: HashMap<&Arc<SourceRef>, &Document> = HashMap::default();
+    // Sized up front: growing rehashes every key (every object of the directory).
+    let documents = files.values().map(|f| f.scan.docs.len()).sum();
+    let mut winners: HashMap<&Arc<SourceRef>, &Document> = HashMap::with_capacity_and_hasher(documents, Default::default());
     let mut partial_files = HashSet::default();
     let mut dups = HashSet::default();
     for (rel, f) in files {
@@ -1067,12 +1134,14 @@ impl ManifestsState {
             // winner went away, a record the store lacks): read their files again. Not after a
             // streamed cold start: every winner was sent when its file was read.
             let streamed = cold && send.is_some();
-            for rel in if streamed { BTreeSet::new() } else { self.files_needing_records() } {
-                let path = self.dir.join(&rel);
-                let stamp = std::fs::metadata(&path).map(|m| Stamp::of(&m)).unwrap_or_default();
-                self.read_file(&rel, &path, stamp, true, &mut r);
+            if !self.diff(&mut r, !streamed) {
+                for rel in self.files_needing_records() {
+                    let path = self.dir.join(&rel);
+                    let stamp = std::fs::metadata(&path).map(|m| Stamp::of(&m)).unwrap_or_default();
+                    self.read_file(&rel, &path, stamp, true, &mut r);
+                }
+                self.diff(&mut r, false);
             }
-            self.diff(&mut r);
         }
         r
     }
@@ -1123,19 +1192,22 @@ impl ManifestsState {
     /// Returns how many changes were sent.
     fn send_file(&mut self, rel: &str, send: &mut dyn FnMut(Change)) -> usize {
         let Some(f) = self.files.get_mut(rel) else { return 0 };
-        let mut last: HashMap<&SourceRef, usize> = HashMap::with_capacity_and_hasher(f.scan.docs.len(), Default::default());
+        // Whether each document is the last of its object in the file, from the end: one hash
+        // per document (each object's key is hashed again for `current` only).
+        let mut seen: HashSet<&SourceRef> = HashSet::with_capacity_and_hasher(f.scan.docs.len(), Default::default());
+        let mut is_last: Vec<bool> = f.scan.docs.iter().rev().map(|d| seen.insert(d.src.as_ref())).collect();
+        is_last.reverse();
+        let mut applies: Vec<(usize, usize, Change)> = Vec::with_capacity(seen.len());
+        drop(seen);
         for (i, d) in f.scan.docs.iter().enumerate() {
-            last.insert(d.src.as_ref(), i);
-        }
-        let mut applies: Vec<(usize, usize, Change)> = Vec::with_capacity(last.len());
-        for (i, d) in f.scan.docs.iter().enumerate() {
-            if d.skipped || last.get(d.src.as_ref()) != Some(&i) {
+            if d.skipped || !is_last[i] {
                 continue;
             }
             let Some(record) = &d.record else { continue };
-            if self.current.get(d.src.as_ref()).is_some_and(|c| c.version == Some(d.version)) {
-                continue;
-            }
+            let entry = match self.current.entry(d.src.clone()) {
+                std::collections::hash_map::Entry::Occupied(c) if c.get().version == Some(d.version) => continue,
+                entry => entry,
+            };
             let change = Change::Apply {
                 src: (*d.src).clone(),
                 version: d.version.hex(),
@@ -1144,9 +1216,8 @@ impl ManifestsState {
                 token: None,
             };
             applies.push((self.handlers.position(d.src.kind), i, change));
-            self.current.insert(d.src.clone(), Current { version: Some(d.version), origin: d.origin.clone() });
+            entry.insert_entry(Current { version: Some(d.version), origin: d.origin.clone() });
         }
-        drop(last);
         for d in &mut f.scan.docs {
             d.record = None;
         }
@@ -1169,27 +1240,38 @@ impl ManifestsState {
             .collect()
     }
 
-    /// Rebuilds the object map from the files and diffs it against what the writer was told;
-    /// then drops the translated records (the changes hold them until written).
-    fn diff(&mut self, r: &mut Refresh) {
+    /// Diffs the winning documents of the files against what the writer was told, updating
+    /// that map in place; then drops the translated records (the changes hold them until
+    /// written). With `check_records`, returns `false` without changing anything when a winner
+    /// must be sent but its record is no longer held (a duplicate whose winner went away, a
+    /// record the store lacks): its file is to be read again first
+    /// ([`ManifestsState::files_needing_records`]). One pass over the objects builds the
+    /// winners; each object is then looked up once in the map of what was told and once more
+    /// for deletes.
+    fn diff(&mut self, r: &mut Refresh, check_records: bool) -> bool {
         let (winners, dups, partial_files) = winners(&self.files);
+        if check_records
+            && winners
+                .values()
+                .any(|d| !d.skipped && d.record.is_none() && self.current.get(d.src.as_ref()).is_none_or(|c| c.version != Some(d.version)))
+        {
+            return false;
+        }
         let mut applies: Vec<(usize, Origin, Change)> = Vec::new();
-        let mut next: HashMap<Arc<SourceRef>, Current> = HashMap::with_capacity_and_hasher(winners.len(), Default::default());
         for d in winners.values() {
-            let prev = self.current.get(d.src.as_ref());
+            let prev = self.current.get_mut(d.src.as_ref());
             if d.skipped {
                 // Skipped: the previous record (if any) stays, under its previous version.
-                let keep = prev.cloned().unwrap_or(Current { version: None, origin: d.origin.clone() });
-                next.insert(d.src.clone(), keep);
+                if prev.is_none() {
+                    self.current.insert(d.src.clone(), Current { version: None, origin: d.origin.clone() });
+                }
                 continue;
             }
-            if prev.is_none_or(|p| p.version != Some(d.version)) {
+            let unchanged = prev.as_ref().is_some_and(|p| p.version == Some(d.version));
+            if !unchanged {
                 let Some(record) = &d.record else {
                     // Only when its file could not be read again just now: sent once it can.
                     tracing::warn!(object = %d.src, origin = %d.origin, "record not available; sent when its file can be read");
-                    if let Some(p) = prev {
-                        next.insert(d.src.clone(), p.clone());
-                    }
                     continue;
                 };
                 let change = Change::Apply {
@@ -1201,21 +1283,24 @@ impl ManifestsState {
                 };
                 applies.push((self.handlers.position(d.src.kind), d.origin.clone(), change));
             }
-            next.insert(d.src.clone(), Current { version: Some(d.version), origin: d.origin.clone() });
+            let told = Current { version: Some(d.version), origin: d.origin.clone() };
+            match prev {
+                Some(p) => *p = told,
+                None => {
+                    self.current.insert(d.src.clone(), told);
+                }
+            }
         }
         let mut deletes = Vec::new();
-        for (src, cur) in &self.current {
-            if next.contains_key(src.as_ref()) {
-                continue;
-            }
+        self.current.retain(|src, cur| {
             // Files under unreadable directories stay in `files`, so their documents are still
             // winners; a partially readable file keeps the objects it held.
-            if partial_files.contains(&*cur.origin.file) {
-                next.insert(src.clone(), cur.clone());
-                continue;
+            if winners.contains_key(src) || partial_files.contains(&*cur.origin.file) {
+                return true;
             }
             deletes.push(Change::Delete { src: (**src).clone(), origin: Arc::from(cur.origin.to_string()), token: None });
-        }
+            false
+        });
         applies.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         deletes.sort_by(|a, b| match (a, b) {
             (Change::Delete { src: x, .. }, Change::Delete { src: y, .. }) => x.cmp(y),
@@ -1227,12 +1312,12 @@ impl ManifestsState {
         drop(winners);
         drop(partial_files);
         self.duplicates = dups;
-        self.current = next;
         for f in self.files.values_mut() {
             for d in &mut f.scan.docs {
                 d.record = None;
             }
         }
+        true
     }
 }
 
