@@ -57,8 +57,8 @@ pub const SETTINGS: &[Setting] = &[
         "storage.cacheSize",
         "CP_STORAGE_CACHE_SIZE",
         None,
-        "1073741824",
-        "redb page cache in bytes (at least 1048576). Bounds memory: at 1M objects about half of the resident memory is this cache.",
+        "67108864",
+        "redb page cache in bytes (at least 1048576). Pages beyond it are read from the file; raising it trades memory for fewer reads.",
     ),
     setting(
         "source.manifests",
@@ -188,7 +188,8 @@ pub struct ServerConfig {
 pub struct StorageConfig {
     /// `storage.dataDir`: holds `readmodel.redb`; created when missing. Default `./data`.
     pub data_dir: PathBuf,
-    /// `storage.cacheSize`: redb's page cache in bytes, at least 1 MiB. Default 1 GiB (redb's).
+    /// `storage.cacheSize`: redb's page cache in bytes, at least 1 MiB. Default 64 MiB
+    /// ([`storage::DEFAULT_CACHE_BYTES`]).
     pub cache_bytes: usize,
 }
 

@@ -43,6 +43,7 @@ fn the_store_cache_size_is_bytes_of_at_least_one_mebibyte() {
     let err = check(&mock(), &[("CP_STORAGE_CACHE_SIZE", "1000")], None).unwrap_err().to_string();
     assert!(err.contains("CP_STORAGE_CACHE_SIZE") && err.contains("at least 1048576"), "{err}");
     assert!(check(&mock(), &[("CP_STORAGE_CACHE_SIZE", "64MiB")], None).is_err());
+    assert_eq!(check(&mock(), &[], None).unwrap().storage.cache_bytes, 64 << 20, "default: 64 MiB");
 }
 
 #[test]
