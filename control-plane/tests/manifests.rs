@@ -643,3 +643,53 @@ fn a_cold_start_streams_each_file_and_ends_where_a_whole_refresh_does() {
         other => panic!("{:?}", change_names(other)),
     }
 }
+
+#[test]
+fn an_edit_that_keeps_a_files_objects_is_diffed_from_that_file_alone() {
+    let w = world();
+    let features = schema::kind::Features::default();
+    let mut state = ManifestsState::new(&w.manifests, Arc::new(Handlers::new(&features)), features, Clock(None));
+    state.refresh();
+    let groups = w.manifests.join("02-groups.yaml");
+    let text = std::fs::read_to_string(&groups).unwrap();
+    let count = |names: &[String], prefix: &str| names.iter().filter(|n| n.starts_with(prefix)).count();
+
+    // One display name changed (and the file's lines shift): one apply, computed incrementally.
+    let edited = text.replacen("displayName:", "displayName: Renamed #", 1).replacen("---\n", "---\n# a comment\n", 1);
+    std::fs::write(&groups, &edited).unwrap();
+    let r = state.refresh();
+    assert!(r.incremental);
+    let names = change_names(&r.changes);
+    assert_eq!((names.len(), count(&names, "apply Group ")), (1, 1), "{names:?}");
+    assert!(state.refresh().changes.is_empty());
+
+    // The same objects written again unchanged: nothing to send.
+    std::fs::write(&groups, format!("{edited}\n# trailing comment\n")).unwrap();
+    let r = state.refresh();
+    assert!(r.incremental && r.changes.is_empty(), "{:?}", change_names(&r.changes));
+
+    // A document removed from the file: not the same objects, the full diff deletes it.
+    let kept: Vec<String> = split_documents(&edited).into_iter().skip(1).map(|c| c.text).collect();
+    std::fs::write(&groups, kept.join("---\n")).unwrap();
+    let r = state.refresh();
+    assert!(!r.incremental);
+    let names = change_names(&r.changes);
+    assert_eq!(count(&names, "delete Group "), 1, "{names:?}");
+
+    // An object also declared in a later file: edits of the earlier file go through the full
+    // diff, and the later file keeps winning.
+    std::fs::write(w.manifests.join("90-dup.yaml"), group_doc("dup", "Later")).unwrap();
+    std::fs::write(w.manifests.join("00-dup.yaml"), group_doc("dup", "Earlier")).unwrap();
+    let r = state.refresh();
+    assert!(!r.incremental);
+    assert_eq!(final_applies(&r.changes).len(), 1);
+    assert!(final_applies(&r.changes).values().all(|(_, origin)| origin.starts_with("90-dup.yaml")));
+    std::fs::write(w.manifests.join("00-dup.yaml"), group_doc("dup", "Earlier, edited")).unwrap();
+    let r = state.refresh();
+    assert!(!r.incremental);
+    assert!(r.changes.is_empty(), "the loser changed: {:?}", change_names(&r.changes));
+    std::fs::write(w.manifests.join("90-dup.yaml"), group_doc("dup", "Later, edited")).unwrap();
+    let r = state.refresh();
+    assert!(!r.incremental, "a duplicated object");
+    assert_eq!(change_names(&r.changes), vec!["apply Group poc/dup".to_string()]);
+}

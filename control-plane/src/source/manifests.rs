@@ -714,6 +714,9 @@ pub struct Refresh {
     pub files_read: usize,
     /// Changes handed to the sender by [`ManifestsState::refresh_streaming`].
     pub sent: usize,
+    /// Whether the changes were computed from the files read alone (each holds the same
+    /// objects as before, declared nowhere else), without a pass over every object.
+    pub incremental: bool,
     /// Whether anything in the directory changed.
     pub changed: bool,
 }
@@ -1107,6 +1110,8 @@ impl ManifestsState {
         let under_failed = |rel: &str| failed_dirs.iter().any(|d| d.is_empty() || rel.starts_with(&format!("{d}/")));
         let cold = self.files.is_empty() && self.current.is_empty();
         let mut seen = HashSet::default();
+        // Files read and changed, with what they held before (for `diff_files`).
+        let mut replaced: Vec<(String, Option<FileEntry>)> = Vec::new();
         for f in found {
             seen.insert(f.rel.clone());
             if let Some(e) = self.files.get(&f.rel) {
@@ -1114,7 +1119,11 @@ impl ManifestsState {
                     continue;
                 }
             }
-            self.read_file(&f.rel, &f.path, f.stamp, false, &mut r);
+            if let Some(old) = self.read_file(&f.rel, &f.path, f.stamp, false, &mut r) {
+                if !cold {
+                    replaced.push((f.rel.clone(), old));
+                }
+            }
             if let (true, Some(send)) = (cold, send.as_deref_mut()) {
                 r.sent += self.send_file(&f.rel, send);
             }
@@ -1128,8 +1137,13 @@ impl ManifestsState {
             }
             keep
         });
-        r.changed |= self.files.len() != before;
-        if r.changed || std::mem::take(&mut self.force_diff) {
+        let removed = self.files.len() != before;
+        r.changed |= removed;
+        let force = std::mem::take(&mut self.force_diff);
+        if (r.changed || force) && !(force || removed) && self.diff_files(&replaced, &mut r) {
+            drop(replaced);
+        } else if r.changed || force {
+            drop(replaced);
             // Objects to send whose translated record is no longer held (a duplicate whose
             // winner went away, a record the store lacks): read their files again. Not after a
             // streamed cold start: every winner was sent when its file was read.
@@ -1147,17 +1161,17 @@ impl ManifestsState {
     }
 
     /// Reads and scans one file into `files` (unless its content hash is unchanged and `force`
-    /// is false).
-    fn read_file(&mut self, rel: &str, path: &Path, stamp: Stamp, force: bool, r: &mut Refresh) {
+    /// is false). Returns the entry it replaced (`Some(None)` for a new file), `None` when the
+    /// entry was kept.
+    fn read_file(&mut self, rel: &str, path: &Path, stamp: Stamp, force: bool, r: &mut Refresh) -> Option<Option<FileEntry>> {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) => {
                 let scan = unreadable(rel, e.to_string());
                 r.changed |= self.files.get(rel).is_none_or(|old| old.scan.skips != scan.skips);
                 r.new_skips.extend(scan.skips.iter().cloned());
-                self.files.insert(rel.to_string(), FileEntry { stamp, hash: [0; 32], scan });
                 self.dirty.insert(rel.to_string());
-                return;
+                return Some(self.files.insert(rel.to_string(), FileEntry { stamp, hash: [0; 32], scan }));
             }
         };
         let hash: [u8; 32] = Sha256::digest(&bytes).into();
@@ -1168,7 +1182,7 @@ impl ManifestsState {
                     // Touched, not changed: remember the new time so a restart does not read it.
                     self.dirty.insert(rel.to_string());
                 }
-                return;
+                return None;
             }
         }
         r.files_read += 1;
@@ -1183,8 +1197,72 @@ impl ManifestsState {
         };
         r.new_skips.extend(scan.skips.iter().cloned());
         r.new_ignored.extend(scan.ignored.iter().cloned());
-        self.files.insert(rel.to_string(), FileEntry { stamp, hash, scan });
         self.dirty.insert(rel.to_string());
+        Some(self.files.insert(rel.to_string(), FileEntry { stamp, hash, scan }))
+    }
+
+    /// The diff when only files that were read again changed, each holds exactly the objects it
+    /// held before (each once), and each of those objects is held by no other file and was last
+    /// told to the writer from that file: then no winner moves, nothing is deleted and no
+    /// duplicate appears or goes, so the changes are the documents of those files whose version
+    /// differs. Returns `false` (nothing changed) when that does not hold; then the full
+    /// [`ManifestsState::diff`] runs. Costs the files' documents, not the directory's.
+    fn diff_files(&mut self, replaced: &[(String, Option<FileEntry>)], r: &mut Refresh) -> bool {
+        if replaced.is_empty() {
+            return false;
+        }
+        {
+            let duplicated: HashSet<&SourceRef> = self.duplicates.iter().map(|d| &d.src).collect();
+            let mut objects: HashSet<&SourceRef> = HashSet::default();
+            let clean = |s: &FileScan| !s.partial && s.skips.is_empty();
+            for (rel, old) in replaced {
+                let (Some(old), Some(new)) = (old, self.files.get(rel)) else { return false };
+                if !clean(&old.scan) || !clean(&new.scan) || old.scan.docs.len() != new.scan.docs.len() {
+                    return false;
+                }
+                objects.clear();
+                for d in &new.scan.docs {
+                    let told_here = self.current.get(d.src.as_ref()).is_some_and(|c| c.version.is_some() && *c.origin.file == **rel);
+                    if d.skipped
+                        || d.record.is_none()
+                        || !told_here
+                        || duplicated.contains(d.src.as_ref())
+                        || !objects.insert(d.src.as_ref())
+                    {
+                        return false;
+                    }
+                }
+                // Same length, every old object found once: the same objects.
+                if !old.scan.docs.iter().all(|d| objects.remove(d.src.as_ref())) {
+                    return false;
+                }
+            }
+        }
+        let mut applies: Vec<(usize, Origin, Change)> = Vec::new();
+        for (rel, _) in replaced {
+            let Some(f) = self.files.get_mut(rel) else { continue };
+            for d in &mut f.scan.docs {
+                let record = d.record.take();
+                let Some(cur) = self.current.get_mut(d.src.as_ref()) else { continue };
+                if cur.version != Some(d.version) {
+                    if let Some(record) = record {
+                        let change = Change::Apply {
+                            src: (*d.src).clone(),
+                            version: d.version.hex(),
+                            record,
+                            origin: Arc::from(d.origin.to_string()),
+                            token: None,
+                        };
+                        applies.push((self.handlers.position(d.src.kind), d.origin.clone(), change));
+                    }
+                }
+                *cur = Current { version: Some(d.version), origin: d.origin.clone() };
+            }
+        }
+        applies.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        r.changes = applies.into_iter().map(|(_, _, c)| c).collect();
+        r.incremental = true;
+        true
     }
 
     /// Sends the objects of one just-read file (the later document of an object within the
