@@ -693,3 +693,37 @@ fn an_edit_that_keeps_a_files_objects_is_diffed_from_that_file_alone() {
     assert!(!r.incremental, "a duplicated object");
     assert_eq!(change_names(&r.changes), vec!["apply Group poc/dup".to_string()]);
 }
+
+#[test]
+fn a_large_file_is_streamed_in_blocks_and_its_later_duplicate_wins() {
+    let tmp = tempfile::tempdir().unwrap();
+    // More than one block of documents (8192); the last one redefines the first object.
+    let mut text: String = (0..8200).map(|i| group_doc(&format!("g{i}"), &format!("Group {i}"))).collect();
+    text.push_str(&group_doc("g0", "Redefined"));
+    std::fs::write(tmp.path().join("groups.yaml"), &text).unwrap();
+    let features = schema::kind::Features::default();
+    let state = || ManifestsState::new(tmp.path(), Arc::new(Handlers::new(&features)), features, Clock(None));
+
+    let mut whole = state();
+    let batch = whole.refresh();
+    assert_eq!(batch.changes.len(), 8200);
+    let mut streamed = state();
+    let mut sent = Vec::new();
+    let r = streamed.refresh_streaming(&mut |c| sent.push(c));
+    assert_eq!(r.sent, sent.len());
+    // g0 once from the first block, again from the second: the later document wins.
+    assert_eq!(sent.len(), 8201);
+    let g0: Vec<&str> = sent
+        .iter()
+        .filter_map(|c| match c {
+            Change::Apply { src, origin, .. } if src.name == "g0" => Some(&**origin),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(g0.len(), 2);
+    assert!(g0[0].starts_with("groups.yaml#1 ") && g0[1].starts_with("groups.yaml#8201 "), "{g0:?}");
+    assert_eq!(final_applies(&sent), final_applies(&batch.changes));
+    assert_eq!(streamed.present(), whole.present());
+    let again = streamed.refresh_streaming(&mut |_| panic!("nothing more to send"));
+    assert_eq!((again.files_read, again.sent), (0, 0));
+}

@@ -437,9 +437,23 @@ fn guess_identity(text: &str) -> (Option<String>, Option<String>, Option<String>
 /// Parses, decodes and translates the documents of one file's text. `file` is the relative
 /// path used in reports; `json` selects single-document JSON parsing.
 pub fn scan_text(file: &str, text: &str, json: bool, handlers: &Handlers, ctx: &Context) -> FileScan {
+    scan_text_blocks(file, text, json, handlers, ctx, usize::MAX, &mut |_| {})
+}
+
+/// [`scan_text`] in blocks of at most `block` documents, in file order: `on_block` sees each
+/// block's scan before the next block is parsed (and may take its translated records), so a
+/// large file's records need not all be held at once. Returns the whole file's scan.
+fn scan_text_blocks(
+    file: &str,
+    text: &str,
+    json: bool,
+    handlers: &Handlers,
+    ctx: &Context,
+    block: usize,
+    on_block: &mut dyn FnMut(&mut FileScan),
+) -> FileScan {
     let mut scan = FileScan::default();
     let file: Arc<str> = Arc::from(file);
-    let file = &file;
     let chunks = if json {
         if text.trim().is_empty() {
             Vec::new()
@@ -449,11 +463,25 @@ pub fn scan_text(file: &str, text: &str, json: bool, handlers: &Handlers, ctx: &
     } else {
         split_parts(text)
     };
+    for group in chunks.chunks(block.max(1)) {
+        let mut b = scan_parts(&file, group, json, handlers, ctx);
+        on_block(&mut b);
+        scan.docs.extend(b.docs);
+        scan.skips.extend(b.skips);
+        scan.ignored.extend(b.ignored);
+        scan.partial |= b.partial;
+    }
+    scan
+}
+
+/// Parses, decodes and translates `chunks` of one file.
+fn scan_parts(file: &Arc<str>, chunks: &[Part<'_>], json: bool, handlers: &Handlers, ctx: &Context) -> FileScan {
+    let mut scan = FileScan::default();
     // Large files (generated worlds, `kubectl get -o yaml` dumps) are parsed and translated on
     // every core, in contiguous parts whose results are concatenated in file order.
     let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     if threads < 2 || chunks.len() < PARALLEL_CHUNKS {
-        for chunk in &chunks {
+        for chunk in chunks {
             scan_chunk(file, chunk, json, handlers, ctx, &mut scan);
         }
         return scan;
@@ -482,6 +510,9 @@ pub fn scan_text(file: &str, text: &str, json: bool, handlers: &Handlers, ctx: &
     }
     scan
 }
+
+/// Documents per block when a cold start streams a file ([`ManifestsState::refresh_streaming`]).
+const STREAM_BLOCK: usize = 8192;
 
 /// Documents from which a file is scanned on several threads.
 const PARALLEL_CHUNKS: usize = 512;
@@ -1085,16 +1116,17 @@ impl ManifestsState {
 
     /// Like [`ManifestsState::refresh`], handing changes to `send` as they are found. On the
     /// first refresh of a state that holds nothing (no files, nothing told to the writer: a cold
-    /// start), each file's changes are sent as soon as the file is scanned, so the writer works
-    /// while later files are parsed, and its translated records are freed at once; the final
-    /// diff then sends only what later files changed (none in a directory without duplicates).
-    /// Otherwise the refresh's changes are sent at its end, in [`Refresh::changes`] order. The
-    /// returned [`Refresh::changes`] is empty; [`Refresh::sent`] counts what was sent.
+    /// start), changes are sent while files are scanned, in blocks of [`STREAM_BLOCK`]
+    /// documents (parents first within a block), so the writer works while the rest is parsed
+    /// and the translated records are freed at once; the final diff then sends only what later
+    /// documents changed (none in a directory without duplicates). Otherwise the refresh's
+    /// changes are sent at its end, in [`Refresh::changes`] order. The returned
+    /// [`Refresh::changes`] is empty; [`Refresh::sent`] counts what was sent.
     ///
-    /// A cold start sends the objects of a file before later files are read: an object declared
-    /// again in a later file (which wins) is sent twice, and when its winning document is
-    /// skipped, the earlier document's record stays, as it does for a skipped document of an
-    /// object already stored.
+    /// A cold start sends a block's objects before later documents are read: an object declared
+    /// again later (in a later file, or a later block of the same file; the later document wins)
+    /// is sent twice, and when its winning document is skipped, the earlier document's record
+    /// stays, as it does for a skipped document of an object already stored.
     pub fn refresh_streaming(&mut self, send: &mut dyn FnMut(Change)) -> Refresh {
         let mut r = self.refresh_inner(false, Some(&mut *send));
         for c in r.changes.drain(..) {
@@ -1119,13 +1151,14 @@ impl ManifestsState {
                     continue;
                 }
             }
-            if let Some(old) = self.read_file(&f.rel, &f.path, f.stamp, false, &mut r) {
+            let stream: Option<&mut dyn FnMut(Change)> = match (cold, send.as_mut()) {
+                (true, Some(s)) => Some(&mut **s),
+                _ => None,
+            };
+            if let Some(old) = self.read_file_sending(&f.rel, &f.path, f.stamp, false, &mut r, stream) {
                 if !cold {
                     replaced.push((f.rel.clone(), old));
                 }
-            }
-            if let (true, Some(send)) = (cold, send.as_deref_mut()) {
-                r.sent += self.send_file(&f.rel, send);
             }
         }
         let before = self.files.len();
@@ -1164,6 +1197,21 @@ impl ManifestsState {
     /// is false). Returns the entry it replaced (`Some(None)` for a new file), `None` when the
     /// entry was kept.
     fn read_file(&mut self, rel: &str, path: &Path, stamp: Stamp, force: bool, r: &mut Refresh) -> Option<Option<FileEntry>> {
+        self.read_file_sending(rel, path, stamp, force, r, None)
+    }
+
+    /// [`ManifestsState::read_file`]; with `send`, the file is scanned in blocks of
+    /// [`STREAM_BLOCK`] documents and each block's objects are sent ([`send_docs`]) before the
+    /// next block is parsed (counted in [`Refresh::sent`]).
+    fn read_file_sending(
+        &mut self,
+        rel: &str,
+        path: &Path,
+        stamp: Stamp,
+        force: bool,
+        r: &mut Refresh,
+        send: Option<&mut dyn FnMut(Change)>,
+    ) -> Option<Option<FileEntry>> {
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) => {
@@ -1191,7 +1239,18 @@ impl ManifestsState {
         let scan = match String::from_utf8(bytes) {
             Ok(text) => {
                 let ctx = Context { now: self.clock.now(), features: self.features };
-                scan_text(rel, &text, json, &self.handlers, &ctx)
+                match send {
+                    Some(send) => {
+                        let (current, handlers) = (&mut self.current, &self.handlers);
+                        let mut sent = 0;
+                        let scan = scan_text_blocks(rel, &text, json, handlers, &ctx, STREAM_BLOCK, &mut |b| {
+                            sent += send_docs(current, handlers, &mut b.docs, send);
+                        });
+                        r.sent += sent;
+                        scan
+                    }
+                    None => scan_text(rel, &text, json, &self.handlers, &ctx),
+                }
             }
             Err(_) => unreadable(rel, "not UTF-8 text".into()),
         };
@@ -1263,48 +1322,6 @@ impl ManifestsState {
         r.changes = applies.into_iter().map(|(_, _, c)| c).collect();
         r.incremental = true;
         true
-    }
-
-    /// Sends the objects of one just-read file (the later document of an object within the
-    /// file wins), in registry order, records what the writer was told, and drops the records.
-    /// Returns how many changes were sent.
-    fn send_file(&mut self, rel: &str, send: &mut dyn FnMut(Change)) -> usize {
-        let Some(f) = self.files.get_mut(rel) else { return 0 };
-        // Whether each document is the last of its object in the file, from the end: one hash
-        // per document (each object's key is hashed again for `current` only).
-        let mut seen: HashSet<&SourceRef> = HashSet::with_capacity_and_hasher(f.scan.docs.len(), Default::default());
-        let mut is_last: Vec<bool> = f.scan.docs.iter().rev().map(|d| seen.insert(d.src.as_ref())).collect();
-        is_last.reverse();
-        let mut applies: Vec<(usize, usize, Change)> = Vec::with_capacity(seen.len());
-        drop(seen);
-        for (i, d) in f.scan.docs.iter().enumerate() {
-            if d.skipped || !is_last[i] {
-                continue;
-            }
-            let Some(record) = &d.record else { continue };
-            let entry = match self.current.entry(d.src.clone()) {
-                std::collections::hash_map::Entry::Occupied(c) if c.get().version == Some(d.version) => continue,
-                entry => entry,
-            };
-            let change = Change::Apply {
-                src: (*d.src).clone(),
-                version: d.version.hex(),
-                record: record.clone(),
-                origin: Arc::from(d.origin.to_string()),
-                token: None,
-            };
-            applies.push((self.handlers.position(d.src.kind), i, change));
-            entry.insert_entry(Current { version: Some(d.version), origin: d.origin.clone() });
-        }
-        for d in &mut f.scan.docs {
-            d.record = None;
-        }
-        applies.sort_by_key(|a| (a.0, a.1));
-        let n = applies.len();
-        for (_, _, c) in applies {
-            send(c);
-        }
-        n
     }
 
     /// Files holding a winning document that must be sent but whose record is not held.
@@ -1397,6 +1414,52 @@ impl ManifestsState {
         }
         true
     }
+}
+
+/// Sends the objects of a block of just-scanned documents (the later document of an object
+/// within the block wins), in registry order, records in `current` what the writer was told,
+/// and drops the block's translated records. Returns how many changes were sent.
+fn send_docs(
+    current: &mut HashMap<Arc<SourceRef>, Current>,
+    handlers: &Handlers,
+    docs: &mut [Document],
+    send: &mut dyn FnMut(Change),
+) -> usize {
+    // Whether each document is the last of its object in the block, from the end: one hash per
+    // document (each object's key is hashed again for `current` only).
+    let mut seen: HashSet<&SourceRef> = HashSet::with_capacity_and_hasher(docs.len(), Default::default());
+    let mut is_last: Vec<bool> = docs.iter().rev().map(|d| seen.insert(d.src.as_ref())).collect();
+    is_last.reverse();
+    let mut applies: Vec<(usize, usize, Change)> = Vec::with_capacity(seen.len());
+    drop(seen);
+    for (i, d) in docs.iter().enumerate() {
+        if d.skipped || !is_last[i] {
+            continue;
+        }
+        let Some(record) = &d.record else { continue };
+        let entry = match current.entry(d.src.clone()) {
+            std::collections::hash_map::Entry::Occupied(c) if c.get().version == Some(d.version) => continue,
+            entry => entry,
+        };
+        let change = Change::Apply {
+            src: (*d.src).clone(),
+            version: d.version.hex(),
+            record: record.clone(),
+            origin: Arc::from(d.origin.to_string()),
+            token: None,
+        };
+        applies.push((handlers.position(d.src.kind), i, change));
+        entry.insert_entry(Current { version: Some(d.version), origin: d.origin.clone() });
+    }
+    for d in docs.iter_mut() {
+        d.record = None;
+    }
+    applies.sort_by_key(|a| (a.0, a.1));
+    let n = applies.len();
+    for (_, _, c) in applies {
+        send(c);
+    }
+    n
 }
 
 fn unreadable(rel: &str, message: String) -> FileScan {
