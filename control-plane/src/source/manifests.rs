@@ -1173,7 +1173,7 @@ impl ManifestsState {
         let removed = self.files.len() != before;
         r.changed |= removed;
         let force = std::mem::take(&mut self.force_diff);
-        if (r.changed || force) && !(force || removed) && self.diff_files(&replaced, &mut r) {
+        if r.changed && !force && !removed && self.diff_files(&replaced, &mut r) {
             drop(replaced);
         } else if r.changed || force {
             drop(replaced);
