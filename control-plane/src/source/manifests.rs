@@ -1305,13 +1305,7 @@ impl ManifestsState {
                 let Some(cur) = self.current.get_mut(d.src.as_ref()) else { continue };
                 if cur.version != Some(d.version) {
                     if let Some(record) = record {
-                        let change = Change::Apply {
-                            src: (*d.src).clone(),
-                            version: d.version.hex(),
-                            record,
-                            origin: Arc::from(d.origin.to_string()),
-                            token: None,
-                        };
+                        let change = apply_of(d, record);
                         applies.push((self.handlers.position(d.src.kind), d.origin.clone(), change));
                     }
                 }
@@ -1369,13 +1363,7 @@ impl ManifestsState {
                     tracing::warn!(object = %d.src, origin = %d.origin, "record not available; sent when its file can be read");
                     continue;
                 };
-                let change = Change::Apply {
-                    src: (*d.src).clone(),
-                    version: d.version.hex(),
-                    record: record.clone(),
-                    origin: Arc::from(d.origin.to_string()),
-                    token: None,
-                };
+                let change = apply_of(d, record.clone());
                 applies.push((self.handlers.position(d.src.kind), d.origin.clone(), change));
             }
             let told = Current { version: Some(d.version), origin: d.origin.clone() };
@@ -1441,13 +1429,7 @@ fn send_docs(
             std::collections::hash_map::Entry::Occupied(c) if c.get().version == Some(d.version) => continue,
             entry => entry,
         };
-        let change = Change::Apply {
-            src: (*d.src).clone(),
-            version: d.version.hex(),
-            record: record.clone(),
-            origin: Arc::from(d.origin.to_string()),
-            token: None,
-        };
+        let change = apply_of(d, record.clone());
         applies.push((handlers.position(d.src.kind), i, change));
         entry.insert_entry(Current { version: Some(d.version), origin: d.origin.clone() });
     }
@@ -1460,6 +1442,11 @@ fn send_docs(
         send(c);
     }
     n
+}
+
+/// The change that sends document `d` with its translated `record`.
+fn apply_of(d: &Document, record: Arc<dyn Prepared>) -> Change {
+    Change::Apply { src: (*d.src).clone(), version: d.version.hex(), record, origin: Arc::from(d.origin.to_string()), token: None }
 }
 
 fn unreadable(rel: &str, message: String) -> FileScan {
