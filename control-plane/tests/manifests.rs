@@ -727,3 +727,52 @@ fn a_large_file_is_streamed_in_blocks_and_its_later_duplicate_wins() {
     let again = streamed.refresh_streaming(&mut |_| panic!("nothing more to send"));
     assert_eq!((again.files_read, again.sent), (0, 0));
 }
+
+fn application_doc(name: &str, zone: &str) -> String {
+    format!(
+        "---\napiVersion: application.cp.ei.telekom.de/v1\nkind: Application\nmetadata: {{name: {name}, namespace: poc--payments--checkout, labels: {{cp.ei.telekom.de/environment: poc}}}}\nspec: {{team: payments--checkout, teamEmail: x@example.com, zone: {{name: {zone}, namespace: poc}}, needsClient: false, needsConsumer: false, secret: x, failover: {{enabled: false}}}}\n"
+    )
+}
+
+#[test]
+fn a_parked_losing_copy_never_overwrites_the_winner_sent_in_the_same_batch() {
+    // What a cold start sends for an object defined twice whose first copy comes before its
+    // parents: the loser (parked: its parents are missing), the parents, the winner, in one
+    // batch. Found by the user test: the parked loser was retried after the winner was written.
+    let w = world();
+    let dir = w.manifests.join("dup");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["01-zones.yaml", "02-groups.yaml", "03-teams.yaml"] {
+        std::fs::copy(w.manifests.join(f), dir.join(format!("1{f}"))).unwrap();
+    }
+    std::fs::write(dir.join("00-a.yaml"), application_doc("dup-cross", "otc-lab")).unwrap();
+    std::fs::write(dir.join("zz-b.yaml"), application_doc("dup-cross", "caas-cetus")).unwrap();
+    let features = schema::kind::Features::default();
+    let mut state = ManifestsState::new(&dir, Arc::new(Handlers::new(&features)), features, Clock(None));
+    let mut changes = Vec::new();
+    state.refresh_streaming(&mut |c| changes.push(c));
+    let names: Vec<String> = changes.iter().map(|c| change_names(std::slice::from_ref(c)).remove(0)).collect();
+    let first = names.iter().position(|n| n.ends_with("/dup-cross")).unwrap();
+    assert!(first < names.iter().position(|n| n.starts_with("apply Zone")).unwrap(), "{names:?}");
+
+    let store = Store::open(&w.data).unwrap();
+    let mut projector = control_plane::config::ProjectorConfig::default();
+    projector.dependency_delay = Duration::from_millis(20);
+    projector.dependency_delay_jitter = Duration::from_millis(20);
+    let settings = control_plane::projector::writer::WriterSettings::new(projector, Clock(None));
+    let readiness = control_plane::readiness::Readiness::new(["test"]);
+    let metrics = control_plane::metrics::Metrics::new();
+    // A writer that finds every change queued when it starts takes them in one batch.
+    let writer = control_plane::projector::writer::Writer::spawn(store.clone(), metrics, readiness, settings).unwrap();
+    let tx = writer.sender();
+    for c in changes {
+        assert!(tx.send(c));
+    }
+    let key = schema::keys::natural::application("poc", "payments--checkout", "dup-cross");
+    let zone = || store.read().unwrap().get::<schema::kinds::application::Application>(&key).unwrap().map(|s| s.record.zone);
+    wait_until("the duplicated application", Duration::from_secs(5), || zone().is_some());
+    // Several dependency delays: a parked loser would have been retried by now.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(zone().as_deref(), Some("caas-cetus"));
+    writer.shutdown();
+}

@@ -259,6 +259,8 @@ struct Parked {
 enum Done {
     Success,
     Unchanged,
+    /// Not applied: a later change of the same object follows in the same batch.
+    Superseded,
     Unlinked,
     Missing(Vec<Ref>),
     Deleted(bool),
@@ -482,7 +484,16 @@ impl State {
     fn attempt(&self, batch: &[Work], now: Timestamp) -> Result<Vec<(Done, f64)>, StorageError> {
         let mut wb = self.store.write()?;
         let mut out = Vec::with_capacity(batch.len());
-        for w in batch {
+        // A change followed by a later one of the same object in this batch is not applied: the
+        // later one decides, and the earlier must not be parked and retried after it (a cold
+        // manifests start sends both copies of an object defined twice).
+        let mut later: FastSet<&SourceRef> = FastSet::default();
+        let superseded: Vec<bool> = batch.iter().rev().map(|w| w.change.src().is_some_and(|src| !later.insert(src))).collect();
+        for (w, superseded) in batch.iter().zip(superseded.into_iter().rev()) {
+            if superseded {
+                out.push((Done::Superseded, 0.0));
+                continue;
+            }
             let t0 = Instant::now();
             let d = self.apply(&mut wb, &w.change, now)?;
             out.push((d, t0.elapsed().as_secs_f64()));
@@ -616,6 +627,7 @@ impl State {
                 }
             }
             Done::Checkpointed => {}
+            Done::Superseded => self.metrics.reconciled(module, outcome::SUCCESS, 0.0),
             Done::Swept(gone) => {
                 for src in gone {
                     tracing::info!(object = %src, "deleted: no longer in the source");

@@ -1584,7 +1584,7 @@ fn run(
     };
     let r = state.refresh_streaming(&mut |mut c| {
         expect(&mut c);
-        sender.send(c);
+        sender.send_paced(c);
     });
     report(&r, &metrics);
     *skips.lock().unwrap_or_else(|e| e.into_inner()) = state.skips();
@@ -1634,7 +1634,7 @@ fn run(
         }
         // Checkpoints also move when a file was only touched (same content, new time).
         for c in r.changes.into_iter().chain(state.take_checkpoints()) {
-            if !sender.send(c) {
+            if !sender.send_paced(c) {
                 return;
             }
         }
