@@ -241,6 +241,16 @@ fn backoff(base: Duration, waits: u32) -> Duration {
     base.saturating_mul(1u32 << waits.min(16)).min(MAX_DEPENDENCY_DELAY)
 }
 
+/// Per change of `batch`, whether a later change of the same object follows in it. Such a change
+/// is not applied: the later one decides, and the earlier must not be parked and retried after
+/// it (a cold manifests start sends both copies of an object defined twice).
+fn superseded(batch: &[Work]) -> Vec<bool> {
+    let mut later: FastSet<&SourceRef> = FastSet::default();
+    let mut out: Vec<bool> = batch.iter().rev().map(|w| w.change.src().is_some_and(|src| !later.insert(src))).collect();
+    out.reverse();
+    out
+}
+
 /// A queued change with its failed attempts.
 struct Work {
     change: Change,
@@ -442,8 +452,13 @@ impl State {
             }
             Err(e) if batch.len() > 1 => {
                 tracing::error!(error = %e, changes = batch.len(), "store write failed; retrying the batch change by change");
-                for work in batch {
-                    self.process_one(work, now);
+                let superseded = superseded(&batch);
+                for (work, superseded) in batch.into_iter().zip(superseded) {
+                    if superseded {
+                        self.finish(work, Done::Superseded, 0.0);
+                    } else {
+                        self.process_one(work, now);
+                    }
                 }
             }
             Err(e) => self.failed(batch.into_iter().next().expect("batch of one"), &e),
@@ -484,12 +499,7 @@ impl State {
     fn attempt(&self, batch: &[Work], now: Timestamp) -> Result<Vec<(Done, f64)>, StorageError> {
         let mut wb = self.store.write()?;
         let mut out = Vec::with_capacity(batch.len());
-        // A change followed by a later one of the same object in this batch is not applied: the
-        // later one decides, and the earlier must not be parked and retried after it (a cold
-        // manifests start sends both copies of an object defined twice).
-        let mut later: FastSet<&SourceRef> = FastSet::default();
-        let superseded: Vec<bool> = batch.iter().rev().map(|w| w.change.src().is_some_and(|src| !later.insert(src))).collect();
-        for (w, superseded) in batch.iter().zip(superseded.into_iter().rev()) {
+        for (w, superseded) in batch.iter().zip(superseded(batch)) {
             if superseded {
                 out.push((Done::Superseded, 0.0));
                 continue;
