@@ -5,7 +5,7 @@
 //!
 //! Retries ([`policy`]): a missing parent or an unresolved target is parked and retried after
 //! `DEPENDENCY_DELAY + rand[0,1) × DEPENDENCY_DELAY_JITTER`; a newer change of the same object
-//! replaces a parked one. A change parked for a missing parent is also retried at once when that
+//! replaces a parked one, and an older one in the same batch is not applied. A change parked for a missing parent is also retried at once when that
 //! parent is written (children listed before their parents converge without waiting out the
 //! delay). A store error never panics: the batch is retried change by change, and
 //! a change that still fails is parked with a growing delay and counted as outcome `error`.
