@@ -382,10 +382,15 @@ fn missing_parents_are_retried_until_they_arrive() {
     app.shutdown();
 }
 
-/// A manifests state on `store` with the world's features (as `App` builds it).
-fn checkpointed_state(dir: &Path, store: &Store) -> ManifestsState {
+/// A manifests state on `dir` with the world's features (as `App` builds it), without a store.
+fn plain_state(dir: &Path) -> ManifestsState {
     let features = schema::kind::Features::default();
-    ManifestsState::new(dir, Arc::new(Handlers::new(&features)), features, Clock(None)).with_checkpoints(store.clone())
+    ManifestsState::new(dir, Arc::new(Handlers::new(&features)), features, Clock(None))
+}
+
+/// [`plain_state`] keeping its checkpoints in `store`.
+fn checkpointed_state(dir: &Path, store: &Store) -> ManifestsState {
+    plain_state(dir).with_checkpoints(store.clone())
 }
 
 fn change_names(changes: &[Change]) -> Vec<String> {
@@ -593,8 +598,7 @@ fn a_cold_start_streams_each_file_and_ends_where_a_whole_refresh_does() {
     // A duplicate across files (the later path wins) and one within a file (the later document).
     std::fs::write(w.manifests.join("00-dup.yaml"), format!("{}{}", group_doc("dup", "A1"), group_doc("dup", "A2"))).unwrap();
     std::fs::write(w.manifests.join("99-dup.yaml"), group_doc("dup", "B")).unwrap();
-    let features = schema::kind::Features::default();
-    let state = || ManifestsState::new(&w.manifests, Arc::new(Handlers::new(&features)), features, Clock(None));
+    let state = || plain_state(&w.manifests);
 
     let mut whole = state();
     let batch = whole.refresh();
@@ -647,8 +651,7 @@ fn a_cold_start_streams_each_file_and_ends_where_a_whole_refresh_does() {
 #[test]
 fn an_edit_that_keeps_a_files_objects_is_diffed_from_that_file_alone() {
     let w = world();
-    let features = schema::kind::Features::default();
-    let mut state = ManifestsState::new(&w.manifests, Arc::new(Handlers::new(&features)), features, Clock(None));
+    let mut state = plain_state(&w.manifests);
     state.refresh();
     let groups = w.manifests.join("02-groups.yaml");
     let text = std::fs::read_to_string(&groups).unwrap();
@@ -701,8 +704,7 @@ fn a_large_file_is_streamed_in_blocks_and_its_later_duplicate_wins() {
     let mut text: String = (0..8200).map(|i| group_doc(&format!("g{i}"), &format!("Group {i}"))).collect();
     text.push_str(&group_doc("g0", "Redefined"));
     std::fs::write(tmp.path().join("groups.yaml"), &text).unwrap();
-    let features = schema::kind::Features::default();
-    let state = || ManifestsState::new(tmp.path(), Arc::new(Handlers::new(&features)), features, Clock(None));
+    let state = || plain_state(tmp.path());
 
     let mut whole = state();
     let batch = whole.refresh();
@@ -747,8 +749,7 @@ fn a_parked_losing_copy_never_overwrites_the_winner_sent_in_the_same_batch() {
     }
     std::fs::write(dir.join("00-a.yaml"), application_doc("dup-cross", "otc-lab")).unwrap();
     std::fs::write(dir.join("zz-b.yaml"), application_doc("dup-cross", "caas-cetus")).unwrap();
-    let features = schema::kind::Features::default();
-    let mut state = ManifestsState::new(&dir, Arc::new(Handlers::new(&features)), features, Clock(None));
+    let mut state = plain_state(&dir);
     let mut changes = Vec::new();
     state.refresh_streaming(&mut |c| changes.push(c));
     let names: Vec<String> = changes.iter().map(|c| change_names(std::slice::from_ref(c)).remove(0)).collect();

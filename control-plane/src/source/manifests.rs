@@ -1181,8 +1181,9 @@ impl ManifestsState {
             // winner went away, a record the store lacks): read their files again. Not after a
             // streamed cold start: every winner was sent when its file was read.
             let streamed = cold && send.is_some();
-            if !self.diff(&mut r, !streamed) {
-                for rel in self.files_needing_records() {
+            let reread = self.diff(&mut r, !streamed);
+            if !reread.is_empty() {
+                for rel in reread {
                     let path = self.dir.join(&rel);
                     let stamp = std::fs::metadata(&path).map(|m| Stamp::of(&m)).unwrap_or_default();
                     self.read_file(&rel, &path, stamp, true, &mut r);
@@ -1318,33 +1319,25 @@ impl ManifestsState {
         true
     }
 
-    /// Files holding a winning document that must be sent but whose record is not held.
-    fn files_needing_records(&self) -> BTreeSet<String> {
-        let (winners, _, _) = winners(&self.files);
-        winners
-            .values()
-            .filter(|d| !d.skipped && d.record.is_none())
-            .filter(|d| self.current.get(d.src.as_ref()).is_none_or(|c| c.version != Some(d.version)))
-            .map(|d| d.origin.file.to_string())
-            .collect()
-    }
-
     /// Diffs the winning documents of the files against what the writer was told, updating
     /// that map in place; then drops the translated records (the changes hold them until
-    /// written). With `check_records`, returns `false` without changing anything when a winner
-    /// must be sent but its record is no longer held (a duplicate whose winner went away, a
-    /// record the store lacks): its file is to be read again first
-    /// ([`ManifestsState::files_needing_records`]). One pass over the objects builds the
-    /// winners; each object is then looked up once in the map of what was told and once more
-    /// for deletes.
-    fn diff(&mut self, r: &mut Refresh, check_records: bool) -> bool {
+    /// written). With `check_records`, changes nothing and returns the files to read again first
+    /// when a winner must be sent but its record is no longer held (a duplicate whose winner
+    /// went away, a record the store lacks); an empty set means the diff is done. One pass over
+    /// the objects builds the winners; each object is then looked up once in the map of what
+    /// was told and once more for deletes.
+    fn diff(&mut self, r: &mut Refresh, check_records: bool) -> BTreeSet<String> {
         let (winners, dups, partial_files) = winners(&self.files);
-        if check_records
-            && winners
+        if check_records {
+            let reread: BTreeSet<String> = winners
                 .values()
-                .any(|d| !d.skipped && d.record.is_none() && self.current.get(d.src.as_ref()).is_none_or(|c| c.version != Some(d.version)))
-        {
-            return false;
+                .filter(|d| !d.skipped && d.record.is_none())
+                .filter(|d| self.current.get(d.src.as_ref()).is_none_or(|c| c.version != Some(d.version)))
+                .map(|d| d.origin.file.to_string())
+                .collect();
+            if !reread.is_empty() {
+                return reread;
+            }
         }
         let mut applies: Vec<(usize, Origin, Change)> = Vec::new();
         for d in winners.values() {
@@ -1400,7 +1393,7 @@ impl ManifestsState {
                 d.record = None;
             }
         }
-        true
+        BTreeSet::new()
     }
 }
 
