@@ -757,9 +757,11 @@ fn a_parked_losing_copy_never_overwrites_the_winner_sent_in_the_same_batch() {
     assert!(first < names.iter().position(|n| n.starts_with("apply Zone")).unwrap(), "{names:?}");
 
     let store = Store::open(&w.data).unwrap();
-    let mut projector = control_plane::config::ProjectorConfig::default();
-    projector.dependency_delay = Duration::from_millis(20);
-    projector.dependency_delay_jitter = Duration::from_millis(20);
+    let projector = control_plane::config::ProjectorConfig {
+        dependency_delay: Duration::from_millis(20),
+        dependency_delay_jitter: Duration::from_millis(20),
+        ..Default::default()
+    };
     let settings = control_plane::projector::writer::WriterSettings::new(projector, Clock(None));
     let readiness = control_plane::readiness::Readiness::new(["test"]);
     let metrics = control_plane::metrics::Metrics::new();
