@@ -167,7 +167,7 @@ fn generate(store: &Store) -> (String, String) {
             members: Vec::new(),
             status: ready(),
         };
-        b.upsert::<Team>(&SourceRef { kind: KindId::Team, namespace: env.into(), name: t.clone() }, "1", rec, now).unwrap();
+        b.upsert::<Team>(&SourceRef { kind: KindId::Team, namespace: env.into(), name: t.clone() }, "1", &rec, now).unwrap();
     }
     b.commit(now).unwrap();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
@@ -202,7 +202,7 @@ fn generate(store: &Store) -> (String, String) {
                     active,
                     status,
                 };
-                b.upsert::<Api>(&src(KindId::Api, &name), "1", rec, now).unwrap();
+                b.upsert::<Api>(&src(KindId::Api, &name), "1", &rec, now).unwrap();
             }
             8..=13 => {
                 let event_type = format!("de.telekom.{w1}.{w2}.e{n}.v1");
@@ -220,7 +220,7 @@ fn generate(store: &Store) -> (String, String) {
                     active,
                     status,
                 };
-                b.upsert::<EventType>(&src(KindId::EventType, &name), "1", rec, now).unwrap();
+                b.upsert::<EventType>(&src(KindId::EventType, &name), "1", &rec, now).unwrap();
             }
             k => {
                 let agent = k >= 17;
@@ -241,9 +241,9 @@ fn generate(store: &Store) -> (String, String) {
                     status,
                 };
                 if agent {
-                    b.upsert::<AgentCard>(&src(KindId::AgentCard, &name), "1", rec, now).unwrap();
+                    b.upsert::<AgentCard>(&src(KindId::AgentCard, &name), "1", &rec, now).unwrap();
                 } else {
-                    b.upsert::<McpServer>(&src(KindId::McpServer, &name), "1", rec, now).unwrap();
+                    b.upsert::<McpServer>(&src(KindId::McpServer, &name), "1", &rec, now).unwrap();
                 }
             }
         }

@@ -700,7 +700,7 @@ impl Partial {
             name: name.to_string(),
         };
         let mut batch = self.store.write().unwrap();
-        let outcome = batch.upsert::<FileExposure>(&src, version, rec, ctx.now).unwrap();
+        let outcome = batch.upsert::<FileExposure>(&src, version, &rec, ctx.now).unwrap();
         batch.commit(ctx.now).unwrap();
         outcome
     }

@@ -13,8 +13,8 @@
 //!
 //! # Invariants (checked by [`ReadView::check_invariants`])
 //! 1. Every record has exactly its index entries: one ordering entry per (order field, scope)
-//!    and one secondary entry per [`schema::Kind::refs`] item; no entry points to a missing
-//!    record.
+//!    but the natural-key order of [`schema::Scope::All`] (the records table itself), and one
+//!    secondary entry per [`schema::Kind::refs`] item; no entry points to a missing record.
 //! 2. Counters equal the number of records per (kind, scope).
 //! 3. The revision strictly increases: every commit that changed something bumps it by one.
 //! 4. Every source entry points to a record whose envelope names that source.
@@ -51,9 +51,15 @@ pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
 /// The file name of the store inside a data directory.
 pub const DB_FILE: &str = "readmodel.redb";
 
-/// The read-model layout version, stored in the `meta` table. A store written with another
-/// version is refused on open (the read model is derived data: delete it and it is rebuilt).
-pub const SCHEMA_VERSION: u64 = 1;
+/// The read-model layout version, stored in the `meta` table. A store of an older version is
+/// migrated on open ([`Store::open`]); a store of a newer one is refused (the read model is
+/// derived data: delete it and it is rebuilt).
+///
+/// # Version changes
+/// * 1 → 2: the natural-key order of [`schema::Scope::All`] is read from the records tables
+///   ([`tables::derived_from_records`]); its `order_index` entries are gone (the migration
+///   deletes them).
+pub const SCHEMA_VERSION: u64 = 2;
 
 /// What the store keeps next to each record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -145,6 +151,16 @@ impl Store {
                     meta.insert("revision", 0)?;
                 }
                 Some(v) if v == SCHEMA_VERSION => {}
+                Some(1) => {
+                    let mut order = txn.open_table(tables::ORDER)?;
+                    for &kind in schema::KindId::ALL {
+                        let prefix = tables::order_prefix(kind, OrderField::Key, &schema::Scope::All);
+                        let end = tables::prefix_end(&prefix).unwrap_or_default();
+                        order.retain_in::<&[u8], _>(prefix.as_slice()..end.as_slice(), |_, _| false)?;
+                    }
+                    meta.insert("schema_version", SCHEMA_VERSION)?;
+                    tracing::info!(from = 1, to = SCHEMA_VERSION, "store layout migrated");
+                }
                 Some(v) => return Err(StorageError::VersionMismatch { found: v, expected: SCHEMA_VERSION }),
             }
             tables::open_all(&txn)?;
@@ -186,6 +202,84 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn zone(store: &Store, name: &str) {
+        use schema::common::Meta;
+        use schema::kinds::zone::{Zone, ZoneRecord, ZoneVisibility};
+        let meta = Meta { environment: "poc".into(), namespace: "poc".into(), name: name.into(), creation_timestamp: None };
+        let rec = ZoneRecord {
+            meta,
+            visibility: ZoneVisibility::World,
+            gateway_url: None,
+            ai_gateway_url: None,
+            issuer_url: None,
+            permissions_url: None,
+        };
+        let src = SourceRef { kind: schema::KindId::Zone, namespace: "poc".into(), name: name.into() };
+        let mut batch = store.write().unwrap();
+        batch.upsert::<Zone>(&src, "1", &rec, Timestamp(5)).unwrap();
+        batch.commit(Timestamp(5)).unwrap();
+    }
+
+    /// A store of layout version 1 (natural-key entries of `Scope::All` in `order_index`) opens
+    /// as version 2: those entries are deleted, the invariants hold, and admin scans still list
+    /// every record in key order.
+    #[test]
+    fn a_version_1_store_is_migrated_on_open() {
+        use schema::{KindId, Scope};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        zone(&store, "b");
+        zone(&store, "a");
+        // Turn it into what version 1 wrote.
+        let keys: Vec<Vec<u8>> = store
+            .read()
+            .unwrap()
+            .scan(KindId::Zone, OrderField::Key, &Scope::All, std::ops::Bound::Unbounded, false)
+            .unwrap()
+            .map(|e| e.unwrap().1.as_bytes().to_vec())
+            .collect();
+        assert_eq!(keys.len(), 2);
+        let txn = store.db.begin_write().unwrap();
+        {
+            let mut order = txn.open_table(tables::ORDER).unwrap();
+            for k in &keys {
+                let mut e = tables::order_prefix(KindId::Zone, OrderField::Key, &Scope::All);
+                e.extend_from_slice(k);
+                order.insert(e.as_slice(), ()).unwrap();
+            }
+            txn.open_table(tables::META).unwrap().insert("schema_version", 1).unwrap();
+        }
+        txn.commit().unwrap();
+        assert_eq!(store.read().unwrap().check_invariants().unwrap(), vec!["ordering index: 0 missing, 2 dangling".to_string()]);
+        drop(store);
+
+        let store = Store::open(dir.path()).unwrap();
+        let view = store.read().unwrap();
+        assert_eq!(view.txn().open_table(tables::META).unwrap().get("schema_version").unwrap().unwrap().value(), SCHEMA_VERSION);
+        assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
+        let after: Vec<Vec<u8>> = view
+            .scan(KindId::Zone, OrderField::Key, &Scope::All, std::ops::Bound::Unbounded, false)
+            .unwrap()
+            .map(|e| e.unwrap().1.as_bytes().to_vec())
+            .collect();
+        assert_eq!(after, keys);
+        assert!(keys[0] < keys[1], "key order: a before b");
+    }
+
+    /// A store of a newer layout is refused, never rewritten.
+    #[test]
+    fn a_store_of_a_newer_layout_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let txn = store.db.begin_write().unwrap();
+        txn.open_table(tables::META).unwrap().insert("schema_version", SCHEMA_VERSION + 1).unwrap();
+        txn.commit().unwrap();
+        drop(store);
+        assert!(
+            matches!(Store::open(dir.path()), Err(StorageError::VersionMismatch { found, expected: SCHEMA_VERSION }) if found == SCHEMA_VERSION + 1)
+        );
+    }
 
     #[test]
     fn a_creation_cut_short_is_redone_and_never_leaves_an_unreadable_store() {

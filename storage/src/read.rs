@@ -171,6 +171,10 @@ impl ReadView {
     /// when `reverse`), starting at the cursor suffix `from`: for a forward scan `from` is the
     /// lower bound, for a reverse scan the upper bound (`Included` or `Excluded`).
     ///
+    /// The natural-key order of [`Scope::All`] has no ordering entries (every record is in that
+    /// scope, and the records table is that order): it is read from the records table, with the
+    /// same suffixes (the natural key).
+    ///
     /// # Errors
     /// [`StorageError`] when the range cannot be opened; item errors are yielded.
     pub fn scan(
@@ -181,40 +185,39 @@ impl ReadView {
         from: std::ops::Bound<&[u8]>,
         reverse: bool,
     ) -> Result<impl Iterator<Item = Result<OrderEntry, StorageError>> + use<>, StorageError> {
-        use std::ops::Bound as B;
-        let prefix = tables::order_prefix(kind, order, scope);
-        let end = tables::prefix_end(&prefix);
-        let mut lo = prefix.clone();
-        let mut hi = end.clone();
-        let at = |f: &[u8]| {
-            let mut at = prefix.clone();
-            at.extend_from_slice(f);
-            at
-        };
-        // A suffix ends with a terminated natural key, so no suffix is a proper prefix of
-        // another: prefix_end(at) is the smallest key greater than `at`.
-        match (from, reverse) {
-            (B::Unbounded, _) => {}
-            (B::Included(f), false) => lo = at(f),
-            (B::Excluded(f), false) => lo = tables::prefix_end(&at(f)).unwrap_or_else(|| at(f)),
-            (B::Included(f), true) => hi = tables::prefix_end(&at(f)),
-            (B::Excluded(f), true) => hi = Some(at(f)),
-        }
+        let in_records = tables::derived_from_records(order, scope);
+        let prefix = if in_records { Vec::new() } else { tables::order_prefix(kind, order, scope) };
+        let (lo, hi) = scan_bounds(&prefix, from, reverse);
         use std::ops::Bound;
         let lower = Bound::Included(lo.as_slice());
         let upper = match &hi {
             Some(h) => Bound::Excluded(h.as_slice()),
             None => Bound::Unbounded,
         };
-        let range = self.order.range::<&[u8]>((lower, upper))?;
         let plen = prefix.len();
-        let it: Box<dyn Iterator<Item = _>> = if reverse { Box::new(range.rev()) } else { Box::new(range) };
-        Ok(it.map(move |item| {
-            let (k, _) = item?;
-            let suffix = k.value()[plen..].to_vec();
+        let entry = move |k: &[u8]| -> Result<OrderEntry, StorageError> {
+            let suffix = k[plen..].to_vec();
             let (_, key) = order.split_suffix(&suffix)?;
             Ok((suffix, key))
-        }))
+        };
+        let it: Box<dyn Iterator<Item = Result<OrderEntry, StorageError>>> = if in_records {
+            let range = self.records(kind)?.range::<&[u8]>((lower, upper))?;
+            let items = range.map(move |item| entry(item?.0.value()));
+            if reverse {
+                Box::new(items.rev())
+            } else {
+                Box::new(items)
+            }
+        } else {
+            let range = self.order.range::<&[u8]>((lower, upper))?;
+            let items = range.map(move |item| entry(item?.0.value()));
+            if reverse {
+                Box::new(items.rev())
+            } else {
+                Box::new(items)
+            }
+        };
+        Ok(it)
     }
 
     /// Number of records of `kind` in `scope` (maintained counter, O(1)).
@@ -283,6 +286,28 @@ impl ReadView {
         }
         Ok(problems)
     }
+}
+
+/// The key range `[lo, hi)` (`hi` `None` = unbounded) of a scan of the entries under `prefix`
+/// from the cursor suffix `from` (see [`ReadView::scan`]).
+fn scan_bounds(prefix: &[u8], from: std::ops::Bound<&[u8]>, reverse: bool) -> (Vec<u8>, Option<Vec<u8>>) {
+    use std::ops::Bound as B;
+    let at = |f: &[u8]| {
+        let mut at = prefix.to_vec();
+        at.extend_from_slice(f);
+        at
+    };
+    let (mut lo, mut hi) = (prefix.to_vec(), tables::prefix_end(prefix));
+    // A suffix ends with a terminated natural key, so no suffix is a proper prefix of
+    // another: prefix_end(at) is the smallest key greater than `at`.
+    match (from, reverse) {
+        (B::Unbounded, _) => {}
+        (B::Included(f), false) => lo = at(f),
+        (B::Excluded(f), false) => lo = tables::prefix_end(&at(f)).unwrap_or_else(|| at(f)),
+        (B::Included(f), true) => hi = tables::prefix_end(&at(f)),
+        (B::Excluded(f), true) => hi = Some(at(f)),
+    }
+    (lo, hi)
 }
 
 fn stored<K: Kind>(key: Key, env: Envelope) -> Result<Stored<K::Record>, StorageError> {

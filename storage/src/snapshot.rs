@@ -35,8 +35,11 @@
 //! - Format version 1 (never released): a length-prefixed body; refused as unsupported.
 //! - Format version 2: streamed body of frames, end marker before the trailer.
 //!
-//! A snapshot of another read-model schema version is refused on restore (no migration exists
-//! yet); a future layout change either adds a migration here or bumps the refusal message.
+//! The header's read-model schema version says how records and source entries are encoded. A
+//! snapshot from [`OLDEST_SCHEMA_VERSION`] up to [`crate::SCHEMA_VERSION`] is restored (the
+//! layout changes between them are in derived tables only, which a restore rebuilds); any other
+//! is refused. A future change of the record encoding raises [`OLDEST_SCHEMA_VERSION`] or adds a
+//! conversion here.
 
 use crate::codec::{decode as decode_record, encode};
 use crate::read::ReadView;
@@ -54,6 +57,10 @@ use std::io::Write;
 pub const MAGIC: &[u8; 8] = b"CPSNAP\r\n";
 /// The marker before the trailer; a file without it at `len - 48` is truncated.
 pub const END_MAGIC: &[u8; 8] = b"CPSNEND\n";
+/// The oldest read-model schema version ([`crate::SCHEMA_VERSION`]) whose snapshots this build
+/// restores: versions 1 and 2 encode records and source entries alike (see the store's version
+/// changes).
+pub const OLDEST_SCHEMA_VERSION: u64 = 1;
 /// The snapshot file format version this build writes and reads.
 pub const FORMAT_VERSION: u32 = 2;
 const TRAILER: usize = 32;
@@ -288,7 +295,7 @@ fn decode(bytes: &[u8], check_records: bool) -> Result<Snapshot, SnapshotError> 
         return Err(SnapshotError::Checksum);
     }
     let header: Header = decode_record(header_bytes, "snapshot header").map_err(|e| SnapshotError::Malformed(e.to_string()))?;
-    if header.schema_version != SCHEMA_VERSION {
+    if !(OLDEST_SCHEMA_VERSION..=SCHEMA_VERSION).contains(&header.schema_version) {
         return Err(SnapshotError::SchemaVersion { found: header.schema_version, expected: SCHEMA_VERSION });
     }
     let raw = zstd::stream::decode_all(&bytes[hend..body_end]).map_err(|e| SnapshotError::Malformed(format!("decompressing: {e}")))?;
@@ -627,7 +634,7 @@ mod tests {
                 permissions_url: None,
             };
             let src = crate::SourceRef { kind: KindId::Zone, namespace: "poc".into(), name: name.into() };
-            batch.upsert::<Zone>(&src, "1", rec, Timestamp(5)).unwrap();
+            batch.upsert::<Zone>(&src, "1", &rec, Timestamp(5)).unwrap();
         }
         batch.commit(Timestamp(5)).unwrap();
         let mut out = Vec::new();
@@ -649,6 +656,26 @@ mod tests {
         let view = store.read().unwrap();
         assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
         assert_eq!(view.revision().unwrap(), snap.header.revision);
+        assert_eq!(view.count(KindId::Zone, &schema::Scope::All).unwrap(), 2);
+    }
+
+    /// A snapshot written by layout version 1 (same record and source encoding) restores into a
+    /// version-2 store with every invariant.
+    #[test]
+    fn a_snapshot_of_layout_version_1_is_restored() {
+        let mut bytes = Vec::new();
+        let snap = zones_snapshot();
+        let dir = tempfile::tempdir().unwrap();
+        let source = Store::open(dir.path()).unwrap();
+        source.restore(&snap).unwrap();
+        export(&source.read().unwrap(), Timestamp(7), &mut bytes).unwrap();
+        let old = decode_file(&encode_for_tests(FORMAT_VERSION, &bytes, 1)).unwrap();
+        assert_eq!(old.header.schema_version, 1);
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.restore(&old).unwrap();
+        let view = store.read().unwrap();
+        assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
         assert_eq!(view.count(KindId::Zone, &schema::Scope::All).unwrap(), 2);
     }
 

@@ -10,6 +10,10 @@
 //! | `counts` | `kind u8 · scope key` | `u64` number of records of the kind in the scope |
 //! | `source_checkpoints` | source-chosen string | opaque bytes ([`crate::checkpoint`]; not read-model data) |
 //!
+//! The natural-key order of [`Scope::All`] has no `order_index` entries: every record is in that
+//! scope and the records table is already in that order, so [`crate::ReadView::scan`] reads it
+//! there ([`derived_from_records`]).
+//!
 //! Sort values: [`OrderField::Key`] none (the natural key itself orders); `CreatedAt` /
 //! `LastModifiedAt` 8 bytes ([`schema::Timestamp::to_sort_bytes`]); `Name` one escaped,
 //! terminated key component. The `sort value · natural key` part is the *suffix* that cursors
@@ -99,6 +103,12 @@ fn component_end(bytes: &[u8]) -> Option<usize> {
         }
     }
     None
+}
+
+/// Whether the ordering of `order` in `scope` is the records table itself (no `order_index`
+/// entries): the natural-key order of [`Scope::All`].
+pub fn derived_from_records(order: OrderField, scope: &Scope) -> bool {
+    order == OrderField::Key && *scope == Scope::All
 }
 
 /// Prefix of the ordering entries of `kind` by `order` in `scope`.

@@ -141,6 +141,9 @@ pub(crate) fn entries_of<K: Kind>(key: &Key, rec: &K::Record, env: &Envelope) ->
         // Same bytes as `tables::order_prefix` + sort value + natural key, built in one buffer.
         let scope_key = scope.key();
         for &o in fields {
+            if tables::derived_from_records(o, scope) {
+                continue;
+            }
             let sort: &[u8] = match o {
                 OrderField::Key => &[],
                 OrderField::CreatedAt => &env.created_at.to_sort_bytes(),
@@ -182,6 +185,7 @@ impl<K: Kind> ErasedKind for Erased<K> {
         let rec: K::Record = decode(&env.record, K::ID.name())?;
         let old = entries_of::<K>(key, &rec, &env);
         b.apply_entries(K::ID, Some(&old), None)?;
+        b.existing.borrow_mut().clear();
         b.open.records_mut(K::ID)?.remove(key.as_bytes())?;
         b.changed = true;
         b.touch(K::ID, key);
@@ -213,7 +217,13 @@ pub struct WriteBatch {
     /// writer asks for it right before the upsert of the same object, which reads it again.
     /// Cleared by every write of `sources`.
     source_memo: std::cell::RefCell<Option<(Vec<u8>, Option<SourceEntry>)>>,
+    /// Parents found by [`WriteBatch::exists`] lately (at most [`RECENT_PARENTS`]): the children
+    /// of one parent mostly come together. Cleared by every record removal.
+    existing: std::cell::RefCell<Vec<(KindId, Key)>>,
 }
+
+/// How many found parents a batch remembers ([`WriteBatch::exists`]).
+const RECENT_PARENTS: usize = 8;
 
 type Bytes = &'static [u8];
 
@@ -373,6 +383,7 @@ impl WriteBatch {
             touched,
             counts: BTreeMap::new(),
             source_memo: std::cell::RefCell::new(None),
+            existing: std::cell::RefCell::new(Vec::with_capacity(RECENT_PARENTS)),
         })
     }
 
@@ -427,10 +438,21 @@ impl WriteBatch {
     }
 
     fn exists(&self, r: &Ref) -> Result<bool, StorageError> {
+        if self.existing.borrow().iter().any(|(k, key)| *k == r.kind && *key == r.key) {
+            return Ok(true);
+        }
         if self.kinds.get(r.kind).is_none() {
             return Ok(false);
         }
-        Ok(self.open.records(r.kind)?.get(r.key.as_bytes())?.is_some())
+        let found = self.open.records(r.kind)?.get(r.key.as_bytes())?.is_some();
+        if found {
+            let mut recent = self.existing.borrow_mut();
+            if recent.len() == RECENT_PARENTS {
+                recent.remove(0);
+            }
+            recent.push((r.kind, r.key.clone()));
+        }
+        Ok(found)
     }
 
     fn resolve_links(&self, links: &[Link]) -> Result<Vec<Option<Key>>, StorageError> {
@@ -469,12 +491,12 @@ impl WriteBatch {
     ///
     /// # Errors
     /// [`StorageError`] on redb or decoding failures (the batch should then be dropped).
-    pub fn upsert<K: Kind>(&mut self, src: &SourceRef, version: &str, rec: K::Record, now: Timestamp) -> Result<Outcome, StorageError> {
+    pub fn upsert<K: Kind>(&mut self, src: &SourceRef, version: &str, rec: &K::Record, now: Timestamp) -> Result<Outcome, StorageError> {
         self.now = now;
-        let key = K::key(&rec);
+        let key = K::key(rec);
         let skey = tables::source_key(src.kind, &src.namespace, &src.name);
         let previous = self.source_at(&skey)?;
-        let missing: Vec<Ref> = K::requires(&rec).into_iter().filter(|r| !self.exists(r).unwrap_or(false)).collect();
+        let missing: Vec<Ref> = K::requires(rec).into_iter().filter(|r| !self.exists(r).unwrap_or(false)).collect();
         if !missing.is_empty() {
             return Ok(Outcome::DependencyMissing(missing));
         }
@@ -483,10 +505,10 @@ impl WriteBatch {
                 self.remove_owned(src, &prev.key, 0)?;
             }
         }
-        let links = self.resolve_links(&K::links(&rec))?;
+        let links = self.resolve_links(&K::links(rec))?;
         let unlinked = K::RETRY_UNLINKED && links.first().is_some_and(Option::is_none);
         let old = self.envelope(K::ID, &key)?;
-        let bytes = encode(&rec);
+        let bytes = encode(rec);
         let same =
             old.as_ref().is_some_and(|o| o.record == bytes && o.links == links && o.source.0 == src.namespace && o.source.1 == src.name);
         let written = if same {
@@ -494,7 +516,7 @@ impl WriteBatch {
         } else {
             let old_rec: Option<K::Record> = old.as_ref().map(|o| decode(&o.record, K::ID.name())).transpose()?;
             let env = Envelope {
-                created_at: K::created_at(&rec).or(old.as_ref().map(|o| o.created_at)).unwrap_or(now),
+                created_at: K::created_at(rec).or(old.as_ref().map(|o| o.created_at)).unwrap_or(now),
                 last_modified_at: now,
                 revision: self.revision,
                 links,
@@ -502,7 +524,7 @@ impl WriteBatch {
                 record: bytes,
             };
             let old_pair = old_rec.as_ref().zip(old.as_ref());
-            self.replace::<K>(&key, &rec, old_pair, &env, 0)?;
+            self.replace::<K>(&key, rec, old_pair, &env, 0)?;
             true
         };
         if previous.as_ref().is_none_or(|p| p.key != key || p.version != version) {

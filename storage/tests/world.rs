@@ -51,7 +51,7 @@ impl KindVisitor for Apply<'_> {
         let cr: K::Cr = serde_json::from_value(self.doc.clone()).unwrap();
         let ctx = Context { now: now(), features: Features::default() };
         let rec = K::translate(&cr, &ctx).unwrap();
-        self.out = Some(self.batch.upsert::<K>(&source(self.doc, K::ID), self.version, rec, now()).unwrap());
+        self.out = Some(self.batch.upsert::<K>(&source(self.doc, K::ID), self.version, &rec, now()).unwrap());
     }
 }
 

@@ -83,7 +83,7 @@ impl<K: Kind> Prepared for Record<K> {
         K::RETRY_UNLINKED
     }
     fn upsert(&self, batch: &mut WriteBatch, src: &SourceRef, version: &str, now: Timestamp) -> Result<Outcome, StorageError> {
-        batch.upsert::<K>(src, version, self.0.clone(), now)
+        batch.upsert::<K>(src, version, &self.0, now)
     }
 }
 

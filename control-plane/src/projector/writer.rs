@@ -199,6 +199,7 @@ impl Writer {
             waiting: FastMap::default(),
             sweeps: Vec::new(),
             kinds: schema::registry::registered(),
+            release: spawn_release()?,
         };
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
         Ok(Writer { tx, queue, stop, thread: Some(thread) })
@@ -296,6 +297,16 @@ struct State {
     /// Sweeps waiting for a retry after a store error.
     sweeps: Vec<(Instant, Work)>,
     kinds: Vec<KindId>,
+    /// The release thread's queue ([`State::release`]).
+    release: mpsc::Sender<Vec<Work>>,
+}
+
+/// Starts the thread that frees the writer's finished changes; it ends when the writer drops
+/// the sender.
+fn spawn_release() -> std::io::Result<mpsc::Sender<Vec<Work>>> {
+    let (tx, rx) = mpsc::channel::<Vec<Work>>();
+    std::thread::Builder::new().name("cp-writer-free".into()).spawn(move || rx.into_iter().for_each(drop))?;
+    Ok(tx)
 }
 
 impl Drop for State {
@@ -446,16 +457,18 @@ impl State {
         let now = self.settings.clock.now();
         match self.attempt(&batch, now) {
             Ok(done) => {
+                let mut finished = Vec::with_capacity(batch.len());
                 for (work, (d, secs)) in batch.into_iter().zip(done) {
-                    self.finish(work, d, secs);
+                    finished.extend(self.finish(work, d, secs));
                 }
+                self.release(finished);
             }
             Err(e) if batch.len() > 1 => {
                 tracing::error!(error = %e, changes = batch.len(), "store write failed; retrying the batch change by change");
                 let superseded = superseded(&batch);
                 for (work, superseded) in batch.into_iter().zip(superseded) {
                     if superseded {
-                        self.finish(work, Done::Superseded, 0.0);
+                        drop(self.finish(work, Done::Superseded, 0.0));
                     } else {
                         self.process_one(work, now);
                     }
@@ -469,7 +482,7 @@ impl State {
         match self.attempt(std::slice::from_ref(&work), now) {
             Ok(mut done) => {
                 let (d, secs) = done.pop().expect("one outcome per change");
-                self.finish(work, d, secs);
+                drop(self.finish(work, d, secs));
             }
             Err(e) => self.failed(work, &e),
         }
@@ -572,8 +585,17 @@ impl State {
         }
     }
 
-    /// Side effects after a successful commit.
-    fn finish(&mut self, mut work: Work, done: Done, secs: f64) {
+    /// Frees finished changes (their translated records, tens of small allocations each) on the
+    /// release thread, so the writer goes on with the next batch; inline when that thread is gone.
+    fn release(&self, finished: Vec<Work>) {
+        if let Err(mpsc::SendError(finished)) = self.release.send(finished) {
+            drop(finished);
+        }
+    }
+
+    /// Side effects after a successful commit. Returns the change unless it was parked for a
+    /// retry.
+    fn finish(&mut self, mut work: Work, done: Done, secs: f64) -> Option<Work> {
         let module = work.change.module();
         if let Some(t) = work.change.token() {
             self.readiness.done(t);
@@ -608,6 +630,7 @@ impl State {
                 }
                 let delay = self.dependency_delay(&mut work);
                 self.park(work, delay);
+                return None;
             }
             Done::Missing(refs) => {
                 self.metrics.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
@@ -626,6 +649,7 @@ impl State {
                 }
                 let delay = self.dependency_delay(&mut work);
                 self.park(work, delay);
+                return None;
             }
             Done::Deleted(existed) => {
                 self.metrics.reconciled(module, outcome::DELETE_SUCCESS, secs);
@@ -645,6 +669,7 @@ impl State {
                 }
             }
         }
+        Some(work)
     }
 }
 

@@ -769,6 +769,9 @@ pub struct WarmStart {
     /// Stored objects that no checkpointed object confirmed: deleted after the first refresh
     /// unless a file read then holds them ([`ManifestsState::holds`]).
     pub unconfirmed: Vec<SourceRef>,
+    /// Whether the store held no record at all (a new store): then everything stored after the
+    /// first refresh came from it, and no sweep is needed.
+    pub store_empty: bool,
 }
 
 /// Checkpoint keys of the manifests source ([`storage::checkpoint`]), all under `manifests/v1/`
@@ -1019,6 +1022,9 @@ impl ManifestsState {
         let mut w = WarmStart::default();
         let Some(store) = self.store.clone() else { return Ok(w) };
         let view = store.read()?;
+        w.store_empty = KindId::ALL
+            .iter()
+            .try_fold(true, |empty, &k| Ok::<_, storage::StorageError>(empty && view.count(k, &schema::Scope::All)? == 0))?;
         let want = self.dir_checkpoint();
         let mut same_dir = false;
         view.for_each_checkpoint(DIR_CHECKPOINT, |key, value| {
@@ -1591,7 +1597,7 @@ fn run(
             expect(&mut c);
             sender.send(c);
         }
-    } else {
+    } else if !warm.store_empty {
         let kinds = schema::registry::registered();
         let token = Some(readiness.expect("sweep of objects no longer in the directory".into()));
         sender.send(Change::Sweep { kinds, present: Arc::new(state.present()), token });

@@ -100,7 +100,7 @@ impl KindVisitor for Apply<'_> {
             SourceRef { kind: K::ID, namespace: meta.namespace.clone().unwrap_or_default(), name: meta.name.clone().unwrap_or_default() };
         let version = meta.resource_version.clone().unwrap_or_else(|| "1".to_string());
         let outcome =
-            self.batch.upsert::<K>(&src, &version, rec, self.ctx.now).unwrap_or_else(|e| panic!("storage failure writing {src}: {e}"));
+            self.batch.upsert::<K>(&src, &version, &rec, self.ctx.now).unwrap_or_else(|e| panic!("storage failure writing {src}: {e}"));
         self.outcome = Some((K::ID, Ok(outcome)));
     }
 }
