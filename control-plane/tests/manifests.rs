@@ -425,7 +425,7 @@ fn restart_takes_over_unchanged_files_from_the_checkpoints() {
     let w = world();
     let (expected, store) = loaded_and_stopped(&w);
     let files = manifest_files(&w.manifests);
-    assert_eq!(store.read().unwrap().checkpoints("manifests/v1/file/").unwrap().len(), files, "one checkpoint per file");
+    assert_eq!(store.read().unwrap().checkpoints("manifests/v2/file/").unwrap().len(), files, "one checkpoint per file");
 
     // Unchanged directory: nothing is read, nothing is sent, the store confirms every object.
     let mut state = checkpointed_state(&w.manifests, &store);
@@ -436,6 +436,7 @@ fn restart_takes_over_unchanged_files_from_the_checkpoints() {
     let r = state.refresh();
     assert_eq!((r.files_read, r.changes.len()), (0, 0));
     assert_eq!(state.document_count(), warm.documents);
+    assert_eq!(state.files_held(), 0, "no document is held in memory: they are in the checkpoints");
     assert!(state.take_checkpoints().is_empty(), "nothing to rewrite");
 
     // While stopped: one file edited, one added, one removed, one only touched.
@@ -467,16 +468,20 @@ fn restart_takes_over_unchanged_files_from_the_checkpoints() {
     assert_eq!(names.iter().filter(|n| n.starts_with("delete Team ")).count(), removed, "{names:?}");
     assert_eq!(names.len(), 2 + removed, "{names:?}");
     let rel = |p: &Path| p.strip_prefix(&w.manifests).unwrap().display().to_string();
-    let mut checkpoints = change_names(&state.take_checkpoints());
-    checkpoints.sort();
-    let mut want = vec![
-        "checkpoint manifests/v1/file/01-zones.yaml set".to_string(),
-        "checkpoint manifests/v1/file/02-groups.yaml set".to_string(),
-        "checkpoint manifests/v1/file/50-extra.yaml set".to_string(),
-        format!("checkpoint manifests/v1/file/{} removed", rel(&teams_file)),
+    let all = change_names(&state.take_checkpoints());
+    let checkpoints: Vec<&String> = all.iter().filter(|n| n.contains("/file/")).collect();
+    let mut want = [
+        "checkpoint manifests/v2/file/01-zones.yaml set".to_string(),
+        "checkpoint manifests/v2/file/02-groups.yaml set".to_string(),
+        "checkpoint manifests/v2/file/50-extra.yaml set".to_string(),
+        format!("checkpoint manifests/v2/file/{} removed", rel(&teams_file)),
     ];
     want.sort();
-    assert_eq!(checkpoints, want);
+    assert_eq!(checkpoints, want.iter().collect::<Vec<_>>());
+    // Each file's documents in one chunk (fewer than 1024), the removed file's chunk removed.
+    let chunks: Vec<&String> = all.iter().filter(|n| n.contains("/docs/")).collect();
+    assert_eq!(chunks.len(), 4, "{chunks:?}");
+    assert!(chunks.contains(&&format!("checkpoint manifests/v2/docs/{}\0{:08x} removed", rel(&teams_file), 0)), "{chunks:?}");
     drop((state, store));
 
     // The server agrees: it starts from the checkpoints and converges to the same store.
@@ -520,8 +525,12 @@ fn restart_sends_again_what_the_store_lacks_and_starts_cold_for_another_director
     let r = state.refresh();
     assert_eq!(r.files_read, manifest_files(&other));
     let rewritten = state.take_checkpoints();
-    assert_eq!(rewritten.len(), manifest_files(&other) + 1, "every file and then the directory");
-    assert!(matches!(rewritten.last(), Some(Change::Checkpoint { key, .. }) if key == "manifests/v1/dir"));
+    let files_rewritten = rewritten
+        .iter()
+        .filter(|c| matches!(c, Change::Checkpoint { key, value: Some(_) } if key.starts_with("manifests/v2/file/")))
+        .count();
+    assert_eq!(files_rewritten, manifest_files(&other), "every file");
+    assert!(matches!(rewritten.last(), Some(Change::Checkpoint { key, .. }) if key == "manifests/v2/dir"), "and then the directory");
 }
 
 #[test]
@@ -649,7 +658,7 @@ fn a_cold_start_streams_each_file_and_ends_where_a_whole_refresh_does() {
 }
 
 #[test]
-fn an_edit_that_keeps_a_files_objects_is_diffed_from_that_file_alone() {
+fn an_edit_is_diffed_from_the_files_that_declare_its_objects_alone() {
     let w = world();
     let mut state = plain_state(&w.manifests);
     state.refresh();
@@ -657,11 +666,11 @@ fn an_edit_that_keeps_a_files_objects_is_diffed_from_that_file_alone() {
     let text = std::fs::read_to_string(&groups).unwrap();
     let count = |names: &[String], prefix: &str| names.iter().filter(|n| n.starts_with(prefix)).count();
 
-    // One display name changed (and the file's lines shift): one apply, computed incrementally.
+    // One display name changed (and the file's lines shift): one apply, from that file alone.
     let edited = text.replacen("displayName:", "displayName: Renamed #", 1).replacen("---\n", "---\n# a comment\n", 1);
     std::fs::write(&groups, &edited).unwrap();
     let r = state.refresh();
-    assert!(r.incremental);
+    assert_eq!(r.files_examined, 1);
     let names = change_names(&r.changes);
     assert_eq!((names.len(), count(&names, "apply Group ")), (1, 1), "{names:?}");
     assert!(state.refresh().changes.is_empty());
@@ -669,31 +678,31 @@ fn an_edit_that_keeps_a_files_objects_is_diffed_from_that_file_alone() {
     // The same objects written again unchanged: nothing to send.
     std::fs::write(&groups, format!("{edited}\n# trailing comment\n")).unwrap();
     let r = state.refresh();
-    assert!(r.incremental && r.changes.is_empty(), "{:?}", change_names(&r.changes));
+    assert!(r.files_examined == 1 && r.changes.is_empty(), "{:?}", change_names(&r.changes));
 
-    // A document removed from the file: not the same objects, the full diff deletes it.
+    // A document removed from the file: deleted, still from that file alone.
     let kept: Vec<String> = split_documents(&edited).into_iter().skip(1).map(|c| c.text).collect();
     std::fs::write(&groups, kept.join("---\n")).unwrap();
     let r = state.refresh();
-    assert!(!r.incremental);
+    assert_eq!(r.files_examined, 1);
     let names = change_names(&r.changes);
-    assert_eq!(count(&names, "delete Group "), 1, "{names:?}");
+    assert_eq!((names.len(), count(&names, "delete Group ")), (1, 1), "{names:?}");
 
-    // An object also declared in a later file: edits of the earlier file go through the full
-    // diff, and the later file keeps winning.
+    // An object also declared in a later file: an edit of either file also looks at the other
+    // one, and the later file keeps winning.
     std::fs::write(w.manifests.join("90-dup.yaml"), group_doc("dup", "Later")).unwrap();
     std::fs::write(w.manifests.join("00-dup.yaml"), group_doc("dup", "Earlier")).unwrap();
     let r = state.refresh();
-    assert!(!r.incremental);
+    assert_eq!(r.files_examined, 2);
     assert_eq!(final_applies(&r.changes).len(), 1);
     assert!(final_applies(&r.changes).values().all(|(_, origin)| origin.starts_with("90-dup.yaml")));
     std::fs::write(w.manifests.join("00-dup.yaml"), group_doc("dup", "Earlier, edited")).unwrap();
     let r = state.refresh();
-    assert!(!r.incremental);
+    assert_eq!(r.files_examined, 2);
     assert!(r.changes.is_empty(), "the loser changed: {:?}", change_names(&r.changes));
     std::fs::write(w.manifests.join("90-dup.yaml"), group_doc("dup", "Later, edited")).unwrap();
     let r = state.refresh();
-    assert!(!r.incremental, "a duplicated object");
+    assert_eq!(r.files_examined, 2, "a duplicated object");
     assert_eq!(change_names(&r.changes), vec!["apply Group poc/dup".to_string()]);
 }
 
@@ -778,4 +787,169 @@ fn a_parked_losing_copy_never_overwrites_the_winner_sent_in_the_same_batch() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(zone().as_deref(), Some("caas-cetus"));
     writer.shutdown();
+}
+
+/// Applies `changes` to `store` in one batch as the writer would (records, deletes, checkpoints).
+fn apply(store: &Store, changes: Vec<Change>) {
+    let now = schema::Timestamp(1);
+    let mut wb = store.write().unwrap();
+    for c in changes {
+        match c {
+            Change::Apply { src, version, record, .. } => {
+                record.upsert(&mut wb, &src, &version, now).unwrap();
+            }
+            Change::Delete { src, .. } => {
+                wb.delete(&src, now).unwrap();
+            }
+            Change::Checkpoint { key, value } => wb.put_checkpoint(&key, value.as_deref()).unwrap(),
+            Change::Sweep { .. } => panic!("no sweep expected"),
+        }
+    }
+    wb.commit(now).unwrap();
+}
+
+/// A refresh's changes and then its checkpoints applied to `store`; returns the change names.
+fn refresh_and_apply(state: &mut ManifestsState, store: &Store) -> (Vec<String>, usize) {
+    let r = state.refresh();
+    let names = change_names(&r.changes);
+    apply(store, r.changes);
+    apply(store, state.take_checkpoints());
+    (names, r.files_read)
+}
+
+#[test]
+fn checkpointed_files_are_read_back_from_the_store_and_diff_exactly() {
+    let w = world();
+    let store = Store::open(&w.data).unwrap();
+    let mut state = checkpointed_state(&w.manifests, &store);
+    let files = manifest_files(&w.manifests);
+    refresh_and_apply(&mut state, &store);
+    assert_eq!(state.files_held(), files, "held until the store holds their checkpoints");
+    let (names, _) = refresh_and_apply(&mut state, &store);
+    assert!(names.is_empty(), "{names:?}");
+    assert_eq!(state.files_held(), 0, "every checkpoint is written: nothing is held");
+
+    // An edit: its file's previous documents come from the checkpoint.
+    let groups = w.manifests.join("02-groups.yaml");
+    let text = std::fs::read_to_string(&groups).unwrap();
+    std::fs::write(&groups, text.replacen("displayName: Digital Assistants", "displayName: Assistants", 1)).unwrap();
+    let (names, _) = refresh_and_apply(&mut state, &store);
+    assert_eq!(names, vec!["apply Group poc/assist"]);
+    assert_eq!(group_display_name(&store, "poc", "assist").as_deref(), Some("Assistants"));
+
+    // A later file overrides it; when that file goes, the earlier document comes back from its
+    // file, which is read again for the record (its documents are not held).
+    std::fs::write(w.manifests.join("99-dup.yaml"), group_doc("assist", "Later")).unwrap();
+    let r = state.refresh();
+    assert_eq!(change_names(&r.changes), vec!["apply Group poc/assist"]);
+    assert_eq!((r.new_duplicates.len(), r.files_examined), (1, 2));
+    assert!(r.new_duplicates[0].winner.file.starts_with("99-dup.yaml") && r.new_duplicates[0].loser.file.starts_with("02-groups.yaml"));
+    apply(&store, r.changes);
+    apply(&store, state.take_checkpoints());
+    assert_eq!(group_display_name(&store, "poc", "assist").as_deref(), Some("Later"));
+    refresh_and_apply(&mut state, &store);
+    assert_eq!(state.files_held(), 0);
+    std::fs::remove_file(w.manifests.join("99-dup.yaml")).unwrap();
+    let (names, read) = refresh_and_apply(&mut state, &store);
+    assert_eq!((names, read), (vec!["apply Group poc/assist".to_string()], 1));
+    assert_eq!(group_display_name(&store, "poc", "assist").as_deref(), Some("Assistants"));
+
+    // A removed document is deleted; a removed file deletes what only it declared.
+    let kept: Vec<String> = split_documents(&std::fs::read_to_string(&groups).unwrap())
+        .into_iter()
+        .filter(|c| !c.text.contains("name: logistics\n"))
+        .map(|c| c.text)
+        .collect();
+    std::fs::write(&groups, kept.join("---\n")).unwrap();
+    let (names, _) = refresh_and_apply(&mut state, &store);
+    assert_eq!(names, vec!["delete Group poc/logistics"]);
+
+    // Everything now is what a fresh state reads from the same directory.
+    refresh_and_apply(&mut state, &store);
+    let mut fresh = plain_state(&w.manifests);
+    fresh.refresh();
+    assert_eq!(state.present(), fresh.present());
+    assert_eq!(state.document_count(), fresh.document_count());
+    let stored: std::collections::HashSet<storage::SourceRef> = KindId::ALL
+        .iter()
+        .flat_map(|&k| {
+            let mut v = Vec::new();
+            store
+                .read()
+                .unwrap()
+                .for_each_source(k, |ns, name, _| v.push(storage::SourceRef { kind: k, namespace: ns.into(), name: name.into() }))
+                .unwrap();
+            v
+        })
+        .collect();
+    let skipped: std::collections::HashSet<storage::SourceRef> = fresh.present().into_iter().filter(|s| !stored.contains(s)).collect();
+    assert!(skipped.is_empty() || fresh.skips().len() >= skipped.len(), "every object not stored is a skipped one: {skipped:?}");
+    assert!(stored.iter().all(|s| fresh.holds(s)), "nothing stored that the directory does not hold");
+}
+
+#[test]
+fn a_checkpoint_that_was_never_written_keeps_the_documents_in_memory() {
+    let w = world();
+    let store = Store::open(&w.data).unwrap();
+    let mut state = checkpointed_state(&w.manifests, &store);
+    let r = state.refresh();
+    apply(&store, r.changes);
+    // The writer stopped before the checkpoints: they are dropped, not written.
+    drop(state.take_checkpoints());
+    assert!(state.refresh().changes.is_empty());
+    assert_eq!(state.files_held(), manifest_files(&w.manifests));
+    // An edit is still diffed from the held documents.
+    let groups = w.manifests.join("02-groups.yaml");
+    let text = std::fs::read_to_string(&groups).unwrap();
+    std::fs::write(&groups, text.replacen("displayName: Digital Assistants", "displayName: Assistants", 1)).unwrap();
+    assert_eq!(change_names(&state.refresh().changes), vec!["apply Group poc/assist"]);
+}
+
+#[test]
+fn a_large_files_checkpoint_is_kept_in_chunks_and_a_broken_one_is_read_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, data) = (tmp.path().join("m"), tmp.path().join("d"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let groups = |n: usize| (0..n).map(|i| group_doc(&format!("g{i}"), &format!("Group {i}"))).collect::<String>();
+    std::fs::write(dir.join("groups.yaml"), groups(2500)).unwrap();
+    let store = Store::open(&data).unwrap();
+    let chunks = |store: &Store| store.read().unwrap().checkpoints("manifests/v2/docs/").unwrap().len();
+    let mut state = checkpointed_state(&dir, &store);
+    let (names, _) = refresh_and_apply(&mut state, &store);
+    assert_eq!(names.len(), 2500);
+    assert_eq!(chunks(&store), 3, "1024 documents per chunk");
+    // A checkpoint of the earlier layout, as an older build left it.
+    let mut wb = store.write().unwrap();
+    wb.put_checkpoint("manifests/v1/file/groups.yaml", Some(b"old layout")).unwrap();
+    wb.commit(schema::Timestamp(1)).unwrap();
+
+    // A restart takes the file over from its chunks, and removes the old layout's key.
+    let mut state = checkpointed_state(&dir, &store);
+    let warm = state.warm_start().unwrap();
+    assert!(warm.checked);
+    assert_eq!((warm.files, warm.documents, warm.stale, warm.unconfirmed.len()), (1, 2500, 0, 0));
+    let (names, read) = refresh_and_apply(&mut state, &store);
+    assert_eq!((names.len(), read), (0, 0));
+    assert!(store.read().unwrap().checkpoints("manifests/v1/").unwrap().is_empty());
+
+    // The file shrinks to one chunk: the others go, and so do the removed objects.
+    std::fs::write(dir.join("groups.yaml"), groups(1000)).unwrap();
+    let (names, _) = refresh_and_apply(&mut state, &store);
+    assert_eq!((names.len(), names.iter().all(|n| n.starts_with("delete Group poc/g"))), (1500, true));
+    assert_eq!(chunks(&store), 1);
+
+    // A chunk lost behind the source's back: the checkpoint does not add up, so the file is read
+    // again at the next start and nothing stored is lost.
+    let mut wb = store.write().unwrap();
+    wb.put_checkpoint("manifests/v2/docs/groups.yaml\u{0}00000000", None).unwrap();
+    wb.commit(schema::Timestamp(1)).unwrap();
+    let mut state = checkpointed_state(&dir, &store);
+    let warm = state.warm_start().unwrap();
+    assert_eq!((warm.files, warm.unconfirmed.len()), (0, 1000), "the file's objects are not confirmed by any checkpoint");
+    let r = state.refresh();
+    assert_eq!(r.files_read, 1);
+    assert!(state.not_held(warm.unconfirmed).is_empty(), "the file read again holds every stored object");
+    apply(&store, r.changes);
+    apply(&store, state.take_checkpoints());
+    assert_eq!((chunks(&store), count(&store, KindId::Group)), (1, 1000));
 }

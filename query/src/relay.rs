@@ -111,6 +111,7 @@ impl PageArgs {
     /// # Errors
     /// `BAD_USER_INPUT` for `first` and `last` together, negative or larger than `max` values,
     /// invalid cursors.
+    #[allow(clippy::too_many_arguments)] // the connection arguments as GraphQL names them
     pub fn new(
         first: Option<i64>,
         last: Option<i64>,

@@ -211,7 +211,7 @@ mod tests {
         let other = Scope::Team { env: "poc".into(), team: "payments--ledger".into() };
         assert!(v.can_see(std::slice::from_ref(&own)));
         assert!(!v.can_see(&[same_team_other_env]));
-        assert!(!v.can_see(&[other.clone()]));
+        assert!(!v.can_see(std::slice::from_ref(&other)));
         assert!(v.can_see(&[other, own]));
         assert!(v.can_see(&[Scope::Env { env: "poc".into() }]));
         assert!(!v.can_see(&[Scope::Env { env: "qa".into() }]));

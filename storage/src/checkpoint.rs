@@ -35,6 +35,15 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, Storag
     codec::decode(bytes, what)
 }
 
+/// Decodes a checkpoint value written by [`encode`] into a type that borrows from `bytes`
+/// (`&str` fields decode without copying).
+///
+/// # Errors
+/// As [`decode`].
+pub fn decode_borrowed<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, StorageError> {
+    codec::decode_borrowed(bytes, what)
+}
+
 impl WriteBatch {
     /// Stores (`Some`) or removes (`None`) the checkpoint `key`, committed with the batch. Does
     /// not count as a read-model change: a batch holding only checkpoints commits without a new
@@ -79,6 +88,20 @@ impl ReadView {
             f(key, v.value());
         }
         Ok(())
+    }
+
+    /// The checkpoint stored under exactly `key`, if any (`None` also for a store that has no
+    /// checkpoints at all).
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn checkpoint(&self, key: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let t = match self.txn().open_table(CHECKPOINTS) {
+            Ok(t) => t,
+            Err(TableError::TableDoesNotExist(_)) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(t.get(key)?.map(|v| v.value().to_vec()))
     }
 
     /// Every checkpoint whose key starts with `prefix`, in key order, as (key, bytes) (see

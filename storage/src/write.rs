@@ -68,12 +68,35 @@ pub(crate) fn for_each_source_in(
 ) -> Result<(), StorageError> {
     let start = [kind.code()];
     let end = [kind.code() + 1];
+    /// [`SourceEntry`] borrowing from the stored bytes (the same encoding).
+    #[derive(Deserialize)]
+    struct SourceEntryRef<'a> {
+        #[allow(dead_code)]
+        key: &'a [u8],
+        version: &'a str,
+    }
+    let corrupt = || StorageError::Corrupt("source key".into());
     for item in t.range(&start[..]..&end[..])? {
         let (k, v) = item?;
-        let parts = Key::from_bytes(k.value()[1..].to_vec()).parts().map_err(|_| StorageError::Corrupt("source key".into()))?;
-        let entry: SourceEntry = decode(v.value(), "source entry")?;
-        if let [ns, name] = parts.as_slice() {
-            f(ns, name, &entry.version);
+        let raw = &k.value()[1..];
+        let entry: SourceEntryRef = crate::codec::decode_borrowed(v.value(), "source entry")?;
+        // Names hold no escaped byte (0x00, 0x01): then the components are the slices between
+        // the terminators, read without a copy.
+        match raw.contains(&1) {
+            false => {
+                let mut parts = raw.split(|&b| b == 0);
+                let (Some(ns), Some(name), Some(b""), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
+                    return Err(corrupt());
+                };
+                let (Ok(ns), Ok(name)) = (std::str::from_utf8(ns), std::str::from_utf8(name)) else { return Err(corrupt()) };
+                f(ns, name, entry.version);
+            }
+            true => {
+                let parts = Key::from_bytes(raw.to_vec()).parts().map_err(|_| corrupt())?;
+                if let [ns, name] = parts.as_slice() {
+                    f(ns, name, entry.version);
+                }
+            }
         }
     }
     Ok(())

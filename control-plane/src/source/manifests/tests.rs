@@ -1,7 +1,9 @@
 //! Document splitting, versions and per-file scanning (only the Group kind, which is always
 //! registered).
 
+use super::state::hex_decode;
 use super::*;
+use schema::kind::Features;
 use sha2::Digest;
 
 fn ctx() -> Context {
@@ -135,9 +137,12 @@ fn versions_ignore_key_order_and_formatting() {
     let hex = version_of(&a).hex();
     let expected: String = sha2::Sha256::digest(s.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
     assert_eq!(hex, expected, "the version is the SHA-256 of the canonical JSON, in lowercase hex");
-    assert!(hex_eq(&version_of(&a).0, &hex));
-    assert!(!hex_eq(&version_of(&a).0, &hex.to_uppercase()));
-    assert!(!hex_eq(&version_of(&a).0, &hex[..63]));
+    let mut bytes = [0u8; 32];
+    assert!(hex_decode(&hex, &mut bytes) && bytes == version_of(&a).0);
+    assert!(!hex_decode(&hex.to_uppercase(), &mut bytes), "only lowercase, as stored");
+    assert!(!hex_decode(&hex[..63], &mut bytes));
+    let mut prefix = [0u8; 16];
+    assert!(hex_decode(&hex[..32], &mut prefix) && prefix[..] == version_of(&a).0[..16]);
     let c: Value = serde_json::from_str(r#"{"b":2,"a":{"y":[1,2],"x":"s"}}"#).unwrap();
     assert_ne!(version_of(&a), version_of(&c));
     // Escapes, non-ASCII keys, numbers of every kind, nesting: the hash is still that of the
