@@ -953,3 +953,127 @@ fn a_large_files_checkpoint_is_kept_in_chunks_and_a_broken_one_is_read_again() {
     apply(&store, state.take_checkpoints());
     assert_eq!((chunks(&store), count(&store, KindId::Group)), (1, 1000));
 }
+
+#[test]
+fn an_unreadable_file_keeps_its_objects_and_its_winner_comes_back_when_it_is_readable() {
+    // Found by the user test: a duplicate's winner removed while the other copy's file could not
+    // be parsed re-read that file every second and kept the removed copy's record.
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let display = |r: &control_plane::source::manifests::Refresh| -> Vec<String> {
+        change_names(&r.changes)
+            .into_iter()
+            .chain(r.changes.iter().filter_map(|c| match c {
+                Change::Apply { origin, .. } => Some(origin.split('#').next().unwrap_or("").to_string()),
+                _ => None,
+            }))
+            .collect()
+    };
+    std::fs::write(dir.join("30-a.yaml"), group_doc("x", "V1")).unwrap();
+    let mut state = plain_state(dir);
+    assert_eq!(display(&state.refresh()), vec!["apply Group poc/x", "30-a.yaml"]);
+    std::fs::write(dir.join("30-a.yaml"), "kind: [unclosed\n").unwrap();
+    let r = state.refresh();
+    assert!(r.changes.is_empty(), "kept while unreadable: {:?}", change_names(&r.changes));
+    std::fs::write(dir.join("40-b.yaml"), group_doc("x", "V2")).unwrap();
+    assert_eq!(display(&state.refresh()), vec!["apply Group poc/x", "40-b.yaml"]);
+    // The winner goes; the other copy cannot be read: the stored record stays, nothing loops.
+    std::fs::remove_file(dir.join("40-b.yaml")).unwrap();
+    let r = state.refresh();
+    assert!(r.changes.is_empty(), "{:?}", change_names(&r.changes));
+    let again = state.refresh();
+    assert_eq!((again.files_read, again.changes.len(), again.new_skips.len()), (0, 0, 0), "nothing read again every poll");
+    // Readable again: its document is sent.
+    std::fs::write(dir.join("30-a.yaml"), group_doc("x", "V1")).unwrap();
+    assert_eq!(display(&state.refresh()), vec!["apply Group poc/x", "30-a.yaml"]);
+}
+
+#[test]
+fn a_restart_keeps_the_objects_of_a_file_that_cannot_be_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, data) = (tmp.path().join("m"), tmp.path().join("d"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("groups.yaml"), format!("{}{}", group_doc("a", "A"), group_doc("b", "B"))).unwrap();
+    let store = Store::open(&data).unwrap();
+    let mut state = checkpointed_state(&dir, &store);
+    refresh_and_apply(&mut state, &store);
+    // Broken YAML: the file's objects are kept, and so is its checkpoint.
+    std::fs::write(dir.join("groups.yaml"), format!("{}---\nkind: [unclosed\n", group_doc("a", "A"))).unwrap();
+    let r = state.refresh();
+    assert!(r.changes.is_empty(), "{:?}", change_names(&r.changes));
+    assert!(change_names(&state.take_checkpoints()).iter().all(|n| !n.contains("groups.yaml")), "the last whole checkpoint stays");
+    drop(state);
+
+    let mut state = checkpointed_state(&dir, &store);
+    let warm = state.warm_start().unwrap();
+    assert_eq!((warm.checked, warm.stale, warm.unconfirmed.len()), (true, 0, 0));
+    let r = state.refresh();
+    assert_eq!((r.files_read, r.changes.len()), (1, 0), "{:?}", change_names(&r.changes));
+    assert!(state.holds(&storage::SourceRef { kind: KindId::Group, namespace: "poc".into(), name: "b".into() }));
+    apply(&store, state.take_checkpoints());
+    assert_eq!(count(&store, KindId::Group), 2);
+
+    // Readable again without `b`: now it goes.
+    std::fs::write(dir.join("groups.yaml"), group_doc("a", "A")).unwrap();
+    let (names, _) = refresh_and_apply(&mut state, &store);
+    assert_eq!(names, vec!["delete Group poc/b"]);
+}
+
+#[test]
+fn a_byte_order_mark_is_not_a_document() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("bom.yaml"), format!("\u{feff}{}", group_doc("a", "A"))).unwrap();
+    let mut state = plain_state(tmp.path());
+    let r = state.refresh();
+    assert_eq!(r.new_ignored.len(), 0, "{:?}", r.new_ignored);
+    match &r.changes[..] {
+        [Change::Apply { origin, .. }] => assert!(origin.starts_with("bom.yaml#1 "), "{origin}"),
+        other => panic!("{:?}", change_names(other)),
+    }
+}
+
+#[test]
+fn a_renamed_object_keeps_its_natural_key_and_a_copy_never_takes_the_originals_record() {
+    let w = world();
+    let mut c = config(&w);
+    // Retries far away: what happens below happens without them.
+    c.projector.dependency_delay = Duration::from_secs(60);
+    let app = App::start(c).unwrap();
+    wait_until("initial sync", Duration::from_secs(20), || app.readiness().is_ready());
+    let apis = w.manifests.join("06-apis.yaml");
+    let text = std::fs::read_to_string(&apis).unwrap();
+    let api = |store: &Store| count(store, KindId::Api);
+    let before = api(app.store());
+    let name_of = |store: &Store| {
+        let mut names = Vec::new();
+        store.read().unwrap().for_each_source(KindId::Api, |_, name, _| names.push(name.to_string())).unwrap();
+        names
+    };
+
+    // A copy under another name (same team and base path: the same natural key) is not
+    // projected, and its removal leaves the original alone.
+    let first = split_documents(&text).remove(0).text;
+    std::fs::write(
+        w.manifests.join("60-copy.yaml"),
+        first.replace("name: logistics-fleet-legacy-v1\n", "name: logistics-fleet-legacy-v1-copy\n"),
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(api(app.store()), before);
+    assert!(!name_of(app.store()).contains(&"logistics-fleet-legacy-v1-copy".to_string()));
+    std::fs::remove_file(w.manifests.join("60-copy.yaml")).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    assert_eq!(api(app.store()), before, "the original's record stays");
+    assert!(name_of(app.store()).contains(&"logistics-fleet-legacy-v1".to_string()));
+
+    // Renamed in place: the new name waits for the key, which the old name's delete (in the same
+    // refresh) frees at once, not after a retry delay.
+    std::fs::write(&apis, text.replacen("name: logistics-fleet-legacy-v1\n", "name: logistics-fleet-legacy-v1-renamed\n", 1)).unwrap();
+    wait_until("the renamed api", Duration::from_secs(10), || {
+        name_of(app.store()).contains(&"logistics-fleet-legacy-v1-renamed".to_string())
+    });
+    assert_eq!(api(app.store()), before);
+    assert!(!name_of(app.store()).contains(&"logistics-fleet-legacy-v1".to_string()));
+    assert_eq!(app.store().read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+    app.shutdown();
+}

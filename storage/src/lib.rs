@@ -34,7 +34,7 @@ mod write;
 pub use error::StorageError;
 pub use read::{OrderEntry, ReadView, Stored};
 pub use tables::OrderField;
-pub use write::{Committed, Outcome, SourceRef, WriteBatch};
+pub use write::{Committed, Encoded, Outcome, SourceRef, WriteBatch};
 
 use redb::{Database, ReadableDatabase, ReadableTable};
 use schema::{Key, Timestamp};

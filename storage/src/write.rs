@@ -47,6 +47,10 @@ pub enum Outcome {
     },
     /// Required parents are missing: nothing was written (an older version stays).
     DependencyMissing(Vec<Ref>),
+    /// Another source object (of the same kind) holds the record's natural key: nothing was
+    /// written (an older version of this object, under another key, stays). The first object to
+    /// hold a key keeps it until it is deleted or moves to another key; retry until then.
+    Conflict(SourceRef),
     /// The record was deleted.
     Deleted,
     /// Delete of an object the store does not know (already gone): success.
@@ -183,6 +187,48 @@ pub(crate) fn entries_of<K: Kind>(key: &Key, rec: &K::Record, env: &Envelope) ->
     }
     let refs = K::refs(rec, &env.links).iter().map(|(idx, lookup)| tables::ref_entry(*idx, lookup, K::ID, key)).collect();
     Entries { order, refs, scopes }
+}
+
+/// What an upsert derives from the record alone.
+struct Parts<'a> {
+    key: &'a Key,
+    bytes: &'a [u8],
+    requires: &'a [Ref],
+    links: &'a [Link],
+}
+
+/// A record of kind `K` with what its write derives from the record alone: its natural key,
+/// its encoding, its required parents and its links ([`Kind::key`], [`Kind::requires`],
+/// [`Kind::links`]). Built where records are translated ([`Encoded::new`], on any thread), so
+/// the one writer does not spend its time on it ([`WriteBatch::upsert_encoded`]).
+pub struct Encoded<K: Kind> {
+    record: K::Record,
+    key: Key,
+    bytes: Vec<u8>,
+    requires: Vec<Ref>,
+    links: Vec<Link>,
+}
+
+impl<K: Kind> Encoded<K> {
+    /// Derives the natural key, encoding, parents and links of `record`.
+    pub fn new(record: K::Record) -> Encoded<K> {
+        Encoded { key: K::key(&record), bytes: encode(&record), requires: K::requires(&record), links: K::links(&record), record }
+    }
+
+    /// The record.
+    pub fn record(&self) -> &K::Record {
+        &self.record
+    }
+
+    /// Its natural key ([`Kind::key`]).
+    pub fn key(&self) -> &Key {
+        &self.key
+    }
+
+    /// Its required parents ([`Kind::requires`]).
+    pub fn requires(&self) -> &[Ref] {
+        &self.requires
+    }
 }
 
 /// Re-linking cascades at most this deep (exposure → subscription → approval needs 2).
@@ -443,6 +489,14 @@ impl WriteBatch {
         v.map(|v| decode(v.value(), "source entry")).transpose()
     }
 
+    /// The natural key of the record `src` produced, if the store holds one.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures.
+    pub fn natural_key(&self, src: &SourceRef) -> Result<Option<Key>, StorageError> {
+        Ok(self.source(src)?.map(|e| e.key))
+    }
+
     /// Every source object of `kind` the store holds a record for, with its version.
     ///
     /// # Errors
@@ -515,23 +569,59 @@ impl WriteBatch {
     /// # Errors
     /// [`StorageError`] on redb or decoding failures (the batch should then be dropped).
     pub fn upsert<K: Kind>(&mut self, src: &SourceRef, version: &str, rec: &K::Record, now: Timestamp) -> Result<Outcome, StorageError> {
+        let parts = Parts { key: &K::key(rec), bytes: &encode(rec), requires: &K::requires(rec), links: &K::links(rec) };
+        self.upsert_parts::<K>(src, version, rec, parts, now)
+    }
+
+    /// [`WriteBatch::upsert`] of a record whose key, encoding, parents and links were derived
+    /// beforehand ([`Encoded::new`]).
+    ///
+    /// # Errors
+    /// As [`WriteBatch::upsert`].
+    pub fn upsert_encoded<K: Kind>(
+        &mut self,
+        src: &SourceRef,
+        version: &str,
+        rec: &Encoded<K>,
+        now: Timestamp,
+    ) -> Result<Outcome, StorageError> {
+        let parts = Parts { key: &rec.key, bytes: &rec.bytes, requires: &rec.requires, links: &rec.links };
+        self.upsert_parts::<K>(src, version, &rec.record, parts, now)
+    }
+
+    fn upsert_parts<K: Kind>(
+        &mut self,
+        src: &SourceRef,
+        version: &str,
+        rec: &K::Record,
+        parts: Parts<'_>,
+        now: Timestamp,
+    ) -> Result<Outcome, StorageError> {
         self.now = now;
-        let key = K::key(rec);
+        let key = parts.key.clone();
         let skey = tables::source_key(src.kind, &src.namespace, &src.name);
         let previous = self.source_at(&skey)?;
-        let missing: Vec<Ref> = K::requires(rec).into_iter().filter(|r| !self.exists(r).unwrap_or(false)).collect();
+        let missing: Vec<Ref> = parts.requires.iter().filter(|r| !self.exists(r).unwrap_or(false)).cloned().collect();
         if !missing.is_empty() {
             return Ok(Outcome::DependencyMissing(missing));
+        }
+        let old = self.envelope(K::ID, &key)?;
+        if let Some(holder) = old.as_ref().and_then(|o| self.holder(src, o, &key).transpose()) {
+            return Ok(Outcome::Conflict(holder?));
         }
         if let Some(prev) = &previous {
             if prev.key != key {
                 self.remove_owned(src, &prev.key, 0)?;
             }
         }
-        let links = self.resolve_links(&K::links(rec))?;
+        let links = self.resolve_links(parts.links)?;
         let unlinked = K::RETRY_UNLINKED && links.first().is_some_and(Option::is_none);
-        let old = self.envelope(K::ID, &key)?;
-        let bytes = encode(rec);
+        let old = match previous.as_ref().is_some_and(|p| p.key != key) {
+            // The removal of the previous key may have re-linked (rewritten) records.
+            true => self.envelope(K::ID, &key)?,
+            false => old,
+        };
+        let bytes = parts.bytes;
         let same =
             old.as_ref().is_some_and(|o| o.record == bytes && o.links == links && o.source.0 == src.namespace && o.source.1 == src.name);
         let written = if same {
@@ -544,7 +634,7 @@ impl WriteBatch {
                 revision: self.revision,
                 links,
                 source: (src.namespace.clone(), src.name.clone()),
-                record: bytes,
+                record: bytes.to_vec(),
             };
             let old_pair = old_rec.as_ref().zip(old.as_ref());
             self.replace::<K>(&key, rec, old_pair, &env, 0)?;
@@ -561,6 +651,16 @@ impl WriteBatch {
             (false, true) => Outcome::Written,
             (false, false) => Outcome::Unchanged,
         })
+    }
+
+    /// The other source object that holds `key` with the stored record `env`, if `src` is not
+    /// its source and that object's source entry still points to `key`.
+    fn holder(&self, src: &SourceRef, env: &Envelope, key: &Key) -> Result<Option<SourceRef>, StorageError> {
+        if env.source.0 == src.namespace && env.source.1 == src.name {
+            return Ok(None);
+        }
+        let holder = SourceRef { kind: src.kind, namespace: env.source.0.clone(), name: env.source.1.clone() };
+        Ok(self.source(&holder)?.is_some_and(|e| e.key == *key).then_some(holder))
     }
 
     /// Stores `new_env` for `rec` under `key`, replacing `old` (record + envelope) if any:

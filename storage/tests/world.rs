@@ -222,3 +222,41 @@ fn source_versions_read_before_a_write_are_never_served_stale() {
     assert_eq!(batch.source_version(&src).unwrap(), None);
     assert_eq!(batch.source_version(&other).unwrap().as_deref(), Some("v1"));
 }
+
+/// Two source objects whose records have the same natural key (an Api's key is its team and
+/// base path, not its name): the first keeps the key, the second waits (`Conflict`) and is
+/// written once the first is gone; deleting the second never removes the first's record (found
+/// by the user test: a copy's delete took the original's record with it).
+#[test]
+fn the_first_object_with_a_natural_key_keeps_it_until_it_is_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path()).unwrap();
+    let docs = world_docs();
+    let retry = apply(&store, &docs, "1");
+    // Parents first, as the projector's retries would.
+    let pending: Vec<Value> =
+        docs.iter().zip(&retry).filter(|(_, o)| matches!(o, Some(Outcome::DependencyMissing(_)))).map(|(d, _)| d.clone()).collect();
+    apply(&store, &pending, "1");
+    let api = docs.iter().find(|d| d["kind"] == "Api").unwrap().clone();
+    let mut copy = api.clone();
+    copy["metadata"]["name"] = Value::from(format!("{}-copy", api["metadata"]["name"].as_str().unwrap()));
+    let (orig, dup) = (source(&api, KindId::Api), source(&copy, KindId::Api));
+    let apis = |store: &Store| store.read().unwrap().count(KindId::Api, &Scope::All).unwrap();
+    let before = apis(&store);
+
+    assert_eq!(apply(&store, std::slice::from_ref(&copy), "2"), vec![Some(Outcome::Conflict(orig.clone()))]);
+    let mut batch = store.write().unwrap();
+    assert_eq!(batch.delete(&dup, now()).unwrap(), Outcome::NotFound, "the copy never held the key");
+    batch.commit(now()).unwrap();
+    assert_eq!(apis(&store), before);
+    assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+
+    // The original goes: the copy takes the key over.
+    let mut batch = store.write().unwrap();
+    assert_eq!(batch.delete(&orig, now()).unwrap(), Outcome::Deleted);
+    batch.commit(now()).unwrap();
+    assert_eq!(apply(&store, std::slice::from_ref(&copy), "2"), vec![Some(Outcome::Written)]);
+    assert_eq!(apis(&store), before);
+    assert_eq!(apply(&store, std::slice::from_ref(&api), "1"), vec![Some(Outcome::Conflict(dup.clone()))]);
+    assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+}

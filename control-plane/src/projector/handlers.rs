@@ -67,23 +67,25 @@ pub trait Handler: Send + Sync {
 
 struct Typed<K>(PhantomData<K>);
 
-struct Record<K: Kind>(K::Record);
+/// A translated record with its key, encoding, parents and links derived where it was
+/// translated (on the scan's threads), not by the writer.
+struct Record<K: Kind>(storage::Encoded<K>);
 
 impl<K: Kind> Prepared for Record<K> {
     fn kind(&self) -> KindId {
         K::ID
     }
     fn key(&self) -> Key {
-        K::key(&self.0)
+        self.0.key().clone()
     }
     fn requires(&self) -> Vec<schema::kind::Ref> {
-        K::requires(&self.0)
+        self.0.requires().to_vec()
     }
     fn retry_unlinked(&self) -> bool {
         K::RETRY_UNLINKED
     }
     fn upsert(&self, batch: &mut WriteBatch, src: &SourceRef, version: &str, now: Timestamp) -> Result<Outcome, StorageError> {
-        batch.upsert::<K>(src, version, &self.0, now)
+        batch.upsert_encoded::<K>(src, version, &self.0, now)
     }
 }
 
@@ -100,7 +102,7 @@ impl<K: Kind> Handler for Typed<K> {
             Err(_) => serde_path_to_error::deserialize(doc).map_err(|e| Rejection::Decode(e.to_string()))?,
         };
         let rec = K::translate(&cr, ctx).map_err(Rejection::Skip)?;
-        Ok(Arc::new(Record::<K>(rec)))
+        Ok(Arc::new(Record::<K>(storage::Encoded::new(rec))))
     }
 }
 

@@ -200,6 +200,7 @@ impl Writer {
             sweeps: Vec::new(),
             kinds: schema::registry::registered(),
             release: spawn_release()?,
+            reconcile: FastMap::default(),
         };
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
         Ok(Writer { tx, queue, stop, thread: Some(thread) })
@@ -274,7 +275,10 @@ enum Done {
     Superseded,
     Unlinked,
     Missing(Vec<Ref>),
-    Deleted(bool),
+    /// Another object holds the record's natural key.
+    Conflict(SourceRef),
+    /// Deleted (the record's kind and natural key), or nothing was stored.
+    Deleted(Option<(KindId, Key)>),
     Swept(Vec<SourceRef>),
     Checkpointed,
 }
@@ -299,6 +303,8 @@ struct State {
     kinds: Vec<KindId>,
     /// The release thread's queue ([`State::release`]).
     release: mpsc::Sender<Vec<Work>>,
+    /// `projector_reconcile_*` by (module, outcome), looked up once each.
+    reconcile: FastMap<(&'static str, &'static str), (prometheus::IntCounter, prometheus::Histogram)>,
 }
 
 /// Starts the thread that frees the writer's finished changes; it ends when the writer drops
@@ -496,7 +502,7 @@ impl State {
             None => work.change.module().to_string(),
         };
         tracing::error!(error = %e, object = %what, retry_in = ?delay, "store write failed; will retry");
-        self.metrics.reconciled(work.change.module(), outcome::ERROR, 0.0);
+        self.reconciled(work.change.module(), outcome::ERROR, 0.0);
         if let Some(t) = work.change.token() {
             self.readiness.done(t);
         }
@@ -542,9 +548,16 @@ impl State {
                     Outcome::Unchanged | Outcome::Deleted | Outcome::NotFound => Done::Unchanged,
                     Outcome::Unlinked { .. } => Done::Unlinked,
                     Outcome::DependencyMissing(refs) => Done::Missing(refs),
+                    Outcome::Conflict(holder) => Done::Conflict(holder),
                 }
             }
-            Change::Delete { src, .. } => Done::Deleted(wb.delete(src, now)? == Outcome::Deleted),
+            Change::Delete { src, .. } => {
+                let key = wb.natural_key(src)?;
+                match wb.delete(src, now)? {
+                    Outcome::Deleted => Done::Deleted(key.map(|k| (src.kind, k))),
+                    _ => Done::Deleted(None),
+                }
+            }
             Change::Sweep { kinds, present, .. } => {
                 let mut gone = Vec::new();
                 for &kind in kinds {
@@ -585,6 +598,19 @@ impl State {
         }
     }
 
+    /// Counts one processed change ([`Metrics::reconciled`], without a label lookup per change).
+    fn reconciled(&mut self, module: &'static str, outcome: &'static str, seconds: f64) {
+        let metrics = &self.metrics;
+        let (count, duration) = self.reconcile.entry((module, outcome)).or_insert_with(|| {
+            (
+                metrics.reconcile_total.with_label_values(&[module, outcome]),
+                metrics.reconcile_duration.with_label_values(&[module, outcome]),
+            )
+        });
+        count.inc();
+        duration.observe(seconds);
+    }
+
     /// Frees finished changes (their translated records, tens of small allocations each) on the
     /// release thread, so the writer goes on with the next batch; inline when that thread is gone.
     fn release(&self, finished: Vec<Work>) {
@@ -602,7 +628,7 @@ impl State {
         }
         match done {
             Done::Success | Done::Unchanged => {
-                self.metrics.reconciled(module, outcome::SUCCESS, secs);
+                self.reconciled(module, outcome::SUCCESS, secs);
                 // Nothing waits during most of a load: then skip building the key.
                 if let (Done::Success, Change::Apply { record, .. }, false) = (&done, &work.change, self.waiting.is_empty()) {
                     self.wake((record.kind(), record.key()));
@@ -616,7 +642,7 @@ impl State {
                 }
             }
             Done::Unlinked => {
-                self.metrics.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
+                self.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
                 // Written (without its target): children waiting for it can go ahead.
                 if let Change::Apply { record, .. } = &work.change {
                     self.wake((record.kind(), record.key()));
@@ -633,7 +659,7 @@ impl State {
                 return None;
             }
             Done::Missing(refs) => {
-                self.metrics.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
+                self.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
                 if let Change::Apply { src, .. } = &work.change {
                     for r in &refs {
                         self.waiting.entry((r.kind, r.key.clone())).or_default().insert(src.clone());
@@ -651,21 +677,40 @@ impl State {
                 self.park(work, delay);
                 return None;
             }
-            Done::Deleted(existed) => {
-                self.metrics.reconciled(module, outcome::DELETE_SUCCESS, secs);
+            Done::Deleted(gone) => {
+                self.reconciled(module, outcome::DELETE_SUCCESS, secs);
                 if let Change::Delete { src, origin, .. } = &work.change {
                     self.reported.remove(src);
-                    if existed {
+                    if gone.is_some() {
                         tracing::info!(object = %src, origin = %origin, "deleted");
                     }
                 }
+                // An object waiting for the natural key it held can have it now.
+                if let Some(key) = gone.filter(|_| !self.waiting.is_empty()) {
+                    self.wake(key);
+                }
+            }
+            Done::Conflict(holder) => {
+                self.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
+                if let Change::Apply { src, origin, record, .. } = &work.change {
+                    let key = record.key();
+                    if self.reported.insert(src.clone()) {
+                        tracing::warn!(object = %src, origin = %origin, key = %key, holder = %holder, "another object holds this natural key; not projected while it does (will retry)");
+                    } else {
+                        tracing::debug!(object = %src, holder = %holder, "natural key still held");
+                    }
+                    self.waiting.entry((record.kind(), key)).or_default().insert(src.clone());
+                }
+                let delay = self.dependency_delay(&mut work);
+                self.park(work, delay);
+                return None;
             }
             Done::Checkpointed => {}
-            Done::Superseded => self.metrics.reconciled(module, outcome::SUCCESS, 0.0),
+            Done::Superseded => self.reconciled(module, outcome::SUCCESS, 0.0),
             Done::Swept(gone) => {
                 for src in gone {
                     tracing::info!(object = %src, "deleted: no longer in the source");
-                    self.metrics.reconciled(src.kind.module(), outcome::DELETE_SUCCESS, 0.0);
+                    self.reconciled(src.kind.module(), outcome::DELETE_SUCCESS, 0.0);
                 }
             }
         }

@@ -667,7 +667,8 @@ impl Stamp {
 
 /// Lists manifest files under `dir` (recursively, following links, skipping hidden entries).
 /// Returns the files and the relative paths of directories that could not be read.
-fn walk(dir: &Path) -> (Vec<Found>, Vec<String>) {
+/// Directories that cannot be read are returned as (relative path, error).
+fn walk(dir: &Path) -> (Vec<Found>, Vec<(String, String)>) {
     let mut files = Vec::new();
     let mut failed = Vec::new();
     let mut visited = HashSet::default();
@@ -681,8 +682,7 @@ fn walk(dir: &Path) -> (Vec<Found>, Vec<String>) {
         let entries = match std::fs::read_dir(&path) {
             Ok(e) => e,
             Err(e) => {
-                tracing::warn!(dir = %path.display(), error = %e, "cannot read directory; keeping what it held");
-                failed.push(rel);
+                failed.push((rel, e.to_string()));
                 continue;
             }
         };

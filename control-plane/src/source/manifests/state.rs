@@ -90,7 +90,8 @@ impl FileEntry {
         }
     }
 
-    /// Whether the file is read on every start instead of being checkpointed.
+    /// Whether the file is read on every start instead of being checkpointed (a partially
+    /// readable file keeps the checkpoint of when it was last read whole).
     fn uncheckpointed(&self) -> bool {
         self.partial || !self.skips.is_empty()
     }
@@ -483,6 +484,8 @@ pub struct ManifestsState {
     dir_dirty: bool,
     /// Checkpoint keys to remove (earlier layouts, chunks of no file).
     obsolete: Vec<String>,
+    /// Directories that could not be read at the last refresh (warned about once).
+    failed_dirs: BTreeSet<String>,
     /// Chunks of documents stored for files that are gone, removed with their checkpoints.
     gone_chunks: BTreeMap<String, u32>,
 }
@@ -508,6 +511,7 @@ impl ManifestsState {
             dirty: BTreeSet::new(),
             dir_dirty: true,
             obsolete: Vec::new(),
+            failed_dirs: BTreeSet::new(),
             gone_chunks: BTreeMap::new(),
         }
     }
@@ -591,7 +595,11 @@ impl ManifestsState {
         }
     }
 
-    fn new_id(&mut self, rel: &str) -> u32 {
+    /// The id of file `rel`: its entry's, or a new one.
+    fn id_of(&mut self, rel: &str) -> u32 {
+        if let Some(e) = self.files.get(rel) {
+            return e.id;
+        }
         let id = self.next_id;
         self.next_id += 1;
         self.paths.insert(id, rel.to_string());
@@ -919,6 +927,11 @@ impl ManifestsState {
                 out.push(Change::Checkpoint { key: format!("{FILE_CHECKPOINT}{rel}"), value: None });
                 continue;
             };
+            if f.partial {
+                // Parts cannot be read: the checkpoint of the file as it was last read whole
+                // stays, so a restart still knows (and keeps) the objects it held.
+                continue;
+            }
             let before = f.chunks.max(gone);
             let written = match &f.docs {
                 Docs::Held { docs, .. } if !f.uncheckpointed() => {
@@ -981,7 +994,15 @@ impl ManifestsState {
     fn refresh_inner(&mut self, full: bool, mut send: Option<&mut dyn FnMut(Change)>) -> Refresh {
         let mut r = Refresh::default();
         self.settle();
-        let (found, failed_dirs) = walk(&self.dir);
+        let (found, failed) = walk(&self.dir);
+        let failed_dirs: BTreeSet<String> = failed.iter().map(|(d, _)| d.clone()).collect();
+        for (d, error) in failed.iter().filter(|(d, _)| !self.failed_dirs.contains(d)) {
+            tracing::warn!(dir = %self.dir.join(d).display(), %error, "cannot read directory; keeping what it held");
+        }
+        for d in self.failed_dirs.difference(&failed_dirs) {
+            tracing::info!(dir = %self.dir.join(d).display(), "directory readable again");
+        }
+        self.failed_dirs = failed_dirs.clone();
         let under_failed = |rel: &str| failed_dirs.iter().any(|d| d.is_empty() || rel.starts_with(&format!("{d}/")));
         let streamed = self.files.is_empty() && send.is_some();
         let mut seen = HashSet::default();
@@ -1005,6 +1026,11 @@ impl ManifestsState {
         // Stale files that are gone are handled like any removed file.
         self.stale.clear();
         let removed: Vec<String> = self.files.keys().filter(|rel| !seen.contains(*rel) && !under_failed(rel)).cloned().collect();
+        if !removed.is_empty() && removed.len() == self.files.len() {
+            // Legitimate (everything was removed), or a volume that came back empty: say so.
+            let documents: usize = self.files.values().map(|f| f.documents).sum();
+            tracing::warn!(dir = %self.dir.display(), files = removed.len(), documents, "every manifest file is gone; deleting their objects");
+        }
         for rel in removed {
             if let Some(old) = self.files.remove(&rel) {
                 self.paths.remove(&old.id);
@@ -1036,13 +1062,10 @@ impl ManifestsState {
         r: &mut Refresh,
         send: Option<&mut dyn FnMut(Change)>,
     ) -> Option<Option<FileEntry>> {
-        let id = match self.files.get(rel) {
-            Some(e) => e.id,
-            None => self.new_id(rel),
-        };
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) => {
+                let id = self.id_of(rel);
                 let scan = unreadable(rel, e.to_string());
                 r.changed |= self.files.get(rel).is_none_or(|old| old.skips != scan.skips);
                 r.new_skips.extend(scan.skips.iter().cloned());
@@ -1050,6 +1073,13 @@ impl ManifestsState {
                 return Some(self.replace_entry(rel, FileEntry::new(id, stamp, [0; 32], scan)));
             }
         };
+        // Being written right now (its length or stamp moved while it was read): read at the
+        // next poll, so a file rewritten in place is not taken half-written.
+        let after = std::fs::metadata(path).map(|m| Stamp::of(&m)).ok();
+        if bytes.len() as u64 != stamp.len || after != Some(stamp) {
+            tracing::debug!(file = rel, "file changed while it was read; reading it at the next poll");
+            return None;
+        }
         let hash: [u8; 32] = Sha256::digest(&bytes).into();
         if let Some(e) = self.files.get_mut(rel) {
             if e.hash == hash && !force {
@@ -1063,21 +1093,24 @@ impl ManifestsState {
         }
         r.files_read += 1;
         r.changed = true;
+        let id = self.id_of(rel);
         let json = has_manifest_extension(path).unwrap_or(false);
         let scan = match String::from_utf8(bytes) {
             Ok(text) => {
+                // A byte order mark is not part of the first document.
+                let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
                 let ctx = Context { now: self.clock.now(), features: self.features };
                 match send {
                     Some(send) => {
                         let handlers = &self.handlers;
                         let mut sent = 0;
-                        let scan = scan_text_blocks(rel, &text, json, handlers, &ctx, STREAM_BLOCK, &mut |b| {
+                        let scan = scan_text_blocks(rel, text, json, handlers, &ctx, STREAM_BLOCK, &mut |b| {
                             sent += send_docs(handlers, &mut b.docs, send);
                         });
                         r.sent += sent;
                         scan
                     }
-                    None => scan_text(rel, &text, json, &self.handlers, &ctx),
+                    None => scan_text(rel, text, json, &self.handlers, &ctx),
                 }
             }
             Err(_) => unreadable(rel, "not UTF-8 text".into()),
@@ -1133,7 +1166,9 @@ impl ManifestsState {
                             continue;
                         }
                         if let Some(last) = old.last(self.ids.of(&d.src), &d.src) {
-                            kept.push(Document { record: None, ..last.clone() });
+                            // Kept, but not sendable (its text cannot be read): like a skipped
+                            // document, the stored record stays until the file is readable.
+                            kept.push(Document { record: None, skipped: true, ..last.clone() });
                         }
                     }
                     f.retained = kept.clone();
@@ -1421,5 +1456,33 @@ fn unreadable(rel: &str, message: String) -> FileScan {
         }],
         ignored: Vec::new(),
         partial: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file whose length or stamp moves while it is read (written in place right now) is not
+    /// taken: it is read at the next poll.
+    #[test]
+    fn a_file_that_changes_while_it_is_read_waits_for_the_next_poll() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: organization.cp.ei.telekom.de/v1\nkind: Group\nmetadata: {name: g, namespace: poc}\nspec: {displayName: G}\n",
+        )
+        .unwrap();
+        let features = Features::default();
+        let mut state = ManifestsState::new(dir.path(), Arc::new(Handlers::new(&features)), features, Clock(None));
+        let stamp = Stamp::of(&std::fs::metadata(&path).unwrap());
+        let mut r = Refresh::default();
+        // The stamp the walk saw is not the file's any more (it was still being written).
+        let seen = Stamp { len: stamp.len - 10, ..stamp };
+        assert!(state.read_file("g.yaml", &path, seen, false, &mut r, None).is_none());
+        assert_eq!((state.file_count(), r.files_read), (0, 0));
+        assert!(state.read_file("g.yaml", &path, stamp, false, &mut r, None).is_some());
+        assert_eq!((state.file_count(), r.files_read), (1, 1));
     }
 }
