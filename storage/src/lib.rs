@@ -199,13 +199,16 @@ impl Store {
     }
 }
 
+/// Records for the unit tests of this crate.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod test_support {
+    use crate::{SourceRef, WriteBatch};
+    use schema::common::Meta;
+    use schema::kinds::zone::{Zone, ZoneRecord, ZoneVisibility};
+    use schema::{KindId, Timestamp};
 
-    fn zone(store: &Store, name: &str) {
-        use schema::common::Meta;
-        use schema::kinds::zone::{Zone, ZoneRecord, ZoneVisibility};
+    /// Writes zone `name` of environment `poc` (source `poc/name`, version `1`) into `batch`.
+    pub(crate) fn zone(batch: &mut WriteBatch, name: &str) {
         let meta = Meta { environment: "poc".into(), namespace: "poc".into(), name: name.into(), creation_timestamp: None };
         let rec = ZoneRecord {
             meta,
@@ -215,9 +218,18 @@ mod tests {
             issuer_url: None,
             permissions_url: None,
         };
-        let src = SourceRef { kind: schema::KindId::Zone, namespace: "poc".into(), name: name.into() };
-        let mut batch = store.write().unwrap();
+        let src = SourceRef { kind: KindId::Zone, namespace: "poc".into(), name: name.into() };
         batch.upsert::<Zone>(&src, "1", &rec, Timestamp(5)).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn zone(store: &Store, name: &str) {
+        let mut batch = store.write().unwrap();
+        test_support::zone(&mut batch, name);
         batch.commit(Timestamp(5)).unwrap();
     }
 

@@ -618,23 +618,11 @@ mod tests {
 
     /// A decoded snapshot of a store holding two zones.
     fn zones_snapshot() -> Snapshot {
-        use schema::common::Meta;
-        use schema::kinds::zone::{Zone, ZoneRecord, ZoneVisibility};
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let mut batch = store.write().unwrap();
         for name in ["a", "b"] {
-            let meta = Meta { environment: "poc".into(), namespace: "poc".into(), name: name.into(), creation_timestamp: None };
-            let rec = ZoneRecord {
-                meta,
-                visibility: ZoneVisibility::World,
-                gateway_url: None,
-                ai_gateway_url: None,
-                issuer_url: None,
-                permissions_url: None,
-            };
-            let src = crate::SourceRef { kind: KindId::Zone, namespace: "poc".into(), name: name.into() };
-            batch.upsert::<Zone>(&src, "1", &rec, Timestamp(5)).unwrap();
+            crate::test_support::zone(&mut batch, name);
         }
         batch.commit(Timestamp(5)).unwrap();
         let mut out = Vec::new();

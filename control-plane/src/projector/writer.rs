@@ -247,7 +247,7 @@ fn backoff(base: Duration, waits: u32) -> Duration {
 /// is not applied: the later one decides, and the earlier must not be parked and retried after
 /// it (a cold manifests start sends both copies of an object defined twice).
 fn superseded(batch: &[Work]) -> Vec<bool> {
-    let mut later: FastSet<&SourceRef> = FastSet::default();
+    let mut later: FastSet<&SourceRef> = FastSet::with_capacity_and_hasher(batch.len(), Default::default());
     let mut out: Vec<bool> = batch.iter().rev().map(|w| w.change.src().is_some_and(|src| !later.insert(src))).collect();
     out.reverse();
     out
@@ -367,7 +367,7 @@ impl State {
     /// every retry (parked, or queued earlier in this batch) of an object of its kinds that is
     /// not in its list: that object is gone, and a retry must not bring it back.
     fn accept(&mut self, c: Change, batch: &mut Vec<Work>) {
-        if let Some(src) = c.src() {
+        if let Some(src) = c.src().filter(|_| !self.parked.is_empty()) {
             self.parked.remove(src);
         }
         if let Change::Sweep { kinds, present, .. } = &c {
