@@ -10,7 +10,7 @@
 # Environment: PG_PORT (first port tried, default 55432), TXMODE (reference|object, default reference),
 # WORKERS (P1 concurrent connections per kind, default 1 = sequential; results get a -w<N> suffix),
 # TEAM (group--team used by Q1/Q3/Q4; default: chosen like benches/support teams_by_load), WARMUP (default 50), FSYNC_TEST (1 = run pg_test_fsync first, default 1), TUNED (1 = also run P2 with FK indexes, default 1), KEEP_CLUSTER (1 = do not
-# delete target/pg-baseline/data at the end; the server is stopped in any case).
+# delete target/pg-baseline/data at the end; the server is stopped in any case), P5 (1 = time pg_dump -Fc and pg_restore after P2, default 1).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -154,3 +154,34 @@ EXTRA=()
     --pgdata "$PGDATA" --pglog "$PGLOG" --pg-bin "$PG_BIN" --pg-ctl-prefix "${RUNAS[*]}" \
     --pg-settings "$PG_SETTINGS" --fsync-test "$FSYNC_TXT" --out "$OUT"
 log "load average: $(uptime)"
+
+# --- 5. P5: pg_dump / pg_restore of the loaded database (the counterpart of our snapshot) -----------
+# The reference schema only: the tuned run's FK indexes are dropped first. Custom format (compressed,
+# like our snapshot); the restore goes into a new database and rebuilds every index and constraint.
+if [[ "${P5:-1}" == 1 ]]; then
+    PSQL=("${RUNAS[@]}" "$PG_BIN/psql" -h 127.0.0.1 -p "$PORT" -U postgres -q -v ON_ERROR_STOP=1)
+    "${PSQL[@]}" -d controlplane -c "DO \$\$ DECLARE r record; BEGIN FOR r IN SELECT indexname FROM pg_indexes WHERE indexname LIKE 'tuned\_%' LOOP EXECUTE 'DROP INDEX ' || quote_ident(r.indexname); END LOOP; END \$\$;"
+    DUMP="$BASE/controlplane.dump"
+    rm -f "$DUMP"
+    now() { date +%s.%N; }
+    log "P5: pg_dump -Fc"
+    t0=$(now)
+    "${RUNAS[@]}" "$PG_BIN/pg_dump" -h 127.0.0.1 -p "$PORT" -U postgres -Fc -f "$DUMP" controlplane
+    t1=$(now)
+    "${RUNAS[@]}" "$PG_BIN/createdb" -h 127.0.0.1 -p "$PORT" -U postgres controlplane_restore
+    log "P5: pg_restore into a new database"
+    t2=$(now)
+    "${RUNAS[@]}" "$PG_BIN/pg_restore" -h 127.0.0.1 -p "$PORT" -U postgres -d controlplane_restore --exit-on-error "$DUMP"
+    t3=$(now)
+    DB_BYTES=$("${PSQL[@]}" -d controlplane -At -c "SELECT pg_database_size('controlplane')")
+    P5_OUT="$ROOT/target/bench-results/postgres-$SIZE$SUFFIX-p5.json"
+    python3 - "$P5_OUT" "$t0" "$t1" "$t2" "$t3" "$(stat -c %s "$DUMP")" "$DB_BYTES" "$(cat /proc/loadavg)" <<'PY'
+import json, sys
+out, t0, t1, t2, t3, dump, db, load = sys.argv[1:]
+r = {"bench": "postgres-p5", "exportSeconds": float(t1) - float(t0), "restoreSeconds": float(t3) - float(t2),
+     "dumpBytes": int(dump), "databaseBytes": int(db), "format": "pg_dump -Fc (custom, compressed)", "loadavgEnd": load}
+json.dump(r, open(out, "w"), indent=2)
+print(f"P5 pg_dump {r['exportSeconds']:.2f} s ({r['dumpBytes']} bytes of a {r['databaseBytes']}-byte database), pg_restore {r['restoreSeconds']:.2f} s -> {out}")
+PY
+    rm -f "$DUMP"
+fi

@@ -2,7 +2,8 @@
 //! without a store and prints, per document, what would be projected (`OK`: kind, natural key,
 //! the parents it needs) or why it would be skipped (`SKIP` deliberate, `FAIL` bad input). Documents of kinds that are not projected
 //! (`v1 Namespace`, `Environment`) are ignored, not failures. Required parents are not checked
-//! (that needs the store).
+//! (that needs the store). Objects defined twice (`DUPLICATE`) and two objects with one natural
+//! key (`CONFLICT`) are reported as a store that holds none of them would decide.
 
 use crate::config::Clock;
 use crate::projector::handlers::Handlers;
@@ -30,6 +31,21 @@ pub struct CheckReport {
     pub ignored: usize,
     /// Objects defined more than once.
     pub duplicates: Vec<Duplicate>,
+    /// Objects whose record has the natural key of an earlier object of its kind (two Apis of a
+    /// team with one base path): into a store that holds neither, the earlier one is written and
+    /// this one is not (the store keeps the first one it stores).
+    pub conflicts: Vec<KeyConflict>,
+}
+
+/// Two objects of one kind with one natural key, in file order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyConflict {
+    /// The natural key, components joined by `/`.
+    pub key: String,
+    /// The earlier object (`Kind namespace/name`) and its origin: it keeps the key.
+    pub holder: (String, String),
+    /// The later object and its origin: not projected while the holder is.
+    pub waiting: (String, String),
 }
 
 /// One document that would be projected.
@@ -70,16 +86,24 @@ impl CheckReport {
         for d in &self.duplicates {
             writeln!(out, "DUPLICATE {}: {} is overridden by {}", d.src, d.loser, d.winner)?;
         }
-        writeln!(
+        for c in &self.conflicts {
+            let ((holder, at), (waiting, wat)) = (&c.holder, &c.waiting);
+            writeln!(out, "CONFLICT key {}: {waiting} ({wat}) is not projected while {holder} ({at}) holds it", c.key)?;
+        }
+        write!(
             out,
             "{} files, {} documents of projected kinds, {} would be projected, {} skipped ({} failed), {} ignored",
             self.files,
             self.documents,
-            self.projected.len(),
+            self.projected.len() - self.conflicts.len(),
             self.skips.len(),
             self.failures(),
             self.ignored
-        )
+        )?;
+        if !self.conflicts.is_empty() {
+            write!(out, ", {} waiting for a natural key another object holds", self.conflicts.len())?;
+        }
+        writeln!(out)
     }
 }
 
@@ -109,6 +133,7 @@ pub fn check(dir: &Path, features: Features, clock: Clock) -> Result<CheckReport
         })
         .collect();
     projected.sort_by(|a, b| origin_order(&a.origin).cmp(&origin_order(&b.origin)));
+    let conflicts = conflicts(&projected);
     Ok(CheckReport {
         files: state.file_count(),
         documents: state.document_count(),
@@ -116,7 +141,29 @@ pub fn check(dir: &Path, features: Features, clock: Clock) -> Result<CheckReport
         skips: state.skips(),
         ignored: state.ignored().len(),
         duplicates: r.new_duplicates,
+        conflicts,
     })
+}
+
+/// The objects of `projected` (in file order, one per object) whose kind and natural key an
+/// earlier one has.
+fn conflicts(projected: &[Projected]) -> Vec<KeyConflict> {
+    let mut holders: std::collections::HashMap<(&str, &str), &Projected> = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for p in projected {
+        let kind = p.object.split_once(' ').map_or(p.object.as_str(), |(k, _)| k);
+        match holders.entry((kind, p.key.as_str())) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(p);
+            }
+            std::collections::hash_map::Entry::Occupied(o) => out.push(KeyConflict {
+                key: p.key.clone(),
+                holder: (o.get().object.clone(), o.get().origin.clone()),
+                waiting: (p.object.clone(), p.origin.clone()),
+            }),
+        }
+    }
+    out
 }
 
 /// Sorts `file.yaml#N (line L)` by file, then by document number.

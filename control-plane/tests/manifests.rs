@@ -1077,3 +1077,26 @@ fn a_renamed_object_keeps_its_natural_key_and_a_copy_never_takes_the_originals_r
     assert_eq!(app.store().read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
     app.shutdown();
 }
+
+#[test]
+fn check_reports_two_objects_with_one_natural_key() {
+    let w = world();
+    // A second Api of team poc--logistics--fleet with the base path of logistics-fleet-legacy-v1.
+    let apis = std::fs::read_to_string(w.manifests.join("06-apis.yaml")).unwrap();
+    let first = apis.split("\n---\n").nth(1).unwrap();
+    let copy = first.replacen("name: logistics-fleet-legacy-v1", "name: logistics-fleet-legacy-v1-copy", 1);
+    assert_ne!(copy, first);
+    std::fs::write(w.manifests.join("20-api-copy.yaml"), format!("---\n{copy}\n")).unwrap();
+    let report = control_plane::check::check(&w.manifests, Default::default(), control_plane::config::Clock(None)).unwrap();
+    assert_eq!(report.conflicts.len(), 1, "{:?}", report.conflicts);
+    let c = &report.conflicts[0];
+    assert_eq!(c.holder.0, "Api poc--logistics--fleet/logistics-fleet-legacy-v1");
+    assert_eq!(c.waiting.0, "Api poc--logistics--fleet/logistics-fleet-legacy-v1-copy");
+    assert!(c.waiting.1.starts_with("20-api-copy.yaml#1"), "{}", c.waiting.1);
+    let mut out = Vec::new();
+    report.print(&mut out).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.contains("151 would be projected, 0 skipped (0 failed)"), "{out}");
+    assert!(out.trim_end().ends_with(", 1 waiting for a natural key another object holds"), "{out}");
+    assert!(out.contains("CONFLICT key "), "{out}");
+}

@@ -224,11 +224,18 @@ impl Server {
 
     /// The HTTP status of a POST with a raw body.
     pub async fn post_raw(&self, token: Option<&str>, body: Vec<u8>) -> u16 {
+        self.post_raw_closing(token, body).await.0
+    }
+
+    /// POSTs `body` as is; the HTTP status and whether the answer says `Connection: close`.
+    pub async fn post_raw_closing(&self, token: Option<&str>, body: Vec<u8>) -> (u16, bool) {
         let mut req = self.client.post(format!("{}/graphql/query", self.base)).header("content-type", "application/json").body(body);
         if let Some(t) = token {
             req = req.bearer_auth(t);
         }
-        req.send().await.unwrap().status().as_u16()
+        let resp = req.send().await.unwrap();
+        let closing = resp.headers().get("connection").is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+        (resp.status().as_u16(), closing)
     }
 
     /// Graceful shutdown. Asserts that the snapshot round trip compared at least half of the

@@ -112,7 +112,9 @@ async fn answer(req: &Request, body: Body, state: &State) -> (&'static str, Resp
                 AuthError::Forbidden(_) => "FORBIDDEN",
                 AuthError::Unavailable => "UNAVAILABLE",
             };
-            return (code, rejection(&e));
+            let resp = rejection(&e);
+            // The body is not read: a client must not send its next request on this connection.
+            return (code, if req.method() == Method::POST { closing(resp) } else { resp });
         }
     };
     let request = if req.method() == Method::POST {
@@ -120,7 +122,8 @@ async fn answer(req: &Request, body: Body, state: &State) -> (&'static str, Resp
             Ok(b) => b,
             Err(_) => {
                 let detail = format!("the request body exceeds {} bytes", state.limits.max_body_bytes);
-                return ("PAYLOAD_TOO_LARGE", problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", &detail));
+                let resp = problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", &detail);
+                return ("PAYLOAD_TOO_LARGE", closing(resp));
             }
         };
         match serde_json::from_slice::<async_graphql::Request>(&bytes) {
@@ -157,6 +160,14 @@ pub(crate) fn problem(status: StatusCode, title: &str, detail: &str) -> Response
         "instance": "",
     });
     Response::builder().status(status).content_type("application/problem+json").body(body.to_string())
+}
+
+/// `resp` with `Connection: close`, for an answer sent before the request body was read to its
+/// end: the server closes the connection after it (what is left of the body cannot be told apart
+/// from a next request), and the header tells keep-alive clients and proxies not to reuse it.
+fn closing(mut resp: Response) -> Response {
+    resp.headers_mut().insert(poem::http::header::CONNECTION, poem::http::HeaderValue::from_static("close"));
+    resp
 }
 
 /// The HTTP answer to a request that is not authenticated.

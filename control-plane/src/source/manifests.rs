@@ -408,11 +408,13 @@ fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
 }
 
 /// Reads `kind`, `metadata.name` and `metadata.namespace` from an unparsable document's text,
-/// for the skip report only.
+/// for the skip report only. A value that is not a plain word of letters, digits, `.`, `-`, `_`
+/// (a fragment of the broken text, `[unclosed`) is left out.
 fn guess_identity(text: &str) -> (Option<String>, Option<String>, Option<String>) {
     let clean = |v: &str| {
-        let v = v.split(" #").next().unwrap_or("").trim().trim_matches(['"', '\'']).to_string();
-        (!v.is_empty()).then_some(v)
+        let v = v.split(" #").next().unwrap_or("").trim().trim_matches(['"', '\'']);
+        let plain = !v.is_empty() && v.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+        plain.then(|| v.to_string())
     };
     let (mut kind, mut ns, mut name) = (None, None, None);
     let mut in_meta = false;

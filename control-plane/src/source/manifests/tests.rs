@@ -162,3 +162,9 @@ fn identity_is_guessed_from_unparsable_text() {
     let (k, ns, n) = guess_identity("apiVersion: x\nkind: Team\nmetadata:\n  name: \"t1\" # c\n  namespace: poc\n  labels: {\nspec: [\n");
     assert_eq!((k.as_deref(), ns.as_deref(), n.as_deref()), (Some("Team"), Some("poc"), Some("t1")));
 }
+
+#[test]
+fn fragments_of_broken_text_are_not_guessed_as_an_identity() {
+    let (k, ns, n) = guess_identity("kind: [unclosed\nmetadata:\n  name: {a: b\n  namespace: poc--team\n");
+    assert_eq!((k.as_deref(), ns.as_deref(), n.as_deref()), (None, Some("poc--team"), None));
+}
