@@ -100,6 +100,19 @@ impl Server {
         let client = reqwest::Client::new();
         for _ in 0..300 {
             if client.get(format!("{base}/readyz")).send().await.map(|r| r.status() == 200).unwrap_or(false) {
+                // Ready serves the store; let the search index catch up with it too (it commits
+                // within a second), so the first queries meet a settled store.
+                let settled = || {
+                    let store = running.app().store();
+                    let revision = store.read().unwrap().revision().unwrap();
+                    store.catalogue().is_none_or(|c| c.revision() == revision)
+                };
+                for _ in 0..40 {
+                    if settled() {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
                 let api = query::build_schema(control_plane::http::graphql::query_config(running.app().config())).unwrap();
                 let twin = tokio::sync::Mutex::new(None);
                 return Server {
@@ -175,7 +188,9 @@ impl Server {
             return;
         }
         self.queries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if self.revisions() != before {
+        // Only a search answer depends on the search index's revision.
+        let now = self.revisions();
+        if now.0 != before.0 || (query.contains("earch") && now.1 != before.1) {
             return;
         }
         let mut twin = self.twin.lock().await;
