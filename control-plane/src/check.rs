@@ -152,15 +152,13 @@ fn conflicts(projected: &[Projected]) -> Vec<KeyConflict> {
     let mut out = Vec::new();
     for p in projected {
         let kind = p.object.split_once(' ').map_or(p.object.as_str(), |(k, _)| k);
-        match holders.entry((kind, p.key.as_str())) {
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(p);
-            }
-            std::collections::hash_map::Entry::Occupied(o) => out.push(KeyConflict {
+        let holder = *holders.entry((kind, p.key.as_str())).or_insert(p);
+        if !std::ptr::eq(holder, p) {
+            out.push(KeyConflict {
                 key: p.key.clone(),
-                holder: (o.get().object.clone(), o.get().origin.clone()),
+                holder: (holder.object.clone(), holder.origin.clone()),
                 waiting: (p.object.clone(), p.origin.clone()),
-            }),
+            });
         }
     }
     out

@@ -200,24 +200,11 @@ impl ReadView {
             let (_, key) = order.split_suffix(&suffix)?;
             Ok((suffix, key))
         };
-        let it: Box<dyn Iterator<Item = Result<OrderEntry, StorageError>>> = if in_records {
-            let range = self.records(kind)?.range::<&[u8]>((lower, upper))?;
-            let items = range.map(move |item| entry(item?.0.value()));
-            if reverse {
-                Box::new(items.rev())
-            } else {
-                Box::new(items)
-            }
+        Ok(if in_records {
+            entries(self.records(kind)?.range::<&[u8]>((lower, upper))?, reverse, entry)
         } else {
-            let range = self.order.range::<&[u8]>((lower, upper))?;
-            let items = range.map(move |item| entry(item?.0.value()));
-            if reverse {
-                Box::new(items.rev())
-            } else {
-                Box::new(items)
-            }
-        };
-        Ok(it)
+            entries(self.order.range::<&[u8]>((lower, upper))?, reverse, entry)
+        })
     }
 
     /// Number of records of `kind` in `scope` (maintained counter, O(1)).
@@ -285,6 +272,21 @@ impl ReadView {
             problems.push("counters differ from record counts".to_string());
         }
         Ok(problems)
+    }
+}
+
+/// The ordering entries of the keys of `range` (a records table's or `order_index`'s), in key
+/// order or reversed.
+fn entries<V: redb::Value + 'static>(
+    range: redb::Range<'static, &'static [u8], V>,
+    reverse: bool,
+    entry: impl Fn(&[u8]) -> Result<OrderEntry, StorageError> + 'static,
+) -> Box<dyn Iterator<Item = Result<OrderEntry, StorageError>>> {
+    let items = range.map(move |item| entry(item?.0.value()));
+    if reverse {
+        Box::new(items.rev())
+    } else {
+        Box::new(items)
     }
 }
 

@@ -100,31 +100,20 @@ impl Server {
         let client = reqwest::Client::new();
         for _ in 0..300 {
             if client.get(format!("{base}/readyz")).send().await.map(|r| r.status() == 200).unwrap_or(false) {
+                let api = query::build_schema(control_plane::http::graphql::query_config(running.app().config())).unwrap();
+                let twin = tokio::sync::Mutex::new(None);
+                let server =
+                    Server { running, base, client, _data: tmp, api, twin, queries: Default::default(), round_trips: Default::default() };
                 // Ready serves the store; let the search index catch up with it too (it commits
                 // within a second), so the first queries meet a settled store.
-                let settled = || {
-                    let store = running.app().store();
-                    let revision = store.read().unwrap().revision().unwrap();
-                    store.catalogue().is_none_or(|c| c.revision() == revision)
-                };
                 for _ in 0..40 {
-                    if settled() {
+                    let (store, search) = server.revisions();
+                    if store == search {
                         break;
                     }
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }
-                let api = query::build_schema(control_plane::http::graphql::query_config(running.app().config())).unwrap();
-                let twin = tokio::sync::Mutex::new(None);
-                return Server {
-                    running,
-                    base,
-                    client,
-                    _data: tmp,
-                    api,
-                    twin,
-                    queries: Default::default(),
-                    round_trips: Default::default(),
-                };
+                return server;
             }
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
