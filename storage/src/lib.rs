@@ -12,8 +12,9 @@
 //! keyed by natural key; the value is an [`Envelope`] (times, links, source, postcard record).
 //!
 //! # Invariants (checked by [`ReadView::check_invariants`])
-//! 1. Every record has exactly its index entries: one ordering entry per (order field, scope)
-//!    but the natural-key order of [`schema::Scope::All`] (the records table itself), and one
+//! 1. Every record has exactly its index entries: one ordering entry per scope and order field
+//!    the store maintains ([`tables::OrderSet`]: the natural-key order, and the others once
+//!    built), but the natural-key order of [`schema::Scope::All`] (the records table itself), and one
 //!    secondary entry per [`schema::Kind::refs`] item; no entry points to a missing record.
 //! 2. Counters equal the number of records per (kind, scope).
 //! 3. The revision strictly increases: every commit that changed something bumps it by one.
@@ -33,7 +34,7 @@ mod write;
 
 pub use error::StorageError;
 pub use read::{OrderEntry, ReadView, Stored};
-pub use tables::OrderField;
+pub use tables::{OrderField, OrderSet};
 pub use write::{Committed, Encoded, Outcome, SourceRef, WriteBatch};
 
 use redb::{Database, ReadableDatabase, ReadableTable};
@@ -59,7 +60,10 @@ pub const DB_FILE: &str = "readmodel.redb";
 /// * 1 → 2: the natural-key order of [`schema::Scope::All`] is read from the records tables
 ///   ([`tables::derived_from_records`]); its `order_index` entries are gone (the migration
 ///   deletes them).
-pub const SCHEMA_VERSION: u64 = 2;
+/// * 2 → 3: ordering indexes beyond the natural-key order are built on first use
+///   ([`tables::OrderSet`], table `built_orders`). A layout 2 store holds every one of them, so
+///   the migration lists them all as built.
+pub const SCHEMA_VERSION: u64 = 3;
 
 /// What the store keeps next to each record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -86,6 +90,48 @@ pub struct Store {
     kinds: Arc<write::KindTable>,
     feed: Arc<write::Feed>,
     search: Arc<search::Slot>,
+    wanted: Arc<Wanted>,
+}
+
+/// The ordering indexes reads asked for that are not built yet, and who to tell.
+#[derive(Default)]
+pub(crate) struct Wanted {
+    set: std::sync::Mutex<tables::OrderSet>,
+    waker: std::sync::Mutex<Option<Waker>>,
+}
+
+type Waker = Box<dyn Fn() + Send + Sync>;
+
+impl Wanted {
+    /// Notes that a read sorted `kind` by `order` without its index; the first time, wakes
+    /// whoever builds indexes ([`Store::on_order_wanted`]).
+    pub(crate) fn want(&self, kind: schema::KindId, order: OrderField) {
+        let new = self.set.lock().unwrap_or_else(|e| e.into_inner()).insert(kind, order);
+        if new {
+            if let Some(wake) = self.waker.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                wake();
+            }
+        }
+    }
+
+    fn take(&self) -> tables::OrderSet {
+        std::mem::take(&mut *self.set.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    fn any(&self) -> bool {
+        !self.set.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+    }
+}
+
+/// An ordering index built by [`Store::build_wanted_orders`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuiltOrder {
+    /// The kind.
+    pub kind: schema::KindId,
+    /// The order.
+    pub order: OrderField,
+    /// Ordering entries written (one per record and scope).
+    pub entries: usize,
 }
 
 impl Store {
@@ -120,7 +166,13 @@ impl Store {
             redb::DatabaseError::DatabaseAlreadyOpen => StorageError::Locked(path.display().to_string()),
             e => StorageError::Database(e.to_string()),
         })?;
-        let store = Store { db: Arc::new(db), kinds: Arc::new(write::KindTable::new()), feed: Arc::default(), search: Arc::default() };
+        let store = Store {
+            db: Arc::new(db),
+            kinds: Arc::new(write::KindTable::new()),
+            feed: Arc::default(),
+            search: Arc::default(),
+            wanted: Arc::default(),
+        };
         store.init()?;
         Ok(store)
     }
@@ -151,15 +203,26 @@ impl Store {
                     meta.insert("revision", 0)?;
                 }
                 Some(v) if v == SCHEMA_VERSION => {}
-                Some(1) => {
-                    let mut order = txn.open_table(tables::ORDER)?;
+                Some(v @ 1..SCHEMA_VERSION) => {
+                    if v == 1 {
+                        let mut order = txn.open_table(tables::ORDER)?;
+                        for &kind in schema::KindId::ALL {
+                            let prefix = tables::order_prefix(kind, OrderField::Key, &schema::Scope::All);
+                            let end = tables::prefix_end(&prefix).unwrap_or_default();
+                            order.retain_in::<&[u8], _>(prefix.as_slice()..end.as_slice(), |_, _| false)?;
+                        }
+                    }
+                    // Layouts 1 and 2 maintained every order of every kind.
+                    let revision = meta.get("revision")?.map(|r| r.value()).unwrap_or(0);
+                    let mut built = txn.open_table(tables::BUILT)?;
                     for &kind in schema::KindId::ALL {
-                        let prefix = tables::order_prefix(kind, OrderField::Key, &schema::Scope::All);
-                        let end = tables::prefix_end(&prefix).unwrap_or_default();
-                        order.retain_in::<&[u8], _>(prefix.as_slice()..end.as_slice(), |_, _| false)?;
+                        let Some(ops) = self.kinds.get(kind) else { continue };
+                        for &order in ops.orders().iter().filter(|&&o| o != OrderField::Key) {
+                            built.insert(tables::built_key(kind, order).as_slice(), revision)?;
+                        }
                     }
                     meta.insert("schema_version", SCHEMA_VERSION)?;
-                    tracing::info!(from = 1, to = SCHEMA_VERSION, "store layout migrated");
+                    tracing::info!(from = v, to = SCHEMA_VERSION, "store layout migrated");
                 }
                 Some(v) => return Err(StorageError::VersionMismatch { found: v, expected: SCHEMA_VERSION }),
             }
@@ -174,7 +237,62 @@ impl Store {
     /// # Errors
     /// [`StorageError`] when redb cannot start the transaction.
     pub fn read(&self) -> Result<ReadView, StorageError> {
-        ReadView::new(self.db.begin_read()?)
+        ReadView::new(self.db.begin_read()?, self.kinds.clone(), self.wanted.clone())
+    }
+
+    /// Calls `wake` (on the reading thread, so it should only signal) when a read first sorts
+    /// by an ordering index that is not built ([`tables::OrderSet`]); the writer then calls
+    /// [`Store::build_wanted_orders`]. Replaces an earlier waker.
+    pub fn on_order_wanted(&self, wake: impl Fn() + Send + Sync + 'static) {
+        *self.wanted.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(wake));
+    }
+
+    /// Whether a read asked for an ordering index that [`Store::build_wanted_orders`] has not
+    /// built yet.
+    pub fn orders_wanted(&self) -> bool {
+        self.wanted.any()
+    }
+
+    /// Builds the ordering indexes reads asked for (see [`tables`]): one ordering entry per
+    /// record of the kind and scope, written in one durable transaction that also lists them in
+    /// `built_orders`; every later write maintains them. The revision does not change (the read
+    /// model's data does not). Indexes already built are skipped. Call it where writes are
+    /// made (the writer thread): it waits for any other write batch to end.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures (nothing is built then; the next read that
+    /// needs the index asks again).
+    pub fn build_wanted_orders(&self) -> Result<Vec<BuiltOrder>, StorageError> {
+        let wanted = self.wanted.take();
+        if wanted.is_empty() {
+            return Ok(Vec::new());
+        }
+        let txn = self.db.begin_write()?;
+        let mut done = Vec::new();
+        {
+            let revision = txn.open_table(tables::META)?.get("revision")?.map(|r| r.value()).unwrap_or(0);
+            let mut built_t = txn.open_table(tables::BUILT)?;
+            let built = tables::OrderSet::read(&built_t)?;
+            let mut order_t = txn.open_table(tables::ORDER)?;
+            for (kind, order) in wanted.iter().filter(|&(k, o)| !built.contains(k, o)) {
+                let Some(ops) = self.kinds.get(kind).filter(|ops| ops.orders().contains(&order)) else { continue };
+                let mut entries = Vec::new();
+                for item in txn.open_table(tables::records(kind))?.iter()? {
+                    let (k, v) = item?;
+                    let env: Envelope = codec::decode(v.value(), kind.name())?;
+                    entries.extend(ops.order_entries(&Key::from_bytes(k.value().to_vec()), &env, order)?);
+                }
+                // In key order: each insert lands next to the previous one.
+                entries.sort_unstable();
+                for e in &entries {
+                    order_t.insert(e.as_slice(), ())?;
+                }
+                built_t.insert(tables::built_key(kind, order).as_slice(), revision)?;
+                done.push(BuiltOrder { kind, order, entries: entries.len() });
+            }
+        }
+        txn.commit()?;
+        Ok(done)
     }
 
     /// Starts a write batch. Only one batch runs at a time (redb serializes writers).
@@ -233,17 +351,105 @@ mod tests {
         batch.commit(Timestamp(5)).unwrap();
     }
 
-    /// A store of layout version 1 (natural-key entries of `Scope::All` in `order_index`) opens
-    /// as version 2: those entries are deleted, the invariants hold, and admin scans still list
-    /// every record in key order.
+    /// Upserts zone `name` (source `poc/name`) at version `version` and time `at`.
+    fn zone_at(store: &Store, name: &str, version: &str, at: i64) {
+        use schema::kinds::zone::{Zone, ZoneRecord, ZoneVisibility};
+        let meta = schema::common::Meta { environment: "poc".into(), namespace: "poc".into(), name: name.into(), creation_timestamp: None };
+        let rec = ZoneRecord {
+            meta,
+            visibility: ZoneVisibility::World,
+            gateway_url: Some(format!("https://{version}.example")),
+            ai_gateway_url: None,
+            issuer_url: None,
+            permissions_url: None,
+        };
+        let src = SourceRef { kind: schema::KindId::Zone, namespace: "poc".into(), name: name.into() };
+        let mut batch = store.write().unwrap();
+        batch.upsert::<Zone>(&src, version, &rec, Timestamp(at)).unwrap();
+        batch.commit(Timestamp(at)).unwrap();
+    }
+
+    /// Zone names in the order a scan by `order` yields them.
+    fn zones_by(view: &ReadView, order: OrderField, from: std::ops::Bound<&[u8]>, reverse: bool) -> Vec<String> {
+        view.scan(schema::KindId::Zone, order, &schema::Scope::All, from, reverse)
+            .unwrap()
+            .map(|e| e.unwrap().1.parts().unwrap().last().unwrap().to_string())
+            .collect()
+    }
+
+    /// An order without an index is sorted in memory and asked for; once built, the index gives
+    /// the same answers and every later write maintains it.
     #[test]
-    fn a_version_1_store_is_migrated_on_open() {
-        use schema::{KindId, Scope};
+    fn an_ordering_index_is_built_on_first_use_and_then_maintained() {
+        use std::ops::Bound;
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        zone(&store, "b");
-        zone(&store, "a");
-        // Turn it into what version 1 wrote.
+        zone_at(&store, "b", "1", 30);
+        zone_at(&store, "a", "1", 20);
+        zone_at(&store, "c", "1", 10);
+        let woken = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let w = woken.clone();
+        store.on_order_wanted(move || {
+            w.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        });
+        assert!(!store.orders_wanted());
+        let answers = |view: &ReadView| {
+            let a: Vec<u8> = view.scan(schema::KindId::Zone, OrderField::LastModifiedAt, &schema::Scope::All, Bound::Unbounded, false).unwrap().nth(1).unwrap().unwrap().0;
+            (
+                zones_by(view, OrderField::LastModifiedAt, Bound::Unbounded, false),
+                zones_by(view, OrderField::LastModifiedAt, Bound::Unbounded, true),
+                zones_by(view, OrderField::LastModifiedAt, Bound::Excluded(&a), false),
+                zones_by(view, OrderField::LastModifiedAt, Bound::Included(&a), true),
+            )
+        };
+        let view = store.read().unwrap();
+        let sorted = answers(&view);
+        assert_eq!(sorted.0, ["c", "a", "b"]);
+        assert_eq!(sorted.1, ["b", "a", "c"]);
+        assert_eq!(sorted.2, ["b"]);
+        assert_eq!(sorted.3, ["a", "c"]);
+        drop(view);
+        assert!(store.orders_wanted());
+        assert_eq!(woken.load(std::sync::atomic::Ordering::SeqCst), 1, "woken once, however often it was asked");
+        assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+
+        let built = store.build_wanted_orders().unwrap();
+        assert_eq!(built, vec![BuiltOrder { kind: schema::KindId::Zone, order: OrderField::LastModifiedAt, entries: 6 }]);
+        assert!(!store.orders_wanted());
+        let view = store.read().unwrap();
+        assert!(view.built_orders().unwrap().contains(schema::KindId::Zone, OrderField::LastModifiedAt));
+        assert!(!view.built_orders().unwrap().contains(schema::KindId::Zone, OrderField::CreatedAt));
+        assert_eq!(answers(&view), sorted);
+        assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
+        drop(view);
+        assert!(!store.orders_wanted(), "a built index is not asked for");
+
+        zone_at(&store, "a", "2", 40);
+        let view = store.read().unwrap();
+        assert_eq!(zones_by(&view, OrderField::LastModifiedAt, Bound::Unbounded, false), ["c", "b", "a"]);
+        assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
+        drop(view);
+        let mut batch = store.write().unwrap();
+        batch.delete(&SourceRef { kind: schema::KindId::Zone, namespace: "poc".into(), name: "c".into() }, Timestamp(50)).unwrap();
+        batch.commit(Timestamp(50)).unwrap();
+        let view = store.read().unwrap();
+        assert_eq!(zones_by(&view, OrderField::LastModifiedAt, Bound::Unbounded, false), ["b", "a"]);
+        assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
+        drop(view);
+        // Built indexes stay built across a restart.
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.read().unwrap().built_orders().unwrap().contains(schema::KindId::Zone, OrderField::LastModifiedAt));
+    }
+
+    /// Turns `store` into what layout `version` (1 or 2) wrote: every order of every kind
+    /// indexed, no `built_orders` rows, and for 1 the natural-key entries of `Scope::All`.
+    fn downgrade(store: &Store, version: u64) {
+        use schema::{KindId, Scope};
+        for &o in &[OrderField::CreatedAt, OrderField::LastModifiedAt] {
+            store.wanted.want(KindId::Zone, o);
+        }
+        store.build_wanted_orders().unwrap();
         let keys: Vec<Vec<u8>> = store
             .read()
             .unwrap()
@@ -251,32 +457,54 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().1.as_bytes().to_vec())
             .collect();
-        assert_eq!(keys.len(), 2);
         let txn = store.db.begin_write().unwrap();
         {
-            let mut order = txn.open_table(tables::ORDER).unwrap();
-            for k in &keys {
-                let mut e = tables::order_prefix(KindId::Zone, OrderField::Key, &Scope::All);
-                e.extend_from_slice(k);
-                order.insert(e.as_slice(), ()).unwrap();
+            if version == 1 {
+                let mut order = txn.open_table(tables::ORDER).unwrap();
+                for k in &keys {
+                    let mut e = tables::order_prefix(KindId::Zone, OrderField::Key, &Scope::All);
+                    e.extend_from_slice(k);
+                    order.insert(e.as_slice(), ()).unwrap();
+                }
             }
-            txn.open_table(tables::META).unwrap().insert("schema_version", 1).unwrap();
+            txn.open_table(tables::BUILT).unwrap().retain(|_, _| false).unwrap();
+            txn.open_table(tables::META).unwrap().insert("schema_version", version).unwrap();
         }
         txn.commit().unwrap();
-        assert_eq!(store.read().unwrap().check_invariants().unwrap(), vec!["ordering index: 0 missing, 2 dangling".to_string()]);
-        drop(store);
+    }
 
-        let store = Store::open(dir.path()).unwrap();
-        let view = store.read().unwrap();
-        assert_eq!(view.txn().open_table(tables::META).unwrap().get("schema_version").unwrap().unwrap().value(), SCHEMA_VERSION);
-        assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
-        let after: Vec<Vec<u8>> = view
-            .scan(KindId::Zone, OrderField::Key, &Scope::All, std::ops::Bound::Unbounded, false)
-            .unwrap()
-            .map(|e| e.unwrap().1.as_bytes().to_vec())
-            .collect();
-        assert_eq!(after, keys);
-        assert!(keys[0] < keys[1], "key order: a before b");
+    /// Stores of layout versions 1 and 2 open as the current one: the natural-key entries of
+    /// `Scope::All` are deleted (1), every order is listed as built (their entries are there), the
+    /// invariants hold, and scans list every record in order.
+    #[test]
+    fn stores_of_layouts_1_and_2_are_migrated_on_open() {
+        use schema::KindId;
+        for version in [1, 2] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(dir.path()).unwrap();
+            zone_at(&store, "b", "1", 20);
+            zone_at(&store, "a", "1", 30);
+            downgrade(&store, version);
+            let problems = store.read().unwrap().check_invariants().unwrap();
+            let expected = if version == 1 { "ordering index: 0 missing, 10 dangling" } else { "ordering index: 0 missing, 8 dangling" };
+            assert_eq!(problems, vec![expected.to_string()], "layout {version}");
+            drop(store);
+
+            let store = Store::open(dir.path()).unwrap();
+            let view = store.read().unwrap();
+            assert_eq!(view.txn().open_table(tables::META).unwrap().get("schema_version").unwrap().unwrap().value(), SCHEMA_VERSION);
+            assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new(), "layout {version}");
+            let built = view.built_orders().unwrap();
+            for kind in [KindId::Zone, KindId::Approval] {
+                assert!(built.contains(kind, OrderField::CreatedAt) && built.contains(kind, OrderField::LastModifiedAt));
+            }
+            assert!(built.contains(KindId::Application, OrderField::Name));
+            assert!(!built.contains(KindId::Zone, OrderField::Name), "zones have no name order");
+            assert_eq!(zones_by(&view, OrderField::Key, std::ops::Bound::Unbounded, false), ["a", "b"]);
+            assert_eq!(zones_by(&view, OrderField::LastModifiedAt, std::ops::Bound::Unbounded, false), ["b", "a"]);
+            drop(view);
+            assert!(!store.orders_wanted(), "layout {version}: the migrated indexes are used");
+        }
     }
 
     /// A store of a newer layout is refused, never rewritten.

@@ -1,9 +1,10 @@
 //! The read side: [`ReadView`], one consistent redb read transaction.
 
 use crate::codec::decode;
-use crate::tables::{self, OrderField};
+use crate::tables::{self, OrderField, OrderSet};
 use crate::write::{entries_of, KindTable};
-use crate::{Envelope, StorageError};
+use crate::{Envelope, StorageError, Wanted};
+use std::sync::Arc;
 use redb::{ReadTransaction, ReadableTable};
 use schema::{Key, Kind, KindId, RefIndex, Scope, Timestamp};
 use std::sync::OnceLock;
@@ -31,6 +32,10 @@ pub struct ReadView {
     /// Records tables opened by this view, by [`KindId::code`]: opening a table looks it up in
     /// redb's table tree, and one console request reads the same few tables dozens of times.
     records: Box<[OnceLock<RecordsTable>]>,
+    kinds: Arc<KindTable>,
+    /// The ordering indexes built in this view's snapshot (`built_orders`), read on first use.
+    built: OnceLock<OrderSet>,
+    wanted: Arc<Wanted>,
 }
 
 type RecordsTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
@@ -39,12 +44,24 @@ type RecordsTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
 pub type OrderEntry = (Vec<u8>, Key);
 
 impl ReadView {
-    pub(crate) fn new(txn: ReadTransaction) -> Result<ReadView, StorageError> {
+    pub(crate) fn new(txn: ReadTransaction, kinds: Arc<KindTable>, wanted: Arc<Wanted>) -> Result<ReadView, StorageError> {
         let order = txn.open_table(tables::ORDER)?;
         let refs = txn.open_table(tables::REFS)?;
         let codes = KindId::ALL.iter().map(|k| usize::from(k.code())).max().unwrap_or(0) + 1;
         let records = (0..codes).map(|_| OnceLock::new()).collect();
-        Ok(ReadView { txn, order, refs, records })
+        Ok(ReadView { txn, order, refs, records, kinds, built: OnceLock::new(), wanted })
+    }
+
+    /// The ordering indexes this view's store maintains ([`OrderSet`]).
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn built_orders(&self) -> Result<OrderSet, StorageError> {
+        if let Some(b) = self.built.get() {
+            return Ok(*b);
+        }
+        let b = OrderSet::read(&self.txn.open_table(tables::BUILT)?)?;
+        Ok(*self.built.get_or_init(|| b))
     }
 
     /// The records table of `kind`, opened once per view.
@@ -175,6 +192,11 @@ impl ReadView {
     /// scope, and the records table is that order): it is read from the records table, with the
     /// same suffixes (the natural key).
     ///
+    /// An order whose index is not built yet ([`OrderSet`]) is answered from the scope's
+    /// natural-key entries: every record of the scope is read, and the entries are sorted in
+    /// memory (the same suffixes, the same order); the store is asked to build the index
+    /// ([`crate::Store::build_wanted_orders`]).
+    ///
     /// # Errors
     /// [`StorageError`] when the range cannot be opened; item errors are yielded.
     pub fn scan(
@@ -185,6 +207,11 @@ impl ReadView {
         from: std::ops::Bound<&[u8]>,
         reverse: bool,
     ) -> Result<impl Iterator<Item = Result<OrderEntry, StorageError>> + use<>, StorageError> {
+        if !self.built_orders()?.contains(kind, order) {
+            self.wanted.want(kind, order);
+            let sorted = self.sorted_in_memory(kind, order, scope, from, reverse)?;
+            return Ok(Box::new(sorted.into_iter().map(Ok)) as Box<dyn Iterator<Item = _>>);
+        }
         let in_records = tables::derived_from_records(order, scope);
         let prefix = if in_records { Vec::new() } else { tables::order_prefix(kind, order, scope) };
         let (lo, hi) = scan_bounds(&prefix, from, reverse);
@@ -207,6 +234,42 @@ impl ReadView {
         })
     }
 
+    /// The ordering entries of `kind` by `order` in `scope`, built from the scope's natural-key
+    /// entries and the records (an index not built yet; see [`ReadView::scan`]).
+    fn sorted_in_memory(
+        &self,
+        kind: KindId,
+        order: OrderField,
+        scope: &Scope,
+        from: std::ops::Bound<&[u8]>,
+        reverse: bool,
+    ) -> Result<Vec<OrderEntry>, StorageError> {
+        use std::ops::Bound as B;
+        let ops = self.kinds.get(kind).ok_or_else(|| StorageError::Corrupt(format!("kind {} is not registered", kind.name())))?;
+        let records = self.records(kind)?;
+        let mut rows = Vec::new();
+        for item in self.scan(kind, OrderField::Key, scope, B::Unbounded, false)? {
+            let (_, key) = item?;
+            let Some(v) = records.get(key.as_bytes())? else { continue };
+            let env: Envelope = decode(v.value(), kind.name())?;
+            let mut suffix = ops.sort_value(&env, order)?;
+            suffix.extend_from_slice(key.as_bytes());
+            rows.push((suffix, key));
+        }
+        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        rows.retain(|(s, _)| match (from, reverse) {
+            (B::Unbounded, _) => true,
+            (B::Included(f), false) => s.as_slice() >= f,
+            (B::Excluded(f), false) => s.as_slice() > f,
+            (B::Included(f), true) => s.as_slice() <= f,
+            (B::Excluded(f), true) => s.as_slice() < f,
+        });
+        if reverse {
+            rows.reverse();
+        }
+        Ok(rows)
+    }
+
     /// Number of records of `kind` in `scope` (maintained counter, O(1)).
     ///
     /// # Errors
@@ -221,6 +284,7 @@ impl ReadView {
     /// [`StorageError`] on redb or decoding failures.
     pub fn check_invariants(&self) -> Result<Vec<String>, StorageError> {
         let kinds = KindTable::new();
+        let built = self.built_orders()?;
         let mut problems = Vec::new();
         let mut expected_order = std::collections::BTreeSet::new();
         let mut expected_refs = std::collections::BTreeSet::new();
@@ -232,7 +296,7 @@ impl ReadView {
                 let (k, v) = item?;
                 let key = Key::from_bytes(k.value().to_vec());
                 let env: Envelope = decode(v.value(), kind.name())?;
-                let e = ops.entries(&key, &env)?;
+                let e = ops.entries(&key, &env, built)?;
                 expected_order.extend(e.order);
                 expected_refs.extend(e.refs);
                 for s in e.scopes {
@@ -324,5 +388,5 @@ fn stored<K: Kind>(key: Key, env: Envelope) -> Result<Stored<K::Record>, Storage
 
 #[allow(dead_code)]
 fn _assert_entries_used<K: Kind>(k: &Key, r: &K::Record, e: &Envelope) {
-    let _ = entries_of::<K>(k, r, e);
+    let _ = entries_of::<K>(k, r, e, OrderSet::KEYS_ONLY);
 }

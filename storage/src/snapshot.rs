@@ -30,6 +30,8 @@
 //!
 //! The search index is not part of a snapshot: it is derived data. `control-plane snapshot
 //! restore` builds it right after the records (and any start rebuilds a missing or stale one).
+//! Nor are the index entries: a restore derives them, with the natural-key orders only; the
+//! other ordering indexes are built again on first use (see [`crate::tables`]).
 //!
 //! # Version changes
 //! - Format version 1 (never released): a length-prefixed body; refused as unsupported.
@@ -58,7 +60,7 @@ pub const MAGIC: &[u8; 8] = b"CPSNAP\r\n";
 /// The marker before the trailer; a file without it at `len - 48` is truncated.
 pub const END_MAGIC: &[u8; 8] = b"CPSNEND\n";
 /// The oldest read-model schema version ([`crate::SCHEMA_VERSION`]) whose snapshots this build
-/// restores: versions 1 and 2 encode records and source entries alike (see the store's version
+/// restores: versions 1 to 3 encode records and source entries alike (see the store's version
 /// changes).
 pub const OLDEST_SCHEMA_VERSION: u64 = 1;
 /// The snapshot file format version this build writes and reads.
@@ -312,7 +314,7 @@ fn decode(bytes: &[u8], check_records: bool) -> Result<Snapshot, SnapshotError> 
         }
         for (k, v) in s.records.iter().filter(|_| check_records) {
             let env: Envelope = decode_record(v, s.kind.name()).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
-            ops.entries(&Key::from_bytes(k.clone()), &env).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+            ops.entries(&Key::from_bytes(k.clone()), &env, tables::OrderSet::KEYS_ONLY).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
         }
     }
     Ok(Snapshot { header, body })
@@ -405,8 +407,10 @@ impl ReadView {
 
 impl Store {
     /// Writes a decoded snapshot into this store, which must be empty (revision 0, no records),
-    /// in one write transaction: records and source entries as stored, every ordering and
-    /// secondary index entry and counter rebuilt from the records, the snapshot's revision.
+    /// in one write transaction: records and source entries as stored, every secondary index
+    /// entry, natural-key ordering entry and counter rebuilt from the records, the snapshot's
+    /// revision. Other ordering indexes are built on first use ([`crate::tables`]); any listed
+    /// as built in the empty store are unlisted.
     ///
     /// Every record is decoded and its entries derived before anything is written ([`derive`]),
     /// so the store invariants hold by construction and are not re-checked afterwards: the
@@ -440,6 +444,8 @@ impl Store {
             append(&mut refs, "secondary index", derived.refs.iter().map(|k| (k.as_slice(), ())))?;
             let mut ct = txn.open_table(tables::COUNTS).map_err(StorageError::from)?;
             append(&mut ct, "counters", derived.counts.iter().map(|(k, n)| (k.as_slice(), *n)))?;
+            // The entries derived are those of the natural-key orders alone.
+            txn.open_table(tables::BUILT).map_err(StorageError::from)?.retain(|_, _| false).map_err(StorageError::from)?;
             let mut meta = txn.open_table(tables::META).map_err(StorageError::from)?;
             meta.insert("revision", snap.header.revision).map_err(StorageError::from)?;
             let last_commit = snap.header.last_commit.unwrap_or(snap.header.created_at);
@@ -503,7 +509,7 @@ fn derive(kinds: &KindTable, body: &Body) -> Result<Derived, SnapshotError> {
         for (k, v) in &s.records {
             let key = Key::from_bytes(k.clone());
             let env: Envelope = decode_record(v, kind.name()).map_err(|e| malformed(format!("{} {key}: {e}", kind.name())))?;
-            let e = ops.entries(&key, &env).map_err(|e| malformed(format!("{} {key}: {e}", kind.name())))?;
+            let e = ops.entries(&key, &env, tables::OrderSet::KEYS_ONLY).map_err(|e| malformed(format!("{} {key}: {e}", kind.name())))?;
             let src = Key::new(&[env.source.0.as_str(), env.source.1.as_str()]);
             if s.sources.binary_search_by(|(sk, _)| sk.as_slice().cmp(src.as_bytes())).is_err() {
                 return Err(malformed(format!("{} {key}: no source entry for {}/{}", kind.name(), env.source.0, env.source.1)));

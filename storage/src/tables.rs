@@ -9,10 +9,21 @@
 //! | `sources` | `kind u8 · Key(namespace, name)` | postcard `SourceEntry` (natural key, source version) |
 //! | `counts` | `kind u8 · scope key` | `u64` number of records of the kind in the scope |
 //! | `source_checkpoints` | source-chosen string | opaque bytes ([`crate::checkpoint`]; not read-model data) |
+//! | `built_orders` | `kind u8 · order u8` | `u64` store revision when the ordering index was built |
 //!
 //! The natural-key order of [`Scope::All`] has no `order_index` entries: every record is in that
 //! scope and the records table is already in that order, so [`crate::ReadView::scan`] reads it
 //! there ([`derived_from_records`]).
+//!
+//! **Ordering indexes are built on first use.** The natural-key order ([`OrderField::Key`]) of
+//! every scope is always indexed: it is the default order, and the one a team's page is read
+//! in. The entries of the other orders of a kind (`createdAt`, `lastModifiedAt`, `name`) are
+//! written only once that (kind, order) is listed in `built_orders` ([`OrderSet`]): the first
+//! query that sorts by it is answered by sorting the scope's records in memory
+//! ([`crate::ReadView::scan`]) and asks the writer to build the index
+//! ([`crate::Store::build_wanted_orders`]); from then on every write maintains it. A load
+//! therefore writes about half as many index entries per record, and orders nobody sorts by cost
+//! nothing.
 //!
 //! Sort values: [`OrderField::Key`] none (the natural key itself orders); `CreatedAt` /
 //! `LastModifiedAt` 8 bytes ([`schema::Timestamp::to_sort_bytes`]); `Name` one escaped,
@@ -34,6 +45,10 @@ pub const SOURCES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("sources
 /// `counts`: records per (kind, scope).
 pub const COUNTS: TableDefinition<&[u8], u64> = TableDefinition::new("counts");
 
+/// `built_orders`: the ordering indexes beyond the natural-key order that are built and
+/// maintained ([`OrderSet`]).
+pub const BUILT: TableDefinition<&[u8], u64> = TableDefinition::new("built_orders");
+
 /// The records table of `kind`.
 pub fn records(kind: KindId) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
     TableDefinition::new(kind.plural())
@@ -45,6 +60,7 @@ pub(crate) fn open_all(txn: &WriteTransaction) -> Result<(), StorageError> {
     txn.open_table(REFS)?;
     txn.open_table(SOURCES)?;
     txn.open_table(COUNTS)?;
+    txn.open_table(BUILT)?;
     txn.open_table(crate::checkpoint::CHECKPOINTS)?;
     for &k in KindId::ALL {
         txn.open_table(records(k))?;
@@ -90,6 +106,69 @@ impl OrderField {
         };
         Ok((&suffix[..at], Key::from_bytes(suffix[at..].to_vec())))
     }
+}
+
+/// The ordering indexes a store maintains: (kind, order) pairs. The natural-key order
+/// ([`OrderField::Key`]) of every kind is always in the set; the others are in it once built
+/// (the `built_orders` table, see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OrderSet(u128);
+
+impl OrderSet {
+    /// Only the natural-key orders (a store that built nothing else).
+    pub const KEYS_ONLY: OrderSet = OrderSet(0);
+
+    fn bit(kind: KindId, order: OrderField) -> Option<u128> {
+        let at = u32::from(kind.code()) * 4 + order as u32;
+        (order != OrderField::Key && at < 128).then(|| 1u128 << at)
+    }
+
+    /// Whether entries of `kind` by `order` are maintained.
+    pub fn contains(self, kind: KindId, order: OrderField) -> bool {
+        order == OrderField::Key || OrderSet::bit(kind, order).is_some_and(|b| self.0 & b != 0)
+    }
+
+    /// Adds (kind, order); returns whether it was new.
+    pub fn insert(&mut self, kind: KindId, order: OrderField) -> bool {
+        let Some(b) = OrderSet::bit(kind, order) else { return false };
+        let new = self.0 & b == 0;
+        self.0 |= b;
+        new
+    }
+
+    /// Whether no order beyond the natural-key ones is in the set.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The (kind, order) pairs beyond the natural-key orders, by kind code then order.
+    pub fn iter(self) -> impl Iterator<Item = (KindId, OrderField)> {
+        KindId::ALL.iter().flat_map(move |&k| {
+            [OrderField::CreatedAt, OrderField::LastModifiedAt, OrderField::Name].into_iter().filter(move |&o| self.contains(k, o)).map(move |o| (k, o))
+        })
+    }
+
+    /// Reads the set from the `built_orders` table `t`; unknown rows are ignored.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub(crate) fn read(t: &impl redb::ReadableTable<&'static [u8], u64>) -> Result<OrderSet, StorageError> {
+        let mut set = OrderSet::KEYS_ONLY;
+        for item in t.iter()? {
+            let (k, _) = item?;
+            if let [kind, order] = *k.value() {
+                if let (Some(kind), Some(order)) = (KindId::from_code(kind), OrderField::from_code(order)) {
+                    set.insert(kind, order);
+                }
+            }
+        }
+        Ok(set)
+    }
+}
+
+/// The `built_orders` key of (kind, order).
+pub fn built_key(kind: KindId, order: OrderField) -> [u8; 2] {
+    [kind.code(), order as u8]
 }
 
 /// Length of the first escaped, terminated key component of `bytes` (terminator included).
@@ -182,6 +261,22 @@ mod tests {
         let (sort, k) = OrderField::Name.split_suffix(&suffix).unwrap();
         assert_eq!(sort, Key::new(&["a\u{0}b"]).as_bytes());
         assert_eq!(k, key);
+    }
+
+    #[test]
+    fn an_order_set_always_holds_the_key_orders_and_what_was_inserted() {
+        let mut set = OrderSet::KEYS_ONLY;
+        assert!(set.is_empty());
+        assert!(set.contains(KindId::Approval, OrderField::Key));
+        assert!(!set.contains(KindId::Approval, OrderField::CreatedAt));
+        assert!(set.insert(KindId::Approval, OrderField::CreatedAt));
+        assert!(!set.insert(KindId::Approval, OrderField::CreatedAt));
+        assert!(!set.insert(KindId::Team, OrderField::Key), "the key order is always there");
+        assert!(set.contains(KindId::Approval, OrderField::CreatedAt));
+        assert!(!set.contains(KindId::ApprovalRequest, OrderField::CreatedAt));
+        assert!(!set.contains(KindId::Approval, OrderField::LastModifiedAt));
+        set.insert(KindId::Zone, OrderField::Name);
+        assert_eq!(set.iter().collect::<Vec<_>>(), vec![(KindId::Zone, OrderField::Name), (KindId::Approval, OrderField::CreatedAt)]);
     }
 
     #[test]

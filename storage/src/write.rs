@@ -3,7 +3,7 @@
 //! re-links dependent records (e.g. subscriptions when an exposure becomes active).
 
 use crate::codec::{decode, encode};
-use crate::tables::{self, OrderField};
+use crate::tables::{self, OrderField, OrderSet};
 use crate::{Envelope, StorageError};
 use redb::{ReadableTable, Table, WriteTransaction};
 use schema::registry::{self, KindVisitor};
@@ -111,7 +111,15 @@ pub(crate) fn for_each_source_in(
 pub(crate) trait ErasedKind: Send + Sync {
     fn relink(&self, b: &mut WriteBatch, key: &Key, depth: u8) -> Result<(), StorageError>;
     fn remove(&self, b: &mut WriteBatch, key: &Key, depth: u8) -> Result<(), StorageError>;
-    fn entries(&self, key: &Key, env: &Envelope) -> Result<Entries, StorageError>;
+    /// The entries of a record in a store that maintains the orders `built`.
+    fn entries(&self, key: &Key, env: &Envelope, built: OrderSet) -> Result<Entries, StorageError>;
+    /// The ordering entries of a record by `order` alone (building that index).
+    fn order_entries(&self, key: &Key, env: &Envelope, order: OrderField) -> Result<Vec<Vec<u8>>, StorageError>;
+    /// The sort value of a record by `order` ([`ReadView::scan`](crate::ReadView::scan) of an
+    /// index not built yet).
+    fn sort_value(&self, env: &Envelope, order: OrderField) -> Result<Vec<u8>, StorageError>;
+    /// The orders the kind's records can be sorted by ([`orders`]).
+    fn orders(&self) -> &'static [OrderField];
 }
 
 /// The index entries and scopes of one record.
@@ -153,7 +161,15 @@ pub(crate) fn orders<K: Kind>() -> &'static [OrderField] {
     }
 }
 
-pub(crate) fn entries_of<K: Kind>(key: &Key, rec: &K::Record, env: &Envelope) -> Entries {
+/// The index entries and scopes of a record, with the ordering entries of the orders in `built`
+/// (the natural-key order always; see [`tables::OrderSet`]).
+pub(crate) fn entries_of<K: Kind>(key: &Key, rec: &K::Record, env: &Envelope, built: OrderSet) -> Entries {
+    entries_by::<K>(key, rec, env, |o| built.contains(K::ID, o))
+}
+
+/// The index entries and scopes of a record, with the ordering entries of the orders `include`
+/// accepts.
+fn entries_by<K: Kind>(key: &Key, rec: &K::Record, env: &Envelope, include: impl Fn(OrderField) -> bool) -> Entries {
     let mut scopes: Vec<Scope> = Vec::new();
     // First occurrence wins; the lists are short, so a linear check beats a set of clones.
     for s in K::scopes(rec, &env.links).into_iter().chain([Scope::All]) {
@@ -161,7 +177,13 @@ pub(crate) fn entries_of<K: Kind>(key: &Key, rec: &K::Record, env: &Envelope) ->
             scopes.push(s);
         }
     }
-    let fields = orders::<K>();
+    let mut fields = [OrderField::Key; 4];
+    let mut n = 0;
+    for &o in orders::<K>().iter().filter(|&&o| include(o)) {
+        fields[n] = o;
+        n += 1;
+    }
+    let fields = &fields[..n];
     let name = fields.contains(&OrderField::Name).then(|| Key::new(&[K::name(rec).unwrap_or("")]));
     let mut order = Vec::with_capacity(scopes.len() * fields.len());
     for scope in &scopes {
@@ -252,7 +274,7 @@ impl<K: Kind> ErasedKind for Erased<K> {
     fn remove(&self, b: &mut WriteBatch, key: &Key, depth: u8) -> Result<(), StorageError> {
         let Some(env) = b.envelope(K::ID, key)? else { return Ok(()) };
         let rec: K::Record = decode(&env.record, K::ID.name())?;
-        let old = entries_of::<K>(key, &rec, &env);
+        let old = entries_of::<K>(key, &rec, &env, b.built);
         b.apply_entries(K::ID, Some(&old), None)?;
         b.existing.borrow_mut().clear();
         b.open.records_mut(K::ID)?.remove(key.as_bytes())?;
@@ -262,9 +284,30 @@ impl<K: Kind> ErasedKind for Erased<K> {
         b.cascade(&deps, depth)
     }
 
-    fn entries(&self, key: &Key, env: &Envelope) -> Result<Entries, StorageError> {
+    fn entries(&self, key: &Key, env: &Envelope, built: OrderSet) -> Result<Entries, StorageError> {
         let rec: K::Record = decode(&env.record, K::ID.name())?;
-        Ok(entries_of::<K>(key, &rec, env))
+        Ok(entries_of::<K>(key, &rec, env, built))
+    }
+
+    fn order_entries(&self, key: &Key, env: &Envelope, order: OrderField) -> Result<Vec<Vec<u8>>, StorageError> {
+        let rec: K::Record = decode(&env.record, K::ID.name())?;
+        Ok(entries_by::<K>(key, &rec, env, |o| o == order).order)
+    }
+
+    fn sort_value(&self, env: &Envelope, order: OrderField) -> Result<Vec<u8>, StorageError> {
+        Ok(match order {
+            OrderField::Key => Vec::new(),
+            OrderField::CreatedAt => env.created_at.to_sort_bytes().to_vec(),
+            OrderField::LastModifiedAt => env.last_modified_at.to_sort_bytes().to_vec(),
+            OrderField::Name => {
+                let rec: K::Record = decode(&env.record, K::ID.name())?;
+                Key::new(&[K::name(&rec).unwrap_or("")]).as_bytes().to_vec()
+            }
+        })
+    }
+
+    fn orders(&self) -> &'static [OrderField] {
+        orders::<K>()
     }
 }
 
@@ -289,6 +332,8 @@ pub struct WriteBatch {
     /// Parents found by [`WriteBatch::exists`] lately (at most [`RECENT_PARENTS`]): the children
     /// of one parent mostly come together. Cleared by every record removal.
     existing: std::cell::RefCell<Vec<(KindId, Key)>>,
+    /// The ordering indexes this store maintains (`built_orders`, read when the batch starts).
+    built: OrderSet,
 }
 
 /// How many found parents a batch remembers ([`WriteBatch::exists`]).
@@ -440,6 +485,7 @@ impl Feed {
 impl WriteBatch {
     pub(crate) fn new(txn: WriteTransaction, kinds: Arc<KindTable>, feed: Arc<Feed>) -> Result<WriteBatch, StorageError> {
         let current = txn.open_table(tables::META)?.get("revision")?.map(|v| v.value()).unwrap_or(0);
+        let built = OrderSet::read(&txn.open_table(tables::BUILT)?)?;
         // Sized for a typical batch of a load: growing it a doubling at a time copied it often.
         let touched = feed.active().then(|| Vec::with_capacity(4096));
         Ok(WriteBatch {
@@ -454,6 +500,7 @@ impl WriteBatch {
             counts: BTreeMap::new(),
             source_memo: std::cell::RefCell::new(None),
             existing: std::cell::RefCell::new(Vec::with_capacity(RECENT_PARENTS)),
+            built,
         })
     }
 
@@ -674,8 +721,8 @@ impl WriteBatch {
         new_env: &Envelope,
         depth: u8,
     ) -> Result<(), StorageError> {
-        let old_entries = old.map(|(r, e)| entries_of::<K>(key, r, e));
-        let new_entries = entries_of::<K>(key, rec, new_env);
+        let old_entries = old.map(|(r, e)| entries_of::<K>(key, r, e, self.built));
+        let new_entries = entries_of::<K>(key, rec, new_env, self.built);
         self.apply_entries(K::ID, old_entries.as_ref(), Some(&new_entries))?;
         self.open.records_mut(K::ID)?.insert(key.as_bytes(), encode(new_env).as_slice())?;
         self.changed = true;

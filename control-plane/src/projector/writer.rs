@@ -183,6 +183,10 @@ impl Writer {
     /// The OS error when the thread cannot be spawned.
     pub fn spawn(store: Store, metrics: Metrics, readiness: Readiness, settings: WriterSettings) -> std::io::Result<Writer> {
         let (tx, rx) = mpsc::channel();
+        let waker = tx.clone();
+        store.on_order_wanted(move || {
+            let _ = waker.send(Msg::Wake);
+        });
         let stop = Arc::new(AtomicBool::new(false));
         let queue = Arc::new(Queue::default());
         let mut state = State {
@@ -330,6 +334,9 @@ impl State {
             if self.stop.load(Ordering::SeqCst) {
                 break;
             }
+            if self.store.orders_wanted() {
+                self.build_orders();
+            }
             let wait = self.next_due().map(|d| d.saturating_duration_since(Instant::now())).unwrap_or(Duration::from_secs(1));
             match rx.recv_timeout(wait) {
                 Ok(Msg::Change(c)) => {
@@ -361,6 +368,21 @@ impl State {
             self.process(std::mem::take(&mut batch));
         }
         tracing::debug!(parked = self.parked.len(), "writer stopped");
+    }
+
+    /// Builds the ordering indexes that reads sorted by before they existed
+    /// ([`Store::build_wanted_orders`]), between two batches.
+    fn build_orders(&self) {
+        let started = Instant::now();
+        match self.store.build_wanted_orders() {
+            Ok(built) => {
+                for b in built {
+                    let ms = started.elapsed().as_millis() as u64;
+                    tracing::info!(kind = b.kind.name(), order = ?b.order, entries = b.entries, ms, "ordering index built");
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "building ordering indexes failed; reads sort in memory until the next try"),
+        }
     }
 
     /// Takes a new change: it supersedes a parked retry of the same object. A sweep also drops
