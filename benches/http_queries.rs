@@ -13,7 +13,12 @@
 //!   team has 10k subscriptions; below 10k subscriptions: the last full page);
 //! - Q3 `approvals(first: 50)` of that team (a team sees approvals where it is the requester or
 //!   the decider);
-//! - Q4 `node(id)` of one of its applications.
+//! - Q4 `node(id)` of one of its applications;
+//! - Q5 `approvals(first: 50, orderBy: [{field: CREATED_AT, direction: DESC}])` as an admin
+//!   viewer (every approval of the world), and Q6 `applications(first: 50, orderBy: [{field:
+//!   NAME}])` of that team: orders whose ordering index is built on first use. Their first
+//!   request is timed alone (`firstUs`: sorted in memory, the index not built yet), then the
+//!   time until the writer has built the index (`indexBuiltAfterMs`), then the 2000 requests.
 //!
 //! P6: 16 concurrent clients (tokio tasks sharing one keep-alive pool) issue Q1/Q3/Q4 in turn for
 //! 16 teams for 10 s while the manifests directory changes every 100 ms (a file with 100
@@ -49,6 +54,13 @@ const Q3: &str = "query Q3 { approvals(first: 50) { totalCount pageInfo { endCur
 
 const Q4: &str =
     "query Q4($id: ID!) { node(id: $id) { id ... on Application { name statusPhase clientID ownerTeam { name } zone { name } } } }";
+
+const Q5: &str =
+    "query Q5 { approvals(first: 50, orderBy: [{field: CREATED_AT, direction: DESC}]) { totalCount pageInfo { endCursor hasNextPage } \
+    edges { node { id name state createdAt } } } }";
+
+const Q6: &str = "query Q6 { applications(first: 50, orderBy: [{field: NAME}]) { totalCount pageInfo { endCursor hasNextPage } \
+    edges { node { id name statusPhase createdAt } } } }";
 
 const WARMUP: usize = 100;
 const REQUESTS: usize = 2000;
@@ -96,7 +108,8 @@ fn main() {
 
         // `CP_BENCH_ONLY=P6` skips P2 (for profiling the mixed load).
         let only_p6 = std::env::var("CP_BENCH_ONLY").is_ok_and(|v| v.eq_ignore_ascii_case("P6"));
-        let probes = if only_p6 { Vec::new() } else { rt.block_on(setup(&client, &url, &team)) };
+        let store = running.app().store().clone();
+        let probes = if only_p6 { Vec::new() } else { rt.block_on(setup(&client, &url, &team, &store)) };
         for p in &probes {
             let mut lat = rt.block_on(sequential(&client, &url, p, WARMUP, REQUESTS));
             let mean = lat.iter().map(Duration::as_secs_f64).sum::<f64>() / lat.len() as f64 * 1e6;
@@ -141,9 +154,33 @@ fn main() {
     c.final_summary();
 }
 
-/// Builds the four probes: finds an application ID (Q4) and the cursor of the 10 000th
-/// subscription (Q2).
-async fn setup(client: &reqwest::Client, url: &str, team: &str) -> Vec<Probe> {
+/// Times the first request of `query` (its order's index not built yet, so sorted in memory),
+/// then waits until the writer has built the index of `kind` by `order`: (first request µs,
+/// milliseconds from its answer until the index was built).
+async fn first_sort(
+    client: &reqwest::Client,
+    url: &str,
+    token: &str,
+    query: &str,
+    store: &storage::Store,
+    kind: schema::KindId,
+    order: storage::OrderField,
+) -> (f64, f64) {
+    assert!(!store.read().unwrap().built_orders().unwrap().contains(kind, order), "{kind:?} by {order:?} is built before its first use");
+    let t0 = Instant::now();
+    support::gql(client, url, token, query, &json!({})).await.expect("first sorted query");
+    let first = t0.elapsed().as_secs_f64() * 1e6;
+    let t1 = Instant::now();
+    while !store.read().unwrap().built_orders().unwrap().contains(kind, order) {
+        assert!(t1.elapsed() < Duration::from_secs(120), "{kind:?} by {order:?}: no index built");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    (first, t1.elapsed().as_secs_f64() * 1e3)
+}
+
+/// Builds the probes: finds an application ID (Q4) and the cursor of the 10 000th subscription
+/// (Q2), times the first sorted requests (Q5, Q6).
+async fn setup(client: &reqwest::Client, url: &str, team: &str, store: &storage::Store) -> Vec<Probe> {
     let team_token = support::team_token(team);
     let admin = support::admin_token();
     let q1 = support::gql(client, url, &team_token, Q1, &json!({})).await.expect("Q1");
@@ -166,6 +203,12 @@ async fn setup(client: &reqwest::Client, url: &str, team: &str) -> Vec<Probe> {
     }
     let q2 = support::gql(client, url, &admin, Q2, &json!({"after": after})).await.expect("Q2");
     let q2_edges = q2["apiSubscriptions"]["edges"].as_array().map_or(0, Vec::len);
+    use schema::KindId;
+    use storage::OrderField;
+    let (q5_first, q5_built) = first_sort(client, url, &admin, Q5, store, KindId::Approval, OrderField::CreatedAt).await;
+    let (q6_first, q6_built) = first_sort(client, url, &team_token, Q6, store, KindId::Application, OrderField::Name).await;
+    let q5 = support::gql(client, url, &admin, Q5, &json!({})).await.expect("Q5");
+    let q6 = support::gql(client, url, &team_token, Q6, &json!({})).await.expect("Q6");
     vec![
         Probe {
             name: "Q1 team applications(first:50) nested",
@@ -178,7 +221,7 @@ async fn setup(client: &reqwest::Client, url: &str, team: &str) -> Vec<Probe> {
             name: "Q2 admin apiSubscriptions(first:50, after:10000th)",
             query: Q2,
             vars: json!({"after": after}),
-            token: admin,
+            token: admin.clone(),
             detail: json!({"after": offset, "totalCount": total, "edges": q2_edges}),
         },
         Probe {
@@ -188,7 +231,27 @@ async fn setup(client: &reqwest::Client, url: &str, team: &str) -> Vec<Probe> {
             token: team_token.clone(),
             detail: json!({"team": team, "totalCount": q3["approvals"]["totalCount"]}),
         },
-        Probe { name: "Q4 node(id) application", query: Q4, vars: json!({"id": app_id}), token: team_token, detail: json!({"id": app_id}) },
+        Probe {
+            name: "Q4 node(id) application",
+            query: Q4,
+            vars: json!({"id": app_id}),
+            token: team_token.clone(),
+            detail: json!({"id": app_id}),
+        },
+        Probe {
+            name: "Q5 admin approvals(first:50, orderBy CREATED_AT DESC)",
+            query: Q5,
+            vars: json!({}),
+            token: admin,
+            detail: json!({"totalCount": q5["approvals"]["totalCount"], "firstUs": q5_first, "indexBuiltAfterMs": q5_built}),
+        },
+        Probe {
+            name: "Q6 team applications(first:50, orderBy NAME)",
+            query: Q6,
+            vars: json!({}),
+            token: team_token,
+            detail: json!({"team": team, "totalCount": q6["applications"]["totalCount"], "firstUs": q6_first, "indexBuiltAfterMs": q6_built}),
+        },
     ]
 }
 

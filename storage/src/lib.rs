@@ -327,17 +327,23 @@ pub(crate) mod test_support {
 
     /// Writes zone `name` of environment `poc` (source `poc/name`, version `1`) into `batch`.
     pub(crate) fn zone(batch: &mut WriteBatch, name: &str) {
+        zone_version(batch, name, "1", Timestamp(5));
+    }
+
+    /// Writes zone `name` (source `poc/name`) at source version `version` and time `now`; a
+    /// version other than `1` also changes the record (its gateway URL names the version).
+    pub(crate) fn zone_version(batch: &mut WriteBatch, name: &str, version: &str, now: Timestamp) {
         let meta = Meta { environment: "poc".into(), namespace: "poc".into(), name: name.into(), creation_timestamp: None };
         let rec = ZoneRecord {
             meta,
             visibility: ZoneVisibility::World,
-            gateway_url: None,
+            gateway_url: (version != "1").then(|| format!("https://{version}.example")),
             ai_gateway_url: None,
             issuer_url: None,
             permissions_url: None,
         };
         let src = SourceRef { kind: KindId::Zone, namespace: "poc".into(), name: name.into() };
-        batch.upsert::<Zone>(&src, "1", &rec, Timestamp(5)).unwrap();
+        batch.upsert::<Zone>(&src, version, &rec, now).unwrap();
     }
 }
 
@@ -345,27 +351,10 @@ pub(crate) mod test_support {
 mod tests {
     use super::*;
 
-    fn zone(store: &Store, name: &str) {
-        let mut batch = store.write().unwrap();
-        test_support::zone(&mut batch, name);
-        batch.commit(Timestamp(5)).unwrap();
-    }
-
     /// Upserts zone `name` (source `poc/name`) at version `version` and time `at`.
     fn zone_at(store: &Store, name: &str, version: &str, at: i64) {
-        use schema::kinds::zone::{Zone, ZoneRecord, ZoneVisibility};
-        let meta = schema::common::Meta { environment: "poc".into(), namespace: "poc".into(), name: name.into(), creation_timestamp: None };
-        let rec = ZoneRecord {
-            meta,
-            visibility: ZoneVisibility::World,
-            gateway_url: Some(format!("https://{version}.example")),
-            ai_gateway_url: None,
-            issuer_url: None,
-            permissions_url: None,
-        };
-        let src = SourceRef { kind: schema::KindId::Zone, namespace: "poc".into(), name: name.into() };
         let mut batch = store.write().unwrap();
-        batch.upsert::<Zone>(&src, version, &rec, Timestamp(at)).unwrap();
+        test_support::zone_version(&mut batch, name, version, Timestamp(at));
         batch.commit(Timestamp(at)).unwrap();
     }
 
@@ -394,7 +383,13 @@ mod tests {
         });
         assert!(!store.orders_wanted());
         let answers = |view: &ReadView| {
-            let a: Vec<u8> = view.scan(schema::KindId::Zone, OrderField::LastModifiedAt, &schema::Scope::All, Bound::Unbounded, false).unwrap().nth(1).unwrap().unwrap().0;
+            let a: Vec<u8> = view
+                .scan(schema::KindId::Zone, OrderField::LastModifiedAt, &schema::Scope::All, Bound::Unbounded, false)
+                .unwrap()
+                .nth(1)
+                .unwrap()
+                .unwrap()
+                .0;
             (
                 zones_by(view, OrderField::LastModifiedAt, Bound::Unbounded, false),
                 zones_by(view, OrderField::LastModifiedAt, Bound::Unbounded, true),

@@ -4,9 +4,9 @@ use crate::codec::decode;
 use crate::tables::{self, OrderField, OrderSet};
 use crate::write::{entries_of, KindTable};
 use crate::{Envelope, StorageError, Wanted};
-use std::sync::Arc;
 use redb::{ReadTransaction, ReadableTable};
 use schema::{Key, Kind, KindId, RefIndex, Scope, Timestamp};
+use std::sync::Arc;
 use std::sync::OnceLock;
 
 /// A record with what the store keeps next to it.

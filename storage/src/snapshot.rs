@@ -314,7 +314,8 @@ fn decode(bytes: &[u8], check_records: bool) -> Result<Snapshot, SnapshotError> 
         }
         for (k, v) in s.records.iter().filter(|_| check_records) {
             let env: Envelope = decode_record(v, s.kind.name()).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
-            ops.entries(&Key::from_bytes(k.clone()), &env, tables::OrderSet::KEYS_ONLY).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+            ops.entries(&Key::from_bytes(k.clone()), &env, tables::OrderSet::KEYS_ONLY)
+                .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
         }
     }
     Ok(Snapshot { header, body })

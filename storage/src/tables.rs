@@ -144,7 +144,10 @@ impl OrderSet {
     /// The (kind, order) pairs beyond the natural-key orders, by kind code then order.
     pub fn iter(self) -> impl Iterator<Item = (KindId, OrderField)> {
         KindId::ALL.iter().flat_map(move |&k| {
-            [OrderField::CreatedAt, OrderField::LastModifiedAt, OrderField::Name].into_iter().filter(move |&o| self.contains(k, o)).map(move |o| (k, o))
+            [OrderField::CreatedAt, OrderField::LastModifiedAt, OrderField::Name]
+                .into_iter()
+                .filter(move |&o| self.contains(k, o))
+                .map(move |o| (k, o))
         })
     }
 
