@@ -2,7 +2,7 @@
 
 use crate::codec::decode;
 use crate::tables::{self, OrderField, OrderSet};
-use crate::write::{entries_of, KindTable};
+use crate::write::KindTable;
 use crate::{Envelope, StorageError, Wanted};
 use redb::{ReadTransaction, ReadableTable};
 use schema::{Key, Kind, KindId, RefIndex, Scope, Timestamp};
@@ -88,19 +88,14 @@ impl ReadView {
         Ok(self.txn.open_table(tables::META)?.get("revision")?.map(|v| v.value()).unwrap_or(0))
     }
 
-    fn envelope(&self, kind: KindId, key: &Key) -> Result<Option<Envelope>, StorageError> {
-        let v = self.records(kind)?.get(key.as_bytes())?;
-        v.map(|v| decode(v.value(), kind.name())).transpose()
-    }
-
     /// The record of kind `K` under `key`.
     ///
     /// # Errors
     /// [`StorageError`] on redb or decoding failures.
     pub fn get<K: Kind>(&self, key: &Key) -> Result<Option<Stored<K::Record>>, StorageError> {
-        match self.envelope(K::ID, key)? {
+        match self.records(K::ID)?.get(key.as_bytes())? {
             None => Ok(None),
-            Some(env) => Ok(Some(stored::<K>(key.clone(), env)?)),
+            Some(v) => Ok(Some(stored::<K>(key.clone(), v.value())?)),
         }
     }
 
@@ -126,8 +121,7 @@ impl ReadView {
         let mut out = Vec::new();
         for item in range {
             let (k, v) = item?;
-            let env: Envelope = decode(v.value(), K::ID.name())?;
-            out.push(stored::<K>(Key::from_bytes(k.value().to_vec()), env)?);
+            out.push(stored::<K>(Key::from_bytes(k.value().to_vec()), v.value())?);
         }
         Ok(out)
     }
@@ -376,9 +370,27 @@ fn scan_bounds(prefix: &[u8], from: std::ops::Bound<&[u8]>, reverse: bool) -> (V
     (lo, hi)
 }
 
-fn stored<K: Kind>(key: Key, env: Envelope) -> Result<Stored<K::Record>, StorageError> {
+/// [`Envelope`] borrowing its strings and record bytes from the stored value (the same
+/// encoding, field for field): a read decodes the record straight from the page, without
+/// copying it or the source name first.
+#[derive(serde::Deserialize)]
+struct EnvelopeRef<'a> {
+    created_at: Timestamp,
+    last_modified_at: Timestamp,
+    #[allow(dead_code)]
+    revision: u64,
+    links: Vec<Option<Key>>,
+    #[allow(dead_code)]
+    #[serde(borrow)]
+    source: (&'a str, &'a str),
+    record: &'a [u8],
+}
+
+/// The record of kind `K` under `key` from its stored envelope bytes.
+fn stored<K: Kind>(key: Key, bytes: &[u8]) -> Result<Stored<K::Record>, StorageError> {
+    let env: EnvelopeRef = crate::codec::decode_borrowed(bytes, K::ID.name())?;
     Ok(Stored {
-        record: decode(&env.record, K::ID.name())?,
+        record: decode(env.record, K::ID.name())?,
         key,
         created_at: env.created_at,
         last_modified_at: env.last_modified_at,
@@ -386,7 +398,27 @@ fn stored<K: Kind>(key: Key, env: Envelope) -> Result<Stored<K::Record>, Storage
     })
 }
 
-#[allow(dead_code)]
-fn _assert_entries_used<K: Kind>(k: &Key, r: &K::Record, e: &Envelope) {
-    let _ = entries_of::<K>(k, r, e, OrderSet::KEYS_ONLY);
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use schema::kinds::zone::Zone;
+
+    /// A borrowed decode of a stored envelope gives what the owned one does.
+    #[test]
+    fn envelopes_decode_borrowed_as_owned() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::open(dir.path()).unwrap();
+        let mut batch = store.write().unwrap();
+        crate::test_support::zone_version(&mut batch, "a\u{0}b", "7", Timestamp(11));
+        batch.commit(Timestamp(11)).unwrap();
+        let view = store.read().unwrap();
+        let key = Key::new(&["poc", "a\u{0}b"]);
+        let owned: Envelope = decode(view.records(KindId::Zone).unwrap().get(key.as_bytes()).unwrap().unwrap().value(), "zone").unwrap();
+        let s = view.get::<Zone>(&key).unwrap().unwrap();
+        assert_eq!(s.record, decode::<schema::kinds::zone::ZoneRecord>(&owned.record, "zone").unwrap());
+        assert_eq!(s.record.gateway_url.as_deref(), Some("https://7.example"));
+        assert_eq!((s.created_at, s.last_modified_at, &s.links), (owned.created_at, owned.last_modified_at, &owned.links));
+        assert_eq!(s.created_at, Timestamp(11));
+        assert_eq!(view.with_prefix::<Zone>(&Key::new(&["poc"])).unwrap(), vec![s]);
+    }
 }
