@@ -205,6 +205,7 @@ impl Writer {
             kinds: schema::registry::registered(),
             release: spawn_release()?,
             reconcile: FastMap::default(),
+            orders_retry_at: None,
         };
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
         Ok(Writer { tx, queue, stop, thread: Some(thread) })
@@ -309,7 +310,13 @@ struct State {
     release: mpsc::Sender<Vec<Work>>,
     /// `projector_reconcile_*` by (module, outcome), looked up once each.
     reconcile: FastMap<(&'static str, &'static str), (prometheus::IntCounter, prometheus::Histogram)>,
+    /// After a failed build of ordering indexes, no new try before this instant (reads keep
+    /// sorting in memory meanwhile).
+    orders_retry_at: Option<Instant>,
 }
+
+/// The wait after a failed build of ordering indexes before the next try.
+const ORDERS_RETRY: Duration = Duration::from_secs(60);
 
 /// Starts the thread that frees the writer's finished changes; it ends when the writer drops
 /// the sender.
@@ -334,7 +341,7 @@ impl State {
             if self.stop.load(Ordering::SeqCst) {
                 break;
             }
-            if self.store.orders_wanted() {
+            if self.store.orders_wanted() && self.orders_retry_at.is_none_or(|at| Instant::now() >= at) {
                 self.build_orders();
             }
             let wait = self.next_due().map(|d| d.saturating_duration_since(Instant::now())).unwrap_or(Duration::from_secs(1));
@@ -371,9 +378,11 @@ impl State {
     }
 
     /// Builds the ordering indexes that reads sorted by before they existed
-    /// ([`Store::build_wanted_orders`]), between two batches.
-    fn build_orders(&self) {
+    /// ([`Store::build_wanted_orders`]), between two batches. After a failure, the next try
+    /// waits [`ORDERS_RETRY`].
+    fn build_orders(&mut self) {
         let started = Instant::now();
+        self.orders_retry_at = None;
         match self.store.build_wanted_orders() {
             Ok(built) => {
                 for b in built {
@@ -381,7 +390,10 @@ impl State {
                     tracing::info!(kind = b.kind.name(), order = ?b.order, entries = b.entries, ms, "ordering index built");
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "building ordering indexes failed; reads sort in memory until the next try"),
+            Err(e) => {
+                self.orders_retry_at = Some(Instant::now() + ORDERS_RETRY);
+                tracing::warn!(error = %e, retry_in_s = ORDERS_RETRY.as_secs(), "building ordering indexes failed; reads sort in memory meanwhile");
+            }
         }
     }
 
