@@ -497,11 +497,12 @@ fn parse_order(ctx: &ResolverContext<'_>) -> Result<Vec<(OrderField, bool)>, Err
     };
     let mut out: Vec<(OrderField, bool)> = Vec::new();
     for one in entries {
-        let field = match one.get("field") {
-            Some(Value::Enum(n)) => n.as_str().to_string(),
-            _ => return Err(bad_input("orderBy.field is required")),
+        let field = enum_value(one.get("field")).ok_or_else(|| bad_input("orderBy.field is required"))?.to_string();
+        let desc = match enum_value(one.get("direction")) {
+            None | Some("ASC") => false,
+            Some("DESC") => true,
+            Some(other) => return Err(bad_input(format!("unknown order direction {other}"))),
         };
-        let desc = matches!(one.get("direction"), Some(Value::Enum(n)) if n.as_str() == "DESC");
         let order = match field.as_str() {
             "CREATED_AT" => OrderField::CreatedAt,
             "LAST_MODIFIED_AT" => OrderField::LastModifiedAt,
@@ -514,6 +515,16 @@ fn parse_order(ctx: &ResolverContext<'_>) -> Result<Vec<(OrderField, bool)>, Err
         out.push((order, desc));
     }
     Ok(out)
+}
+
+/// The name of an enum input value: written inline it is an enum, sent in the request's
+/// variables a string.
+fn enum_value(v: Option<&Value>) -> Option<&str> {
+    match v {
+        Some(Value::Enum(n)) => Some(n.as_str()),
+        Some(Value::String(s)) => Some(s.as_str()),
+        _ => None,
+    }
 }
 
 /// The composite sort key of a record for a multi-field order: each field's sort bytes

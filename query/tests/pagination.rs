@@ -221,3 +221,55 @@ async fn nested_connections_walk_forward_and_backward() {
     }
     assert!(walked >= 8, "{walked} nested connections walked");
 }
+
+/// `orderBy` sent in variables (enum values arrive as strings) sorts as the same order written
+/// inline, in the list form and the single-object form, with the field or the direction alone
+/// as a variable; an unknown direction is refused.
+#[tokio::test]
+async fn orders_sent_in_variables_sort_as_inline_ones() {
+    use async_graphql::{Request, Variables};
+    let w = World::load();
+    let v = admin();
+    let run = |query: &'static str, vars: serde_json::Value| {
+        let (w, v) = (&w, v.clone());
+        async move {
+            let r = w.api.execute(&w.store, v, Request::new(query).variables(Variables::from_json(vars))).await;
+            serde_json::to_value(&r).unwrap()
+        }
+    };
+    let inline = w.data(&v, "{ applications(orderBy: [{field: NAME, direction: DESC}]) { edges { node { id } } } }").await;
+    let expected = ids(&inline["applications"]);
+    assert!(expected.len() > 2);
+    for (query, vars) in [
+        (
+            "query($o: [ApplicationOrder!]) { applications(orderBy: $o) { edges { node { id } } } }",
+            serde_json::json!({"o": [{"field": "NAME", "direction": "DESC"}]}),
+        ),
+        (
+            "query($f: ApplicationOrderField!) { applications(orderBy: [{field: $f, direction: DESC}]) { edges { node { id } } } }",
+            serde_json::json!({"f": "NAME"}),
+        ),
+        (
+            "query($d: OrderDirection!) { applications(orderBy: [{field: NAME, direction: $d}]) { edges { node { id } } } }",
+            serde_json::json!({"d": "DESC"}),
+        ),
+    ] {
+        let r = run(query, vars).await;
+        assert!(r.get("errors").is_none_or(|e| e.as_array().is_some_and(|a| a.is_empty())), "{query}: {r}");
+        assert_eq!(ids(&r["data"]["applications"]), expected, "{query}");
+    }
+    let inline = w.data(&v, "{ apiSubscriptions(orderBy: {field: CREATED_AT, direction: DESC}) { edges { node { id } } } }").await;
+    let r = run(
+        "query($o: ApiSubscriptionOrder) { apiSubscriptions(orderBy: $o) { edges { node { id } } } }",
+        serde_json::json!({"o": {"field": "CREATED_AT", "direction": "DESC"}}),
+    )
+    .await;
+    assert_eq!(ids(&r["data"]["apiSubscriptions"]), ids(&inline["apiSubscriptions"]));
+    assert!(ids(&inline["apiSubscriptions"]).len() > 2);
+    let r = run(
+        "query($d: OrderDirection!) { applications(orderBy: [{field: NAME, direction: $d}]) { totalCount } }",
+        serde_json::json!({"d": "DOWN"}),
+    )
+    .await;
+    assert!(!r["errors"].as_array().unwrap().is_empty(), "{r}");
+}

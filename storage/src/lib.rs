@@ -124,7 +124,7 @@ impl Wanted {
 }
 
 /// An ordering index built by [`Store::build_wanted_orders`].
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct BuiltOrder {
     /// The kind.
     pub kind: schema::KindId,
@@ -132,6 +132,9 @@ pub struct BuiltOrder {
     pub order: OrderField,
     /// Ordering entries written (one per record and scope).
     pub entries: usize,
+    /// Time spent reading the records and writing the entries of this index, in seconds (the
+    /// commit of all indexes built together is not included).
+    pub seconds: f64,
 }
 
 impl Store {
@@ -276,6 +279,7 @@ impl Store {
             let mut order_t = txn.open_table(tables::ORDER)?;
             for (kind, order) in wanted.iter().filter(|&(k, o)| !built.contains(k, o)) {
                 let Some(ops) = self.kinds.get(kind).filter(|ops| ops.orders().contains(&order)) else { continue };
+                let started = std::time::Instant::now();
                 let mut entries = Vec::new();
                 for item in txn.open_table(tables::records(kind))?.iter()? {
                     let (k, v) = item?;
@@ -288,7 +292,7 @@ impl Store {
                     order_t.insert(e.as_slice(), ())?;
                 }
                 built_t.insert(tables::built_key(kind, order).as_slice(), revision)?;
-                done.push(BuiltOrder { kind, order, entries: entries.len() });
+                done.push(BuiltOrder { kind, order, entries: entries.len(), seconds: started.elapsed().as_secs_f64() });
             }
         }
         txn.commit()?;
@@ -409,7 +413,8 @@ mod tests {
         assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
 
         let built = store.build_wanted_orders().unwrap();
-        assert_eq!(built, vec![BuiltOrder { kind: schema::KindId::Zone, order: OrderField::LastModifiedAt, entries: 6 }]);
+        let built: Vec<_> = built.iter().map(|b| (b.kind, b.order, b.entries)).collect();
+        assert_eq!(built, vec![(schema::KindId::Zone, OrderField::LastModifiedAt, 6)]);
         assert!(!store.orders_wanted());
         let view = store.read().unwrap();
         assert!(view.built_orders().unwrap().contains(schema::KindId::Zone, OrderField::LastModifiedAt));

@@ -381,12 +381,11 @@ impl State {
     /// ([`Store::build_wanted_orders`]), between two batches. After a failure, the next try
     /// waits [`ORDERS_RETRY`].
     fn build_orders(&mut self) {
-        let started = Instant::now();
         self.orders_retry_at = None;
         match self.store.build_wanted_orders() {
             Ok(built) => {
                 for b in built {
-                    let ms = started.elapsed().as_millis() as u64;
+                    let ms = (b.seconds * 1e3) as u64;
                     tracing::info!(kind = b.kind.name(), order = ?b.order, entries = b.entries, ms, "ordering index built");
                 }
             }
