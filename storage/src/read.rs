@@ -201,7 +201,8 @@ impl ReadView {
         from: std::ops::Bound<&[u8]>,
         reverse: bool,
     ) -> Result<impl Iterator<Item = Result<OrderEntry, StorageError>> + use<>, StorageError> {
-        if !self.built_orders()?.contains(kind, order) {
+        // The natural-key order is always indexed: no need to read `built_orders` for it.
+        if order != OrderField::Key && !self.built_orders()?.contains(kind, order) {
             self.wanted.want(kind, order);
             let sorted = self.sorted_in_memory(kind, order, scope, from, reverse)?;
             return Ok(Box::new(sorted.into_iter().map(Ok)) as Box<dyn Iterator<Item = _>>);
