@@ -273,3 +273,44 @@ async fn orders_sent_in_variables_sort_as_inline_ones() {
     .await;
     assert!(!r["errors"].as_array().unwrap().is_empty(), "{r}");
 }
+
+/// Isolation of sorted reads: for two teams, a group and an admin, every root connection sorted
+/// by each of its fields (in memory before the indexes are built, by the indexes after) lists
+/// exactly the records, and counts exactly the total, of its default order, whose isolation
+/// `tests/isolation_probe.rs` checks; a second team sees none of a team's own applications.
+#[tokio::test]
+async fn sorted_reads_see_exactly_what_the_default_order_sees() {
+    use std::collections::BTreeSet;
+    let w = World::load();
+    let viewers =
+        [team_viewer("payments--checkout", "poc"), team_viewer("logistics--fleet", "poc"), group_viewer("payments", "poc"), admin()];
+    for phase in ["sorted in memory", "indexed"] {
+        for (root, multi) in ROOTS {
+            let multi = *multi || matches!(*root, "approvals" | "approvalRequests");
+            let mut fields = vec!["CREATED_AT", "LAST_MODIFIED_AT"];
+            if matches!(*root, "teams" | "applications") {
+                fields.push("NAME");
+            }
+            for v in &viewers {
+                let default = w.data(v, &format!("{{ {root} {{ totalCount edges {{ node {{ id }} }} }} }}")).await;
+                let expected: BTreeSet<String> = ids(&default[*root]).into_iter().collect();
+                for f in &fields {
+                    let o = format!("{{field: {f}, direction: DESC}}");
+                    let arg = if multi { format!("[{o}]") } else { o };
+                    let d = w.data(v, &format!("{{ {root}(orderBy: {arg}) {{ totalCount edges {{ node {{ id }} }} }} }}")).await;
+                    let seen: BTreeSet<String> = ids(&d[*root]).into_iter().collect();
+                    assert_eq!(seen, expected, "{phase}: {root} by {f}");
+                    assert_eq!(d[*root]["totalCount"], default[*root]["totalCount"], "{phase}: {root} by {f}");
+                }
+            }
+        }
+        if phase == "sorted in memory" {
+            assert!(!w.store.build_wanted_orders().unwrap().is_empty());
+        }
+    }
+    let by_name = "{ applications(orderBy: [{field: NAME}]) { edges { node { id } } } }";
+    let checkout: BTreeSet<String> = ids(&w.data(&viewers[0], by_name).await["applications"]).into_iter().collect();
+    let fleet: BTreeSet<String> = ids(&w.data(&viewers[1], by_name).await["applications"]).into_iter().collect();
+    assert!(!checkout.is_empty() && !fleet.is_empty());
+    assert!(checkout.is_disjoint(&fleet), "{checkout:?} {fleet:?}");
+}

@@ -278,7 +278,7 @@ impl ReadView {
     /// # Errors
     /// [`StorageError`] on redb or decoding failures.
     pub fn check_invariants(&self) -> Result<Vec<String>, StorageError> {
-        let kinds = KindTable::new();
+        let kinds = &self.kinds;
         let built = self.built_orders()?;
         let mut problems = Vec::new();
         let mut expected_order = std::collections::BTreeSet::new();

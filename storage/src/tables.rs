@@ -141,7 +141,8 @@ impl OrderSet {
         self.0 == 0
     }
 
-    /// The (kind, order) pairs beyond the natural-key orders, by kind code then order.
+    /// The (kind, order) pairs beyond the natural-key orders, in [`KindId::ALL`] order, then by
+    /// order field.
     pub fn iter(self) -> impl Iterator<Item = (KindId, OrderField)> {
         KindId::ALL.iter().flat_map(move |&k| {
             [OrderField::CreatedAt, OrderField::LastModifiedAt, OrderField::Name]

@@ -177,30 +177,19 @@ fn entries_by<K: Kind>(key: &Key, rec: &K::Record, env: &Envelope, include: impl
             scopes.push(s);
         }
     }
-    let mut fields = [OrderField::Key; 4];
-    let mut n = 0;
-    for &o in orders::<K>().iter().filter(|&&o| include(o)) {
-        fields[n] = o;
-        n += 1;
-    }
-    let fields = &fields[..n];
-    let name = fields.contains(&OrderField::Name).then(|| Key::new(&[K::name(rec).unwrap_or("")]));
-    let mut order = Vec::with_capacity(scopes.len() * fields.len());
+    // Each order's sort value once per record, whatever the number of scopes.
+    let sorts: Vec<(OrderField, Vec<u8>)> =
+        orders::<K>().iter().filter(|&&o| include(o)).map(|&o| (o, sort_value_of::<K>(o, env, Some(rec)))).collect();
+    let mut order = Vec::with_capacity(scopes.len() * sorts.len());
     for scope in &scopes {
         // Same bytes as `tables::order_prefix` + sort value + natural key, built in one buffer.
         let scope_key = scope.key();
-        for &o in fields {
-            if tables::derived_from_records(o, scope) {
+        for (o, sort) in &sorts {
+            if tables::derived_from_records(*o, scope) {
                 continue;
             }
-            let sort: &[u8] = match o {
-                OrderField::Key => &[],
-                OrderField::CreatedAt => &env.created_at.to_sort_bytes(),
-                OrderField::LastModifiedAt => &env.last_modified_at.to_sort_bytes(),
-                OrderField::Name => name.as_ref().map_or(&[][..], Key::as_bytes),
-            };
             let mut e = Vec::with_capacity(2 + scope_key.as_bytes().len() + sort.len() + key.as_bytes().len());
-            e.extend_from_slice(&[K::ID.code(), o as u8]);
+            e.extend_from_slice(&[K::ID.code(), *o as u8]);
             e.extend_from_slice(scope_key.as_bytes());
             e.extend_from_slice(sort);
             e.extend_from_slice(key.as_bytes());
@@ -209,6 +198,18 @@ fn entries_by<K: Kind>(key: &Key, rec: &K::Record, env: &Envelope, include: impl
     }
     let refs = K::refs(rec, &env.links).iter().map(|(idx, lookup)| tables::ref_entry(*idx, lookup, K::ID, key)).collect();
     Entries { order, refs, scopes }
+}
+
+/// The sort value of a record by `order`: the part of its ordering entry between the scope and
+/// the natural key ([`tables`]). The decoded record `rec` is read for [`OrderField::Name`] only
+/// (the times are in the envelope), so callers without it pass `None` for the other orders.
+fn sort_value_of<K: Kind>(order: OrderField, env: &Envelope, rec: Option<&K::Record>) -> Vec<u8> {
+    match order {
+        OrderField::Key => Vec::new(),
+        OrderField::CreatedAt => env.created_at.to_sort_bytes().to_vec(),
+        OrderField::LastModifiedAt => env.last_modified_at.to_sort_bytes().to_vec(),
+        OrderField::Name => Key::new(&[rec.and_then(K::name).unwrap_or("")]).as_bytes().to_vec(),
+    }
 }
 
 /// What an upsert derives from the record alone.
@@ -295,15 +296,8 @@ impl<K: Kind> ErasedKind for Erased<K> {
     }
 
     fn sort_value(&self, env: &Envelope, order: OrderField) -> Result<Vec<u8>, StorageError> {
-        Ok(match order {
-            OrderField::Key => Vec::new(),
-            OrderField::CreatedAt => env.created_at.to_sort_bytes().to_vec(),
-            OrderField::LastModifiedAt => env.last_modified_at.to_sort_bytes().to_vec(),
-            OrderField::Name => {
-                let rec: K::Record = decode(&env.record, K::ID.name())?;
-                Key::new(&[K::name(&rec).unwrap_or("")]).as_bytes().to_vec()
-            }
-        })
+        let rec: Option<K::Record> = (order == OrderField::Name).then(|| decode(&env.record, K::ID.name())).transpose()?;
+        Ok(sort_value_of::<K>(order, env, rec.as_ref()))
     }
 
     fn orders(&self) -> &'static [OrderField] {
