@@ -374,9 +374,9 @@ async fn without_claim(claim: &str) {
     let (issuer, server) = setup().await;
     let mut c = issuer.claims(TEAM, READ, "poc");
     c.as_object_mut().unwrap().remove(claim);
-    assert_forbidden(&server, &Key::rsa1().sign(&c), &format!("missing field '{claim}'")).await;
+    assert_forbidden(&server, &Key::rsa1().sign(&c), &format!("claim '{claim}' is missing or not a non-empty string")).await;
     c[claim] = json!("");
-    assert_forbidden(&server, &Key::rsa1().sign(&c), &format!("missing field '{claim}'")).await;
+    assert_forbidden(&server, &Key::rsa1().sign(&c), &format!("claim '{claim}' is missing or not a non-empty string")).await;
     server.stop().await;
 }
 
@@ -399,7 +399,12 @@ async fn a_missing_env_is_forbidden() {
 async fn a_malformed_client_id_is_forbidden() {
     let (issuer, server) = setup().await;
     for client_id in ["payments--checkout", "payments--checkout--console--x", "--checkout--console", "payments----console", "x"] {
-        assert_forbidden(&server, &issuer.token(&Key::rsa1(), client_id, READ, "poc"), "invalid authorization context").await;
+        assert_forbidden(
+            &server,
+            &issuer.token(&Key::rsa1(), client_id, READ, "poc"),
+            "claim 'clientId' is not <group>--<team>--<app> (three non-empty parts)",
+        )
+        .await;
     }
     server.stop().await;
 }
@@ -408,7 +413,12 @@ async fn a_malformed_client_id_is_forbidden() {
 async fn a_scope_with_the_wrong_prefix_is_forbidden() {
     let (issuer, server) = setup().await;
     for scope in ["other:team:read", "TARDIS:team:read", "tardis-x:admin:all", "openid profile", "tardis:team:write"] {
-        assert_forbidden(&server, &issuer.token(&Key::rsa1(), TEAM, scope, "poc"), "no valid scope found").await;
+        assert_forbidden(
+            &server,
+            &issuer.token(&Key::rsa1(), TEAM, scope, "poc"),
+            "claim 'scope' holds no scope <prefix>:<team|group|admin>:<read|obfuscated|all> with the configured prefix",
+        )
+        .await;
     }
     // The first scope with the right prefix decides.
     assert_accepted(&server, &issuer.token(&Key::rsa1(), TEAM, "other:admin:all tardis:team:read", "poc"), Q).await;

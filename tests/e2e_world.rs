@@ -331,10 +331,17 @@ async fn query_limits_are_configurable() {
         .query_raw(&token, "{ applications { edges { node { subscribedApis { edges { node { target { basePath } } } } } } } }", json!({}))
         .await;
     assert_eq!(data, Value::Null);
-    assert!(errors[0]["message"].as_str().unwrap().contains("nested too deep"), "{errors:?}");
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(errors[0]["extensions"], json!({"code": "QUERY_TOO_DEEP", "limit": "graphql.maxDepth", "max": 4}), "{errors:?}");
+    assert_eq!(errors[0]["message"], "the query nests fields deeper than 4 levels");
+    // Through fragments too, with the same answer.
+    let fragments = "{ applications { ...A } } fragment A on ApplicationConnection { edges { ...E } } \
+                     fragment E on ApplicationEdge { node { subscribedApis { edges { node { name } } } } }";
+    let (_, deep) = server.query_raw(&token, fragments, json!({})).await;
+    assert_eq!(deep, errors);
     let wide = format!("{{ {} }}", (0..50).map(|i| format!("a{i}: zones {{ name }}")).collect::<Vec<_>>().join(" "));
     let (_, errors) = server.query_raw(&token, &wide, json!({})).await;
-    assert!(errors[0]["message"].as_str().unwrap().contains("too complex"), "{errors:?}");
+    assert_eq!(errors[0]["extensions"], json!({"code": "QUERY_TOO_COMPLEX", "limit": "graphql.maxComplexity", "max": 40}), "{errors:?}");
     let (_, errors) = server.query_raw(&token, "{ __schema { types { name } } }", json!({})).await;
     assert!(!errors.is_empty(), "introspection is off");
     assert_eq!(server.post_raw(Some(&token), vec![b' '; 5000]).await, 413);

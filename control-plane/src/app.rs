@@ -33,6 +33,8 @@ pub struct App {
     writer: Option<Writer>,
     /// The catalogue search index (`DATA_DIR/search/`), registered with the store.
     catalogue: storage::search::Catalogue,
+    /// Set once when the process shuts down: GraphQL requests in flight stop.
+    shutdown: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The running source.
@@ -105,7 +107,7 @@ impl App {
             .with_context(|| format!("opening the search index in {}", search_dir.display()))?;
         let metrics = Metrics::new();
         let auth = Authenticator::new(&config.security, metrics.registry()).context("setting up authentication")?;
-        let handlers = Arc::new(Handlers::new(&config.features));
+        let handlers = Arc::new(Handlers::new(&config.features).with_max_document_bytes(config.max_document_bytes));
         for (kind, enabled) in handlers.kinds() {
             if !enabled {
                 tracing::info!(kind = kind.name(), "kind switched off by a feature flag: not projected");
@@ -162,7 +164,7 @@ impl App {
             }
             (SourceConfig::Kube(_), None) => unreachable!("the kube client is built above"),
         };
-        Ok(App { config, store, metrics, readiness, auth, source: Some(source), writer: Some(writer), catalogue })
+        Ok(App { config, store, metrics, readiness, auth, source: Some(source), writer: Some(writer), catalogue, shutdown: Arc::default() })
     }
 
     /// The configuration it runs with.
@@ -197,6 +199,11 @@ impl App {
             Some(Source::Manifests(s)) => s.skips(),
             _ => Vec::new(),
         }
+    }
+
+    /// The flag that stops GraphQL requests in flight (set by [`Running::shutdown`]).
+    pub fn shutdown_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.shutdown.clone()
     }
 
     /// The HTTP routes: GraphQL (from `http::graphql`), `/healthz`, `/readyz`, `/metrics`.
@@ -246,12 +253,14 @@ impl Running {
         &self.app
     }
 
-    /// Graceful shutdown: stop accepting requests (in-flight ones get 5 s), then stop the
-    /// projector.
+    /// Graceful shutdown: stop accepting requests, stop the GraphQL requests in flight (they
+    /// answer `UNAVAILABLE` at their next deadline check; connections get at most 5 s to
+    /// finish), then stop the projector (the writer finishes its commit in progress).
     ///
     /// # Errors
     /// The server's I/O error, if it failed.
     pub async fn shutdown(self) -> anyhow::Result<()> {
+        self.app.shutdown.store(true, std::sync::atomic::Ordering::SeqCst);
         self.stop.notify_one();
         let served = self.server.await;
         let app = self.app;

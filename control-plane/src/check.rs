@@ -1,14 +1,15 @@
 //! `control-plane check --manifests DIR`: a dry run. Parses and translates every document
 //! without a store and prints, per document, what would be projected (`OK`: kind, natural key,
 //! the parents it needs) or why it would be skipped (`SKIP` deliberate, `FAIL` bad input). Documents of kinds that are not projected
-//! (`v1 Namespace`, `Environment`) are ignored, not failures. Required parents are not checked
+//! (`v1 Namespace`, `Environment`) and documents that are not objects are ignored, not failures:
+//! each is listed as `IGNORED` with its reason (empty documents are only counted). Required parents are not checked
 //! (that needs the store). Objects defined twice (`DUPLICATE`) and two objects with one natural
 //! key (`CONFLICT`) are reported as a store that holds none of them would decide.
 
 use crate::config::Clock;
 use crate::projector::handlers::Handlers;
 use crate::projector::writer::Change;
-use crate::source::manifests::{Duplicate, ManifestsState, SkipReport};
+use crate::source::manifests::{Duplicate, Ignored, ManifestsState, SkipReport, EMPTY_DOCUMENT};
 use schema::kind::Features;
 use std::io::Write;
 use std::path::Path;
@@ -27,8 +28,8 @@ pub struct CheckReport {
     pub projected: Vec<Projected>,
     /// Skipped documents.
     pub skips: Vec<SkipReport>,
-    /// Ignored documents (not projected kinds, empty documents).
-    pub ignored: usize,
+    /// Ignored documents (not projected kinds, not objects, empty documents), in file order.
+    pub ignored: Vec<Ignored>,
     /// Objects defined more than once.
     pub duplicates: Vec<Duplicate>,
     /// Objects whose record has the natural key of an earlier object of its kind (two Apis of a
@@ -83,6 +84,10 @@ impl CheckReport {
             let tag = if s.reason.is_failure() { "FAIL" } else { "SKIP" };
             writeln!(out, "{tag} {s}")?;
         }
+        // Empty documents (comment-only sections) are counted, not listed.
+        for i in self.ignored.iter().filter(|i| i.reason != EMPTY_DOCUMENT) {
+            writeln!(out, "IGNORED {}: {}", i.origin, i.reason)?;
+        }
         for d in &self.duplicates {
             writeln!(out, "DUPLICATE {}: {} is overridden by {}", d.src, d.loser, d.winner)?;
         }
@@ -98,7 +103,7 @@ impl CheckReport {
             self.projected.len() - self.conflicts.len(),
             self.skips.len(),
             self.failures(),
-            self.ignored
+            self.ignored.len()
         )?;
         if !self.conflicts.is_empty() {
             write!(out, ", {} waiting for a natural key another object holds", self.conflicts.len())?;
@@ -139,7 +144,11 @@ pub fn check(dir: &Path, features: Features, clock: Clock) -> Result<CheckReport
         documents: state.document_count(),
         projected,
         skips: state.skips(),
-        ignored: state.ignored().len(),
+        ignored: {
+            let mut ignored = state.ignored();
+            ignored.sort_by(|a, b| a.origin.cmp(&b.origin));
+            ignored
+        },
         duplicates: r.new_duplicates,
         conflicts,
     })

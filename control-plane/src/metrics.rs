@@ -44,6 +44,11 @@ pub struct Metrics {
     /// `controlplane_graphql_request_seconds`: time from receiving a GraphQL request to its
     /// answer, authentication included (seconds).
     pub graphql_seconds: Histogram,
+    /// `controlplane_graphql_executing{lane}`: requests on a worker thread now, by lane
+    /// (`light`, `heavy`; see `http::executor`).
+    pub graphql_executing: IntGaugeVec,
+    /// `controlplane_graphql_queued{lane}`: requests waiting for a worker, by lane.
+    pub graphql_queued: IntGaugeVec,
 }
 
 impl Default for Metrics {
@@ -88,8 +93,20 @@ impl Metrics {
                 .buckets(vec![0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]),
         )
         .expect("metric definition is valid");
+        let graphql_executing =
+            IntGaugeVec::new(Opts::new("controlplane_graphql_executing", "GraphQL requests on a worker thread, by lane."), &["lane"])
+                .expect("metric definition is valid");
+        let graphql_queued =
+            IntGaugeVec::new(Opts::new("controlplane_graphql_queued", "GraphQL requests waiting for a worker, by lane."), &["lane"])
+                .expect("metric definition is valid");
+        for lane in ["light", "heavy"] {
+            graphql_executing.with_label_values(&[lane]).set(0);
+            graphql_queued.with_label_values(&[lane]).set(0);
+        }
         for c in [
-            Box::new(reconcile_total.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(graphql_executing.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(graphql_queued.clone()),
+            Box::new(reconcile_total.clone()),
             Box::new(reconcile_duration.clone()),
             Box::new(store_revision.clone()),
             Box::new(store_commit_seconds.clone()),
@@ -110,6 +127,8 @@ impl Metrics {
             store_bytes,
             graphql_requests,
             graphql_seconds,
+            graphql_executing,
+            graphql_queued,
         }
     }
 

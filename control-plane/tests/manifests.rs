@@ -1100,3 +1100,83 @@ fn check_reports_two_objects_with_one_natural_key() {
     assert!(out.trim_end().ends_with(", 1 waiting for a natural key another object holds"), "{out}");
     assert!(out.contains("CONFLICT key "), "{out}");
 }
+
+/// A document larger than `source.maxDocumentBytes` is not parsed: it is skipped with its size
+/// and the limit, and the object it replaces is not deleted (the file keeps what it held). In a
+/// `List`, an oversized item is skipped and the other items are projected.
+#[test]
+fn an_oversized_document_is_skipped_and_what_is_stored_of_it_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    let features = schema::kind::Features::default();
+    let handlers = Arc::new(Handlers::new(&features).with_max_document_bytes(2048));
+    let mut state = ManifestsState::new(dir.path(), handlers, features, Clock(None));
+    let file = dir.path().join("groups.yaml");
+    let small = group_doc("alpha", "Alpha");
+    std::fs::write(&file, format!("{small}\n---\n{}", group_doc("beta", "Beta"))).unwrap();
+    let r = state.refresh();
+    assert_eq!(change_names(&r.changes).iter().filter(|c| c.starts_with("apply")).count(), 2, "{:?}", change_names(&r.changes));
+
+    // beta grows past the limit: skipped with its size, not deleted.
+    let huge = group_doc("beta", &"B".repeat(4096));
+    let bytes = huge.len();
+    std::fs::write(&file, format!("{small}\n---\n{huge}")).unwrap();
+    let r = state.refresh();
+    assert!(!change_names(&r.changes).iter().any(|c| c.starts_with("delete")), "{:?}", change_names(&r.changes));
+    assert_eq!(r.new_skips.len(), 1, "{:?}", r.new_skips);
+    let skip = &r.new_skips[0];
+    assert_eq!((skip.kind.as_deref(), skip.name.as_deref()), (Some("Group"), Some("beta")));
+    assert!(matches!(skip.reason, SkipReason::TooLarge { max: 2048, .. }), "{:?}", skip.reason);
+    assert!(skip.reason.is_failure());
+    let SkipReason::TooLarge { bytes: measured, .. } = skip.reason else { unreachable!() };
+    assert!(measured > 4096 && measured <= bytes, "{measured} of {bytes}");
+    assert_eq!(skip.reason.to_string(), format!("the document is {measured} bytes, more than source.maxDocumentBytes (2048)"));
+
+    // A List: its items are measured one by one.
+    let item = |name: &str, display: &str| {
+        serde_json::json!({"apiVersion": "organization.cp.ei.telekom.de/v1", "kind": "Group",
+            "metadata": {"name": name, "namespace": "poc", "labels": {"cp.ei.telekom.de/environment": "poc"}},
+            "spec": {"displayName": display, "description": "d"}})
+    };
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [item("gamma", "Gamma"), item("delta", &"D".repeat(4096))]});
+    std::fs::write(dir.path().join("list.json"), serde_json::to_string(&list).unwrap()).unwrap();
+    let r = state.refresh();
+    let names = change_names(&r.changes);
+    assert!(names.iter().any(|c| c.starts_with("apply") && c.contains("gamma")), "{names:?}");
+    assert!(!names.iter().any(|c| c.contains("delta")), "{names:?}");
+    assert_eq!(r.new_skips.len(), 1, "the list file alone was read: {:?}", r.new_skips);
+    assert!(r.new_skips.iter().any(|s| s.name.as_deref() == Some("delta") && s.origin.item == Some(1)));
+    assert!(matches!(r.new_skips[0].reason, SkipReason::TooLarge { max: 2048, .. }));
+    assert_eq!(state.skips().len(), 2, "beta is still skipped");
+}
+
+/// `check` lists every ignored document with its reason: kinds that are not projected, scalars,
+/// top-level arrays and objects without apiVersion/kind; empty documents are only counted.
+#[test]
+fn check_lists_ignored_documents_with_their_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n---\njust a string\n---\n# only a comment\n---\nfoo: bar\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("b.json"), "[{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\"}]").unwrap();
+    std::fs::write(dir.path().join("c.yaml"), "apiVersion: organization.cp.ei.telekom.de/v2\nkind: Group\nmetadata:\n  name: g\n").unwrap();
+    let report = control_plane::check::check(dir.path(), Default::default(), Clock(None)).unwrap();
+    let mut out = Vec::new();
+    report.print(&mut out).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    let ignored: Vec<&str> = out.lines().filter(|l| l.starts_with("IGNORED ")).collect();
+    assert_eq!(
+        ignored,
+        [
+            "IGNORED a.yaml#1 (line 1): v1 ConfigMap is not a projected kind",
+            "IGNORED a.yaml#2 (line 6): a scalar, not a Kubernetes object",
+            "IGNORED a.yaml#3 (line 10): not a Kubernetes object (no apiVersion/kind)",
+            "IGNORED b.json#1 (line 1): a list, not a Kubernetes object (wrap the items in a `kind: List` document)",
+            "IGNORED c.yaml#1 (line 1): organization.cp.ei.telekom.de/v2 Group is not a projected kind",
+        ],
+        "{out}"
+    );
+    // The comment-only section is not a document.
+    assert!(out.trim_end().ends_with(", 5 ignored"), "{out}");
+}

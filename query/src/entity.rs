@@ -31,6 +31,10 @@ pub struct Rq {
     /// The catalogue search index (`search` arguments, `catalogueSearch`); `None` when the
     /// store has none open (those fields then fail with `INTERNAL`).
     pub catalogue: Option<storage::search::Catalogue>,
+    /// The request's limits (search texts are checked again where they are used).
+    pub limits: Arc<crate::limits::Limits>,
+    /// When the request must stop; long loops ask it.
+    pub deadline: crate::deadline::Deadline,
 }
 
 impl Rq {
@@ -94,6 +98,8 @@ pub struct Builder {
     pub(crate) query_fields: Vec<Field>,
     /// Node loaders by GraphQL type name.
     pub(crate) loaders: HashMap<&'static str, Loader>,
+    /// Object types listed as records (for the node estimate, `crate::limits`), by type name.
+    pub(crate) records: HashMap<String, crate::limits::RecordList>,
     registered: std::collections::HashSet<String>,
     wheres: crate::filter::WhereRegistry,
     extras: HashMap<String, Vec<Field>>,
@@ -128,6 +134,13 @@ impl Builder {
                 o
             })
             .collect()
+    }
+
+    /// Declares that lists of the object type `type_name` hold records: at most
+    /// `bound` of them (see [`crate::limits`]). Entity types are declared by [`register`];
+    /// reduced `…Info` views and lists derived from records declare themselves.
+    pub fn record_list(&mut self, type_name: &str, bound: crate::limits::RecordList) {
+        self.records.insert(type_name.to_string(), bound);
     }
 
     /// Registers an enum once (by name).
@@ -228,6 +241,7 @@ pub fn field<T: Any + Send + Sync>(
         let result = (|| {
             let parent = ctx.parent_value.try_downcast_ref::<T>()?;
             let rq = ctx.data::<Rq>()?;
+            rq.deadline.tick()?;
             match f(parent, rq)? {
                 None if non_null => Err(crate::error::not_projected(&field_name)),
                 v => Ok(v),
@@ -347,6 +361,7 @@ fn order_fields<K: Entity>() -> Vec<&'static str> {
 /// (implementing `Node`) and the root query of entity `K`.
 pub fn register<K: Entity>(b: &mut Builder) {
     let name = K::TYPE;
+    b.record_list(name, crate::limits::RecordList::Visible { kind: K::ID, team_owned: K::TEAM_OWNED });
     let mut o = Object::new(name)
         .implement("Node")
         .field(field::<Stored<K::Record>>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<K>(&p.key)))));
@@ -415,6 +430,7 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
         let where_type = where_type.clone();
         let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
             let rq = ctx.data::<Rq>()?;
+            rq.deadline.check()?;
             let parent: &P = match ctx.parent_value.downcast_ref::<P>() {
                 Some(p) => p,
                 None => {
@@ -426,6 +442,9 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
             let entries = parse_order(&ctx)?;
             // A blank `search` (no letters or digits) lists as without it.
             let search = ctx.args.get("search").filter(|v| !v.is_null()).map(|v| v.string().map(str::to_string)).transpose()?;
+            if let Some(q) = &search {
+                crate::limits::check_search(q, &rq.limits).map_err(crate::limits::LimitError::into_error)?;
+            }
             let search = search.filter(|q| !storage::search::words(q).is_empty());
             if search.is_some() && !entries.is_empty() {
                 return Err(bad_input("`search` cannot be combined with `orderBy`: search results are ordered by relevance"));
@@ -472,8 +491,14 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
                 all.sort_by(|a, b| a.0.cmp(&b.0));
                 src = Box::new(VecRows(all));
             }
-            let page = paginate(src.as_ref(), &args)?;
-            let total = if ctx.look_ahead().field("totalCount").exists() { src.count()? } else { 0 };
+            // `{ totalCount }` alone reads no page (with counters, no record at all).
+            let look = ctx.look_ahead();
+            let page = if look.field("edges").exists() || look.field("pageInfo").exists() {
+                paginate(src.as_ref(), &args)?
+            } else {
+                crate::relay::Page { edges: Vec::new(), has_next: false, has_previous: false }
+            };
+            let total = if look.field("totalCount").exists() { src.count()? } else { 0 };
             let edges = page.edges.into_iter().map(|(suffix, st)| (encode_cursor(K::ID, &spec, &suffix), st)).collect();
             Ok(obj(ConnData::<K::Record> { edges, has_next: page.has_next, has_previous: page.has_previous, total }))
         })();
@@ -559,8 +584,12 @@ pub fn suffix_of<K: Kind>(s: &Stored<K::Record>, order: OrderField) -> Vec<u8> {
 
 /// Rows of a nested connection: `candidates` filtered by visibility and `pred`, sorted.
 pub fn nested_rows<K: Kind>(rq: &Rq, candidates: Vec<Stored<K::Record>>, order: OrderField, pred: &Pred<K::Record>) -> VecRows<K::Record> {
-    let mut rows: Vec<Row<K::Record>> =
-        candidates.into_iter().filter(|s| rq.visible::<K>(s) && pred.eval(s, rq)).map(|s| (suffix_of::<K>(&s, order), s)).collect();
+    // Once the deadline passed, nothing more is kept: the request ends with TIMEOUT.
+    let mut rows: Vec<Row<K::Record>> = candidates
+        .into_iter()
+        .filter(|s| rq.deadline.tick().is_ok() && rq.visible::<K>(s) && pred.eval(s, rq))
+        .map(|s| (suffix_of::<K>(&s, order), s))
+        .collect();
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     VecRows(rows)
 }
@@ -584,6 +613,9 @@ impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
         let rq = self.rq;
         let pred = &self.pred;
         Ok(Box::new(merged.filter_map(move |item| {
+            if let Err(e) = rq.deadline.tick() {
+                return Some(Err(e));
+            }
             let (suffix, key) = match item {
                 Ok(x) => x,
                 Err(e) => return Some(Err(internal(e))),
@@ -687,6 +719,7 @@ pub fn register_node(b: &mut Builder) {
                     ctx.args.try_get("ids")?.list()?.iter().map(|v| v.string().map(str::to_string)).collect::<Result<_, _>>()?;
                 let mut out = Vec::with_capacity(ids.len());
                 for id in ids {
+                    rq.deadline.tick()?;
                     match load_node(&loaders, rq, &id) {
                         Ok(v) => out.push(v),
                         Err(e) => {

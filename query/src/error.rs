@@ -44,3 +44,21 @@ pub fn timeout(limit: std::time::Duration) -> async_graphql::ServerError {
     e.extensions = Some(ext);
     e
 }
+
+/// The server is shutting down: code `UNAVAILABLE`, no partial data.
+pub fn unavailable() -> async_graphql::ServerError {
+    let mut e = async_graphql::ServerError::new("the server is shutting down; retry the request", None);
+    let mut ext = async_graphql::ErrorExtensionValues::default();
+    ext.set("code", "UNAVAILABLE");
+    e.extensions = Some(ext);
+    e
+}
+
+/// `INTERNAL` for a request whose execution failed as a whole (logged where it failed).
+pub fn internal_server_error() -> async_graphql::ServerError {
+    let mut e = async_graphql::ServerError::new("internal error while processing request", None);
+    let mut ext = async_graphql::ErrorExtensionValues::default();
+    ext.set("code", "INTERNAL");
+    e.extensions = Some(ext);
+    e
+}

@@ -202,7 +202,8 @@ impl WhereRegistry {
 /// Evaluates a compiled `has<Edge>With` on one record.
 pub type EdgeEval<R> = Arc<dyn Fn(&Rq, &Stored<R>) -> bool + Send + Sync>;
 
-type EdgeCompile<R> = Arc<dyn Fn(&WhereRegistry, Vec<ObjectAccessor<'_>>) -> Result<EdgeEval<R>, Error> + Send + Sync>;
+/// Compiles the entries of a `has<Edge>With`; `nested` = inside another `has<Edge>With`.
+type EdgeCompile<R> = Arc<dyn Fn(&WhereRegistry, Vec<ObjectAccessor<'_>>, bool) -> Result<EdgeEval<R>, Error> + Send + Sync>;
 
 /// An edge of an entity usable in `where` (`hasOwner`, `hasOwnerWith`).
 pub struct EdgeFilter<R> {
@@ -229,14 +230,35 @@ impl<R: 'static> EdgeFilter<R> {
             name,
             target_input,
             exists: Arc::new(move |rq, row| !neighbours(rq, row).is_empty()),
-            compile: Arc::new(move |registry, inputs| {
+            compile: Arc::new(move |registry, inputs, nested| {
                 let w = registry
                     .get::<T::Record>(&target)
                     .ok_or_else(|| crate::error::internal(format!("where type {target} not registered")))?;
-                let preds = inputs.iter().map(|o| w.parse(o)).collect::<Result<Vec<_>, _>>()?;
+                let preds = inputs.iter().map(|o| w.parse_at(o, true)).collect::<Result<Vec<_>, _>>()?;
                 let n = n2.clone();
-                let eval: EdgeEval<R> =
-                    Arc::new(move |rq, row| n(rq, row).iter().filter(|x| rq.visible::<T>(x)).any(|x| preds.iter().all(|p| p.eval(x, rq))));
+                // Once the deadline passed, no neighbour matches: the request ends with TIMEOUT.
+                let test = move |rq: &Rq, row: &Stored<R>| {
+                    n(rq, row)
+                        .iter()
+                        .filter(|x| rq.visible::<T>(x))
+                        .any(|x| rq.deadline.tick().is_ok() && preds.iter().all(|p| p.eval(x, rq)))
+                };
+                if !nested {
+                    return Ok(Arc::new(test) as EdgeEval<R>);
+                }
+                // Inside another `has<Edge>With`, the same record is tested once per neighbour
+                // that reaches it: each answer is kept for the request, so nested filters cost
+                // each target record once instead of multiplying along the nesting.
+                let memo: std::sync::Mutex<std::collections::HashMap<Vec<u8>, bool>> = Default::default();
+                let eval: EdgeEval<R> = Arc::new(move |rq, row| {
+                    let key = row.key.as_bytes();
+                    if let Some(hit) = memo.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
+                        return *hit;
+                    }
+                    let answer = test(rq, row);
+                    memo.lock().unwrap_or_else(|e| e.into_inner()).insert(key.to_vec(), answer);
+                    answer
+                });
                 Ok(eval)
             }),
         }
@@ -325,6 +347,15 @@ impl<R: 'static> WhereType<R> {
     /// # Errors
     /// `BAD_USER_INPUT` for values of the wrong shape (e.g. a malformed time).
     pub fn parse(&self, input: &ObjectAccessor<'_>) -> Result<Pred<R>, Error> {
+        self.parse_at(input, false)
+    }
+
+    /// [`WhereType::parse`] of an input inside a `has<Edge>With` (`nested`), whose edge
+    /// predicates remember their answers per record.
+    ///
+    /// # Errors
+    /// As [`WhereType::parse`].
+    pub fn parse_at(&self, input: &ObjectAccessor<'_>, nested: bool) -> Result<Pred<R>, Error> {
         let mut all = Vec::new();
         for (name, value) in input.iter() {
             if value.is_null() {
@@ -333,19 +364,19 @@ impl<R: 'static> WhereType<R> {
             match name.as_str() {
                 "not" => {
                     // An empty nested input is a no-op, also under `not`.
-                    let inner = self.parse(&value.object()?)?;
+                    let inner = self.parse_at(&value.object()?, nested)?;
                     if !inner.is_empty() {
                         all.push(Pred::Not(Box::new(inner)));
                     }
                 }
                 "and" => {
                     let list = value.list()?;
-                    let parts = list.iter().map(|v| self.parse(&v.object()?)).collect::<Result<Vec<_>, _>>()?;
+                    let parts = list.iter().map(|v| self.parse_at(&v.object()?, nested)).collect::<Result<Vec<_>, _>>()?;
                     all.push(Pred::All(parts));
                 }
                 "or" => {
                     let list = value.list()?;
-                    let parts = list.iter().map(|v| self.parse(&v.object()?)).collect::<Result<Vec<_>, _>>()?;
+                    let parts = list.iter().map(|v| self.parse_at(&v.object()?, nested)).collect::<Result<Vec<_>, _>>()?;
                     if !parts.is_empty() {
                         all.push(Pred::Any(parts));
                     }
@@ -356,7 +387,7 @@ impl<R: 'static> WhereType<R> {
                         let list = value.list()?;
                         let inputs = list.iter().map(|v| v.object()).collect::<Result<Vec<_>, _>>()?;
                         if !inputs.is_empty() {
-                            all.push(Pred::Edge(EdgeTest::With((edge.compile)(&self.registry, inputs)?)));
+                            all.push(Pred::Edge(EdgeTest::With((edge.compile)(&self.registry, inputs, nested)?)));
                         }
                     } else {
                         all.push(Pred::Edge(EdgeTest::Has(edge, value.boolean()?)));

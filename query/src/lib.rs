@@ -7,10 +7,12 @@
 //!
 //! Start at [`build_schema`] and [`execute`].
 
+pub mod deadline;
 pub mod entity;
 pub mod error;
 pub mod filter;
 mod kinds;
+pub mod limits;
 mod nodes_ext;
 pub mod relay;
 mod search;
@@ -38,17 +40,59 @@ pub struct QueryConfig {
     pub now: Option<Timestamp>,
     /// Whether introspection is enabled (default true).
     pub introspection: bool,
-    /// Maximum query depth (default 20).
+    /// Maximum query depth (default 20, at most [`limits::MAX_DEPTH_CEILING`]).
     pub max_depth: usize,
-    /// Maximum query complexity, counted as selected fields (default 5000).
+    /// Maximum query complexity, counted as selected fields with fragments expanded (default
+    /// 5000).
     pub max_complexity: usize,
+    /// Maximum nesting of lists and input objects in one argument or variable (default 16).
+    pub max_input_depth: usize,
+    /// Maximum worst-case node estimate (default 2 500 000; see [`limits`]).
+    pub max_nodes: u64,
+    /// Maximum nesting of `has<Edge>With` filters (default 3).
+    pub max_filter_depth: usize,
+    /// Maximum bytes of a search text (default 256).
+    pub max_search_bytes: usize,
+    /// Maximum words of a search text (default 8).
+    pub max_search_terms: usize,
 }
 
 impl Default for QueryConfig {
     fn default() -> QueryConfig {
-        QueryConfig { max_page_size: 1000, now: None, introspection: true, max_depth: 20, max_complexity: 5000 }
+        let l = limits::Limits::default();
+        QueryConfig {
+            max_page_size: l.max_page_size,
+            now: None,
+            introspection: true,
+            max_depth: l.max_depth,
+            max_complexity: l.max_complexity,
+            max_input_depth: l.max_input_depth,
+            max_nodes: l.max_nodes,
+            max_filter_depth: l.max_filter_depth,
+            max_search_bytes: l.max_search_bytes,
+            max_search_terms: l.max_search_terms,
+        }
     }
 }
+
+impl QueryConfig {
+    /// The limits of one request.
+    pub fn limits(&self) -> limits::Limits {
+        limits::Limits {
+            max_depth: self.max_depth.min(limits::MAX_DEPTH_CEILING),
+            max_complexity: self.max_complexity,
+            max_input_depth: self.max_input_depth,
+            max_nodes: self.max_nodes,
+            max_filter_depth: self.max_filter_depth,
+            max_page_size: self.max_page_size,
+            max_search_bytes: self.max_search_bytes,
+            max_search_terms: self.max_search_terms,
+        }
+    }
+}
+
+/// A request heavier than this node estimate runs as heavy work ([`Prepared::is_heavy`]).
+pub const LIGHT_NODES: u64 = 10_000;
 
 /// `PageInfo` values.
 pub(crate) struct PageInfo {
@@ -67,6 +111,8 @@ pub struct Api {
     plain: Validating,
     nodes: Validating,
     config: QueryConfig,
+    limits: Arc<limits::Limits>,
+    shapes: limits::Shapes,
     parsed: ParseCache,
 }
 
@@ -112,13 +158,18 @@ impl ParseCache {
         if query.len() > Self::MAX_TEXT {
             return None;
         }
-        let hit = self.0.lock().unwrap_or_else(|e| e.into_inner()).get(query).cloned();
-        if let Some(parsed) = hit {
-            return Some(parsed);
-        }
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(query).cloned()
+    }
+
+    /// Parses `query` and keeps it (when short enough); `None` when it does not parse (the
+    /// executor then reports the syntax error as usual).
+    fn parse(&self, query: &str) -> Option<Arc<Parsed>> {
         let doc = async_graphql::parser::parse_query(query).ok()?;
         let variable_free = doc.operations.iter().all(|(_, op)| op.node.variable_definitions.is_empty());
         let parsed = Arc::new(Parsed { doc, variable_free, validated: Default::default() });
+        if query.len() > Self::MAX_TEXT {
+            return Some(parsed);
+        }
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if map.len() >= Self::MAX_ENTRIES {
             map.clear();
@@ -133,13 +184,25 @@ impl ParseCache {
 /// # Errors
 /// [`SchemaError`] when the generated schema is inconsistent (a bug, caught by the SDL test).
 pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
-    let both = |nodes| -> Result<Validating, SchemaError> {
-        Ok(Validating { strict: build(&config, nodes, ValidationMode::Strict)?, fast: build(&config, nodes, ValidationMode::Fast)? })
+    let mut records = std::collections::HashMap::new();
+    let mut both = |nodes| -> Result<Validating, SchemaError> {
+        let (strict, r) = build(&config, nodes, ValidationMode::Strict)?;
+        records = r;
+        Ok(Validating { strict, fast: build(&config, nodes, ValidationMode::Fast)?.0 })
     };
-    Ok(Api { plain: both(false)?, nodes: both(true)?, config, parsed: ParseCache::default() })
+    let plain = both(false)?;
+    let nodes = both(true)?;
+    let shapes =
+        limits::Shapes::new(&plain.strict.sdl(), records).map_err(|e| SchemaError(format!("the generated SDL does not parse: {e}")))?;
+    let limits = Arc::new(config.limits());
+    Ok(Api { plain, nodes, config, limits, shapes, parsed: ParseCache::default() })
 }
 
-fn build(config: &QueryConfig, nullable_nodes: bool, validation: ValidationMode) -> Result<Schema, SchemaError> {
+fn build(
+    config: &QueryConfig,
+    nullable_nodes: bool,
+    validation: ValidationMode,
+) -> Result<(Schema, std::collections::HashMap<String, limits::RecordList>), SchemaError> {
     let mut bld = Builder::default();
     bld.enumeration("OrderDirection", &["ASC", "DESC"]);
     bld.object(
@@ -162,7 +225,7 @@ fn build(config: &QueryConfig, nullable_nodes: bool, validation: ValidationMode)
         .register(Scalar::new("Cursor").description("An opaque pagination cursor"))
         .register(Scalar::new("Map").description("A JSON object"))
         .register(query)
-        .limit_depth(config.max_depth)
+        .limit_depth(config.max_depth.min(limits::MAX_DEPTH_CEILING))
         .limit_complexity(config.max_complexity)
         .validation_mode(validation);
     for o in bld.take_objects() {
@@ -186,7 +249,7 @@ fn build(config: &QueryConfig, nullable_nodes: bool, validation: ValidationMode)
     if nullable_nodes {
         sb = sb.extension(nodes_ext::NullableNodes);
     }
-    sb.finish()
+    Ok((sb.finish()?, bld.records))
 }
 
 impl Api {
@@ -195,39 +258,132 @@ impl Api {
         self.plain.strict.sdl()
     }
 
-    /// Executes one GraphQL request for `viewer` on a consistent read view of `store`.
+    /// The limits every request is measured against.
+    pub fn limits(&self) -> &limits::Limits {
+        &self.limits
+    }
+
+    /// Executes one GraphQL request for `viewer` on a consistent read view of `store`, without
+    /// a deadline: [`Api::prepare`] then [`Api::run`].
+    pub async fn execute(&self, store: &Store, viewer: Viewer, request: async_graphql::Request) -> async_graphql::Response {
+        match self.prepare(store, viewer, request, deadline::Deadline::none()) {
+            Ok(p) => self.run(p).await,
+            Err(refused) => *refused,
+        }
+    }
+
+    /// Everything before execution, bounded by the request's size: the text is scanned and
+    /// parsed (parsed documents are cached by text), the variables checked, a read view opened
+    /// (group viewers' teams resolved from it), and the operation measured against the
+    /// [`limits`] (fields, depth, node estimate, filters, search texts).
     ///
-    /// Group viewers' teams are resolved from that same view. Storage failures become one
-    /// `INTERNAL` error.
-    pub async fn execute(&self, store: &Store, mut viewer: Viewer, mut request: async_graphql::Request) -> async_graphql::Response {
-        let view = match store.read() {
-            Ok(v) => v,
-            Err(e) => return async_graphql::Response::from_errors(vec![error::internal(e).into_server_error(Default::default())]),
+    /// # Errors
+    /// The answer to send instead: one error with the limit's code, or `INTERNAL` for a
+    /// storage failure.
+    pub fn prepare(
+        &self,
+        store: &Store,
+        mut viewer: Viewer,
+        mut request: async_graphql::Request,
+        deadline: deadline::Deadline,
+    ) -> Result<Prepared, Box<async_graphql::Response>> {
+        let refuse = |e: limits::LimitError| Box::new(async_graphql::Response::from_errors(vec![e.into_server_error()]));
+        let parsed = match self.parsed.get(&request.query) {
+            Some(hit) => Some(hit),
+            None => {
+                limits::scan_text(&request.query, &self.limits).map_err(refuse)?;
+                self.parsed.parse(&request.query)
+            }
         };
-        if let Err(e) = viewer.resolve(&view) {
-            return async_graphql::Response::from_errors(vec![error::internal(e).into_server_error(Default::default())]);
+        limits::check_variables(&request.variables, &self.limits).map_err(refuse)?;
+        let internal =
+            |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::internal(e).into_server_error(Default::default())]);
+        let view = store.read().map_err(internal)?;
+        viewer.resolve(&view).map_err(internal)?;
+        let mut cost = limits::Cost::default();
+        if let Some(p) = &parsed {
+            let mut counts = std::collections::HashMap::new();
+            let mut bound =
+                |r: limits::RecordList| *counts.entry(r).or_insert_with(|| list_bound(&view, &viewer, r, self.config.max_page_size));
+            cost = limits::analyze(&p.doc, request.operation_name.as_deref(), &request.variables, &self.shapes, &self.limits, &mut bound)
+                .map_err(refuse)?;
+            request.set_parsed_query(p.doc.clone());
         }
         let now = self.config.now.unwrap_or_else(|| Timestamp::from_datetime(chrono::Utc::now()));
         // The search index registered with the store, if one is open (catalogue search).
         let catalogue = store.catalogue();
-        let rq = Rq { view, viewer, now, max_page_size: self.config.max_page_size, catalogue };
+        let rq = Rq { view, viewer, now, max_page_size: self.config.max_page_size, catalogue, limits: self.limits.clone(), deadline };
+        Ok(Prepared { rq, request, parsed, cost })
+    }
+
+    /// Executes a prepared request. Resolvers run synchronously inside this future (they read
+    /// the store): run it off the async workers. Once the request's deadline passed, the
+    /// answer is one `TIMEOUT` error (`UNAVAILABLE` when the server shuts down), without data.
+    pub async fn run(&self, prepared: Prepared) -> async_graphql::Response {
+        let Prepared { rq, request, parsed, .. } = prepared;
+        // The same deadline stays readable after `rq` moved into the request.
+        let deadline = rq.deadline.clone();
+        if deadline.passed() {
+            return async_graphql::Response::from_errors(vec![deadline.server_error()]);
+        }
         // `nodes` can only be selected by a query whose text contains the word.
         let schemas = if request.query.contains("nodes") { &self.nodes } else { &self.plain };
-        let parsed = self.parsed.get(&request.query);
         let unnamed = request.operation_name.is_none();
         let validated = parsed.as_ref().is_some_and(|p| unnamed && p.validated.load(std::sync::atomic::Ordering::Relaxed));
-        if let Some(p) = &parsed {
-            request.set_parsed_query(p.doc.clone());
-        }
-        if validated {
-            return schemas.fast.execute(request.data(rq)).await;
-        }
-        let response = schemas.strict.execute(request.data(rq)).await;
-        if let Some(p) = parsed.filter(|p| unnamed && p.variable_free && response.errors.is_empty()) {
-            p.validated.store(true, std::sync::atomic::Ordering::Relaxed);
+        let response = if validated {
+            schemas.fast.execute(request.data(rq)).await
+        } else {
+            let response = schemas.strict.execute(request.data(rq)).await;
+            if let Some(p) = parsed.filter(|p| unnamed && p.variable_free && response.errors.is_empty()) {
+                p.validated.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            response
+        };
+        if deadline.passed() {
+            return async_graphql::Response::from_errors(vec![deadline.server_error()]);
         }
         response
     }
+}
+
+/// A request measured and ready to run ([`Api::prepare`], [`Api::run`]).
+pub struct Prepared {
+    rq: Rq,
+    request: async_graphql::Request,
+    parsed: Option<Arc<Parsed>>,
+    cost: limits::Cost,
+}
+
+impl Prepared {
+    /// What the request was measured at.
+    pub fn cost(&self) -> &limits::Cost {
+        &self.cost
+    }
+
+    /// Whether the request is heavy work: a node estimate above [`LIGHT_NODES`], a search, or
+    /// filters through edges. The server runs heavy requests with bounded concurrency.
+    pub fn is_heavy(&self) -> bool {
+        self.cost.nodes > LIGHT_NODES || self.cost.searches || self.cost.edge_filters
+    }
+
+    /// The request's deadline.
+    pub fn deadline(&self) -> &deadline::Deadline {
+        &self.rq.deadline
+    }
+}
+
+/// The largest possible length of a list of records for `viewer`: the records of the kind it
+/// may see (counters, summed over its scopes). A reduced view (`…Info`) crosses tenants: an
+/// admin's bound is every record of the kind, anyone else's the maximum page size — never a
+/// count of records the viewer cannot see (which a refusal would reveal).
+fn list_bound(view: &storage::ReadView, viewer: &Viewer, r: limits::RecordList, max_page_size: usize) -> u64 {
+    let (kind, scopes) = match r {
+        limits::RecordList::Visible { kind, team_owned } => (kind, viewer.scopes(team_owned)),
+        limits::RecordList::All(kind) if viewer.is_admin() => (kind, vec![schema::Scope::All]),
+        limits::RecordList::All(_) => return max_page_size as u64,
+    };
+    // A counter that cannot be read counts as unbounded: the request is refused, not guessed.
+    scopes.iter().map(|s| view.count(kind, s).unwrap_or(u64::MAX)).fold(0u64, u64::saturating_add)
 }
 
 #[cfg(test)]
@@ -242,22 +398,24 @@ mod parse_cache_tests {
     fn keeps_parsed_documents_up_to_its_bounds() {
         let c = ParseCache::default();
         let q = "query Q($n: Int) { teams(first: $n) { totalCount } }";
-        let first = c.get(q).expect("parses");
+        assert!(c.get(q).is_none(), "not parsed yet");
+        let first = c.parse(q).expect("parses");
         let again = c.get(q).expect("cached");
         assert!(std::sync::Arc::ptr_eq(&first, &again), "the cached document is the parsed one");
         assert!(!first.variable_free);
-        assert!(c.get("query { teams { totalCount } }").unwrap().variable_free);
+        assert!(c.parse("query { teams { totalCount } }").unwrap().variable_free);
         assert_eq!(len(&c), 2);
         c.0.lock().unwrap().clear();
-        c.get(q).unwrap();
+        c.parse(q).unwrap();
         assert_eq!(len(&c), 1);
-        assert!(c.get("{ teams(first: ").is_none(), "a syntax error is left to the executor");
+        assert!(c.parse("{ teams(first: ").is_none(), "a syntax error is left to the executor");
         assert_eq!(len(&c), 1);
         let long = format!("{{ teams {{ totalCount }} }} #{}", "x".repeat(ParseCache::MAX_TEXT));
+        assert!(c.parse(&long).is_some(), "parsed");
         assert!(c.get(&long).is_none(), "too long to keep");
         assert_eq!(len(&c), 1);
         for i in 0..ParseCache::MAX_ENTRIES {
-            c.get(&format!("{{ teams(first: {i}) {{ totalCount }} }}")).unwrap();
+            c.parse(&format!("{{ teams(first: {i}) {{ totalCount }} }}")).unwrap();
         }
         assert!(len(&c) <= ParseCache::MAX_ENTRIES, "bounded: {}", len(&c));
         assert!(len(&c) >= 1);
@@ -315,5 +473,18 @@ mod validation_tests {
         let fresh = errors(&build_schema(QueryConfig::default()).unwrap(), &store, with_vars, bad_vars.clone()).await;
         assert!(!fresh.is_empty());
         assert_eq!(errors(&api, &store, with_vars, bad_vars).await, fresh);
+    }
+}
+
+#[cfg(test)]
+mod limits_tests {
+    use super::*;
+
+    /// Every list of objects in the schema is declared: records of a kind (their length is
+    /// counted in the node estimate) or values held inside one record (`limits::EMBEDDED`).
+    #[test]
+    fn every_object_list_of_the_schema_is_declared() {
+        let api = build_schema(QueryConfig::default()).unwrap();
+        assert_eq!(api.shapes.undeclared, Vec::<String>::new(), "declare these with Builder::record_list or limits::EMBEDDED");
     }
 }

@@ -66,6 +66,7 @@ pub(crate) fn rows<K: Kind>(rq: &Rq, query: &str, pred: &Pred<K::Record>) -> Res
     let hits = index(rq)?.search(&req, usize::MAX).map_err(internal)?;
     let mut rows: Vec<Row<K::Record>> = Vec::with_capacity(hits.hits.len());
     for h in hits.hits {
+        rq.deadline.tick()?;
         if let Some(s) = rq.load_visible::<K>(&h.key)? {
             if pred.eval(&s, rq) {
                 let mut suffix = score_bytes(h.score).to_vec();
@@ -185,6 +186,7 @@ pub(crate) fn register(bld: &mut Builder) {
             let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
                 let rq = ctx.data::<Rq>()?;
                 let query = ctx.args.try_get("query")?.string()?.to_string();
+                crate::limits::check_search(&query, &rq.limits).map_err(crate::limits::LimitError::into_error)?;
                 let wanted: Vec<KindId> = match ctx.args.get("kinds").filter(|v| !v.is_null()) {
                     None => Vec::new(),
                     Some(list) => {
@@ -230,6 +232,7 @@ pub(crate) fn register(bld: &mut Builder) {
                     let mut total = 0;
                     let mut has_next = false;
                     for h in &hits.hits {
+                        rq.deadline.tick()?;
                         let Some((_, ty, load)) = kinds.iter().find(|(k, _, _)| *k == h.kind) else { continue };
                         let mut suffix = score_bytes(h.score).to_vec();
                         suffix.push(h.kind.code());

@@ -35,13 +35,13 @@ pub enum Access {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ClaimsError {
     /// A required claim is missing or not a non-empty string.
-    #[error("missing field '{0}'")]
+    #[error("claim '{0}' is missing or not a non-empty string")]
     Missing(&'static str),
     /// `clientId` is not `<group>--<team>--<app>` with three non-empty parts.
-    #[error("invalid authorization context")]
+    #[error("claim 'clientId' is not <group>--<team>--<app> (three non-empty parts)")]
     InvalidClientId,
     /// No scope of the form `<prefix>:<team|group|hub|admin>:<read|obfuscated|all>`.
-    #[error("no valid scope found")]
+    #[error("claim 'scope' holds no scope <prefix>:<team|group|admin>:<read|obfuscated|all> with the configured prefix")]
     NoValidScope,
 }
 

@@ -20,7 +20,7 @@
 //! word must match (AND) one of three field classes (title ×4, tag ×2, body ×1): exactly (×1.0),
 //! as a prefix when it is the last word (search-as-you-type, ×0.6), or within an edit distance
 //! that grows with its length (×0.3; [`edit_distance`]: 0 for ≤ 2 characters, 1 for 3–5, 2
-//! for longer; a transposition counts one). Scores are constant per tier, so an exact match
+//! for longer; a transposition counts one; only the first [`MAX_FUZZY_WORDS`] words). Scores are constant per tier, so an exact match
 //! always outranks a fuzzy one in the same field class. A query equal to an entry's base path or
 //! event type (case-insensitive) adds [`PATH_BONUS`]: that entry ranks first.
 //!
@@ -50,6 +50,11 @@ pub const SEARCH_DIR: &str = "search";
 /// Longest time between a store commit and the index commit that contains it (plus the
 /// commit itself, typically a few milliseconds).
 pub const COMMIT_INTERVAL: Duration = Duration::from_millis(250);
+
+/// How many words of a query (the first ones) may match within an edit distance; later words
+/// match exactly or, the last one, as a prefix. Callers bound the number of words
+/// (`graphql.maxSearchTerms`).
+pub const MAX_FUZZY_WORDS: usize = 4;
 
 /// Added to the score of the entry whose base path / event type equals the whole query.
 pub const PATH_BONUS: Score = 1000.0;
@@ -424,7 +429,8 @@ impl Catalogue {
         let mut clauses: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (i, word) in words.iter().enumerate() {
             let last = i + 1 == words.len();
-            let d = edit_distance(word);
+            // Fuzzy automata are the costly part of a query: only the first words get one.
+            let d = if i < MAX_FUZZY_WORDS { edit_distance(word) } else { 0 };
             // Each automaton is built once per word and shared by the three fields.
             let dfa = |prefix: bool, d: u8| -> Result<Arc<DfaWrapper>, SearchError> {
                 let term = Term::from_field_text(f.title, word);

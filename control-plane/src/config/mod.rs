@@ -111,11 +111,79 @@ pub const SETTINGS: &[Setting] = &[
         "Maximum page size of a connection (records), also applied without first/last.",
     ),
     setting("graphql.playgroundEnabled", "CP_GRAPHQL_PLAYGROUND_ENABLED", None, "true", "Serve the GraphiQL page at /graphql."),
-    setting("graphql.maxDepth", "CP_GRAPHQL_MAX_DEPTH", None, "20", "Maximum nesting depth of a query (levels of selection sets)."),
-    setting("graphql.maxComplexity", "CP_GRAPHQL_MAX_COMPLEXITY", None, "5000", "Maximum complexity of a query (selected fields, counted over the document)."),
+    setting(
+        "graphql.maxDepth",
+        "CP_GRAPHQL_MAX_DEPTH",
+        None,
+        "20",
+        "Maximum nesting depth of a query (levels of fields, fragments expanded; 1 to 30). Error code QUERY_TOO_DEEP.",
+    ),
+    setting(
+        "graphql.maxComplexity",
+        "CP_GRAPHQL_MAX_COMPLEXITY",
+        None,
+        "5000",
+        "Maximum selected fields of a query, fragments expanded (aliases count). Error code QUERY_TOO_COMPLEX.",
+    ),
+    setting(
+        "graphql.maxNodes",
+        "CP_GRAPHQL_MAX_NODES",
+        None,
+        "2500000",
+        "Maximum worst-case node estimate of a query: first/last (else maxPageSize) multiplied along nested connections, lists counted at their largest possible length. Error code TOO_MANY_NODES.",
+    ),
+    setting(
+        "graphql.maxInputDepth",
+        "CP_GRAPHQL_MAX_INPUT_DEPTH",
+        None,
+        "16",
+        "Maximum nesting of lists and input objects in one argument or variable. Error code INPUT_TOO_DEEP.",
+    ),
+    setting(
+        "graphql.maxFilterDepth",
+        "CP_GRAPHQL_MAX_FILTER_DEPTH",
+        None,
+        "3",
+        "Maximum nesting of has<Edge>With filters in one where. Error code FILTER_TOO_DEEP.",
+    ),
+    setting(
+        "graphql.maxSearchLength",
+        "CP_GRAPHQL_MAX_SEARCH_LENGTH",
+        None,
+        "256",
+        "Maximum bytes of a search text (search:, catalogueSearch(query:)). Error code BAD_USER_INPUT.",
+    ),
+    setting(
+        "graphql.maxSearchTerms",
+        "CP_GRAPHQL_MAX_SEARCH_TERMS",
+        None,
+        "8",
+        "Maximum words of a search text. Error code BAD_USER_INPUT.",
+    ),
+    setting(
+        "graphql.workers",
+        "CP_GRAPHQL_WORKERS",
+        None,
+        "0",
+        "Threads executing queries at once (0 = one per CPU core, at least 2); heavy queries (large node estimate, search, edge filters) use at most half of them (at least 1).",
+    ),
+    setting(
+        "graphql.queueLength",
+        "CP_GRAPHQL_QUEUE_LENGTH",
+        None,
+        "64",
+        "Queries waiting for a worker, per kind (light, heavy); one more gets HTTP 503 with Retry-After.",
+    ),
     setting("graphql.introspectionEnabled", "CP_GRAPHQL_INTROSPECTION_ENABLED", None, "true", "Answer introspection queries (__schema, __type)."),
     setting("graphql.requestTimeout", "CP_GRAPHQL_REQUEST_TIMEOUT", None, "10s", "Per-request execution time limit (Go duration); 0s = none."),
     setting("graphql.maxBodyBytes", "CP_GRAPHQL_MAX_BODY_BYTES", None, "1048576", "Maximum size of a POST body in bytes (larger requests get HTTP 413)."),
+    setting(
+        "source.maxDocumentBytes",
+        "CP_SOURCE_MAX_DOCUMENT_BYTES",
+        None,
+        "1572864",
+        "Largest manifest document or Kubernetes object projected, in bytes (at least 1024); a larger one is skipped with its reason and what is stored of it is kept.",
+    ),
     setting(
         "secretManager.url",
         "CP_SECRET_MANAGER_URL",
@@ -168,6 +236,9 @@ pub struct Config {
     pub secret_manager: SecretManagerConfig,
     /// Projector timing (`DEPENDENCY_DELAY`, …).
     pub projector: ProjectorConfig,
+    /// `source.maxDocumentBytes`: the largest document (manifests) or object (kube) projected,
+    /// in bytes; default [`DEFAULT_MAX_DOCUMENT_BYTES`], at least 1024.
+    pub max_document_bytes: usize,
     /// Feature flags (`FEATURE_*_ENABLED`); a disabled kind is not projected.
     pub features: Features,
     /// `--now`: pins the clock for time-dependent fields and projection times (tests, demos);
@@ -192,6 +263,10 @@ pub struct StorageConfig {
     /// ([`storage::DEFAULT_CACHE_BYTES`]).
     pub cache_bytes: usize,
 }
+
+/// The default of `source.maxDocumentBytes`: 1.5 MiB, what the Kubernetes API server accepts
+/// for one object (etcd's request limit).
+pub const DEFAULT_MAX_DOCUMENT_BYTES: usize = 1536 * 1024;
 
 /// The object source.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -264,6 +339,21 @@ pub struct GraphqlConfig {
     pub request_timeout: Duration,
     /// `graphql.maxBodyBytes`, default 1 MiB, at least 1 KiB.
     pub max_body_bytes: usize,
+    /// `graphql.maxNodes`: worst-case node estimate, default 2 500 000, at least 1.
+    pub max_nodes: u64,
+    /// `graphql.maxInputDepth`: nesting of one argument or variable, default 16, at least 1.
+    pub max_input_depth: usize,
+    /// `graphql.maxFilterDepth`: nested `has<Edge>With` filters, default 3, at least 1.
+    pub max_filter_depth: usize,
+    /// `graphql.maxSearchLength`: bytes of a search text, default 256, at least 1.
+    pub max_search_bytes: usize,
+    /// `graphql.maxSearchTerms`: words of a search text, default 8, at least 1.
+    pub max_search_terms: usize,
+    /// `graphql.workers`: threads executing queries; 0 (default) = one per CPU core, at
+    /// least 2.
+    pub workers: usize,
+    /// `graphql.queueLength`: waiting queries per lane before HTTP 503, default 64, at least 1.
+    pub queue_length: usize,
 }
 
 /// `secretManager.*`.
@@ -322,9 +412,17 @@ impl Default for Config {
                 introspection_enabled: true,
                 request_timeout: Duration::from_secs(10),
                 max_body_bytes: 1 << 20,
+                max_nodes: 2_500_000,
+                max_input_depth: 16,
+                max_filter_depth: 3,
+                max_search_bytes: 256,
+                max_search_terms: 8,
+                workers: 0,
+                queue_length: 64,
             },
             secret_manager: SecretManagerConfig { url: None },
             projector: ProjectorConfig::default(),
+            max_document_bytes: DEFAULT_MAX_DOCUMENT_BYTES,
             features: Features::default(),
             now: None,
         }
@@ -542,6 +640,14 @@ fn parse_at_least(s: &str, min: usize) -> Result<usize, String> {
     }
 }
 
+/// A whole number from `min` to `max`.
+fn parse_between(s: &str, min: usize, max: usize) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(n),
+        _ => Err(format!("expected a whole number from {min} to {max}, got {s:?}")),
+    }
+}
+
 fn parse_page_size(s: &str) -> Result<usize, String> {
     match s.trim().parse::<i64>() {
         Ok(n) if (1..=i64::from(i32::MAX)).contains(&n) => Ok(n as usize),
@@ -716,11 +822,23 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
     let leeway = layers.scalar("security.leeway", parse_leeway)?.unwrap_or(d.security.leeway);
     let max_page_size = layers.scalar("graphql.maxPageSize", parse_page_size)?.unwrap_or(d.graphql.max_page_size);
     let playground_enabled = layers.scalar("graphql.playgroundEnabled", parse_bool)?.unwrap_or(d.graphql.playground_enabled);
-    let max_depth = layers.scalar("graphql.maxDepth", |s| parse_at_least(s, 1))?.unwrap_or(d.graphql.max_depth);
+    let max_depth =
+        layers.scalar("graphql.maxDepth", |s| parse_between(s, 1, query::limits::MAX_DEPTH_CEILING))?.unwrap_or(d.graphql.max_depth);
     let max_complexity = layers.scalar("graphql.maxComplexity", |s| parse_at_least(s, 1))?.unwrap_or(d.graphql.max_complexity);
     let introspection_enabled = layers.scalar("graphql.introspectionEnabled", parse_bool)?.unwrap_or(d.graphql.introspection_enabled);
     let request_timeout = layers.scalar("graphql.requestTimeout", duration::parse)?.unwrap_or(d.graphql.request_timeout);
     let max_body_bytes = layers.scalar("graphql.maxBodyBytes", |s| parse_at_least(s, 1024))?.unwrap_or(d.graphql.max_body_bytes);
+    let whole = |key: &'static str, min: usize, default: usize| -> Result<usize, ConfigError> {
+        Ok(layers.scalar(key, |s| parse_at_least(s, min))?.unwrap_or(default))
+    };
+    let max_nodes = whole("graphql.maxNodes", 1, d.graphql.max_nodes as usize)? as u64;
+    let max_input_depth = whole("graphql.maxInputDepth", 1, d.graphql.max_input_depth)?;
+    let max_filter_depth = whole("graphql.maxFilterDepth", 1, d.graphql.max_filter_depth)?;
+    let max_search_bytes = whole("graphql.maxSearchLength", 1, d.graphql.max_search_bytes)?;
+    let max_search_terms = whole("graphql.maxSearchTerms", 1, d.graphql.max_search_terms)?;
+    let workers = whole("graphql.workers", 0, d.graphql.workers)?;
+    let queue_length = whole("graphql.queueLength", 1, d.graphql.queue_length)?;
+    let max_document_bytes = whole("source.maxDocumentBytes", 1024, d.max_document_bytes)?;
     let secret_url = layers.scalar("secretManager.url", |s| {
         parse_url(s.trim())?;
         Ok(s.trim().trim_end_matches('/').to_string())
@@ -759,9 +877,17 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
             introspection_enabled,
             request_timeout,
             max_body_bytes,
+            max_nodes,
+            max_input_depth,
+            max_filter_depth,
+            max_search_bytes,
+            max_search_terms,
+            workers,
+            queue_length,
         },
         secret_manager: SecretManagerConfig { url: secret_url },
         projector,
+        max_document_bytes,
         features,
         now,
     })

@@ -7,6 +7,7 @@
 //! unusable claims of a valid token → HTTP 403 naming the claim; the issuer's keys cannot be
 //! fetched for a key that is not cached → HTTP 503 with `Retry-After`.
 
+use super::executor::{Executor, Lost, Refusal};
 use crate::auth::{AuthError, Authenticator};
 use crate::config::Config;
 use crate::metrics::Metrics;
@@ -17,6 +18,7 @@ use poem::web::{Data, Html};
 use poem::{get, handler, EndpointExt, IntoResponse, Request, Response, Route};
 use poem::{Body, FromRequest, RequestBody};
 use query::{Api, QueryConfig};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use storage::Store;
 
@@ -27,6 +29,7 @@ struct State {
     auth: Authenticator,
     limits: Limits,
     metrics: Metrics,
+    executor: Executor,
 }
 
 /// The query settings derived from the configuration.
@@ -37,18 +40,25 @@ pub fn query_config(config: &Config) -> QueryConfig {
         introspection: config.graphql.introspection_enabled,
         max_depth: config.graphql.max_depth,
         max_complexity: config.graphql.max_complexity,
+        max_input_depth: config.graphql.max_input_depth,
+        max_nodes: config.graphql.max_nodes,
+        max_filter_depth: config.graphql.max_filter_depth,
+        max_search_bytes: config.graphql.max_search_bytes,
+        max_search_terms: config.graphql.max_search_terms,
     }
 }
 
 /// Routes `/graphql/query` (and `/graphql` when the playground is enabled), authenticating
-/// requests with `auth`; counts them in `metrics` (`controlplane_graphql_*`).
+/// requests with `auth`; counts them in `metrics` (`controlplane_graphql_*`). Requests in
+/// flight stop once `shutdown` is set.
 ///
 /// # Panics
 /// Never on input; building the schema fails only on a programming error caught by the SDL test.
-pub fn routes(store: Store, config: &Config, auth: Authenticator, metrics: Metrics) -> Route {
+pub fn routes(store: Store, config: &Config, auth: Authenticator, metrics: Metrics, shutdown: Arc<AtomicBool>) -> Route {
     let api = query::build_schema(query_config(config)).expect("invariant: the generated schema is valid (see query/schema.graphql test)");
     let limits = Limits { max_body_bytes: config.graphql.max_body_bytes, timeout: config.graphql.request_timeout };
-    let state = Arc::new(State { api, store, auth, limits, metrics });
+    let executor = Executor::new(config.graphql.workers, config.graphql.queue_length, shutdown, metrics.clone());
+    let state = Arc::new(State { api, store, auth, limits, metrics, executor });
     let mut route = Route::new().at("/graphql/query", get(graphql).post(graphql).data(state));
     if config.graphql.playground_enabled {
         route = route.at("/graphql", get(graphiql));
@@ -77,7 +87,7 @@ struct Limits {
 #[handler]
 async fn graphql(req: &Request, body: Body, state: Data<&Arc<State>>) -> Response {
     let t0 = std::time::Instant::now();
-    let (code, resp) = answer(req, body, &state).await;
+    let (code, resp) = answer(req, body, &state, t0).await;
     state.metrics.graphql_answered(code, t0.elapsed().as_secs_f64());
     resp
 }
@@ -91,17 +101,27 @@ fn outcome(resp: &async_graphql::Response) -> &'static str {
         _ => None,
     });
     match code {
-        Some("BAD_USER_INPUT") => "BAD_USER_INPUT",
-        Some("NOT_FOUND") => "NOT_FOUND",
-        Some("FORBIDDEN") => "FORBIDDEN",
-        Some("INTERNAL") => "INTERNAL",
-        Some("TIMEOUT") => "TIMEOUT",
-        Some(_) => "OTHER",
         None => "INVALID_QUERY",
+        Some(c) => OUTCOME_CODES.iter().copied().find(|known| *known == c).unwrap_or("OTHER"),
     }
 }
 
-async fn answer(req: &Request, body: Body, state: &State) -> (&'static str, Response) {
+/// The `extensions.code` values counted under their own name (others count as `OTHER`).
+const OUTCOME_CODES: &[&str] = &[
+    "BAD_USER_INPUT",
+    "NOT_FOUND",
+    "FORBIDDEN",
+    "INTERNAL",
+    "TIMEOUT",
+    "UNAVAILABLE",
+    "QUERY_TOO_DEEP",
+    "QUERY_TOO_COMPLEX",
+    "TOO_MANY_NODES",
+    "INPUT_TOO_DEEP",
+    "FILTER_TOO_DEEP",
+];
+
+async fn answer(req: &Request, body: Body, state: &Arc<State>, t0: std::time::Instant) -> (&'static str, Response) {
     // Authenticate before reading or parsing anything the caller sent.
     let authorization = req.headers().get("authorization").and_then(|h| h.to_str().ok());
     let viewer = match state.auth.authenticate(authorization).await {
@@ -139,13 +159,27 @@ async fn answer(req: &Request, body: Body, state: &State) -> (&'static str, Resp
             Err(_) => return ("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", "the query string is not a GraphQL request")),
         }
     };
-    let exec = state.api.execute(&state.store, viewer, request);
-    let resp = if state.limits.timeout.is_zero() {
-        exec.await
-    } else {
-        match tokio::time::timeout(state.limits.timeout, exec).await {
-            Ok(r) => r,
-            Err(_) => async_graphql::Response::from_errors(vec![query::error::timeout(state.limits.timeout)]),
+    let deadline = state.executor.deadline(t0, state.limits.timeout);
+    let (at, cancel) = (deadline.at(), deadline.canceller());
+    let (prepare_state, run_state) = (state.clone(), state.clone());
+    let handle = tokio::runtime::Handle::current();
+    let prepare = move || prepare_state.api.prepare(&prepare_state.store, viewer, request, deadline);
+    let run = move |p: query::Prepared| handle.block_on(run_state.api.run(p));
+    let timeout = state.limits.timeout;
+    let shutting_down = || state.executor.shutting_down();
+    let lost = |why: Lost| match why {
+        Lost::Deadline if shutting_down() => async_graphql::Response::from_errors(vec![query::error::unavailable()]),
+        Lost::Deadline => async_graphql::Response::from_errors(vec![query::error::timeout(timeout)]),
+        Lost::Panicked => async_graphql::Response::from_errors(vec![query::error::internal_server_error()]),
+    };
+    let resp = match state.executor.execute(at, cancel, prepare, run, lost).await {
+        Ok(resp) => resp,
+        Err(Refusal::Deadline) if shutting_down() => async_graphql::Response::from_errors(vec![query::error::unavailable()]),
+        Err(Refusal::Deadline) => async_graphql::Response::from_errors(vec![query::error::timeout(timeout)]),
+        Err(Refusal::Overloaded) => {
+            let mut resp = problem(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", "too many queries are waiting; retry later");
+            resp.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("1"));
+            return ("OVERLOADED", resp);
         }
     };
     (outcome(&resp), GraphQLResponse::from(resp).into_response())

@@ -3,6 +3,7 @@
 //! (Prometheus text format).
 
 pub mod admin;
+pub mod executor;
 pub mod graphql;
 
 use crate::app::App;
@@ -17,7 +18,7 @@ pub fn routes(app: &App) -> poem::Route {
     let readiness = app.readiness().clone();
     let metrics = app.metrics().clone();
     let data_dir = app.config().storage.data_dir.clone();
-    let route = graphql::routes(app.store().clone(), app.config(), app.authenticator().clone(), metrics.clone());
+    let route = graphql::routes(app.store().clone(), app.config(), app.authenticator().clone(), metrics.clone(), app.shutdown_flag());
     let config = app.config();
     let phases = KindId::ALL
         .iter()

@@ -25,6 +25,13 @@ pub enum Rejection {
     Decode(String),
     /// Translation refused it.
     Skip(Skip),
+    /// The document is larger than `source.maxDocumentBytes`.
+    TooLarge {
+        /// Its size in bytes (of its text, or of an object's JSON).
+        bytes: usize,
+        /// The limit in bytes.
+        max: usize,
+    },
 }
 
 impl fmt::Display for Rejection {
@@ -32,8 +39,35 @@ impl fmt::Display for Rejection {
         match self {
             Rejection::Decode(m) => write!(f, "invalid document: {m}"),
             Rejection::Skip(s) => write!(f, "not projected: {s}"),
+            Rejection::TooLarge { bytes, max } => write!(f, "{}", too_large(*bytes, *max)),
         }
     }
+}
+
+/// The reason of a document larger than `source.maxDocumentBytes`.
+pub fn too_large(bytes: usize, max: usize) -> String {
+    format!("the document is {bytes} bytes, more than source.maxDocumentBytes ({max})")
+}
+
+/// The length of `v` encoded as compact JSON, in bytes, without building the text; stops
+/// counting (returns more than `limit`) once `limit` is passed.
+pub fn json_len(v: &Value, limit: usize) -> usize {
+    struct Count(usize, usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            if self.0 > self.1 {
+                return Err(std::io::Error::other("over the limit"));
+            }
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0, limit);
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
 }
 
 /// A translated record of some kind, ready to be written. Cheap to share (retries reuse it).
@@ -128,6 +162,8 @@ pub struct Handlers {
     by_kind: HashMap<KindId, (&'static str, &'static str)>,
     /// [`Handlers::position`] by [`KindId::code`]: asked once per sent change, without hashing.
     positions: Vec<usize>,
+    /// The largest document or object projected, in bytes (`source.maxDocumentBytes`).
+    max_document_bytes: usize,
 }
 
 impl Handlers {
@@ -159,7 +195,19 @@ impl Handlers {
                 positions[usize::from(kind.code())] = e.position;
             }
         }
-        Handlers { by_type: v.by_type, by_kind: v.by_kind, positions }
+        Handlers { by_type: v.by_type, by_kind: v.by_kind, positions, max_document_bytes: crate::config::DEFAULT_MAX_DOCUMENT_BYTES }
+    }
+
+    /// The table with another document size limit (`source.maxDocumentBytes`, in bytes).
+    pub fn with_max_document_bytes(mut self, bytes: usize) -> Handlers {
+        self.max_document_bytes = bytes;
+        self
+    }
+
+    /// The largest document (manifests) or object (kube, as JSON) projected, in bytes; a
+    /// larger one is skipped with [`Rejection::TooLarge`] and what is stored of it stays.
+    pub fn max_document_bytes(&self) -> usize {
+        self.max_document_bytes
     }
 
     /// Looks up a document's `apiVersion` (`<group>/v1`) and `kind`.

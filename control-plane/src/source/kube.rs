@@ -40,7 +40,7 @@
 
 use crate::config::{Clock, KubeSourceConfig, ProjectorConfig};
 use crate::metrics::{outcome, Metrics};
-use crate::projector::handlers::{Handlers, Lookup};
+use crate::projector::handlers::{Handlers, Lookup, Rejection};
 use crate::projector::writer::{Change, ChangeSender};
 use crate::readiness::{Readiness, Token};
 use futures::{Stream, StreamExt};
@@ -571,7 +571,10 @@ impl KindWatch {
         };
         let t0 = std::time::Instant::now();
         let ctx = Context { now: self.wiring.clock.now(), features: self.wiring.features };
-        match handler.prepare(&doc, &ctx) {
+        let max = self.wiring.handlers.max_document_bytes();
+        let bytes = crate::projector::handlers::json_len(&doc, max);
+        let prepared = if bytes > max { Err(Rejection::TooLarge { bytes, max }) } else { handler.prepare(&doc, &ctx) };
+        match prepared {
             Ok(record) => {
                 self.skipped.remove(&src);
                 self.wiring.sender.send(Change::Apply { src, version, record, origin, token });

@@ -101,6 +101,14 @@ pub enum SkipReason {
     Decode(String),
     /// Translation refused it.
     Translate(Skip),
+    /// The document (or `List` item) is larger than `source.maxDocumentBytes`: it is not parsed
+    /// (an item: not decoded), and the file keeps what it held of it.
+    TooLarge {
+        /// Its size in bytes (its text; an item: its JSON encoding).
+        bytes: usize,
+        /// The limit in bytes.
+        max: usize,
+    },
 }
 
 impl SkipReason {
@@ -119,6 +127,7 @@ impl fmt::Display for SkipReason {
             SkipReason::Identity(m) => write!(f, "{m}"),
             SkipReason::Decode(m) => write!(f, "invalid document: {m}"),
             SkipReason::Translate(s) => write!(f, "not projected: {s}"),
+            SkipReason::TooLarge { bytes, max } => write!(f, "{}", crate::projector::handlers::too_large(*bytes, *max)),
         }
     }
 }
@@ -523,6 +532,15 @@ const PARALLEL_CHUNKS: usize = 512;
 /// Parses, decodes and translates one document into `scan`.
 fn scan_chunk(file: &Arc<str>, chunk: &Part<'_>, json: bool, handlers: &Handlers, ctx: &Context, scan: &mut FileScan) {
     let origin = Origin { file: file.clone(), document: chunk.document, item: None, line: chunk.line };
+    let max = handlers.max_document_bytes();
+    // A document too large is not parsed; a `List` is, and its items are measured one by one.
+    let oversized = chunk.text.len() > max;
+    if oversized && !looks_like_list(&chunk.text) {
+        let (kind, namespace, name) = guess_identity(&chunk.text);
+        scan.partial = true;
+        scan.skips.push(SkipReport { origin, kind, namespace, name, reason: SkipReason::TooLarge { bytes: chunk.text.len(), max } });
+        return;
+    }
     let parsed: Result<Value, String> = if json {
         serde_json::from_str(&chunk.text).map_err(|e| e.to_string())
     } else if let Some(v) = chunk.text.trim_start().starts_with('{').then(|| serde_json::from_str(&chunk.text).ok()).flatten() {
@@ -547,11 +565,31 @@ fn scan_chunk(file: &Arc<str>, chunk: &Part<'_>, json: bool, handlers: &Handlers
         (true, Some(items)) => {
             for (i, item) in items.iter().enumerate() {
                 let o = Origin { item: Some(i), ..origin.clone() };
+                let bytes = if oversized { crate::projector::handlers::json_len(item, max) } else { 0 };
+                if bytes > max {
+                    let at = |path: &[&str]| str_at(item, path).map(String::from);
+                    scan.partial = true;
+                    let (kind, namespace, name) = (at(&["kind"]), at(&["metadata", "namespace"]), at(&["metadata", "name"]));
+                    scan.skips.push(SkipReport { origin: o, kind, namespace, name, reason: SkipReason::TooLarge { bytes, max } });
+                    continue;
+                }
                 scan_value(o, item, handlers, ctx, scan);
             }
         }
         _ => scan_value(origin, &value, handlers, ctx, scan),
     }
+}
+
+/// Whether a document's text declares `kind: List` (YAML or JSON) near its start or its end,
+/// where `kubectl get -o yaml|json` puts it.
+fn looks_like_list(text: &str) -> bool {
+    const EDGE: usize = 4096;
+    let floor = |i: usize| (0..=i.min(text.len())).rev().find(|j| text.is_char_boundary(*j)).unwrap_or(0);
+    let head = &text[..floor(EDGE)];
+    let tail = &text[floor(text.len().saturating_sub(EDGE))..];
+    [head, tail].iter().any(|part| {
+        part.lines().any(|l| l.trim_end() == "kind: List") || part.contains("\"kind\": \"List\"") || part.contains("\"kind\":\"List\"")
+    })
 }
 
 /// A one-line YAML error message with the line number in the file (not in the document).
@@ -577,8 +615,11 @@ fn yaml_error(e: &serde_saphyr::Error, first_line: usize) -> String {
 
 fn scan_value(origin: Origin, value: &Value, handlers: &Handlers, ctx: &Context, scan: &mut FileScan) {
     let ignore = |scan: &mut FileScan, reason: String| scan.ignored.push(Ignored { origin: origin.clone(), reason, disabled: false });
-    if value.is_null() {
-        return ignore(scan, "empty document".into());
+    match value {
+        Value::Null => return ignore(scan, EMPTY_DOCUMENT.into()),
+        Value::Array(_) => return ignore(scan, "a list, not a Kubernetes object (wrap the items in a `kind: List` document)".into()),
+        Value::Object(_) => {}
+        _ => return ignore(scan, "a scalar, not a Kubernetes object".into()),
     }
     let (Some(api_version), Some(kind)) = (str_at(value, &["apiVersion"]), str_at(value, &["kind"])) else {
         return ignore(scan, "not a Kubernetes object (no apiVersion/kind)".into());
@@ -616,6 +657,10 @@ fn scan_value(origin: Origin, value: &Value, handlers: &Handlers, ctx: &Context,
         }
         Err(Rejection::Skip(s)) => {
             scan.skips.push(report(SkipReason::Translate(s)));
+            None
+        }
+        Err(Rejection::TooLarge { bytes, max }) => {
+            scan.skips.push(report(SkipReason::TooLarge { bytes, max }));
             None
         }
     };
@@ -707,8 +752,12 @@ fn walk(dir: &Path) -> (Vec<Found>, Vec<(String, String)>) {
     (files, failed)
 }
 
-/// Logs a refresh's findings: one `warn!` per skipped document and duplicate, debug for ignored
-/// documents; counts skips in `projector_reconcile_total{outcome="skip"}`.
+/// The reason of an ignored empty document (a comment-only `---` section): logged at debug only.
+pub const EMPTY_DOCUMENT: &str = "empty document";
+
+/// Logs a refresh's findings: one `warn!` per skipped document, ignored document (but empty
+/// ones) and duplicate, for the files read in this refresh (so once per file and change);
+/// counts skips in `projector_reconcile_total{outcome="skip"}`.
 pub fn report(r: &Refresh, metrics: &Metrics) {
     for s in &r.new_skips {
         let module = s.kind.as_deref().and_then(KindId::from_name).map(KindId::module).unwrap_or("unknown");
@@ -726,8 +775,10 @@ pub fn report(r: &Refresh, metrics: &Metrics) {
     for i in &r.new_ignored {
         if i.disabled {
             tracing::info!(origin = %i.origin, reason = %i.reason, "document skipped: kind disabled");
-        } else {
+        } else if i.reason == EMPTY_DOCUMENT {
             tracing::debug!(origin = %i.origin, reason = %i.reason, "document ignored");
+        } else {
+            tracing::warn!(file = %i.origin.file, document = i.origin.document, line = i.origin.line, reason = %i.reason, "document ignored");
         }
     }
     for d in &r.new_duplicates {
@@ -848,6 +899,12 @@ fn run(
     }
     for c in state.take_checkpoints() {
         sender.send(c);
+    }
+    if state.file_count() == 0 {
+        tracing::warn!(
+            dir = %dir.display(),
+            "the manifests directory holds no manifest files (*.yaml, *.yml, *.json): nothing is projected"
+        );
     }
     // The initial scan's transient memory (a restart's check of every object) goes back now.
     crate::release_free_memory();

@@ -101,6 +101,8 @@ pub fn register_all(bld: &mut Builder) {
 /// Registers `AgenticSubscriptionInfo` (implements `SubscriptionInfo`): no security, client ids
 /// or gateway data of the subscriber.
 pub fn register_info(bld: &mut Builder) {
+    // Reduced views across teams: a list of them may hold every subscription of the kind.
+    bld.record_list(INFO_TYPE, crate::limits::RecordList::All(schema::KindId::AgenticSubscription));
     bld.enumeration("AgenticSubscriptionStatusPhase", &["READY", "PENDING", "ERROR", "UNKNOWN"]);
     let mut o = Object::new(INFO_TYPE)
         .implement(INTERFACE)

@@ -99,6 +99,8 @@ struct ApiCategory(String);
 /// Registers `Api` (with the root `apis`), `ApiCategory` and the root `apiCategories`.
 pub fn register_api(b: &mut Builder) {
     register::<Api>(b);
+    // At most one category per visible Api.
+    b.record_list("ApiCategory", crate::limits::RecordList::Visible { kind: Api::ID, team_owned: Api::TEAM_OWNED });
     b.object(Object::new("ApiCategory").field(field::<ApiCategory>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0)))));
     b.query_fields.push(Field::new("apiCategories", TypeRef::named_nn_list_nn("ApiCategory"), |ctx: ResolverContext<'_>| {
         let result = (|| -> Result<Option<FieldValue<'static>>, Error> {

@@ -96,6 +96,8 @@ pub fn register_all(bld: &mut Builder) {
 /// Registers `ApiSubscriptionInfo` (implements `SubscriptionInfo`): no security, client ids or
 /// gateway data of the subscriber.
 pub fn register_info(bld: &mut Builder) {
+    // Reduced views across teams: a list of them may hold every subscription of the kind.
+    bld.record_list("ApiSubscriptionInfo", crate::limits::RecordList::All(schema::KindId::ApiSubscription));
     bld.enumeration("ApiSubscriptionStatusPhase", &["READY", "PENDING", "ERROR", "UNKNOWN"]);
     let mut o = Object::new("ApiSubscriptionInfo")
         .implement(INTERFACE)

@@ -100,6 +100,8 @@ pub fn register_all(bld: &mut Builder) {
 /// Registers `EventSubscriptionInfo` (implements `SubscriptionInfo`): no delivery, callback or
 /// trigger data of the subscriber.
 pub fn register_info(bld: &mut Builder) {
+    // Reduced views across teams: a list of them may hold every subscription of the kind.
+    bld.record_list("EventSubscriptionInfo", crate::limits::RecordList::All(schema::KindId::EventSubscription));
     register_values(bld);
     bld.enumeration("EventSubscriptionStatusPhase", &["READY", "PENDING", "ERROR", "UNKNOWN"]);
     let mut o = Object::new("EventSubscriptionInfo")

@@ -1,0 +1,152 @@
+//! The per-request deadline (DESIGN decision 16): every long loop of a request — scans, filter
+//! evaluation, in-memory sorts' inputs, search hits, nested connections, counts, and every
+//! resolved field — asks its [`Deadline`], and stops with `TIMEOUT` once the request's time is
+//! up, it was cancelled (its client left, or its answer was already sent), or the server is
+//! shutting down (`UNAVAILABLE`).
+//!
+//! Checks are cheap: [`Deadline::tick`] reads the clock on every 64th call only.
+
+use async_graphql::{Error, ErrorExtensions};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// When a request must stop, and the flags that stop it early.
+#[derive(Debug, Default)]
+pub struct Deadline {
+    /// The instant the request's time is up; `None` = no time limit.
+    at: Option<Instant>,
+    /// The time limit, for the message.
+    limit: Duration,
+    /// Set by whoever holds [`Deadline::canceller`]: the request is abandoned.
+    cancelled: Arc<AtomicBool>,
+    /// Set once when the server shuts down (shared by every request).
+    shutdown: Option<Arc<AtomicBool>>,
+    ticks: AtomicU32,
+}
+
+/// How often [`Deadline::tick`] reads the clock (every this many calls).
+const TICKS_PER_CHECK: u32 = 64;
+
+impl Clone for Deadline {
+    /// The same deadline and flags (its own tick counter).
+    fn clone(&self) -> Deadline {
+        Deadline {
+            at: self.at,
+            limit: self.limit,
+            cancelled: self.cancelled.clone(),
+            shutdown: self.shutdown.clone(),
+            ticks: AtomicU32::new(0),
+        }
+    }
+}
+
+impl Deadline {
+    /// No time limit, never cancelled (tests, offline tools).
+    pub fn none() -> Deadline {
+        Deadline::default()
+    }
+
+    /// A deadline `limit` after `start` (`None` or zero = no time limit), also stopped by the
+    /// server-wide `shutdown` flag.
+    pub fn new(start: Instant, limit: Option<Duration>, shutdown: Option<Arc<AtomicBool>>) -> Deadline {
+        let limit = limit.filter(|l| !l.is_zero());
+        Deadline { at: limit.map(|l| start + l), limit: limit.unwrap_or_default(), shutdown, ..Deadline::default() }
+    }
+
+    /// The instant the request's time is up, if it has a limit.
+    pub fn at(&self) -> Option<Instant> {
+        self.at
+    }
+
+    /// The time limit (zero = none).
+    pub fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    /// The flag that cancels this request when set.
+    pub fn canceller(&self) -> Arc<AtomicBool> {
+        self.cancelled.clone()
+    }
+
+    /// Whether the server is shutting down.
+    pub fn shutting_down(&self) -> bool {
+        self.shutdown.as_ref().is_some_and(|s| s.load(Ordering::Relaxed))
+    }
+
+    /// Whether the request must stop: its time is up, it was cancelled, or the server shuts down.
+    pub fn passed(&self) -> bool {
+        self.cancelled.load(Ordering::Relaxed) || self.shutting_down() || self.at.is_some_and(|at| Instant::now() >= at)
+    }
+
+    /// `Ok` while the request may go on.
+    ///
+    /// # Errors
+    /// [`Deadline::error`] once it [`Deadline::passed`].
+    pub fn check(&self) -> Result<(), Error> {
+        if self.passed() {
+            Err(self.error())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// [`Deadline::check`] on every 64th call (for per-item loops and per-field resolvers).
+    ///
+    /// # Errors
+    /// As [`Deadline::check`].
+    pub fn tick(&self) -> Result<(), Error> {
+        if self.ticks.fetch_add(1, Ordering::Relaxed).is_multiple_of(TICKS_PER_CHECK) {
+            self.check()
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The error of a request that must stop: `UNAVAILABLE` when the server shuts down, else
+    /// `TIMEOUT`.
+    pub fn error(&self) -> Error {
+        if self.shutting_down() {
+            Error::new("the server is shutting down; retry the request").extend_with(|_, e| e.set("code", "UNAVAILABLE"))
+        } else {
+            let limit = self.limit;
+            Error::new(format!("the request exceeded the time limit of {limit:?}")).extend_with(|_, e| e.set("code", "TIMEOUT"))
+        }
+    }
+
+    /// [`Deadline::error`] as a request-level error.
+    pub fn server_error(&self) -> async_graphql::ServerError {
+        self.error().into_server_error(Default::default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stops_when_the_time_is_up_cancelled_or_shutting_down() {
+        let none = Deadline::none();
+        assert!(none.check().is_ok() && !none.passed());
+
+        let past = Deadline::new(Instant::now() - Duration::from_secs(2), Some(Duration::from_secs(1)), None);
+        let e = past.check().unwrap_err();
+        assert_eq!(e.extensions.as_ref().and_then(|x| x.get("code")), Some(&async_graphql::Value::from("TIMEOUT")));
+        assert!(past.tick().is_err(), "the first tick reads the clock");
+
+        let zero = Deadline::new(Instant::now() - Duration::from_secs(2), Some(Duration::ZERO), None);
+        assert!(zero.check().is_ok(), "a zero limit is no limit");
+
+        let d = Deadline::new(Instant::now(), Some(Duration::from_secs(3600)), None);
+        assert!(d.check().is_ok());
+        d.canceller().store(true, Ordering::Relaxed);
+        assert!(d.check().is_err());
+
+        let shutdown = Arc::new(AtomicBool::new(false));
+        let d = Deadline::new(Instant::now(), None, Some(shutdown.clone()));
+        assert!(d.check().is_ok());
+        shutdown.store(true, Ordering::Relaxed);
+        let e = d.check().unwrap_err();
+        assert_eq!(e.extensions.as_ref().and_then(|x| x.get("code")), Some(&async_graphql::Value::from("UNAVAILABLE")));
+    }
+}

@@ -1,0 +1,252 @@
+//! Request limits decided before execution (`query::limits`) and the request deadline
+//! (`query::deadline`), on the example world: the node estimate's values, each limit's code and
+//! message, hostile inputs refused before they can overflow a stack or multiply, nested edge
+//! filters answering as they would without their memo, and that no refusal reveals a count of
+//! another team's records.
+
+mod support;
+
+use async_graphql::{Request, Variables};
+use query::deadline::Deadline;
+use query::viewer::Viewer;
+use query::QueryConfig;
+use serde_json::{json, Value};
+use support::{admin, team_viewer, World};
+
+const CHECKOUT: &str = "payments--checkout";
+
+/// The cost `query` is measured at for `viewer`, or the refusal's `extensions`.
+fn measure(world: &World, viewer: &Viewer, query: &str, variables: Value) -> Result<query::limits::Cost, Value> {
+    let request = Request::new(query).variables(Variables::from_json(variables));
+    match world.api.prepare(&world.store, viewer.clone(), request, Deadline::none()) {
+        Ok(p) => Ok(p.cost().clone()),
+        Err(refused) => {
+            let r = serde_json::to_value(&*refused).unwrap();
+            assert_eq!(r["errors"].as_array().map(Vec::len), Some(1), "{r}");
+            Err(json!({"extensions": r["errors"][0]["extensions"], "message": r["errors"][0]["message"]}))
+        }
+    }
+}
+
+fn code(refusal: &Value) -> &str {
+    refusal["extensions"]["code"].as_str().unwrap_or("")
+}
+
+async fn total(world: &World, viewer: &Viewer, root: &str) -> u64 {
+    world.data(viewer, &format!("{{ {root} {{ totalCount }} }}")).await[root]["totalCount"].as_u64().unwrap()
+}
+
+fn world_with(config: impl FnOnce(&mut QueryConfig)) -> World {
+    let mut world = World::load();
+    let mut c = QueryConfig { now: Some(support::reference_time()), ..QueryConfig::default() };
+    config(&mut c);
+    world.api = query::build_schema(c).unwrap();
+    world
+}
+
+/// A connection counts its page (never more than the records the viewer can see), a nested
+/// one counts per parent, a list of records its largest possible length.
+#[tokio::test]
+async fn the_node_estimate_multiplies_pages_along_nested_connections() {
+    let world = World::load();
+    let team = team_viewer(CHECKOUT, "poc");
+    let apps = total(&world, &team, "applications").await;
+    let subscriptions = total(&world, &team, "apiSubscriptions").await;
+    assert!(apps >= 2 && subscriptions >= 1, "the team has applications ({apps}) and subscriptions ({subscriptions})");
+
+    let cost =
+        measure(&world, &team, "{ applications(first: 2) { edges { node { subscribedApis(first: 3) { totalCount } } } } }", json!({}))
+            .unwrap();
+    assert_eq!(cost.nodes, 2 + 2 * 3.min(subscriptions));
+    // Without first: the page size, bounded by what the team can see.
+    let cost = measure(&world, &team, "{ applications { edges { node { subscribedApis { totalCount } } } } }", json!({})).unwrap();
+    assert_eq!(cost.nodes, apps + apps * subscriptions);
+    // Aliases and fragments count like written-out fields; variables give first.
+    let q = "query($n: Int) { a: applications(first: $n) { ...A } b: applications(first: $n) { ...A } }
+             fragment A on ApplicationConnection { edges { node { name } } }";
+    let cost = measure(&world, &team, q, json!({"n": 2})).unwrap();
+    assert_eq!((cost.nodes, cost.fields), (4, 8));
+    // A list of records: every zone the viewer sees, times the viewer's applications.
+    let zones = world.data(&team, "{ zones { name } }").await["zones"].as_array().unwrap().len() as u64;
+    let cost = measure(&world, &team, "{ zones { applications { name } } }", json!({})).unwrap();
+    assert_eq!(cost.nodes, zones + zones * apps);
+    // `nodes(ids:)` counts its IDs.
+    let cost = measure(&world, &team, r#"{ nodes(ids: ["a", "b", "c"]) { id } }"#, json!({})).unwrap();
+    assert_eq!(cost.nodes, 3);
+}
+
+/// Every limit refuses with its own code, its setting and its value, before anything runs.
+#[tokio::test]
+async fn each_limit_has_its_code() {
+    let world = world_with(|c| {
+        c.max_nodes = 100;
+        c.max_depth = 6;
+        c.max_complexity = 50;
+        c.max_filter_depth = 2;
+    });
+    let admin = admin();
+    let nodes =
+        measure(&world, &admin, "{ applications(first: 11) { edges { node { subscribedApis(first: 10) { totalCount } } } } }", json!({}))
+            .unwrap_err();
+    assert_eq!(nodes["extensions"], json!({"code": "TOO_MANY_NODES", "limit": "graphql.maxNodes", "max": 100}));
+    assert!(nodes["message"].as_str().unwrap().starts_with("the query may return up to "), "{nodes}");
+
+    let deep = measure(&world, &admin, "{ applications { edges { node { zone { applications { zone { name } } } } } } }", json!({}));
+    assert_eq!(deep.unwrap_err()["extensions"], json!({"code": "QUERY_TOO_DEEP", "limit": "graphql.maxDepth", "max": 6}));
+
+    let wide = format!("{{ {} }}", (0..30).map(|i| format!("z{i}: zones {{ name }}")).collect::<Vec<_>>().join(" "));
+    let wide = measure(&world, &admin, &wide, json!({})).unwrap_err();
+    assert_eq!(wide["extensions"], json!({"code": "QUERY_TOO_COMPLEX", "limit": "graphql.maxComplexity", "max": 50}));
+
+    let filter =
+        "{ applications(first: 1, where: {hasZoneWith: [{hasApplicationsWith: [{hasZoneWith: [{name: \"x\"}]}]}]}) { totalCount } }";
+    let filter = measure(&world, &admin, filter, json!({})).unwrap_err();
+    assert_eq!(filter["extensions"], json!({"code": "FILTER_TOO_DEEP", "limit": "graphql.maxFilterDepth", "max": 2}));
+    // The same through a variable, and inside `and`/`not`.
+    let q = "query($w: ApplicationWhereInput) { applications(first: 1, where: $w) { totalCount } }";
+    let w = json!({"w": {"and": [{"not": {"hasZoneWith": [{"hasApplicationsWith": [{"hasZoneWith": [{"name": "x"}]}]}]}}]}});
+    assert_eq!(code(&measure(&world, &admin, q, w).unwrap_err()), "FILTER_TOO_DEEP");
+
+    let search = measure(&world, &admin, &format!("{{ catalogueSearch(query: \"{}\") {{ totalCount }} }}", "word ".repeat(9)), json!({}));
+    assert_eq!(search.unwrap_err()["extensions"], json!({"code": "BAD_USER_INPUT", "limit": "graphql.maxSearchTerms", "max": 8}));
+    let search = measure(&world, &admin, &format!("{{ apis(search: \"{}\") {{ totalCount }} }}", "x".repeat(300)), json!({}));
+    assert_eq!(search.unwrap_err()["extensions"], json!({"code": "BAD_USER_INPUT", "limit": "graphql.maxSearchLength", "max": 256}));
+    // Through a variable too.
+    let q = "query($q: String!) { catalogueSearch(query: $q) { totalCount } }";
+    assert_eq!(code(&measure(&world, &admin, q, json!({"q": "x".repeat(300)})).unwrap_err()), "BAD_USER_INPUT");
+}
+
+/// The inputs of the issue that crashed or exhausted the server: refused before parsing or
+/// executing, with a code.
+#[tokio::test]
+async fn hostile_inputs_are_refused_before_execution() {
+    let world = World::load();
+    let team = team_viewer(CHECKOUT, "poc");
+    let nested_ids = format!("{{ nodes(ids: {}\"x\"{}) {{ id }} }}", "[".repeat(2000), "]".repeat(2000));
+    assert_eq!(code(&measure(&world, &team, &nested_ids, json!({})).unwrap_err()), "INPUT_TOO_DEEP");
+    let and = format!("{{ applications(where: {}{}) {{ totalCount }} }}", "{and: [".repeat(1000), "]}".repeat(1000));
+    assert_eq!(code(&measure(&world, &team, &and, json!({})).unwrap_err()), "INPUT_TOO_DEEP");
+    let not = format!("{{ applications(where: {}{{name: \"x\"}}{}) {{ totalCount }} }}", "{not: ".repeat(3000), "}".repeat(3000));
+    assert_eq!(code(&measure(&world, &team, &not, json!({})).unwrap_err()), "INPUT_TOO_DEEP");
+    let pairs = format!(
+        "{{ applications(where: {}{{name: \"x\"}}{}) {{ totalCount }} }}",
+        "{hasZoneWith: [{hasApplicationsWith: [".repeat(500),
+        "]}]}".repeat(500)
+    );
+    assert_eq!(code(&measure(&world, &team, &pairs, json!({})).unwrap_err()), "INPUT_TOO_DEEP");
+    let deep_selection = format!("{}{}", "{ a ".repeat(3000), "}".repeat(3000));
+    assert_eq!(code(&measure(&world, &team, &deep_selection, json!({})).unwrap_err()), "QUERY_TOO_DEEP");
+    // The same nesting in variables.
+    let mut deep = json!("x");
+    for _ in 0..100 {
+        deep = json!([deep]);
+    }
+    let q = "query($ids: [ID!]!) { nodes(ids: $ids) { id } }";
+    assert_eq!(code(&measure(&world, &team, q, json!({"ids": deep})).unwrap_err()), "INPUT_TOO_DEEP");
+    // Long lists.
+    let ids: Vec<String> = (0..1001).map(|i| format!("\"{i}\"")).collect();
+    let q = format!("{{ nodes(ids: [{}]) {{ id }} }}", ids.join(","));
+    let long = measure(&world, &team, &q, json!({})).unwrap_err();
+    assert_eq!(long["extensions"], json!({"code": "BAD_USER_INPUT", "limit": "graphql.maxPageSize", "max": 1000}));
+    let q = "query($n: [String!]) { applications(where: {nameIn: $n}) { totalCount } }";
+    assert_eq!(code(&measure(&world, &team, q, json!({"n": vec!["x"; 1001]})).unwrap_err()), "BAD_USER_INPUT");
+    // A doubling fragment chain: refused once the budget of fields is spent.
+    let mut doc = String::from("{ applications { edges { node { ...F25 } } } } fragment F0 on Application { name }");
+    for i in 1..=25 {
+        doc.push_str(&format!(" fragment F{i} on Application {{ ...F{} ...F{} }}", i - 1, i - 1));
+    }
+    let doubling = measure(&world, &team, &doc, json!({})).unwrap_err();
+    assert_eq!(code(&doubling), "QUERY_TOO_COMPLEX");
+    // Lists multiplying along a cycle of edges.
+    let cycle = "{ applications(first: 1) { edges { node { zone { applications { zone { applications { zone { applications { zone { applications { name } } } } } } } } } } } }";
+    let world_small = world_with(|c| c.max_nodes = 1000);
+    assert_eq!(code(&measure(&world_small, &admin(), cycle, json!({})).unwrap_err()), "TOO_MANY_NODES");
+}
+
+/// The refusals and the answers through the executor are the same.
+#[tokio::test]
+async fn refusals_reach_the_response() {
+    let world = world_with(|c| c.max_nodes = 10);
+    let r = world.run(&admin(), "{ applications(first: 11) { totalCount } }").await;
+    assert_eq!(r["errors"][0]["extensions"]["code"], "TOO_MANY_NODES", "{r}");
+    assert_eq!(r["data"], Value::Null);
+}
+
+/// A refusal never depends on records another team owns: the estimate of a list across
+/// tenants (`…Info`) is the page size for non-admins, whatever the store holds.
+#[tokio::test]
+async fn the_estimate_counts_only_what_the_viewer_can_see() {
+    let world = World::load();
+    let q = "{ apiExposures(first: 1) { edges { node { subscriptions { id } } } } }";
+    let team = team_viewer(CHECKOUT, "poc");
+    let exposures = total(&world, &team, "apiExposures").await.min(1);
+    assert_eq!(measure(&world, &team, q, json!({})).unwrap().nodes, exposures + exposures * 1000);
+    let all = total(&world, &admin(), "apiSubscriptions").await;
+    assert_eq!(measure(&world, &admin(), q, json!({})).unwrap().nodes, 1 + all, "an admin's bound is every subscription");
+    // A team's connection is bounded by its own records, not by the store's.
+    let ledger = team_viewer("payments--ledger", "poc");
+    let own = total(&world, &ledger, "applications").await;
+    assert_eq!(measure(&world, &ledger, "{ applications { totalCount } }", json!({})).unwrap().nodes, own);
+}
+
+/// A nested `has<Edge>With` remembers its answer per record; the answers are those of the same
+/// filter evaluated from scratch.
+#[tokio::test]
+async fn nested_edge_filters_answer_like_their_parts() {
+    let world = World::load();
+    for viewer in [admin(), team_viewer(CHECKOUT, "poc")] {
+        let all = world.data(&viewer, "{ applications { edges { node { name zone { name environment } } } } }").await;
+        let zone_of = |a: &Value| format!("{}/{}", a["zone"]["environment"].as_str().unwrap(), a["zone"]["name"].as_str().unwrap());
+        // Zones where the viewer sees an application named checkout-api.
+        let zone_names: Vec<String> =
+            support::nodes(&all["applications"]).iter().filter(|a| a["name"] == "checkout-api").map(zone_of).collect();
+        let mut expected: Vec<String> = support::nodes(&all["applications"])
+            .iter()
+            .filter(|a| zone_names.contains(&zone_of(a)))
+            .map(|a| a["name"].as_str().unwrap().to_string())
+            .collect();
+        expected.sort();
+        let nested = world
+            .data(
+                &viewer,
+                "{ applications(where: {hasZoneWith: [{hasApplicationsWith: [{name: \"checkout-api\"}]}]}) { edges { node { name } } } }",
+            )
+            .await;
+        let mut got: Vec<String> =
+            support::nodes(&nested["applications"]).iter().map(|a| a["name"].as_str().unwrap().to_string()).collect();
+        got.sort();
+        assert!(!expected.is_empty());
+        assert_eq!(got, expected);
+    }
+}
+
+/// A request whose deadline passed, or that was cancelled, answers one `TIMEOUT` without data;
+/// one stopped by the shutdown answers `UNAVAILABLE`.
+#[tokio::test]
+async fn a_passed_deadline_answers_timeout_without_data() {
+    let world = World::load();
+    let q = "{ applications { edges { node { name subscribedApis { edges { node { name } } } } } } }";
+    let start = std::time::Instant::now() - std::time::Duration::from_secs(5);
+    let passed = Deadline::new(start, Some(std::time::Duration::from_secs(1)), None);
+    let p = world.api.prepare(&world.store, admin(), Request::new(q), passed).unwrap_or_else(|_| panic!("prepared"));
+    let r = serde_json::to_value(world.api.run(p).await).unwrap();
+    assert_eq!(r["data"], Value::Null);
+    assert_eq!(r["errors"].as_array().unwrap().len(), 1);
+    assert_eq!(r["errors"][0]["extensions"]["code"], "TIMEOUT");
+
+    let live = Deadline::new(std::time::Instant::now(), Some(std::time::Duration::from_secs(3600)), None);
+    live.canceller().store(true, std::sync::atomic::Ordering::Relaxed);
+    let p = world.api.prepare(&world.store, admin(), Request::new(q), live).unwrap_or_else(|_| panic!("prepared"));
+    let r = serde_json::to_value(world.api.run(p).await).unwrap();
+    assert_eq!(r["errors"][0]["extensions"]["code"], "TIMEOUT");
+
+    let shutdown = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let stopping = Deadline::new(std::time::Instant::now(), None, Some(shutdown));
+    let p = world.api.prepare(&world.store, admin(), Request::new(q), stopping).unwrap_or_else(|_| panic!("prepared"));
+    let r = serde_json::to_value(world.api.run(p).await).unwrap();
+    assert_eq!(r["errors"][0]["extensions"]["code"], "UNAVAILABLE");
+
+    // Without a limit the same request answers.
+    let r = world.run(&admin(), q).await;
+    assert!(r["errors"].is_null(), "{r}");
+}
