@@ -167,12 +167,16 @@ pub fn percentile_us(v: &mut [Duration], p: f64) -> f64 {
 
 /// The configuration of the benches: manifests source on `manifests`, store in `data_dir`,
 /// mock authentication, clock pinned to [`NOW`], `127.0.0.1:0`; redb's page cache from
-/// `CP_STORAGE_CACHE_SIZE` (bytes) as in the server, else the default.
+/// `CP_STORAGE_CACHE_SIZE` (bytes) and the GraphQL workers from `CP_GRAPHQL_WORKERS`, as in the
+/// server, else the defaults.
 pub fn config(manifests: &Path, data_dir: &Path) -> Config {
     let mut c = Config::for_manifests(manifests, data_dir);
     c.now = Some(schema::Timestamp::parse_rfc3339(NOW).unwrap());
     if let Ok(v) = std::env::var("CP_STORAGE_CACHE_SIZE") {
         c.storage.cache_bytes = v.parse().unwrap_or_else(|_| panic!("CP_STORAGE_CACHE_SIZE={v}: not a number of bytes"));
+    }
+    if let Ok(v) = std::env::var("CP_GRAPHQL_WORKERS") {
+        c.graphql.workers = v.parse().unwrap_or_else(|_| panic!("CP_GRAPHQL_WORKERS={v}: not a number"));
     }
     c
 }

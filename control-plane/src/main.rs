@@ -26,7 +26,10 @@ fn main() -> ExitCode {
                 Ok(c) => c,
                 Err(e) => return fail(&e),
             };
-            let runtime = match tokio::runtime::Runtime::new() {
+            // Light queries run on the async workers: enough of them that queries never take
+            // them all (see `http::executor`).
+            let workers = control_plane::http::executor::Executor::worker_threads(config.graphql.workers);
+            let runtime = match tokio::runtime::Builder::new_multi_thread().worker_threads(workers).enable_all().build() {
                 Ok(r) => r,
                 Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
             };

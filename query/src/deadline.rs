@@ -11,6 +11,18 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Called once when a request has run longer than planned ([`Deadline::on_slow`]).
+struct SlowHook {
+    at: Instant,
+    hook: Box<dyn Fn() + Send + Sync>,
+}
+
+impl std::fmt::Debug for SlowHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlowHook").field("at", &self.at).finish_non_exhaustive()
+    }
+}
+
 /// When a request must stop, and the flags that stop it early.
 #[derive(Debug, Default)]
 pub struct Deadline {
@@ -23,20 +35,23 @@ pub struct Deadline {
     /// Set once when the server shuts down (shared by every request).
     shutdown: Option<Arc<AtomicBool>>,
     ticks: AtomicU32,
+    /// Run once by the first check after its instant (not cloned).
+    slow: std::sync::OnceLock<SlowHook>,
+    slow_done: AtomicBool,
 }
 
 /// How often [`Deadline::tick`] reads the clock (every this many calls).
 const TICKS_PER_CHECK: u32 = 64;
 
 impl Clone for Deadline {
-    /// The same deadline and flags (its own tick counter).
+    /// The same deadline and flags (its own tick counter, no slow hook).
     fn clone(&self) -> Deadline {
         Deadline {
             at: self.at,
             limit: self.limit,
             cancelled: self.cancelled.clone(),
             shutdown: self.shutdown.clone(),
-            ticks: AtomicU32::new(0),
+            ..Deadline::default()
         }
     }
 }
@@ -79,11 +94,23 @@ impl Deadline {
         self.cancelled.load(Ordering::Relaxed) || self.shutting_down() || self.at.is_some_and(|at| Instant::now() >= at)
     }
 
+    /// Runs `hook` once, on the thread of the first check made `after` from now (the executor
+    /// moves a request that runs longer than planned to its heavy slots). A second hook is
+    /// ignored.
+    pub fn on_slow(&self, after: Duration, hook: impl Fn() + Send + Sync + 'static) {
+        let _ = self.slow.set(SlowHook { at: Instant::now() + after, hook: Box::new(hook) });
+    }
+
     /// `Ok` while the request may go on.
     ///
     /// # Errors
     /// [`Deadline::error`] once it [`Deadline::passed`].
     pub fn check(&self) -> Result<(), Error> {
+        if let Some(slow) = self.slow.get() {
+            if !self.slow_done.load(Ordering::Relaxed) && Instant::now() >= slow.at && !self.slow_done.swap(true, Ordering::AcqRel) {
+                (slow.hook)();
+            }
+        }
         if self.passed() {
             Err(self.error())
         } else {
@@ -148,5 +175,27 @@ mod tests {
         shutdown.store(true, Ordering::Relaxed);
         let e = d.check().unwrap_err();
         assert_eq!(e.extensions.as_ref().and_then(|x| x.get("code")), Some(&async_graphql::Value::from("UNAVAILABLE")));
+    }
+
+    #[test]
+    fn the_slow_hook_runs_once_after_its_time() {
+        let runs = Arc::new(AtomicU32::new(0));
+        let d = Deadline::none();
+        let r = runs.clone();
+        d.on_slow(Duration::ZERO, move || {
+            r.fetch_add(1, Ordering::Relaxed);
+        });
+        assert!(d.check().is_ok() && d.check().is_ok());
+        assert_eq!(runs.load(Ordering::Relaxed), 1);
+        assert_eq!(runs.load(Ordering::Relaxed), 1);
+        d.clone().check().unwrap();
+        assert_eq!(runs.load(Ordering::Relaxed), 1, "a clone has no hook");
+        let later = Deadline::none();
+        let r = runs.clone();
+        later.on_slow(Duration::from_secs(3600), move || {
+            r.fetch_add(1, Ordering::Relaxed);
+        });
+        assert!(later.check().is_ok());
+        assert_eq!(runs.load(Ordering::Relaxed), 1, "not yet");
     }
 }

@@ -1,21 +1,28 @@
-//! Where GraphQL requests execute (DESIGN decision 16): never on the async workers, which only
-//! move bytes, so `/healthz`, `/readyz`, `/metrics` and every other connection stay served
-//! whatever the queries do.
+//! Where GraphQL requests execute (DESIGN decision 16), so that no query can take every
+//! thread that serves HTTP, `/healthz`, `/readyz` and `/metrics`.
 //!
-//! A request is prepared (parsed, measured, see `query::limits`) and, when light, executed on a
-//! thread of tokio's blocking pool while it holds a permit of the **light** lane (one per
-//! worker, `graphql.workers`). A heavy request (`query::Prepared::is_heavy`) hands its light
-//! permit back and waits for one of the **heavy** lane (half the workers, at least one), so
-//! heavy work never takes every worker and small queries keep theirs. A lane whose
-//! `graphql.queueLength` waiting requests are already queued refuses the next with HTTP 503 and
-//! `Retry-After`. A request's deadline (`graphql.requestTimeout`) counts from its arrival, also
-//! while it waits: it is answered `TIMEOUT` at its deadline (plus [`GRACE`]) whatever its
-//! thread is doing, and that thread stops at its next deadline check and frees its permit.
+//! A request is admitted while fewer than `workers + heavy slots + graphql.queueLength`
+//! requests are in flight (else HTTP 503 with `Retry-After`). It then waits for one of the
+//! `graphql.workers` **light** permits, is prepared (parsed and measured, see `query::limits`)
+//! and, when light, runs right there on its async worker: the server's runtime has more
+//! workers than light permits and heavy slots together ([`Executor::worker_threads`]), so two
+//! always stay free, and a small query pays no thread hand-off. Heavy work runs on one of the
+//! **heavy slots** (half the workers, at least one), so it never takes every core and small
+//! queries keep theirs:
+//! - a request measured heavy (`query::Prepared::is_heavy`) gives its light permit back and
+//!   runs on tokio's blocking pool once it has a heavy slot;
+//! - a light request still running after [`LIGHT_BUDGET`] gives its light permit back at its
+//!   next deadline check (`query::deadline::Deadline::on_slow`) and waits there for a heavy
+//!   slot, having handed its worker's other tasks to another thread (`block_in_place`).
+//!
+//! A request's deadline (`graphql.requestTimeout`) counts from its arrival, waiting included.
+//! A heavy request is answered at its deadline (plus [`GRACE`]) whatever its thread is doing;
+//! every request's work stops at its next deadline check, freeing its permit or slot.
 
 use crate::metrics::Metrics;
 use query::deadline::Deadline;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -23,68 +30,120 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// stopped by then.
 pub const GRACE: Duration = Duration::from_millis(50);
 
+/// How long a light request runs on a light permit before it moves to a heavy slot.
+pub const LIGHT_BUDGET: Duration = Duration::from_millis(25);
+
 /// Why a request did not get a worker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
-    /// The lane's queue is full: HTTP 503 with `Retry-After`.
+    /// Too many requests in flight: HTTP 503 with `Retry-After`.
     Overloaded,
     /// The deadline passed while waiting.
     Deadline,
 }
 
-/// One lane: permits for running requests and a bounded number of waiting ones.
-struct Lane {
-    name: &'static str,
-    permits: Arc<Semaphore>,
-    waiting: AtomicUsize,
-    max_waiting: usize,
+/// Why a job gave no answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lost {
+    /// Its deadline plus [`GRACE`] passed first.
+    Deadline,
+    /// It panicked (a bug; logged).
+    Panicked,
 }
 
-impl Lane {
-    async fn acquire(&self, deadline: Option<Instant>, metrics: &Metrics) -> Result<OwnedSemaphorePermit, Refusal> {
-        if let Ok(p) = self.permits.clone().try_acquire_owned() {
-            return Ok(p);
+/// Counting slots taken by blocking threads (heavy work).
+struct Slots {
+    free: Mutex<usize>,
+    freed: Condvar,
+}
+
+impl Slots {
+    /// Takes a slot, waiting until `deadline` at most; `None` when it passed first.
+    fn take(self: &Arc<Slots>, deadline: Option<Instant>) -> Option<SlotGuard> {
+        let mut free = self.free.lock().unwrap_or_else(|e| e.into_inner());
+        while *free == 0 {
+            free = match deadline {
+                None => self.freed.wait(free).unwrap_or_else(|e| e.into_inner()),
+                Some(at) => {
+                    let left = at.checked_duration_since(Instant::now())?;
+                    self.freed.wait_timeout(free, left).unwrap_or_else(|e| e.into_inner()).0
+                }
+            };
         }
-        if self.waiting.fetch_add(1, Ordering::AcqRel) >= self.max_waiting {
-            self.waiting.fetch_sub(1, Ordering::AcqRel);
-            return Err(Refusal::Overloaded);
-        }
-        let queued = metrics.graphql_queued.with_label_values(&[self.name]);
-        queued.inc();
-        let wait = self.permits.clone().acquire_owned();
-        let got = match deadline {
-            Some(at) => tokio::time::timeout_at(at.into(), wait).await.map_err(|_| Refusal::Deadline),
-            None => Ok(wait.await),
-        };
-        queued.dec();
-        self.waiting.fetch_sub(1, Ordering::AcqRel);
-        // The semaphore is never closed.
-        got?.map_err(|_| Refusal::Overloaded)
+        *free -= 1;
+        Some(SlotGuard(self.clone()))
     }
 }
 
-/// The two lanes and the server-wide shutdown flag.
+struct SlotGuard(Arc<Slots>);
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        *self.0.free.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+        self.0.freed.notify_one();
+    }
+}
+
+/// What one job holds: its light permit, then (when its work turns out heavy) a heavy slot.
+struct Hold {
+    light: Mutex<Option<OwnedSemaphorePermit>>,
+    heavy: Mutex<Option<SlotGuard>>,
+    metrics: Metrics,
+}
+
+impl Hold {
+    /// Gives the light permit back and waits for a heavy slot (until `deadline`).
+    fn go_heavy(&self, slots: &Arc<Slots>, deadline: Option<Instant>) -> bool {
+        if self.light.lock().unwrap_or_else(|e| e.into_inner()).take().is_some() {
+            self.metrics.graphql_executing.with_label_values(&["light"]).dec();
+        }
+        let queued = self.metrics.graphql_queued.with_label_values(&["heavy"]);
+        queued.inc();
+        let slot = slots.take(deadline);
+        queued.dec();
+        let Some(slot) = slot else { return false };
+        self.metrics.graphql_executing.with_label_values(&["heavy"]).inc();
+        *self.heavy.lock().unwrap_or_else(|e| e.into_inner()) = Some(slot);
+        true
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        if self.light.get_mut().unwrap_or_else(|e| e.into_inner()).take().is_some() {
+            self.metrics.graphql_executing.with_label_values(&["light"]).dec();
+        }
+        if self.heavy.get_mut().unwrap_or_else(|e| e.into_inner()).take().is_some() {
+            self.metrics.graphql_executing.with_label_values(&["heavy"]).dec();
+        }
+    }
+}
+
+/// The light permits, the heavy slots, the admission bound and the shutdown flag.
 pub struct Executor {
-    light: Lane,
-    heavy: Lane,
+    light: Arc<Semaphore>,
+    heavy: Arc<Slots>,
+    in_flight: Arc<AtomicUsize>,
+    max_in_flight: usize,
     shutdown: Arc<AtomicBool>,
     metrics: Metrics,
 }
 
-/// What a job on a worker thread produced.
-enum Step<T> {
-    Done(T),
-    Heavy(Box<query::Prepared>),
-}
-
 impl Executor {
-    /// Lanes for `workers` threads (0 = one per CPU core, at least 2) with `queue_length`
-    /// waiting requests each; requests stop when `shutdown` is set.
+    /// `workers` light permits (0 = one per CPU core, at least 2), half as many heavy slots (at
+    /// least one), and `queue_length` requests admitted beyond those; requests stop when
+    /// `shutdown` is set.
     pub fn new(workers: usize, queue_length: usize, shutdown: Arc<AtomicBool>, metrics: Metrics) -> Executor {
-        let workers = if workers == 0 { std::thread::available_parallelism().map_or(2, |n| n.get()).max(2) } else { workers };
-        let lane =
-            |name, n: usize| Lane { name, permits: Arc::new(Semaphore::new(n)), waiting: AtomicUsize::new(0), max_waiting: queue_length };
-        Executor { light: lane("light", workers), heavy: lane("heavy", (workers / 2).max(1)), shutdown, metrics }
+        let workers = Self::light_permits(workers);
+        let heavy = (workers / 2).max(1);
+        Executor {
+            light: Arc::new(Semaphore::new(workers)),
+            heavy: Arc::new(Slots { free: Mutex::new(heavy), freed: Condvar::new() }),
+            in_flight: Arc::default(),
+            max_in_flight: workers + heavy + queue_length,
+            shutdown,
+            metrics,
+        }
     }
 
     /// A deadline for a request that arrived at `start` with the time limit `limit` (zero =
@@ -98,77 +157,116 @@ impl Executor {
         self.shutdown.load(Ordering::Relaxed)
     }
 
-    /// Prepares with `prepare` and runs with `run`, on worker threads (see the module docs).
-    /// `prepare` returns the request, or the answer to send without running anything.
+    /// Prepares with `prepare` and runs with `run` (see the module docs). `prepare` returns the
+    /// request, or the answer to send without running anything; `lost` answers a job that gave
+    /// none.
     ///
     /// # Errors
-    /// [`Refusal`] when no worker was free in time.
-    pub async fn execute<T: Send + 'static>(
+    /// [`Refusal`] when the request was not admitted, or its deadline passed while it waited.
+    pub async fn execute<T, F>(
         &self,
         deadline: Option<Instant>,
         cancel: Arc<AtomicBool>,
-        prepare: impl FnOnce() -> Result<query::Prepared, Box<T>> + Send + 'static,
-        run: impl Fn(query::Prepared) -> T + Send + Sync + 'static,
+        prepare: impl FnOnce() -> Result<query::Prepared, Box<T>>,
+        run: impl FnOnce(query::Prepared) -> F + Send + 'static,
         lost: impl Fn(Lost) -> T,
-    ) -> Result<T, Refusal> {
+    ) -> Result<T, Refusal>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = T> + Send,
+    {
         // The request is abandoned when this future ends or is dropped (its client left): its
         // thread stops at the next deadline check.
         let _cancel_on_drop = CancelOnDrop(cancel);
-        let run = Arc::new(run);
-        let permit = self.light.acquire(deadline, &self.metrics).await?;
-        let running = self.metrics.graphql_executing.with_label_values(&["light"]);
-        let first = {
-            let run = run.clone();
-            let running = running.clone();
-            tokio::task::spawn_blocking(move || {
-                running.inc();
-                let step = match prepare() {
-                    Err(answer) => Step::Done(*answer),
-                    Ok(p) if p.is_heavy() => Step::Heavy(Box::new(p)),
-                    Ok(p) => Step::Done(run(p)),
+        if self.in_flight.fetch_add(1, Ordering::AcqRel) >= self.max_in_flight {
+            self.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return Err(Refusal::Overloaded);
+        }
+        // Counted until the request's work is done, not only until the answer is sent.
+        let in_flight = InFlight(self.in_flight.clone());
+        let permit = match self.light.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                let queued = self.metrics.graphql_queued.with_label_values(&["light"]);
+                queued.inc();
+                let wait = self.light.clone().acquire_owned();
+                let got = match deadline {
+                    Some(at) => tokio::time::timeout_at(at.into(), wait).await.map_err(|_| Refusal::Deadline),
+                    None => Ok(wait.await),
                 };
-                running.dec();
-                drop(permit);
-                step
-            })
+                queued.dec();
+                // The semaphore is never closed.
+                got?.map_err(|_| Refusal::Overloaded)?
+            }
         };
-        let prepared = match wait(deadline, first).await {
-            Err(why) => return Ok(lost(why)),
-            Ok(Step::Done(answer)) => return Ok(answer),
-            Ok(Step::Heavy(p)) => p,
+        self.metrics.graphql_executing.with_label_values(&["light"]).inc();
+        let hold = Arc::new(Hold { light: Mutex::new(Some(permit)), heavy: Mutex::new(None), metrics: self.metrics.clone() });
+        let prepared = match prepare() {
+            Err(answer) => return Ok(*answer),
+            Ok(p) => p,
         };
-        let permit = self.heavy.acquire(deadline, &self.metrics).await?;
-        let running = self.metrics.graphql_executing.with_label_values(&["heavy"]);
-        let second = tokio::task::spawn_blocking(move || {
-            running.inc();
-            let answer = run(*prepared);
-            running.dec();
-            drop(permit);
-            answer
+        if !prepared.is_heavy() {
+            // Light: run here, on this async worker (no light permit is held by more requests
+            // than there are spare workers, see `worker_threads`); past its budget it moves.
+            let (h, slots) = (hold.clone(), self.heavy.clone());
+            prepared.deadline().on_slow(LIGHT_BUDGET, move || {
+                let wait = || {
+                    h.go_heavy(&slots, deadline);
+                };
+                // The wait hands this worker's other tasks to another thread.
+                if tokio::runtime::Handle::try_current().is_ok_and(|r| r.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread) {
+                    tokio::task::block_in_place(wait);
+                } else {
+                    wait();
+                }
+            });
+            let answer = run(prepared).await;
+            drop((hold, in_flight));
+            return Ok(answer);
+        }
+        let slots = self.heavy.clone();
+        let handle = tokio::runtime::Handle::current();
+        let job = tokio::task::spawn_blocking(move || {
+            let _in_flight = in_flight;
+            if !hold.go_heavy(&slots, deadline) {
+                return None;
+            }
+            let answer = handle.block_on(run(prepared));
+            drop(hold);
+            Some(answer)
         });
-        Ok(wait(deadline, second).await.unwrap_or_else(lost))
+        let joined = match deadline {
+            Some(at) => match tokio::time::timeout_at((at + GRACE).into(), job).await {
+                Ok(j) => j,
+                Err(_) => return Ok(lost(Lost::Deadline)),
+            },
+            None => job.await,
+        };
+        match joined {
+            Ok(Some(answer)) => Ok(answer),
+            Ok(None) => Err(Refusal::Deadline),
+            Err(e) => {
+                tracing::error!(error = %e, "a GraphQL worker job failed");
+                Ok(lost(Lost::Panicked))
+            }
+        }
     }
-}
 
-/// Why a job gave no answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lost {
-    /// Its deadline plus [`GRACE`] passed first.
-    Deadline,
-    /// It panicked (a bug; logged).
-    Panicked,
-}
+    /// The async worker threads the server's runtime needs: one per light permit and heavy
+    /// slot (light requests run on the async workers; heavy ones block a worker while they
+    /// wait at most) plus two that no query can take (HTTP, `/healthz`, `/readyz`, `/metrics`).
+    pub fn worker_threads(workers: usize) -> usize {
+        let light = Self::light_permits(workers);
+        light + (light / 2).max(1) + 2
+    }
 
-/// The job's result, unless the deadline plus [`GRACE`] passed first or the job panicked.
-async fn wait<T>(deadline: Option<Instant>, job: tokio::task::JoinHandle<T>) -> Result<T, Lost> {
-    let joined = match deadline {
-        Some(at) => tokio::time::timeout_at((at + GRACE).into(), job).await.map_err(|_| Lost::Deadline)?,
-        None => job.await,
-    };
-    joined.map_err(|e| {
-        tracing::error!(error = %e, "a GraphQL worker job failed");
-        Lost::Panicked
-    })
+    fn light_permits(workers: usize) -> usize {
+        if workers == 0 {
+            std::thread::available_parallelism().map_or(2, |n| n.get()).max(2)
+        } else {
+            workers
+        }
+    }
 }
 
 struct CancelOnDrop(Arc<AtomicBool>);
@@ -176,5 +274,13 @@ struct CancelOnDrop(Arc<AtomicBool>);
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+struct InFlight(Arc<AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }

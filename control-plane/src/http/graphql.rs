@@ -161,10 +161,9 @@ async fn answer(req: &Request, body: Body, state: &Arc<State>, t0: std::time::In
     };
     let deadline = state.executor.deadline(t0, state.limits.timeout);
     let (at, cancel) = (deadline.at(), deadline.canceller());
-    let (prepare_state, run_state) = (state.clone(), state.clone());
-    let handle = tokio::runtime::Handle::current();
-    let prepare = move || prepare_state.api.prepare(&prepare_state.store, viewer, request, deadline);
-    let run = move |p: query::Prepared| handle.block_on(run_state.api.run(p));
+    let run_state = state.clone();
+    let prepare = || state.api.prepare(&state.store, viewer, request, deadline);
+    let run = move |p: query::Prepared| async move { run_state.api.run(p).await };
     let timeout = state.limits.timeout;
     let shutting_down = || state.executor.shutting_down();
     let lost = |why: Lost| match why {
