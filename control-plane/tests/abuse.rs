@@ -1,0 +1,417 @@
+//! The abuse suite (issue 18): every request that once crashed, hung or exhausted the server is
+//! sent to the real binary on a generated world of about 100 000 objects (`tools/genworld`, the
+//! benches' `100k`), and the suite asserts bounds, never timings: the answer's code, that the
+//! process is alive and answers `/healthz` during and after, and that its peak resident memory
+//! grows by less than a stated bound (256 MB for search texts, 512 MB for the rest).
+//!
+//! Phases, one server per configuration (restarts take the store over from its checkpoints):
+//! hostile requests with the defaults; 8 heavy requests at once while small queries and
+//! `/healthz` keep answering; an oversized manifest; a 1 ms time limit (`TIMEOUT`); a full
+//! queue (HTTP 503 with `Retry-After`); SIGTERM with heavy requests in flight (the process exits
+//! and the store opens with every invariant).
+
+mod common;
+
+use base64::Engine;
+use common::ADMIN;
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Peak memory growth allowed for a search text (MB).
+const SEARCH_GROWTH_MB: u64 = 256;
+/// Peak memory growth allowed for any other request (MB).
+const GROWTH_MB: u64 = 512;
+
+/// The benches' `100k` world (same parameters, see `benches/support/mod.rs`), generated into
+/// `target/genworld/100k` when missing (into a temporary directory first, then renamed).
+fn world() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let dir = root.join("target/genworld/100k");
+    if dir.join("manifest.json").exists() {
+        return dir;
+    }
+    let tmp = root.join(format!("target/genworld/.100k-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let status = Command::new("python3")
+        .arg(root.join("tools/genworld/genworld.py"))
+        .args(["--teams", "705", "--apps-per-team", "8", "--exposures-per-app", "3", "--subscriptions-per-app", "4"])
+        .args(["--seed", "1", "--env", "poc", "--out"])
+        .arg(&tmp)
+        .stdout(Stdio::null())
+        .status()
+        .expect("python3 runs tools/genworld/genworld.py");
+    assert!(status.success(), "genworld failed: {status}");
+    if std::fs::rename(&tmp, &dir).is_err() {
+        // Another run generated it meanwhile.
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    assert!(dir.join("manifest.json").exists());
+    dir
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, to.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A mock token (`--auth mock` decodes it without a signature).
+fn token(client_id: &str, scope: &str) -> String {
+    let b = |v: Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    format!("{}.{}.mock", b(json!({"alg": "none", "typ": "JWT"})), b(json!({"clientId": client_id, "scope": scope, "env": "poc"})))
+}
+
+/// Resident memory of a process: (now, peak) in MB.
+fn memory(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| -> u64 {
+        status.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse().ok()).unwrap_or(0)
+            / 1024
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Resets the peak to the current resident size (`clear_refs` 5); false when not allowed, then
+/// the growth is measured against the peak so far (an upper bound).
+fn reset_peak(pid: u32) -> bool {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
+}
+
+struct Server {
+    child: Child,
+    pid: u32,
+    base: String,
+    data: PathBuf,
+    http: reqwest::Client,
+}
+
+impl Server {
+    async fn start(manifests: &Path, data: &Path, env: &[(&str, &str)]) -> Server {
+        let port = free_port();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_control-plane"));
+        cmd.args(["serve", "--auth", "mock", "--listen", &format!("127.0.0.1:{port}")])
+            .arg("--manifests")
+            .arg(manifests)
+            .arg("--data-dir")
+            .arg(data)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().unwrap();
+        let pid = child.id();
+        let mut s = Server { child, pid, base: format!("http://127.0.0.1:{port}"), data: data.to_path_buf(), http: reqwest::Client::new() };
+        // The product's barrier: `/readyz` turns 200 once the initial load is applied. (The
+        // bound only turns a hang into a failure.)
+        let give_up = Instant::now() + Duration::from_secs(600);
+        loop {
+            assert!(s.child.try_wait().unwrap().is_none(), "the server exited while starting");
+            assert!(Instant::now() < give_up, "not ready after 600 s");
+            if s.http.get(format!("{}/readyz", s.base)).send().await.is_ok_and(|r| r.status() == 200) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        s
+    }
+
+    fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    async fn healthz(&self) -> u16 {
+        self.http.get(format!("{}/healthz", self.base)).send().await.map(|r| r.status().as_u16()).unwrap_or(0)
+    }
+
+    /// One GraphQL request: (HTTP status, the first error's code or `OK`, the body).
+    async fn post(&self, token: &str, body: Value) -> (u16, String, Value) {
+        post(&self.http, &self.base, token, body).await
+    }
+
+    async fn metric(&self, line_prefix: &str) -> f64 {
+        let text = self.http.get(format!("{}/metrics", self.base)).send().await.unwrap().text().await.unwrap();
+        text.lines().filter(|l| l.starts_with(line_prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
+    }
+
+    /// Sends `body`, probing `/healthz` until it is answered; asserts the process stayed alive,
+    /// every probe was answered and the peak memory grew by less than `growth_mb`. Returns the
+    /// answer's status and code.
+    async fn case(&mut self, name: &str, token: &str, body: Value, growth_mb: u64) -> (u16, String) {
+        let (before, _) = memory(self.pid);
+        let reset = reset_peak(self.pid);
+        let done = Arc::new(AtomicBool::new(false));
+        let probe = {
+            let (http, base, done) = (self.http.clone(), self.base.clone(), done.clone());
+            tokio::spawn(async move {
+                let (mut ok, mut failed) = (0, 0);
+                while !done.load(Ordering::Relaxed) {
+                    match http.get(format!("{base}/healthz")).send().await {
+                        Ok(r) if r.status() == 200 => ok += 1,
+                        _ => failed += 1,
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                (ok, failed)
+            })
+        };
+        let (status, code, _) = self.post(token, body).await;
+        done.store(true, Ordering::Relaxed);
+        let (_, failed) = probe.await.unwrap();
+        assert!(self.alive(), "{name}: the server died");
+        assert_eq!(failed, 0, "{name}: /healthz did not answer during the request");
+        assert_eq!(self.healthz().await, 200, "{name}: /healthz after the request");
+        let (_, peak) = memory(self.pid);
+        let base = if reset { before } else { before.min(peak) };
+        assert!(peak.saturating_sub(base) < growth_mb, "{name}: peak memory grew from {before} MB to {peak} MB (bound {growth_mb} MB)");
+        (status, code)
+    }
+
+    /// SIGTERM, then the exit status (the bound only turns a hang into a failure).
+    fn terminate(mut self) -> (std::process::ExitStatus, PathBuf) {
+        let sent = Command::new("kill").args(["-TERM", &self.pid.to_string()]).status().unwrap();
+        assert!(sent.success());
+        let give_up = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, self.data.clone());
+            }
+            assert!(Instant::now() < give_up, "the server did not exit within 60 s of SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn post(http: &reqwest::Client, base: &str, token: &str, body: Value) -> (u16, String, Value) {
+    try_post(http, base, token, body).await.expect("the server answers")
+}
+
+/// [`post`], `None` when the connection fails (the server stopped).
+async fn try_post(http: &reqwest::Client, base: &str, token: &str, body: Value) -> Option<(u16, String, Value)> {
+    let resp = http.post(format!("{base}/graphql/query")).bearer_auth(token).json(&body).send().await.ok()?;
+    let status = resp.status().as_u16();
+    let body: Value = resp.json().await.unwrap_or(Value::Null);
+    let code = match body["errors"].as_array() {
+        None => "OK".to_string(),
+        Some(errors) if errors.is_empty() => "OK".to_string(),
+        Some(errors) => errors[0]["extensions"]["code"].as_str().unwrap_or("NO_CODE").to_string(),
+    };
+    Some((status, code, body))
+}
+
+fn q(query: String) -> Value {
+    json!({ "query": query })
+}
+
+fn nested_edges(k: usize) -> String {
+    let mut s = "{name: \"x\"}".to_string();
+    for _ in 0..k {
+        s = format!("{{hasZoneWith: [{{hasApplicationsWith: [{s}]}}]}}");
+    }
+    s
+}
+
+/// Heavy requests: an edge filter through three kinds, and a nested page of every team.
+const HEAVY: &[&str] = &[
+    "{ applications(first: 1000, where: {hasSubscribedApisWith: [{hasTargetWith: [{hasSubscriptionsWith: [{nameContains: \"a\"}]}]}]}) { totalCount edges { node { name } } } }",
+    "{ teams(first: 1000) { edges { node { name applications(first: 100) { edges { node { name subscribedApis(first: 10) { edges { node { name } } } } } } } } } }",
+];
+
+/// Keeps `n` clients sending heavy requests until `stop` (or the server is gone: `CLOSED`);
+/// returns every answer's status and code.
+fn heavy_load(http: &reqwest::Client, base: &str, n: usize, stop: Arc<AtomicBool>) -> Vec<tokio::task::JoinHandle<Vec<(u16, String)>>> {
+    (0..n)
+        .map(|i| {
+            let (http, base, stop) = (http.clone(), base.to_string(), stop.clone());
+            tokio::spawn(async move {
+                let mut out = Vec::new();
+                while !stop.load(Ordering::Relaxed) {
+                    match try_post(&http, &base, ADMIN, q(HEAVY[i % HEAVY.len()].to_string())).await {
+                        Some((status, code, _)) => out.push((status, code)),
+                        None => {
+                            out.push((0, "CLOSED".to_string()));
+                            break;
+                        }
+                    }
+                }
+                out
+            })
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
+    let world = world();
+    let tmp = tempfile::tempdir().unwrap();
+    let manifests = tmp.path().join("manifests");
+    copy_dir(&world, &manifests);
+    let data = tmp.path().join("data");
+
+    // ---- hostile requests, defaults ----
+    let mut s = Server::start(&manifests, &data, &[]).await;
+    let (_, _, teams) = s.post(ADMIN, q("{ teams(first: 1) { edges { node { name } } } }".into())).await;
+    let team_name = teams["data"]["teams"]["edges"][0]["node"]["name"].as_str().unwrap().to_string();
+    let team = token(&format!("{team_name}--console"), "tardis:team:read");
+    let words = |n: usize| (0..n).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+    let mut fragments = String::from("{ applications(first: 1) { edges { node { ...F26 } } } } fragment F0 on Application { name }");
+    for i in 1..=26 {
+        fragments.push_str(&format!(" fragment F{i} on Application {{ ...F{} ...F{} }}", i - 1, i - 1));
+    }
+    let deep_variable = (0..100).fold(json!("x"), |v, _| json!([v]));
+    let cases: Vec<(&str, &str, Value, &str, u64)> = vec![
+        ("nodes(ids:) 2000 levels", &team, q(format!("{{ nodes(ids: {}\"x\"{}) {{ id }} }}", "[".repeat(2000), "]".repeat(2000))), "INPUT_TOO_DEEP", GROWTH_MB),
+        ("where and 1000 levels", &team, q(format!("{{ applications(where: {}{{name: \"x\"}}{}) {{ totalCount }} }}", "{and: [".repeat(1000), "]}".repeat(1000))), "INPUT_TOO_DEEP", GROWTH_MB),
+        ("where not 3000 levels", &team, q(format!("{{ applications(where: {}{{name: \"x\"}}{}) {{ totalCount }} }}", "{not: ".repeat(3000), "}".repeat(3000))), "INPUT_TOO_DEEP", GROWTH_MB),
+        ("has…With 500 pairs", &team, q(format!("{{ applications(where: {}) {{ totalCount }} }}", nested_edges(500))), "INPUT_TOO_DEEP", GROWTH_MB),
+        ("idIn 5000 levels", &team, q(format!("{{ applications(where: {{idIn: {}\"x\"{}}}) {{ totalCount }} }}", "[".repeat(5000), "]".repeat(5000))), "INPUT_TOO_DEEP", GROWTH_MB),
+        ("nesting in variables", &team, json!({"query": "query($ids: [ID!]!) { nodes(ids: $ids) { id } }", "variables": {"ids": deep_variable}}), "INPUT_TOO_DEEP", GROWTH_MB),
+        ("catalogueSearch 5000 words", &team, q(format!("{{ catalogueSearch(query: \"{}\") {{ totalCount }} }}", words(5000))), "BAD_USER_INPUT", SEARCH_GROWTH_MB),
+        ("catalogueSearch 100000 words", &team, q(format!("{{ catalogueSearch(query: \"{}\") {{ totalCount }} }}", words(100_000))), "BAD_USER_INPUT", SEARCH_GROWTH_MB),
+        ("apis(search:) 5000 words", &team, q(format!("{{ apis(search: \"{}\") {{ totalCount }} }}", words(5000))), "BAD_USER_INPUT", SEARCH_GROWTH_MB),
+        ("lists along zone → applications, depth 12", ADMIN, q("{ applications(first:1) { edges { node { zone { applications { zone { applications { zone { applications { zone { applications { name } } } } } } } } } } } }".into()), "TOO_MANY_NODES", GROWTH_MB),
+        ("4 aliases of applications(first:1000) → zone → applications", ADMIN, q(format!("{{ {} }}", (0..4).map(|i| format!("a{i}: applications(first: 1000) {{ edges {{ node {{ zone {{ applications {{ name }} }} }} }} }}")).collect::<Vec<_>>().join(" "))), "TOO_MANY_NODES", GROWTH_MB),
+        ("20 aliases of teams → applications → subscribedApis, 1000 each", ADMIN, q(format!("{{ {} }}", (0..20).map(|i| format!("a{i}: teams(first: 1000) {{ edges {{ node {{ applications(first: 1000) {{ edges {{ node {{ subscribedApis(first: 1000) {{ edges {{ node {{ name }} }} }} }} }} }} }} }} }}")).collect::<Vec<_>>().join(" "))), "TOO_MANY_NODES", GROWTH_MB),
+        ("has…With nested 5 pairs (team)", &team, q(format!("{{ applications(first: 10, where: {}) {{ totalCount }} }}", nested_edges(5))), "INPUT_TOO_DEEP", GROWTH_MB),
+        ("has…With nested 4 levels", ADMIN, q("{ applications(first: 10, where: {hasZoneWith: [{hasApplicationsWith: [{hasZoneWith: [{hasApplicationsWith: [{name: \"x\"}]}]}]}]}) { totalCount } }".into()), "FILTER_TOO_DEEP", GROWTH_MB),
+        ("has…With nested 3 levels runs", ADMIN, q("{ applications(first: 10, where: {hasZoneWith: [{hasApplicationsWith: [{hasZoneWith: [{name: \"x\"}]}]}]}) { totalCount } }".into()), "OK", GROWTH_MB),
+        ("doubling fragment chain of 26", &team, q(fragments), "QUERY_TOO_COMPLEX", GROWTH_MB),
+        ("selection 40 levels", &team, q(format!("{}{}", "{ a ".repeat(40), "}".repeat(40))), "QUERY_TOO_DEEP", GROWTH_MB),
+    ];
+    for (name, tok, body, expected, growth) in cases {
+        let (status, code) = s.case(name, tok, body, growth).await;
+        assert_eq!((status, code.as_str()), (200, expected), "{name}");
+    }
+    // Over GET too.
+    let deep = format!("{{ nodes(ids: {}\"x\"{}) {{ id }} }}", "[".repeat(2000), "]".repeat(2000));
+    let resp = s.http.get(format!("{}/graphql/query", s.base)).query(&[("query", deep)]).bearer_auth(&team).send().await.unwrap();
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["errors"][0]["extensions"]["code"], "INPUT_TOO_DEEP", "{body}");
+    assert!(s.alive());
+
+    // ---- 8 heavy requests at once: small queries and /healthz keep answering ----
+    let stop = Arc::new(AtomicBool::new(false));
+    reset_peak(s.pid);
+    let (before, _) = memory(s.pid);
+    let load = heavy_load(&s.http, &s.base, 8, stop.clone());
+    // Barrier: heavy work is running.
+    while s.metric("controlplane_graphql_executing{lane=\"heavy\"}").await < 1.0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for _ in 0..20 {
+        let (status, code, body) =
+            s.post(&team, q("{ applications(first: 5) { totalCount edges { node { name zone { name } } } } }".into())).await;
+        assert_eq!((status, code.as_str()), (200, "OK"), "{body}");
+        assert_eq!(s.healthz().await, 200);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut answers = Vec::new();
+    for l in load {
+        answers.extend(l.await.unwrap());
+    }
+    assert!(!answers.is_empty());
+    assert!(answers.iter().all(|(status, code)| *status == 200 && (code == "OK" || code == "TIMEOUT")), "{answers:?}");
+    let (_, peak) = memory(s.pid);
+    assert!(peak.saturating_sub(before) < GROWTH_MB, "heavy load: {before} MB → peak {peak} MB");
+
+    // ---- an oversized manifest: skipped, nothing stored is lost, counts stay cheap ----
+    let (_, _, before_counts) = s.post(ADMIN, q("{ teams { totalCount } }".into())).await;
+    let skips_before = s.metric("projector_reconcile_total{module=\"team\",outcome=\"skip\"}").await;
+    reset_peak(s.pid);
+    let (before, _) = memory(s.pid);
+    let (group, short) = team_name.split_once("--").unwrap();
+    let huge = format!(
+        "apiVersion: organization.cp.ei.telekom.de/v1\nkind: Team\nmetadata:\n  name: {team_name}\n  namespace: poc\n  labels:\n    cp.ei.telekom.de/environment: poc\nspec:\n  name: {short}\n  group: {group}\n  email: x@example.com\n  description: {}\n",
+        "x".repeat(50 << 20)
+    );
+    std::fs::write(manifests.join("zz-huge.yaml"), huge).unwrap();
+    // Barrier: the skip is counted.
+    while s.metric("projector_reconcile_total{module=\"team\",outcome=\"skip\"}").await <= skips_before {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for tok in [&team, ADMIN] {
+        let (status, code) =
+            s.case("teams { totalCount } after the oversized manifest", tok, q("{ teams { totalCount } }".into()), GROWTH_MB).await;
+        assert_eq!((status, code.as_str()), (200, "OK"));
+    }
+    let (_, _, after_counts) = s.post(ADMIN, q("{ teams { totalCount } }".into())).await;
+    assert_eq!(after_counts, before_counts, "the team keeps its stored record");
+    let (_, peak) = memory(s.pid);
+    assert!(peak.saturating_sub(before) < GROWTH_MB, "oversized manifest: {before} MB → peak {peak} MB");
+    std::fs::remove_file(manifests.join("zz-huge.yaml")).unwrap();
+
+    // ---- SIGTERM with heavy requests in flight ----
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = heavy_load(&s.http, &s.base, 8, stop.clone());
+    while s.metric("controlplane_graphql_executing{lane=\"heavy\"}").await < 1.0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (status, data) = s.terminate();
+    assert!(status.success(), "exit status {status}");
+    stop.store(true, Ordering::Relaxed);
+    let mut answers = Vec::new();
+    for l in load {
+        answers.extend(l.await.unwrap());
+    }
+    // In flight at SIGTERM: answered (stopped requests say UNAVAILABLE), or the connection closed.
+    assert!(
+        answers
+            .iter()
+            .all(|(status, code)| (*status == 200 && ["OK", "TIMEOUT", "UNAVAILABLE"].contains(&code.as_str())) || code == "CLOSED"),
+        "{answers:?}"
+    );
+    let store = storage::Store::open(&data).expect("the store opens after SIGTERM");
+    assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+    drop(store);
+
+    // ---- a 1 ms time limit: TIMEOUT, no data ----
+    let mut s = Server::start(&manifests, &data, &[("CP_GRAPHQL_REQUEST_TIMEOUT", "1ms")]).await;
+    let (status, code) = s.case("1 ms time limit", ADMIN, q(HEAVY[1].to_string()), GROWTH_MB).await;
+    assert_eq!((status, code.as_str()), (200, "TIMEOUT"));
+    let (_, _, body) = s.post(ADMIN, q(HEAVY[0].to_string())).await;
+    assert_eq!(body["data"], Value::Null, "{body}");
+    assert_eq!(body["errors"][0]["extensions"]["code"], "TIMEOUT");
+    assert!(s.metric("controlplane_graphql_requests_total{code=\"TIMEOUT\"}").await >= 2.0);
+    drop(s);
+
+    // ---- a full queue: HTTP 503 with Retry-After ----
+    let s = Server::start(&manifests, &data, &[("CP_GRAPHQL_WORKERS", "2"), ("CP_GRAPHQL_QUEUE_LENGTH", "1")]).await;
+    let sends: Vec<_> = (0..12)
+        .map(|_| {
+            let req = s.http.post(format!("{}/graphql/query", s.base)).bearer_auth(ADMIN).json(&q(HEAVY[0].to_string()));
+            tokio::spawn(async move {
+                let r = req.send().await.unwrap();
+                (r.status().as_u16(), r.headers().get("retry-after").map(|v| v.to_str().unwrap().to_string()))
+            })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for t in sends {
+        statuses.push(t.await.unwrap());
+    }
+    assert!(statuses.iter().any(|(st, _)| *st == 200), "{statuses:?}");
+    let refused: Vec<_> = statuses.iter().filter(|(st, _)| *st == 503).collect();
+    assert!(!refused.is_empty(), "at most 4 of 12 are admitted at once: {statuses:?}");
+    assert!(refused.iter().all(|(_, retry)| retry.as_deref() == Some("1")), "{statuses:?}");
+    assert!(s.metric("controlplane_graphql_requests_total{code=\"OVERLOADED\"}").await >= 1.0);
+}
