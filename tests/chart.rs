@@ -325,6 +325,9 @@ fn values_schema_rejects_typos_and_bad_values() {
         ("config.graphql.maxPageSize=0", "/config/graphql/maxPageSize"),
         ("config.graphql.maxPageSize=2147483648", "/config/graphql/maxPageSize"),
         ("config.graphql.maxDepth=0", "/config/graphql/maxDepth"),
+        ("config.graphql.maxDepth=31", "/config/graphql/maxDepth"),
+        ("config.graphql.maxNodes=0", "/config/graphql/maxNodes"),
+        ("config.source.maxDocumentBytes=1023", "/config/source/maxDocumentBytes"),
         ("config.graphql.maxComplexity=0", "/config/graphql/maxComplexity"),
         ("config.graphql.maxBodyBytes=1023", "/config/graphql/maxBodyBytes"),
         ("config.security.audience= ", "/config/security/audience"),
@@ -422,9 +425,14 @@ fn values_schema_matches_the_servers_limits() {
     assert_eq!(config.projector.dependency_delay_jitter, Duration::from_millis(1500));
     assert_eq!(config.projector.skip_requeue, Duration::from_micros(250));
     // One past each bound is refused by the server as well as by the schema.
-    for (key, value) in
-        [("maxPageSize", "0"), ("maxPageSize", "2147483648"), ("maxDepth", "0"), ("maxComplexity", "0"), ("maxBodyBytes", "1023")]
-    {
+    for (key, value) in [
+        ("maxPageSize", "0"),
+        ("maxPageSize", "2147483648"),
+        ("maxDepth", "0"),
+        ("maxDepth", "31"),
+        ("maxComplexity", "0"),
+        ("maxBodyBytes", "1023"),
+    ] {
         let text = format!("security:\n  mode: mock\ngraphql:\n  {key}: {value}\n");
         assert!(load_config_file(&text).is_err(), "the server accepts graphql.{key}: {value}");
     }

@@ -96,26 +96,42 @@ pub struct LimitError {
     pub message: String,
 }
 
+/// One limit: its error code and its setting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limit {
+    /// `extensions.code`.
+    pub code: &'static str,
+    /// The setting (`extensions.limit`).
+    pub setting: &'static str,
+}
+
+const DEPTH: Limit = Limit { code: "QUERY_TOO_DEEP", setting: "graphql.maxDepth" };
+const INPUT_DEPTH: Limit = Limit { code: "INPUT_TOO_DEEP", setting: "graphql.maxInputDepth" };
+const LIST_ITEMS: Limit = Limit { code: "BAD_USER_INPUT", setting: "graphql.maxPageSize" };
+const SEARCH_BYTES: Limit = Limit { code: "BAD_USER_INPUT", setting: "graphql.maxSearchLength" };
+const SEARCH_TERMS: Limit = Limit { code: "BAD_USER_INPUT", setting: "graphql.maxSearchTerms" };
+const FIELDS: Limit = Limit { code: "QUERY_TOO_COMPLEX", setting: "graphql.maxComplexity" };
+const NODES: Limit = Limit { code: "TOO_MANY_NODES", setting: "graphql.maxNodes" };
+const FILTER_DEPTH: Limit = Limit { code: "FILTER_TOO_DEEP", setting: "graphql.maxFilterDepth" };
+
+/// Every limit checked before execution (the README's limits table lists each).
+pub const LIMITS: &[Limit] = &[DEPTH, FIELDS, NODES, INPUT_DEPTH, FILTER_DEPTH, LIST_ITEMS, SEARCH_BYTES, SEARCH_TERMS];
+
 impl LimitError {
-    fn new(code: &'static str, setting: &'static str, max: impl TryInto<u64>, message: String) -> LimitError {
-        LimitError { code, setting, max: max.try_into().unwrap_or(u64::MAX), message }
+    fn new(limit: &Limit, max: impl TryInto<u64>, message: String) -> LimitError {
+        LimitError { code: limit.code, setting: limit.setting, max: max.try_into().unwrap_or(u64::MAX), message }
     }
 
     fn depth(max: usize) -> LimitError {
-        LimitError::new("QUERY_TOO_DEEP", "graphql.maxDepth", max, format!("the query nests fields deeper than {max} levels"))
+        LimitError::new(&DEPTH, max, format!("the query nests fields deeper than {max} levels"))
     }
 
     fn input_depth(max: usize) -> LimitError {
-        LimitError::new(
-            "INPUT_TOO_DEEP",
-            "graphql.maxInputDepth",
-            max,
-            format!("an argument or variable nests lists and input objects deeper than {max} levels"),
-        )
+        LimitError::new(&INPUT_DEPTH, max, format!("an argument or variable nests lists and input objects deeper than {max} levels"))
     }
 
     fn list(max: usize) -> LimitError {
-        LimitError::new("BAD_USER_INPUT", "graphql.maxPageSize", max, format!("a list argument or variable holds more than {max} items"))
+        LimitError::new(&LIST_ITEMS, max, format!("a list argument or variable holds more than {max} items"))
     }
 
     /// The GraphQL error.
@@ -149,11 +165,11 @@ impl LimitError {
 pub fn check_search(text: &str, limits: &Limits) -> Result<(), LimitError> {
     if text.len() > limits.max_search_bytes {
         let max = limits.max_search_bytes;
-        return Err(LimitError::new("BAD_USER_INPUT", "graphql.maxSearchLength", max, format!("a search text is longer than {max} bytes")));
+        return Err(LimitError::new(&SEARCH_BYTES, max, format!("a search text is longer than {max} bytes")));
     }
     if storage::search::words(text).len() > limits.max_search_terms {
         let max = limits.max_search_terms;
-        return Err(LimitError::new("BAD_USER_INPUT", "graphql.maxSearchTerms", max, format!("a search text has more than {max} words")));
+        return Err(LimitError::new(&SEARCH_TERMS, max, format!("a search text has more than {max} words")));
     }
     Ok(())
 }
@@ -535,12 +551,7 @@ impl<'a> Walk<'a, '_> {
         self.cost.fields += 1;
         if self.cost.fields > self.limits.max_complexity {
             let max = self.limits.max_complexity;
-            return Err(LimitError::new(
-                "QUERY_TOO_COMPLEX",
-                "graphql.maxComplexity",
-                max,
-                format!("the query selects more than {max} fields (fragments expanded)"),
-            ));
+            return Err(LimitError::new(&FIELDS, max, format!("the query selects more than {max} fields (fragments expanded)")));
         }
         if depth > self.limits.max_depth {
             return Err(LimitError::depth(self.limits.max_depth));
@@ -588,9 +599,7 @@ impl<'a> Walk<'a, '_> {
     fn check_nodes(&self) -> Result<(), LimitError> {
         if self.cost.nodes > self.limits.max_nodes {
             let max = self.limits.max_nodes;
-            return Err(LimitError::new(
-                "TOO_MANY_NODES",
-                "graphql.maxNodes",
+            return Err(LimitError::new(&NODES,
                 max,
                 format!(
                     "the query may return up to {} nodes, more than {max}: give nested connections a smaller `first`/`last`, or nest fewer lists",
@@ -654,8 +663,7 @@ impl<'a> Walk<'a, '_> {
                     if edges + 1 > self.limits.max_filter_depth {
                         let max = self.limits.max_filter_depth;
                         return Err(LimitError::new(
-                            "FILTER_TOO_DEEP",
-                            "graphql.maxFilterDepth",
+                            &FILTER_DEPTH,
                             max,
                             format!("a `where` nests has…With filters deeper than {max} levels"),
                         ));

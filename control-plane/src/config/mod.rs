@@ -165,7 +165,7 @@ pub const SETTINGS: &[Setting] = &[
         "CP_GRAPHQL_WORKERS",
         None,
         "0",
-        "Threads executing queries at once (0 = one per CPU core, at least 2); heavy queries (large node estimate, search, edge filters) use at most half of them (at least 1).",
+        "Threads executing queries at once (0 = one per CPU the process may use, cgroup limits counted; at least 2); heavy queries (large node estimate, search, edge filters) use at most half of them (at least 1).",
     ),
     setting(
         "graphql.queueLength",

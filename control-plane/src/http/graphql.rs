@@ -102,24 +102,15 @@ fn outcome(resp: &async_graphql::Response) -> &'static str {
     });
     match code {
         None => "INVALID_QUERY",
-        Some(c) => OUTCOME_CODES.iter().copied().find(|known| *known == c).unwrap_or("OTHER"),
+        Some(c) => {
+            OUTCOME_CODES.iter().copied().chain(query::limits::LIMITS.iter().map(|l| l.code)).find(|known| *known == c).unwrap_or("OTHER")
+        }
     }
 }
 
-/// The `extensions.code` values counted under their own name (others count as `OTHER`).
-const OUTCOME_CODES: &[&str] = &[
-    "BAD_USER_INPUT",
-    "NOT_FOUND",
-    "FORBIDDEN",
-    "INTERNAL",
-    "TIMEOUT",
-    "UNAVAILABLE",
-    "QUERY_TOO_DEEP",
-    "QUERY_TOO_COMPLEX",
-    "TOO_MANY_NODES",
-    "INPUT_TOO_DEEP",
-    "FILTER_TOO_DEEP",
-];
+/// The `extensions.code` values counted under their own name, besides the limits' codes
+/// (others count as `OTHER`).
+const OUTCOME_CODES: &[&str] = &["BAD_USER_INPUT", "NOT_FOUND", "FORBIDDEN", "INTERNAL", "TIMEOUT", "UNAVAILABLE"];
 
 async fn answer(req: &Request, body: Body, state: &Arc<State>, t0: std::time::Instant) -> (&'static str, Response) {
     // Authenticate before reading or parsing anything the caller sent.

@@ -347,3 +347,25 @@ async fn children_listed_first_are_retried_as_soon_as_their_parents_are_written(
     assert_eq!(h.count(KindId::Team), world(KindId::Team).len() as u64);
     h.stop();
 }
+
+/// An object larger than `source.maxDocumentBytes` is skipped like any bad object, and the
+/// record stored from its earlier, smaller version stays.
+#[tokio::test]
+async fn an_oversized_object_is_skipped_and_its_stored_record_stays() {
+    let mut h = Harness::new(&[KindId::Group]);
+    h.wiring.handlers = Arc::new(Handlers::new(&Features::default()).with_max_document_bytes(4096));
+    let groups = world(KindId::Group);
+    let mut w = h.watch(KindId::Group);
+    feed(&mut w, list(&groups, 1)).await;
+    wait_until("ready", || h.wiring.readiness.is_ready()).await;
+    h.settle().await;
+    assert_eq!(h.count(KindId::Group), groups.len() as u64);
+    let revision = h.revision();
+    let mut huge = groups[0].clone();
+    huge["spec"]["description"] = Value::from("x".repeat(8192));
+    feed(&mut w, vec![Ok(Event::Apply(obj(&huge, 2)))]).await;
+    h.settle().await;
+    assert_eq!(h.metric("projector_reconcile_total{module=\"group\",outcome=\"skip\"}"), 1.0);
+    assert_eq!(h.count(KindId::Group), groups.len() as u64, "the stored record stays");
+    assert_eq!(h.revision(), revision, "nothing was written");
+}
