@@ -35,8 +35,8 @@ use async_graphql::parser::types::{
 };
 use async_graphql::{ErrorExtensionValues, Name, Positioned, ServerError, Variables};
 use async_graphql_value::{ConstValue, Value};
+use foldhash::HashMap;
 use schema::KindId;
-use std::collections::HashMap;
 
 /// The bounds of one request (settings `graphql.*`, see the README's limits table).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -350,7 +350,7 @@ impl Shapes {
     ///
     /// # Errors
     /// The SDL does not parse (a bug: the SDL is generated).
-    pub fn new(sdl: &str, records: HashMap<String, RecordList>) -> Result<Shapes, String> {
+    pub fn new(sdl: &str, records: std::collections::HashMap<String, RecordList>) -> Result<Shapes, String> {
         let doc = async_graphql::parser::parse_schema(sdl).map_err(|e| e.to_string())?;
         let mut objects = std::collections::HashSet::new();
         for d in &doc.definitions {
@@ -360,7 +360,7 @@ impl Shapes {
                 }
             }
         }
-        let mut shapes = Shapes { records, ..Shapes::default() };
+        let mut shapes = Shapes { records: records.into_iter().collect(), ..Shapes::default() };
         for d in &doc.definitions {
             let async_graphql::parser::types::TypeSystemDefinition::Type(t) = d else { continue };
             let type_name = t.node.name.node.as_str();
@@ -374,7 +374,7 @@ impl Shapes {
                 }
                 _ => continue,
             };
-            let mut out = HashMap::new();
+            let mut out = HashMap::default();
             for f in fields {
                 let (ty, list) = named(&f.node.ty.node);
                 let name = f.node.name.node.as_str();
@@ -445,7 +445,7 @@ pub fn analyze(
         async_graphql::parser::types::OperationType::Mutation => "Mutation",
         async_graphql::parser::types::OperationType::Subscription => "Subscription",
     };
-    let defaults: HashMap<&str, &ConstValue> = operation
+    let defaults: std::collections::HashMap<&str, &ConstValue> = operation
         .node
         .variable_definitions
         .iter()
@@ -459,7 +459,7 @@ pub fn analyze(
 struct Walk<'a, 'b> {
     doc: &'a ExecutableDocument,
     variables: &'a Variables,
-    defaults: HashMap<&'a str, &'a ConstValue>,
+    defaults: std::collections::HashMap<&'a str, &'a ConstValue>,
     shapes: &'a Shapes,
     limits: &'a Limits,
     bound: Bound<'b>,

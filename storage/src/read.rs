@@ -35,10 +35,13 @@ pub struct ReadView {
     kinds: Arc<KindTable>,
     /// The ordering indexes built in this view's snapshot (`built_orders`), read on first use.
     built: OnceLock<OrderSet>,
+    /// The counters table, opened on first use (a request reads several counters).
+    counts: OnceLock<CountsTable>,
     wanted: Arc<Wanted>,
 }
 
 type RecordsTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+type CountsTable = redb::ReadOnlyTable<&'static [u8], u64>;
 
 /// One ordering-index entry: the cursor suffix (sort value · natural key) and the natural key.
 pub type OrderEntry = (Vec<u8>, Key);
@@ -49,7 +52,7 @@ impl ReadView {
         let refs = txn.open_table(tables::REFS)?;
         let codes = KindId::ALL.iter().map(|k| usize::from(k.code())).max().unwrap_or(0) + 1;
         let records = (0..codes).map(|_| OnceLock::new()).collect();
-        Ok(ReadView { txn, order, refs, records, kinds, built: OnceLock::new(), wanted })
+        Ok(ReadView { txn, order, refs, records, kinds, built: OnceLock::new(), counts: OnceLock::new(), wanted })
     }
 
     /// The ordering indexes this view's store maintains ([`OrderSet`]).
@@ -270,7 +273,14 @@ impl ReadView {
     /// # Errors
     /// [`StorageError`] on redb failures.
     pub fn count(&self, kind: KindId, scope: &Scope) -> Result<u64, StorageError> {
-        Ok(self.txn.open_table(tables::COUNTS)?.get(tables::count_key(kind, scope).as_slice())?.map(|v| v.value()).unwrap_or(0))
+        let counts = match self.counts.get() {
+            Some(t) => t,
+            None => {
+                let t = self.txn.open_table(tables::COUNTS)?;
+                self.counts.get_or_init(|| t)
+            }
+        };
+        Ok(counts.get(tables::count_key(kind, scope).as_slice())?.map(|v| v.value()).unwrap_or(0))
     }
 
     /// Checks the store invariants listed in the crate docs; returns every violation found.
