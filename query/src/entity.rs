@@ -43,6 +43,15 @@ impl Rq {
         self.viewer.can_see(&K::scopes(&s.record, &s.links))
     }
 
+    /// A storage failure as a GraphQL error: the deadline's error when the read was stopped
+    /// for it, else `INTERNAL`.
+    pub fn storage_error(&self, e: storage::StorageError) -> Error {
+        match e {
+            storage::StorageError::Interrupted => self.deadline.error(),
+            e => internal(e),
+        }
+    }
+
     /// Loads a record of kind `K` if the viewer may see it.
     ///
     /// # Errors
@@ -606,7 +615,7 @@ impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
     fn iter(&self, from: Bound<&[u8]>, reverse: bool) -> Result<RowIter<'_, K::Record>, Error> {
         let mut heads = Vec::new();
         for scope in &self.scopes {
-            let it = self.rq.view.scan(K::ID, self.order, scope, from, reverse).map_err(internal)?;
+            let it = self.rq.view.scan(K::ID, self.order, scope, from, reverse).map_err(|e| self.rq.storage_error(e))?;
             heads.push(it.peekable());
         }
         let merged = Merge { heads, reverse };
@@ -618,7 +627,7 @@ impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
             }
             let (suffix, key) = match item {
                 Ok(x) => x,
-                Err(e) => return Some(Err(internal(e))),
+                Err(e) => return Some(Err(rq.storage_error(e))),
             };
             match rq.view.get::<K>(&key) {
                 Err(e) => Some(Err(internal(e))),

@@ -312,6 +312,9 @@ impl Api {
         let now = self.config.now.unwrap_or_else(|| Timestamp::from_datetime(chrono::Utc::now()));
         // The search index registered with the store, if one is open (catalogue search).
         let catalogue = store.catalogue();
+        // Long reads of the store (an in-memory sort) stop with the request.
+        let stop = deadline.clone();
+        view.interrupt_when(move || stop.passed());
         let rq = Rq { view, viewer, now, max_page_size: self.config.max_page_size, catalogue, limits: self.limits.clone(), deadline };
         Ok(Prepared { rq, request, parsed, cost })
     }

@@ -26,6 +26,10 @@ pub enum StorageError {
     /// redb reported an error. Reaction: retry the batch; persistent failures need an operator.
     #[error("database error: {0}")]
     Database(String),
+    /// A long read stopped because its reader asked it to ([`crate::ReadView::interrupt_when`]).
+    /// Reaction: the reader's own (its request's deadline passed).
+    #[error("the read was interrupted by its reader")]
+    Interrupted,
 }
 
 macro_rules! from_redb {

@@ -442,6 +442,29 @@ mod tests {
         assert!(store.read().unwrap().built_orders().unwrap().contains(schema::KindId::Zone, OrderField::LastModifiedAt));
     }
 
+    /// A reader can stop the in-memory sort of an order not built yet: it is asked every 1024
+    /// records, and the scan ends with `Interrupted`.
+    #[test]
+    fn a_long_in_memory_sort_stops_when_its_reader_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut batch = store.write().unwrap();
+        for i in 0..2100 {
+            test_support::zone_version(&mut batch, &format!("z{i:04}"), "1", Timestamp(i));
+        }
+        batch.commit(Timestamp(3000)).unwrap();
+        let view = store.read().unwrap();
+        let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let a = asked.clone();
+        view.interrupt_when(move || a.fetch_add(1, std::sync::atomic::Ordering::SeqCst) >= 1);
+        let scan = view.scan(schema::KindId::Zone, OrderField::CreatedAt, &schema::Scope::All, std::ops::Bound::Unbounded, false);
+        assert!(matches!(scan.map(|_| ()), Err(StorageError::Interrupted)));
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 2, "asked at the 1024th and the 2048th record");
+        // Without an interrupt, the same scan answers every zone.
+        let view = store.read().unwrap();
+        assert_eq!(zones_by(&view, OrderField::CreatedAt, std::ops::Bound::Unbounded, false).len(), 2100);
+    }
+
     /// Turns `store` into what layout `version` (1 or 2) wrote: every order of every kind
     /// indexed, no `built_orders` rows, and for 1 the natural-key entries of `Scope::All`.
     fn downgrade(store: &Store, version: u64) {

@@ -37,6 +37,8 @@ pub struct ReadView {
     built: OnceLock<OrderSet>,
     /// The counters table, opened on first use (a request reads several counters).
     counts: OnceLock<CountsTable>,
+    /// Asked in long reads (in-memory sorts); `true` stops them ([`ReadView::interrupt_when`]).
+    interrupt: OnceLock<Box<dyn Fn() -> bool + Send + Sync>>,
     wanted: Arc<Wanted>,
 }
 
@@ -52,7 +54,28 @@ impl ReadView {
         let refs = txn.open_table(tables::REFS)?;
         let codes = KindId::ALL.iter().map(|k| usize::from(k.code())).max().unwrap_or(0) + 1;
         let records = (0..codes).map(|_| OnceLock::new()).collect();
-        Ok(ReadView { txn, order, refs, records, kinds, built: OnceLock::new(), counts: OnceLock::new(), wanted })
+        Ok(ReadView {
+            txn,
+            order,
+            refs,
+            records,
+            kinds,
+            built: OnceLock::new(),
+            counts: OnceLock::new(),
+            interrupt: OnceLock::new(),
+            wanted,
+        })
+    }
+
+    /// Makes long reads of this view (the in-memory sort of an order not built yet) ask `stop`
+    /// every 1024 records and end with [`StorageError::Interrupted`] once it says `true` (a
+    /// request whose deadline passed). Set once; later calls are ignored.
+    pub fn interrupt_when(&self, stop: impl Fn() -> bool + Send + Sync + 'static) {
+        let _ = self.interrupt.set(Box::new(stop));
+    }
+
+    fn interrupted(&self) -> bool {
+        self.interrupt.get().is_some_and(|stop| stop())
     }
 
     /// The ordering indexes this view's store maintains ([`OrderSet`]).
@@ -246,7 +269,10 @@ impl ReadView {
         let ops = self.kinds.get(kind).ok_or_else(|| StorageError::Corrupt(format!("kind {} is not registered", kind.name())))?;
         let records = self.records(kind)?;
         let mut rows = Vec::new();
-        for item in self.scan(kind, OrderField::Key, scope, B::Unbounded, false)? {
+        for (i, item) in self.scan(kind, OrderField::Key, scope, B::Unbounded, false)?.enumerate() {
+            if i % 1024 == 1023 && self.interrupted() {
+                return Err(StorageError::Interrupted);
+            }
             let (_, key) = item?;
             let Some(v) = records.get(key.as_bytes())? else { continue };
             let env: Envelope = decode(v.value(), kind.name())?;
