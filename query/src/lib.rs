@@ -55,6 +55,8 @@ pub struct QueryConfig {
     pub max_search_bytes: usize,
     /// Maximum words of a search text (default 8).
     pub max_search_terms: usize,
+    /// Maximum bytes of the operands of a request's `where` filters (default 1 048 576).
+    pub max_filter_bytes: usize,
 }
 
 impl Default for QueryConfig {
@@ -71,6 +73,7 @@ impl Default for QueryConfig {
             max_filter_depth: l.max_filter_depth,
             max_search_bytes: l.max_search_bytes,
             max_search_terms: l.max_search_terms,
+            max_filter_bytes: l.max_filter_bytes,
         }
     }
 }
@@ -87,6 +90,7 @@ impl QueryConfig {
             max_page_size: self.max_page_size,
             max_search_bytes: self.max_search_bytes,
             max_search_terms: self.max_search_terms,
+            max_filter_bytes: self.max_filter_bytes,
         }
     }
 }

@@ -23,7 +23,9 @@
 //!    `has<Edge>With` filter costs every record of its target kind the viewer can see, per
 //!    resolution of the filtered field (its neighbours are evaluated at most once each, see
 //!    `crate::filter`), and nests at most `maxFilterDepth` deep. Lists inside arguments hold at
-//!    most `maxPageSize` items; search texts are bounded in bytes and words.
+//!    most `maxPageSize` items; search texts are bounded in bytes and words; the operands of all
+//!    `where` filters together take at most `maxFilterBytes` (a variable counts at every use,
+//!    since every use is parsed into a predicate of its own).
 //!
 //! Which lists hold records is declared once: entity types register themselves
 //! ([`crate::entity::register`]), reduced views and derived lists name their kind
@@ -61,6 +63,10 @@ pub struct Limits {
     pub max_search_bytes: usize,
     /// `graphql.maxSearchTerms`: words of a search text (default 8).
     pub max_search_terms: usize,
+    /// `graphql.maxFilterBytes`: the operands of every `where` of the request together, in
+    /// bytes (strings by their length, other scalars 8 bytes), each use of a variable counted
+    /// again (default 1 048 576).
+    pub max_filter_bytes: usize,
 }
 
 /// The highest accepted `graphql.maxDepth`: the GraphQL parser refuses documents nested deeper
@@ -78,6 +84,7 @@ impl Default for Limits {
             max_page_size: 1000,
             max_search_bytes: 256,
             max_search_terms: 8,
+            max_filter_bytes: 1_048_576,
         }
     }
 }
@@ -86,7 +93,8 @@ impl Default for Limits {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LimitError {
     /// `extensions.code`: `QUERY_TOO_DEEP`, `INPUT_TOO_DEEP`, `QUERY_TOO_COMPLEX`,
-    /// `TOO_MANY_NODES`, `FILTER_TOO_DEEP`, or `BAD_USER_INPUT` (list arguments, search texts).
+    /// `TOO_MANY_NODES`, `FILTER_TOO_DEEP`, `FILTER_TOO_LARGE`, or `BAD_USER_INPUT` (list
+    /// arguments, search texts).
     pub code: &'static str,
     /// `extensions.limit`: the setting (`graphql.maxNodes`).
     pub setting: &'static str,
@@ -113,9 +121,10 @@ const SEARCH_TERMS: Limit = Limit { code: "BAD_USER_INPUT", setting: "graphql.ma
 const FIELDS: Limit = Limit { code: "QUERY_TOO_COMPLEX", setting: "graphql.maxComplexity" };
 const NODES: Limit = Limit { code: "TOO_MANY_NODES", setting: "graphql.maxNodes" };
 const FILTER_DEPTH: Limit = Limit { code: "FILTER_TOO_DEEP", setting: "graphql.maxFilterDepth" };
+const FILTER_BYTES: Limit = Limit { code: "FILTER_TOO_LARGE", setting: "graphql.maxFilterBytes" };
 
 /// Every limit checked before execution (the README's limits table lists each).
-pub const LIMITS: &[Limit] = &[DEPTH, FIELDS, NODES, INPUT_DEPTH, FILTER_DEPTH, LIST_ITEMS, SEARCH_BYTES, SEARCH_TERMS];
+pub const LIMITS: &[Limit] = &[DEPTH, FIELDS, NODES, INPUT_DEPTH, FILTER_DEPTH, FILTER_BYTES, LIST_ITEMS, SEARCH_BYTES, SEARCH_TERMS];
 
 impl LimitError {
     fn new(limit: &Limit, max: impl TryInto<u64>, message: String) -> LimitError {
@@ -414,6 +423,8 @@ pub struct Cost {
     pub searches: bool,
     /// The request filters through edges (`has<Edge>With`).
     pub edge_filters: bool,
+    /// Bytes of every `where` operand (see [`Limits::max_filter_bytes`]).
+    pub filter_bytes: usize,
 }
 
 /// Largest possible length of a list of records, for the request's viewer.
@@ -497,6 +508,11 @@ impl<'a> Arg<'a> {
             Arg::Doc(Value::String(s)) | Arg::Const(ConstValue::String(s)) => Some(s),
             _ => None,
         }
+    }
+
+    /// The bytes an operand takes once parsed: a string its length, any other scalar 8.
+    fn bytes(self) -> usize {
+        self.string().map_or(8, |s| s.len().max(8))
     }
 
     fn list(self) -> Option<Vec<Arg<'a>>> {
@@ -675,8 +691,31 @@ impl<'a> Walk<'a, '_> {
                         self.check_nodes()?;
                     }
                     self.filter(target, v, edges + 1, path)?;
+                } else {
+                    self.operand(v)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// One operand of a `where` (`name: "x"`, `idIn: [...]`): its bytes count against
+    /// `maxFilterBytes`, so a large variable used in many predicates (each parsed into its own
+    /// copy) is refused before it is copied.
+    fn operand(&mut self, value: Arg<'a>) -> Result<(), LimitError> {
+        let Some(value) = value.resolve(self) else { return Ok(()) };
+        let bytes = match value.list() {
+            Some(items) => items.into_iter().map(|i| i.resolve(self).map_or(8, Arg::bytes)).sum(),
+            None => value.bytes(),
+        };
+        self.cost.filter_bytes = self.cost.filter_bytes.saturating_add(bytes);
+        if self.cost.filter_bytes > self.limits.max_filter_bytes {
+            let max = self.limits.max_filter_bytes;
+            return Err(LimitError::new(
+                &FILTER_BYTES,
+                max,
+                format!("the operands of the query's `where` filters take more than {max} bytes (each use of a variable counts)"),
+            ));
         }
         Ok(())
     }

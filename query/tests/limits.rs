@@ -116,6 +116,34 @@ async fn each_limit_has_its_code() {
     assert_eq!(code(&measure(&world, &admin, q, json!({"q": "x".repeat(300)})).unwrap_err()), "BAD_USER_INPUT");
 }
 
+/// A filter's operands are bounded together, a variable counted at each use: one large string
+/// reused in many predicates (each parsed into a copy of its own) is refused before it is
+/// copied, while the same string used once is accepted and answers.
+#[tokio::test]
+async fn filter_operands_are_bounded_with_every_use_of_a_variable_counted() {
+    let world = world_with(|c| c.max_filter_bytes = 10_000);
+    let team = team_viewer(CHECKOUT, "poc");
+    let big = "É".repeat(3_000); // 6,000 bytes
+    let once = "query($s: String!) { applications(first: 1, where: {nameContains: $s}) { totalCount } }";
+    let cost = measure(&world, &team, once, json!({"s": big})).unwrap();
+    assert_eq!(cost.filter_bytes, 6_000);
+    let request = Request::new(once).variables(Variables::from_json(json!({"s": big})));
+    let answer = serde_json::to_value(world.api.execute(&world.store, team.clone(), request).await).unwrap();
+    assert_eq!(answer["data"]["applications"]["totalCount"], 0, "{answer}");
+
+    let twice = "query($s: String!) { applications(first: 1, where: {or: [{nameContains: $s}, {name: $s}]}) { totalCount } }";
+    let refused = measure(&world, &team, twice, json!({"s": big})).unwrap_err();
+    assert_eq!(refused["extensions"], json!({"code": "FILTER_TOO_LARGE", "limit": "graphql.maxFilterBytes", "max": 10_000}));
+    // Lists count their items; aliases add up.
+    let names: Vec<String> = (0..600).map(|i| format!("application-{i:04}")).collect();
+    let list = "query($n: [String!]) { a: applications(first: 1, where: {nameIn: $n}) { totalCount } }";
+    assert_eq!(measure(&world, &team, list, json!({"n": names})).unwrap().filter_bytes, 600 * 16);
+    let aliased =
+        "query($n: [String!]) { a: applications(where: {nameIn: $n}) { totalCount } b: applications(where: {nameIn: $n}) { totalCount } }";
+    let small: Vec<&String> = names.iter().take(400).collect();
+    assert_eq!(code(&measure(&world, &team, aliased, json!({"n": small})).unwrap_err()), "FILTER_TOO_LARGE");
+}
+
 /// The inputs of the issue that crashed or exhausted the server: refused before parsing or
 /// executing, with a code.
 #[tokio::test]

@@ -161,6 +161,13 @@ pub const SETTINGS: &[Setting] = &[
         "Maximum words of a search text. Error code BAD_USER_INPUT.",
     ),
     setting(
+        "graphql.maxFilterBytes",
+        "CP_GRAPHQL_MAX_FILTER_BYTES",
+        None,
+        "1048576",
+        "Maximum bytes of the operands of a request's where filters together, each use of a variable counted. Error code FILTER_TOO_LARGE.",
+    ),
+    setting(
         "graphql.workers",
         "CP_GRAPHQL_WORKERS",
         None,
@@ -349,6 +356,9 @@ pub struct GraphqlConfig {
     pub max_search_bytes: usize,
     /// `graphql.maxSearchTerms`: words of a search text, default 8, at least 1.
     pub max_search_terms: usize,
+    /// `graphql.maxFilterBytes`: operands of a request's `where` filters, default 1 048 576, at
+    /// least 1.
+    pub max_filter_bytes: usize,
     /// `graphql.workers`: threads executing queries; 0 (default) = one per CPU core, at
     /// least 2.
     pub workers: usize,
@@ -417,6 +427,7 @@ impl Default for Config {
                 max_filter_depth: 3,
                 max_search_bytes: 256,
                 max_search_terms: 8,
+                max_filter_bytes: 1_048_576,
                 workers: 0,
                 queue_length: 64,
             },
@@ -836,6 +847,7 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
     let max_filter_depth = whole("graphql.maxFilterDepth", 1, d.graphql.max_filter_depth)?;
     let max_search_bytes = whole("graphql.maxSearchLength", 1, d.graphql.max_search_bytes)?;
     let max_search_terms = whole("graphql.maxSearchTerms", 1, d.graphql.max_search_terms)?;
+    let max_filter_bytes = whole("graphql.maxFilterBytes", 1, d.graphql.max_filter_bytes)?;
     let workers = whole("graphql.workers", 0, d.graphql.workers)?;
     let queue_length = whole("graphql.queueLength", 1, d.graphql.queue_length)?;
     let max_document_bytes = whole("source.maxDocumentBytes", 1024, d.max_document_bytes)?;
@@ -882,6 +894,7 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
             max_filter_depth,
             max_search_bytes,
             max_search_terms,
+            max_filter_bytes,
             workers,
             queue_length,
         },

@@ -45,6 +45,7 @@ pub fn query_config(config: &Config) -> QueryConfig {
         max_filter_depth: config.graphql.max_filter_depth,
         max_search_bytes: config.graphql.max_search_bytes,
         max_search_terms: config.graphql.max_search_terms,
+        max_filter_bytes: config.graphql.max_filter_bytes,
     }
 }
 
