@@ -1,0 +1,316 @@
+//! Stored data outlives the build (issue 19). Each directory under `tests/fixtures/stores/`
+//! holds what one earlier build wrote from the manifests beside it (`manifests/`, a copy of the
+//! example world of that day): its data directory (`data/`), an offline snapshot of it
+//! (`world.snap`), and the answers that build gave (`answers.json`: viewer, query, response).
+//! Every later build must
+//! - open a copy of the data directory and answer every query the same (IDs, cursors, values),
+//! - restore the snapshot (the CLI's restore) and answer the same,
+//! - start a server on a copy of the old data directory with the same manifests (a warm start
+//!   after an upgrade) and answer the same over HTTP.
+//!
+//! The queries are generated from `query/schema.graphql` when a pair is recorded (every root
+//! field, every field of every record two object hops deep, an order of each connection, the
+//! searches, `node`), and stored with their answers, so a later build runs the old queries.
+//!
+//! A release that changes the storage layout or a kind's version records a pair of its own:
+//! `CP_RECORD_STORE_FIXTURE=<name> cargo test --test stored_fixtures` writes
+//! `tests/fixtures/stores/<name>/` (it refuses to overwrite one) and the test then checks it.
+
+mod support;
+
+use async_graphql::parser::types::{BaseType, ServiceDocument, Type, TypeKind, TypeSystemDefinition};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use support::{copy_dir, token, world_dir, Server};
+
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/stores")
+}
+
+/// The viewers whose answers are recorded: `(name, clientId, scope, env)`.
+const VIEWERS: &[(&str, &str, &str, &str)] = &[
+    ("admin", "platform--ops--console", "tardis:admin:all", "poc"),
+    ("team payments--checkout (poc)", "payments--checkout--console", "tardis:team:read", "poc"),
+    ("team payments--ledger (poc, obfuscated)", "payments--ledger--console", "tardis:team:obfuscated", "poc"),
+    ("group payments (poc)", "payments--checkout--console", "tardis:group:read", "poc"),
+    ("team payments--checkout (qa)", "payments--checkout--console", "tardis:team:read", "qa"),
+];
+
+fn viewer_token(name: &str) -> String {
+    let (_, client, scope, env) = VIEWERS.iter().find(|v| v.0 == name).unwrap_or_else(|| panic!("unknown viewer {name}"));
+    token(client, scope, env)
+}
+
+fn viewer(name: &str) -> query::viewer::Viewer {
+    let (_, client, scope, env) = VIEWERS.iter().find(|v| v.0 == name).unwrap_or_else(|| panic!("unknown viewer {name}"));
+    query::viewer::Viewer::from_claims(&json!({"clientId": client, "scope": scope, "env": env}), "tardis").unwrap()
+}
+
+// ------------------------------------------------------------------ queries from the schema
+
+struct Schema {
+    /// Object types and interfaces: field name → (type, has a required argument).
+    objects: BTreeMap<String, Vec<(String, Type, bool)>>,
+    unions: BTreeMap<String, Vec<String>>,
+    enums: BTreeMap<String, Vec<String>>,
+}
+
+fn named(ty: &Type) -> &str {
+    match &ty.base {
+        BaseType::Named(n) => n.as_str(),
+        BaseType::List(inner) => named(inner),
+    }
+}
+
+impl Schema {
+    fn load() -> Schema {
+        let sdl = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("query/schema.graphql")).unwrap();
+        let doc: ServiceDocument = async_graphql::parser::parse_schema(sdl).unwrap();
+        let mut s = Schema { objects: BTreeMap::new(), unions: BTreeMap::new(), enums: BTreeMap::new() };
+        for def in doc.definitions {
+            let TypeSystemDefinition::Type(t) = def else { continue };
+            let t = t.node;
+            let name = t.name.node.to_string();
+            let fields = |fs: &[async_graphql::Positioned<async_graphql::parser::types::FieldDefinition>]| {
+                fs.iter()
+                    .map(|f| {
+                        let required = f.node.arguments.iter().any(|a| !a.node.ty.node.nullable && a.node.default_value.is_none());
+                        (f.node.name.node.to_string(), f.node.ty.node.clone(), required)
+                    })
+                    .collect::<Vec<_>>()
+            };
+            match &t.kind {
+                TypeKind::Object(o) => {
+                    s.objects.insert(name, fields(&o.fields));
+                }
+                TypeKind::Interface(i) => {
+                    s.objects.insert(name, fields(&i.fields));
+                }
+                TypeKind::Union(u) => {
+                    s.unions.insert(name, u.members.iter().map(|m| m.node.to_string()).collect());
+                }
+                TypeKind::Enum(e) => {
+                    s.enums.insert(name, e.values.iter().map(|v| v.node.value.node.to_string()).collect());
+                }
+                _ => {}
+            }
+        }
+        s
+    }
+
+    fn is_leaf(&self, ty: &str) -> bool {
+        !self.objects.contains_key(ty) && !self.unions.contains_key(ty)
+    }
+
+    /// Every field of `ty` without required arguments; objects `hops` deep, connections below
+    /// the top as `totalCount` and their nodes' IDs.
+    /// `None` when nothing of `ty` is selectable at that depth.
+    fn selection(&self, ty: &str, hops: usize) -> Option<String> {
+        if let Some(members) = self.unions.get(ty) {
+            let parts: Vec<String> =
+                members.iter().filter_map(|m| self.selection(m, hops).map(|sel| format!("... on {m} {sel}"))).collect();
+            return Some(format!("{{ __typename {} }}", parts.join(" ")));
+        }
+        let mut out = Vec::new();
+        for (name, fty, required) in &self.objects[ty] {
+            if *required {
+                continue;
+            }
+            let target = named(fty);
+            if self.is_leaf(target) {
+                out.push(name.clone());
+            } else if target.ends_with("Connection") {
+                out.push(format!("{name} {{ totalCount edges {{ cursor node {{ __typename {} }} }} }}", self.id_of(target)));
+            } else if let Some(sel) = (hops > 0).then(|| self.selection(target, hops - 1)).flatten() {
+                out.push(format!("{name} {sel}"));
+            } else if self.objects.get(target).is_some_and(|f| f.iter().any(|(n, _, _)| n == "id")) {
+                out.push(format!("{name} {{ id }}"));
+            }
+        }
+        (!out.is_empty()).then(|| format!("{{ {} }}", out.join(" ")))
+    }
+
+    /// `id` when the connection's nodes have one.
+    fn id_of(&self, connection: &str) -> &'static str {
+        let node = connection.trim_end_matches("Connection");
+        if self.objects.get(node).is_some_and(|f| f.iter().any(|(n, _, _)| n == "id")) {
+            "id"
+        } else {
+            ""
+        }
+    }
+
+    /// The queries recorded with a pair.
+    fn queries(&self) -> Vec<String> {
+        let page = "pageInfo { hasNextPage hasPreviousPage startCursor endCursor }";
+        let mut out = Vec::new();
+        for (name, ty, required) in &self.objects["Query"] {
+            let target = named(ty);
+            if *required {
+                continue;
+            }
+            if target.ends_with("Connection") {
+                let node = target.trim_end_matches("Connection");
+                out.push(format!(
+                    "{{ {name}(first: 1000) {{ totalCount {page} edges {{ cursor node {} }} }} }}",
+                    self.selection(node, 2).unwrap()
+                ));
+                let orders = self.enums.get(&format!("{node}OrderField")).cloned().unwrap_or_default();
+                if let Some(field) = orders.last() {
+                    out.push(format!(
+                        "{{ {name}(first: 3, orderBy: {{field: {field}, direction: DESC}}) {{ totalCount {page} edges {{ cursor node {{ id }} }} }} }}"
+                    ));
+                }
+            } else {
+                out.push(match self.selection(target, 2) {
+                    Some(sel) => format!("{{ {name} {sel} }}"),
+                    None => format!("{{ {name} }}"),
+                });
+            }
+        }
+        let hits = self.selection("CatalogueSearchConnection", 3).unwrap();
+        out.push(format!("{{ catalogueSearch(query: \"payment\") {hits} }}"));
+        out.push(format!("{{ catalogueSearch(query: \"chekout\", first: 2) {hits} }}"));
+        out.push("{ apis(search: \"paymnts\") { totalCount edges { cursor node { id basePath } } } }".to_string());
+        out
+    }
+}
+
+// ------------------------------------------------------------------ the recorded answers
+
+/// `answers.json`: the queries and what the recording build answered, per viewer.
+fn read_answers(dir: &Path) -> Vec<(String, String, Value)> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("answers.json")).unwrap()).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["viewer"].as_str().unwrap().to_string(), a["query"].as_str().unwrap().to_string(), a["response"].clone()))
+        .collect()
+}
+
+/// A response as recorded: `data`, and `errors` when there are any.
+fn response(data: Value, errors: Vec<Value>) -> Value {
+    if errors.is_empty() {
+        json!({"data": data})
+    } else {
+        json!({"data": data, "errors": errors})
+    }
+}
+
+async fn record(name: &str) {
+    let dir = fixtures_dir().join(name);
+    assert!(!dir.exists(), "{} exists: a recorded pair is never overwritten", dir.display());
+    let manifests = dir.join("manifests");
+    copy_dir(&world_dir(), &manifests);
+    let data = dir.join("data");
+    let server = Server::start(&manifests, Some(&data)).await;
+    let mut answers = Vec::new();
+    for query in Schema::load().queries() {
+        for (viewer, ..) in VIEWERS {
+            let (d, errors) = server.query_raw(&viewer_token(viewer), &query, json!({})).await;
+            answers.push(json!({"viewer": viewer, "query": query, "response": response(d, errors)}));
+        }
+    }
+    // Every record reached by its ID.
+    let mut ids = std::collections::BTreeSet::new();
+    for a in answers.iter().filter(|a| a["viewer"] == "admin") {
+        collect_ids(&a["response"]["data"], &mut ids);
+    }
+    let list: Vec<String> = ids.iter().map(|id| format!("{id:?}")).collect();
+    for chunk in list.chunks(100) {
+        let query = format!("{{ nodes(ids: [{}]) {{ __typename ... on Node {{ id }} }} }}", chunk.join(", "));
+        for (viewer, ..) in VIEWERS {
+            let (d, errors) = server.query_raw(&viewer_token(viewer), &query, json!({})).await;
+            answers.push(json!({"viewer": viewer, "query": query, "response": response(d, errors)}));
+        }
+    }
+    server.stop().await;
+    control_plane::snapshot::export_offline(&data, &dir.join("world.snap")).unwrap();
+    // One answer per line.
+    let lines: Vec<String> = answers.iter().map(|a| serde_json::to_string(a).unwrap()).collect();
+    std::fs::write(dir.join("answers.json"), format!("[\n{}\n]\n", lines.join(",\n"))).unwrap();
+}
+
+/// Every `id` string in an answer.
+fn collect_ids(v: &Value, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        Value::Object(o) => {
+            if let Some(Value::String(id)) = o.get("id") {
+                out.insert(id.clone());
+            }
+            o.values().for_each(|v| collect_ids(v, out));
+        }
+        Value::Array(a) => a.iter().for_each(|v| collect_ids(v, out)),
+        _ => {}
+    }
+}
+
+fn recorded() -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> =
+        std::fs::read_dir(fixtures_dir()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.join("answers.json").exists()).collect();
+    dirs.sort();
+    dirs
+}
+
+/// Answers every recorded query on `store` in process; the mismatches.
+async fn answer_in_process(store: &storage::Store, answers: &[(String, String, Value)]) -> Vec<String> {
+    let config = query::QueryConfig { now: Some(schema::Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap()), ..Default::default() };
+    let api = query::build_schema(config).unwrap();
+    let mut wrong = Vec::new();
+    for (who, query, expected) in answers {
+        let got = serde_json::to_value(api.execute(store, viewer(who), async_graphql::Request::new(query.as_str())).await).unwrap();
+        if &got != expected {
+            wrong.push(format!("{who}: {query}"));
+        }
+    }
+    wrong
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stores_and_snapshots_of_earlier_builds_open_restore_and_answer_the_same() {
+    if let Ok(name) = std::env::var("CP_RECORD_STORE_FIXTURE") {
+        record(&name).await;
+    }
+    let pairs = recorded();
+    assert!(!pairs.is_empty(), "no recorded store under {}", fixtures_dir().display());
+    for pair in pairs {
+        let answers = read_answers(&pair);
+        assert!(answers.len() > 100, "{}: {} answers", pair.display(), answers.len());
+        let tmp = tempfile::tempdir().unwrap();
+
+        // The data directory, opened as it is.
+        let data = tmp.path().join("data");
+        copy_dir(&pair.join("data"), &data);
+        {
+            let store = storage::Store::open(&data).unwrap();
+            let (_catalogue, _) = storage::search::Catalogue::open(&data.join(storage::search::SEARCH_DIR), &store).unwrap();
+            let wrong = answer_in_process(&store, &answers).await;
+            assert!(wrong.is_empty(), "{}: the old data directory answers differently:\n{}", pair.display(), wrong.join("\n"));
+        }
+
+        // The snapshot, restored by the CLI's restore.
+        let restored = tmp.path().join("restored");
+        control_plane::snapshot::restore(&pair.join("world.snap"), &restored, false).unwrap();
+        {
+            let store = storage::Store::open(&restored).unwrap();
+            let (_catalogue, _) = storage::search::Catalogue::open(&restored.join(storage::search::SEARCH_DIR), &store).unwrap();
+            let wrong = answer_in_process(&store, &answers).await;
+            assert!(wrong.is_empty(), "{}: the restored snapshot answers differently:\n{}", pair.display(), wrong.join("\n"));
+        }
+
+        // A server started on the old directory with the same manifests (an upgrade).
+        let upgraded = tmp.path().join("upgraded");
+        copy_dir(&pair.join("data"), &upgraded);
+        let server = Server::start(&pair.join("manifests"), Some(&upgraded)).await;
+        let mut wrong = Vec::new();
+        for (who, query, expected) in &answers {
+            let (d, errors) = server.query_raw(&viewer_token(who), query, json!({})).await;
+            if &response(d, errors) != expected {
+                wrong.push(format!("{who}: {query}"));
+            }
+        }
+        server.stop().await;
+        assert!(wrong.is_empty(), "{}: a server upgraded on the old directory answers differently:\n{}", pair.display(), wrong.join("\n"));
+    }
+}
