@@ -68,3 +68,82 @@ async fn search_follows_the_store_and_is_rebuilt_on_start() {
     let _: Value = server.query(&support::team_token("payments--checkout", "poc"), "{ __typename }").await;
     server.stop().await;
 }
+
+/// A new Api document (`zebra-extra-<i>`, base path `/zebra/extra<i>/v1`) in its own file.
+fn add_api(manifests: &std::path::Path, i: usize) {
+    let doc = format!(
+        "apiVersion: api.cp.ei.telekom.de/v1\nkind: Api\nmetadata:\n  name: zebra-extra{i}-v1\n  namespace: poc--logistics--fleet\n  \
+         labels:\n    cp.ei.telekom.de/environment: poc\n    cp.ei.telekom.de/basepath: zebra-extra{i}-v1\n  \
+         creationTimestamp: \"2026-03-26T19:07:00Z\"\nspec:\n  version: \"1.0.0\"\n  basePath: /zebra/extra{i}/v1\n  category: other\n  xVendor: false\n\
+         status:\n  active: true\n"
+    );
+    std::fs::write(manifests.join(format!("zz-extra-{i}.yaml")), doc).unwrap();
+}
+
+const ZEBRAS: &str =
+    r#"{ apis(search: "zebra") { totalCount edges { node { basePath } } } catalogueSearch(query: "zebra", kinds: [API]) { totalCount } }"#;
+
+/// Starts the server on `manifests` and `data`, waits for `/readyz` to turn 200 and asks
+/// [`ZEBRAS`] at once; returns that answer and the one a settled server gives (the index at
+/// the store's revision).
+async fn zebras_at_ready(manifests: &std::path::Path, data: &std::path::Path) -> (Value, Value) {
+    let mut config = control_plane::config::Config::for_manifests(manifests, data);
+    config.now = Some(schema::Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap());
+    let running = control_plane::start(config).await.unwrap();
+    let base = format!("http://{}", running.local_addr());
+    let http = reqwest::Client::new();
+    let ask = || async {
+        let body = serde_json::json!({"query": ZEBRAS});
+        let resp = http.post(format!("{base}/graphql/query")).bearer_auth(support::team_token("payments--checkout", "poc")).json(&body);
+        let answer: Value = resp.send().await.unwrap().json().await.unwrap();
+        assert!(answer.get("errors").is_none(), "{answer}");
+        answer["data"].clone()
+    };
+    // The barrier is the product's own: /readyz.
+    while http.get(format!("{base}/readyz")).send().await.unwrap().status() != 200 {
+        tokio::task::yield_now().await;
+    }
+    let at_ready = ask().await;
+    let store = running.app().store().clone();
+    let settled = |s: &storage::Store| s.read().unwrap().revision().unwrap() == s.catalogue().unwrap().revision();
+    while !settled(&store) {
+        tokio::task::yield_now().await;
+    }
+    let after = ask().await;
+    running.shutdown().await.unwrap();
+    (at_ready, after)
+}
+
+/// Issue 19: ready means searchable. 20 starts on the example world — cold, warm after a new
+/// Api document each time, after a snapshot restore, after the index was deleted — and a search
+/// sent right after `/readyz` turns 200 answers what the settled server answers, the new
+/// document included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_search_right_after_ready_answers_as_a_settled_server() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifests = tmp.path().join("world");
+    support::copy_dir(&support::world_dir(), &manifests);
+    let data = tmp.path().join("data");
+    for start in 0..20 {
+        let how = match start {
+            0 => "cold",
+            17 => {
+                std::fs::remove_dir_all(data.join(storage::search::SEARCH_DIR)).unwrap();
+                "warm, index deleted"
+            }
+            18 | 19 => {
+                let snap = tmp.path().join(format!("{start}.snap"));
+                control_plane::snapshot::export_offline(&data, &snap).unwrap();
+                std::fs::remove_dir_all(&data).unwrap();
+                control_plane::snapshot::restore(&snap, &data, false).unwrap();
+                "restored"
+            }
+            _ => "warm",
+        };
+        add_api(&manifests, start);
+        let (at_ready, settled) = zebras_at_ready(&manifests, &data).await;
+        assert_eq!(at_ready, settled, "start {start} ({how}): a search right after ready");
+        assert_eq!(at_ready["apis"]["totalCount"], start + 1, "start {start} ({how}): {at_ready}");
+        assert_eq!(at_ready["catalogueSearch"]["totalCount"], start + 1, "start {start} ({how})");
+    }
+}

@@ -119,6 +119,9 @@ impl App {
             SourceConfig::Manifests(dir) => Readiness::new([manifests::initial_phase(dir)]),
             SourceConfig::Kube(_) => Readiness::new(watched.iter().map(|w| kube_source::initial_phase(w.kind))),
         };
+        // Ready means searchable: the index has caught up with the initial sync.
+        let (leader, follower) = (store.clone(), catalogue.clone());
+        readiness.follow("search index", move || leader.read().and_then(|v| v.revision()).unwrap_or(0), move || follower.revision());
         if auth.mode() == AuthMode::Mock {
             readiness.note("authentication is in mock mode: token signatures and issuers are not verified (local use only)");
         }

@@ -8,6 +8,12 @@
 //! to a *group* (the kube source uses the kind name) whose expected/done counts are the sync
 //! progress of that group. Phases can be marked *missing* (a kind whose CRD is not installed):
 //! they stay pending and `/readyz` names them in `missingKinds`.
+//!
+//! Derived data that must catch up before the server is ready (the catalogue search index) is
+//! *followed* ([`Readiness::follow`]): once the initial sync is done, the store's revision at
+//! that moment is the target, and the server stays unready — with a pending phase saying how
+//! far the follower is — until the follower has reached it. A ready server answers searches as
+//! a settled one does, on a cold start, a warm start and after a restore.
 
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -29,6 +35,41 @@ struct State {
     missing: BTreeSet<String>,
     notes: Vec<String>,
     next: u64,
+    followers: Vec<Follower>,
+}
+
+/// A revision function: the store's, or how far derived data has followed it.
+type RevisionOf = Box<dyn Fn() -> u64 + Send>;
+
+/// Derived data that must reach the store's revision of the end of the initial sync.
+struct Follower {
+    label: String,
+    leader: RevisionOf,
+    follower: RevisionOf,
+    /// The leader's revision when the initial sync was first seen complete.
+    target: Option<u64>,
+    caught_up: bool,
+}
+
+impl State {
+    /// Whether the initial sync is done; then whether every follower has caught up, and the
+    /// pending phase of each one that has not.
+    fn settled(&mut self) -> (bool, Vec<String>) {
+        if !(self.phases.is_empty() && self.items.is_empty()) {
+            return (false, Vec::new());
+        }
+        let mut behind = Vec::new();
+        for f in self.followers.iter_mut().filter(|f| !f.caught_up) {
+            let target = *f.target.get_or_insert_with(|| (f.leader)());
+            let at = (f.follower)();
+            if at >= target {
+                f.caught_up = true;
+            } else {
+                behind.push(format!("{} at revision {at} of {target}", f.label));
+            }
+        }
+        (behind.is_empty(), behind)
+    }
 }
 
 impl State {
@@ -47,7 +88,7 @@ pub struct Readiness(Arc<Mutex<State>>);
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ReadyStatus {
-    /// Whether the initial sync is complete.
+    /// Whether the initial sync is complete and the search index has caught up with it.
     pub ready: bool,
     /// Phases still running (e.g. `initial scan of ./world`).
     pub pending_phases: Vec<String>,
@@ -93,6 +134,21 @@ impl Readiness {
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding this lock cannot leave the maps inconsistent: recover.
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps the server unready after the initial sync until `follower()` (a revision of
+    /// derived data, e.g. the search index's) has reached what `leader()` (the store's
+    /// revision) was when the sync was first seen complete; until then `/readyz` lists
+    /// `"<label> at revision A of B"` among its pending phases. Both are called with the
+    /// readiness lock held: they must not block or call back into this.
+    pub fn follow(&self, label: &str, leader: impl Fn() -> u64 + Send + 'static, follower: impl Fn() -> u64 + Send + 'static) {
+        self.lock().followers.push(Follower {
+            label: label.to_string(),
+            leader: Box::new(leader),
+            follower: Box::new(follower),
+            target: None,
+            caught_up: false,
+        });
     }
 
     /// Ends a phase.
@@ -173,18 +229,18 @@ impl Readiness {
         self.lock().phases.contains(phase)
     }
 
-    /// Whether the initial sync is complete.
+    /// Whether the initial sync is complete and every follower has caught up with it.
     pub fn is_ready(&self) -> bool {
-        let s = self.lock();
-        s.phases.is_empty() && s.items.is_empty()
+        self.lock().settled().0
     }
 
     /// The current status.
     pub fn status(&self) -> ReadyStatus {
-        let s = self.lock();
+        let mut s = self.lock();
+        let (ready, behind) = s.settled();
         ReadyStatus {
-            ready: s.phases.is_empty() && s.items.is_empty(),
-            pending_phases: s.phases.iter().cloned().collect(),
+            ready,
+            pending_phases: s.phases.iter().cloned().chain(behind).collect(),
             pending_count: s.items.len(),
             pending: s.items.values().take(ReadyStatus::LIST_LIMIT).map(|(l, _)| l.clone()).collect(),
             missing_kinds: s.missing.iter().cloned().collect(),
@@ -258,5 +314,26 @@ mod tests {
         assert_eq!(r.kind_state("Zone", "initial list of Zone"), SyncState::Synced);
         assert!(r.is_ready());
         assert!(r.status().missing_kinds.is_empty());
+    }
+
+    #[test]
+    fn a_follower_holds_readiness_until_it_reaches_the_revision_of_the_end_of_the_sync() {
+        use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+        let store = Arc::new(AtomicU64::new(3));
+        let index = Arc::new(AtomicU64::new(3));
+        let r = Readiness::new(["initial scan"]);
+        let (s, i) = (store.clone(), index.clone());
+        r.follow("search index", move || s.load(SeqCst), move || i.load(SeqCst));
+        store.store(7, SeqCst); // the initial load commits
+        assert!(!r.is_ready(), "the sync is not done");
+        r.end_phase("initial scan");
+        let st = r.status();
+        assert!(!st.ready);
+        assert_eq!(st.pending_phases, vec!["search index at revision 3 of 7"]);
+        store.store(9, SeqCst); // later commits do not move the target
+        index.store(7, SeqCst);
+        assert!(r.is_ready());
+        index.store(0, SeqCst);
+        assert!(r.is_ready(), "once caught up, ready stays ready");
     }
 }
