@@ -49,6 +49,7 @@ fn abusive() -> Vec<(String, &'static [&'static str])> {
         (fragments, &["QUERY_TOO_COMPLEX"]),
         ("{ applications(first: 1000, where: {hasSubscribedApisWith: [{hasTargetWith: [{hasSubscriptionsWith: [{nameContains: \"a\"}]}]}]}) { totalCount edges { node { name } } } }".into(), &["OK", "TIMEOUT"]),
         ("{ approvals(first: 1000, orderBy: [{field: CREATED_AT}, {field: LAST_MODIFIED_AT, direction: DESC}]) { totalCount edges { node { name } } } }".into(), &["OK", "TIMEOUT"]),
+        (format!("{{ {} }}", (0..600).map(|i| format!("a{i}: apis(first: 1000) {{ edges {{ node {{ id basePath owner {{ name }} }} }} }}")).collect::<Vec<_>>().join(" ")), &["RESPONSE_TOO_LARGE", "TIMEOUT"]),
         ("{ catalogueSearch(query: \"paymnts chekout\", first: 1000) { totalCount edges { node { __typename } } } }".into(), &["OK", "TIMEOUT"]),
     ]
 }

@@ -285,6 +285,7 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
         ("where not 3000 levels", &team, q(format!("{{ applications(where: {}{{name: \"x\"}}{}) {{ totalCount }} }}", "{not: ".repeat(3000), "}".repeat(3000))), "INPUT_TOO_DEEP", GROWTH_MB),
         ("has…With 500 pairs", &team, q(format!("{{ applications(where: {}) {{ totalCount }} }}", nested_edges(500))), "INPUT_TOO_DEEP", GROWTH_MB),
         ("idIn 5000 levels", &team, q(format!("{{ applications(where: {{idIn: {}\"x\"{}}}) {{ totalCount }} }}", "[".repeat(5000), "]".repeat(5000))), "INPUT_TOO_DEEP", GROWTH_MB),
+        ("variables nested 1000 levels (beyond the JSON reader)", &team, json!({"query": "query($ids: [ID!]!) { nodes(ids: $ids) { id } }", "variables": {"ids": (0..1000).fold(json!("x"), |v, _| json!([v]))}}), "INPUT_TOO_DEEP", GROWTH_MB),
         ("nesting in variables", &team, json!({"query": "query($ids: [ID!]!) { nodes(ids: $ids) { id } }", "variables": {"ids": deep_variable}}), "INPUT_TOO_DEEP", GROWTH_MB),
         ("catalogueSearch 5000 words", &team, q(format!("{{ catalogueSearch(query: \"{}\") {{ totalCount }} }}", words(5000))), "BAD_USER_INPUT", SEARCH_GROWTH_MB),
         ("catalogueSearch 100000 words", &team, q(format!("{{ catalogueSearch(query: \"{}\") {{ totalCount }} }}", words(100_000))), "BAD_USER_INPUT", SEARCH_GROWTH_MB),
@@ -296,6 +297,7 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
         ("has…With nested 4 levels", ADMIN, q("{ applications(first: 10, where: {hasZoneWith: [{hasApplicationsWith: [{hasZoneWith: [{hasApplicationsWith: [{name: \"x\"}]}]}]}]}) { totalCount } }".into()), "FILTER_TOO_DEEP", GROWTH_MB),
         ("has…With nested 3 levels runs", ADMIN, q("{ applications(first: 10, where: {hasZoneWith: [{hasApplicationsWith: [{hasZoneWith: [{name: \"x\"}]}]}]}) { totalCount } }".into()), "OK", GROWTH_MB),
         ("doubling fragment chain of 26", &team, q(fragments), "QUERY_TOO_COMPLEX", GROWTH_MB),
+        ("600 aliases of approvalRequests(first: 1000): a 226 MB answer", ADMIN, q(format!("{{ {} }}", (0..600).map(|i| format!("a{i}: approvalRequests(first: 1000) {{ edges {{ node {{ id name requester {{ reason teamName }} }} }} }}")).collect::<Vec<_>>().join(" "))), "RESPONSE_TOO_LARGE", GROWTH_MB),
         ("or of 900 predicates on one 400 KB variable", &team, json!({"query": format!("query($s: String!) {{ applications(first: 1, where: {{or: [{}]}}) {{ totalCount }} }}", vec!["{nameContains: $s}"; 900].join(", ")), "variables": {"s": "É".repeat(200_000)}}), "FILTER_TOO_LARGE", GROWTH_MB),
         ("selection 40 levels", &team, q(format!("{}{}", "{ a ".repeat(40), "}".repeat(40))), "QUERY_TOO_DEEP", GROWTH_MB),
     ];

@@ -4,10 +4,16 @@
 //! up, it was cancelled (its client left, or its answer was already sent), or the server is
 //! shutting down (`UNAVAILABLE`).
 //!
+//! The same object carries the request's **response budget** (`graphql.maxResponseBytes`):
+//! every resolved field charges the bytes its value adds to the answer ([`Deadline::charge`]);
+//! once they exceed the budget the request stops like a timed-out one, and its answer is one
+//! `RESPONSE_TOO_LARGE` error — so no answer, and no tree of values built for one, grows beyond
+//! a bound, whatever the records hold.
+//!
 //! Checks are cheap: [`Deadline::tick`] reads the clock on every 64th call only.
 
 use async_graphql::{Error, ErrorExtensions};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,7 +43,17 @@ pub struct Deadline {
     ticks: AtomicU32,
     /// Run once by the first check after its instant (not cloned).
     slow: std::sync::OnceLock<SlowHook>,
+    /// The response budget, shared by every clone (set once, [`Deadline::limit_response`]).
+    budget: Arc<std::sync::OnceLock<Budget>>,
     slow_done: AtomicBool,
+}
+
+/// Bytes an answer may take (`graphql.maxResponseBytes`) and what it has taken so far.
+#[derive(Debug)]
+struct Budget {
+    max: usize,
+    spent: AtomicUsize,
+    exceeded: AtomicBool,
 }
 
 /// How often [`Deadline::tick`] reads the clock (every this many calls).
@@ -51,6 +67,7 @@ impl Clone for Deadline {
             limit: self.limit,
             cancelled: self.cancelled.clone(),
             shutdown: self.shutdown.clone(),
+            budget: self.budget.clone(),
             ..Deadline::default()
         }
     }
@@ -67,6 +84,30 @@ impl Deadline {
     pub fn new(start: Instant, limit: Option<Duration>, shutdown: Option<Arc<AtomicBool>>) -> Deadline {
         let limit = limit.filter(|l| !l.is_zero());
         Deadline { at: limit.map(|l| start + l), limit: limit.unwrap_or_default(), shutdown, ..Deadline::default() }
+    }
+
+    /// Limits the answer to `max` bytes (see [`Deadline::charge`]); for this deadline and
+    /// every clone of it, made before or after. A second call is ignored.
+    pub fn limit_response(&self, max: usize) {
+        let _ = self.budget.set(Budget { max, spent: AtomicUsize::new(0), exceeded: AtomicBool::new(false) });
+    }
+
+    /// Counts `bytes` more of the answer (a field's name and value as JSON, roughly).
+    ///
+    /// # Errors
+    /// `RESPONSE_TOO_LARGE` once the answer exceeds the budget; from then on the request
+    /// [`Deadline::passed`] and every check fails with that error.
+    pub fn charge(&self, bytes: usize) -> Result<(), Error> {
+        let Some(b) = self.budget.get() else { return Ok(()) };
+        if b.spent.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes) > b.max {
+            b.exceeded.store(true, Ordering::Relaxed);
+            return Err(self.error());
+        }
+        Ok(())
+    }
+
+    fn too_large(&self) -> Option<&Budget> {
+        self.budget.get().filter(|b| b.exceeded.load(Ordering::Relaxed))
     }
 
     /// The instant the request's time is up, if it has a limit.
@@ -89,9 +130,13 @@ impl Deadline {
         self.shutdown.as_ref().is_some_and(|s| s.load(Ordering::Relaxed))
     }
 
-    /// Whether the request must stop: its time is up, it was cancelled, or the server shuts down.
+    /// Whether the request must stop: its time is up, it was cancelled, its answer outgrew
+    /// its budget, or the server shuts down.
     pub fn passed(&self) -> bool {
-        self.cancelled.load(Ordering::Relaxed) || self.shutting_down() || self.at.is_some_and(|at| Instant::now() >= at)
+        self.cancelled.load(Ordering::Relaxed)
+            || self.shutting_down()
+            || self.too_large().is_some()
+            || self.at.is_some_and(|at| Instant::now() >= at)
     }
 
     /// Runs `hook` once, on the thread of the first check made `after` from now (the executor
@@ -130,9 +175,21 @@ impl Deadline {
         }
     }
 
-    /// The error of a request that must stop: `UNAVAILABLE` when the server shuts down, else
-    /// `TIMEOUT`.
+    /// The error of a request that must stop: `UNAVAILABLE` when the server shuts down,
+    /// `RESPONSE_TOO_LARGE` (with `limit` and `max`, like every limit) when its answer outgrew
+    /// its budget, else `TIMEOUT`.
     pub fn error(&self) -> Error {
+        if let Some(b) = self.too_large().filter(|_| !self.shutting_down()) {
+            let max = b.max;
+            return Error::new(format!(
+                "the answer would take more than {max} bytes: select fewer fields, or paginate with a smaller `first`/`last`"
+            ))
+            .extend_with(move |_, e| {
+                e.set("code", "RESPONSE_TOO_LARGE");
+                e.set("limit", "graphql.maxResponseBytes");
+                e.set("max", max as u64);
+            });
+        }
         if self.shutting_down() {
             Error::new("the server is shutting down; retry the request").extend_with(|_, e| e.set("code", "UNAVAILABLE"))
         } else {
@@ -175,6 +232,20 @@ mod tests {
         shutdown.store(true, Ordering::Relaxed);
         let e = d.check().unwrap_err();
         assert_eq!(e.extensions.as_ref().and_then(|x| x.get("code")), Some(&async_graphql::Value::from("UNAVAILABLE")));
+    }
+
+    #[test]
+    fn an_answer_beyond_its_budget_stops_the_request_and_every_clone() {
+        let d = Deadline::none();
+        let early = d.clone();
+        assert!(d.charge(1 << 30).is_ok(), "no budget: no limit");
+        d.limit_response(100);
+        assert!(d.charge(60).is_ok() && early.charge(40).is_ok());
+        assert!(!d.passed());
+        let e = early.charge(1).unwrap_err();
+        assert_eq!(e.extensions.as_ref().and_then(|x| x.get("code")), Some(&async_graphql::Value::from("RESPONSE_TOO_LARGE")));
+        assert_eq!(e.extensions.as_ref().and_then(|x| x.get("max")), Some(&async_graphql::Value::from(100u64)));
+        assert!(d.passed() && d.clone().check().is_err(), "a clone made before or after stops too");
     }
 
     #[test]

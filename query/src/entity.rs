@@ -251,13 +251,35 @@ pub fn field<T: Any + Send + Sync>(
             let parent = ctx.parent_value.try_downcast_ref::<T>()?;
             let rq = ctx.data::<Rq>()?;
             rq.deadline.tick()?;
-            match f(parent, rq)? {
+            let v = f(parent, rq)?;
+            rq.deadline.charge(field_name.len() + 4 + v.as_ref().map_or(4, answer_bytes))?;
+            match v {
                 None if non_null => Err(crate::error::not_projected(&field_name)),
                 v => Ok(v),
             }
         })();
         FieldFuture::new(async move { result })
     })
+}
+
+/// The bytes a resolved value adds to the answer, roughly as JSON: scalars their text, lists
+/// and values their parts; an object its braces (its fields charge their own).
+fn answer_bytes(v: &FieldValue<'_>) -> usize {
+    fn value(v: &Value) -> usize {
+        match v {
+            Value::String(s) => s.len() + 2,
+            Value::Enum(n) => n.len() + 2,
+            Value::List(l) => 2 + l.iter().map(|i| value(i) + 1).sum::<usize>(),
+            Value::Object(o) => 2 + o.iter().map(|(k, v)| k.len() + 4 + value(v)).sum::<usize>(),
+            Value::Binary(b) => b.len() * 4 / 3 + 4,
+            Value::Null | Value::Number(_) | Value::Boolean(_) => 8,
+        }
+    }
+    match (v.as_list(), v.as_value()) {
+        (Some(items), _) => 2 + items.iter().map(|i| answer_bytes(i) + 1).sum::<usize>(),
+        (None, Some(v)) => value(v),
+        (None, None) => 2,
+    }
 }
 
 /// A field of an entity object (parent `Stored<K::Record>`) that only reads the record.
@@ -508,7 +530,11 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
                 crate::relay::Page { edges: Vec::new(), has_next: false, has_previous: false }
             };
             let total = if look.field("totalCount").exists() { src.count()? } else { 0 };
-            let edges = page.edges.into_iter().map(|(suffix, st)| (encode_cursor(K::ID, &spec, &suffix), st)).collect();
+            let edges: Vec<_> = page.edges.into_iter().map(|(suffix, st)| (encode_cursor(K::ID, &spec, &suffix), st)).collect();
+            // Each edge: its cursor when selected, the edge and node objects (their fields
+            // charge their own).
+            let cursors = look.field("edges").field("cursor").exists();
+            rq.deadline.charge(edges.iter().map(|(cursor, _)| if cursors { cursor.len() + 24 } else { 24 }).sum::<usize>() + 64)?;
             Ok(obj(ConnData::<K::Record> { edges, has_next: page.has_next, has_previous: page.has_previous, total }))
         })();
         FieldFuture::new(async move { result })

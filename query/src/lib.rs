@@ -57,6 +57,8 @@ pub struct QueryConfig {
     pub max_search_terms: usize,
     /// Maximum bytes of the operands of a request's `where` filters (default 1 048 576).
     pub max_filter_bytes: usize,
+    /// Maximum bytes of an answer, counted while it is resolved (default 16 MiB).
+    pub max_response_bytes: usize,
 }
 
 impl Default for QueryConfig {
@@ -74,6 +76,7 @@ impl Default for QueryConfig {
             max_search_bytes: l.max_search_bytes,
             max_search_terms: l.max_search_terms,
             max_filter_bytes: l.max_filter_bytes,
+            max_response_bytes: l.max_response_bytes,
         }
     }
 }
@@ -91,6 +94,7 @@ impl QueryConfig {
             max_search_bytes: self.max_search_bytes,
             max_search_terms: self.max_search_terms,
             max_filter_bytes: self.max_filter_bytes,
+            max_response_bytes: self.max_response_bytes,
         }
     }
 }
@@ -317,6 +321,7 @@ impl Api {
         // The search index registered with the store, if one is open (catalogue search).
         let catalogue = store.catalogue();
         // Long reads of the store (an in-memory sort) stop with the request.
+        deadline.limit_response(self.limits.max_response_bytes);
         let stop = deadline.clone();
         view.interrupt_when(move || stop.passed());
         let rq = Rq { view, viewer, now, max_page_size: self.config.max_page_size, catalogue, limits: self.limits.clone(), deadline };
@@ -349,8 +354,33 @@ impl Api {
         if deadline.passed() {
             return async_graphql::Response::from_errors(vec![deadline.server_error()]);
         }
-        response
+        with_codes(response, &self.limits)
     }
+}
+
+/// Gives the executor's own request errors an `extensions.code`: its backstop limits the code
+/// of the same limit here (with `limit` and `max`), the rest of a request answered without data
+/// (a syntax or validation error) `GRAPHQL_VALIDATION_FAILED`, as Apollo names it.
+fn with_codes(mut response: async_graphql::Response, limits: &limits::Limits) -> async_graphql::Response {
+    let request_level = response.data == async_graphql::Value::Null;
+    for e in &mut response.errors {
+        if e.extensions.as_ref().is_some_and(|x| x.get("code").is_some()) {
+            continue;
+        }
+        let (code, limit) = match e.message.as_str() {
+            "Query is too complex." => ("QUERY_TOO_COMPLEX", Some(("graphql.maxComplexity", limits.max_complexity))),
+            "Query is nested too deep." => ("QUERY_TOO_DEEP", Some(("graphql.maxDepth", limits.max_depth))),
+            _ if request_level => ("GRAPHQL_VALIDATION_FAILED", None),
+            _ => continue,
+        };
+        let ext = e.extensions.get_or_insert_with(Default::default);
+        ext.set("code", code);
+        if let Some((setting, max)) = limit {
+            ext.set("limit", setting);
+            ext.set("max", max as u64);
+        }
+    }
+    response
 }
 
 /// A request measured and ready to run ([`Api::prepare`], [`Api::run`]).

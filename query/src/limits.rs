@@ -67,6 +67,9 @@ pub struct Limits {
     /// bytes (strings by their length, other scalars 8 bytes), each use of a variable counted
     /// again (default 1 048 576).
     pub max_filter_bytes: usize,
+    /// `graphql.maxResponseBytes`: the answer's size, counted while it is resolved (default
+    /// 16 MiB; see [`crate::deadline::Deadline::charge`]).
+    pub max_response_bytes: usize,
 }
 
 /// The highest accepted `graphql.maxDepth`: the GraphQL parser refuses documents nested deeper
@@ -85,6 +88,7 @@ impl Default for Limits {
             max_search_bytes: 256,
             max_search_terms: 8,
             max_filter_bytes: 1_048_576,
+            max_response_bytes: 16 << 20,
         }
     }
 }
@@ -122,9 +126,13 @@ const FIELDS: Limit = Limit { code: "QUERY_TOO_COMPLEX", setting: "graphql.maxCo
 const NODES: Limit = Limit { code: "TOO_MANY_NODES", setting: "graphql.maxNodes" };
 const FILTER_DEPTH: Limit = Limit { code: "FILTER_TOO_DEEP", setting: "graphql.maxFilterDepth" };
 const FILTER_BYTES: Limit = Limit { code: "FILTER_TOO_LARGE", setting: "graphql.maxFilterBytes" };
+/// Checked while the answer is resolved ([`crate::deadline::Deadline::charge`]).
+const RESPONSE_BYTES: Limit = Limit { code: "RESPONSE_TOO_LARGE", setting: "graphql.maxResponseBytes" };
 
-/// Every limit checked before execution (the README's limits table lists each).
-pub const LIMITS: &[Limit] = &[DEPTH, FIELDS, NODES, INPUT_DEPTH, FILTER_DEPTH, FILTER_BYTES, LIST_ITEMS, SEARCH_BYTES, SEARCH_TERMS];
+/// Every limit of a request (the README's limits table lists each); all but the response size
+/// are checked before execution.
+pub const LIMITS: &[Limit] =
+    &[DEPTH, FIELDS, NODES, INPUT_DEPTH, FILTER_DEPTH, FILTER_BYTES, RESPONSE_BYTES, LIST_ITEMS, SEARCH_BYTES, SEARCH_TERMS];
 
 impl LimitError {
     fn new(limit: &Limit, max: impl TryInto<u64>, message: String) -> LimitError {
@@ -135,7 +143,9 @@ impl LimitError {
         LimitError::new(&DEPTH, max, format!("the query nests fields deeper than {max} levels"))
     }
 
-    fn input_depth(max: usize) -> LimitError {
+    /// An argument or variable nested deeper than `max` (also when the request's JSON itself
+    /// is too deep to read).
+    pub fn input_depth(max: usize) -> LimitError {
         LimitError::new(&INPUT_DEPTH, max, format!("an argument or variable nests lists and input objects deeper than {max} levels"))
     }
 

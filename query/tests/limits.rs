@@ -144,6 +144,39 @@ async fn filter_operands_are_bounded_with_every_use_of_a_variable_counted() {
     assert_eq!(code(&measure(&world, &team, aliased, json!({"n": small})).unwrap_err()), "FILTER_TOO_LARGE");
 }
 
+/// An answer is bounded in bytes while it is resolved: beyond `maxResponseBytes` the request
+/// ends with one `RESPONSE_TOO_LARGE` error and no data; within it, it answers in full.
+#[tokio::test]
+async fn an_answer_beyond_its_byte_budget_is_one_error_without_data() {
+    let q = "{ applications(first: 1000) { edges { cursor node { id name clientID zone { name } ownerTeam { name email } } } } }";
+    let full = World::load();
+    let answer = full.data(&admin(), q).await;
+    let bytes = answer.to_string().len();
+    assert!(bytes > 4_000, "the full answer takes {bytes} bytes");
+
+    let small = world_with(|c| c.max_response_bytes = bytes / 2);
+    let r = small.run(&admin(), q).await;
+    assert_eq!(r["data"], Value::Null, "{r}");
+    assert_eq!(r["errors"].as_array().map(Vec::len), Some(1), "{r}");
+    let ext = &r["errors"][0]["extensions"];
+    assert_eq!(*ext, json!({"code": "RESPONSE_TOO_LARGE", "limit": "graphql.maxResponseBytes", "max": bytes / 2}));
+    // The count is an estimate of the JSON: within twice the real size, the answer passes.
+    let roomy = world_with(|c| c.max_response_bytes = bytes * 2);
+    assert_eq!(roomy.data(&admin(), q).await, answer);
+}
+
+/// Every request error has a code: syntax and validation errors `GRAPHQL_VALIDATION_FAILED`.
+#[tokio::test]
+async fn syntax_and_validation_errors_have_a_code() {
+    let world = World::load();
+    for q in ["{ applications { nosuchfield } }", "{ applications(first: ", "query A { zones { name } } query A { zones { name } }"] {
+        let r = world.run(&admin(), q).await;
+        assert_eq!(r["data"], Value::Null, "{q}: {r}");
+        let codes: Vec<&str> = r["errors"].as_array().unwrap().iter().map(|e| e["extensions"]["code"].as_str().unwrap_or("")).collect();
+        assert!(!codes.is_empty() && codes.iter().all(|c| *c == "GRAPHQL_VALIDATION_FAILED"), "{q}: {r}");
+    }
+}
+
 /// The inputs of the issue that crashed or exhausted the server: refused before parsing or
 /// executing, with a code.
 #[tokio::test]

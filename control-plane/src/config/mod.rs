@@ -168,6 +168,13 @@ pub const SETTINGS: &[Setting] = &[
         "Maximum bytes of the operands of a request's where filters together, each use of a variable counted. Error code FILTER_TOO_LARGE.",
     ),
     setting(
+        "graphql.maxResponseBytes",
+        "CP_GRAPHQL_MAX_RESPONSE_BYTES",
+        None,
+        "16777216",
+        "Maximum bytes of an answer (at least 1024), counted while it is resolved; a larger one ends with one error. Error code RESPONSE_TOO_LARGE.",
+    ),
+    setting(
         "graphql.workers",
         "CP_GRAPHQL_WORKERS",
         None,
@@ -359,6 +366,8 @@ pub struct GraphqlConfig {
     /// `graphql.maxFilterBytes`: operands of a request's `where` filters, default 1 048 576, at
     /// least 1.
     pub max_filter_bytes: usize,
+    /// `graphql.maxResponseBytes`: bytes of an answer, default 16 MiB, at least 1 KiB.
+    pub max_response_bytes: usize,
     /// `graphql.workers`: threads executing queries; 0 (default) = one per CPU core, at
     /// least 2.
     pub workers: usize,
@@ -428,6 +437,7 @@ impl Default for Config {
                 max_search_bytes: 256,
                 max_search_terms: 8,
                 max_filter_bytes: 1_048_576,
+                max_response_bytes: 16 << 20,
                 workers: 0,
                 queue_length: 64,
             },
@@ -848,6 +858,7 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
     let max_search_bytes = whole("graphql.maxSearchLength", 1, d.graphql.max_search_bytes)?;
     let max_search_terms = whole("graphql.maxSearchTerms", 1, d.graphql.max_search_terms)?;
     let max_filter_bytes = whole("graphql.maxFilterBytes", 1, d.graphql.max_filter_bytes)?;
+    let max_response_bytes = whole("graphql.maxResponseBytes", 1024, d.graphql.max_response_bytes)?;
     let workers = whole("graphql.workers", 0, d.graphql.workers)?;
     let queue_length = whole("graphql.queueLength", 1, d.graphql.queue_length)?;
     let max_document_bytes = whole("source.maxDocumentBytes", 1024, d.max_document_bytes)?;
@@ -895,6 +906,7 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
             max_search_bytes,
             max_search_terms,
             max_filter_bytes,
+            max_response_bytes,
             workers,
             queue_length,
         },

@@ -219,13 +219,13 @@ fn query_limits_are_bounded_settings() {
             ("CP_GRAPHQL_WORKERS", "3"),
             ("CP_SOURCE_MAX_DOCUMENT_BYTES", "1024"),
         ],
-        Some("graphql:\n  maxInputDepth: 4\n  maxFilterDepth: 1\n  maxSearchLength: 64\n  maxSearchTerms: 2\n  maxFilterBytes: 99\n  queueLength: 5\n"),
+        Some("graphql:\n  maxInputDepth: 4\n  maxFilterDepth: 1\n  maxSearchLength: 64\n  maxSearchTerms: 2\n  maxFilterBytes: 99\n  maxResponseBytes: 2048\n  queueLength: 5\n"),
     )
     .unwrap();
     let g = &c.graphql;
     assert_eq!((g.max_nodes, g.max_depth, g.workers, c.max_document_bytes), (10, 30, 3, 1024));
     assert_eq!((g.max_input_depth, g.max_filter_depth, g.max_search_bytes, g.max_search_terms, g.queue_length), (4, 1, 64, 2, 5));
-    assert_eq!(g.max_filter_bytes, 99);
+    assert_eq!((g.max_filter_bytes, g.max_response_bytes), (99, 2048));
     for (var, value, complaint) in [
         ("CP_GRAPHQL_MAX_DEPTH", "31", "from 1 to 30"),
         ("CP_GRAPHQL_MAX_DEPTH", "0", "from 1 to 30"),
@@ -235,6 +235,7 @@ fn query_limits_are_bounded_settings() {
         ("CP_GRAPHQL_MAX_SEARCH_LENGTH", "-1", "at least 1"),
         ("CP_GRAPHQL_MAX_SEARCH_TERMS", "0", "at least 1"),
         ("CP_GRAPHQL_MAX_FILTER_BYTES", "0", "at least 1"),
+        ("CP_GRAPHQL_MAX_RESPONSE_BYTES", "1023", "at least 1024"),
         ("CP_GRAPHQL_QUEUE_LENGTH", "0", "at least 1"),
         ("CP_GRAPHQL_WORKERS", "-1", "at least 0"),
         ("CP_SOURCE_MAX_DOCUMENT_BYTES", "1023", "at least 1024"),

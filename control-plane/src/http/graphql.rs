@@ -30,7 +30,18 @@ struct State {
     limits: Limits,
     metrics: Metrics,
     executor: Executor,
+    /// Bytes of answers being sent, in KiB permits ([`ANSWERS_IN_FLIGHT`] answers of
+    /// `graphql.maxResponseBytes`): an answer holds its share until its last chunk is handed to
+    /// the connection, so clients that read slowly cannot make the server hold more than that.
+    sending: Arc<tokio::sync::Semaphore>,
 }
+
+/// How many answers of the largest size (`graphql.maxResponseBytes`) may be in flight to
+/// clients at once; a further one waits for room until its deadline, then gets HTTP 503.
+pub const ANSWERS_IN_FLIGHT: usize = 8;
+
+/// The chunks an answer is handed to its connection in.
+const SEND_CHUNK: usize = 64 << 10;
 
 /// The query settings derived from the configuration.
 pub fn query_config(config: &Config) -> QueryConfig {
@@ -46,6 +57,7 @@ pub fn query_config(config: &Config) -> QueryConfig {
         max_search_bytes: config.graphql.max_search_bytes,
         max_search_terms: config.graphql.max_search_terms,
         max_filter_bytes: config.graphql.max_filter_bytes,
+        max_response_bytes: config.graphql.max_response_bytes,
     }
 }
 
@@ -59,7 +71,9 @@ pub fn routes(store: Store, config: &Config, auth: Authenticator, metrics: Metri
     let api = query::build_schema(query_config(config)).expect("invariant: the generated schema is valid (see query/schema.graphql test)");
     let limits = Limits { max_body_bytes: config.graphql.max_body_bytes, timeout: config.graphql.request_timeout };
     let executor = Executor::new(config.graphql.workers, config.graphql.queue_length, shutdown, metrics.clone());
-    let state = Arc::new(State { api, store, auth, limits, metrics, executor });
+    let pool_kib = (ANSWERS_IN_FLIGHT * config.graphql.max_response_bytes).div_ceil(1024).min(tokio::sync::Semaphore::MAX_PERMITS);
+    let sending = Arc::new(tokio::sync::Semaphore::new(pool_kib));
+    let state = Arc::new(State { api, store, auth, limits, metrics, executor, sending });
     let mut route = Route::new().at("/graphql/query", get(graphql).post(graphql).data(state));
     if config.graphql.playground_enabled {
         route = route.at("/graphql", get(graphiql));
@@ -111,7 +125,8 @@ fn outcome(resp: &async_graphql::Response) -> &'static str {
 
 /// The `extensions.code` values counted under their own name, besides the limits' codes
 /// (others count as `OTHER`).
-const OUTCOME_CODES: &[&str] = &["BAD_USER_INPUT", "NOT_FOUND", "FORBIDDEN", "INTERNAL", "TIMEOUT", "UNAVAILABLE"];
+const OUTCOME_CODES: &[&str] =
+    &["BAD_USER_INPUT", "NOT_FOUND", "FORBIDDEN", "INTERNAL", "TIMEOUT", "UNAVAILABLE", "GRAPHQL_VALIDATION_FAILED"];
 
 async fn answer(req: &Request, body: Body, state: &Arc<State>, t0: std::time::Instant) -> (&'static str, Response) {
     // Authenticate before reading or parsing anything the caller sent.
@@ -140,6 +155,12 @@ async fn answer(req: &Request, body: Body, state: &Arc<State>, t0: std::time::In
         };
         match serde_json::from_slice::<async_graphql::Request>(&bytes) {
             Ok(r) => r,
+            // Variables nested beyond what the JSON reader follows (128 levels).
+            Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
+                let error = query::limits::LimitError::input_depth(state.api.limits().max_input_depth).into_server_error();
+                let resp = async_graphql::Response::from_errors(vec![error]);
+                return ("INPUT_TOO_DEEP", GraphQLResponse::from(resp).into_response());
+            }
             Err(_) => {
                 let detail = "the body is not a GraphQL request (JSON with a `query`)";
                 return ("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", detail));
@@ -167,13 +188,47 @@ async fn answer(req: &Request, body: Body, state: &Arc<State>, t0: std::time::In
         Ok(resp) => resp,
         Err(Refusal::Deadline) if shutting_down() => async_graphql::Response::from_errors(vec![query::error::unavailable()]),
         Err(Refusal::Deadline) => async_graphql::Response::from_errors(vec![query::error::timeout(timeout)]),
-        Err(Refusal::Overloaded) => {
-            let mut resp = problem(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", "too many queries are waiting; retry later");
-            resp.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("1"));
-            return ("OVERLOADED", resp);
-        }
+        Err(Refusal::Overloaded) => return ("OVERLOADED", overloaded("too many queries are waiting; retry later")),
     };
-    (outcome(&resp), GraphQLResponse::from(resp).into_response())
+    let code = outcome(&resp);
+    match send(GraphQLResponse::from(resp).into_response(), state, at).await {
+        Some(resp) => (code, resp),
+        None => ("OVERLOADED", overloaded("too many answers are being sent; retry later")),
+    }
+}
+
+fn overloaded(detail: &str) -> Response {
+    let mut resp = problem(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", detail);
+    resp.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("1"));
+    resp
+}
+
+/// The answer with its body handed out in chunks while it holds its share of
+/// [`State::sending`] (answers of one chunk or less go as they are: the connection's buffers
+/// take them); `None` when no room frees up before `deadline`.
+async fn send(resp: Response, state: &State, deadline: Option<std::time::Instant>) -> Option<Response> {
+    let (mut parts, body) = resp.into_parts();
+    // A JSON answer is one buffer: reading it does not wait.
+    let bytes = body.into_bytes().await.unwrap_or_default();
+    if bytes.len() <= SEND_CHUNK {
+        return Some(Response::from_parts(parts, Body::from_bytes(bytes)));
+    }
+    parts.headers.insert(poem::http::header::CONTENT_LENGTH, bytes.len().into());
+    let kib = u32::try_from(bytes.len().div_ceil(1024).min(state.sending.available_permits().max(1))).unwrap_or(u32::MAX);
+    let acquire = state.sending.clone().acquire_many_owned(kib);
+    let permit = match deadline {
+        Some(at) => tokio::time::timeout_at(at.into(), acquire).await.ok()?.ok()?,
+        None => acquire.await.ok()?,
+    };
+    let chunks = futures::stream::unfold((bytes, 0usize, Some(permit)), |(bytes, at, permit)| async move {
+        // The permit is released with the stream: after the last chunk, or when the
+        // connection goes away.
+        (at < bytes.len()).then(|| {
+            let end = (at + SEND_CHUNK).min(bytes.len());
+            (Ok::<_, std::io::Error>(bytes.slice(at..end)), (bytes, end, permit))
+        })
+    });
+    Some(Response::from_parts(parts, Body::from_bytes_stream(chunks)))
 }
 
 pub(crate) fn problem(status: StatusCode, title: &str, detail: &str) -> Response {
