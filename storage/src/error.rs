@@ -13,7 +13,11 @@ pub enum StorageError {
     Locked(String),
     /// The store was written with another layout version. Reaction: delete the data directory
     /// (the read model is rebuilt from the source) or restore a matching snapshot.
-    #[error("read-model layout version {found} is not supported (expected {expected})")]
+    #[error(
+        "the store has read-model layout version {found}, and this build reads layout {expected} and older: \
+         it was written by a newer release. Go back to that release, or (the store is derived data) delete the data \
+         directory to re-project it from the source, or restore a snapshot of layout {expected} into it"
+    )]
     VersionMismatch {
         /// Version found in the file.
         found: u64,

@@ -539,9 +539,18 @@ mod tests {
         txn.open_table(tables::META).unwrap().insert("schema_version", SCHEMA_VERSION + 1).unwrap();
         txn.commit().unwrap();
         drop(store);
-        assert!(
-            matches!(Store::open(dir.path()), Err(StorageError::VersionMismatch { found, expected: SCHEMA_VERSION }) if found == SCHEMA_VERSION + 1)
-        );
+        let refused = Store::open(dir.path());
+        assert!(matches!(&refused, Err(StorageError::VersionMismatch { found, expected: SCHEMA_VERSION }) if *found == SCHEMA_VERSION + 1));
+        // The message names both versions and the ways back.
+        let message = refused.err().unwrap().to_string();
+        for part in [
+            format!("layout version {}", SCHEMA_VERSION + 1),
+            format!("reads layout {SCHEMA_VERSION}"),
+            "delete the data directory".into(),
+            "restore a snapshot".into(),
+        ] {
+            assert!(message.contains(&part), "{message}");
+        }
     }
 
     #[test]
