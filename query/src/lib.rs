@@ -354,8 +354,25 @@ impl Api {
         if deadline.passed() {
             return async_graphql::Response::from_errors(vec![deadline.server_error()]);
         }
-        with_codes(response, &self.limits)
+        with_codes(cap_errors(response), &self.limits)
     }
+}
+
+/// The most errors one answer lists; the rest are counted in one last error.
+pub const MAX_ERRORS: usize = 1000;
+
+/// Keeps the first [`MAX_ERRORS`] errors of an answer and says how many more there were.
+fn cap_errors(mut response: async_graphql::Response) -> async_graphql::Response {
+    if response.errors.len() > MAX_ERRORS {
+        let more = response.errors.len() - MAX_ERRORS;
+        response.errors.truncate(MAX_ERRORS);
+        let mut last = async_graphql::ServerError::new(format!("{more} more errors are not listed"), None);
+        let mut ext = async_graphql::ErrorExtensionValues::default();
+        ext.set("code", "TOO_MANY_ERRORS");
+        last.extensions = Some(ext);
+        response.errors.push(last);
+    }
+    response
 }
 
 /// Gives the executor's own request errors an `extensions.code`: its backstop limits the code

@@ -574,7 +574,8 @@ impl<'a> Walk<'a, '_> {
         depth: usize,
         path: u64,
     ) -> Result<(), LimitError> {
-        self.cost.fields += 1;
+        // Arguments and directives count like fields: each can become an error of its own.
+        self.cost.fields += 1 + f.arguments.len() + f.directives.len();
         if self.cost.fields > self.limits.max_complexity {
             let max = self.limits.max_complexity;
             return Err(LimitError::new(&FIELDS, max, format!("the query selects more than {max} fields (fragments expanded)")));

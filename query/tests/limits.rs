@@ -65,7 +65,7 @@ async fn the_node_estimate_multiplies_pages_along_nested_connections() {
     let q = "query($n: Int) { a: applications(first: $n) { ...A } b: applications(first: $n) { ...A } }
              fragment A on ApplicationConnection { edges { node { name } } }";
     let cost = measure(&world, &team, q, json!({"n": 2})).unwrap();
-    assert_eq!((cost.nodes, cost.fields), (4, 8));
+    assert_eq!((cost.nodes, cost.fields), (4, 10), "8 fields (the fragment twice) and 2 arguments");
     // A list of records: every zone the viewer sees, times the viewer's applications.
     let zones = world.data(&team, "{ zones { name } }").await["zones"].as_array().unwrap().len() as u64;
     let cost = measure(&world, &team, "{ zones { applications { name } } }", json!({})).unwrap();
@@ -175,6 +175,21 @@ async fn syntax_and_validation_errors_have_a_code() {
         let codes: Vec<&str> = r["errors"].as_array().unwrap().iter().map(|e| e["extensions"]["code"].as_str().unwrap_or("")).collect();
         assert!(!codes.is_empty() && codes.iter().all(|c| *c == "GRAPHQL_VALIDATION_FAILED"), "{q}: {r}");
     }
+}
+
+/// Arguments and directives count against `maxComplexity` (each can become an error), and an
+/// answer lists at most `MAX_ERRORS` errors.
+#[tokio::test]
+async fn arguments_count_as_fields_and_errors_are_capped() {
+    let args = |n: usize| format!("{{ apis({}) {{ totalCount }} }}", vec!["a: 1"; n].join(" "));
+    let world = World::load();
+    let r = world.run(&admin(), &args(6_000)).await;
+    assert_eq!(r["errors"][0]["extensions"]["code"], "QUERY_TOO_COMPLEX", "{}", r["errors"][0]);
+    let roomy = world_with(|c| c.max_complexity = 100_000);
+    let r = roomy.run(&admin(), &args(3_000)).await;
+    let errors = r["errors"].as_array().unwrap();
+    assert_eq!(errors.len(), query::MAX_ERRORS + 1);
+    assert_eq!(errors[query::MAX_ERRORS]["extensions"]["code"], "TOO_MANY_ERRORS");
 }
 
 /// The inputs of the issue that crashed or exhausted the server: refused before parsing or

@@ -38,7 +38,7 @@ struct State {
 
 /// How many answers of the largest size (`graphql.maxResponseBytes`) may be in flight to
 /// clients at once; a further one waits for room until its deadline, then gets HTTP 503.
-pub const ANSWERS_IN_FLIGHT: usize = 8;
+pub const ANSWERS_IN_FLIGHT: usize = 4;
 
 /// The chunks an answer is handed to its connection in.
 const SEND_CHUNK: usize = 64 << 10;
@@ -126,7 +126,7 @@ fn outcome(resp: &async_graphql::Response) -> &'static str {
 /// The `extensions.code` values counted under their own name, besides the limits' codes
 /// (others count as `OTHER`).
 const OUTCOME_CODES: &[&str] =
-    &["BAD_USER_INPUT", "NOT_FOUND", "FORBIDDEN", "INTERNAL", "TIMEOUT", "UNAVAILABLE", "GRAPHQL_VALIDATION_FAILED"];
+    &["BAD_USER_INPUT", "NOT_FOUND", "FORBIDDEN", "INTERNAL", "TIMEOUT", "UNAVAILABLE", "GRAPHQL_VALIDATION_FAILED", "TOO_MANY_ERRORS"];
 
 async fn answer(req: &Request, body: Body, state: &Arc<State>, t0: std::time::Instant) -> (&'static str, Response) {
     // Authenticate before reading or parsing anything the caller sent.
@@ -214,6 +214,11 @@ async fn send(resp: Response, state: &State, deadline: Option<std::time::Instant
         return Some(Response::from_parts(parts, Body::from_bytes(bytes)));
     }
     parts.headers.insert(poem::http::header::CONTENT_LENGTH, bytes.len().into());
+    // The values built for a large answer are freed: hand their pages back, so the resident
+    // size is what is in flight.
+    if bytes.len() > 16 * SEND_CHUNK {
+        crate::release_free_memory();
+    }
     let kib = u32::try_from(bytes.len().div_ceil(1024).min(state.sending.available_permits().max(1))).unwrap_or(u32::MAX);
     let acquire = state.sending.clone().acquire_many_owned(kib);
     let permit = match deadline {
