@@ -180,15 +180,7 @@ impl Deadline {
     /// its budget, else `TIMEOUT`.
     pub fn error(&self) -> Error {
         if let Some(b) = self.too_large().filter(|_| !self.shutting_down()) {
-            let max = b.max;
-            return Error::new(format!(
-                "the answer would take more than {max} bytes: select fewer fields, or paginate with a smaller `first`/`last`"
-            ))
-            .extend_with(move |_, e| {
-                e.set("code", "RESPONSE_TOO_LARGE");
-                e.set("limit", "graphql.maxResponseBytes");
-                e.set("max", max as u64);
-            });
+            return crate::limits::LimitError::response_too_large(b.max).into_error();
         }
         if self.shutting_down() {
             Error::new("the server is shutting down; retry the request").extend_with(|_, e| e.set("code", "UNAVAILABLE"))

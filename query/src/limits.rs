@@ -153,6 +153,16 @@ impl LimitError {
         LimitError::new(&LIST_ITEMS, max, format!("a list argument or variable holds more than {max} items"))
     }
 
+    /// An answer larger than `max` bytes (`graphql.maxResponseBytes`, checked while it is
+    /// resolved, see [`crate::deadline::Deadline::charge`]).
+    pub fn response_too_large(max: usize) -> LimitError {
+        LimitError::new(
+            &RESPONSE_BYTES,
+            max,
+            format!("the answer would take more than {max} bytes: select fewer fields, or paginate with a smaller `first`/`last`"),
+        )
+    }
+
     /// The GraphQL error.
     pub fn into_server_error(self) -> ServerError {
         let mut e = ServerError::new(self.message, None);

@@ -34,6 +34,8 @@ struct State {
     /// `graphql.maxResponseBytes`): an answer holds its share until its last chunk is handed to
     /// the connection, so clients that read slowly cannot make the server hold more than that.
     sending: Arc<tokio::sync::Semaphore>,
+    /// The pool's size in KiB permits (an answer takes at most all of it).
+    sending_kib: usize,
 }
 
 /// How many answers of the largest size (`graphql.maxResponseBytes`) may be in flight to
@@ -73,7 +75,7 @@ pub fn routes(store: Store, config: &Config, auth: Authenticator, metrics: Metri
     let executor = Executor::new(config.graphql.workers, config.graphql.queue_length, shutdown, metrics.clone());
     let pool_kib = (ANSWERS_IN_FLIGHT * config.graphql.max_response_bytes).div_ceil(1024).min(tokio::sync::Semaphore::MAX_PERMITS);
     let sending = Arc::new(tokio::sync::Semaphore::new(pool_kib));
-    let state = Arc::new(State { api, store, auth, limits, metrics, executor, sending });
+    let state = Arc::new(State { api, store, auth, limits, metrics, executor, sending, sending_kib: pool_kib });
     let mut route = Route::new().at("/graphql/query", get(graphql).post(graphql).data(state));
     if config.graphql.playground_enabled {
         route = route.at("/graphql", get(graphiql));
@@ -219,7 +221,8 @@ async fn send(resp: Response, state: &State, deadline: Option<std::time::Instant
     if bytes.len() > 16 * SEND_CHUNK {
         crate::release_free_memory();
     }
-    let kib = u32::try_from(bytes.len().div_ceil(1024).min(state.sending.available_permits().max(1))).unwrap_or(u32::MAX);
+    // An answer larger than the whole pool waits for all of it.
+    let kib = u32::try_from(bytes.len().div_ceil(1024).min(state.sending_kib)).unwrap_or(u32::MAX);
     let acquire = state.sending.clone().acquire_many_owned(kib);
     let permit = match deadline {
         Some(at) => tokio::time::timeout_at(at.into(), acquire).await.ok()?.ok()?,
