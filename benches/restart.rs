@@ -8,6 +8,12 @@
 //! and `VmHWM` of the process from `/proc/<pid>/status` (MB), then SIGTERM. Also: bytes on disk
 //! of the data directory (`readmodel.redb` + `search/`) against the raw manifest bytes.
 //!
+//! P4b, re-derivation: the same restart on a copy of the store in which the kind with the most
+//! records is marked as written under another derivation version
+//! (`storage::versions::downgrade_for_tests`, done before the clock starts): the binary purges
+//! that kind on open, reads every manifest file again, writes that kind's records, ends the
+//! re-derivation and builds the search index again before `/readyz` answers 200.
+//!
 //! Needs the binary first: `cargo build --release -p control-plane && cargo bench --bench restart`
 //! (the bench does not run cargo itself; it refuses to run without the binary). 10k and 100k;
 //! `CP_BENCH_1M=1` adds 1M, `CP_BENCH_SIZES=10k` picks sizes. Every restart is one criterion
@@ -102,6 +108,7 @@ fn main() {
             disk as f64 / world.bytes as f64
         );
         results.write();
+        rederive(&mut c, &rt, &bin, &world, &work, &data);
         let _ = std::fs::remove_dir_all(&work);
     }
     c.final_summary();
@@ -155,4 +162,66 @@ async fn restart(bin: &Path, manifests: &Path, data: &Path, log: &PathBuf) -> Re
         eprintln!("control-plane exited with {exit} after SIGTERM; see {}", log.display());
     }
     Restart { ready, rss_kb, hwm_kb }
+}
+
+/// P4b: restart to ready when the kind with the most records has another derivation version.
+fn rederive(c: &mut criterion::Criterion, rt: &tokio::runtime::Runtime, bin: &Path, world: &support::World, work: &Path, data: &Path) {
+    let store = storage::Store::open(data).unwrap();
+    let view = store.read().unwrap();
+    let (kind, records) =
+        schema::KindId::ALL.iter().map(|&k| (k, view.count(k, &schema::Scope::All).unwrap())).max_by_key(|(_, n)| *n).unwrap();
+    drop(view);
+    drop(store);
+    let copy = work.join("rederive");
+    let mut runs: Vec<Restart> = Vec::new();
+    let mut round = 0;
+    let mut g = c.benchmark_group("P4b restart with one kind re-derived");
+    g.sampling_mode(SamplingMode::Flat);
+    g.bench_function(BenchmarkId::new(format!("release binary, {} re-derived", kind.name()), world.size.name), |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                round += 1;
+                let _ = std::fs::remove_dir_all(&copy);
+                std::fs::create_dir_all(&copy).unwrap();
+                std::fs::copy(data.join(storage::DB_FILE), copy.join(storage::DB_FILE)).unwrap();
+                storage::versions::downgrade_for_tests(&copy, kind, 0, |b| b.to_vec()).unwrap();
+                let r = rt.block_on(restart(bin, &world.dir, &copy, &work.join(format!("rederive-{round}.log"))));
+                let store = storage::Store::open(&copy).unwrap();
+                assert!(store.rederiving().is_empty(), "ready before the re-derivation ended");
+                assert_eq!(store.read().unwrap().count(kind, &schema::Scope::All).unwrap(), records, "every record is back");
+                total += r.ready;
+                runs.push(r);
+            }
+            total
+        })
+    });
+    g.finish();
+    let mut ready: Vec<f64> = runs.iter().map(|r| r.ready.as_secs_f64()).collect();
+    ready.sort_by(f64::total_cmp);
+    let median = ready[ready.len() / 2];
+    let hwm = runs.iter().map(|r| r.hwm_kb).max().unwrap_or(0) as f64 / 1024.0;
+    let mut results = support::Results::new("rederive", world.size.name);
+    results.emit(
+        "P4b",
+        json!({
+            "objects": world.objects,
+            "kind": kind.name(),
+            "records": records,
+            "restarts": runs.len(),
+            "readyMedianSeconds": median,
+            "readyBestSeconds": ready[0],
+            "readyWorstSeconds": ready[ready.len() - 1],
+            "vmHwmMb": hwm,
+        }),
+    );
+    println!(
+        "P4b {}: {} ({records} records) re-derived, ready median {median:.3} s (best {:.3}, worst {:.3}, {} restarts), VmHWM {hwm:.0} MB",
+        world.size.name,
+        kind.name(),
+        ready[0],
+        ready[ready.len() - 1],
+        runs.len()
+    );
+    results.write();
 }

@@ -153,106 +153,110 @@ fn generate(store: &Store) -> (String, String) {
     let mut samples = (String::new(), String::new());
     let now = Timestamp(0);
     let env = "poc";
-    let mut b = store.write().unwrap();
     let teams: Vec<String> = (0..TEAMS).map(|i| format!("group{}--team{i}", i % 20)).collect();
-    for t in &teams {
-        let rec = TeamRecord {
-            meta: meta(env, env, t),
-            email: format!("{t}@example.com"),
-            category: TeamCategory::Customer,
-            display_name: t.clone(),
-            description: String::new(),
-            team_token: None,
-            group: t.split("--").next().unwrap().into(),
-            members: Vec::new(),
-            status: ready(),
-        };
-        b.upsert::<Team>(&SourceRef { kind: KindId::Team, namespace: env.into(), name: t.clone() }, "1", &rec, now).unwrap();
-    }
-    b.commit(now).unwrap();
+    store
+        .write(now, |b| {
+            for t in &teams {
+                let rec = TeamRecord {
+                    meta: meta(env, env, t),
+                    email: format!("{t}@example.com"),
+                    category: TeamCategory::Customer,
+                    display_name: t.clone(),
+                    description: String::new(),
+                    team_token: None,
+                    group: t.split("--").next().unwrap().into(),
+                    members: Vec::new(),
+                    status: ready(),
+                };
+                b.upsert::<Team>(&SourceRef { kind: KindId::Team, namespace: env.into(), name: t.clone() }, "1", &rec, now).unwrap();
+            }
+            Ok(())
+        })
+        .unwrap();
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let mut b = store.write().unwrap();
-    for i in 0..ENTRIES {
-        let team = &teams[i % TEAMS];
-        let ns = format!("{env}--{team}");
-        let (w1, w2, w3) = (rng.word(), rng.word(), rng.word());
-        let version = format!("{}.{}.0", 1 + i % 3, i % 7);
-        let active = i % 10 != 9;
-        let description = format!("{} {w1} {w2} service for {w3} and {} {}", rng.word(), rng.word(), rng.word());
-        let status = ready();
-        let src = |kind: KindId, name: &str| SourceRef { kind, namespace: ns.clone(), name: name.to_string() };
-        // Every tenth entry reuses the previous entry's path (inactive second registration).
-        let n = if active { i } else { i - 1 };
-        match i % 20 {
-            0..=7 => {
-                let base_path = format!("/{w1}/{w2}/e{n}/v1");
-                if i == 40 {
-                    samples.0 = base_path.clone();
+    for first in (0..ENTRIES).step_by(5000) {
+        store
+            .write(now, |b| {
+                for i in first..(first + 5000).min(ENTRIES) {
+                    let team = &teams[i % TEAMS];
+                    let ns = format!("{env}--{team}");
+                    let (w1, w2, w3) = (rng.word(), rng.word(), rng.word());
+                    let version = format!("{}.{}.0", 1 + i % 3, i % 7);
+                    let active = i % 10 != 9;
+                    let description = format!("{} {w1} {w2} service for {w3} and {} {}", rng.word(), rng.word(), rng.word());
+                    let status = ready();
+                    let src = |kind: KindId, name: &str| SourceRef { kind, namespace: ns.clone(), name: name.to_string() };
+                    // Every tenth entry reuses the previous entry's path (inactive second registration).
+                    let n = if active { i } else { i - 1 };
+                    match i % 20 {
+                        0..=7 => {
+                            let base_path = format!("/{w1}/{w2}/e{n}/v1");
+                            if i == 40 {
+                                samples.0 = base_path.clone();
+                            }
+                            let name = format!("{w1}-{w2}-e{i}-v1");
+                            let rec = ApiRecord {
+                                meta: meta(env, &ns, &name),
+                                team: team.clone(),
+                                base_path,
+                                version,
+                                category: Some(rng.word().into()),
+                                oauth2_scopes: vec![format!("{w1}:read"), format!("{w2}:write")],
+                                x_vendor: false,
+                                specification: None,
+                                active,
+                                status,
+                            };
+                            b.upsert::<Api>(&src(KindId::Api, &name), "1", &rec, now).unwrap();
+                        }
+                        8..=13 => {
+                            let event_type = format!("de.telekom.{w1}.{w2}.e{n}.v1");
+                            if i == 108 {
+                                samples.1 = event_type.clone();
+                            }
+                            let name = event_type.replace('.', "-");
+                            let rec = EventTypeRecord {
+                                meta: meta(env, &ns, &name),
+                                team: team.clone(),
+                                event_type,
+                                version,
+                                description: Some(description),
+                                specification: None,
+                                active,
+                                status,
+                            };
+                            b.upsert::<EventType>(&src(KindId::EventType, &name), "1", &rec, now).unwrap();
+                        }
+                        k => {
+                            let agent = k >= 17;
+                            let prefix = if agent { "agents" } else { "mcp" };
+                            let name = format!("{prefix}-{w1}-e{i}-v1");
+                            let rec = AgenticCatalogueRecord {
+                                meta: meta(env, &ns, &name),
+                                team: team.clone(),
+                                base_path: format!("/{prefix}/{w1}/e{n}/v1"),
+                                version,
+                                display_name: format!("{} {} {}", capital(w1), capital(w2), if agent { "Agent" } else { "Tools" }),
+                                description: Some(description),
+                                category: Some(rng.word().into()),
+                                oauth2_scopes: vec![format!("{w1}:read")],
+                                specification: None,
+                                hash: format!("{i:064x}"),
+                                active,
+                                status,
+                            };
+                            if agent {
+                                b.upsert::<AgentCard>(&src(KindId::AgentCard, &name), "1", &rec, now).unwrap();
+                            } else {
+                                b.upsert::<McpServer>(&src(KindId::McpServer, &name), "1", &rec, now).unwrap();
+                            }
+                        }
+                    }
                 }
-                let name = format!("{w1}-{w2}-e{i}-v1");
-                let rec = ApiRecord {
-                    meta: meta(env, &ns, &name),
-                    team: team.clone(),
-                    base_path,
-                    version,
-                    category: Some(rng.word().into()),
-                    oauth2_scopes: vec![format!("{w1}:read"), format!("{w2}:write")],
-                    x_vendor: false,
-                    specification: None,
-                    active,
-                    status,
-                };
-                b.upsert::<Api>(&src(KindId::Api, &name), "1", &rec, now).unwrap();
-            }
-            8..=13 => {
-                let event_type = format!("de.telekom.{w1}.{w2}.e{n}.v1");
-                if i == 108 {
-                    samples.1 = event_type.clone();
-                }
-                let name = event_type.replace('.', "-");
-                let rec = EventTypeRecord {
-                    meta: meta(env, &ns, &name),
-                    team: team.clone(),
-                    event_type,
-                    version,
-                    description: Some(description),
-                    specification: None,
-                    active,
-                    status,
-                };
-                b.upsert::<EventType>(&src(KindId::EventType, &name), "1", &rec, now).unwrap();
-            }
-            k => {
-                let agent = k >= 17;
-                let prefix = if agent { "agents" } else { "mcp" };
-                let name = format!("{prefix}-{w1}-e{i}-v1");
-                let rec = AgenticCatalogueRecord {
-                    meta: meta(env, &ns, &name),
-                    team: team.clone(),
-                    base_path: format!("/{prefix}/{w1}/e{n}/v1"),
-                    version,
-                    display_name: format!("{} {} {}", capital(w1), capital(w2), if agent { "Agent" } else { "Tools" }),
-                    description: Some(description),
-                    category: Some(rng.word().into()),
-                    oauth2_scopes: vec![format!("{w1}:read")],
-                    specification: None,
-                    hash: format!("{i:064x}"),
-                    active,
-                    status,
-                };
-                if agent {
-                    b.upsert::<AgentCard>(&src(KindId::AgentCard, &name), "1", &rec, now).unwrap();
-                } else {
-                    b.upsert::<McpServer>(&src(KindId::McpServer, &name), "1", &rec, now).unwrap();
-                }
-            }
-        }
-        if i % 5000 == 4999 {
-            b.commit(now).unwrap();
-            b = store.write().unwrap();
-        }
+                Ok(())
+            })
+            .unwrap();
     }
-    b.commit(now).unwrap();
     samples
 }
 

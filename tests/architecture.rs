@@ -35,3 +35,48 @@ fn every_module_opens_with_a_doc_comment() {
     }
     assert!(missing.is_empty(), "modules without a //! doc: {missing:?}");
 }
+
+/// Every Rust file of the workspace's crates, tests and benches.
+fn rust_files() -> Vec<std::path::PathBuf> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = Vec::new();
+    let mut stack: Vec<_> =
+        ["crds", "schema", "storage", "query", "control-plane", "tests", "benches"].iter().map(|d| root.join(d)).collect();
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    out
+}
+
+/// No hand-kept `unsafe` (issue 20): the library crates forbid it, and the one FFI call
+/// (`control_plane::release_free_memory`, mimalloc's `mi_collect`) is the only `unsafe` block.
+#[test]
+fn the_library_crates_forbid_unsafe_and_one_ffi_call_is_the_only_unsafe_block() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for krate in ["crds", "schema", "storage", "query"] {
+        let lib = std::fs::read_to_string(root.join(krate).join("src/lib.rs")).unwrap();
+        assert!(lib.lines().any(|l| l.trim() == "#![forbid(unsafe_code)]"), "{krate}/src/lib.rs does not forbid unsafe code");
+    }
+    // Spelled in pieces so that this file does not match itself.
+    let keyword = concat!("un", "safe");
+    let forms: Vec<String> = ["{", " {", " fn ", " impl ", " trait ", " extern "].iter().map(|f| format!("{keyword}{f}")).collect();
+    let mut found = Vec::new();
+    for path in rust_files() {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if forms.iter().any(|f| code.contains(f.as_str())) {
+                found.push(format!("{}:{}", path.strip_prefix(root).unwrap().display(), n + 1));
+            }
+        }
+    }
+    assert_eq!(found.len(), 1, "unsafe outside the one FFI call: {found:?}");
+    assert!(found[0].starts_with("control-plane/src/lib.rs:"), "{found:?}");
+}

@@ -391,6 +391,61 @@ async fn a_restart_on_the_same_data_writes_nothing_and_is_ready_after_the_relist
     cp.stop().await;
 }
 
+/// A kind stored under another derivation version (here ApiExposure, version 0): the restart
+/// purges it, the relist brings it back, queries answer 503 `UNAVAILABLE` until then, and the
+/// store ends as before with no record of another kind rewritten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_of_another_version_is_re_derived_from_the_relist() {
+    use schema::KindId;
+    let fake = FakeK8s::start_world().await;
+    let data = tempfile::tempdir().unwrap();
+    let cp = Cp::start(&fake, data.path()).await;
+    cp.ready().await;
+    let expected = reference(&fake).await;
+    converges_to(cp.store(), &expected, "first start").await;
+    let digests = |store: &Store| {
+        let view = store.read().unwrap();
+        KindId::ALL.iter().map(|&k| (k, view.digest(k).unwrap())).collect::<Vec<_>>()
+    };
+    let before = digests(cp.store());
+    cp.stop().await;
+    storage::versions::downgrade_for_tests(data.path(), KindId::ApiExposure, 0, |b| b[..b.len() / 2].to_vec()).unwrap();
+
+    for k in schema::registry::registered() {
+        fake.set_list_delay(k, Duration::from_millis(700));
+    }
+    let cp = Cp::start(&fake, data.path()).await;
+    assert_eq!(cp.store().rederiving(), vec![KindId::ApiExposure]);
+    let r = cp
+        .http
+        .post(format!("{}/graphql/query", cp.base))
+        .bearer_auth(admin())
+        .json(&json!({ "query": "{ apiExposures { totalCount } }" }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 503, "no query while a kind is incomplete");
+    assert_eq!(r.headers()["retry-after"], "1");
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["errors"][0]["extensions"]["code"], "UNAVAILABLE", "{body}");
+    let (code, status) = cp.readyz().await;
+    assert_eq!(code, 503);
+    assert!(status["pendingPhases"].to_string().contains("ApiExposure"), "{status}");
+    cp.ready().await;
+    assert_eq!(cp.store().rederiving(), Vec::<KindId>::new());
+    assert_eq!(dump(cp.store()), expected, "the store is as before");
+    for ((kind, was), (_, now)) in before.iter().zip(digests(cp.store())) {
+        if *kind != KindId::ApiExposure {
+            assert_eq!(*was, now, "{kind:?} was rewritten");
+        }
+    }
+    assert_eq!(
+        cp.query("{ apiExposures { totalCount } }").await["apiExposures"]["totalCount"],
+        expected.keys().filter(|k| k.starts_with("ApiExposure ")).count()
+    );
+    cp.stop().await;
+}
+
 /// Parents listed after their children (applications before teams, subscriptions before
 /// exposures, approvals before subscriptions) converge to the same store as parents first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

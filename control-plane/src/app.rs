@@ -119,6 +119,19 @@ impl App {
             SourceConfig::Manifests(dir) => Readiness::new([manifests::initial_phase(dir)]),
             SourceConfig::Kube(_) => Readiness::new(watched.iter().map(|w| kube_source::initial_phase(w.kind))),
         };
+        // A kind whose derivation version changed was purged on open ([`storage::versions`]):
+        // ready once the source brought it back and the writer ended its re-derivation.
+        let rederiving = store.rederiving();
+        if !rederiving.is_empty() {
+            let names: Vec<&str> = rederiving.iter().map(|k| k.name()).collect();
+            tracing::warn!(kinds = ?names, "re-deriving kinds whose derivation version changed: every object of theirs is read again from the source");
+            let (leader, follower) = (store.clone(), store.clone());
+            readiness.follow(
+                &format!("re-derivation of {}", names.join(", ")),
+                move || leader.read().and_then(|v| v.revision()).unwrap_or(0).max(1),
+                move || if follower.rederiving().is_empty() { u64::MAX } else { 0 },
+            );
+        }
         // Ready means searchable: the index has caught up with the initial sync.
         let (leader, follower) = (store.clone(), catalogue.clone());
         readiness.follow("search index", move || leader.read().and_then(|v| v.revision()).unwrap_or(0), move || follower.revision());

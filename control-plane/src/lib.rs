@@ -40,6 +40,8 @@ pub use mimalloc::MiMalloc as Allocator;
 /// for memory of another allocator.
 pub fn release_free_memory() {
     // SAFETY: `mi_collect` has no preconditions (it walks mimalloc's own heaps and returns their
-    // free pages to the OS); it is safe to call from any thread at any time.
+    // free pages to the OS); it is safe to call from any thread at any time. The project's only
+    // `unsafe`: the library crates forbid it (`#![forbid(unsafe_code)]`, checked by
+    // tests/architecture.rs).
     unsafe { libmimalloc_sys::mi_collect(true) }
 }

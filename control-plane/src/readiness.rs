@@ -58,17 +58,17 @@ impl State {
         if !(self.phases.is_empty() && self.items.is_empty()) {
             return (false, Vec::new());
         }
-        let mut behind = Vec::new();
+        // In order: a follower's target is taken once every follower before it caught up (the
+        // search index follows what a re-derivation wrote).
         for f in self.followers.iter_mut().filter(|f| !f.caught_up) {
             let target = *f.target.get_or_insert_with(|| (f.leader)());
             let at = (f.follower)();
-            if at >= target {
-                f.caught_up = true;
-            } else {
-                behind.push(format!("{} at revision {at} of {target}", f.label));
+            if at < target {
+                return (false, vec![format!("{} at revision {at} of {target}", f.label)]);
             }
+            f.caught_up = true;
         }
-        (behind.is_empty(), behind)
+        (true, Vec::new())
     }
 }
 
@@ -139,8 +139,10 @@ impl Readiness {
     /// Keeps the server unready after the initial sync until `follower()` (a revision of
     /// derived data, e.g. the search index's) has reached what `leader()` (the store's
     /// revision) was when the sync was first seen complete; until then `/readyz` lists
-    /// `"<label> at revision A of B"` among its pending phases. Both are called with the
-    /// readiness lock held: they must not block or call back into this.
+    /// `"<label> at revision A of B"` among its pending phases. Followers are waited for in the
+    /// order they were registered: a follower's target is taken once those before it caught
+    /// up. Both functions are called with the readiness lock held: they must not block or call
+    /// back into this.
     pub fn follow(&self, label: &str, leader: impl Fn() -> u64 + Send + 'static, follower: impl Fn() -> u64 + Send + 'static) {
         self.lock().followers.push(Follower {
             label: label.to_string(),
@@ -149,6 +151,13 @@ impl Readiness {
             target: None,
             caught_up: false,
         });
+    }
+
+    /// Whether the initial sync is processed: every phase ended, every item done (followers
+    /// aside).
+    pub fn synced(&self) -> bool {
+        let s = self.lock();
+        s.phases.is_empty() && s.items.is_empty()
     }
 
     /// Ends a phase.

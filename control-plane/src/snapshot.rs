@@ -191,6 +191,10 @@ pub fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
     for (kind, n) in s.header.counts.iter().filter(|(_, n)| *n > 0) {
         writeln!(out, "  {kind:<22} {n}")?;
     }
+    for kind in s.header.rederived_kinds() {
+        let version = s.header.kind_version(kind).map_or("none".to_string(), |v| v.to_string());
+        writeln!(out, "re-derived on restore: {} (derivation version {version} in the snapshot; read again from the source)", kind.name())?;
+    }
     Ok(())
 }
 

@@ -504,9 +504,12 @@ fn restart_sends_again_what_the_store_lacks_and_starts_cold_for_another_director
     let (_, store) = loaded_and_stopped(&w);
     // A record lost behind the source's back (as if its write never committed).
     let lost = storage::SourceRef { kind: KindId::Group, namespace: "poc".into(), name: "logistics".into() };
-    let mut wb = store.write().unwrap();
-    assert_eq!(wb.delete(&lost, schema::Timestamp(1)).unwrap(), storage::Outcome::Deleted);
-    wb.commit(schema::Timestamp(1)).unwrap();
+    store
+        .write(schema::Timestamp(1), |wb| {
+            assert_eq!(wb.delete(&lost, schema::Timestamp(1)).unwrap(), storage::Outcome::Deleted);
+            Ok(())
+        })
+        .unwrap();
 
     let mut state = checkpointed_state(&w.manifests, &store);
     let warm = state.warm_start().unwrap();
@@ -792,20 +795,23 @@ fn a_parked_losing_copy_never_overwrites_the_winner_sent_in_the_same_batch() {
 /// Applies `changes` to `store` in one batch as the writer would (records, deletes, checkpoints).
 fn apply(store: &Store, changes: Vec<Change>) {
     let now = schema::Timestamp(1);
-    let mut wb = store.write().unwrap();
-    for c in changes {
-        match c {
-            Change::Apply { src, version, record, .. } => {
-                record.upsert(&mut wb, &src, &version, now).unwrap();
+    store
+        .write(now, |wb| {
+            for c in changes {
+                match c {
+                    Change::Apply { src, version, record, .. } => {
+                        record.upsert(wb, &src, &version, now).unwrap();
+                    }
+                    Change::Delete { src, .. } => {
+                        wb.delete(&src, now).unwrap();
+                    }
+                    Change::Checkpoint { key, value } => wb.put_checkpoint(&key, value.as_deref()).unwrap(),
+                    Change::Sweep { .. } => panic!("no sweep expected"),
+                }
             }
-            Change::Delete { src, .. } => {
-                wb.delete(&src, now).unwrap();
-            }
-            Change::Checkpoint { key, value } => wb.put_checkpoint(&key, value.as_deref()).unwrap(),
-            Change::Sweep { .. } => panic!("no sweep expected"),
-        }
-    }
-    wb.commit(now).unwrap();
+            Ok(())
+        })
+        .unwrap();
 }
 
 /// A refresh's changes and then its checkpoints applied to `store`; returns the change names.
@@ -919,9 +925,12 @@ fn a_large_files_checkpoint_is_kept_in_chunks_and_a_broken_one_is_read_again() {
     assert_eq!(names.len(), 2500);
     assert_eq!(chunks(&store), 3, "1024 documents per chunk");
     // A checkpoint of the earlier layout, as an older build left it.
-    let mut wb = store.write().unwrap();
-    wb.put_checkpoint("manifests/v1/file/groups.yaml", Some(b"old layout")).unwrap();
-    wb.commit(schema::Timestamp(1)).unwrap();
+    store
+        .write(schema::Timestamp(1), |wb| {
+            wb.put_checkpoint("manifests/v1/file/groups.yaml", Some(b"old layout")).unwrap();
+            Ok(())
+        })
+        .unwrap();
 
     // A restart takes the file over from its chunks, and removes the old layout's key.
     let mut state = checkpointed_state(&dir, &store);
@@ -940,9 +949,12 @@ fn a_large_files_checkpoint_is_kept_in_chunks_and_a_broken_one_is_read_again() {
 
     // A chunk lost behind the source's back: the checkpoint does not add up, so the file is read
     // again at the next start and nothing stored is lost.
-    let mut wb = store.write().unwrap();
-    wb.put_checkpoint("manifests/v2/docs/groups.yaml\u{0}00000000", None).unwrap();
-    wb.commit(schema::Timestamp(1)).unwrap();
+    store
+        .write(schema::Timestamp(1), |wb| {
+            wb.put_checkpoint("manifests/v2/docs/groups.yaml\u{0}00000000", None).unwrap();
+            Ok(())
+        })
+        .unwrap();
     let mut state = checkpointed_state(&dir, &store);
     let warm = state.warm_start().unwrap();
     assert_eq!((warm.files, warm.unconfirmed.len()), (0, 1000), "the file's objects are not confirmed by any checkpoint");

@@ -10,6 +10,8 @@
 //! precise skip reason. Fields the CRD marks as required are required here too, so an object
 //! missing them fails to deserialize with a message naming the field.
 
+#![forbid(unsafe_code)]
+
 pub mod common;
 
 pub mod group;

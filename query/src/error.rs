@@ -54,6 +54,17 @@ pub fn unavailable() -> async_graphql::ServerError {
     e
 }
 
+/// The store is re-deriving kinds whose derivation version changed (`kinds`, comma-separated):
+/// code `UNAVAILABLE`, no data; the kinds are incomplete until their source has been read again.
+pub fn rederiving(kinds: &str) -> async_graphql::ServerError {
+    let message = format!("the store is re-deriving {kinds} after an upgrade (read again from the source); retry the request shortly");
+    let mut e = async_graphql::ServerError::new(message, None);
+    let mut ext = async_graphql::ErrorExtensionValues::default();
+    ext.set("code", "UNAVAILABLE");
+    e.extensions = Some(ext);
+    e
+}
+
 /// `INTERNAL` for a request whose execution failed as a whole (logged where it failed).
 pub fn internal_server_error() -> async_graphql::ServerError {
     let mut e = async_graphql::ServerError::new("internal error while processing request", None);

@@ -7,6 +7,8 @@
 //!
 //! Start at [`build_schema`] and [`execute`].
 
+#![forbid(unsafe_code)]
+
 pub mod deadline;
 pub mod entity;
 pub mod error;

@@ -619,9 +619,12 @@ impl Store2 {
     }
 
     fn delete(&self, kind: KindId, namespace: &str, name: &str) {
-        let mut batch = self.store.write().unwrap();
-        batch.delete(&SourceRef { kind, namespace: namespace.into(), name: name.into() }, reference_time()).unwrap();
-        batch.commit(reference_time()).unwrap();
+        self.store
+            .write(reference_time(), |batch| {
+                batch.delete(&SourceRef { kind, namespace: namespace.into(), name: name.into() }, reference_time()).unwrap();
+                Ok(())
+            })
+            .unwrap();
     }
 }
 

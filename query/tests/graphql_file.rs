@@ -699,18 +699,12 @@ impl Partial {
             namespace: cr.metadata.namespace.clone().unwrap(),
             name: name.to_string(),
         };
-        let mut batch = self.store.write().unwrap();
-        let outcome = batch.upsert::<FileExposure>(&src, version, &rec, ctx.now).unwrap();
-        batch.commit(ctx.now).unwrap();
-        outcome
+        self.store.write(ctx.now, |batch| batch.upsert::<FileExposure>(&src, version, &rec, ctx.now)).unwrap().0
     }
 
     fn delete_exposure(&self, namespace: &str, name: &str) -> storage::Outcome {
         let src = storage::SourceRef { kind: schema::KindId::FileExposure, namespace: namespace.into(), name: name.into() };
-        let mut batch = self.store.write().unwrap();
-        let outcome = batch.delete(&src, support::reference_time()).unwrap();
-        batch.commit(support::reference_time()).unwrap();
-        outcome
+        self.store.write(support::reference_time(), |batch| batch.delete(&src, support::reference_time())).unwrap().0
     }
 
     async fn data(&self, viewer: &query::viewer::Viewer, q: &str) -> Value {

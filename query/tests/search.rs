@@ -112,10 +112,13 @@ async fn active_limits_to_one_entry_per_base_path() {
 async fn a_deleted_entry_disappears() {
     let s = world();
     assert_eq!(first_node(&search(&s, "ledger v2").await)["basePath"], "/payments/ledger/v2");
-    let mut b = s.w.store.write().unwrap();
-    let src = SourceRef { kind: KindId::Api, namespace: "poc--payments--ledger".into(), name: "payments-ledger-v2".into() };
-    b.delete(&src, reference_time()).unwrap();
-    b.commit(Timestamp(reference_time().0 + 1)).unwrap();
+    s.w.store
+        .write(Timestamp(reference_time().0 + 1), |b| {
+            let src = SourceRef { kind: KindId::Api, namespace: "poc--payments--ledger".into(), name: "payments-ledger-v2".into() };
+            b.delete(&src, reference_time()).unwrap();
+            Ok(())
+        })
+        .unwrap();
     // At once, before the index commits: filtered against the store.
     let conn = search(&s, "ledger v2").await;
     assert!(!strings(&Value::Array(nodes(&conn)), "basePath").contains(&"/payments/ledger/v2".to_string()), "{conn:#}");
@@ -243,13 +246,17 @@ fn the_index_is_rebuilt_when_deleted_on_disk_or_stale() {
     c.shutdown();
     drop(c);
     // Stale: the store moved on while no index followed it.
-    let mut b = store.write().unwrap();
-    b.delete(
-        &SourceRef { kind: KindId::McpServer, namespace: "poc--assist--knowledge".into(), name: "mcp-knowledge-v1".into() },
-        reference_time(),
-    )
-    .unwrap();
-    assert!(b.commit(reference_time()).unwrap().is_some());
+    let (_, b_revision) = store
+        .write(reference_time(), |b| {
+            b.delete(
+                &SourceRef { kind: KindId::McpServer, namespace: "poc--assist--knowledge".into(), name: "mcp-knowledge-v1".into() },
+                reference_time(),
+            )
+            .unwrap();
+            Ok(())
+        })
+        .unwrap();
+    assert!(b_revision.is_some());
     let (c, opened) = Catalogue::open(&dir, &store).unwrap();
     assert!(matches!(opened, Opened::Rebuilt(_)), "{opened:?}");
     let hits = c

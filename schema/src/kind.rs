@@ -205,6 +205,14 @@ impl Scope {
 pub trait Kind: Send + Sync + 'static {
     /// Which kind this is.
     const ID: KindId;
+    /// The derivation version: of the record's shape ([`Kind::Record`], as postcard encodes it)
+    /// and of the translation rules ([`Kind::translate`], [`Kind::scopes`], [`Kind::refs`],
+    /// [`Kind::links`], …). Bump it with every change to either: the store keeps the version
+    /// its records of this kind were written with, and a store (or snapshot) of another version
+    /// re-derives this kind from the source on open (`storage` crate docs, *Derivation
+    /// versions*; ARCHITECTURE.md). The golden encodings test fails when a record's encoding
+    /// changes while this stays the same. Starts at 1.
+    const VERSION: u32;
     /// Whether an unresolved link number 0 (e.g. a subscription's target) is reported as
     /// *dependency missing* (the record is still written, and retried with `DEPENDENCY_DELAY`).
     const RETRY_UNLINKED: bool = false;
@@ -215,7 +223,8 @@ pub trait Kind: Send + Sync + 'static {
     /// `kube::CustomResource`) names the API group, version, kind and plural the kube source
     /// watches.
     type Cr: DeserializeOwned + kube::Resource<DynamicType = ()> + Send + Sync + 'static;
-    /// The stored record. Serialized with postcard: changing its shape is a storage format change.
+    /// The stored record. Serialized with postcard, a format that does not describe itself:
+    /// changing its shape changes [`Kind::VERSION`].
     type Record: Serialize + DeserializeOwned + Clone + PartialEq + Debug + Send + Sync + 'static;
 
     /// The object's metadata.

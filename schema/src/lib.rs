@@ -10,6 +10,8 @@
 //! Start reading at [`kind::Kind`] (the contract every kind implements), then [`keys`] (identity)
 //! and one file under [`kinds`].
 
+#![forbid(unsafe_code)]
+
 pub mod catalogue;
 pub mod common;
 pub mod keys;

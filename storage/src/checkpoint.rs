@@ -44,7 +44,7 @@ pub fn decode_borrowed<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8], what: &st
     codec::decode_borrowed(bytes, what)
 }
 
-impl WriteBatch {
+impl WriteBatch<'_> {
     /// Stores (`Some`) or removes (`None`) the checkpoint `key`, committed with the batch. Does
     /// not count as a read-model change: a batch holding only checkpoints commits without a new
     /// revision.
@@ -136,19 +136,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         assert!(store.read().unwrap().checkpoints("manifests/").unwrap().is_empty());
-        let mut wb = store.write().unwrap();
-        wb.put_checkpoint("manifests/file/a.yaml", Some(b"A")).unwrap();
-        wb.put_checkpoint("manifests/file/b.yaml", Some(b"B")).unwrap();
-        wb.put_checkpoint("other/x", Some(b"X")).unwrap();
-        assert_eq!(wb.commit(schema::Timestamp(1)).unwrap(), None, "checkpoints are not read-model changes");
+        let (_, wb_revision) = store
+            .write(schema::Timestamp(1), |wb| {
+                wb.put_checkpoint("manifests/file/a.yaml", Some(b"A")).unwrap();
+                wb.put_checkpoint("manifests/file/b.yaml", Some(b"B")).unwrap();
+                wb.put_checkpoint("other/x", Some(b"X")).unwrap();
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(wb_revision, None, "checkpoints are not read-model changes");
         let view = store.read().unwrap();
         assert_eq!(view.revision().unwrap(), 0);
         let got = view.checkpoints("manifests/").unwrap();
         assert_eq!(got, vec![("manifests/file/a.yaml".to_string(), b"A".to_vec()), ("manifests/file/b.yaml".to_string(), b"B".to_vec())]);
         drop(view);
-        let mut wb = store.write().unwrap();
-        wb.put_checkpoint("manifests/file/a.yaml", None).unwrap();
-        wb.commit(schema::Timestamp(2)).unwrap();
+        store
+            .write(schema::Timestamp(2), |wb| {
+                wb.put_checkpoint("manifests/file/a.yaml", None).unwrap();
+                Ok(())
+            })
+            .unwrap();
         let keys: Vec<String> = store.read().unwrap().checkpoints("").unwrap().into_iter().map(|(k, _)| k).collect();
         assert_eq!(keys, vec!["manifests/file/b.yaml", "other/x"]);
         // Reopening keeps them (they are durable like the records).

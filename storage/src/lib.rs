@@ -1,8 +1,8 @@
 //! The redb read model: tables, secondary and ordering indexes, counters and the write path.
 //!
 //! Start at [`Store`] (open a data directory's `readmodel.redb`), [`Store::read`] (a consistent
-//! [`ReadView`] for queries) and [`Store::write`] (a [`WriteBatch`]: upserts and deletes applied
-//! in one redb write transaction, committed durably).
+//! [`ReadView`] for queries) and [`Store::write`] (runs a closure on a [`WriteBatch`]: upserts
+//! and deletes applied in one redb write transaction, committed durably when it returns `Ok`).
 //!
 //! **Architecture invariant:** nothing here knows about HTTP, GraphQL or Kubernetes clients. The
 //! store is generic over [`schema::Kind`]; no kind has code of its own here.
@@ -20,8 +20,14 @@
 //! 3. The revision strictly increases: every commit that changed something bumps it by one.
 //! 4. Every source entry points to a record whose envelope names that source.
 //!
+//! # Derivation versions
+//! The records of each kind are written under its [`schema::Kind::VERSION`]; a kind stored
+//! under another version is purged on open and re-derived from the source ([`versions`]).
+//!
 //! # Snapshots
 //! See [`snapshot`] for the snapshot file format and its *Version changes* list.
+
+#![forbid(unsafe_code)]
 
 pub mod checkpoint;
 mod codec;
@@ -30,6 +36,7 @@ mod read;
 pub mod search;
 pub mod snapshot;
 pub mod tables;
+pub mod versions;
 mod write;
 
 pub use error::StorageError;
@@ -63,7 +70,14 @@ pub const DB_FILE: &str = "readmodel.redb";
 /// * 2 → 3: ordering indexes beyond the natural-key order are built on first use
 ///   ([`tables::OrderSet`], table `built_orders`). A layout 2 store holds every one of them, so
 ///   the migration lists them all as built.
-pub const SCHEMA_VERSION: u64 = 3;
+/// * 3 → 4: each kind's derivation version is stored ([`versions`]). The records of a layout 3
+///   store are version 1 ([`versions::IMPLICIT_VERSION`]) of every kind, which the migration
+///   records; kinds whose version is no longer 1 are then re-derived.
+///
+/// The layout version says how tables are laid out; [`schema::Kind::VERSION`] says how one
+/// kind's records are encoded and derived. A change of a record or a translation rule bumps
+/// that kind's version, not this one.
+pub const SCHEMA_VERSION: u64 = 4;
 
 /// What the store keeps next to each record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -91,6 +105,21 @@ pub struct Store {
     feed: Arc<write::Feed>,
     search: Arc<search::Slot>,
     wanted: Arc<Wanted>,
+    /// The kinds whose re-derivation has not ended ([`versions`]).
+    rederiving: Arc<std::sync::Mutex<Vec<schema::KindId>>>,
+}
+
+/// What [`Store::finish_rederivation`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Rederived {
+    /// The kinds whose re-derivation ended.
+    pub kinds: Vec<schema::KindId>,
+    /// Records whose links were resolved again (every stored record that has links).
+    pub relinked: u64,
+    /// The revision of the commit, when a link changed.
+    pub revision: Option<u64>,
+    /// Time spent, in seconds.
+    pub seconds: f64,
 }
 
 /// The ordering indexes reads asked for that are not built yet, and who to tell.
@@ -175,6 +204,7 @@ impl Store {
             feed: Arc::default(),
             search: Arc::default(),
             wanted: Arc::default(),
+            rederiving: Arc::default(),
         };
         store.init()?;
         Ok(store)
@@ -204,6 +234,7 @@ impl Store {
                 None => {
                     meta.insert("schema_version", SCHEMA_VERSION)?;
                     meta.insert("revision", 0)?;
+                    versions::record_all(&mut meta, &self.kinds, |v| v)?;
                 }
                 Some(v) if v == SCHEMA_VERSION => {}
                 Some(v @ 1..SCHEMA_VERSION) => {
@@ -215,15 +246,18 @@ impl Store {
                             order.retain_in::<&[u8], _>(prefix.as_slice()..end.as_slice(), |_, _| false)?;
                         }
                     }
-                    // Layouts 1 and 2 maintained every order of every kind.
-                    let revision = meta.get("revision")?.map(|r| r.value()).unwrap_or(0);
-                    let mut built = txn.open_table(tables::BUILT)?;
-                    for &kind in schema::KindId::ALL {
-                        let Some(ops) = self.kinds.get(kind) else { continue };
-                        for &order in ops.orders().iter().filter(|&&o| o != OrderField::Key) {
-                            built.insert(tables::built_key(kind, order).as_slice(), revision)?;
+                    if v <= 2 {
+                        // Layouts 1 and 2 maintained every order of every kind.
+                        let revision = meta.get("revision")?.map(|r| r.value()).unwrap_or(0);
+                        let mut built = txn.open_table(tables::BUILT)?;
+                        for &kind in schema::KindId::ALL {
+                            let Some(ops) = self.kinds.get(kind) else { continue };
+                            for &order in ops.orders().iter().filter(|&&o| o != OrderField::Key) {
+                                built.insert(tables::built_key(kind, order).as_slice(), revision)?;
+                            }
                         }
                     }
+                    versions::record_all(&mut meta, &self.kinds, |_| versions::IMPLICIT_VERSION)?;
                     meta.insert("schema_version", SCHEMA_VERSION)?;
                     tracing::info!(from = v, to = SCHEMA_VERSION, "store layout migrated");
                 }
@@ -231,8 +265,53 @@ impl Store {
             }
             tables::open_all(&txn)?;
         }
+        let (purged, rederiving) = versions::reconcile(&txn, &self.kinds)?;
+        if !purged.is_empty() {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+            txn.open_table(tables::META)?.insert("last_commit", now)?;
+        }
         txn.commit()?;
+        for p in &purged {
+            tracing::warn!(
+                kind = p.kind.name(),
+                stored_version = ?p.from,
+                version = p.to,
+                records = p.records,
+                "the store holds this kind under another derivation version: its records were removed and are re-derived from the source"
+            );
+        }
+        *self.rederiving.lock().unwrap_or_else(|e| e.into_inner()) = rederiving;
         Ok(())
+    }
+
+    /// The kinds whose re-derivation has not ended ([`versions`]): purged on open because their
+    /// derivation version changed (or left out of a restored snapshot for that reason), waiting
+    /// for the source to bring their records back. Empty normally.
+    pub fn rederiving(&self) -> Vec<schema::KindId> {
+        self.rederiving.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Ends the re-derivation of [`Store::rederiving`], once the source has handed over every
+    /// object again (the initial sync): every stored record with links resolves them again in
+    /// one write batch (one that resolves as stored is not rewritten), then the marks are
+    /// removed. `None` when nothing is re-deriving. Call it where writes are made (the writer
+    /// thread).
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures; the kinds stay marked and the call can be
+    /// repeated.
+    pub fn finish_rederivation(&self, now: Timestamp) -> Result<Option<Rederived>, StorageError> {
+        let kinds = self.rederiving();
+        if kinds.is_empty() {
+            return Ok(None);
+        }
+        let started = std::time::Instant::now();
+        let (relinked, revision) = self.write(now, |batch| batch.relink_all(now))?;
+        let txn = self.db.begin_write()?;
+        versions::clear_rederiving(&txn, &kinds)?;
+        txn.commit()?;
+        self.rederiving.lock().unwrap_or_else(|e| e.into_inner()).retain(|k| !kinds.contains(k));
+        Ok(Some(Rederived { kinds, relinked, revision, seconds: started.elapsed().as_secs_f64() }))
     }
 
     /// A consistent read view (one redb read transaction).
@@ -299,12 +378,30 @@ impl Store {
         Ok(done)
     }
 
-    /// Starts a write batch. Only one batch runs at a time (redb serializes writers).
+    /// Runs `apply` on a new write batch, then commits what it wrote durably, stamped `now`: the
+    /// revision is bumped when a record changed (a batch that only moved source versions or
+    /// checkpoints commits without a new revision; one that wrote nothing is aborted). When
+    /// `apply` returns an error nothing of the batch is kept. Only one batch runs at a time
+    /// (redb serializes writers). Returns what `apply` returned and the new revision.
+    ///
+    /// The store owns the transaction for the batch's whole life; the batch borrows it, and so
+    /// do the tables it keeps open.
     ///
     /// # Errors
-    /// [`StorageError`] when redb cannot start the transaction.
-    pub fn write(&self) -> Result<WriteBatch, StorageError> {
-        WriteBatch::new(self.db.begin_write()?, self.kinds.clone(), self.feed.clone())
+    /// The error of `apply`, or a [`StorageError`] when redb cannot start or commit the
+    /// transaction (nothing of the batch is visible then).
+    pub fn write<R>(
+        &self,
+        now: Timestamp,
+        apply: impl FnOnce(&mut WriteBatch<'_>) -> Result<R, StorageError>,
+    ) -> Result<(R, Option<u64>), StorageError> {
+        let txn = self.db.begin_write()?;
+        let (result, finished) = {
+            let mut batch = WriteBatch::new(&txn, self.kinds.clone(), self.feed.clone(), self.rederiving())?;
+            let result = apply(&mut batch)?;
+            (result, batch.finish(now)?)
+        };
+        Ok((result, finished.commit(txn)?))
     }
 
     /// Subscribes to committed batches: every later commit that changed something is sent as a
@@ -357,9 +454,12 @@ mod tests {
 
     /// Upserts zone `name` (source `poc/name`) at version `version` and time `at`.
     fn zone_at(store: &Store, name: &str, version: &str, at: i64) {
-        let mut batch = store.write().unwrap();
-        test_support::zone_version(&mut batch, name, version, Timestamp(at));
-        batch.commit(Timestamp(at)).unwrap();
+        store
+            .write(Timestamp(at), |batch| {
+                test_support::zone_version(batch, name, version, Timestamp(at));
+                Ok(())
+            })
+            .unwrap();
     }
 
     /// Zone names in the order a scan by `order` yields them.
@@ -429,9 +529,12 @@ mod tests {
         assert_eq!(zones_by(&view, OrderField::LastModifiedAt, Bound::Unbounded, false), ["c", "b", "a"]);
         assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
         drop(view);
-        let mut batch = store.write().unwrap();
-        batch.delete(&SourceRef { kind: schema::KindId::Zone, namespace: "poc".into(), name: "c".into() }, Timestamp(50)).unwrap();
-        batch.commit(Timestamp(50)).unwrap();
+        store
+            .write(Timestamp(50), |batch| {
+                batch.delete(&SourceRef { kind: schema::KindId::Zone, namespace: "poc".into(), name: "c".into() }, Timestamp(50)).unwrap();
+                Ok(())
+            })
+            .unwrap();
         let view = store.read().unwrap();
         assert_eq!(zones_by(&view, OrderField::LastModifiedAt, Bound::Unbounded, false), ["b", "a"]);
         assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
@@ -448,11 +551,14 @@ mod tests {
     fn a_long_in_memory_sort_stops_when_its_reader_says_so() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let mut batch = store.write().unwrap();
-        for i in 0..2100 {
-            test_support::zone_version(&mut batch, &format!("z{i:04}"), "1", Timestamp(i));
-        }
-        batch.commit(Timestamp(3000)).unwrap();
+        store
+            .write(Timestamp(3000), |batch| {
+                for i in 0..2100 {
+                    test_support::zone_version(batch, &format!("z{i:04}"), "1", Timestamp(i));
+                }
+                Ok(())
+            })
+            .unwrap();
         let view = store.read().unwrap();
         let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let a = asked.clone();

@@ -2,7 +2,7 @@
 //!
 //! | table | key | value |
 //! |---|---|---|
-//! | `meta` | `"schema_version"`, `"revision"`, `"last_commit"` | `u64` (last_commit: ns since epoch) |
+//! | `meta` | `"schema_version"`, `"revision"`, `"last_commit"`, `"kind_version:<plural>"`, `"rederiving:<plural>"` ([`crate::versions`]) | `u64` (last_commit: ns since epoch) |
 //! | one per kind, named by the kind's plural (`apisubscriptions`) | natural key ([`schema::Key`]) | postcard [`crate::Envelope`] |
 //! | `order_index` | `kind u8 · order u8 · scope key · sort value · natural key` | `()` |
 //! | `ref_index` | `Key(index name) · lookup key · kind u8 · natural key` | `()` |
@@ -212,6 +212,25 @@ pub fn ref_entry(index: RefIndex, lookup: &Key, kind: KindId, key: &Key) -> Vec<
     v.push(kind.code());
     v.extend_from_slice(key.as_bytes());
     v
+}
+
+/// Whether the secondary-index entry `entry` ([`ref_entry`]) belongs to a record of `kind`
+/// whose natural key is in `keys`: read without knowing the lookup key's length, by trying the
+/// kind byte at each component boundary after the index name. A lookup component can start
+/// with the kind's byte only if it holds a control character, and then the rest must still be
+/// one of `keys` exactly.
+pub fn ref_entry_of(entry: &[u8], kind: KindId, keys: &std::collections::HashSet<Vec<u8>>) -> bool {
+    let Some(mut at) = component_end(entry) else { return false };
+    while at < entry.len() {
+        if entry[at] == kind.code() && keys.contains(&entry[at + 1..]) {
+            return true;
+        }
+        match component_end(&entry[at..]) {
+            Some(n) => at += n,
+            None => return false,
+        }
+    }
+    false
 }
 
 /// [`ref_prefix`] with room for `extra` more bytes.

@@ -12,7 +12,6 @@ use serde::{Deserialize, Serialize};
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::marker::PhantomData;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// Identity of a source object: (kind, namespace, name). Never namespace/name alone.
@@ -109,8 +108,8 @@ pub(crate) fn for_each_source_in(
 /// Type-erased operations on records of one kind, for code that only knows a [`KindId`]
 /// (re-linking dependents, deletes, invariant checks).
 pub(crate) trait ErasedKind: Send + Sync {
-    fn relink(&self, b: &mut WriteBatch, key: &Key, depth: u8) -> Result<(), StorageError>;
-    fn remove(&self, b: &mut WriteBatch, key: &Key, depth: u8) -> Result<(), StorageError>;
+    fn relink(&self, b: &mut WriteBatch<'_>, key: &Key, depth: u8) -> Result<(), StorageError>;
+    fn remove(&self, b: &mut WriteBatch<'_>, key: &Key, depth: u8) -> Result<(), StorageError>;
     /// The entries of a record in a store that maintains the orders `built`.
     fn entries(&self, key: &Key, env: &Envelope, built: OrderSet) -> Result<Entries, StorageError>;
     /// The ordering entries of a record by `order` alone (building that index).
@@ -120,6 +119,8 @@ pub(crate) trait ErasedKind: Send + Sync {
     fn sort_value(&self, env: &Envelope, order: OrderField) -> Result<Vec<u8>, StorageError>;
     /// The orders the kind's records can be sorted by ([`orders`]).
     fn orders(&self) -> &'static [OrderField];
+    /// The kind's derivation version ([`Kind::VERSION`]).
+    fn version(&self) -> u32;
 }
 
 /// The index entries and scopes of one record.
@@ -149,6 +150,12 @@ impl KindTable {
 
     pub(crate) fn get(&self, kind: KindId) -> Option<&dyn ErasedKind> {
         self.0.get(&kind).map(|b| b.as_ref())
+    }
+
+    /// Every registered kind with its derivation version ([`Kind::VERSION`]), in
+    /// [`KindId::ALL`] order.
+    pub(crate) fn versions(&self) -> Vec<(KindId, u32)> {
+        KindId::ALL.iter().filter_map(|&k| self.get(k).map(|ops| (k, ops.version()))).collect()
     }
 }
 
@@ -258,7 +265,7 @@ impl<K: Kind> Encoded<K> {
 const MAX_DEPTH: u8 = 8;
 
 impl<K: Kind> ErasedKind for Erased<K> {
-    fn relink(&self, b: &mut WriteBatch, key: &Key, depth: u8) -> Result<(), StorageError> {
+    fn relink(&self, b: &mut WriteBatch<'_>, key: &Key, depth: u8) -> Result<(), StorageError> {
         let Some(env) = b.envelope(K::ID, key)? else { return Ok(()) };
         let rec: K::Record = decode(&env.record, K::ID.name())?;
         let links = b.resolve_links(&K::links(&rec))?;
@@ -272,15 +279,18 @@ impl<K: Kind> ErasedKind for Erased<K> {
         b.replace::<K>(key, &rec, Some((&rec, &env)), &new_env, depth)
     }
 
-    fn remove(&self, b: &mut WriteBatch, key: &Key, depth: u8) -> Result<(), StorageError> {
+    fn remove(&self, b: &mut WriteBatch<'_>, key: &Key, depth: u8) -> Result<(), StorageError> {
         let Some(env) = b.envelope(K::ID, key)? else { return Ok(()) };
         let rec: K::Record = decode(&env.record, K::ID.name())?;
         let old = entries_of::<K>(key, &rec, &env, b.built);
         b.apply_entries(K::ID, Some(&old), None)?;
         b.existing.borrow_mut().clear();
-        b.open.records_mut(K::ID)?.remove(key.as_bytes())?;
+        b.tables.records_mut(K::ID)?.remove(key.as_bytes())?;
         b.changed = true;
         b.touch(K::ID, key);
+        if b.rederiving.contains(&K::ID) {
+            return Ok(());
+        }
         let deps = K::dependents(&rec, &env.links);
         b.cascade(&deps, depth)
     }
@@ -303,12 +313,17 @@ impl<K: Kind> ErasedKind for Erased<K> {
     fn orders(&self) -> &'static [OrderField] {
         orders::<K>()
     }
+
+    fn version(&self) -> u32 {
+        K::VERSION
+    }
 }
 
-/// A group of changes applied in one redb write transaction (DESIGN decision 4). Dropping a
-/// batch without [`WriteBatch::commit`] discards it.
-pub struct WriteBatch {
-    open: Open,
+/// A group of changes applied in one redb write transaction (DESIGN decision 4), handed to the
+/// closure of [`crate::Store::write`], which owns the transaction: committed when the closure
+/// returns `Ok`, discarded when it returns an error.
+pub struct WriteBatch<'txn> {
+    tables: OpenTables<'txn>,
     kinds: Arc<KindTable>,
     revision: u64,
     changed: bool,
@@ -328,6 +343,9 @@ pub struct WriteBatch {
     existing: std::cell::RefCell<Vec<(KindId, Key)>>,
     /// The ordering indexes this store maintains (`built_orders`, read when the batch starts).
     built: OrderSet,
+    /// The kinds being re-derived ([`crate::Store::rederiving`]): their writes re-link no
+    /// dependents (see [`WriteBatch::relink_all`]).
+    rederiving: Vec<KindId>,
 }
 
 /// How many found parents a batch remembers ([`WriteBatch::exists`]).
@@ -335,113 +353,45 @@ const RECENT_PARENTS: usize = 8;
 
 type Bytes = &'static [u8];
 
-/// The read-model tables a batch keeps open from its first to its last change: opening a redb
-/// table costs about as much as an insert, and one upsert touches a dozen of them. While a batch
-/// lives, these tables must not be opened through its transaction elsewhere (redb refuses a
-/// second open); `counts` and `meta` are written only at commit and are not held.
-struct Tables {
-    order: Table<'static, Bytes, ()>,
-    refs: Table<'static, Bytes, ()>,
-    sources: Table<'static, Bytes, Bytes>,
+/// The read-model tables a batch keeps open from its first to its last change, borrowing the
+/// transaction [`crate::Store::write`] owns: opening a redb table costs about as much as an
+/// insert, and one upsert touches a dozen of them. While a batch lives, these tables cannot be
+/// opened through its transaction elsewhere (redb refuses a second open); `counts` and `meta`
+/// are written only when the batch ends and are not held.
+struct OpenTables<'txn> {
+    txn: &'txn WriteTransaction,
+    order: Table<'txn, Bytes, ()>,
+    refs: Table<'txn, Bytes, ()>,
+    sources: Table<'txn, Bytes, Bytes>,
     /// The records tables, indexed by [`KindId::code`], each opened on first use.
-    records: Vec<OnceCell<Table<'static, Bytes, Bytes>>>,
+    records: Vec<OnceCell<Table<'txn, Bytes, Bytes>>>,
 }
 
-/// A batch's write transaction together with the [`Tables`] it keeps open.
-///
-/// A redb `Table<'txn>` borrows its `WriteTransaction`, so a value owning both refers to itself.
-/// The transaction lives on the heap at a fixed address (`txn`, from `Box::leak`) and the tables
-/// borrow it as `'static`. **Invariant:** tables opened through that `'static` borrow are kept
-/// in `tables` only (never handed out by value), and `tables` is emptied before the transaction
-/// is moved out ([`Open::into_txn`]) or freed (`Drop`), so no borrow outlives the transaction.
-struct Open {
-    tables: Option<Tables>,
-    txn: NonNull<WriteTransaction>,
-}
-
-// SAFETY: `Open` owns the transaction like a `Box` would, and its tables only hold shared
-// borrows of it: moving both to another thread is sound when the transaction is `Send + Sync`
-// and the tables are `Send` (asserted below). `Open` is not `Sync` (`OnceCell`).
-unsafe impl Send for Open {}
-const _: () = {
-    const fn send_and_sync<T: Send + Sync>() {}
-    const fn send<T: Send>() {}
-    send_and_sync::<WriteTransaction>();
-    send::<Tables>();
-};
-
-impl Open {
-    fn new(txn: WriteTransaction) -> Result<Open, StorageError> {
-        let mut open = Open { tables: None, txn: NonNull::from(Box::leak(Box::new(txn))) };
-        // SAFETY: the tables are stored in `open.tables` (a failure drops `open`, freeing the
-        // transaction after the tables opened so far).
-        let txn = unsafe { open.txn_static() };
+impl<'txn> OpenTables<'txn> {
+    fn new(txn: &'txn WriteTransaction) -> Result<OpenTables<'txn>, StorageError> {
         let records = (0..=KindId::ALL.iter().map(|k| k.code()).max().unwrap_or(0)).map(|_| OnceCell::new()).collect();
-        open.tables = Some(Tables {
+        Ok(OpenTables {
+            txn,
             order: txn.open_table(tables::ORDER)?,
             refs: txn.open_table(tables::REFS)?,
             sources: txn.open_table(tables::SOURCES)?,
             records,
-        });
-        Ok(open)
-    }
-
-    /// The transaction, borrowed as `'static`.
-    ///
-    /// # Safety
-    /// Everything borrowing the result must be kept in `self.tables` (see [`Open`]).
-    unsafe fn txn_static(&self) -> &'static WriteTransaction {
-        // SAFETY: `txn` comes from `Box::leak` and stays valid until `into_txn` or `drop`, which
-        // first drop `tables`, the only place the caller may keep borrows of it.
-        unsafe { self.txn.as_ref() }
-    }
-
-    /// The transaction, for tables opened and closed while `self` is borrowed.
-    fn txn(&self) -> &WriteTransaction {
-        // SAFETY: valid until `into_txn` or `drop`, which need `self` by value or `&mut`.
-        unsafe { self.txn.as_ref() }
-    }
-
-    fn tables(&self) -> &Tables {
-        self.tables.as_ref().expect("invariant: a batch's tables stay open until it ends")
-    }
-
-    fn tables_mut(&mut self) -> &mut Tables {
-        self.tables.as_mut().expect("invariant: a batch's tables stay open until it ends")
+        })
     }
 
     /// The records table of `kind`, opened on first use.
-    fn records(&self, kind: KindId) -> Result<&Table<'static, Bytes, Bytes>, StorageError> {
-        let cell = &self.tables().records[kind.code() as usize];
+    fn records(&self, kind: KindId) -> Result<&Table<'txn, Bytes, Bytes>, StorageError> {
+        let cell = &self.records[kind.code() as usize];
         if let Some(t) = cell.get() {
             return Ok(t);
         }
-        // SAFETY: the table is kept in `self.tables` (the cell).
-        let t = unsafe { self.txn_static() }.open_table(tables::records(kind))?;
+        let t = self.txn.open_table(tables::records(kind))?;
         Ok(cell.get_or_init(|| t))
     }
 
-    fn records_mut(&mut self, kind: KindId) -> Result<&mut Table<'static, Bytes, Bytes>, StorageError> {
+    fn records_mut(&mut self, kind: KindId) -> Result<&mut Table<'txn, Bytes, Bytes>, StorageError> {
         self.records(kind)?;
-        Ok(self.tables_mut().records[kind.code() as usize].get_mut().expect("invariant: opened just above"))
-    }
-
-    /// Closes the tables and gives the transaction back (to commit or abort it).
-    fn into_txn(mut self) -> WriteTransaction {
-        self.tables = None;
-        let txn = self.txn;
-        std::mem::forget(self);
-        // SAFETY: from `Box::leak` in `new`; every table borrowing it was closed just above, and
-        // `forget` keeps `drop` from freeing it a second time.
-        *unsafe { Box::from_raw(txn.as_ptr()) }
-    }
-}
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        self.tables = None;
-        // SAFETY: as in `into_txn`; dropping the transaction aborts it.
-        drop(unsafe { Box::from_raw(self.txn.as_ptr()) });
+        Ok(self.records[kind.code() as usize].get_mut().expect("invariant: opened just above"))
     }
 }
 
@@ -476,14 +426,19 @@ impl Feed {
     }
 }
 
-impl WriteBatch {
-    pub(crate) fn new(txn: WriteTransaction, kinds: Arc<KindTable>, feed: Arc<Feed>) -> Result<WriteBatch, StorageError> {
+impl<'txn> WriteBatch<'txn> {
+    pub(crate) fn new(
+        txn: &'txn WriteTransaction,
+        kinds: Arc<KindTable>,
+        feed: Arc<Feed>,
+        rederiving: Vec<KindId>,
+    ) -> Result<WriteBatch<'txn>, StorageError> {
         let current = txn.open_table(tables::META)?.get("revision")?.map(|v| v.value()).unwrap_or(0);
         let built = OrderSet::read(&txn.open_table(tables::BUILT)?)?;
         // Sized for a typical batch of a load: growing it a doubling at a time copied it often.
         let touched = feed.active().then(|| Vec::with_capacity(4096));
         Ok(WriteBatch {
-            open: Open::new(txn)?,
+            tables: OpenTables::new(txn)?,
             kinds,
             revision: current + 1,
             changed: false,
@@ -495,6 +450,7 @@ impl WriteBatch {
             source_memo: std::cell::RefCell::new(None),
             existing: std::cell::RefCell::new(Vec::with_capacity(RECENT_PARENTS)),
             built,
+            rederiving,
         })
     }
 
@@ -527,7 +483,7 @@ impl WriteBatch {
                 return Ok(entry);
             }
         }
-        let v = self.open.tables().sources.get(skey)?;
+        let v = self.tables.sources.get(skey)?;
         v.map(|v| decode(v.value(), "source entry")).transpose()
     }
 
@@ -545,14 +501,14 @@ impl WriteBatch {
     /// [`StorageError`] on redb or decoding failures.
     pub fn sources(&self, kind: KindId) -> Result<Vec<(SourceRef, String)>, StorageError> {
         let mut out = Vec::new();
-        for_each_source_in(&self.open.tables().sources, kind, |ns, name, version| {
+        for_each_source_in(&self.tables.sources, kind, |ns, name, version| {
             out.push((SourceRef { kind, namespace: ns.to_string(), name: name.to_string() }, version.to_string()));
         })?;
         Ok(out)
     }
 
     fn envelope(&self, kind: KindId, key: &Key) -> Result<Option<Envelope>, StorageError> {
-        let v = self.open.records(kind)?.get(key.as_bytes())?;
+        let v = self.tables.records(kind)?.get(key.as_bytes())?;
         v.map(|v| decode(v.value(), kind.name())).transpose()
     }
 
@@ -563,7 +519,7 @@ impl WriteBatch {
         if self.kinds.get(r.kind).is_none() {
             return Ok(false);
         }
-        let found = self.open.records(r.kind)?.get(r.key.as_bytes())?.is_some();
+        let found = self.tables.records(r.kind)?.get(r.key.as_bytes())?.is_some();
         if found {
             let mut recent = self.existing.borrow_mut();
             if recent.len() == RECENT_PARENTS {
@@ -582,7 +538,7 @@ impl WriteBatch {
         match link {
             Link::First { index, key } => {
                 let prefix = tables::ref_prefix(*index, key);
-                let t = &self.open.tables().refs;
+                let t = &self.tables.refs;
                 let mut range = match tables::prefix_end(&prefix) {
                     Some(end) => t.range(prefix.as_slice()..end.as_slice())?,
                     None => t.range(prefix.as_slice()..)?,
@@ -685,7 +641,7 @@ impl WriteBatch {
         if previous.as_ref().is_none_or(|p| p.key != key || p.version != version) {
             let entry = SourceEntry { key, version: version.to_string() };
             self.source_memo.replace(None);
-            self.open.tables_mut().sources.insert(skey.as_slice(), encode(&entry).as_slice())?;
+            self.tables.sources.insert(skey.as_slice(), encode(&entry).as_slice())?;
             self.sources_changed = true;
         }
         Ok(match (unlinked, written) {
@@ -718,9 +674,15 @@ impl WriteBatch {
         let old_entries = old.map(|(r, e)| entries_of::<K>(key, r, e, self.built));
         let new_entries = entries_of::<K>(key, rec, new_env, self.built);
         self.apply_entries(K::ID, old_entries.as_ref(), Some(&new_entries))?;
-        self.open.records_mut(K::ID)?.insert(key.as_bytes(), encode(new_env).as_slice())?;
+        self.tables.records_mut(K::ID)?.insert(key.as_bytes(), encode(new_env).as_slice())?;
         self.changed = true;
         self.touch(K::ID, key);
+        if self.rederiving.contains(&K::ID) {
+            // The links into a kind coming back from its source are resolved once it is whole
+            // ([`WriteBatch::relink_all`]): resolved record by record, a link could move to a
+            // record that comes back first and then back again, rewriting its holder twice.
+            return Ok(());
+        }
         let mut deps = K::dependents(rec, &new_env.links);
         if let Some((r, e)) = old {
             deps.extend(K::dependents(r, &e.links));
@@ -730,7 +692,7 @@ impl WriteBatch {
 
     fn apply_entries(&mut self, kind: KindId, old: Option<&Entries>, new: Option<&Entries>) -> Result<(), StorageError> {
         // Entries both in `old` and `new` stay as they are (a relink or an edit moves a few).
-        let t = self.open.tables_mut();
+        let t = &mut self.tables;
         let (old_order, new_order) = (old.map_or(&[][..], |o| &o.order), new.map_or(&[][..], |n| &n.order));
         for e in old_order.iter().filter(|e| !new_order.contains(e)) {
             t.order.remove(e.as_slice())?;
@@ -780,7 +742,7 @@ impl WriteBatch {
         }
         let mut targets: BTreeSet<(KindId, Key)> = BTreeSet::new();
         {
-            let t = &self.open.tables().refs;
+            let t = &self.tables.refs;
             for (index, lookup) in deps {
                 let prefix = tables::ref_prefix(*index, lookup);
                 let range = match tables::prefix_end(&prefix) {
@@ -817,7 +779,7 @@ impl WriteBatch {
         let Some(entry) = self.source(src)? else { return Ok(Outcome::NotFound) };
         self.remove_owned(src, &entry.key, 0)?;
         self.source_memo.replace(None);
-        self.open.tables_mut().sources.remove(tables::source_key(src.kind, &src.namespace, &src.name).as_slice())?;
+        self.tables.sources.remove(tables::source_key(src.kind, &src.namespace, &src.name).as_slice())?;
         self.changed = true;
         Ok(Outcome::Deleted)
     }
@@ -835,51 +797,87 @@ impl WriteBatch {
         }
     }
 
+    /// Resolves the links of every stored record that has any, of every kind, again (the end
+    /// of a re-derivation, [`crate::versions`]; the writes of a re-deriving kind re-link no
+    /// dependents until then): a record whose links resolve as stored is not written. Returns
+    /// the number of records checked.
+    pub(crate) fn relink_all(&mut self, now: Timestamp) -> Result<u64, StorageError> {
+        self.now = now;
+        self.rederiving.clear();
+        let kinds = self.kinds.clone();
+        let mut checked = 0;
+        for (kind, _) in kinds.versions() {
+            let Some(ops) = kinds.get(kind) else { continue };
+            let mut linked = Vec::new();
+            for item in self.tables.records(kind)?.iter()? {
+                let (k, v) = item?;
+                let env: Envelope = decode(v.value(), kind.name())?;
+                if !env.links.is_empty() {
+                    linked.push(Key::from_bytes(k.value().to_vec()));
+                }
+            }
+            for key in &linked {
+                ops.relink(self, key, 0)?;
+            }
+            checked += linked.len() as u64;
+        }
+        Ok(checked)
+    }
+
     /// Whether anything was written so far.
     pub fn changed(&self) -> bool {
         self.changed
     }
 
-    /// Commits durably. Bumps the revision when anything changed.
-    ///
-    /// Returns the new revision, or `None` when nothing changed (then the transaction is
-    /// aborted and the revision stays).
-    ///
-    /// # Errors
-    /// [`StorageError`] when the commit fails (nothing of the batch is visible then).
-    pub fn commit(self, now: Timestamp) -> Result<Option<u64>, StorageError> {
-        let txn = self.open.into_txn();
+    /// Ends the batch: closes its tables and, when anything changed, writes the counters, the
+    /// new revision and the commit time, for [`crate::Store::write`] to commit.
+    pub(crate) fn finish(self, now: Timestamp) -> Result<Finished, StorageError> {
+        let txn = self.tables.txn;
+        drop(self.tables);
         if !self.changed {
-            if self.sources_changed {
-                // Only source versions moved (an edited document that projects to the same
-                // record): keep them, so the next pass sees the object as unchanged.
-                txn.commit()?;
-            } else {
-                // Nothing at all: no durable write (retries of unlinked records stay cheap).
-                txn.abort()?;
-            }
-            return Ok(None);
+            // Only source versions moved (an edited document that projects to the same record):
+            // keep them, so the next pass sees the object as unchanged. Nothing at all: no
+            // durable write (retries of unlinked records stay cheap).
+            return Ok(Finished { keep: self.sources_changed, revision: None, changed: None, feed: self.feed });
         }
-        WriteBatch::write_counts(&txn, self.counts)?;
-        {
-            let mut meta = txn.open_table(tables::META)?;
-            meta.insert("revision", self.revision)?;
-            meta.insert("last_commit", now.0.max(0) as u64)?;
-        }
-        txn.commit()?;
-        if let Some(changed) = self.touched {
-            self.feed.send(Committed { revision: self.revision, changed });
-        }
-        Ok(Some(self.revision))
+        WriteBatch::write_counts(txn, self.counts)?;
+        let mut meta = txn.open_table(tables::META)?;
+        meta.insert("revision", self.revision)?;
+        meta.insert("last_commit", now.0.max(0) as u64)?;
+        Ok(Finished { keep: true, revision: Some(self.revision), changed: self.touched, feed: self.feed })
     }
 }
 
-impl WriteBatch {
+/// What an ended batch leaves to commit ([`WriteBatch::finish`]).
+pub(crate) struct Finished {
+    /// Whether to commit (else abort: nothing was written).
+    keep: bool,
+    revision: Option<u64>,
+    changed: Option<Vec<(KindId, Key)>>,
+    feed: Arc<Feed>,
+}
+
+impl Finished {
+    /// Commits `txn` durably (or aborts it when nothing was written) and tells the feed; the new
+    /// revision, `None` when no record changed.
+    pub(crate) fn commit(self, txn: WriteTransaction) -> Result<Option<u64>, StorageError> {
+        match self.keep {
+            true => txn.commit()?,
+            false => txn.abort()?,
+        }
+        if let (Some(revision), Some(changed)) = (self.revision, self.changed) {
+            self.feed.send(Committed { revision, changed });
+        }
+        Ok(self.revision)
+    }
+}
+
+impl WriteBatch<'_> {
     /// The transaction, for [`crate::checkpoint`]: marks the batch as worth committing even
     /// when no record changed (checkpoints do not bump the revision). The batch holds the
-    /// read-model tables open ([`Tables`]): only other tables may be opened through it.
+    /// read-model tables open ([`OpenTables`]): only other tables may be opened through it.
     pub(crate) fn checkpoint_txn(&mut self) -> &WriteTransaction {
         self.sources_changed = true;
-        self.open.txn()
+        self.tables.txn
     }
 }

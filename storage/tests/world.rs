@@ -36,14 +36,14 @@ fn source(doc: &Value, kind: KindId) -> SourceRef {
 }
 
 /// Applies `doc` if it is of kind `K`; returns the outcome.
-struct Apply<'a> {
-    batch: &'a mut storage::WriteBatch,
+struct Apply<'a, 'txn> {
+    batch: &'a mut storage::WriteBatch<'txn>,
     doc: &'a Value,
     version: &'a str,
     out: Option<Outcome>,
 }
 
-impl KindVisitor for Apply<'_> {
+impl KindVisitor for Apply<'_, '_> {
     fn visit<K: Kind>(&mut self) {
         if self.doc["kind"] != K::ID.name() {
             return;
@@ -56,17 +56,20 @@ impl KindVisitor for Apply<'_> {
 }
 
 fn apply(store: &Store, docs: &[Value], version: &str) -> Vec<Option<Outcome>> {
-    let mut batch = store.write().unwrap();
-    let outs = docs
-        .iter()
-        .map(|d| {
-            let mut a = Apply { batch: &mut batch, doc: d, version, out: None };
-            registry::visit(&mut a);
-            a.out
+    store
+        .write(now(), |batch| {
+            let outs = docs
+                .iter()
+                .map(|d| {
+                    let mut a = Apply { batch: &mut *batch, doc: d, version, out: None };
+                    registry::visit(&mut a);
+                    a.out
+                })
+                .collect();
+            Ok(outs)
         })
-        .collect();
-    batch.commit(now()).unwrap();
-    outs
+        .unwrap()
+        .0
 }
 
 fn facts() -> Value {
@@ -148,10 +151,13 @@ fn world_projects_with_facts_counts_links_and_invariants() {
     // re-adding it links them again.
     let exposure = docs.iter().find(|d| d["kind"] == "ApiExposure" && d["metadata"]["name"] == "ledger-core--payments-ledger-v2").unwrap();
     let src = source(exposure, KindId::ApiExposure);
-    let mut batch = store.write().unwrap();
-    assert_eq!(batch.delete(&src, now()).unwrap(), Outcome::Deleted);
-    assert_eq!(batch.delete(&src, now()).unwrap(), Outcome::NotFound);
-    batch.commit(now()).unwrap();
+    store
+        .write(now(), |batch| {
+            assert_eq!(batch.delete(&src, now()).unwrap(), Outcome::Deleted);
+            assert_eq!(batch.delete(&src, now()).unwrap(), Outcome::NotFound);
+            Ok(())
+        })
+        .unwrap();
     let view = store.read().unwrap();
     let sub = natural::namespaced("poc", "poc--assist--copilot", "copilot-gateway--payments-ledger-v2");
     assert_eq!(view.get::<ApiSubscription>(&sub).unwrap().unwrap().links, vec![None]);
@@ -203,24 +209,31 @@ fn source_versions_read_before_a_write_are_never_served_stale() {
     let zone = docs.iter().find(|d| d["kind"] == "Zone").unwrap().clone();
     let src = source(&zone, KindId::Zone);
 
-    // In one batch: read (remembered), write a new version, read again; then delete and read.
-    let mut batch = store.write().unwrap();
-    assert_eq!(batch.source_version(&src).unwrap().as_deref(), Some("v1"));
-    let mut a = Apply { batch: &mut batch, doc: &zone, version: "v2", out: None };
-    registry::visit(&mut a);
-    assert!(matches!(a.out, Some(Outcome::Unchanged | Outcome::Written)), "{:?}", a.out);
-    assert_eq!(batch.source_version(&src).unwrap().as_deref(), Some("v2"));
-    assert_eq!(batch.source_version(&src).unwrap().as_deref(), Some("v2"), "read twice");
-    // Another object read in between does not answer for this one.
     let other = source(docs.iter().find(|d| d["kind"] == "Group").unwrap(), KindId::Group);
-    assert_eq!(batch.source_version(&other).unwrap().as_deref(), Some("v1"));
-    assert_eq!(batch.source_version(&src).unwrap().as_deref(), Some("v2"));
-    assert_eq!(batch.delete(&src, now()).unwrap(), Outcome::Deleted);
-    assert_eq!(batch.source_version(&src).unwrap(), None);
-    batch.commit(now()).unwrap();
-    let batch = store.write().unwrap();
-    assert_eq!(batch.source_version(&src).unwrap(), None);
-    assert_eq!(batch.source_version(&other).unwrap().as_deref(), Some("v1"));
+    // In one batch: read (remembered), write a new version, read again; then delete and read.
+    store
+        .write(now(), |batch| {
+            assert_eq!(batch.source_version(&src).unwrap().as_deref(), Some("v1"));
+            let mut a = Apply { batch, doc: &zone, version: "v2", out: None };
+            registry::visit(&mut a);
+            assert!(matches!(a.out, Some(Outcome::Unchanged | Outcome::Written)), "{:?}", a.out);
+            assert_eq!(batch.source_version(&src).unwrap().as_deref(), Some("v2"));
+            assert_eq!(batch.source_version(&src).unwrap().as_deref(), Some("v2"), "read twice");
+            // Another object read in between does not answer for this one.
+            assert_eq!(batch.source_version(&other).unwrap().as_deref(), Some("v1"));
+            assert_eq!(batch.source_version(&src).unwrap().as_deref(), Some("v2"));
+            assert_eq!(batch.delete(&src, now()).unwrap(), Outcome::Deleted);
+            assert_eq!(batch.source_version(&src).unwrap(), None);
+            Ok(())
+        })
+        .unwrap();
+    store
+        .write(now(), |batch| {
+            assert_eq!(batch.source_version(&src).unwrap(), None);
+            assert_eq!(batch.source_version(&other).unwrap().as_deref(), Some("v1"));
+            Ok(())
+        })
+        .unwrap();
 }
 
 /// Two source objects whose records have the same natural key (an Api's key is its team and
@@ -245,16 +258,22 @@ fn the_first_object_with_a_natural_key_keeps_it_until_it_is_deleted() {
     let before = apis(&store);
 
     assert_eq!(apply(&store, std::slice::from_ref(&copy), "2"), vec![Some(Outcome::Conflict(orig.clone()))]);
-    let mut batch = store.write().unwrap();
-    assert_eq!(batch.delete(&dup, now()).unwrap(), Outcome::NotFound, "the copy never held the key");
-    batch.commit(now()).unwrap();
+    store
+        .write(now(), |batch| {
+            assert_eq!(batch.delete(&dup, now()).unwrap(), Outcome::NotFound, "the copy never held the key");
+            Ok(())
+        })
+        .unwrap();
     assert_eq!(apis(&store), before);
     assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
 
     // The original goes: the copy takes the key over.
-    let mut batch = store.write().unwrap();
-    assert_eq!(batch.delete(&orig, now()).unwrap(), Outcome::Deleted);
-    batch.commit(now()).unwrap();
+    store
+        .write(now(), |batch| {
+            assert_eq!(batch.delete(&orig, now()).unwrap(), Outcome::Deleted);
+            Ok(())
+        })
+        .unwrap();
     assert_eq!(apply(&store, std::slice::from_ref(&copy), "2"), vec![Some(Outcome::Written)]);
     assert_eq!(apis(&store), before);
     assert_eq!(apply(&store, std::slice::from_ref(&api), "1"), vec![Some(Outcome::Conflict(dup.clone()))]);

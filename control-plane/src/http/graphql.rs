@@ -5,7 +5,9 @@
 //! read. The answers, as problem JSON (RFC 9457): missing or invalid token → HTTP 401 with
 //! detail "invalid token" and `WWW-Authenticate: Bearer` (which check failed is never said);
 //! unusable claims of a valid token → HTTP 403 naming the claim; the issuer's keys cannot be
-//! fetched for a key that is not cached → HTTP 503 with `Retry-After`.
+//! fetched for a key that is not cached → HTTP 503 with `Retry-After`. While the store re-derives
+//! kinds whose derivation version changed ([`storage::versions`]), every query gets HTTP 503
+//! with `Retry-After` and code `UNAVAILABLE`: those kinds are incomplete until then.
 
 use super::executor::{Executor, Lost, Refusal};
 use crate::auth::{AuthError, Authenticator};
@@ -146,6 +148,16 @@ async fn answer(req: &Request, body: Body, state: &Arc<State>, t0: std::time::In
             return (code, if req.method() == Method::POST { closing(resp) } else { resp });
         }
     };
+    let rederiving = state.store.rederiving();
+    if !rederiving.is_empty() {
+        // Those kinds are incomplete until the source has handed them over again.
+        let kinds: Vec<&str> = rederiving.iter().map(|k| k.name()).collect();
+        let resp = async_graphql::Response::from_errors(vec![query::error::rederiving(&kinds.join(", "))]);
+        let mut resp = GraphQLResponse::from(resp).into_response();
+        resp.set_status(StatusCode::SERVICE_UNAVAILABLE);
+        resp.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("1"));
+        return ("UNAVAILABLE", if req.method() == Method::POST { closing(resp) } else { resp });
+    }
     let request = if req.method() == Method::POST {
         let bytes = match body.into_bytes_limit(state.limits.max_body_bytes).await {
             Ok(b) => b,

@@ -85,7 +85,7 @@ pub trait Prepared: Send + Sync {
     ///
     /// # Errors
     /// [`StorageError`] from the store; the batch must then be dropped.
-    fn upsert(&self, batch: &mut WriteBatch, src: &SourceRef, version: &str, now: Timestamp) -> Result<Outcome, StorageError>;
+    fn upsert(&self, batch: &mut WriteBatch<'_>, src: &SourceRef, version: &str, now: Timestamp) -> Result<Outcome, StorageError>;
 }
 
 /// The erased operations of one kind.
@@ -118,7 +118,7 @@ impl<K: Kind> Prepared for Record<K> {
     fn retry_unlinked(&self) -> bool {
         K::RETRY_UNLINKED
     }
-    fn upsert(&self, batch: &mut WriteBatch, src: &SourceRef, version: &str, now: Timestamp) -> Result<Outcome, StorageError> {
+    fn upsert(&self, batch: &mut WriteBatch<'_>, src: &SourceRef, version: &str, now: Timestamp) -> Result<Outcome, StorageError> {
         batch.upsert_encoded::<K>(src, version, &self.0, now)
     }
 }

@@ -189,6 +189,7 @@ impl Writer {
         });
         let stop = Arc::new(AtomicBool::new(false));
         let queue = Arc::new(Queue::default());
+        let rederiving = !store.rederiving().is_empty();
         let mut state = State {
             queue: queue.clone(),
             store,
@@ -206,6 +207,7 @@ impl Writer {
             release: spawn_release()?,
             reconcile: FastMap::default(),
             orders_retry_at: None,
+            rederiving,
         };
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
         Ok(Writer { tx, queue, stop, thread: Some(thread) })
@@ -313,6 +315,9 @@ struct State {
     /// After a failed build of ordering indexes, no new try before this instant (reads keep
     /// sorting in memory meanwhile).
     orders_retry_at: Option<Instant>,
+    /// Whether the store has kinds to re-derive ([`Store::rederiving`]) whose re-derivation
+    /// this writer has not ended yet.
+    rederiving: bool,
 }
 
 /// The wait after a failed build of ordering indexes before the next try.
@@ -343,6 +348,9 @@ impl State {
             }
             if self.store.orders_wanted() && self.orders_retry_at.is_none_or(|at| Instant::now() >= at) {
                 self.build_orders();
+            }
+            if self.rederiving && self.readiness.synced() {
+                self.finish_rederivation();
             }
             let wait = self.next_due().map(|d| d.saturating_duration_since(Instant::now())).unwrap_or(Duration::from_secs(1));
             match rx.recv_timeout(wait) {
@@ -375,6 +383,23 @@ impl State {
             self.process(std::mem::take(&mut batch));
         }
         tracing::debug!(parked = self.parked.len(), "writer stopped");
+    }
+
+    /// Ends the re-derivation of kinds whose derivation version changed
+    /// ([`Store::finish_rederivation`]) once the initial sync is processed: every object of
+    /// theirs has been read again. After a failure, the next loop tries again.
+    fn finish_rederivation(&mut self) {
+        match self.store.finish_rederivation(self.settings.clock.now()) {
+            Ok(done) => {
+                self.rederiving = false;
+                if let Some(d) = done {
+                    let kinds: Vec<&str> = d.kinds.iter().map(|k| k.name()).collect();
+                    tracing::info!(kinds = ?kinds, relinked = d.relinked, ms = (d.seconds * 1e3) as u64, "re-derivation ended");
+                    self.update_counts();
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "ending the re-derivation failed; trying again"),
+        }
     }
 
     /// Builds the ordering indexes that reads sorted by before they existed
@@ -549,20 +574,22 @@ impl State {
 
     /// One write transaction over `batch`; returns each change's result and duration.
     fn attempt(&self, batch: &[Work], now: Timestamp) -> Result<Vec<(Done, f64)>, StorageError> {
-        let mut wb = self.store.write()?;
-        let mut out = Vec::with_capacity(batch.len());
-        for (w, superseded) in batch.iter().zip(superseded(batch)) {
-            if superseded {
-                out.push((Done::Superseded, 0.0));
-                continue;
+        let mut committing = Instant::now();
+        let (out, revision) = self.store.write(now, |wb| {
+            let mut out = Vec::with_capacity(batch.len());
+            for (w, superseded) in batch.iter().zip(superseded(batch)) {
+                if superseded {
+                    out.push((Done::Superseded, 0.0));
+                    continue;
+                }
+                let t0 = Instant::now();
+                let d = self.apply(wb, &w.change, now)?;
+                out.push((d, t0.elapsed().as_secs_f64()));
             }
-            let t0 = Instant::now();
-            let d = self.apply(&mut wb, &w.change, now)?;
-            out.push((d, t0.elapsed().as_secs_f64()));
-        }
-        let t0 = Instant::now();
-        let revision = wb.commit(now)?;
-        self.metrics.store_commit_seconds.observe(t0.elapsed().as_secs_f64());
+            committing = Instant::now();
+            Ok(out)
+        })?;
+        self.metrics.store_commit_seconds.observe(committing.elapsed().as_secs_f64());
         if let Some(rev) = revision {
             self.metrics.store_revision.set(rev as i64);
             self.update_counts();
@@ -570,7 +597,7 @@ impl State {
         Ok(out)
     }
 
-    fn apply(&self, wb: &mut WriteBatch, c: &Change, now: Timestamp) -> Result<Done, StorageError> {
+    fn apply(&self, wb: &mut WriteBatch<'_>, c: &Change, now: Timestamp) -> Result<Done, StorageError> {
         Ok(match c {
             Change::Apply { src, version, record, .. } => {
                 if !record.retry_unlinked() && wb.source_version(src)?.as_deref() == Some(version.as_str()) {

@@ -67,15 +67,15 @@ pub struct LoadReport {
 }
 
 /// Applies one document through the registered kind matching its `apiVersion` and `kind`.
-struct Apply<'a> {
+struct Apply<'a, 'txn> {
     doc: &'a Value,
-    batch: &'a mut WriteBatch,
+    batch: &'a mut WriteBatch<'txn>,
     ctx: &'a Context,
     /// `None`: no registered kind matched. `Some(Err)`: skipped by translation.
     outcome: Option<(KindId, Result<Outcome, String>)>,
 }
 
-impl KindVisitor for Apply<'_> {
+impl KindVisitor for Apply<'_, '_> {
     fn visit<K: Kind>(&mut self) {
         let api_version = format!("{}/v1", K::ID.group());
         if self.outcome.is_some() || self.doc["kind"] != K::ID.name() || self.doc["apiVersion"] != api_version.as_str() {
@@ -118,23 +118,26 @@ pub fn load(store: &Store, docs: &[Value]) -> LoadReport {
     let mut report = LoadReport::default();
     let mut pending: Vec<&Value> = docs.iter().collect();
     loop {
-        let mut batch = store.write().expect("starting a write batch");
-        let mut retry = Vec::new();
-        let mut progressed = false;
-        for doc in pending {
-            let mut apply = Apply { doc, batch: &mut batch, ctx: &ctx, outcome: None };
-            registry::visit(&mut apply);
-            match apply.outcome {
-                None => *report.unregistered.entry(doc["kind"].as_str().unwrap_or("?").to_string()).or_default() += 1,
-                Some((_, Err(reason))) => report.skipped.push(format!("{}: {reason}", describe(doc))),
-                Some((_, Ok(Outcome::DependencyMissing(_)))) => retry.push(doc),
-                Some((kind, Ok(_))) => {
-                    progressed = true;
-                    *report.written.entry(kind).or_default() += 1;
+        let ((retry, progressed), _) = store
+            .write(ctx.now, |batch| {
+                let mut retry = Vec::new();
+                let mut progressed = false;
+                for doc in pending {
+                    let mut apply = Apply { doc, batch, ctx: &ctx, outcome: None };
+                    registry::visit(&mut apply);
+                    match apply.outcome {
+                        None => *report.unregistered.entry(doc["kind"].as_str().unwrap_or("?").to_string()).or_default() += 1,
+                        Some((_, Err(reason))) => report.skipped.push(format!("{}: {reason}", describe(doc))),
+                        Some((_, Ok(Outcome::DependencyMissing(_)))) => retry.push(doc),
+                        Some((kind, Ok(_))) => {
+                            progressed = true;
+                            *report.written.entry(kind).or_default() += 1;
+                        }
+                    }
                 }
-            }
-        }
-        batch.commit(ctx.now).expect("committing the world");
+                Ok((retry, progressed))
+            })
+            .expect("committing the world");
         if retry.is_empty() || !progressed {
             report.dependency_missing = retry.iter().map(|d| describe(d)).collect();
             return report;

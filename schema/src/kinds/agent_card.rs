@@ -22,6 +22,7 @@ pub type AgentCardRecord = AgenticCatalogueRecord;
 
 impl Kind for AgentCard {
     const ID: KindId = KindId::AgentCard;
+    const VERSION: u32 = 1;
     type Cr = crds::AgentCard;
     type Record = AgentCardRecord;
 

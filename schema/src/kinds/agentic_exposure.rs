@@ -131,6 +131,7 @@ const WIRING: ExposureWiring =
 
 impl Kind for AgenticExposure {
     const ID: KindId = KindId::AgenticExposure;
+    const VERSION: u32 = 1;
     type Cr = crds::AgenticExposure;
     type Record = AgenticExposureRecord;
 

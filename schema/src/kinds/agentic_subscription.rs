@@ -66,6 +66,7 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
 
 impl Kind for AgenticSubscription {
     const ID: KindId = KindId::AgenticSubscription;
+    const VERSION: u32 = 1;
     const RETRY_UNLINKED: bool = true;
     type Cr = crds::AgenticSubscription;
     type Record = AgenticSubscriptionRecord;

@@ -47,6 +47,7 @@ pub struct ApiRecord {
 
 impl Kind for Api {
     const ID: KindId = KindId::Api;
+    const VERSION: u32 = 1;
     type Cr = crds::Api;
     type Record = ApiRecord;
 

@@ -369,6 +369,7 @@ const WIRING: ExposureWiring =
 
 impl Kind for ApiExposure {
     const ID: KindId = KindId::ApiExposure;
+    const VERSION: u32 = 1;
     type Cr = crds::ApiExposure;
     type Record = ApiExposureRecord;
 

@@ -114,6 +114,7 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
 
 impl Kind for ApiSubscription {
     const ID: KindId = KindId::ApiSubscription;
+    const VERSION: u32 = 1;
     const RETRY_UNLINKED: bool = true;
     type Cr = crds::ApiSubscription;
     type Record = ApiSubscriptionRecord;

@@ -156,6 +156,7 @@ fn non_empty(value: Option<&str>) -> Option<String> {
 
 impl Kind for Application {
     const ID: KindId = KindId::Application;
+    const VERSION: u32 = 1;
     const ORDER_BY_NAME: bool = true;
     type Cr = crds::Application;
     type Record = ApplicationRecord;

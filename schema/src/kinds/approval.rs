@@ -31,6 +31,7 @@ pub struct ApprovalRecord {
 
 impl Kind for Approval {
     const ID: KindId = KindId::Approval;
+    const VERSION: u32 = 1;
     type Cr = crds::Approval;
     type Record = ApprovalRecord;
 

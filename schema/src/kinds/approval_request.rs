@@ -28,6 +28,7 @@ pub struct ApprovalRequestRecord {
 
 impl Kind for ApprovalRequest {
     const ID: KindId = KindId::ApprovalRequest;
+    const VERSION: u32 = 1;
     type Cr = crds::ApprovalRequest;
     type Record = ApprovalRequestRecord;
 

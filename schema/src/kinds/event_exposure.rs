@@ -153,6 +153,7 @@ const WIRING: ExposureWiring =
 
 impl Kind for EventExposure {
     const ID: KindId = KindId::EventExposure;
+    const VERSION: u32 = 1;
     type Cr = crds::EventExposure;
     type Record = EventExposureRecord;
 

@@ -142,6 +142,7 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
 
 impl Kind for EventSubscription {
     const ID: KindId = KindId::EventSubscription;
+    const VERSION: u32 = 1;
     const RETRY_UNLINKED: bool = true;
     type Cr = crds::EventSubscription;
     type Record = EventSubscriptionRecord;

@@ -44,6 +44,7 @@ pub struct EventTypeRecord {
 
 impl Kind for EventType {
     const ID: KindId = KindId::EventType;
+    const VERSION: u32 = 1;
     type Cr = crds::EventType;
     type Record = EventTypeRecord;
 

@@ -111,6 +111,7 @@ const WIRING: ExposureWiring =
 
 impl Kind for FileExposure {
     const ID: KindId = KindId::FileExposure;
+    const VERSION: u32 = 1;
     type Cr = crds::FileExposure;
     type Record = FileExposureRecord;
 

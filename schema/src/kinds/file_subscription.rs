@@ -50,6 +50,7 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
 
 impl Kind for FileSubscription {
     const ID: KindId = KindId::FileSubscription;
+    const VERSION: u32 = 1;
     const RETRY_UNLINKED: bool = true;
     type Cr = crds::FileSubscription;
     type Record = FileSubscriptionRecord;

@@ -24,6 +24,7 @@ pub struct GroupRecord {
 
 impl Kind for Group {
     const ID: KindId = KindId::Group;
+    const VERSION: u32 = 1;
     type Cr = crds::Group;
     type Record = GroupRecord;
 

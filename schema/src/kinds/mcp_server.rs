@@ -22,6 +22,7 @@ pub type McpServerRecord = AgenticCatalogueRecord;
 
 impl Kind for McpServer {
     const ID: KindId = KindId::McpServer;
+    const VERSION: u32 = 1;
     type Cr = crds::McpServer;
     type Record = McpServerRecord;
 

@@ -41,6 +41,7 @@ pub struct Permission {
 
 impl Kind for PermissionSet {
     const ID: KindId = KindId::PermissionSet;
+    const VERSION: u32 = 1;
     type Cr = crds::PermissionSet;
     type Record = PermissionSetRecord;
 

@@ -82,6 +82,7 @@ pub struct TeamRecord {
 
 impl Kind for Team {
     const ID: KindId = KindId::Team;
+    const VERSION: u32 = 1;
     const ORDER_BY_NAME: bool = true;
     type Cr = crds::Team;
     type Record = TeamRecord;

@@ -99,6 +99,7 @@ fn non_empty(value: Option<&str>) -> Option<String> {
 
 impl Kind for Zone {
     const ID: KindId = KindId::Zone;
+    const VERSION: u32 = 1;
     type Cr = crds::Zone;
     type Record = ZoneRecord;
 

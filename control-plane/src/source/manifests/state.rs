@@ -880,6 +880,9 @@ impl ManifestsState {
                 })?;
             }
         }
+        // A kind re-derived after a change of its derivation version has no source entries left
+        // (`storage::versions`): none of its documents is confirmed, so exactly the files that
+        // hold one are read again.
         let mut stale_files: BTreeSet<u32> = BTreeSet::new();
         for (e, _) in winners.iter().zip(&confirmed).filter(|(_, c)| !**c) {
             w.stale += 1;
