@@ -80,3 +80,27 @@ fn the_library_crates_forbid_unsafe_and_one_ffi_call_is_the_only_unsafe_block() 
     assert_eq!(found.len(), 1, "unsafe outside the one FFI call: {found:?}");
     assert!(found[0].starts_with("control-plane/src/lib.rs:"), "{found:?}");
 }
+
+/// Every kind the projector registers is served (issue 20): the SDL has its `Node` type, named
+/// like the kind, and a root connection named after its plural (`ApiSubscription` →
+/// `apiSubscriptions`).
+#[test]
+fn every_projected_kind_is_served() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let sdl = std::fs::read_to_string(root.join("query/schema.graphql")).unwrap();
+    let query = &sdl[sdl.find("type Query {").expect("a Query type")..];
+    let query = &query[..query.find("\n}").unwrap()];
+    let mut missing = Vec::new();
+    for kind in schema::registry::registered() {
+        let name = kind.name();
+        if !sdl.contains(&format!("type {name} implements Node")) {
+            missing.push(format!("type {name}"));
+        }
+        let mut plural = name[..1].to_lowercase() + &name[1..];
+        plural.push('s');
+        if !query.lines().any(|l| l.trim_start().starts_with(&format!("{plural}(")) || l.trim_start().starts_with(&format!("{plural}:"))) {
+            missing.push(format!("Query.{plural}"));
+        }
+    }
+    assert!(missing.is_empty(), "projected kinds that are not served: {missing:?}");
+}

@@ -173,7 +173,7 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
         std::fs::File::open(data_dir)?.sync_all()
     };
     swap().with_context(|| format!("moving the restored store into {}", data_dir.display()))?;
-    Ok(Summary { header: snap.header, bytes: bytes.len() as u64 })
+    Ok(Summary { format: snap.format, header: snap.header, bytes: bytes.len() as u64 })
 }
 
 /// Prints a summary (for `verify`, `export` and `restore`).
@@ -181,7 +181,7 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
 /// # Errors
 /// When writing fails.
 pub fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
-    writeln!(out, "format version:    {}", snapshot::FORMAT_VERSION)?;
+    writeln!(out, "format version:    {}", s.format)?;
     writeln!(out, "schema version:    {}", s.header.schema_version)?;
     writeln!(out, "revision:          {}", s.header.revision)?;
     writeln!(out, "created at:        {}", s.header.created_at.to_rfc3339())?;

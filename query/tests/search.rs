@@ -221,7 +221,7 @@ async fn highlights_mark_matches_in_exposed_fields() {
 }
 
 #[test]
-fn the_index_is_rebuilt_when_deleted_on_disk_or_stale() {
+fn the_index_is_rebuilt_when_deleted_damaged_on_disk_or_stale() {
     let s = world();
     let dir = s.dir.path().join("search");
     let store = s.w.store.clone();
@@ -240,6 +240,21 @@ fn the_index_is_rebuilt_when_deleted_on_disk_or_stale() {
     drop(c);
     // Deleted on disk: rebuilt from the store.
     std::fs::remove_dir_all(&dir).unwrap();
+    let (c, opened) = Catalogue::open(&dir, &store).unwrap();
+    assert!(matches!(opened, Opened::Rebuilt(_)), "{opened:?}");
+    assert_eq!(count(&c), n);
+    c.shutdown();
+    drop(c);
+    // Damaged on disk (every segment file cut to nothing, as a full disk might leave it): rebuilt.
+    let mut cut = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "term" || e == "store" || e == "idx") {
+            std::fs::write(&path, b"").unwrap();
+            cut += 1;
+        }
+    }
+    assert!(cut > 0, "the index has segment files");
     let (c, opened) = Catalogue::open(&dir, &store).unwrap();
     assert!(matches!(opened, Opened::Rebuilt(_)), "{opened:?}");
     assert_eq!(count(&c), n);

@@ -309,34 +309,18 @@ impl Catalogue {
         let feed = store.subscribe();
         std::fs::create_dir_all(dir).map_err(|e| SearchError::Index(format!("creating {}: {e}", dir.display())))?;
         let (schema, f) = schema();
-        let index = match open_index(dir, &schema) {
-            Ok(index) => index,
-            Err(e) => {
+        let (writer, reader, revision, opened) = match open_at_revision(dir, &schema, f, store) {
+            Ok(opened) => opened,
+            Err(SearchError::Index(e)) => {
+                // Derived data: a damaged index (a file cut short, a foreign schema) is rebuilt
+                // from the store rather than keeping the server from starting.
                 tracing::warn!(dir = %dir.display(), error = %e, "search index unreadable: recreating it");
                 std::fs::remove_dir_all(dir).map_err(|e| SearchError::Index(format!("removing {}: {e}", dir.display())))?;
                 std::fs::create_dir_all(dir).map_err(|e| SearchError::Index(format!("creating {}: {e}", dir.display())))?;
-                Index::create_in_dir(dir, schema.clone())?
+                open_at_revision(dir, &schema, f, store)?
             }
+            Err(e) => return Err(e),
         };
-        register_tokenizers(&index);
-        let mut writer: IndexWriter = index.writer_with_num_threads(1, WRITER_HEAP)?;
-        let view = store.read()?;
-        let revision = view.revision()?;
-        let payload = index.load_metas()?.payload;
-        let opened = if payload.as_deref() == Some(payload_of(revision).as_str()) {
-            Opened::UpToDate
-        } else {
-            let t0 = Instant::now();
-            writer.delete_all_documents()?;
-            let n = add_all(&writer, &f, &view)?;
-            let mut prepared = writer.prepare_commit()?;
-            prepared.set_payload(&payload_of(revision));
-            prepared.commit()?;
-            tracing::info!(entries = n, revision, seconds = t0.elapsed().as_secs_f64(), found = ?payload, "search index rebuilt");
-            Opened::Rebuilt(n)
-        };
-        drop(view);
-        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
         let committed = Arc::new(std::sync::atomic::AtomicU64::new(revision));
         let stop = Arc::new(AtomicBool::new(false));
         let mut job = Job {
@@ -495,6 +479,34 @@ impl Query for SharedDfa {
     fn weight(&self, _scoring: EnableScoring<'_>) -> tantivy::Result<Box<dyn Weight>> {
         Ok(Box::new(AutomatonWeight::<DfaWrapper>::new(self.field, self.dfa.clone())))
     }
+}
+
+/// Opens the index in `dir` (creating it when absent) with a writer and a reader, rebuilt from
+/// `store` unless its commit payload names the store's revision. Returns the writer, the
+/// reader, that revision and whether it was rebuilt.
+fn open_at_revision(dir: &Path, schema: &Schema, f: Fields, store: &Store) -> Result<(IndexWriter, IndexReader, u64, Opened), SearchError> {
+    let index = open_index(dir, schema)?;
+    register_tokenizers(&index);
+    let mut writer: IndexWriter = index.writer_with_num_threads(1, WRITER_HEAP)?;
+    let view = store.read()?;
+    let revision = view.revision()?;
+    let payload = index.load_metas()?.payload;
+    let opened = if payload.as_deref() == Some(payload_of(revision).as_str()) {
+        Opened::UpToDate
+    } else {
+        let t0 = Instant::now();
+        writer.delete_all_documents()?;
+        let n = add_all(&writer, &f, &view)?;
+        let mut prepared = writer.prepare_commit()?;
+        prepared.set_payload(&payload_of(revision));
+        prepared.commit()?;
+        tracing::info!(entries = n, revision, seconds = t0.elapsed().as_secs_f64(), found = ?payload, "search index rebuilt");
+        Opened::Rebuilt(n)
+    };
+    drop(view);
+    // Opening the reader opens every segment's files: a damaged one fails here.
+    let reader: IndexReader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+    Ok((writer, reader, revision, opened))
 }
 
 fn open_index(dir: &Path, schema: &Schema) -> Result<Index, SearchError> {

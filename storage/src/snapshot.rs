@@ -163,8 +163,9 @@ pub enum SnapshotError {
     },
     /// A read-model schema version this build cannot restore (no migration).
     #[error(
-        "snapshot was written by read-model schema version {found}; this build uses version {expected} and has no migration: \
-         rebuild the data directory from the source instead"
+        "snapshot was written by read-model schema version {found}; this build reads versions {OLDEST_SCHEMA_VERSION} to {expected}. \
+         A newer snapshot needs the release that wrote it (or a newer one); otherwise rebuild the data directory from the source \
+         (the read model is derived: start on an empty data directory)"
     )]
     SchemaVersion {
         /// Version in the header.
@@ -195,6 +196,8 @@ impl From<std::io::Error> for SnapshotError {
 /// What [`export`] wrote or [`verify`] found.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Summary {
+    /// The file format version ([`FORMAT_VERSION`] for what this build writes).
+    pub format: u32,
     /// The header.
     pub header: Header,
     /// Total file size in bytes.
@@ -203,6 +206,8 @@ pub struct Summary {
 
 /// A verified, decoded snapshot, ready for [`Store::restore`].
 pub struct Snapshot {
+    /// The file format version.
+    pub format: u32,
     /// The header.
     pub header: Header,
     body: Body,
@@ -253,7 +258,7 @@ pub fn export(view: &ReadView, created_at: Timestamp, out: impl std::io::Write) 
     view.visit_raw(|frame| write_frame(&mut z, &frame).map_err(SnapshotError::from))?;
     write_frame(&mut z, &Frame::End)?;
     z.finish()?;
-    finish(&mut w).map(|bytes| Summary { header, bytes })
+    finish(&mut w).map(|bytes| Summary { format: FORMAT_VERSION, header, bytes })
 }
 
 fn write_prefix(w: &mut impl std::io::Write, format: u32, header: &Header) -> std::io::Result<()> {
@@ -377,7 +382,7 @@ fn decode(bytes: &[u8], check_records: bool) -> Result<Snapshot, SnapshotError> 
                 .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
         }
     }
-    Ok(Snapshot { header, body })
+    Ok(Snapshot { format, header, body })
 }
 
 /// Splits the decompressed body into sections.
@@ -415,7 +420,7 @@ fn decode_body(mut raw: &[u8]) -> Result<Body, SnapshotError> {
 /// As [`decode_file`].
 pub fn verify(bytes: &[u8]) -> Result<Summary, SnapshotError> {
     let s = decode_file(bytes)?;
-    Ok(Summary { header: s.header, bytes: bytes.len() as u64 })
+    Ok(Summary { format: s.format, header: s.header, bytes: bytes.len() as u64 })
 }
 
 impl ReadView {

@@ -24,8 +24,10 @@
 //! entry confirms those documents any more). The writer treats the purged objects as new
 //! (their source entries are gone).
 //!
-//! While a kind is re-deriving, writing one of its records re-links no dependents: the links
-//! other records hold into it stay as stored (queries are refused meanwhile, with `UNAVAILABLE`).
+//! While a kind is re-deriving, no link is resolved again: its writes re-link no dependents, and
+//! a record of another kind that arrives unchanged keeps the links it holds, so a record whose
+//! link target has not come back yet is not rewritten to an unresolved link and back (queries
+//! are refused meanwhile, with `UNAVAILABLE`).
 //!
 //! **Then the re-derivation ends** ([`crate::Store::finish_rederivation`], called by the writer
 //! once the initial sync is processed): every record of every kind that holds links resolves

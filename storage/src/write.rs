@@ -266,6 +266,10 @@ const MAX_DEPTH: u8 = 8;
 
 impl<K: Kind> ErasedKind for Erased<K> {
     fn relink(&self, b: &mut WriteBatch<'_>, key: &Key, depth: u8) -> Result<(), StorageError> {
+        if !b.rederiving.is_empty() {
+            // Every record is re-linked once the re-deriving kinds are whole (`relink_all`).
+            return Ok(());
+        }
         let Some(env) = b.envelope(K::ID, key)? else { return Ok(()) };
         let rec: K::Record = decode(&env.record, K::ID.name())?;
         let links = b.resolve_links(&K::links(&rec))?;
@@ -612,7 +616,12 @@ impl<'txn> WriteBatch<'txn> {
                 self.remove_owned(src, &prev.key, 0)?;
             }
         }
-        let links = self.resolve_links(parts.links)?;
+        let links = match old.as_ref().filter(|o| !self.rederiving.is_empty() && o.record == parts.bytes) {
+            // While a kind is re-deriving, a record whose encoding did not change keeps the
+            // links it holds: they are resolved once that kind is whole (`relink_all`).
+            Some(o) => o.links.clone(),
+            None => self.resolve_links(parts.links)?,
+        };
         let unlinked = K::RETRY_UNLINKED && links.first().is_some_and(Option::is_none);
         let old = match previous.as_ref().is_some_and(|p| p.key != key) {
             // The removal of the previous key may have re-linked (rewritten) records.

@@ -252,3 +252,84 @@ fn the_default_limits_are_the_query_layers() {
     assert_eq!(from_config.limits(), query::QueryConfig::default().limits());
     assert_eq!(Config::default().max_document_bytes, crate::projector::handlers::Handlers::new(&Features::default()).max_document_bytes());
 }
+
+/// A value of `s` other than its default, valid on its own.
+fn sample(s: &Setting) -> String {
+    let special = match s.key {
+        "server.address" => Some("127.0.0.1:9"),
+        "storage.dataDir" => Some("/tmp/cp-sample-data"),
+        "source.manifests" => Some("/tmp/cp-sample-manifests"),
+        "source.kubeUrl" => Some("https://k8s.example:6443"),
+        "security.mode" => Some("mock"),
+        "security.trustedIssuers" => Some("https://issuer.example/realms/x"),
+        "security.scopePrefix" => Some("tenant"),
+        "security.audience" => Some("console"),
+        "secretManager.url" => Some("https://secrets.example"),
+        _ => None,
+    };
+    if let Some(v) = special {
+        return v.to_string();
+    }
+    match s.default {
+        "true" => "false".into(),
+        "false" => "true".into(),
+        d if d.parse::<u64>().is_ok() => (d.parse::<u64>().unwrap() + 1).to_string(),
+        d if d.ends_with('s') || d.ends_with('m') => if d == "7s" { "8s" } else { "7s" }.into(),
+        d => panic!("add a sample value for setting {} (default {d:?}) to this test", s.key),
+    }
+}
+
+/// The config file text setting `key` (dotted) to `value`.
+fn file_with(key: &str, value: &str, list: bool) -> String {
+    let (section, name) = key.split_once('.').expect("file keys are `section.name`");
+    let value = if list { format!("[{value}]") } else { value.to_string() };
+    format!("{section}:\n  {name}: {value}\n")
+}
+
+/// Every setting, given through each way it can be given (flag, environment, file), reaches the
+/// configuration: each changes it from the defaults, and all ways give the same configuration
+/// (a flag declared but not applied, or a setting `load` never reads, fails here).
+#[test]
+fn every_setting_is_applied_from_its_flag_its_environment_variable_and_the_file() {
+    use clap::Parser;
+    let mut unapplied = Vec::new();
+    for s in SETTINGS {
+        // A valid configuration to start from: mock mode, or jwt with an issuer when the mode is
+        // what is set.
+        let base: Vec<(&str, &str)> = match s.key {
+            "security.mode" => vec![("CP_SECURITY_TRUSTED_ISSUERS", "https://base.example")],
+            _ => vec![("CP_SECURITY_MODE", "mock")],
+        };
+        let default = check(&ServeArgs::default(), &base, None).unwrap();
+        let value = sample(s);
+        let list = s.key == "security.trustedIssuers";
+        let mut ways: Vec<(&str, Config)> = Vec::new();
+        fn with<'a>(base: &[(&'a str, &'a str)], extra: Option<(&'a str, &'a str)>) -> Vec<(&'a str, &'a str)> {
+            base.iter().copied().chain(extra).collect()
+        }
+        let env = check(&ServeArgs::default(), &with(&base, Some((s.env, value.as_str()))), None)
+            .unwrap_or_else(|e| panic!("{} from {}={value}: {e}", s.key, s.env));
+        ways.push(("environment", env));
+        if s.in_file {
+            let text = file_with(s.key, &value, list);
+            let file = check(&ServeArgs::default(), &with(&base, None), Some(&text))
+                .unwrap_or_else(|e| panic!("{} from the file {text:?}: {e}", s.key));
+            ways.push(("file", file));
+        }
+        if let Some(flag) = s.flag {
+            let cli = crate::cli::Cli::try_parse_from(["control-plane", "serve", flag, value.as_str()])
+                .unwrap_or_else(|e| panic!("{} from {flag} {value}: {e}", s.key));
+            let crate::cli::Command::Serve(args) = cli.command else { panic!("expected serve") };
+            ways.push(("flag", check(&args, &with(&base, None), None).unwrap_or_else(|e| panic!("{} from {flag}: {e}", s.key))));
+        }
+        for (way, config) in &ways {
+            if *config == default {
+                unapplied.push(format!("{} from its {way} ({value})", s.key));
+            }
+        }
+        for (way, config) in &ways[1..] {
+            assert_eq!(config, &ways[0].1, "{}: the {way} gives another configuration than the environment", s.key);
+        }
+    }
+    assert!(unapplied.is_empty(), "settings that change nothing: {unapplied:?}");
+}

@@ -105,7 +105,7 @@ struct Problem {
 
 #[derive(ApiResponse)]
 enum SnapshotResponse {
-    /// The snapshot file (format version 2, documented in `storage/src/snapshot.rs`),
+    /// The snapshot file (the format of `storage::snapshot::FORMAT_VERSION`, documented in `storage/src/snapshot.rs`),
     /// streamed. `x-snapshot-revision` is the store revision it reflects.
     #[oai(status = 200, content_type = "application/octet-stream")]
     Ok(Binary<Body>, #[oai(header = "x-snapshot-revision")] u64, #[oai(header = "content-disposition")] String),

@@ -41,8 +41,13 @@ struct State {
 }
 
 /// How many answers of the largest size (`graphql.maxResponseBytes`) may be in flight to
-/// clients at once; a further one waits for room until its deadline, then gets HTTP 503.
+/// clients at once; a further one waits for room at most [`SEND_WAIT`] (and never past its
+/// deadline), then gets HTTP 503 with `Retry-After`.
 pub const ANSWERS_IN_FLIGHT: usize = 4;
+
+/// How long a large answer waits for room among the answers in flight: each waiting answer
+/// holds its bytes, so many slow readers must not make many answers wait.
+pub const SEND_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The chunks an answer is handed to its connection in.
 const SEND_CHUNK: usize = 64 << 10;
@@ -236,10 +241,10 @@ async fn send(resp: Response, state: &State, deadline: Option<std::time::Instant
     // An answer larger than the whole pool waits for all of it.
     let kib = u32::try_from(bytes.len().div_ceil(1024).min(state.sending_kib)).unwrap_or(u32::MAX);
     let acquire = state.sending.clone().acquire_many_owned(kib);
-    let permit = match deadline {
-        Some(at) => tokio::time::timeout_at(at.into(), acquire).await.ok()?.ok()?,
-        None => acquire.await.ok()?,
-    };
+    // A short wait, whatever the deadline: every waiting answer holds its bytes.
+    let wait_until = std::time::Instant::now() + SEND_WAIT;
+    let at = deadline.map_or(wait_until, |d| d.min(wait_until));
+    let permit = tokio::time::timeout_at(at.into(), acquire).await.ok()?.ok()?;
     let chunks = futures::stream::unfold((bytes, 0usize, Some(permit)), |(bytes, at, permit)| async move {
         // The permit is released with the stream: after the last chunk, or when the
         // connection goes away.
