@@ -83,12 +83,25 @@ pub async fn export_online(server: &str, token: Option<&str>, out: &Path) -> Res
     Ok(summary)
 }
 
+/// Reads a snapshot file whole. Only a regular file is read: its size bounds what is read (a
+/// device such as `/dev/zero`, a FIFO or a directory is refused before reading).
+///
+/// # Errors
+/// `file` is not a regular file, or cannot be read.
+fn read_snapshot_file(file: &Path) -> Result<Vec<u8>> {
+    let meta = std::fs::metadata(file).with_context(|| format!("reading {}", file.display()))?;
+    if !meta.is_file() {
+        anyhow::bail!("{} is not a regular file: a snapshot is a file written by `snapshot export`", file.display());
+    }
+    std::fs::read(file).with_context(|| format!("reading {}", file.display()))
+}
+
 /// Verifies the snapshot file `file`.
 ///
 /// # Errors
 /// The file cannot be read, or the first failed check ([`snapshot::SnapshotError`]).
 pub fn verify(file: &Path) -> Result<Summary> {
-    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let bytes = read_snapshot_file(file)?;
     Ok(snapshot::verify(&bytes)?)
 }
 
@@ -107,7 +120,7 @@ pub fn verify(file: &Path) -> Result<Summary> {
 /// A damaged or incompatible snapshot, a non-empty target without `force`, a target with
 /// foreign files, a target held by a running server, I/O failures.
 pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
-    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let bytes = read_snapshot_file(file)?;
     let snap = snapshot::decode_for_restore(&bytes).with_context(|| format!("refusing to restore {}", file.display()))?;
     let search = storage::search::SEARCH_DIR;
     let staging_name = format!(".restore-{}", std::process::id());

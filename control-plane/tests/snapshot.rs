@@ -140,6 +140,15 @@ fn export_verify_restore_and_refusals() {
         std::fs::read_dir(tmp.path()).unwrap().map(|e| e.unwrap().file_name()).filter(|n| n.to_string_lossy().starts_with('.')).collect();
     assert!(left.is_empty(), "{left:?}");
 
+    // Not a regular file (a device that never ends, a directory): refused before reading.
+    for path in ["/dev/zero", tmp.path().to_str().unwrap()] {
+        for args in [vec!["snapshot", "verify", path], vec!["snapshot", "restore", "--in", path, "--data-dir", d, "--force"]] {
+            let o = run(&args);
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+            assert!(stderr(&o).contains("is not a regular file"), "{args:?}: {}", stderr(&o));
+        }
+    }
+
     // Usage errors exit 2.
     assert_eq!(run(&["snapshot", "restore", "--in", f]).status.code(), Some(2));
     assert_eq!(run(&["snapshot", "verify"]).status.code(), Some(2));
