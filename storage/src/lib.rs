@@ -187,8 +187,16 @@ impl Store {
     pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<Store, StorageError> {
         std::fs::create_dir_all(dir).map_err(|e| StorageError::Io(format!("creating {}: {e}", dir.display())))?;
         let path = dir.join(DB_FILE);
-        if !path.exists() {
-            Store::create(dir, &path)?;
+        match std::fs::metadata(&path) {
+            Err(_) => Store::create(dir, &path)?,
+            Ok(m) if m.len() == 0 => {
+                // Not something this store writes (a new store is created aside and renamed into
+                // place): say so, since everything is projected again.
+                tracing::warn!(file = %path.display(), "the store file is empty: starting a new store; every object is projected again");
+                std::fs::remove_file(&path).map_err(|e| StorageError::Io(format!("removing {}: {e}", path.display())))?;
+                Store::create(dir, &path)?;
+            }
+            Ok(_) => {}
         }
         Store::open_file(&path, cache_bytes)
     }
@@ -468,6 +476,18 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().1.parts().unwrap().last().unwrap().to_string())
             .collect()
+    }
+
+    /// An empty store file (a volume that lost its data) opens as a new store, which is written.
+    #[test]
+    fn an_empty_store_file_opens_as_a_new_store() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(DB_FILE), b"").unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.read().unwrap().revision().unwrap(), 0);
+        zone_at(&store, "a", "1", 10);
+        assert_eq!(store.read().unwrap().revision().unwrap(), 1);
+        assert!(std::fs::metadata(dir.path().join(DB_FILE)).unwrap().len() > 0);
     }
 
     /// An order without an index is sorted in memory and asked for; once built, the index gives
