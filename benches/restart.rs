@@ -71,11 +71,8 @@ fn main() {
             })
         });
         g.finish();
-        let mut ready: Vec<f64> = runs.iter().map(|r| r.ready.as_secs_f64()).collect();
-        ready.sort_by(f64::total_cmp);
-        let median = ready[ready.len() / 2];
-        let rss = runs.iter().map(|r| r.rss_kb).max().unwrap_or(0) as f64 / 1024.0;
-        let hwm = runs.iter().map(|r| r.hwm_kb).max().unwrap_or(0) as f64 / 1024.0;
+        let (ready, median) = ready_times(&runs);
+        let (rss, hwm) = peak_memory_mb(&runs);
         let mut results = support::Results::new("restart", size.name);
         results.emit(
             "P4",
@@ -112,6 +109,20 @@ fn main() {
         let _ = std::fs::remove_dir_all(&work);
     }
     c.final_summary();
+}
+
+/// The restarts' times to ready in seconds, sorted, and their median.
+fn ready_times(runs: &[Restart]) -> (Vec<f64>, f64) {
+    let mut ready: Vec<f64> = runs.iter().map(|r| r.ready.as_secs_f64()).collect();
+    ready.sort_by(f64::total_cmp);
+    let median = ready[ready.len() / 2];
+    (ready, median)
+}
+
+/// The largest VmRSS and VmHWM at ready over the restarts, in MB.
+fn peak_memory_mb(runs: &[Restart]) -> (f64, f64) {
+    let mb = |kb: Option<u64>| kb.unwrap_or(0) as f64 / 1024.0;
+    (mb(runs.iter().map(|r| r.rss_kb).max()), mb(runs.iter().map(|r| r.hwm_kb).max()))
 }
 
 /// A free TCP port on 127.0.0.1.
@@ -197,10 +208,8 @@ fn rederive(c: &mut criterion::Criterion, rt: &tokio::runtime::Runtime, bin: &Pa
         })
     });
     g.finish();
-    let mut ready: Vec<f64> = runs.iter().map(|r| r.ready.as_secs_f64()).collect();
-    ready.sort_by(f64::total_cmp);
-    let median = ready[ready.len() / 2];
-    let hwm = runs.iter().map(|r| r.hwm_kb).max().unwrap_or(0) as f64 / 1024.0;
+    let (ready, median) = ready_times(&runs);
+    let (_, hwm) = peak_memory_mb(&runs);
     let mut results = support::Results::new("rederive", world.size.name);
     results.emit(
         "P4b",

@@ -171,6 +171,16 @@ async fn converges_to(store: &Store, expected: &BTreeMap<String, String>, what: 
     }
 }
 
+/// Starts on `data`, waits for ready and for the store to equal what the manifests source
+/// builds from the fake server's objects; returns the server and that store.
+async fn first_start(fake: &FakeK8s, data: &Path) -> (Cp, BTreeMap<String, String>) {
+    let cp = Cp::start(fake, data).await;
+    cp.ready().await;
+    let expected = reference(fake).await;
+    converges_to(cp.store(), &expected, "first start").await;
+    (cp, expected)
+}
+
 async fn wait_for(what: &str, mut cond: impl AsyncFnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !cond().await {
@@ -362,10 +372,7 @@ async fn a_missing_crd_does_not_block_other_kinds() {
 async fn a_restart_on_the_same_data_writes_nothing_and_is_ready_after_the_relist() {
     let fake = FakeK8s::start_world().await;
     let data = tempfile::tempdir().unwrap();
-    let cp = Cp::start(&fake, data.path()).await;
-    cp.ready().await;
-    let expected = reference(&fake).await;
-    converges_to(cp.store(), &expected, "first start").await;
+    let (cp, expected) = first_start(&fake, data.path()).await;
     let revision = cp.store().read().unwrap().revision().unwrap();
     cp.stop().await;
 
@@ -399,10 +406,7 @@ async fn a_kind_of_another_version_is_re_derived_from_the_relist() {
     use schema::KindId;
     let fake = FakeK8s::start_world().await;
     let data = tempfile::tempdir().unwrap();
-    let cp = Cp::start(&fake, data.path()).await;
-    cp.ready().await;
-    let expected = reference(&fake).await;
-    converges_to(cp.store(), &expected, "first start").await;
+    let (cp, expected) = first_start(&fake, data.path()).await;
     let digests = |store: &Store| {
         let view = store.read().unwrap();
         KindId::ALL.iter().map(|&k| (k, view.digest(k).unwrap())).collect::<Vec<_>>()

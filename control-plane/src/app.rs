@@ -128,6 +128,7 @@ impl App {
             let (leader, follower) = (store.clone(), store.clone());
             readiness.follow(
                 &format!("re-derivation of {}", names.join(", ")),
+                // At least 1: the follower's 0 (still re-deriving) must never reach the target.
                 move || leader.read().and_then(|v| v.revision()).unwrap_or(0).max(1),
                 move || if follower.rederiving().is_empty() { u64::MAX } else { 0 },
             );

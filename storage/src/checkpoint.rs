@@ -52,7 +52,7 @@ impl WriteBatch<'_> {
     /// # Errors
     /// [`StorageError`] on redb failures.
     pub fn put_checkpoint(&mut self, key: &str, value: Option<&[u8]>) -> Result<(), StorageError> {
-        let txn = self.checkpoint_txn();
+        let txn = self.txn_for_other_tables();
         let mut t = txn.open_table(CHECKPOINTS)?;
         match value {
             Some(v) => {

@@ -301,8 +301,8 @@ impl Store {
 
     /// Ends the re-derivation of [`Store::rederiving`], once the source has handed over every
     /// object again (the initial sync): every stored record with links resolves them again in
-    /// one write batch (one that resolves as stored is not rewritten), then the marks are
-    /// removed. `None` when nothing is re-deriving. Call it where writes are made (the writer
+    /// one write batch (one that resolves as stored is not rewritten), which also removes the
+    /// marks. `None` when nothing is re-deriving. Call it where writes are made (the writer
     /// thread).
     ///
     /// # Errors
@@ -314,10 +314,11 @@ impl Store {
             return Ok(None);
         }
         let started = std::time::Instant::now();
-        let (relinked, revision) = self.write(now, |batch| batch.relink_all(now))?;
-        let txn = self.db.begin_write()?;
-        versions::clear_rederiving(&txn, &kinds)?;
-        txn.commit()?;
+        let (relinked, revision) = self.write(now, |batch| {
+            let relinked = batch.relink_all(now)?;
+            versions::clear_rederiving(batch.txn_for_other_tables(), &kinds)?;
+            Ok(relinked)
+        })?;
         self.rederiving.lock().unwrap_or_else(|e| e.into_inner()).retain(|k| !kinds.contains(k));
         Ok(Some(Rederived { kinds, relinked, revision, seconds: started.elapsed().as_secs_f64() }))
     }

@@ -266,10 +266,6 @@ const MAX_DEPTH: u8 = 8;
 
 impl<K: Kind> ErasedKind for Erased<K> {
     fn relink(&self, b: &mut WriteBatch<'_>, key: &Key, depth: u8) -> Result<(), StorageError> {
-        if !b.rederiving.is_empty() {
-            // Every record is re-linked once the re-deriving kinds are whole (`relink_all`).
-            return Ok(());
-        }
         let Some(env) = b.envelope(K::ID, key)? else { return Ok(()) };
         let rec: K::Record = decode(&env.record, K::ID.name())?;
         let links = b.resolve_links(&K::links(&rec))?;
@@ -292,9 +288,6 @@ impl<K: Kind> ErasedKind for Erased<K> {
         b.tables.records_mut(K::ID)?.remove(key.as_bytes())?;
         b.changed = true;
         b.touch(K::ID, key);
-        if b.rederiving.contains(&K::ID) {
-            return Ok(());
-        }
         let deps = K::dependents(&rec, &env.links);
         b.cascade(&deps, depth)
     }
@@ -347,8 +340,8 @@ pub struct WriteBatch<'txn> {
     existing: std::cell::RefCell<Vec<(KindId, Key)>>,
     /// The ordering indexes this store maintains (`built_orders`, read when the batch starts).
     built: OrderSet,
-    /// The kinds being re-derived ([`crate::Store::rederiving`]): their writes re-link no
-    /// dependents (see [`WriteBatch::relink_all`]).
+    /// The kinds being re-derived ([`crate::Store::rederiving`]): while any is, no write
+    /// re-links dependents (see [`WriteBatch::relink_all`]).
     rederiving: Vec<KindId>,
 }
 
@@ -686,12 +679,6 @@ impl<'txn> WriteBatch<'txn> {
         self.tables.records_mut(K::ID)?.insert(key.as_bytes(), encode(new_env).as_slice())?;
         self.changed = true;
         self.touch(K::ID, key);
-        if self.rederiving.contains(&K::ID) {
-            // The links into a kind coming back from its source are resolved once it is whole
-            // ([`WriteBatch::relink_all`]): resolved record by record, a link could move to a
-            // record that comes back first and then back again, rewriting its holder twice.
-            return Ok(());
-        }
         let mut deps = K::dependents(rec, &new_env.links);
         if let Some((r, e)) = old {
             deps.extend(K::dependents(r, &e.links));
@@ -742,7 +729,10 @@ impl<'txn> WriteBatch<'txn> {
 
     /// Re-links every record listed under the given secondary-index ranges.
     fn cascade(&mut self, deps: &[(schema::RefIndex, Key)], depth: u8) -> Result<(), StorageError> {
-        if deps.is_empty() {
+        // While kinds are re-deriving, links are resolved once they are whole (`relink_all`):
+        // resolved record by record, a link could move to a record that comes back first and
+        // then back again, rewriting its holder twice.
+        if deps.is_empty() || !self.rederiving.is_empty() {
             return Ok(());
         }
         if depth >= MAX_DEPTH {
@@ -882,10 +872,10 @@ impl Finished {
 }
 
 impl WriteBatch<'_> {
-    /// The transaction, for [`crate::checkpoint`]: marks the batch as worth committing even
-    /// when no record changed (checkpoints do not bump the revision). The batch holds the
-    /// read-model tables open ([`OpenTables`]): only other tables may be opened through it.
-    pub(crate) fn checkpoint_txn(&mut self) -> &WriteTransaction {
+    /// The transaction, for tables the batch does not hold open ([`OpenTables`]): checkpoints
+    /// ([`crate::checkpoint`]), the re-derivation marks in `meta`. Marks the batch as worth
+    /// committing even when no record changed (neither bumps the revision).
+    pub(crate) fn txn_for_other_tables(&mut self) -> &WriteTransaction {
         self.sources_changed = true;
         self.tables.txn
     }
