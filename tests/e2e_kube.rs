@@ -388,7 +388,24 @@ async fn a_restart_on_the_same_data_writes_nothing_and_is_ready_after_the_relist
     let took = cp.ready().await;
     println!("restart on the world's data: ready after the relist in {} ms (lists delayed 700 ms)", took.as_millis());
     assert!(cp.metric("projector_reconcile_total{module=\"application\",outcome=\"success\"}").await > 0.0, "the relist was processed");
-    tokio::time::sleep(Duration::from_millis(500)).await; // dependency retries, if any
+    // Objects waiting for a target that never comes are retried with a backoff: wait until
+    // each change pending at ready has been retried (counted again) once.
+    let pending = cp.metric("projector_retries_pending").await;
+    let waits = || async {
+        let text = cp.http.get(format!("{}/metrics", cp.base)).send().await.unwrap().text().await.unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("projector_reconcile_total{") && l.contains("outcome=\"dependency_missing\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum::<f64>()
+    };
+    let before = waits().await;
+    for polls in 0.. {
+        if waits().await >= before + pending {
+            break;
+        }
+        assert!(polls < 3000, "{pending} pending retries not retried within 60 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert_eq!(cp.store().read().unwrap().revision().unwrap(), revision, "zero record writes");
     assert_eq!(cp.metric("controlplane_store_revision").await, revision as f64);
     assert_eq!(dump(cp.store()), expected);

@@ -3,7 +3,9 @@
 //!
 //! Exit codes: 0 success, 1 failure (message on stderr), 2 usage error (clap).
 
+use crate::config::{Raw, SETTINGS};
 use clap::{Args, Parser, Subcommand};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// The ControlPlane read model server: projector, redb store and GraphQL API in one process.
@@ -101,30 +103,71 @@ pub struct ServeArgs {
     /// YAML config file (keys as in the table below).
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Read manifests from DIR (implies the manifests source) [source.manifests].
-    #[arg(long, value_name = "DIR", conflicts_with = "source")]
-    pub manifests: Option<PathBuf>,
     /// Object source: kube (default without --manifests) or manifests.
     #[arg(long, value_name = "SOURCE", value_parser = ["kube", "manifests"])]
     pub source: Option<String>,
-    /// Kube source: API server URL, without credentials [source.kubeUrl, default: kubeconfig, else in-cluster].
-    #[arg(long, value_name = "URL", conflicts_with = "manifests")]
-    pub kube_url: Option<String>,
-    /// Data directory, created when missing [storage.dataDir, default ./data].
-    #[arg(long, value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
-    /// Listen address [server.address, default 0.0.0.0:8080].
-    #[arg(long, value_name = "HOST:PORT")]
-    pub listen: Option<String>,
-    /// Authentication mode: jwt or mock [security.mode, default jwt].
-    #[arg(long, value_name = "MODE")]
-    pub auth: Option<String>,
-    /// Trusted token issuer URL; repeatable [security.trustedIssuers].
-    #[arg(long, value_name = "URL")]
-    pub trusted_issuer: Vec<String>,
     /// Pin the clock to this RFC 3339 time (tests, demos).
     #[arg(long, value_name = "RFC3339")]
     pub now: Option<String>,
+    /// The flag of every setting of the config file ([`crate::config::SETTINGS`]).
+    #[command(flatten)]
+    pub settings: SettingFlags,
+}
+
+/// The values given to the settings' flags, by setting key: one flag per setting of the config
+/// file, generated from its row of [`crate::config::SETTINGS`] (name, value name, help line,
+/// repeatable for a list, conflicts).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SettingFlags(BTreeMap<&'static str, Vec<String>>);
+
+impl SettingFlags {
+    /// The flag layer of [`crate::config::load`]: each given setting's value (its last, or all
+    /// for a list).
+    pub(crate) fn layer(&self) -> BTreeMap<&'static str, Raw> {
+        let list = |key: &str| SETTINGS.iter().any(|s| s.key == key && s.list);
+        self.0
+            .iter()
+            .filter_map(|(key, values)| {
+                let raw = if list(key) { Raw::List(values.clone()) } else { Raw::One(values.last()?.clone()) };
+                Some((*key, raw))
+            })
+            .collect()
+    }
+}
+
+impl clap::FromArgMatches for SettingFlags {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let mut flags = SettingFlags::default();
+        flags.update_from_arg_matches(matches)?;
+        Ok(flags)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        for s in SETTINGS.iter().filter(|s| s.flag().is_some()) {
+            if let Some(values) = matches.get_many::<String>(s.key) {
+                self.0.insert(s.key, values.cloned().collect());
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Args for SettingFlags {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        SETTINGS.iter().fold(cmd, |cmd, s| {
+            let Some(flag) = s.flag() else { return cmd };
+            let arg = clap::Arg::new(s.key)
+                .long(flag.trim_start_matches('-').to_string())
+                .value_name(s.value_name)
+                .help(format!("{} [{}, {}, default: {}]", s.doc, s.key, s.env, s.default))
+                .action(if s.list { clap::ArgAction::Append } else { clap::ArgAction::Set });
+            cmd.arg(s.conflicts_with.iter().fold(arg, |arg, id| arg.conflicts_with(*id)))
+        })
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
 }
 
 /// Flags of `check`.
@@ -154,6 +197,20 @@ mod tests {
     }
 
     #[test]
+    fn every_setting_of_the_file_has_a_flag_in_the_help_and_its_conflicts_hold() {
+        let mut cli = Cli::command();
+        let help = cli.find_subcommand_mut("serve").expect("serve").render_long_help().to_string();
+        for s in SETTINGS.iter().filter(|s| s.in_file) {
+            let flag = s.flag().expect("a setting of the file has a flag");
+            assert!(help.contains(&format!("{flag} <{}>", s.value_name)), "{flag} is not in serve --help");
+        }
+        let err = Cli::try_parse_from(["control-plane", "serve", "--manifests", "x", "--kube-url", "http://a"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::ArgumentConflict);
+        let err = Cli::try_parse_from(["control-plane", "serve", "--graphql-max-page-size"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue, "a flag without its value");
+    }
+
+    #[test]
     fn serve_flags_parse() {
         let cli = Cli::try_parse_from([
             "control-plane",
@@ -171,7 +228,9 @@ mod tests {
         ])
         .unwrap();
         let Command::Serve(args) = cli.command else { panic!("expected serve") };
-        assert_eq!(args.trusted_issuer, vec!["https://a", "https://b"]);
+        let issuers = args.settings.layer().remove("security.trustedIssuers");
+        assert!(matches!(&issuers, Some(Raw::List(l)) if *l == ["https://a", "https://b"]), "{issuers:?}");
+        assert!(matches!(args.settings.layer().remove("security.mode"), Some(Raw::One(m)) if m == "mock"));
         assert_eq!(cli.log_format.as_deref(), Some("json"));
     }
 }

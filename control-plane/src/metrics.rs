@@ -26,6 +26,10 @@ pub struct Metrics {
     /// `projector_reconcile_duration_seconds{module,outcome}`: time to decode+translate (skips)
     /// or to apply the change inside the write transaction (seconds).
     pub reconcile_duration: HistogramVec,
+    /// `projector_retries_pending`: changes waiting for a retry (a missing parent, link target
+    /// or natural key, or a store error), counting one being retried until its batch is done:
+    /// 0 means no retry is due or running.
+    pub retries_pending: IntGauge,
     /// `controlplane_store_revision`: the revision of the last commit.
     pub store_revision: IntGauge,
     /// `controlplane_store_commit_seconds`: duration of one durable commit (seconds).
@@ -72,6 +76,11 @@ impl Metrics {
             &["module", "outcome"],
         )
         .expect("metric definition is valid");
+        let retries_pending = IntGauge::new(
+            "projector_retries_pending",
+            "Changes waiting for a retry (missing parent, target or natural key, store error), one being retried included.",
+        )
+        .expect("metric definition is valid");
         let store_revision =
             IntGauge::new("controlplane_store_revision", "Revision of the last store commit.").expect("metric definition is valid");
         let store_commit_seconds = Histogram::with_opts(
@@ -108,6 +117,7 @@ impl Metrics {
             Box::new(graphql_queued.clone()),
             Box::new(reconcile_total.clone()),
             Box::new(reconcile_duration.clone()),
+            Box::new(retries_pending.clone()),
             Box::new(store_revision.clone()),
             Box::new(store_commit_seconds.clone()),
             Box::new(store_records.clone()),
@@ -121,6 +131,7 @@ impl Metrics {
             registry,
             reconcile_total,
             reconcile_duration,
+            retries_pending,
             store_revision,
             store_commit_seconds,
             store_records,

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 pub struct Token(u64);
 
 #[derive(Default)]
-struct State {
+struct Progress {
     phases: BTreeSet<String>,
     items: BTreeMap<u64, (String, Option<usize>)>,
     /// Group name → (index into `counts`).
@@ -51,7 +51,7 @@ struct Follower {
     caught_up: bool,
 }
 
-impl State {
+impl Progress {
     /// Whether the initial sync is done; then whether every follower has caught up, and the
     /// pending phase of each one that has not.
     fn settled(&mut self) -> (bool, Vec<String>) {
@@ -72,7 +72,7 @@ impl State {
     }
 }
 
-impl State {
+impl Progress {
     fn insert(&mut self, label: String, group: Option<usize>) -> Token {
         self.next += 1;
         self.items.insert(self.next, (label, group));
@@ -82,7 +82,7 @@ impl State {
 
 /// Shared readiness state. Cheap to clone.
 #[derive(Clone)]
-pub struct Readiness(Arc<Mutex<State>>);
+pub struct Readiness(Arc<Mutex<Progress>>);
 
 /// The answer of `/readyz`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -127,11 +127,11 @@ impl ReadyStatus {
 impl Readiness {
     /// Not ready until every phase in `phases` has ended (and every item since expected is done).
     pub fn new<S: Into<String>>(phases: impl IntoIterator<Item = S>) -> Readiness {
-        let state = State { phases: phases.into_iter().map(Into::into).collect(), ..State::default() };
+        let state = Progress { phases: phases.into_iter().map(Into::into).collect(), ..Progress::default() };
         Readiness(Arc::new(Mutex::new(state)))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
         // A panic while holding this lock cannot leave the maps inconsistent: recover.
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -56,6 +56,7 @@ async fn health_readiness_and_metrics() {
     for name in ["projector_reconcile_total", "projector_reconcile_duration_seconds", "controlplane_store_commit_seconds"] {
         assert!(text.contains(name), "{name} missing:\n{text}");
     }
+    assert_eq!(metric("projector_retries_pending"), running.app().metrics().retries_pending.get() as f64);
     let view = running.app().store().read().unwrap();
     assert_eq!(metric("controlplane_store_revision"), view.revision().unwrap() as f64);
     let mut total = 0;

@@ -10,7 +10,7 @@ use control_plane::config::Clock;
 use control_plane::config::Config;
 use control_plane::projector::handlers::Handlers;
 use control_plane::projector::writer::Change;
-use control_plane::source::manifests::{split_documents, ManifestsState, SkipReason};
+use control_plane::source::manifests::{file_checkpoint_key, split_documents, ManifestsState, SkipReason};
 use schema::kinds::group::Group;
 use schema::{Key, KindId, Scope};
 use serde_json::Value;
@@ -241,7 +241,7 @@ fn restart_writes_nothing_for_unchanged_documents_and_sweeps_removed_ones() {
 
     let app = start(&w);
     let store = app.store().clone();
-    std::thread::sleep(Duration::from_millis(300));
+    wait_until("no retry pending", Duration::from_secs(10), || app.metrics().retries_pending.get() == 0);
     assert_eq!(store.read().unwrap().revision().unwrap(), revision, "unchanged documents cause no write");
     assert_eq!(counts(&store), expected);
     app.shutdown();
@@ -375,10 +375,12 @@ fn missing_parents_are_retried_until_they_arrive() {
     assert!(app.readiness().is_ready(), "parked documents count as processed");
     let metrics = app.metrics().encode();
     assert!(metrics.contains("projector_reconcile_total{module=\"application\",outcome=\"dependency_missing\"}"), "{metrics}");
+    let expected = expected_world_counts()[&KindId::Application];
+    assert_eq!(app.metrics().retries_pending.get(), expected as i64, "every application waits, counted once ready");
 
     std::fs::copy(repo().join("examples/world/03-teams.yaml"), w.manifests.join("03-teams.yaml")).unwrap();
-    let expected = expected_world_counts()[&KindId::Application];
     wait_until("applications after their teams", Duration::from_secs(5), || count(&store, KindId::Application) == expected);
+    wait_until("no retry pending", Duration::from_secs(5), || app.metrics().retries_pending.get() == 0);
     app.shutdown();
 }
 
@@ -778,16 +780,30 @@ fn a_parked_losing_copy_never_overwrites_the_winner_sent_in_the_same_batch() {
     let readiness = control_plane::readiness::Readiness::new(["test"]);
     let metrics = control_plane::metrics::Metrics::new();
     // A writer that finds every change queued when it starts takes them in one batch.
-    let writer = control_plane::projector::writer::Writer::spawn(store.clone(), metrics, readiness, settings).unwrap();
+    let writer = control_plane::projector::writer::Writer::spawn(store.clone(), metrics.clone(), readiness, settings).unwrap();
     let tx = writer.sender();
+    let sent = changes.iter().filter(|c| matches!(c, Change::Apply { .. } | Change::Delete { .. })).count();
     for c in changes {
         assert!(tx.send(c));
     }
     let key = schema::keys::natural::application("poc", "payments--checkout", "dup-cross");
     let zone = || store.read().unwrap().get::<schema::kinds::application::Application>(&key).unwrap().map(|s| s.record.zone);
     wait_until("the duplicated application", Duration::from_secs(5), || zone().is_some());
-    // Several dependency delays: a parked loser would have been retried by now.
-    std::thread::sleep(Duration::from_millis(300));
+    // Every change processed once (a parked one is counted once parked); then either nothing
+    // waits for a retry, or a loser waiting for the natural key has been retried twice and
+    // would have taken the record if it could.
+    let processed = || {
+        metrics
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with("projector_reconcile_total{"))
+            .map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) as usize)
+            .sum::<usize>()
+    };
+    wait_until("every change processed", Duration::from_secs(10), || processed() >= sent);
+    let waits = || metrics.reconcile_total.with_label_values(&["application", "dependency_missing"]).get();
+    let first = waits();
+    wait_until("no retry pending, or two retries", Duration::from_secs(10), || metrics.retries_pending.get() == 0 || waits() >= first + 2);
     assert_eq!(zone().as_deref(), Some("caas-cetus"));
     writer.shutdown();
 }
@@ -1070,11 +1086,13 @@ fn a_renamed_object_keeps_its_natural_key_and_a_copy_never_takes_the_originals_r
         first.replace("name: logistics-fleet-legacy-v1\n", "name: logistics-fleet-legacy-v1-copy\n"),
     )
     .unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
+    // The file's checkpoint is written after what the refresh that read it sent.
+    let read = |store: &Store| store.read().unwrap().checkpoint(&file_checkpoint_key("60-copy.yaml")).unwrap().is_some();
+    wait_until("the copy's file read", Duration::from_secs(10), || read(app.store()));
     assert_eq!(api(app.store()), before);
     assert!(!name_of(app.store()).contains(&"logistics-fleet-legacy-v1-copy".to_string()));
     std::fs::remove_file(w.manifests.join("60-copy.yaml")).unwrap();
-    std::thread::sleep(Duration::from_millis(2500));
+    wait_until("the copy's removal read", Duration::from_secs(10), || !read(app.store()));
     assert_eq!(api(app.store()), before, "the original's record stays");
     assert!(name_of(app.store()).contains(&"logistics-fleet-legacy-v1".to_string()));
 

@@ -1,5 +1,5 @@
 //! The README's configuration table lists every setting of `config::SETTINGS` with its
-//! environment variable and default (the table is documentation derived from the one definition;
+//! environment variable, its flag and default (the table is documentation derived from the one definition;
 //! this keeps them from drifting).
 
 #[test]
@@ -8,7 +8,8 @@ fn readme_lists_every_setting() {
     let mut missing = Vec::new();
     for s in control_plane::config::SETTINGS {
         let found = if s.in_file {
-            readme.lines().any(|l| l.starts_with(&format!("| `{}` | `{}` |", s.key, s.env)))
+            let flag = s.flag().expect("a setting of the file has a flag");
+            readme.lines().any(|l| l.starts_with(&format!("| `{}` | `{}` | `{flag}` |", s.key, s.env)))
         } else {
             readme.lines().any(|l| l.starts_with('|') && l.contains(&format!("`{}`", s.env)))
         };

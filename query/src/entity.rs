@@ -3,7 +3,7 @@
 //! queries, `node`/`nodes`, isolation — is built here once for every kind.
 
 use crate::error::{bad_input, internal, not_found};
-use crate::filter::{FilterField, Pred, WhereType};
+use crate::filter::{FilterField, Predicate, WhereType};
 use crate::relay::{encode_cursor, paginate, OrderSpec, PageArgs, Row, RowIter, Rows, VecRows};
 use crate::viewer::Viewer;
 use crate::QueryError;
@@ -19,7 +19,7 @@ use std::sync::Arc;
 use storage::{OrderField, ReadView, Stored};
 
 /// Per-request data: one consistent read view, the viewer, the clock.
-pub struct Rq {
+pub struct RequestContext {
     /// The read transaction every resolver of this request uses.
     pub view: ReadView,
     /// The caller (group teams resolved).
@@ -37,7 +37,7 @@ pub struct Rq {
     pub deadline: crate::deadline::Deadline,
 }
 
-impl Rq {
+impl RequestContext {
     /// Whether the viewer may see the record of kind `K`.
     pub fn visible<K: Kind>(&self, s: &Stored<K::Record>) -> bool {
         self.viewer.can_see(&K::scopes(&s.record, &s.links))
@@ -115,7 +115,7 @@ pub struct Builder {
 }
 
 /// Loads a node of one type by key, `None` when absent or invisible.
-pub(crate) type Loader = Arc<dyn Fn(&Rq, &Key) -> Result<Option<FieldValue<'static>>, Error> + Send + Sync>;
+pub(crate) type Loader = Arc<dyn Fn(&RequestContext, &Key) -> Result<Option<FieldValue<'static>>, Error> + Send + Sync>;
 
 impl Builder {
     /// Registers an object once (by name).
@@ -172,8 +172,8 @@ impl Builder {
         if let Some(w) = self.wheres.get::<K::Record>(&name) {
             return w;
         }
-        let mut fields = vec![FilterField::new("id", crate::filter::FType::Id, false, |s: &Stored<K::Record>| {
-            crate::filter::FVal::Str(Some(GlobalId::new(K::TYPE, &s.key).encode()))
+        let mut fields = vec![FilterField::new("id", crate::filter::FilterType::Id, false, |s: &Stored<K::Record>| {
+            crate::filter::FilterValue::Str(Some(GlobalId::new(K::TYPE, &s.key).encode()))
         })];
         fields.extend(K::filters());
         let w = WhereType::new(name, fields, K::edge_filters(), &self.wheres);
@@ -185,33 +185,33 @@ impl Builder {
 // ---- value helpers -------------------------------------------------------------------------
 
 /// A string value.
-pub fn s(v: &str) -> Option<FieldValue<'static>> {
+pub fn string(v: &str) -> Option<FieldValue<'static>> {
     Some(FieldValue::value(Value::String(v.to_string())))
 }
 
 /// A nullable string value (`None` → null).
-pub fn os(v: Option<&str>) -> Option<FieldValue<'static>> {
+pub fn nullable_string(v: Option<&str>) -> Option<FieldValue<'static>> {
     v.map(|v| FieldValue::value(Value::String(v.to_string())))
 }
 
 /// A boolean.
-pub fn b(v: bool) -> Option<FieldValue<'static>> {
+pub fn boolean(v: bool) -> Option<FieldValue<'static>> {
     Some(FieldValue::value(Value::Boolean(v)))
 }
 
 /// An integer.
-pub fn int(v: i64) -> Option<FieldValue<'static>> {
+pub fn integer(v: i64) -> Option<FieldValue<'static>> {
     Some(FieldValue::value(Value::Number(v.into())))
 }
 
 /// An enum value.
-pub fn e(v: &str) -> Option<FieldValue<'static>> {
+pub fn enum_item(v: &str) -> Option<FieldValue<'static>> {
     Some(FieldValue::value(Value::Enum(Name::new(v))))
 }
 
 /// A time (RFC 3339).
-pub fn t(v: Timestamp) -> Option<FieldValue<'static>> {
-    s(&v.to_rfc3339())
+pub fn time(v: Timestamp) -> Option<FieldValue<'static>> {
+    string(&v.to_rfc3339())
 }
 
 /// A list of strings.
@@ -238,7 +238,7 @@ pub fn objs<T: Any + Send + Sync>(v: impl IntoIterator<Item = T>) -> Option<Fiel
 pub fn field<T: Any + Send + Sync>(
     name: &str,
     ty: TypeRef,
-    f: impl Fn(&T, &Rq) -> Result<Option<FieldValue<'static>>, Error> + Send + Sync + 'static,
+    f: impl Fn(&T, &RequestContext) -> Result<Option<FieldValue<'static>>, Error> + Send + Sync + 'static,
 ) -> Field {
     let f = Arc::new(f);
     // A non-null field whose value is absent (e.g. the owner of a record whose parent was
@@ -249,7 +249,7 @@ pub fn field<T: Any + Send + Sync>(
         let f = f.clone();
         let result = (|| {
             let parent = ctx.parent_value.try_downcast_ref::<T>()?;
-            let rq = ctx.data::<Rq>()?;
+            let rq = ctx.data::<RequestContext>()?;
             rq.deadline.tick()?;
             let v = f(parent, rq)?;
             rq.deadline.charge(field_name.len() + 4 + v.as_ref().map_or(4, answer_bytes))?;
@@ -292,25 +292,25 @@ pub fn status_fields<K: Entity>(b: &mut Builder, status: fn(&K::Record) -> &sche
     let enum_name = format!("{}StatusPhase", K::TYPE);
     b.enumeration(&enum_name, &["READY", "PENDING", "ERROR", "UNKNOWN"]);
     vec![
-        rf::<K>("statusPhase", TypeRef::named(&enum_name), move |r| e(status(r).phase.as_str())),
-        rf::<K>("statusMessage", TypeRef::named(TypeRef::STRING), move |r| s(&status(r).message)),
+        rf::<K>("statusPhase", TypeRef::named(&enum_name), move |r| enum_item(status(r).phase.as_str())),
+        rf::<K>("statusMessage", TypeRef::named(TypeRef::STRING), move |r| string(&status(r).message)),
     ]
 }
 
 /// `createdAt: Time!`, `lastModifiedAt: Time!`.
 pub fn time_fields<K: Kind>() -> Vec<Field> {
     vec![
-        field::<Stored<K::Record>>("createdAt", TypeRef::named_nn("Time"), |p, _| Ok(t(p.created_at))),
-        field::<Stored<K::Record>>("lastModifiedAt", TypeRef::named_nn("Time"), |p, _| Ok(t(p.last_modified_at))),
+        field::<Stored<K::Record>>("createdAt", TypeRef::named_nn("Time"), |p, _| Ok(time(p.created_at))),
+        field::<Stored<K::Record>>("lastModifiedAt", TypeRef::named_nn("Time"), |p, _| Ok(time(p.last_modified_at))),
     ]
 }
 
 /// The filter fields every entity with the mixins has: `createdAt`, `lastModifiedAt`.
 pub fn time_filters<R: 'static>() -> Vec<FilterField<R>> {
-    use crate::filter::{FType, FVal};
+    use crate::filter::{FilterType, FilterValue};
     vec![
-        FilterField::new("createdAt", FType::Time, false, |s: &Stored<R>| FVal::Time(Some(s.created_at))),
-        FilterField::new("lastModifiedAt", FType::Time, false, |s: &Stored<R>| FVal::Time(Some(s.last_modified_at))),
+        FilterField::new("createdAt", FilterType::Time, false, |s: &Stored<R>| FilterValue::Time(Some(s.created_at))),
+        FilterField::new("lastModifiedAt", FilterType::Time, false, |s: &Stored<R>| FilterValue::Time(Some(s.last_modified_at))),
     ]
 }
 
@@ -318,15 +318,15 @@ pub fn time_filters<R: 'static>() -> Vec<FilterField<R>> {
 /// `obfuscated` callers, null for callers that do not own the record (`owner` = env, team),
 /// otherwise the stored value (a `$<id>` reference is returned as is until a secret manager is
 /// configured).
-pub fn secret(rq: &Rq, owner: (&str, &str), value: Option<&str>) -> Option<FieldValue<'static>> {
+pub fn secret(rq: &RequestContext, owner: (&str, &str), value: Option<&str>) -> Option<FieldValue<'static>> {
     let value = value?;
     if rq.viewer.access == crate::viewer::Access::Obfuscated {
-        return s("**********");
+        return string("**********");
     }
     if !rq.viewer.owns(owner.0, owner.1) {
         return None;
     }
-    s(value)
+    string(value)
 }
 
 /// A plain list root field (`zones`, `groups`): every visible record of `K` in key order,
@@ -336,10 +336,10 @@ pub fn list_field<K: Entity>(b: &mut Builder, name: &str, with_where: bool) -> F
     let f = Field::new(name, TypeRef::named_nn_list_nn(K::TYPE), move |ctx: ResolverContext<'_>| {
         let w = w.clone();
         let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
-            let rq = ctx.data::<Rq>()?;
+            let rq = ctx.data::<RequestContext>()?;
             let pred = match ctx.args.get("where") {
                 Some(v) if !v.is_null() => w.parse(&v.object()?)?,
-                _ => Pred::All(vec![]),
+                _ => Predicate::always(),
             };
             let rows = IndexRows::<K> { rq, scopes: rq.viewer.scopes(K::TEAM_OWNED), order: OrderField::Key, pred };
             let mut out = Vec::new();
@@ -395,7 +395,7 @@ pub fn register<K: Entity>(b: &mut Builder) {
     b.record_list(name, crate::limits::RecordList::Visible { kind: K::ID, team_owned: K::TEAM_OWNED });
     let mut o = Object::new(name)
         .implement("Node")
-        .field(field::<Stored<K::Record>>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<K>(&p.key)))));
+        .field(field::<Stored<K::Record>>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<K>(&p.key)))));
     for f in K::fields(b) {
         o = o.field(f);
     }
@@ -403,7 +403,7 @@ pub fn register<K: Entity>(b: &mut Builder) {
     b.object(
         Object::new(format!("{name}Edge"))
             .field(field::<(String, Stored<K::Record>)>("node", TypeRef::named(name), |p, _| Ok(Some(node_value::<K>(p.1.clone())))))
-            .field(field::<(String, Stored<K::Record>)>("cursor", TypeRef::named_nn("Cursor"), |p, _| s(&p.0).map(Ok).transpose())),
+            .field(field::<(String, Stored<K::Record>)>("cursor", TypeRef::named_nn("Cursor"), |p, _| string(&p.0).map(Ok).transpose())),
     );
     b.object(
         Object::new(format!("{name}Connection"))
@@ -418,7 +418,7 @@ pub fn register<K: Entity>(b: &mut Builder) {
                     end: p.edges.last().map(|e| e.0.clone()),
                 }))
             }))
-            .field(field::<ConnData<K::Record>>("totalCount", TypeRef::named_nn(TypeRef::INT), |p, _| Ok(int(p.total as i64)))),
+            .field(field::<ConnData<K::Record>>("totalCount", TypeRef::named_nn(TypeRef::INT), |p, _| Ok(integer(p.total as i64)))),
     );
     b.enumeration(&format!("{name}OrderField"), &order_fields::<K>());
     b.input(
@@ -438,11 +438,17 @@ pub fn register<K: Entity>(b: &mut Builder) {
         }
         b.query_fields.push(root_field);
     }
-    let loader: Loader = Arc::new(|rq: &Rq, key: &Key| Ok(rq.load_visible::<K>(key)?.map(|s| node_value::<K>(s).with_type(K::TYPE))));
+    let loader: Loader =
+        Arc::new(|rq: &RequestContext, key: &Key| Ok(rq.load_visible::<K>(key)?.map(|s| node_value::<K>(s).with_type(K::TYPE))));
     b.loaders.insert(K::TYPE, loader);
 }
 
-type MakeRows<K, P> = dyn for<'a> Fn(&'a Rq, &'a P, OrderField, Pred<<K as Kind>::Record>) -> Result<Box<dyn Rows<<K as Kind>::Record> + 'a>, Error>
+type MakeRows<K, P> = dyn for<'a> Fn(
+        &'a RequestContext,
+        &'a P,
+        OrderField,
+        Predicate<<K as Kind>::Record>,
+    ) -> Result<Box<dyn Rows<<K as Kind>::Record> + 'a>, Error>
     + Send
     + Sync;
 
@@ -451,7 +457,10 @@ type MakeRows<K, P> = dyn for<'a> Fn(&'a Rq, &'a P, OrderField, Pred<<K as Kind>
 pub fn connection_field<K: Entity, P: Any + Send + Sync>(
     name: &str,
     where_type: Arc<WhereType<K::Record>>,
-    rows: impl for<'a> Fn(&'a Rq, &'a P, OrderField, Pred<K::Record>) -> Result<Box<dyn Rows<K::Record> + 'a>, Error> + Send + Sync + 'static,
+    rows: impl for<'a> Fn(&'a RequestContext, &'a P, OrderField, Predicate<K::Record>) -> Result<Box<dyn Rows<K::Record> + 'a>, Error>
+        + Send
+        + Sync
+        + 'static,
 ) -> Field {
     let rows: Arc<MakeRows<K, P>> = Arc::new(rows);
     let tn = K::TYPE;
@@ -460,7 +469,7 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
         let rows = rows.clone();
         let where_type = where_type.clone();
         let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
-            let rq = ctx.data::<Rq>()?;
+            let rq = ctx.data::<RequestContext>()?;
             rq.deadline.check()?;
             let parent: &P = match ctx.parent_value.downcast_ref::<P>() {
                 Some(p) => p,
@@ -493,7 +502,7 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
             };
             let pred = match ctx.args.get("where") {
                 Some(w) if !w.is_null() => where_type.parse(&w.object()?)?,
-                _ => Pred::All(vec![]),
+                _ => Predicate::always(),
             };
             let arg_i = |n: &str| -> Result<Option<i64>, Error> { ctx.args.get(n).filter(|v| !v.is_null()).map(|v| v.i64()).transpose() };
             let arg_s = |n: &str| -> Result<Option<String>, Error> {
@@ -557,8 +566,8 @@ fn parse_order(ctx: &ResolverContext<'_>) -> Result<Vec<(OrderField, bool)>, Err
     };
     let mut out: Vec<(OrderField, bool)> = Vec::new();
     for one in entries {
-        let field = enum_value(one.get("field")).ok_or_else(|| bad_input("orderBy.field is required"))?.to_string();
-        let desc = match enum_value(one.get("direction")) {
+        let field = input_enum_name(one.get("field")).ok_or_else(|| bad_input("orderBy.field is required"))?.to_string();
+        let desc = match input_enum_name(one.get("direction")) {
             None | Some("ASC") => false,
             Some("DESC") => true,
             Some(other) => return Err(bad_input(format!("unknown order direction {other}"))),
@@ -579,7 +588,7 @@ fn parse_order(ctx: &ResolverContext<'_>) -> Result<Vec<(OrderField, bool)>, Err
 
 /// The name of an enum input value: written inline it is an enum, sent in the request's
 /// variables a string.
-fn enum_value(v: Option<&Value>) -> Option<&str> {
+fn input_enum_name(v: Option<&Value>) -> Option<&str> {
     match v {
         Some(Value::Enum(n)) => Some(n.as_str()),
         Some(Value::String(s)) => Some(s.as_str()),
@@ -618,7 +627,12 @@ pub fn suffix_of<K: Kind>(s: &Stored<K::Record>, order: OrderField) -> Vec<u8> {
 }
 
 /// Rows of a nested connection: `candidates` filtered by visibility and `pred`, sorted.
-pub fn nested_rows<K: Kind>(rq: &Rq, candidates: Vec<Stored<K::Record>>, order: OrderField, pred: &Pred<K::Record>) -> VecRows<K::Record> {
+pub fn nested_rows<K: Kind>(
+    rq: &RequestContext,
+    candidates: Vec<Stored<K::Record>>,
+    order: OrderField,
+    pred: &Predicate<K::Record>,
+) -> VecRows<K::Record> {
     // Once the deadline passed, nothing more is kept: the request ends with TIMEOUT.
     let mut rows: Vec<Row<K::Record>> = candidates
         .into_iter()
@@ -631,10 +645,10 @@ pub fn nested_rows<K: Kind>(rq: &Rq, candidates: Vec<Stored<K::Record>>, order: 
 
 /// Rows of a root connection: a k-way merge of the viewer's scope ranges of the ordering index.
 struct IndexRows<'a, K: Entity> {
-    rq: &'a Rq,
+    rq: &'a RequestContext,
     scopes: Vec<Scope>,
     order: OrderField,
-    pred: Pred<K::Record>,
+    pred: Predicate<K::Record>,
 }
 
 impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
@@ -737,7 +751,7 @@ pub fn register_node(b: &mut Builder) {
         Field::new("node", TypeRef::named("Node"), move |ctx| {
             let loaders = l1.clone();
             let result = (|| {
-                let rq = ctx.data::<Rq>()?;
+                let rq = ctx.data::<RequestContext>()?;
                 let id = ctx.args.try_get("id")?.string()?.to_string();
                 load_node(&loaders, rq, &id)
             })();
@@ -749,7 +763,7 @@ pub fn register_node(b: &mut Builder) {
         Field::new("nodes", TypeRef::named_list_nn("Node"), move |ctx| {
             let loaders = loaders.clone();
             let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
-                let rq = ctx.data::<Rq>()?;
+                let rq = ctx.data::<RequestContext>()?;
                 let ids: Vec<String> =
                     ctx.args.try_get("ids")?.list()?.iter().map(|v| v.string().map(str::to_string)).collect::<Result<_, _>>()?;
                 let mut out = Vec::with_capacity(ids.len());
@@ -778,7 +792,7 @@ pub fn register_node(b: &mut Builder) {
     );
 }
 
-fn load_node(loaders: &HashMap<&'static str, Loader>, rq: &Rq, id: &str) -> Result<FieldValue<'static>, Error> {
+fn load_node(loaders: &HashMap<&'static str, Loader>, rq: &RequestContext, id: &str) -> Result<FieldValue<'static>, Error> {
     let gid = GlobalId::decode(id).map_err(|_| not_found(id))?;
     let loader = loaders.get(gid.type_name.as_str()).ok_or_else(|| not_found(id))?;
     loader(rq, &gid.key)?.ok_or_else(|| not_found(id))

@@ -12,7 +12,7 @@
 //! table. Empty `In`/`NotIn` lists and `IsNil: false` are ignored; an empty input object
 //! (also nested) is a no-op.
 
-use crate::entity::Rq;
+use crate::entity::RequestContext;
 use crate::error::bad_input;
 use async_graphql::dynamic::{InputObject, InputValue, ObjectAccessor, TypeRef, ValueAccessor};
 use async_graphql::Error;
@@ -22,7 +22,7 @@ use storage::Stored;
 
 /// The value of a filterable field of one record.
 #[derive(Clone, Debug, PartialEq)]
-pub enum FVal {
+pub enum FilterValue {
     /// A string (also IDs and enum values, as their GraphQL spelling); `None` = null.
     Str(Option<String>),
     /// A boolean; `None` = null.
@@ -33,7 +33,7 @@ pub enum FVal {
 
 /// The GraphQL type family of a filterable field, deciding its operators.
 #[derive(Clone, Debug)]
-pub enum FType {
+pub enum FilterType {
     /// `ID`: EQ, NEQ, In, NotIn, GT, GTE, LT, LTE.
     Id,
     /// `String`: ORD + Contains, HasPrefix, HasSuffix, EqualFold, ContainsFold.
@@ -104,14 +104,14 @@ impl Op {
 }
 
 /// Getter of a filterable value (the request gives time-dependent values their `now`).
-pub type Getter<R> = Arc<dyn Fn(&Stored<R>, &Rq) -> FVal + Send + Sync>;
+pub type Getter<R> = Arc<dyn Fn(&Stored<R>, &RequestContext) -> FilterValue + Send + Sync>;
 
 /// One filterable field of an entity.
 pub struct FilterField<R> {
     /// GraphQL field name (`basePath`).
     pub name: &'static str,
     /// Type family.
-    pub ty: FType,
+    pub ty: FilterType,
     /// Whether `IsNil`/`NotNil` exist.
     pub nillable: bool,
     /// Reads the value.
@@ -120,7 +120,12 @@ pub struct FilterField<R> {
 
 impl<R> FilterField<R> {
     /// A field.
-    pub fn new(name: &'static str, ty: FType, nillable: bool, get: impl Fn(&Stored<R>) -> FVal + Send + Sync + 'static) -> FilterField<R> {
+    pub fn new(
+        name: &'static str,
+        ty: FilterType,
+        nillable: bool,
+        get: impl Fn(&Stored<R>) -> FilterValue + Send + Sync + 'static,
+    ) -> FilterField<R> {
         FilterField { name, ty, nillable, get: Arc::new(move |s, _| get(s)) }
     }
 
@@ -128,17 +133,17 @@ impl<R> FilterField<R> {
     /// the request's `now`).
     pub fn with_request(
         name: &'static str,
-        ty: FType,
+        ty: FilterType,
         nillable: bool,
-        get: impl Fn(&Stored<R>, &Rq) -> FVal + Send + Sync + 'static,
+        get: impl Fn(&Stored<R>, &RequestContext) -> FilterValue + Send + Sync + 'static,
     ) -> FilterField<R> {
         FilterField { name, ty, nillable, get: Arc::new(get) }
     }
 
     fn ops(&self) -> Vec<Op> {
         let mut ops = match self.ty {
-            FType::Id | FType::Time => vec![Op::Eq, Op::Neq, Op::In, Op::NotIn, Op::Gt, Op::Gte, Op::Lt, Op::Lte],
-            FType::Str => vec![
+            FilterType::Id | FilterType::Time => vec![Op::Eq, Op::Neq, Op::In, Op::NotIn, Op::Gt, Op::Gte, Op::Lt, Op::Lte],
+            FilterType::Str => vec![
                 Op::Eq,
                 Op::Neq,
                 Op::In,
@@ -153,8 +158,8 @@ impl<R> FilterField<R> {
                 Op::EqualFold,
                 Op::ContainsFold,
             ],
-            FType::Enum(_) => vec![Op::Eq, Op::Neq, Op::In, Op::NotIn],
-            FType::Bool => vec![Op::Eq, Op::Neq],
+            FilterType::Enum(_) => vec![Op::Eq, Op::Neq, Op::In, Op::NotIn],
+            FilterType::Bool => vec![Op::Eq, Op::Neq],
         };
         if self.nillable {
             ops.extend([Op::IsNil, Op::NotNil]);
@@ -164,11 +169,11 @@ impl<R> FilterField<R> {
 
     fn scalar(&self) -> String {
         match &self.ty {
-            FType::Id => "ID".into(),
-            FType::Str => "String".into(),
-            FType::Enum(e) => e.clone(),
-            FType::Bool => "Boolean".into(),
-            FType::Time => "Time".into(),
+            FilterType::Id => "ID".into(),
+            FilterType::Str => "String".into(),
+            FilterType::Enum(e) => e.clone(),
+            FilterType::Bool => "Boolean".into(),
+            FilterType::Time => "Time".into(),
         }
     }
 }
@@ -200,7 +205,7 @@ impl WhereRegistry {
 }
 
 /// Evaluates a compiled `has<Edge>With` on one record.
-pub type EdgeEval<R> = Arc<dyn Fn(&Rq, &Stored<R>) -> bool + Send + Sync>;
+pub type EdgeEval<R> = Arc<dyn Fn(&RequestContext, &Stored<R>) -> bool + Send + Sync>;
 
 /// Compiles the entries of a `has<Edge>With`; `nested` = inside another `has<Edge>With`.
 type EdgeCompile<R> = Arc<dyn Fn(&WhereRegistry, Vec<ObjectAccessor<'_>>, bool) -> Result<EdgeEval<R>, Error> + Send + Sync>;
@@ -220,7 +225,7 @@ impl<R: 'static> EdgeFilter<R> {
     /// visibility is applied here).
     pub fn new<T: crate::entity::Entity>(
         name: &'static str,
-        neighbours: impl Fn(&Rq, &Stored<R>) -> Vec<Stored<T::Record>> + Send + Sync + 'static,
+        neighbours: impl Fn(&RequestContext, &Stored<R>) -> Vec<Stored<T::Record>> + Send + Sync + 'static,
     ) -> EdgeFilter<R> {
         let neighbours = Arc::new(neighbours);
         let n2 = neighbours.clone();
@@ -237,7 +242,7 @@ impl<R: 'static> EdgeFilter<R> {
                 let preds = inputs.iter().map(|o| w.parse_at(o, true)).collect::<Result<Vec<_>, _>>()?;
                 let n = n2.clone();
                 // Once the deadline passed, no neighbour matches: the request ends with TIMEOUT.
-                let test = move |rq: &Rq, row: &Stored<R>| {
+                let test = move |rq: &RequestContext, row: &Stored<R>| {
                     n(rq, row)
                         .iter()
                         .filter(|x| rq.visible::<T>(x))
@@ -266,17 +271,24 @@ impl<R: 'static> EdgeFilter<R> {
 }
 
 /// A parsed predicate.
-pub enum Pred<R> {
+pub enum Predicate<R> {
     /// All must hold (an empty list holds).
-    All(Vec<Pred<R>>),
+    All(Vec<Predicate<R>>),
     /// One must hold (an empty list is ignored: holds).
-    Any(Vec<Pred<R>>),
+    Any(Vec<Predicate<R>>),
     /// Negation.
-    Not(Box<Pred<R>>),
+    Not(Box<Predicate<R>>),
     /// A comparison.
     Cmp(Arc<FilterField<R>>, Op, Arg),
     /// `has<Edge>` (existence of a link) or a compiled `has<Edge>With`.
     Edge(EdgeTest<R>),
+}
+
+impl<R> Predicate<R> {
+    /// The predicate every record satisfies: no `where` given.
+    pub fn always() -> Predicate<R> {
+        Predicate::All(Vec::new())
+    }
 }
 
 /// An edge predicate.
@@ -293,9 +305,9 @@ pub enum Arg {
     /// No operand (IsNil/NotNil).
     None,
     /// One value.
-    One(FVal),
+    One(FilterValue),
     /// A list (In/NotIn).
-    List(Vec<FVal>),
+    List(Vec<FilterValue>),
 }
 
 impl<R: 'static> WhereType<R> {
@@ -346,7 +358,7 @@ impl<R: 'static> WhereType<R> {
     ///
     /// # Errors
     /// `BAD_USER_INPUT` for values of the wrong shape (e.g. a malformed time).
-    pub fn parse(&self, input: &ObjectAccessor<'_>) -> Result<Pred<R>, Error> {
+    pub fn parse(&self, input: &ObjectAccessor<'_>) -> Result<Predicate<R>, Error> {
         self.parse_at(input, false)
     }
 
@@ -355,7 +367,7 @@ impl<R: 'static> WhereType<R> {
     ///
     /// # Errors
     /// As [`WhereType::parse`].
-    pub fn parse_at(&self, input: &ObjectAccessor<'_>, nested: bool) -> Result<Pred<R>, Error> {
+    pub fn parse_at(&self, input: &ObjectAccessor<'_>, nested: bool) -> Result<Predicate<R>, Error> {
         let mut all = Vec::new();
         for (name, value) in input.iter() {
             if value.is_null() {
@@ -366,19 +378,19 @@ impl<R: 'static> WhereType<R> {
                     // An empty nested input is a no-op, also under `not`.
                     let inner = self.parse_at(&value.object()?, nested)?;
                     if !inner.is_empty() {
-                        all.push(Pred::Not(Box::new(inner)));
+                        all.push(Predicate::Not(Box::new(inner)));
                     }
                 }
                 "and" => {
                     let list = value.list()?;
                     let parts = list.iter().map(|v| self.parse_at(&v.object()?, nested)).collect::<Result<Vec<_>, _>>()?;
-                    all.push(Pred::All(parts));
+                    all.push(Predicate::All(parts));
                 }
                 "or" => {
                     let list = value.list()?;
                     let parts = list.iter().map(|v| self.parse_at(&v.object()?, nested)).collect::<Result<Vec<_>, _>>()?;
                     if !parts.is_empty() {
-                        all.push(Pred::Any(parts));
+                        all.push(Predicate::Any(parts));
                     }
                 }
                 other if self.edge(other).is_some() => {
@@ -387,10 +399,10 @@ impl<R: 'static> WhereType<R> {
                         let list = value.list()?;
                         let inputs = list.iter().map(|v| v.object()).collect::<Result<Vec<_>, _>>()?;
                         if !inputs.is_empty() {
-                            all.push(Pred::Edge(EdgeTest::With((edge.compile)(&self.registry, inputs, nested)?)));
+                            all.push(Predicate::Edge(EdgeTest::With((edge.compile)(&self.registry, inputs, nested)?)));
                         }
                     } else {
-                        all.push(Pred::Edge(EdgeTest::Has(edge, value.boolean()?)));
+                        all.push(Predicate::Edge(EdgeTest::Has(edge, value.boolean()?)));
                     }
                 }
                 other => {
@@ -398,24 +410,24 @@ impl<R: 'static> WhereType<R> {
                     match op {
                         Op::IsNil | Op::NotNil => {
                             if value.boolean()? {
-                                all.push(Pred::Cmp(field, op, Arg::None));
+                                all.push(Predicate::Cmp(field, op, Arg::None));
                             }
                         }
                         Op::In | Op::NotIn => {
                             let items = value.list()?.iter().map(|v| operand(&field.ty, &v)).collect::<Result<Vec<_>, _>>()?;
                             if !items.is_empty() {
-                                all.push(Pred::Cmp(field, op, Arg::List(items)));
+                                all.push(Predicate::Cmp(field, op, Arg::List(items)));
                             }
                         }
                         Op::Contains | Op::HasPrefix | Op::HasSuffix | Op::EqualFold | Op::ContainsFold => {
-                            all.push(Pred::Cmp(field, op, Arg::One(FVal::Str(Some(value.string()?.to_string())))));
+                            all.push(Predicate::Cmp(field, op, Arg::One(FilterValue::Str(Some(value.string()?.to_string())))));
                         }
-                        _ => all.push(Pred::Cmp(field.clone(), op, Arg::One(operand(&field.ty, &value)?))),
+                        _ => all.push(Predicate::Cmp(field.clone(), op, Arg::One(operand(&field.ty, &value)?))),
                     }
                 }
             }
         }
-        Ok(Pred::All(all))
+        Ok(Predicate::All(all))
     }
 
     /// The edge named by `has<Edge>` (`false`) or `has<Edge>With` (`true`).
@@ -444,35 +456,35 @@ impl<R: 'static> WhereType<R> {
     }
 }
 
-fn operand(ty: &FType, v: &ValueAccessor<'_>) -> Result<FVal, Error> {
+fn operand(ty: &FilterType, v: &ValueAccessor<'_>) -> Result<FilterValue, Error> {
     Ok(match ty {
-        FType::Id | FType::Str => FVal::Str(Some(v.string()?.to_string())),
-        FType::Enum(_) => FVal::Str(Some(v.enum_name()?.to_string())),
-        FType::Bool => FVal::Bool(Some(v.boolean()?)),
-        FType::Time => {
+        FilterType::Id | FilterType::Str => FilterValue::Str(Some(v.string()?.to_string())),
+        FilterType::Enum(_) => FilterValue::Str(Some(v.enum_name()?.to_string())),
+        FilterType::Bool => FilterValue::Bool(Some(v.boolean()?)),
+        FilterType::Time => {
             let s = v.string()?;
-            FVal::Time(Some(Timestamp::parse_rfc3339(s).map_err(|_| bad_input(format!("invalid time {s:?}")))?))
+            FilterValue::Time(Some(Timestamp::parse_rfc3339(s).map_err(|_| bad_input(format!("invalid time {s:?}")))?))
         }
     })
 }
 
-impl<R> Pred<R> {
+impl<R> Predicate<R> {
     /// Whether the predicate holds for `row`, as seen by the request's viewer.
-    pub fn eval(&self, row: &Stored<R>, rq: &Rq) -> bool {
+    pub fn eval(&self, row: &Stored<R>, rq: &RequestContext) -> bool {
         match self {
-            Pred::All(ps) => ps.iter().all(|p| p.eval(row, rq)),
-            Pred::Any(ps) => ps.iter().any(|p| p.eval(row, rq)),
-            Pred::Not(p) => !p.eval(row, rq),
-            Pred::Cmp(field, op, arg) => compare(&(field.get)(row, rq), *op, arg),
-            Pred::Edge(EdgeTest::Has(edge, want)) => (edge.exists)(rq, row) == *want,
-            Pred::Edge(EdgeTest::With(eval)) => eval(rq, row),
+            Predicate::All(ps) => ps.iter().all(|p| p.eval(row, rq)),
+            Predicate::Any(ps) => ps.iter().any(|p| p.eval(row, rq)),
+            Predicate::Not(p) => !p.eval(row, rq),
+            Predicate::Cmp(field, op, arg) => compare(&(field.get)(row, rq), *op, arg),
+            Predicate::Edge(EdgeTest::Has(edge, want)) => (edge.exists)(rq, row) == *want,
+            Predicate::Edge(EdgeTest::With(eval)) => eval(rq, row),
         }
     }
 
     /// Whether the predicate is an empty input (`{}`, or only empty lists): a no-op.
     pub fn is_empty(&self) -> bool {
         match self {
-            Pred::All(ps) => ps.iter().all(Pred::is_empty),
+            Predicate::All(ps) => ps.iter().all(Predicate::is_empty),
             _ => false,
         }
     }
@@ -480,33 +492,33 @@ impl<R> Pred<R> {
     /// Whether the predicate is trivially true (no comparisons).
     pub fn is_trivial(&self) -> bool {
         match self {
-            Pred::All(ps) | Pred::Any(ps) => ps.iter().all(Pred::is_trivial),
-            Pred::Not(_) | Pred::Cmp(..) | Pred::Edge(_) => false,
+            Predicate::All(ps) | Predicate::Any(ps) => ps.iter().all(Predicate::is_trivial),
+            Predicate::Not(_) | Predicate::Cmp(..) | Predicate::Edge(_) => false,
         }
     }
 }
 
-fn is_nil(v: &FVal) -> bool {
-    matches!(v, FVal::Str(None) | FVal::Bool(None) | FVal::Time(None))
+fn is_nil(v: &FilterValue) -> bool {
+    matches!(v, FilterValue::Str(None) | FilterValue::Bool(None) | FilterValue::Time(None))
 }
 
-fn ord(a: &FVal, b: &FVal) -> Option<std::cmp::Ordering> {
+fn ord(a: &FilterValue, b: &FilterValue) -> Option<std::cmp::Ordering> {
     match (a, b) {
-        (FVal::Str(Some(a)), FVal::Str(Some(b))) => Some(a.cmp(b)),
-        (FVal::Bool(Some(a)), FVal::Bool(Some(b))) => Some(a.cmp(b)),
-        (FVal::Time(Some(a)), FVal::Time(Some(b))) => Some(a.cmp(b)),
+        (FilterValue::Str(Some(a)), FilterValue::Str(Some(b))) => Some(a.cmp(b)),
+        (FilterValue::Bool(Some(a)), FilterValue::Bool(Some(b))) => Some(a.cmp(b)),
+        (FilterValue::Time(Some(a)), FilterValue::Time(Some(b))) => Some(a.cmp(b)),
         _ => None,
     }
 }
 
-fn compare(value: &FVal, op: Op, arg: &Arg) -> bool {
+fn compare(value: &FilterValue, op: Op, arg: &Arg) -> bool {
     use std::cmp::Ordering::*;
     let one = match arg {
         Arg::One(v) => Some(v),
         _ => None,
     };
-    let text = |v: &FVal| match v {
-        FVal::Str(Some(s)) => Some(s.clone()),
+    let text = |v: &FilterValue| match v {
+        FilterValue::Str(Some(s)) => Some(s.clone()),
         _ => None,
     };
     match op {
@@ -539,7 +551,7 @@ mod tests {
     use super::*;
 
     fn cmp(v: &str, op: Op, o: &str) -> bool {
-        compare(&FVal::Str(Some(v.into())), op, &Arg::One(FVal::Str(Some(o.into()))))
+        compare(&FilterValue::Str(Some(v.into())), op, &Arg::One(FilterValue::Str(Some(o.into()))))
     }
 
     #[test]
@@ -550,11 +562,11 @@ mod tests {
         assert!(!cmp("Checkout-API", Op::Contains, "api"));
         assert!(cmp("abc", Op::EqualFold, "ABC"));
         assert!(cmp("b", Op::Gt, "a") && cmp("a", Op::Lte, "a") && cmp("a", Op::Neq, "b"));
-        assert!(!compare(&FVal::Str(None), Op::Neq, &Arg::One(FVal::Str(Some("x".into())))));
-        assert!(compare(&FVal::Str(None), Op::IsNil, &Arg::None));
-        let list = Arg::List(vec![FVal::Str(Some("a".into())), FVal::Str(Some("b".into()))]);
-        assert!(compare(&FVal::Str(Some("b".into())), Op::In, &list));
-        assert!(!compare(&FVal::Str(Some("b".into())), Op::NotIn, &list));
-        assert!(compare(&FVal::Str(Some("c".into())), Op::NotIn, &list));
+        assert!(!compare(&FilterValue::Str(None), Op::Neq, &Arg::One(FilterValue::Str(Some("x".into())))));
+        assert!(compare(&FilterValue::Str(None), Op::IsNil, &Arg::None));
+        let list = Arg::List(vec![FilterValue::Str(Some("a".into())), FilterValue::Str(Some("b".into()))]);
+        assert!(compare(&FilterValue::Str(Some("b".into())), Op::In, &list));
+        assert!(!compare(&FilterValue::Str(Some("b".into())), Op::NotIn, &list));
+        assert!(compare(&FilterValue::Str(Some("c".into())), Op::NotIn, &list));
     }
 }

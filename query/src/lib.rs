@@ -23,7 +23,7 @@ pub mod viewer;
 use async_graphql::dynamic::{Object, Scalar, Schema, SchemaError, TypeRef};
 use async_graphql::parser::types::ExecutableDocument;
 use async_graphql::ValidationMode;
-use entity::{b, field, os, Builder, Rq};
+use entity::{boolean, field, nullable_string, Builder, RequestContext};
 use schema::Timestamp;
 use std::sync::Arc;
 use storage::Store;
@@ -217,10 +217,10 @@ fn build(
     bld.enumeration("OrderDirection", &["ASC", "DESC"]);
     bld.object(
         Object::new("PageInfo")
-            .field(field::<PageInfo>("hasNextPage", TypeRef::named_nn(TypeRef::BOOLEAN), |p, _| Ok(b(p.has_next))))
-            .field(field::<PageInfo>("hasPreviousPage", TypeRef::named_nn(TypeRef::BOOLEAN), |p, _| Ok(b(p.has_previous))))
-            .field(field::<PageInfo>("startCursor", TypeRef::named("Cursor"), |p, _| Ok(os(p.start.as_deref()))))
-            .field(field::<PageInfo>("endCursor", TypeRef::named("Cursor"), |p, _| Ok(os(p.end.as_deref())))),
+            .field(field::<PageInfo>("hasNextPage", TypeRef::named_nn(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.has_next))))
+            .field(field::<PageInfo>("hasPreviousPage", TypeRef::named_nn(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.has_previous))))
+            .field(field::<PageInfo>("startCursor", TypeRef::named("Cursor"), |p, _| Ok(nullable_string(p.start.as_deref()))))
+            .field(field::<PageInfo>("endCursor", TypeRef::named("Cursor"), |p, _| Ok(nullable_string(p.end.as_deref())))),
     );
     kinds::register_all(&mut bld);
     search::register(&mut bld);
@@ -326,7 +326,15 @@ impl Api {
         deadline.limit_response(self.limits.max_response_bytes);
         let stop = deadline.clone();
         view.interrupt_when(move || stop.passed());
-        let rq = Rq { view, viewer, now, max_page_size: self.config.max_page_size, catalogue, limits: self.limits.clone(), deadline };
+        let rq = RequestContext {
+            view,
+            viewer,
+            now,
+            max_page_size: self.config.max_page_size,
+            catalogue,
+            limits: self.limits.clone(),
+            deadline,
+        };
         Ok(Prepared { rq, request, parsed, cost })
     }
 
@@ -404,7 +412,7 @@ fn with_codes(mut response: async_graphql::Response, limits: &limits::Limits) ->
 
 /// A request measured and ready to run ([`Api::prepare`], [`Api::run`]).
 pub struct Prepared {
-    rq: Rq,
+    rq: RequestContext,
     request: async_graphql::Request,
     parsed: Option<Arc<Parsed>>,
     cost: limits::Cost,

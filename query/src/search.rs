@@ -3,7 +3,7 @@
 //! root `catalogueSearch` across the four kinds with scores and highlighted snippets.
 //!
 //! The index ([`storage::search::Catalogue`]) only proposes candidates. **Every hit is resolved
-//! against the request's read view and the viewer filter** (`Rq::load_visible`), so a record
+//! against the request's read view and the viewer filter** (`RequestContext::load_visible`), so a record
 //! deleted since the last index commit is never returned, and a non-admin viewer only gets
 //! entries of their environment (the index is also asked for that environment only).
 //!
@@ -12,9 +12,9 @@
 //! query (also after index commits: it marks a position, not an offset) and is refused
 //! (`BAD_USER_INPUT`) for another query.
 
-use crate::entity::{field, int, obj, s, Builder, Rq};
+use crate::entity::{field, integer, obj, string, Builder, RequestContext};
 use crate::error::{bad_input, internal};
-use crate::filter::Pred;
+use crate::filter::Predicate;
 use crate::relay::{Row, VecRows};
 use crate::viewer::Viewer;
 use async_graphql::dynamic::{Field, FieldFuture, FieldValue, InputValue, Object, ResolverContext, TypeRef, Union};
@@ -48,7 +48,7 @@ fn score_bytes(score: f32) -> [u8; 4] {
     (!score.max(0.0).to_bits()).to_be_bytes()
 }
 
-fn index(rq: &Rq) -> Result<&Catalogue, Error> {
+fn index(rq: &RequestContext) -> Result<&Catalogue, Error> {
     rq.catalogue.as_ref().ok_or_else(|| internal("the catalogue search index is not open"))
 }
 
@@ -61,7 +61,7 @@ fn environment(viewer: &Viewer) -> Option<&str> {
 ///
 /// # Errors
 /// `INTERNAL` when the index or the store fails.
-pub(crate) fn rows<K: Kind>(rq: &Rq, query: &str, pred: &Pred<K::Record>) -> Result<VecRows<K::Record>, Error> {
+pub(crate) fn rows<K: Kind>(rq: &RequestContext, query: &str, pred: &Predicate<K::Record>) -> Result<VecRows<K::Record>, Error> {
     let req = SearchRequest { query, kinds: &[K::ID], environment: environment(&rq.viewer), active_only: false };
     let hits = index(rq)?.search(&req, usize::MAX).map_err(internal)?;
     let mut rows: Vec<Row<K::Record>> = Vec::with_capacity(hits.hits.len());
@@ -80,9 +80,9 @@ pub(crate) fn rows<K: Kind>(rq: &Rq, query: &str, pred: &Pred<K::Record>) -> Res
 }
 
 /// Loads a catalogue entry of one kind (visible only) and its search document.
-type DocLoader = fn(&Rq, &Key) -> Result<Option<CatalogueDoc>, Error>;
+type DocLoader = fn(&RequestContext, &Key) -> Result<Option<CatalogueDoc>, Error>;
 
-fn load_doc<K: Catalogued>(rq: &Rq, key: &Key) -> Result<Option<CatalogueDoc>, Error> {
+fn load_doc<K: Catalogued>(rq: &RequestContext, key: &Key) -> Result<Option<CatalogueDoc>, Error> {
     Ok(rq.load_visible::<K>(key)?.map(|s| K::catalogue_doc(&s.record)))
 }
 
@@ -142,8 +142,8 @@ pub(crate) fn register(bld: &mut Builder) {
     bld.unions.push(union);
     bld.object(
         Object::new("CatalogueHighlight")
-            .field(field::<Highlight>("field", TypeRef::named_nn(TypeRef::STRING), |h, _| Ok(s(h.field))))
-            .field(field::<Highlight>("snippet", TypeRef::named_nn(TypeRef::STRING), |h, _| Ok(s(&h.snippet)))),
+            .field(field::<Highlight>("field", TypeRef::named_nn(TypeRef::STRING), |h, _| Ok(string(h.field))))
+            .field(field::<Highlight>("snippet", TypeRef::named_nn(TypeRef::STRING), |h, _| Ok(string(&h.snippet)))),
     );
     let loaders: HashMap<&'static str, crate::entity::Loader> =
         kinds.iter().filter_map(|(_, ty, _)| bld.loaders.get(ty).map(|l| (*ty, l.clone()))).collect();
@@ -154,7 +154,7 @@ pub(crate) fn register(bld: &mut Builder) {
                 let loader = loaders.get(e.type_name).ok_or_else(|| internal("no loader for a catalogue kind"))?;
                 loader(rq, &e.key)
             }))
-            .field(field::<SearchEdge>("cursor", TypeRef::named_nn("Cursor"), |e, _| Ok(s(&e.cursor))))
+            .field(field::<SearchEdge>("cursor", TypeRef::named_nn("Cursor"), |e, _| Ok(string(&e.cursor))))
             .field(field::<SearchEdge>("score", TypeRef::named_nn(TypeRef::FLOAT), |e, _| {
                 Ok(Some(FieldValue::value(Value::from(f64::from(e.score)))))
             }))
@@ -178,13 +178,13 @@ pub(crate) fn register(bld: &mut Builder) {
                     end: c.edges.last().map(|e| e.cursor.clone()),
                 }))
             }))
-            .field(field::<SearchConn>("totalCount", TypeRef::named_nn(TypeRef::INT), |c, _| Ok(int(c.total as i64)))),
+            .field(field::<SearchConn>("totalCount", TypeRef::named_nn(TypeRef::INT), |c, _| Ok(integer(c.total as i64)))),
     );
     bld.query_fields.push(
         Field::new("catalogueSearch", TypeRef::named_nn("CatalogueSearchConnection"), move |ctx: ResolverContext<'_>| {
             let kinds = kinds.clone();
             let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
-                let rq = ctx.data::<Rq>()?;
+                let rq = ctx.data::<RequestContext>()?;
                 let query = ctx.args.try_get("query")?.string()?.to_string();
                 crate::limits::check_search(&query, &rq.limits).map_err(crate::limits::LimitError::into_error)?;
                 let wanted: Vec<KindId> = match ctx.args.get("kinds").filter(|v| !v.is_null()) {

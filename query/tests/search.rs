@@ -33,7 +33,7 @@ fn wait_indexed(s: &Searchable) {
     let revision = s.w.store.read().unwrap().revision().unwrap();
     let t0 = Instant::now();
     while s.catalogue.revision() < revision {
-        assert!(t0.elapsed() < Duration::from_secs(2), "the index did not follow the store within 2 s");
+        assert!(t0.elapsed() < Duration::from_secs(60), "the index stopped following the store");
         std::thread::sleep(Duration::from_millis(20));
     }
 }

@@ -1,6 +1,8 @@
-//! Configuration: every setting defined once in [`SETTINGS`] (key, environment variable, flag,
-//! default, doc), layered as flags > environment > YAML config file > defaults (DESIGN
-//! "Configuration").
+//! Configuration: every setting declared once, as one row of [`SETTINGS`] (file key,
+//! environment variable, flag, default, help line and how its value is parsed and applied),
+//! layered as flags > environment > YAML config file > defaults (DESIGN "Configuration").
+//! `serve`'s flags ([`crate::cli::SettingFlags`]), [`Config::default`], the help text and the
+//! README's table all come from that row.
 //!
 //! Loading is the first of two startup stages (STYLE §15): [`load`] only parses and validates
 //! (no store, no network); an invalid value is a [`ConfigError`] naming the key and where the
@@ -18,205 +20,347 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// One configurable setting.
-#[derive(Clone, Copy, Debug)]
+/// The default of a setting that is unset unless given (shown as such in the help).
+pub const UNSET: &str = "-";
+
+/// One configurable setting: one row of [`SETTINGS`].
+#[derive(Clone, Copy)]
 pub struct Setting {
     /// The config-file key (`server.address`); for environment-only settings the variable name.
     pub key: &'static str,
-    /// Whether the key may appear in the config file.
+    /// Whether the key may appear in the config file (and has a flag).
     pub in_file: bool,
     /// The environment variable.
     pub env: &'static str,
-    /// The command-line flag of `serve`, if any.
-    pub flag: Option<&'static str>,
-    /// The default, as text.
+    /// The flag's name when it is not the one derived from the key (see [`Setting::flag`]).
+    long: Option<&'static str>,
+    /// What the value is, in the help (`N`, `DURATION`, `URL`, …).
+    pub value_name: &'static str,
+    /// Whether the value is a list (a YAML list, a repeated flag, comma-separated in the
+    /// environment).
+    pub list: bool,
+    /// Flag ids this setting's flag cannot be combined with.
+    pub conflicts_with: &'static [&'static str],
+    /// The default, as text ([`UNSET`] = none).
     pub default: &'static str,
     /// What it does (with its unit).
     pub doc: &'static str,
+    /// Parses a value and sets it; the error says what is wrong with it.
+    apply: fn(&mut Draft, &Raw) -> Result<(), String>,
 }
 
-const fn setting(key: &'static str, env: &'static str, flag: Option<&'static str>, default: &'static str, doc: &'static str) -> Setting {
-    Setting { key, in_file: true, env, flag, default, doc }
+impl fmt::Debug for Setting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Setting").field("key", &self.key).field("env", &self.env).field("default", &self.default).finish()
+    }
 }
 
-const fn env_only(env: &'static str, default: &'static str, doc: &'static str) -> Setting {
-    Setting { key: env, in_file: false, env, flag: None, default, doc }
+impl Setting {
+    /// A setting of the config file, with its environment variable and a flag.
+    const fn file(
+        key: &'static str,
+        env: &'static str,
+        value_name: &'static str,
+        default: &'static str,
+        doc: &'static str,
+        apply: fn(&mut Draft, &Raw) -> Result<(), String>,
+    ) -> Setting {
+        Setting { key, in_file: true, env, long: None, value_name, list: false, conflicts_with: &[], default, doc, apply }
+    }
+
+    /// A setting of the environment only (the Go system's variable names).
+    const fn env_only(
+        env: &'static str,
+        value_name: &'static str,
+        default: &'static str,
+        doc: &'static str,
+        apply: fn(&mut Draft, &Raw) -> Result<(), String>,
+    ) -> Setting {
+        Setting { key: env, in_file: false, env, long: None, value_name, list: false, conflicts_with: &[], default, doc, apply }
+    }
+
+    /// The flag is `long` (without `--`) instead of the one derived from the key.
+    const fn long(self, long: &'static str) -> Setting {
+        Setting { long: Some(long), ..self }
+    }
+
+    /// The value is a list.
+    const fn list(self) -> Setting {
+        Setting { list: true, ..self }
+    }
+
+    /// The flag cannot be combined with these flag ids.
+    const fn conflicts_with(self, ids: &'static [&'static str]) -> Setting {
+        Setting { conflicts_with: ids, ..self }
+    }
+
+    /// The flag of `serve` (`--listen`; derived from the key otherwise: `graphql.maxPageSize`
+    /// is `--graphql-max-page-size`); `None` for environment-only settings.
+    pub fn flag(&self) -> Option<String> {
+        if !self.in_file {
+            return None;
+        }
+        if let Some(long) = self.long {
+            return Some(format!("--{long}"));
+        }
+        let mut flag = String::from("--");
+        for c in self.key.chars() {
+            match c {
+                '.' => flag.push('-'),
+                c if c.is_ascii_uppercase() => {
+                    flag.push('-');
+                    flag.push(c.to_ascii_lowercase());
+                }
+                c => flag.push(c),
+            }
+        }
+        Some(flag)
+    }
 }
 
-/// Every setting, in help order. The single definition behind parsing, errors and `--help`.
+/// Every setting, in help order: the single definition behind parsing, flags, defaults, errors
+/// and `--help`.
 pub const SETTINGS: &[Setting] = &[
-    setting("server.address", "CP_SERVER_ADDRESS", Some("--listen"), "0.0.0.0:8080", "HTTP listen address, HOST:PORT."),
-    setting(
-        "storage.dataDir",
-        "CP_STORAGE_DATA_DIR",
-        Some("--data-dir"),
-        "./data",
-        "Data directory (holds readmodel.redb); created when missing.",
-    ),
-    setting(
+    Setting::file("server.address", "CP_SERVER_ADDRESS", "HOST:PORT", "0.0.0.0:8080", "HTTP listen address, HOST:PORT.", |d, v| {
+        set(&mut d.config.server.address, parse_address(one(v)?))
+    })
+    .long("listen"),
+    Setting::file("storage.dataDir", "CP_STORAGE_DATA_DIR", "DIR", "./data", "Data directory (holds readmodel.redb); created when missing.", |d, v| {
+        set(&mut d.config.storage.data_dir, non_empty_path(one(v)?))
+    })
+    .long("data-dir"),
+    Setting::file(
         "storage.cacheSize",
         "CP_STORAGE_CACHE_SIZE",
-        None,
+        "BYTES",
         "67108864",
         "redb page cache in bytes (at least 1048576). Pages beyond it are read from the file; raising it trades memory for fewer reads.",
+        |d, v| set(&mut d.config.storage.cache_bytes, parse_at_least(one(v)?, 1 << 20)),
     ),
-    setting(
-        "source.manifests",
-        "CP_SOURCE_MANIFESTS",
-        Some("--manifests"),
-        "-",
-        "Directory of YAML/JSON manifests to project; unset = kube source.",
-    ),
-    setting(
+    Setting::file("source.manifests", "CP_SOURCE_MANIFESTS", "DIR", UNSET, "Directory of YAML/JSON manifests to project; unset = kube source.", |d, v| {
+        set(&mut d.manifests, non_empty_path(one(v)?).map(Some))
+    })
+    .long("manifests")
+    .conflicts_with(&["source"]),
+    Setting::file(
         "source.kubeUrl",
         "CP_SOURCE_KUBE_URL",
-        Some("--kube-url"),
-        "-",
+        "URL",
+        UNSET,
         "Kube source: API server URL, used without credentials (kubectl proxy, tests); unset = kubeconfig (KUBECONFIG, ~/.kube/config), else the in-cluster service account.",
-    ),
-    setting(
+        |d, v| set(&mut d.kube.url, base_url(one(v)?).map(Some)),
+    )
+    .long("kube-url")
+    .conflicts_with(&["source.manifests"]),
+    Setting::file(
         "security.mode",
         "CP_SECURITY_MODE",
-        Some("--auth"),
+        "MODE",
         "jwt",
         "Authentication: jwt (verify tokens) or mock (decode without verifying; local use only).",
-    ),
-    setting(
+        |d, v| set(&mut d.config.security.mode, parse_mode(one(v)?)),
+    )
+    .long("auth"),
+    Setting::file(
         "security.trustedIssuers",
         "CP_SECURITY_TRUSTED_ISSUERS",
-        Some("--trusted-issuer"),
-        "-",
-        "Trusted token issuer URLs (comma-separated in the environment); jwt mode needs at least one.",
-    ),
-    setting(
+        "URL",
+        UNSET,
+        "Trusted token issuer URLs (comma-separated in the environment, the flag repeatable); jwt mode needs at least one.",
+        |d, v| set(&mut d.config.security.trusted_issuers, urls(v)),
+    )
+    .long("trusted-issuer")
+    .list(),
+    Setting::file(
         "security.scopePrefix",
         "CP_SECURITY_SCOPE_PREFIX",
-        None,
+        "WORD",
         "tardis",
         "Prefix of the access scope in tokens (<prefix>:<team|group|admin>:<access>).",
+        |d, v| set(&mut d.config.security.scope_prefix, parse_scope_prefix(one(v)?)),
     ),
-    setting("security.audience", "CP_SECURITY_AUDIENCE", None, "-", "Required token audience; unset = not checked."),
-    setting(
+    Setting::file("security.audience", "CP_SECURITY_AUDIENCE", "TEXT", UNSET, "Required token audience; unset = not checked.", |d, v| {
+        set(&mut d.config.security.audience, non_empty(one(v)?).map(Some))
+    }),
+    Setting::file(
         "security.leeway",
         "CP_SECURITY_LEEWAY",
-        None,
+        "DURATION",
         "30s",
         "Clock skew tolerated when checking a token's exp and nbf (Go duration, at most 5m).",
+        |d, v| set(&mut d.config.security.leeway, parse_leeway(one(v)?)),
     ),
-    setting(
+    Setting::file(
         "graphql.maxPageSize",
         "CP_GRAPHQL_MAX_PAGE_SIZE",
-        None,
+        "N",
         "1000",
         "Maximum page size of a connection (records), also applied without first/last.",
+        |d, v| set(&mut d.config.graphql.max_page_size, parse_page_size(one(v)?)),
     ),
-    setting("graphql.playgroundEnabled", "CP_GRAPHQL_PLAYGROUND_ENABLED", None, "true", "Serve the GraphiQL page at /graphql."),
-    setting(
+    Setting::file("graphql.playgroundEnabled", "CP_GRAPHQL_PLAYGROUND_ENABLED", "BOOL", "true", "Serve the GraphiQL page at /graphql.", |d, v| {
+        set(&mut d.config.graphql.playground_enabled, parse_bool(one(v)?))
+    }),
+    Setting::file(
         "graphql.maxDepth",
         "CP_GRAPHQL_MAX_DEPTH",
-        None,
+        "N",
         "20",
         "Maximum nesting depth of a query (levels of fields, fragments expanded; 1 to 30). Error code QUERY_TOO_DEEP.",
+        |d, v| set(&mut d.config.graphql.max_depth, parse_between(one(v)?, 1, query::limits::MAX_DEPTH_CEILING)),
     ),
-    setting(
+    Setting::file(
         "graphql.maxComplexity",
         "CP_GRAPHQL_MAX_COMPLEXITY",
-        None,
+        "N",
         "5000",
         "Maximum selected fields of a query, fragments expanded (aliases count). Error code QUERY_TOO_COMPLEX.",
+        |d, v| set(&mut d.config.graphql.max_complexity, parse_at_least(one(v)?, 1)),
     ),
-    setting(
+    Setting::file(
         "graphql.maxNodes",
         "CP_GRAPHQL_MAX_NODES",
-        None,
+        "N",
         "2500000",
         "Maximum worst-case node estimate of a query: first/last (else maxPageSize) multiplied along nested connections, lists counted at their largest possible length. Error code TOO_MANY_NODES.",
+        |d, v| set(&mut d.config.graphql.max_nodes, parse_at_least(one(v)?, 1).map(|n| n as u64)),
     ),
-    setting(
+    Setting::file(
         "graphql.maxInputDepth",
         "CP_GRAPHQL_MAX_INPUT_DEPTH",
-        None,
+        "N",
         "16",
         "Maximum nesting of lists and input objects in one argument or variable. Error code INPUT_TOO_DEEP.",
+        |d, v| set(&mut d.config.graphql.max_input_depth, parse_at_least(one(v)?, 1)),
     ),
-    setting(
+    Setting::file(
         "graphql.maxFilterDepth",
         "CP_GRAPHQL_MAX_FILTER_DEPTH",
-        None,
+        "N",
         "3",
         "Maximum nesting of has<Edge>With filters in one where. Error code FILTER_TOO_DEEP.",
+        |d, v| set(&mut d.config.graphql.max_filter_depth, parse_at_least(one(v)?, 1)),
     ),
-    setting(
+    Setting::file(
         "graphql.maxSearchLength",
         "CP_GRAPHQL_MAX_SEARCH_LENGTH",
-        None,
+        "BYTES",
         "256",
         "Maximum bytes of a search text (search:, catalogueSearch(query:)). Error code BAD_USER_INPUT.",
+        |d, v| set(&mut d.config.graphql.max_search_bytes, parse_at_least(one(v)?, 1)),
     ),
-    setting(
+    Setting::file(
         "graphql.maxSearchTerms",
         "CP_GRAPHQL_MAX_SEARCH_TERMS",
-        None,
+        "N",
         "8",
         "Maximum words of a search text. Error code BAD_USER_INPUT.",
+        |d, v| set(&mut d.config.graphql.max_search_terms, parse_at_least(one(v)?, 1)),
     ),
-    setting(
+    Setting::file(
         "graphql.maxFilterBytes",
         "CP_GRAPHQL_MAX_FILTER_BYTES",
-        None,
+        "BYTES",
         "1048576",
         "Maximum bytes of the operands of a request's where filters together, each use of a variable counted. Error code FILTER_TOO_LARGE.",
+        |d, v| set(&mut d.config.graphql.max_filter_bytes, parse_at_least(one(v)?, 1)),
     ),
-    setting(
+    Setting::file(
         "graphql.maxResponseBytes",
         "CP_GRAPHQL_MAX_RESPONSE_BYTES",
-        None,
+        "BYTES",
         "16777216",
         "Maximum bytes of an answer (at least 1024), counted while it is resolved; a larger one ends with one error. Error code RESPONSE_TOO_LARGE.",
+        |d, v| set(&mut d.config.graphql.max_response_bytes, parse_at_least(one(v)?, 1024)),
     ),
-    setting(
+    Setting::file(
         "graphql.workers",
         "CP_GRAPHQL_WORKERS",
-        None,
+        "N",
         "0",
         "Threads executing queries at once (0 = one per CPU the process may use, cgroup limits counted; at least 2); heavy queries (large node estimate, search, edge filters) use at most half of them (at least 1).",
+        |d, v| set(&mut d.config.graphql.workers, parse_at_least(one(v)?, 0)),
     ),
-    setting(
+    Setting::file(
         "graphql.queueLength",
         "CP_GRAPHQL_QUEUE_LENGTH",
-        None,
+        "N",
         "64",
         "Queries waiting for a worker, per kind (light, heavy); one more gets HTTP 503 with Retry-After.",
+        |d, v| set(&mut d.config.graphql.queue_length, parse_at_least(one(v)?, 1)),
     ),
-    setting("graphql.introspectionEnabled", "CP_GRAPHQL_INTROSPECTION_ENABLED", None, "true", "Answer introspection queries (__schema, __type)."),
-    setting("graphql.requestTimeout", "CP_GRAPHQL_REQUEST_TIMEOUT", None, "10s", "Per-request execution time limit (Go duration); 0s = none."),
-    setting("graphql.maxBodyBytes", "CP_GRAPHQL_MAX_BODY_BYTES", None, "1048576", "Maximum size of a POST body in bytes (larger requests get HTTP 413)."),
-    setting(
+    Setting::file(
+        "graphql.introspectionEnabled",
+        "CP_GRAPHQL_INTROSPECTION_ENABLED",
+        "BOOL",
+        "true",
+        "Answer introspection queries (__schema, __type).",
+        |d, v| set(&mut d.config.graphql.introspection_enabled, parse_bool(one(v)?)),
+    ),
+    Setting::file(
+        "graphql.requestTimeout",
+        "CP_GRAPHQL_REQUEST_TIMEOUT",
+        "DURATION",
+        "10s",
+        "Per-request execution time limit (Go duration); 0s = none.",
+        |d, v| set(&mut d.config.graphql.request_timeout, duration::parse(one(v)?)),
+    ),
+    Setting::file(
+        "graphql.maxBodyBytes",
+        "CP_GRAPHQL_MAX_BODY_BYTES",
+        "BYTES",
+        "1048576",
+        "Maximum size of a POST body in bytes (larger requests get HTTP 413).",
+        |d, v| set(&mut d.config.graphql.max_body_bytes, parse_at_least(one(v)?, 1024)),
+    ),
+    Setting::file(
         "source.maxDocumentBytes",
         "CP_SOURCE_MAX_DOCUMENT_BYTES",
-        None,
+        "BYTES",
         "1572864",
         "Largest manifest document or Kubernetes object projected, in bytes (at least 1024); a larger one is skipped with its reason and what is stored of it is kept.",
+        |d, v| set(&mut d.config.max_document_bytes, parse_at_least(one(v)?, 1024)),
     ),
-    setting(
+    Setting::file(
         "secretManager.url",
         "CP_SECRET_MANAGER_URL",
-        None,
-        "-",
+        "URL",
+        UNSET,
         "Secret manager base URL for resolving $<id> secret references; unset = references are returned as is.",
+        |d, v| set(&mut d.config.secret_manager.url, base_url(one(v)?).map(Some)),
     ),
-    env_only("DEPENDENCY_DELAY", "2s", "Delay before retrying an object whose parent or target is missing (Go duration)."),
-    env_only("DEPENDENCY_DELAY_JITTER", "3s", "Random extra delay, uniform in [0, this), added to DEPENDENCY_DELAY."),
-    env_only(
+    Setting::env_only("DEPENDENCY_DELAY", "DURATION", "2s", "Delay before retrying an object whose parent or target is missing (Go duration).", |d, v| {
+        set(&mut d.config.projector.dependency_delay, duration::parse(one(v)?))
+    }),
+    Setting::env_only("DEPENDENCY_DELAY_JITTER", "DURATION", "3s", "Random extra delay, uniform in [0, this), added to DEPENDENCY_DELAY.", |d, v| {
+        set(&mut d.config.projector.dependency_delay_jitter, duration::parse(one(v)?))
+    }),
+    Setting::env_only(
         "SKIP_REQUEUE",
+        "DURATION",
         "5m",
         "Delay before translating a skipped object again (kube source; changed objects arrive at once, the manifests source re-reads on change).",
+        |d, v| set(&mut d.config.projector.skip_requeue, duration::parse(one(v)?)),
     ),
-    env_only("PERIODIC_RESYNC", "0s", "Kube source: each kind's full re-list and sweep interval, ±20 %; 0s = never."),
-    env_only("FEATURE_PUBSUB_ENABLED", "true", "Project EventType, EventExposure, EventSubscription."),
-    env_only("FEATURE_PERMISSION_ENABLED", "true", "Project PermissionSet."),
-    env_only("FEATURE_AI_GATEWAY_ENABLED", "true", "Project McpServer, AgentCard, AgenticExposure, AgenticSubscription."),
-    env_only("FEATURE_FILE_MANAGER_ENABLED", "true", "Project FileExposure, FileSubscription."),
+    Setting::env_only("PERIODIC_RESYNC", "DURATION", "0s", "Kube source: each kind's full re-list and sweep interval, ±20 %; 0s = never.", |d, v| {
+        set(&mut d.config.projector.periodic_resync, duration::parse(one(v)?))
+    }),
+    Setting::env_only("FEATURE_PUBSUB_ENABLED", "BOOL", "true", "Project EventType, EventExposure, EventSubscription.", |d, v| {
+        set(&mut d.config.features.pubsub, parse_bool(one(v)?))
+    }),
+    Setting::env_only("FEATURE_PERMISSION_ENABLED", "BOOL", "true", "Project PermissionSet.", |d, v| {
+        set(&mut d.config.features.permission, parse_bool(one(v)?))
+    }),
+    Setting::env_only(
+        "FEATURE_AI_GATEWAY_ENABLED",
+        "BOOL",
+        "true",
+        "Project McpServer, AgentCard, AgenticExposure, AgenticSubscription.",
+        |d, v| set(&mut d.config.features.ai_gateway, parse_bool(one(v)?)),
+    ),
+    Setting::env_only("FEATURE_FILE_MANAGER_ENABLED", "BOOL", "true", "Project FileExposure, FileSubscription.", |d, v| {
+        set(&mut d.config.features.file_manager, parse_bool(one(v)?))
+    }),
 ];
 
 /// The settings table as help text (appended to `control-plane serve --help`).
@@ -224,7 +368,7 @@ pub fn settings_help() -> String {
     let mut out = String::from("Configuration (precedence: flags > environment > --config file > defaults):\n");
     for s in SETTINGS {
         let key = if s.in_file { s.key } else { "(environment only)" };
-        let flag = s.flag.map(|f| format!(", {f}")).unwrap_or_default();
+        let flag = s.flag().map(|f| format!(", {f}")).unwrap_or_default();
         out.push_str(&format!("  {key}\n      {}{flag} [default: {}]\n      {}\n", s.env, s.default, s.doc));
     }
     out.push_str(
@@ -398,55 +542,107 @@ pub struct ProjectorConfig {
 }
 
 impl Default for ProjectorConfig {
+    /// The defaults of [`SETTINGS`] (`DEPENDENCY_DELAY`, …).
     fn default() -> ProjectorConfig {
-        ProjectorConfig {
-            dependency_delay: Duration::from_secs(2),
-            dependency_delay_jitter: Duration::from_secs(3),
-            skip_requeue: Duration::from_secs(300),
-            periodic_resync: Duration::ZERO,
-        }
+        Config::default().projector
     }
 }
 
 impl Default for Config {
-    /// The documented defaults. Note: jwt mode without trusted issuers, which [`load`] rejects;
-    /// tests set `security.mode = Mock`.
+    /// The defaults of [`SETTINGS`]. Note: jwt mode without trusted issuers, which [`load`]
+    /// rejects; tests set `security.mode = Mock`.
     fn default() -> Config {
-        Config {
-            server: ServerConfig { address: "0.0.0.0:8080".into() },
-            storage: StorageConfig { data_dir: PathBuf::from("./data"), cache_bytes: storage::DEFAULT_CACHE_BYTES },
+        Draft::defaults().finish(None).unwrap_or_else(|e| panic!("the defaults of SETTINGS choose a source: {e}"))
+    }
+}
+
+/// A configuration being built from the settings: the [`Config`], and the two source settings
+/// that choose the source only together with `--source` ([`Draft::finish`]).
+struct Draft {
+    config: Config,
+    manifests: Option<PathBuf>,
+    kube: KubeSourceConfig,
+}
+
+impl Draft {
+    /// Every setting at its default ([`Setting::default`]); the values written here are all
+    /// replaced by those defaults, or are what an unset setting means.
+    fn defaults() -> Draft {
+        let config = Config {
+            server: ServerConfig { address: String::new() },
+            storage: StorageConfig { data_dir: PathBuf::new(), cache_bytes: 0 },
             source: SourceConfig::Kube(KubeSourceConfig::default()),
             security: SecurityConfig {
                 mode: AuthMode::Jwt,
                 trusted_issuers: Vec::new(),
-                scope_prefix: "tardis".into(),
+                scope_prefix: String::new(),
                 audience: None,
-                leeway: Duration::from_secs(30),
+                leeway: Duration::ZERO,
             },
             graphql: GraphqlConfig {
-                max_page_size: 1000,
-                playground_enabled: true,
-                max_depth: 20,
-                max_complexity: 5000,
-                introspection_enabled: true,
-                request_timeout: Duration::from_secs(10),
-                max_body_bytes: 1 << 20,
-                max_nodes: 2_500_000,
-                max_input_depth: 16,
-                max_filter_depth: 3,
-                max_search_bytes: 256,
-                max_search_terms: 8,
-                max_filter_bytes: 1_048_576,
-                max_response_bytes: 16 << 20,
+                max_page_size: 0,
+                playground_enabled: false,
+                max_depth: 0,
+                max_complexity: 0,
+                introspection_enabled: false,
+                request_timeout: Duration::ZERO,
+                max_body_bytes: 0,
+                max_nodes: 0,
+                max_input_depth: 0,
+                max_filter_depth: 0,
+                max_search_bytes: 0,
+                max_search_terms: 0,
+                max_filter_bytes: 0,
+                max_response_bytes: 0,
                 workers: 0,
-                queue_length: 64,
+                queue_length: 0,
             },
             secret_manager: SecretManagerConfig { url: None },
-            projector: ProjectorConfig::default(),
-            max_document_bytes: DEFAULT_MAX_DOCUMENT_BYTES,
-            features: Features::default(),
+            projector: ProjectorConfig {
+                dependency_delay: Duration::ZERO,
+                dependency_delay_jitter: Duration::ZERO,
+                skip_requeue: Duration::ZERO,
+                periodic_resync: Duration::ZERO,
+            },
+            max_document_bytes: 0,
+            features: Features { pubsub: false, permission: false, ai_gateway: false, file_manager: false },
             now: None,
+        };
+        let mut draft = Draft { config, manifests: None, kube: KubeSourceConfig::default() };
+        for s in SETTINGS.iter().filter(|s| s.default != UNSET) {
+            (s.apply)(&mut draft, &Raw::One(s.default.to_string()))
+                .unwrap_or_else(|e| panic!("the default of {} in SETTINGS is invalid: {e}", s.key));
         }
+        draft
+    }
+
+    /// Applies `raw`, given through `origin`, to setting `s`.
+    fn apply(&mut self, s: &Setting, raw: &Raw, origin: ValueOrigin) -> Result<(), ConfigError> {
+        (s.apply)(self, raw).map_err(|message| ConfigError::Invalid { key: s.key, origin, message })
+    }
+
+    /// The configuration, with the source chosen by `--source` (`kube`, `manifests`, or `None`:
+    /// manifests when `source.manifests` is set, else kube).
+    fn finish(self, source_flag: Option<&str>) -> Result<Config, ConfigError> {
+        let source = match (source_flag, self.manifests) {
+            (Some("kube"), _) | (None, None) => SourceConfig::Kube(self.kube),
+            (Some("manifests"), Some(dir)) | (None, Some(dir)) => SourceConfig::Manifests(dir),
+            (Some("manifests"), None) => {
+                return Err(ConfigError::Invalid {
+                    key: "source.manifests",
+                    origin: ValueOrigin::Flag("--source".into()),
+                    message: "--source manifests needs a directory: --manifests DIR or CP_SOURCE_MANIFESTS".into(),
+                });
+            }
+            (Some(other), _) => {
+                return Err(ConfigError::Invalid {
+                    key: "source.manifests",
+                    origin: ValueOrigin::Flag("--source".into()),
+                    message: format!("unknown source {other:?} (expected kube or manifests)"),
+                });
+            }
+        };
+        Ok(Config { source, ..self.config })
     }
 }
 
@@ -489,21 +685,21 @@ impl Clock {
 
 /// Where a value came from (named in error messages).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Origin {
+pub enum ValueOrigin {
     /// A command-line flag.
-    Flag(&'static str),
+    Flag(String),
     /// An environment variable.
     Env(&'static str),
     /// The config file.
     File(PathBuf),
 }
 
-impl fmt::Display for Origin {
+impl fmt::Display for ValueOrigin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Origin::Flag(flag) => write!(f, "flag {flag}"),
-            Origin::Env(var) => write!(f, "environment variable {var}"),
-            Origin::File(p) => write!(f, "config file {}", p.display()),
+            ValueOrigin::Flag(flag) => write!(f, "flag {flag}"),
+            ValueOrigin::Env(var) => write!(f, "environment variable {var}"),
+            ValueOrigin::File(p) => write!(f, "config file {}", p.display()),
         }
     }
 }
@@ -517,7 +713,7 @@ pub enum ConfigError {
         /// The setting's key.
         key: &'static str,
         /// Where the value came from.
-        origin: Origin,
+        origin: ValueOrigin,
         /// What is wrong.
         message: String,
     },
@@ -550,7 +746,7 @@ pub enum ConfigError {
 
 /// A raw value: one scalar or a list.
 #[derive(Clone, Debug)]
-enum Raw {
+pub(crate) enum Raw {
     One(String),
     List(Vec<String>),
 }
@@ -564,47 +760,54 @@ struct Layers<'a> {
 }
 
 impl Layers<'_> {
-    /// The highest-precedence value of `key`, with its origin.
-    fn get(&self, key: &str) -> Option<(Raw, Origin)> {
-        let s = SETTINGS.iter().find(|s| s.key == key).expect("settings lookup: key is in SETTINGS");
-        if let Some(v) = self.flags.get(key) {
-            return Some((v.clone(), Origin::Flag(s.flag.unwrap_or("?"))));
+    /// The highest-precedence value of `s`, with its origin.
+    fn get(&self, s: &Setting) -> Option<(Raw, ValueOrigin)> {
+        if let Some(v) = self.flags.get(s.key) {
+            return Some((v.clone(), ValueOrigin::Flag(s.flag().unwrap_or_default())));
         }
         if let Some(v) = (self.env)(s.env) {
-            return Some((Raw::One(v), Origin::Env(s.env)));
+            return Some((Raw::One(v), ValueOrigin::Env(s.env)));
         }
         if s.in_file {
-            if let Some(v) = self.file.get(key) {
-                return Some((v.clone(), Origin::File(self.file_path.clone())));
+            if let Some(v) = self.file.get(s.key) {
+                return Some((v.clone(), ValueOrigin::File(self.file_path.clone())));
             }
         }
         None
     }
+}
 
-    /// A scalar value parsed by `parse`, or `None` when unset.
-    fn scalar<T>(&self, key: &'static str, parse: impl Fn(&str) -> Result<T, String>) -> Result<Option<T>, ConfigError> {
-        match self.get(key) {
-            None => Ok(None),
-            Some((Raw::One(v), origin)) => parse(&v).map(Some).map_err(|message| ConfigError::Invalid { key, origin, message }),
-            Some((Raw::List(_), origin)) => {
-                Err(ConfigError::Invalid { key, origin, message: "expected a single value, got a list".into() })
-            }
-        }
-    }
+/// Sets `slot` to a parsed value.
+fn set<T>(slot: &mut T, value: Result<T, String>) -> Result<(), String> {
+    *slot = value?;
+    Ok(())
+}
 
-    /// A list value (a list in the file or repeated flags; comma-separated in the environment
-    /// or as a file scalar), each item checked by `check`.
-    fn list(&self, key: &'static str, check: impl Fn(&str) -> Result<(), String>) -> Result<Option<Vec<String>>, ConfigError> {
-        let Some((raw, origin)) = self.get(key) else { return Ok(None) };
-        let items: Vec<String> = match raw {
-            Raw::One(v) => v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
-            Raw::List(v) => v.into_iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
-        };
-        for i in &items {
-            check(i).map_err(|message| ConfigError::Invalid { key, origin: origin.clone(), message })?;
-        }
-        Ok(Some(items))
+/// The value of a setting that is not a list.
+fn one(raw: &Raw) -> Result<&str, String> {
+    match raw {
+        Raw::One(v) => Ok(v),
+        Raw::List(_) => Err("expected a single value, got a list".into()),
     }
+}
+
+/// A list of http(s) URLs: a list, or one value with comma-separated items; empty items are
+/// dropped.
+fn urls(raw: &Raw) -> Result<Vec<String>, String> {
+    let items: Vec<String> = match raw {
+        Raw::One(v) => v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(String::from).collect(),
+        Raw::List(v) => v.iter().map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect(),
+    };
+    for i in &items {
+        parse_url(i)?;
+    }
+    Ok(items)
+}
+
+/// An http(s) base URL without its trailing `/`.
+fn base_url(s: &str) -> Result<String, String> {
+    parse_url(s.trim())?;
+    Ok(s.trim().trim_end_matches('/').to_string())
 }
 
 /// Parses `true`/`false` like Go's `strconv.ParseBool` (`1`, `t`, `TRUE`, `0`, `f`, …).
@@ -770,30 +973,6 @@ pub(crate) fn one_line(s: &str) -> String {
     s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
-/// Builds the flag layer from `serve`'s arguments.
-fn flag_layer(args: &ServeArgs) -> BTreeMap<&'static str, Raw> {
-    let mut m = BTreeMap::new();
-    if let Some(v) = &args.listen {
-        m.insert("server.address", Raw::One(v.clone()));
-    }
-    if let Some(v) = &args.data_dir {
-        m.insert("storage.dataDir", Raw::One(v.to_string_lossy().into_owned()));
-    }
-    if let Some(v) = &args.manifests {
-        m.insert("source.manifests", Raw::One(v.to_string_lossy().into_owned()));
-    }
-    if let Some(v) = &args.kube_url {
-        m.insert("source.kubeUrl", Raw::One(v.clone()));
-    }
-    if let Some(v) = &args.auth {
-        m.insert("security.mode", Raw::One(v.clone()));
-    }
-    if !args.trusted_issuer.is_empty() {
-        m.insert("security.trustedIssuers", Raw::List(args.trusted_issuer.clone()));
-    }
-    m
-}
-
 /// Stage 1: builds and validates the configuration from `serve`'s flags, the environment (a
 /// lookup function, so tests need not touch the process environment) and the config file's
 /// text (`(path, text)`, already read by the caller). No other I/O.
@@ -805,127 +984,25 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
         Some((p, text)) => (p.to_path_buf(), parse_file(p, text)?),
         None => (PathBuf::new(), BTreeMap::new()),
     };
-    let layers = Layers { flags: flag_layer(args), env, file: file_map, file_path };
-    let d = Config::default();
-
-    let address = layers.scalar("server.address", parse_address)?.unwrap_or(d.server.address);
-    let data_dir = layers.scalar("storage.dataDir", non_empty_path)?.unwrap_or(d.storage.data_dir);
-    let cache_bytes = layers.scalar("storage.cacheSize", |s| parse_at_least(s, 1 << 20))?.unwrap_or(d.storage.cache_bytes);
-    let manifests = layers.scalar("source.manifests", non_empty_path)?;
-    let kube_url = layers.scalar("source.kubeUrl", |s| {
-        parse_url(s.trim())?;
-        Ok(s.trim().trim_end_matches('/').to_string())
-    })?;
-    let kube = KubeSourceConfig { url: kube_url };
-    let source = match (args.source.as_deref(), manifests) {
-        (Some("kube"), _) => SourceConfig::Kube(kube),
-        (Some("manifests"), Some(dir)) | (None, Some(dir)) => SourceConfig::Manifests(dir),
-        (Some("manifests"), None) => {
-            return Err(ConfigError::Invalid {
-                key: "source.manifests",
-                origin: Origin::Flag("--source"),
-                message: "--source manifests needs a directory: --manifests DIR or CP_SOURCE_MANIFESTS".into(),
-            });
+    let layers = Layers { flags: args.settings.layer(), env, file: file_map, file_path };
+    let mut draft = Draft::defaults();
+    for s in SETTINGS {
+        if let Some((raw, origin)) = layers.get(s) {
+            draft.apply(s, &raw, origin)?;
         }
-        (Some(other), _) => {
-            return Err(ConfigError::Invalid {
-                key: "source.manifests",
-                origin: Origin::Flag("--source"),
-                message: format!("unknown source {other:?} (expected kube or manifests)"),
-            });
-        }
-        (None, None) => SourceConfig::Kube(kube),
-    };
-    let mode = layers.scalar("security.mode", parse_mode)?.unwrap_or(d.security.mode);
-    let trusted_issuers = layers.list("security.trustedIssuers", parse_url)?.unwrap_or_default();
-    let scope_prefix = layers.scalar("security.scopePrefix", parse_scope_prefix)?.unwrap_or(d.security.scope_prefix);
-    let audience = layers.scalar("security.audience", non_empty)?;
-    let leeway = layers.scalar("security.leeway", parse_leeway)?.unwrap_or(d.security.leeway);
-    let max_page_size = layers.scalar("graphql.maxPageSize", parse_page_size)?.unwrap_or(d.graphql.max_page_size);
-    let playground_enabled = layers.scalar("graphql.playgroundEnabled", parse_bool)?.unwrap_or(d.graphql.playground_enabled);
-    let max_depth =
-        layers.scalar("graphql.maxDepth", |s| parse_between(s, 1, query::limits::MAX_DEPTH_CEILING))?.unwrap_or(d.graphql.max_depth);
-    let max_complexity = layers.scalar("graphql.maxComplexity", |s| parse_at_least(s, 1))?.unwrap_or(d.graphql.max_complexity);
-    let introspection_enabled = layers.scalar("graphql.introspectionEnabled", parse_bool)?.unwrap_or(d.graphql.introspection_enabled);
-    let request_timeout = layers.scalar("graphql.requestTimeout", duration::parse)?.unwrap_or(d.graphql.request_timeout);
-    let max_body_bytes = layers.scalar("graphql.maxBodyBytes", |s| parse_at_least(s, 1024))?.unwrap_or(d.graphql.max_body_bytes);
-    let whole = |key: &'static str, min: usize, default: usize| -> Result<usize, ConfigError> {
-        Ok(layers.scalar(key, |s| parse_at_least(s, min))?.unwrap_or(default))
-    };
-    let max_nodes = whole("graphql.maxNodes", 1, d.graphql.max_nodes as usize)? as u64;
-    let max_input_depth = whole("graphql.maxInputDepth", 1, d.graphql.max_input_depth)?;
-    let max_filter_depth = whole("graphql.maxFilterDepth", 1, d.graphql.max_filter_depth)?;
-    let max_search_bytes = whole("graphql.maxSearchLength", 1, d.graphql.max_search_bytes)?;
-    let max_search_terms = whole("graphql.maxSearchTerms", 1, d.graphql.max_search_terms)?;
-    let max_filter_bytes = whole("graphql.maxFilterBytes", 1, d.graphql.max_filter_bytes)?;
-    let max_response_bytes = whole("graphql.maxResponseBytes", 1024, d.graphql.max_response_bytes)?;
-    let workers = whole("graphql.workers", 0, d.graphql.workers)?;
-    let queue_length = whole("graphql.queueLength", 1, d.graphql.queue_length)?;
-    let max_document_bytes = whole("source.maxDocumentBytes", 1024, d.max_document_bytes)?;
-    let secret_url = layers.scalar("secretManager.url", |s| {
-        parse_url(s.trim())?;
-        Ok(s.trim().trim_end_matches('/').to_string())
-    })?;
-    let dur = |key: &'static str, default: Duration| -> Result<Duration, ConfigError> {
-        Ok(layers.scalar(key, duration::parse)?.unwrap_or(default))
-    };
-    let projector = ProjectorConfig {
-        dependency_delay: dur("DEPENDENCY_DELAY", d.projector.dependency_delay)?,
-        dependency_delay_jitter: dur("DEPENDENCY_DELAY_JITTER", d.projector.dependency_delay_jitter)?,
-        skip_requeue: dur("SKIP_REQUEUE", d.projector.skip_requeue)?,
-        periodic_resync: dur("PERIODIC_RESYNC", d.projector.periodic_resync)?,
-    };
-    let features = features(&layers)?;
-    let now = match &args.now {
-        None => None,
-        Some(s) => Some(Timestamp::parse_rfc3339(s.trim()).map_err(|e| ConfigError::Invalid {
+    }
+    let mut config = draft.finish(args.source.as_deref())?;
+    if let Some(s) = &args.now {
+        config.now = Some(Timestamp::parse_rfc3339(s.trim()).map_err(|e| ConfigError::Invalid {
             key: "now",
-            origin: Origin::Flag("--now"),
+            origin: ValueOrigin::Flag("--now".into()),
             message: format!("expected an RFC 3339 time such as 2026-09-01T00:00:00Z, got {s:?} ({e})"),
-        })?),
-    };
-    if mode == AuthMode::Jwt && trusted_issuers.is_empty() {
+        })?);
+    }
+    if config.security.mode == AuthMode::Jwt && config.security.trusted_issuers.is_empty() {
         return Err(ConfigError::NoTrustedIssuer);
     }
-    Ok(Config {
-        server: ServerConfig { address },
-        storage: StorageConfig { data_dir, cache_bytes },
-        source,
-        security: SecurityConfig { mode, trusted_issuers, scope_prefix, audience, leeway },
-        graphql: GraphqlConfig {
-            max_page_size,
-            playground_enabled,
-            max_depth,
-            max_complexity,
-            introspection_enabled,
-            request_timeout,
-            max_body_bytes,
-            max_nodes,
-            max_input_depth,
-            max_filter_depth,
-            max_search_bytes,
-            max_search_terms,
-            max_filter_bytes,
-            max_response_bytes,
-            workers,
-            queue_length,
-        },
-        secret_manager: SecretManagerConfig { url: secret_url },
-        projector,
-        max_document_bytes,
-        features,
-        now,
-    })
-}
-
-fn features(layers: &Layers<'_>) -> Result<Features, ConfigError> {
-    let flag = |key: &'static str| -> Result<bool, ConfigError> { Ok(layers.scalar(key, parse_bool)?.unwrap_or(true)) };
-    Ok(Features {
-        pubsub: flag("FEATURE_PUBSUB_ENABLED")?,
-        permission: flag("FEATURE_PERMISSION_ENABLED")?,
-        ai_gateway: flag("FEATURE_AI_GATEWAY_ENABLED")?,
-        file_manager: flag("FEATURE_FILE_MANAGER_ENABLED")?,
-    })
+    Ok(config)
 }
 
 /// Feature flags from the environment alone (used by `check`).
@@ -933,8 +1010,13 @@ fn features(layers: &Layers<'_>) -> Result<Features, ConfigError> {
 /// # Errors
 /// [`ConfigError::Invalid`] for a value that is not a boolean.
 pub fn features_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Features, ConfigError> {
-    let layers = Layers { flags: BTreeMap::new(), env, file: BTreeMap::new(), file_path: PathBuf::new() };
-    features(&layers)
+    let mut draft = Draft::defaults();
+    for s in SETTINGS.iter().filter(|s| s.env.starts_with("FEATURE_")) {
+        if let Some(v) = env(s.env) {
+            draft.apply(s, &Raw::One(v), ValueOrigin::Env(s.env))?;
+        }
+    }
+    Ok(draft.config.features)
 }
 
 /// [`load`] with the process environment and the `--config` file read from disk.
@@ -967,8 +1049,8 @@ pub enum LogFormat {
 /// A message naming the invalid value.
 pub fn log_format(flag: Option<&str>, env: &dyn Fn(&str) -> Option<String>) -> Result<LogFormat, ConfigError> {
     let (v, origin) = match (flag, env("CP_LOG_FORMAT")) {
-        (Some(f), _) => (f.to_string(), Origin::Flag("--log-format")),
-        (None, Some(e)) => (e, Origin::Env("CP_LOG_FORMAT")),
+        (Some(f), _) => (f.to_string(), ValueOrigin::Flag("--log-format".into())),
+        (None, Some(e)) => (e, ValueOrigin::Env("CP_LOG_FORMAT")),
         (None, None) => return Ok(LogFormat::Text),
     };
     match v.trim().to_ascii_lowercase().as_str() {

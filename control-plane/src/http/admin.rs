@@ -27,7 +27,7 @@ use std::sync::Arc;
 use storage::Store;
 
 /// What the admin API reads.
-pub struct State {
+pub struct AdminEndpoint {
     store: Store,
     auth: Authenticator,
     readiness: Readiness,
@@ -36,15 +36,15 @@ pub struct State {
     phases: Vec<(KindId, Option<String>)>,
 }
 
-impl State {
+impl AdminEndpoint {
     /// `phases`: per kind, the readiness phase that ends its initial sync (`None`: disabled).
-    pub fn new(store: Store, auth: Authenticator, readiness: Readiness, phases: Vec<(KindId, Option<String>)>) -> State {
-        State { store, auth, readiness, phases }
+    pub fn new(store: Store, auth: Authenticator, readiness: Readiness, phases: Vec<(KindId, Option<String>)>) -> AdminEndpoint {
+        AdminEndpoint { store, auth, readiness, phases }
     }
 }
 
 /// Adds the admin routes and the OpenAPI document to `route`.
-pub fn mount(route: Route, state: State) -> Route {
+pub fn mount(route: Route, state: AdminEndpoint) -> Route {
     let service = OpenApiService::new(AdminApi, "ControlPlane read model admin API", "1")
         .description("Backups and status of the embedded read model. Every operation needs an admin token with access `all`.")
         .server("/admin/v1");
@@ -72,7 +72,7 @@ impl AdminToken {
 /// Authenticates with the server's [`Authenticator`]; a missing or invalid token is refused
 /// with the problem JSON of [`rejection`] (401, or 503 when keys are unavailable).
 async fn admin_only(req: &Request, bearer: Bearer) -> poem::Result<Viewer> {
-    let state = req.data::<Arc<State>>().ok_or_else(|| poem::Error::from_status(StatusCode::INTERNAL_SERVER_ERROR))?;
+    let state = req.data::<Arc<AdminEndpoint>>().ok_or_else(|| poem::Error::from_status(StatusCode::INTERNAL_SERVER_ERROR))?;
     let header = format!("Bearer {}", bearer.token);
     state.auth.authenticate(Some(&header)).await.map_err(|e| poem::Error::from_response(rejection(&e)))
 }
@@ -284,7 +284,7 @@ struct AdminApi;
 impl AdminApi {
     /// A snapshot of the whole read model, from one consistent read transaction, streamed.
     #[oai(path = "/snapshot", method = "get")]
-    async fn snapshot(&self, token: AdminToken, state: Data<&Arc<State>>) -> SnapshotResponse {
+    async fn snapshot(&self, token: AdminToken, state: Data<&Arc<AdminEndpoint>>) -> SnapshotResponse {
         if !token.allowed() {
             return SnapshotResponse::Forbidden(forbidden());
         }
@@ -325,7 +325,7 @@ impl AdminApi {
 
     /// Revision, last commit time, per-kind record counts and sync state, readiness.
     #[oai(path = "/status", method = "get")]
-    async fn status(&self, token: AdminToken, state: Data<&Arc<State>>) -> StatusResponse {
+    async fn status(&self, token: AdminToken, state: Data<&Arc<AdminEndpoint>>) -> StatusResponse {
         if !token.allowed() {
             return StatusResponse::Forbidden(forbidden());
         }

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use storage::Store;
 
 /// Shared state of the endpoint.
-struct State {
+struct GraphqlEndpoint {
     api: Api,
     store: Store,
     auth: Authenticator,
@@ -82,7 +82,7 @@ pub fn routes(store: Store, config: &Config, auth: Authenticator, metrics: Metri
     let executor = Executor::new(config.graphql.workers, config.graphql.queue_length, shutdown, metrics.clone());
     let pool_kib = (ANSWERS_IN_FLIGHT * config.graphql.max_response_bytes).div_ceil(1024).min(tokio::sync::Semaphore::MAX_PERMITS);
     let sending = Arc::new(tokio::sync::Semaphore::new(pool_kib));
-    let state = Arc::new(State { api, store, auth, limits, metrics, executor, sending, sending_kib: pool_kib });
+    let state = Arc::new(GraphqlEndpoint { api, store, auth, limits, metrics, executor, sending, sending_kib: pool_kib });
     let mut route = Route::new().at("/graphql/query", get(graphql).post(graphql).data(state));
     if config.graphql.playground_enabled {
         route = route.at("/graphql", get(graphiql));
@@ -109,7 +109,7 @@ struct Limits {
 }
 
 #[handler]
-async fn graphql(req: &Request, body: Body, state: Data<&Arc<State>>) -> Response {
+async fn graphql(req: &Request, body: Body, state: Data<&Arc<GraphqlEndpoint>>) -> Response {
     let t0 = std::time::Instant::now();
     let (code, resp) = answer(req, body, &state, t0).await;
     state.metrics.graphql_answered(code, t0.elapsed().as_secs_f64());
@@ -137,7 +137,7 @@ fn outcome(resp: &async_graphql::Response) -> &'static str {
 const OUTCOME_CODES: &[&str] =
     &["BAD_USER_INPUT", "NOT_FOUND", "FORBIDDEN", "INTERNAL", "TIMEOUT", "UNAVAILABLE", "GRAPHQL_VALIDATION_FAILED", "TOO_MANY_ERRORS"];
 
-async fn answer(req: &Request, body: Body, state: &Arc<State>, t0: std::time::Instant) -> (&'static str, Response) {
+async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std::time::Instant) -> (&'static str, Response) {
     // Authenticate before reading or parsing anything the caller sent.
     let authorization = req.headers().get("authorization").and_then(|h| h.to_str().ok());
     let viewer = match state.auth.authenticate(authorization).await {
@@ -223,9 +223,9 @@ fn overloaded(detail: &str) -> Response {
 }
 
 /// The answer with its body handed out in chunks while it holds its share of
-/// [`State::sending`] (answers of one chunk or less go as they are: the connection's buffers
+/// [`GraphqlEndpoint::sending`] (answers of one chunk or less go as they are: the connection's buffers
 /// take them); `None` when no room frees up before `deadline`.
-async fn send(resp: Response, state: &State, deadline: Option<std::time::Instant>) -> Option<Response> {
+async fn send(resp: Response, state: &GraphqlEndpoint, deadline: Option<std::time::Instant>) -> Option<Response> {
     let (mut parts, body) = resp.into_parts();
     // A JSON answer is one buffer: reading it does not wait.
     let bytes = body.into_bytes().await.unwrap_or_default();

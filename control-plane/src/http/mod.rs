@@ -30,7 +30,7 @@ pub fn routes(app: &App) -> poem::Route {
             (kind, phase)
         })
         .collect();
-    let admin = admin::State::new(app.store().clone(), app.authenticator().clone(), app.readiness().clone(), phases);
+    let admin = admin::AdminEndpoint::new(app.store().clone(), app.authenticator().clone(), app.readiness().clone(), phases);
     admin::mount(route, admin)
         .at("/healthz", get(make_sync(|_| Response::builder().content_type("text/plain; charset=utf-8").body("ok\n"))))
         .at(

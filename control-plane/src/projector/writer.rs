@@ -190,7 +190,7 @@ impl Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let queue = Arc::new(Queue::default());
         let rederiving = !store.rederiving().is_empty();
-        let mut state = State {
+        let mut state = WriterState {
             queue: queue.clone(),
             store,
             metrics,
@@ -290,7 +290,7 @@ enum Done {
     Checkpointed,
 }
 
-struct State {
+struct WriterState {
     queue: Arc<Queue>,
     store: Store,
     metrics: Metrics,
@@ -308,7 +308,7 @@ struct State {
     /// Sweeps waiting for a retry after a store error.
     sweeps: Vec<(Instant, Work)>,
     kinds: Vec<KindId>,
-    /// The release thread's queue ([`State::release`]).
+    /// The release thread's queue ([`WriterState::release`]).
     release: mpsc::Sender<Vec<Work>>,
     /// `projector_reconcile_*` by (module, outcome), looked up once each.
     reconcile: FastMap<(&'static str, &'static str), (prometheus::IntCounter, prometheus::Histogram)>,
@@ -331,14 +331,14 @@ fn spawn_release() -> std::io::Result<mpsc::Sender<Vec<Work>>> {
     Ok(tx)
 }
 
-impl Drop for State {
+impl Drop for WriterState {
     /// However the thread ends (stop, disconnect, panic), paced senders stop waiting.
     fn drop(&mut self) {
         self.queue.closed.store(true, Ordering::Relaxed);
     }
 }
 
-impl State {
+impl WriterState {
     fn run(&mut self, rx: mpsc::Receiver<Msg>) {
         self.update_counts();
         let mut batch: Vec<Work> = Vec::new();
@@ -501,6 +501,7 @@ impl State {
         let at = Instant::now() + delay;
         self.due.push(Reverse((at, self.seq, src.clone())));
         self.parked.insert(src, Parked { seq: self.seq, work });
+        self.metrics.retries_pending.set(self.parked.len() as i64);
     }
 
     /// `DEPENDENCY_DELAY` + jitter, doubled for every earlier wait of the same change, at most
@@ -540,6 +541,8 @@ impl State {
             }
             Err(e) => self.failed(batch.into_iter().next().expect("batch of one"), &e),
         }
+        // Lowered only here: a change taken out of `parked` for its retry counts until then.
+        self.metrics.retries_pending.set(self.parked.len() as i64);
     }
 
     fn process_one(&mut self, work: Work, now: Timestamp) {
@@ -681,11 +684,20 @@ impl State {
 
     /// Side effects after a successful commit. Returns the change unless it was parked for a
     /// retry.
-    fn finish(&mut self, mut work: Work, done: Done, secs: f64) -> Option<Work> {
-        let module = work.change.module();
-        if let Some(t) = work.change.token() {
+    /// Its readiness item is done after it was parked, so that a reader seeing the server ready
+    /// also sees the initial sync's retries in `projector_retries_pending`.
+    fn finish(&mut self, work: Work, done: Done, secs: f64) -> Option<Work> {
+        let token = work.change.token();
+        let kept = self.outcome_effects(work, done, secs);
+        if let Some(t) = token {
             self.readiness.done(t);
         }
+        kept
+    }
+
+    /// [`WriterState::finish`] but for the readiness item.
+    fn outcome_effects(&mut self, mut work: Work, done: Done, secs: f64) -> Option<Work> {
+        let module = work.change.module();
         match done {
             Done::Success | Done::Unchanged => {
                 self.reconciled(module, outcome::SUCCESS, secs);
@@ -702,7 +714,6 @@ impl State {
                 }
             }
             Done::Unlinked => {
-                self.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
                 // Written (without its target): children waiting for it can go ahead.
                 if let Change::Apply { record, .. } = &work.change {
                     self.wake((record.kind(), record.key()));
@@ -716,10 +727,11 @@ impl State {
                 }
                 let delay = self.dependency_delay(&mut work);
                 self.park(work, delay);
+                // Counted once parked: a reader seeing the count sees the retry pending.
+                self.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
                 return None;
             }
             Done::Missing(refs) => {
-                self.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
                 if let Change::Apply { src, .. } = &work.change {
                     for r in &refs {
                         self.waiting.entry((r.kind, r.key.clone())).or_default().insert(src.clone());
@@ -735,6 +747,8 @@ impl State {
                 }
                 let delay = self.dependency_delay(&mut work);
                 self.park(work, delay);
+                // Counted once parked: a reader seeing the count sees the retry pending.
+                self.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
                 return None;
             }
             Done::Deleted(gone) => {
@@ -751,7 +765,6 @@ impl State {
                 }
             }
             Done::Conflict(holder) => {
-                self.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
                 if let Change::Apply { src, origin, record, .. } = &work.change {
                     let key = record.key();
                     if self.reported.insert(src.clone()) {
@@ -763,6 +776,8 @@ impl State {
                 }
                 let delay = self.dependency_delay(&mut work);
                 self.park(work, delay);
+                // Counted once parked: a reader seeing the count sees the retry pending.
+                self.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
                 return None;
             }
             Done::Checkpointed => {}

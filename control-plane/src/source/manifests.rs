@@ -66,7 +66,7 @@ const FULL_CHECK_EVERY: u64 = 30;
 
 /// Where a document is.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Origin {
+pub struct DocumentPosition {
     /// The file, relative to the manifests directory, with `/` separators (shared by the
     /// file's documents).
     pub file: Arc<str>,
@@ -78,7 +78,7 @@ pub struct Origin {
     pub line: usize,
 }
 
-impl fmt::Display for Origin {
+impl fmt::Display for DocumentPosition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}#{}", self.file, self.document)?;
         if let Some(i) = self.item {
@@ -136,7 +136,7 @@ impl fmt::Display for SkipReason {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SkipReport {
     /// Where it is.
-    pub origin: Origin,
+    pub origin: DocumentPosition,
     /// Its `kind` when known (also for kinds read heuristically from an unparsable document).
     pub kind: Option<String>,
     /// `metadata.namespace` when known.
@@ -187,7 +187,7 @@ impl fmt::Debug for Version {
 #[derive(Clone)]
 pub struct Document {
     /// Where it is.
-    pub origin: Origin,
+    pub origin: DocumentPosition,
     /// Its identity (shared with the source's map of what the writer was told).
     pub src: Arc<SourceRef>,
     /// SHA-256 of its canonical JSON.
@@ -204,7 +204,7 @@ pub struct Document {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Ignored {
     /// Where it is.
-    pub origin: Origin,
+    pub origin: DocumentPosition,
     /// Why (`v1 Namespace is not a projected kind`, `empty document`).
     pub reason: String,
     /// A projected kind switched off by a feature flag (logged at info, not debug).
@@ -531,7 +531,7 @@ const PARALLEL_CHUNKS: usize = 512;
 
 /// Parses, decodes and translates one document into `scan`.
 fn scan_chunk(file: &Arc<str>, chunk: &Part<'_>, json: bool, handlers: &Handlers, ctx: &Context, scan: &mut FileScan) {
-    let origin = Origin { file: file.clone(), document: chunk.document, item: None, line: chunk.line };
+    let origin = DocumentPosition { file: file.clone(), document: chunk.document, item: None, line: chunk.line };
     let max = handlers.max_document_bytes();
     // A document too large is not parsed; a `List` is, and its items are measured one by one.
     let oversized = chunk.text.len() > max;
@@ -564,7 +564,7 @@ fn scan_chunk(file: &Arc<str>, chunk: &Part<'_>, json: bool, handlers: &Handlers
     match (is_list, value.get("items").and_then(Value::as_array)) {
         (true, Some(items)) => {
             for (i, item) in items.iter().enumerate() {
-                let o = Origin { item: Some(i), ..origin.clone() };
+                let o = DocumentPosition { item: Some(i), ..origin.clone() };
                 let bytes = if oversized { crate::projector::handlers::json_len(item, max) } else { 0 };
                 if bytes > max {
                     let at = |path: &[&str]| str_at(item, path).map(String::from);
@@ -613,7 +613,7 @@ fn yaml_error(e: &serde_saphyr::Error, first_line: usize) -> String {
     }
 }
 
-fn scan_value(origin: Origin, value: &Value, handlers: &Handlers, ctx: &Context, scan: &mut FileScan) {
+fn scan_value(origin: DocumentPosition, value: &Value, handlers: &Handlers, ctx: &Context, scan: &mut FileScan) {
     let ignore = |scan: &mut FileScan, reason: String| scan.ignored.push(Ignored { origin: origin.clone(), reason, disabled: false });
     match value {
         Value::Null => return ignore(scan, EMPTY_DOCUMENT.into()),
@@ -945,7 +945,7 @@ fn run(
 
 mod state;
 
-pub use state::{Duplicate, ManifestsState, Refresh, WarmStart};
+pub use state::{file_checkpoint_key, Duplicate, ManifestsState, Refresh, WarmStart};
 
 #[cfg(test)]
 mod tests;

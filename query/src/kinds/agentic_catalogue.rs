@@ -10,10 +10,11 @@
 use super::common::{meta_filters, status_filters, str_filter};
 use super::info::team_info;
 use crate::entity::{
-    b as boolean, connection_field, field, nested_rows, os, rf, s, status_fields, strs, time_fields, time_filters, Builder, Entity,
+    boolean, connection_field, field, nested_rows, nullable_string, rf, status_fields, string, strs, time_fields, time_filters, Builder,
+    Entity,
 };
 use crate::error::internal;
-use crate::filter::{FType, FVal, FilterField};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, TypeRef};
 use schema::kinds::agentic_catalogue::AgenticCatalogueRecord;
 use schema::kinds::team::TeamRecord;
@@ -26,15 +27,15 @@ pub fn fields<K: Entity<Record = AgenticCatalogueRecord>>(bld: &mut Builder) -> 
     let mut v = time_fields::<K>();
     v.extend(status_fields::<K>(bld, |r| &r.status));
     v.extend([
-        rf::<K>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-        rf::<K>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
-        rf::<K>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.base_path)),
-        rf::<K>("version", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.version)),
-        rf::<K>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
-        rf::<K>("displayName", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.display_name)),
-        rf::<K>("description", TypeRef::named(TypeRef::STRING), |r| os(r.description.as_deref())),
-        rf::<K>("hash", TypeRef::named(TypeRef::STRING), |r| s(&r.hash)),
-        rf::<K>("category", TypeRef::named(TypeRef::STRING), |r| os(r.category.as_deref())),
+        rf::<K>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+        rf::<K>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
+        rf::<K>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.base_path)),
+        rf::<K>("version", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.version)),
+        rf::<K>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
+        rf::<K>("displayName", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.display_name)),
+        rf::<K>("description", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.description.as_deref())),
+        rf::<K>("hash", TypeRef::named(TypeRef::STRING), |r| string(&r.hash)),
+        rf::<K>("category", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.category.as_deref())),
         rf::<K>("oauth2Scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| strs(&r.oauth2_scopes)),
         rf::<K>("active", TypeRef::named_nn(TypeRef::BOOLEAN), |r| boolean(r.active)),
         // `<fileManager.baseUrl>/files/<specification>` in the reference. No file-manager base
@@ -57,7 +58,7 @@ pub fn filters<K: Entity<Record = AgenticCatalogueRecord>>() -> Vec<FilterField<
         str_filter::<AgenticCatalogueRecord>("displayName", false, |r| Some(r.display_name.as_str())),
         str_filter::<AgenticCatalogueRecord>("description", true, |r| r.description.as_deref()),
         str_filter::<AgenticCatalogueRecord>("category", true, |r| r.category.as_deref()),
-        FilterField::new("active", FType::Bool, false, |x: &S| FVal::Bool(Some(x.record.active))),
+        FilterField::new("active", FilterType::Bool, false, |x: &S| FilterValue::Bool(Some(x.record.active))),
     ]);
     v
 }

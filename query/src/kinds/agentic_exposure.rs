@@ -14,11 +14,11 @@ use super::common::{meta_filters, status_filters};
 use super::subscription_info::owner_fields;
 use super::values::Owned;
 use crate::entity::{
-    b, connection_field, e, field, global_id, nested_rows, node_value, obj, objs, register, rf, s, status_fields, time_fields,
-    time_filters, Builder, Entity, Rq,
+    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, obj, objs, register, rf, status_fields, string,
+    time_fields, time_filters, Builder, Entity, RequestContext,
 };
 use crate::error::internal;
-use crate::filter::{FType, FVal, FilterField};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::Error;
 use schema::keys::{index, natural};
@@ -52,12 +52,12 @@ impl Entity for AgenticExposure {
         let mut f = time_fields::<AgenticExposure>();
         f.extend(status_fields::<AgenticExposure>(bld, |r| &r.status));
         f.extend([
-            rf::<AgenticExposure>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<AgenticExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
-            rf::<AgenticExposure>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.base_path)),
-            rf::<AgenticExposure>("visibility", TypeRef::named_nn(VISIBILITY), |r| e(r.visibility.as_str())),
-            rf::<AgenticExposure>("variant", TypeRef::named_nn(VARIANT), |r| e(r.variant.as_str())),
-            rf::<AgenticExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| b(r.active)),
+            rf::<AgenticExposure>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<AgenticExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
+            rf::<AgenticExposure>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.base_path)),
+            rf::<AgenticExposure>("visibility", TypeRef::named_nn(VISIBILITY), |r| enum_item(r.visibility.as_str())),
+            rf::<AgenticExposure>("variant", TypeRef::named_nn(VARIANT), |r| enum_item(r.variant.as_str())),
+            rf::<AgenticExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| boolean(r.active)),
             rf::<AgenticExposure>("upstreams", TypeRef::named_nn_list_nn("Upstream"), |r| objs(r.upstreams.clone())),
             rf::<AgenticExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
             field::<S>("security", TypeRef::named("AgenticExposureSecurity"), |p, _| {
@@ -118,12 +118,14 @@ impl Entity for AgenticExposure {
         f.extend(status_filters("AgenticExposureStatusPhase", |r: &AgenticExposureRecord| &r.status));
         f.extend(meta_filters(|r: &AgenticExposureRecord| &r.meta));
         f.extend([
-            FilterField::new("basePath", FType::Str, false, |x: &S| FVal::Str(Some(x.record.base_path.clone()))),
-            FilterField::new("visibility", FType::Enum(VISIBILITY.into()), false, |x: &S| {
-                FVal::Str(Some(x.record.visibility.as_str().to_string()))
+            FilterField::new("basePath", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.base_path.clone()))),
+            FilterField::new("visibility", FilterType::Enum(VISIBILITY.into()), false, |x: &S| {
+                FilterValue::Str(Some(x.record.visibility.as_str().to_string()))
             }),
-            FilterField::new("variant", FType::Enum(VARIANT.into()), false, |x: &S| FVal::Str(Some(x.record.variant.as_str().to_string()))),
-            FilterField::new("active", FType::Bool, true, |x: &S| FVal::Bool(Some(x.record.active))),
+            FilterField::new("variant", FilterType::Enum(VARIANT.into()), false, |x: &S| {
+                FilterValue::Str(Some(x.record.variant.as_str().to_string()))
+            }),
+            FilterField::new("active", FilterType::Bool, true, |x: &S| FilterValue::Bool(Some(x.record.active))),
         ]);
         f
     }
@@ -135,7 +137,7 @@ impl Entity for AgenticExposure {
 /// # Errors
 /// Storage failures as `INTERNAL`.
 fn active_catalogue<K: Entity<Record = AgenticCatalogueRecord>>(
-    rq: &Rq,
+    rq: &RequestContext,
     active_index: schema::RefIndex,
     r: &AgenticExposureRecord,
 ) -> Result<Option<Stored<AgenticCatalogueRecord>>, Error> {
@@ -178,7 +180,7 @@ pub fn register_all(bld: &mut Builder) {
 ///
 /// # Errors
 /// Storage failures as `INTERNAL`.
-pub fn active_exposure(rq: &Rq, env: &str, base_path: &str, agent: bool) -> Result<Option<FieldValue<'static>>, Error> {
+pub fn active_exposure(rq: &RequestContext, env: &str, base_path: &str, agent: bool) -> Result<Option<FieldValue<'static>>, Error> {
     let found = rq
         .view
         .lookup_records::<AgenticExposure>(index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH, &natural::in_env(env, base_path))
@@ -193,11 +195,15 @@ pub fn register_info(bld: &mut Builder) {
     bld.enumeration(VISIBILITY, &["WORLD", "ZONE", "ENTERPRISE"]);
     bld.enumeration(VARIANT, &["MCP", "TELECONTEXTMCP", "AGENT"]);
     let mut o = Object::new("AgenticExposureInfo")
-        .field(field::<AgenticExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<AgenticExposure>(&p.0.key)))))
-        .field(field::<AgenticExposureInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.base_path))))
-        .field(field::<AgenticExposureInfo>("visibility", TypeRef::named_nn(VISIBILITY), |p, _| Ok(e(p.0.record.visibility.as_str()))))
-        .field(field::<AgenticExposureInfo>("variant", TypeRef::named_nn(VARIANT), |p, _| Ok(e(p.0.record.variant.as_str()))))
-        .field(field::<AgenticExposureInfo>("active", TypeRef::named(TypeRef::BOOLEAN), |p, _| Ok(b(p.0.record.active))))
+        .field(field::<AgenticExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
+            Ok(string(&global_id::<AgenticExposure>(&p.0.key)))
+        }))
+        .field(field::<AgenticExposureInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.base_path))))
+        .field(field::<AgenticExposureInfo>("visibility", TypeRef::named_nn(VISIBILITY), |p, _| {
+            Ok(enum_item(p.0.record.visibility.as_str()))
+        }))
+        .field(field::<AgenticExposureInfo>("variant", TypeRef::named_nn(VARIANT), |p, _| Ok(enum_item(p.0.record.variant.as_str()))))
+        .field(field::<AgenticExposureInfo>("active", TypeRef::named(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.0.record.active))))
         .field(field::<AgenticExposureInfo>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |p, _| {
             Ok(obj(p.0.record.approval_config.clone()))
         }))

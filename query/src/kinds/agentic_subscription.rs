@@ -9,11 +9,11 @@ use super::common::{meta_filters, ne, non_empty, status_filters};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::entity::{
-    connection_field, e, field, global_id, nested_rows, obj, register, rf, s, status_fields, strs, time_fields, time_filters, Builder,
-    Entity,
+    connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, status_fields, string, strs, time_fields, time_filters,
+    Builder, Entity,
 };
 use crate::error::internal;
-use crate::filter::{FType, FVal, FilterField};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::keys::index;
 use schema::kinds::agentic_exposure::AgenticExposure;
@@ -41,10 +41,10 @@ impl Entity for AgenticSubscription {
         let mut f = time_fields::<AgenticSubscription>();
         f.extend(status_fields::<AgenticSubscription>(bld, |r| &r.status));
         f.extend([
-            rf::<AgenticSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<AgenticSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
-            rf::<AgenticSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
-            rf::<AgenticSubscription>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.base_path)),
+            rf::<AgenticSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<AgenticSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
+            rf::<AgenticSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
+            rf::<AgenticSubscription>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.base_path)),
             rf::<AgenticSubscription>("gatewayURL", TypeRef::named(TypeRef::STRING), |r| ne(&r.gateway_url)),
             field::<S>("security", TypeRef::named("AgenticSubscriptionSecurity"), |p, _| {
                 let r = &p.record;
@@ -70,9 +70,11 @@ impl Entity for AgenticSubscription {
         f.extend(status_filters("AgenticSubscriptionStatusPhase", |r: &AgenticSubscriptionRecord| &r.status));
         f.extend(meta_filters(|r: &AgenticSubscriptionRecord| &r.meta));
         f.extend([
-            FilterField::new("name", FType::Str, false, |x: &S| FVal::Str(Some(x.record.meta.name.clone()))),
-            FilterField::new("basePath", FType::Str, false, |x: &S| FVal::Str(Some(x.record.base_path.clone()))),
-            FilterField::new("gatewayURL", FType::Str, true, |x: &S| FVal::Str(non_empty(&x.record.gateway_url).map(str::to_string))),
+            FilterField::new("name", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.meta.name.clone()))),
+            FilterField::new("basePath", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.base_path.clone()))),
+            FilterField::new("gatewayURL", FilterType::Str, true, |x: &S| {
+                FilterValue::Str(non_empty(&x.record.gateway_url).map(str::to_string))
+            }),
         ]);
         f
     }
@@ -107,14 +109,14 @@ pub fn register_info(bld: &mut Builder) {
     let mut o = Object::new(INFO_TYPE)
         .implement(INTERFACE)
         .field(field::<AgenticSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
-            Ok(s(&global_id::<AgenticSubscription>(&p.0.key)))
+            Ok(string(&global_id::<AgenticSubscription>(&p.0.key)))
         }))
-        .field(field::<AgenticSubscriptionInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.base_path))))
+        .field(field::<AgenticSubscriptionInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.base_path))))
         .field(field::<AgenticSubscriptionInfo>("statusPhase", TypeRef::named("AgenticSubscriptionStatusPhase"), |p, _| {
-            Ok(e(p.0.record.status.phase.as_str()))
+            Ok(enum_item(p.0.record.status.phase.as_str()))
         }))
         .field(field::<AgenticSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| {
-            Ok(s(&p.0.record.status.message))
+            Ok(string(&p.0.record.status.message))
         }));
     for f in owner_fields::<AgenticSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);

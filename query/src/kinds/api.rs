@@ -7,9 +7,11 @@
 
 use super::common::{meta_filters, status_filters, str_filter};
 use super::info::team_info;
-use crate::entity::{b as boolean, field, register, rf, s, status_fields, strs, time_fields, time_filters, Builder, Entity, Rq};
+use crate::entity::{
+    boolean, field, register, rf, status_fields, string, strs, time_fields, time_filters, Builder, Entity, RequestContext,
+};
 use crate::error::internal;
-use crate::filter::{FType, FVal, FilterField};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, FieldFuture, FieldValue, Object, ResolverContext, TypeRef};
 use async_graphql::Error;
 use schema::kinds::api::{Api, ApiRecord};
@@ -27,11 +29,11 @@ impl Entity for Api {
         let mut v = time_fields::<Api>();
         v.extend(status_fields::<Api>(b, |r| &r.status));
         v.extend([
-            rf::<Api>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<Api>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
-            rf::<Api>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.base_path)),
-            rf::<Api>("version", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.version)),
-            rf::<Api>("category", TypeRef::named(TypeRef::STRING), |r| r.category.as_deref().and_then(s)),
+            rf::<Api>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<Api>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
+            rf::<Api>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.base_path)),
+            rf::<Api>("version", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.version)),
+            rf::<Api>("category", TypeRef::named(TypeRef::STRING), |r| r.category.as_deref().and_then(string)),
             rf::<Api>("oauth2Scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| strs(&r.oauth2_scopes)),
             rf::<Api>("xVendor", TypeRef::named_nn(TypeRef::BOOLEAN), |r| boolean(r.x_vendor)),
             rf::<Api>("active", TypeRef::named_nn(TypeRef::BOOLEAN), |r| boolean(r.active)),
@@ -72,15 +74,15 @@ impl Entity for Api {
             str_filter::<ApiRecord>("basePath", false, |r| Some(r.base_path.as_str())),
             str_filter::<ApiRecord>("version", false, |r| Some(r.version.as_str())),
             str_filter::<ApiRecord>("category", true, |r| r.category.as_deref()),
-            FilterField::new("xVendor", FType::Bool, false, |x: &Stored<ApiRecord>| FVal::Bool(Some(x.record.x_vendor))),
-            FilterField::new("active", FType::Bool, false, |x: &Stored<ApiRecord>| FVal::Bool(Some(x.record.active))),
+            FilterField::new("xVendor", FilterType::Bool, false, |x: &Stored<ApiRecord>| FilterValue::Bool(Some(x.record.x_vendor))),
+            FilterField::new("active", FilterType::Bool, false, |x: &Stored<ApiRecord>| FilterValue::Bool(Some(x.record.active))),
         ]);
         v
     }
 }
 
 /// The distinct non-empty categories of the Apis visible to the viewer, sorted ascending.
-fn api_categories(rq: &Rq) -> Result<Vec<String>, Error> {
+fn api_categories(rq: &RequestContext) -> Result<Vec<String>, Error> {
     let mut out = BTreeSet::new();
     for scope in rq.viewer.scopes(Api::TEAM_OWNED) {
         for entry in rq.view.scan(Api::ID, OrderField::Key, &scope, Bound::Unbounded, false).map_err(internal)? {
@@ -101,10 +103,10 @@ pub fn register_api(b: &mut Builder) {
     register::<Api>(b);
     // At most one category per visible Api.
     b.record_list("ApiCategory", crate::limits::RecordList::Visible { kind: Api::ID, team_owned: Api::TEAM_OWNED });
-    b.object(Object::new("ApiCategory").field(field::<ApiCategory>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0)))));
+    b.object(Object::new("ApiCategory").field(field::<ApiCategory>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0)))));
     b.query_fields.push(Field::new("apiCategories", TypeRef::named_nn_list_nn("ApiCategory"), |ctx: ResolverContext<'_>| {
         let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
-            let rq = ctx.data::<Rq>()?;
+            let rq = ctx.data::<RequestContext>()?;
             Ok(Some(FieldValue::list(api_categories(rq)?.into_iter().map(|c| FieldValue::owned_any(ApiCategory(c))))))
         })();
         FieldFuture::new(async move { result })

@@ -7,11 +7,11 @@ use super::common::{meta_filters, status_filters};
 use super::subscription_info::owner_fields;
 use super::values::{feature_list, Owned};
 use crate::entity::{
-    b, connection_field, e, field, global_id, nested_rows, node_value, obj, objs, register, rf, s, status_fields, time_fields,
-    time_filters, Builder, Entity, Rq,
+    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, obj, objs, register, rf, status_fields, string,
+    time_fields, time_filters, Builder, Entity, RequestContext,
 };
 use crate::error::internal;
-use crate::filter::{FType, FVal, FilterField};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::Error;
 use schema::keys::{index, natural};
@@ -37,11 +37,11 @@ impl Entity for ApiExposure {
         let mut f = time_fields::<ApiExposure>();
         f.extend(status_fields::<ApiExposure>(bld, |r| &r.status));
         f.extend([
-            rf::<ApiExposure>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<ApiExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
-            rf::<ApiExposure>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.base_path)),
-            rf::<ApiExposure>("visibility", TypeRef::named_nn("ApiExposureVisibility"), |r| e(r.visibility.as_str())),
-            rf::<ApiExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| b(r.active)),
+            rf::<ApiExposure>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<ApiExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
+            rf::<ApiExposure>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.base_path)),
+            rf::<ApiExposure>("visibility", TypeRef::named_nn("ApiExposureVisibility"), |r| enum_item(r.visibility.as_str())),
+            rf::<ApiExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| boolean(r.active)),
             rf::<ApiExposure>("features", TypeRef::named_nn_list_nn("ApiExposureFeature"), |r| feature_list(&r.features)),
             rf::<ApiExposure>("upstreams", TypeRef::named_nn_list_nn("Upstream"), |r| objs(r.upstreams.clone())),
             field::<S>("security", TypeRef::named("ApiExposureSecurity"), |p, _| {
@@ -99,12 +99,12 @@ impl Entity for ApiExposure {
         f.extend(status_filters("ApiExposureStatusPhase", |r: &ApiExposureRecord| &r.status));
         f.extend(meta_filters(|r: &ApiExposureRecord| &r.meta));
         f.extend([
-            FilterField::new("basePath", FType::Str, false, |x: &S| FVal::Str(Some(x.record.base_path.clone()))),
-            FilterField::new("visibility", FType::Enum("ApiExposureVisibility".into()), false, |x: &S| {
-                FVal::Str(Some(x.record.visibility.as_str().to_string()))
+            FilterField::new("basePath", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.base_path.clone()))),
+            FilterField::new("visibility", FilterType::Enum("ApiExposureVisibility".into()), false, |x: &S| {
+                FilterValue::Str(Some(x.record.visibility.as_str().to_string()))
             }),
-            FilterField::new("active", FType::Bool, true, |x: &S| FVal::Bool(Some(x.record.active))),
-            FilterField::new("apiVersion", FType::Str, true, |_: &S| FVal::Str(None)),
+            FilterField::new("active", FilterType::Bool, true, |x: &S| FilterValue::Bool(Some(x.record.active))),
+            FilterField::new("apiVersion", FilterType::Str, true, |_: &S| FilterValue::Str(None)),
         ]);
         f
     }
@@ -137,7 +137,7 @@ pub fn register_all(bld: &mut Builder) {
 ///
 /// # Errors
 /// Storage failures as `INTERNAL`.
-pub fn active_exposure(rq: &Rq, env: &str, base_path: &str) -> Result<Option<FieldValue<'static>>, Error> {
+pub fn active_exposure(rq: &RequestContext, env: &str, base_path: &str) -> Result<Option<FieldValue<'static>>, Error> {
     let found = rq
         .view
         .lookup_records::<ApiExposure>(index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, &natural::in_env(env, base_path))
@@ -149,12 +149,12 @@ pub fn active_exposure(rq: &Rq, env: &str, base_path: &str) -> Result<Option<Fie
 pub fn register_info(bld: &mut Builder) {
     super::values::register(bld);
     let mut o = Object::new("ApiExposureInfo")
-        .field(field::<ApiExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<ApiExposure>(&p.0.key)))))
-        .field(field::<ApiExposureInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.base_path))))
+        .field(field::<ApiExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<ApiExposure>(&p.0.key)))))
+        .field(field::<ApiExposureInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.base_path))))
         .field(field::<ApiExposureInfo>("visibility", TypeRef::named_nn("ApiExposureVisibility"), |p, _| {
-            Ok(e(p.0.record.visibility.as_str()))
+            Ok(enum_item(p.0.record.visibility.as_str()))
         }))
-        .field(field::<ApiExposureInfo>("active", TypeRef::named(TypeRef::BOOLEAN), |p, _| Ok(b(p.0.record.active))))
+        .field(field::<ApiExposureInfo>("active", TypeRef::named(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.0.record.active))))
         .field(field::<ApiExposureInfo>("apiVersion", TypeRef::named(TypeRef::STRING), |_, _| Ok(None)))
         .field(field::<ApiExposureInfo>("features", TypeRef::named_nn_list_nn("ApiExposureFeature"), |p, _| {
             Ok(feature_list(&p.0.record.features))

@@ -9,11 +9,11 @@ use super::common::{meta_filters, ne, non_empty, status_filters};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::entity::{
-    connection_field, e, field, global_id, nested_rows, obj, register, rf, s, status_fields, strs, time_fields, time_filters, Builder,
-    Entity,
+    connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, status_fields, string, strs, time_fields, time_filters,
+    Builder, Entity,
 };
 use crate::error::internal;
-use crate::filter::{FType, FVal, FilterField};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::keys::index;
 use schema::kinds::api_exposure::ApiExposure;
@@ -37,11 +37,13 @@ impl Entity for ApiSubscription {
         let mut f = time_fields::<ApiSubscription>();
         f.extend(status_fields::<ApiSubscription>(bld, |r| &r.status));
         f.extend([
-            rf::<ApiSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<ApiSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
-            rf::<ApiSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
-            rf::<ApiSubscription>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.base_path)),
-            rf::<ApiSubscription>("m2mAuthMethod", TypeRef::named_nn("ApiSubscriptionM2mAuthMethod"), |r| e(r.m2m_auth_method.as_str())),
+            rf::<ApiSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<ApiSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
+            rf::<ApiSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
+            rf::<ApiSubscription>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.base_path)),
+            rf::<ApiSubscription>("m2mAuthMethod", TypeRef::named_nn("ApiSubscriptionM2mAuthMethod"), |r| {
+                enum_item(r.m2m_auth_method.as_str())
+            }),
             rf::<ApiSubscription>("gatewayURL", TypeRef::named(TypeRef::STRING), |r| ne(&r.gateway_url)),
             field::<S>("security", TypeRef::named("ApiSubscriptionSecurity"), |p, _| {
                 let r = &p.record;
@@ -69,12 +71,14 @@ impl Entity for ApiSubscription {
         f.extend(status_filters("ApiSubscriptionStatusPhase", |r: &ApiSubscriptionRecord| &r.status));
         f.extend(meta_filters(|r: &ApiSubscriptionRecord| &r.meta));
         f.extend([
-            FilterField::new("name", FType::Str, false, |x: &S| FVal::Str(Some(x.record.meta.name.clone()))),
-            FilterField::new("basePath", FType::Str, false, |x: &S| FVal::Str(Some(x.record.base_path.clone()))),
-            FilterField::new("m2mAuthMethod", FType::Enum("ApiSubscriptionM2mAuthMethod".into()), false, |x: &S| {
-                FVal::Str(Some(x.record.m2m_auth_method.as_str().to_string()))
+            FilterField::new("name", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.meta.name.clone()))),
+            FilterField::new("basePath", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.base_path.clone()))),
+            FilterField::new("m2mAuthMethod", FilterType::Enum("ApiSubscriptionM2mAuthMethod".into()), false, |x: &S| {
+                FilterValue::Str(Some(x.record.m2m_auth_method.as_str().to_string()))
             }),
-            FilterField::new("gatewayURL", FType::Str, true, |x: &S| FVal::Str(non_empty(&x.record.gateway_url).map(str::to_string))),
+            FilterField::new("gatewayURL", FilterType::Str, true, |x: &S| {
+                FilterValue::Str(non_empty(&x.record.gateway_url).map(str::to_string))
+            }),
         ]);
         f
     }
@@ -101,12 +105,16 @@ pub fn register_info(bld: &mut Builder) {
     bld.enumeration("ApiSubscriptionStatusPhase", &["READY", "PENDING", "ERROR", "UNKNOWN"]);
     let mut o = Object::new("ApiSubscriptionInfo")
         .implement(INTERFACE)
-        .field(field::<ApiSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<ApiSubscription>(&p.0.key)))))
-        .field(field::<ApiSubscriptionInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.base_path))))
-        .field(field::<ApiSubscriptionInfo>("statusPhase", TypeRef::named("ApiSubscriptionStatusPhase"), |p, _| {
-            Ok(e(p.0.record.status.phase.as_str()))
+        .field(field::<ApiSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
+            Ok(string(&global_id::<ApiSubscription>(&p.0.key)))
         }))
-        .field(field::<ApiSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| Ok(s(&p.0.record.status.message))));
+        .field(field::<ApiSubscriptionInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.base_path))))
+        .field(field::<ApiSubscriptionInfo>("statusPhase", TypeRef::named("ApiSubscriptionStatusPhase"), |p, _| {
+            Ok(enum_item(p.0.record.status.phase.as_str()))
+        }))
+        .field(field::<ApiSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| {
+            Ok(string(&p.0.record.status.message))
+        }));
     for f in owner_fields::<ApiSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);
     }

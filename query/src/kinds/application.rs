@@ -10,10 +10,11 @@
 use super::common::{meta_filters, query_escape, status_filters, str_filter};
 use super::info::{external_ids, team_info};
 use crate::entity::{
-    e, field, node_value, obj, os, register, rf, s, secret, status_fields, strs, t, time_fields, time_filters, Builder, Entity, Rq,
+    enum_item, field, node_value, nullable_string, obj, register, rf, secret, status_fields, string, strs, time, time_fields, time_filters,
+    Builder, Entity, RequestContext,
 };
 use crate::error::internal;
-use crate::filter::{FType, FVal, FilterField};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use async_graphql::Error;
 use schema::keys::natural;
@@ -28,7 +29,7 @@ use storage::Stored;
 ///
 /// # Errors
 /// Storage failures as `INTERNAL`.
-pub fn permissions_url(rq: &Rq, r: &ApplicationRecord) -> Result<Option<String>, Error> {
+pub fn permissions_url(rq: &RequestContext, r: &ApplicationRecord) -> Result<Option<String>, Error> {
     let env = &r.meta.environment;
     let Some(client_id) = r.client_id.as_deref() else { return Ok(None) };
     let Some(zone) = rq.load_system::<Zone>(&natural::zone(env, &r.zone))? else { return Ok(None) };
@@ -50,7 +51,7 @@ fn list_or_null(v: &[String]) -> Option<async_graphql::dynamic::FieldValue<'stat
 }
 
 fn time_or_null(v: Option<Timestamp>) -> Option<async_graphql::dynamic::FieldValue<'static>> {
-    v.and_then(t)
+    v.and_then(time)
 }
 
 impl Entity for Application {
@@ -69,10 +70,10 @@ impl Entity for Application {
         let mut v = time_fields::<Application>();
         v.extend(status_fields::<Application>(b, |r| &r.status));
         v.extend([
-            rf::<Application>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<Application>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
-            rf::<Application>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
-            rf::<Application>("clientID", TypeRef::named(TypeRef::STRING), |r| os(r.client_id.as_deref())),
+            rf::<Application>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<Application>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
+            rf::<Application>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
+            rf::<Application>("clientID", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.client_id.as_deref())),
             field::<Stored<ApplicationRecord>>("clientSecret", TypeRef::named(TypeRef::STRING), |p, rq| {
                 let r = &p.record;
                 Ok(secret(rq, (&r.meta.environment, &r.team), r.client_secret.as_deref()))
@@ -84,15 +85,15 @@ impl Entity for Application {
             rf::<Application>("rotatedExpiresAt", TypeRef::named("Time"), |r| time_or_null(r.rotated_expires_at)),
             rf::<Application>("currentExpiresAt", TypeRef::named("Time"), |r| time_or_null(r.current_expires_at)),
             field::<Stored<ApplicationRecord>>("secretRotationPhase", TypeRef::named_nn("ApplicationSecretRotationPhase"), |p, rq| {
-                Ok(e(secret_rotation(&p.record, rq.now).0.as_str()))
+                Ok(enum_item(secret_rotation(&p.record, rq.now).0.as_str()))
             }),
             field::<Stored<ApplicationRecord>>("secretRotationMessage", TypeRef::named(TypeRef::STRING), |p, rq| {
-                Ok(os(secret_rotation(&p.record, rq.now).1.as_deref()))
+                Ok(nullable_string(secret_rotation(&p.record, rq.now).1.as_deref()))
             }),
             rf::<Application>("externalIds", TypeRef::named_nn_list("ExternalId"), |r| external_ids(&r.external_ids)),
             rf::<Application>("ipRestrictions", TypeRef::named("IpRestrictions"), |r| r.ip_restrictions.clone().and_then(obj)),
             field::<Stored<ApplicationRecord>>("permissionsURL", TypeRef::named(TypeRef::STRING), |p, rq| {
-                Ok(os(permissions_url(rq, &p.record)?.as_deref()))
+                Ok(nullable_string(permissions_url(rq, &p.record)?.as_deref()))
             }),
             field::<Stored<ApplicationRecord>>("zone", TypeRef::named_nn(Zone::TYPE), |p, rq| {
                 let r = &p.record;
@@ -154,21 +155,21 @@ impl Entity for Application {
         v.extend([
             str_filter::<ApplicationRecord>("name", false, |r| Some(r.meta.name.as_str())),
             str_filter::<ApplicationRecord>("clientID", true, |r| r.client_id.as_deref()),
-            FilterField::new("rotatedExpiresAt", FType::Time, true, |x: &Stored<ApplicationRecord>| {
-                FVal::Time(x.record.rotated_expires_at)
+            FilterField::new("rotatedExpiresAt", FilterType::Time, true, |x: &Stored<ApplicationRecord>| {
+                FilterValue::Time(x.record.rotated_expires_at)
             }),
-            FilterField::new("currentExpiresAt", FType::Time, true, |x: &Stored<ApplicationRecord>| {
-                FVal::Time(x.record.current_expires_at)
+            FilterField::new("currentExpiresAt", FilterType::Time, true, |x: &Stored<ApplicationRecord>| {
+                FilterValue::Time(x.record.current_expires_at)
             }),
             // Computed at the request's `now`, like the fields.
             FilterField::with_request(
                 "secretRotationPhase",
-                FType::Enum("ApplicationSecretRotationPhase".into()),
+                FilterType::Enum("ApplicationSecretRotationPhase".into()),
                 false,
-                |x: &Stored<ApplicationRecord>, rq| FVal::Str(Some(secret_rotation(&x.record, rq.now).0.as_str().to_string())),
+                |x: &Stored<ApplicationRecord>, rq| FilterValue::Str(Some(secret_rotation(&x.record, rq.now).0.as_str().to_string())),
             ),
-            FilterField::with_request("secretRotationMessage", FType::Str, true, |x: &Stored<ApplicationRecord>, rq| {
-                FVal::Str(secret_rotation(&x.record, rq.now).1)
+            FilterField::with_request("secretRotationMessage", FilterType::Str, true, |x: &Stored<ApplicationRecord>, rq| {
+                FilterValue::Str(secret_rotation(&x.record, rq.now).1)
             }),
         ]);
         v

@@ -5,8 +5,10 @@
 
 use super::common::{meta_filters, status_filters};
 use super::subscription_info;
-use crate::entity::{e, field, objs, rf, s, status_fields, strs, t, time_fields, time_filters, Builder, Entity, Rq};
-use crate::filter::{FType, FVal, FilterField};
+use crate::entity::{
+    enum_item, field, objs, rf, status_fields, string, strs, time, time_fields, time_filters, Builder, Entity, RequestContext,
+};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use async_graphql::Error;
 use schema::common::Meta;
@@ -42,19 +44,19 @@ pub fn shared_fields<K: Entity>(bld: &mut Builder, status: fn(&K::Record) -> &sc
     f.extend(status_fields::<K>(bld, status));
     let (meta, fields) = (p.meta, p.fields);
     f.extend([
-        rf::<K>("environment", TypeRef::named(TypeRef::STRING), move |r| s(&meta(r).environment)),
-        rf::<K>("namespace", TypeRef::named_nn(TypeRef::STRING), move |r| s(&meta(r).namespace)),
-        rf::<K>("action", TypeRef::named_nn(TypeRef::STRING), move |r| s(&fields(r).action)),
-        rf::<K>("strategy", TypeRef::named_nn(p.strategy_enum), move |r| e(fields(r).strategy.as_str())),
+        rf::<K>("environment", TypeRef::named(TypeRef::STRING), move |r| string(&meta(r).environment)),
+        rf::<K>("namespace", TypeRef::named_nn(TypeRef::STRING), move |r| string(&meta(r).namespace)),
+        rf::<K>("action", TypeRef::named_nn(TypeRef::STRING), move |r| string(&fields(r).action)),
+        rf::<K>("strategy", TypeRef::named_nn(p.strategy_enum), move |r| enum_item(fields(r).strategy.as_str())),
         rf::<K>("requester", TypeRef::named_nn("RequesterInfo"), move |r| Some(FieldValue::owned_any(fields(r).requester.clone()))),
         rf::<K>("decider", TypeRef::named_nn("DeciderInfo"), move |r| Some(FieldValue::owned_any(fields(r).decider.clone()))),
-        rf::<K>("deciderTeamName", TypeRef::named_nn(TypeRef::STRING), move |r| s(&fields(r).decider.team_name)),
+        rf::<K>("deciderTeamName", TypeRef::named_nn(TypeRef::STRING), move |r| string(&fields(r).decider.team_name)),
         rf::<K>("decisions", TypeRef::named_nn_list_nn("Decision"), move |r| objs(fields(r).decisions.clone())),
         rf::<K>("availableTransitions", TypeRef::named_nn_list("AvailableTransition"), move |r| {
             objs(fields(r).available_transitions.clone())
         }),
         rf::<K>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), move |r| fields(r).requested_scopes.as_deref().and_then(strs)),
-        rf::<K>("name", TypeRef::named_nn(TypeRef::STRING), move |r| s(&meta(r).name)),
+        rf::<K>("name", TypeRef::named_nn(TypeRef::STRING), move |r| string(&meta(r).name)),
     ]);
     f
 }
@@ -63,7 +65,7 @@ pub fn shared_fields<K: Entity>(bld: &mut Builder, status: fn(&K::Record) -> &sc
 pub fn state_and_subscription<K: Entity>(p: Parts<K::Record>) -> Vec<Field> {
     let (meta, fields) = (p.meta, p.fields);
     vec![
-        rf::<K>("state", TypeRef::named_nn(p.state_enum), move |r| e(fields(r).state.as_str())),
+        rf::<K>("state", TypeRef::named_nn(p.state_enum), move |r| enum_item(fields(r).state.as_str())),
         field::<Stored<K::Record>>("subscription", TypeRef::named_nn(subscription_info::INTERFACE), move |x, rq| {
             subscription(rq, meta(&x.record), fields(&x.record))
         }),
@@ -75,7 +77,7 @@ pub fn state_and_subscription<K: Entity>(p: Parts<K::Record>) -> Vec<Field> {
 /// # Errors
 /// An error naming the approval when its subscription does not exist (§5.6); storage failures
 /// as `INTERNAL`.
-fn subscription(rq: &Rq, meta: &Meta, fields: &ApprovalFields) -> Result<Option<FieldValue<'static>>, Error> {
+fn subscription(rq: &RequestContext, meta: &Meta, fields: &ApprovalFields) -> Result<Option<FieldValue<'static>>, Error> {
     match subscription_info::resolve(rq, &meta.environment, &fields.subscription)? {
         Some(v) => Ok(Some(v)),
         None => Err(Error::new(format!("approval {}/{} has no related subscription", meta.namespace, meta.name))),
@@ -89,14 +91,16 @@ pub fn shared_filters<K: Entity>(status: fn(&K::Record) -> &schema::common::Stat
     f.extend(status_filters(&format!("{}StatusPhase", K::TYPE), status));
     f.extend(meta_filters(meta));
     f.extend([
-        FilterField::new("action", FType::Str, false, move |x: &Stored<K::Record>| FVal::Str(Some(fields(&x.record).action.clone()))),
-        FilterField::new("strategy", FType::Enum(p.strategy_enum.into()), false, move |x: &Stored<K::Record>| {
-            FVal::Str(Some(fields(&x.record).strategy.as_str().to_string()))
+        FilterField::new("action", FilterType::Str, false, move |x: &Stored<K::Record>| {
+            FilterValue::Str(Some(fields(&x.record).action.clone()))
         }),
-        FilterField::new("deciderTeamName", FType::Str, false, move |x: &Stored<K::Record>| {
-            FVal::Str(Some(fields(&x.record).decider.team_name.clone()))
+        FilterField::new("strategy", FilterType::Enum(p.strategy_enum.into()), false, move |x: &Stored<K::Record>| {
+            FilterValue::Str(Some(fields(&x.record).strategy.as_str().to_string()))
         }),
-        FilterField::new("name", FType::Str, false, move |x: &Stored<K::Record>| FVal::Str(Some(meta(&x.record).name.clone()))),
+        FilterField::new("deciderTeamName", FilterType::Str, false, move |x: &Stored<K::Record>| {
+            FilterValue::Str(Some(fields(&x.record).decider.team_name.clone()))
+        }),
+        FilterField::new("name", FilterType::Str, false, move |x: &Stored<K::Record>| FilterValue::Str(Some(meta(&x.record).name.clone()))),
     ]);
     f
 }
@@ -104,8 +108,8 @@ pub fn shared_filters<K: Entity>(status: fn(&K::Record) -> &schema::common::Stat
 /// The `state` filter (ENUM).
 pub fn state_filter<R: 'static>(p: Parts<R>) -> FilterField<R> {
     let fields = p.fields;
-    FilterField::new("state", FType::Enum(p.state_enum.into()), false, move |x: &Stored<R>| {
-        FVal::Str(Some(fields(&x.record).state.as_str().to_string()))
+    FilterField::new("state", FilterType::Enum(p.state_enum.into()), false, move |x: &Stored<R>| {
+        FilterValue::Str(Some(fields(&x.record).state.as_str().to_string()))
     })
 }
 
@@ -121,7 +125,7 @@ impl Entity for Approval {
 
     fn fields(bld: &mut Builder) -> Vec<Field> {
         let mut f = shared_fields::<Approval>(bld, |r| &r.status, PARTS);
-        f.push(rf::<Approval>("expiresat", TypeRef::named("Time"), |r| r.expires_at.and_then(t)));
+        f.push(rf::<Approval>("expiresat", TypeRef::named("Time"), |r| r.expires_at.and_then(time)));
         f.extend(state_and_subscription::<Approval>(PARTS));
         f
     }
@@ -154,7 +158,7 @@ impl Entity for Approval {
 
     fn filters() -> Vec<FilterField<ApprovalRecord>> {
         let mut f = shared_filters::<Approval>(|r: &ApprovalRecord| &r.status, PARTS);
-        f.push(FilterField::new("expiresat", FType::Time, true, |x: &S| FVal::Time(x.record.expires_at)));
+        f.push(FilterField::new("expiresat", FilterType::Time, true, |x: &S| FilterValue::Time(x.record.expires_at)));
         f.push(state_filter(PARTS));
         f
     }

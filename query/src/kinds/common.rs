@@ -1,8 +1,8 @@
 //! Helpers shared by the kinds' modules: the filterable mixins of reference-graphql.md §2.2
 //! (`statusPhase`, `statusMessage`, `environment`, `namespace`) and small value conversions.
 
-use crate::entity::s;
-use crate::filter::{FType, FVal, FilterField};
+use crate::entity::string;
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::FieldValue;
 use schema::common::{Meta, Status};
 use storage::Stored;
@@ -11,24 +11,30 @@ use storage::Stored;
 /// status conditions has phase `UNKNOWN` and message `""`, so neither is ever nil.
 pub fn status_filters<R: 'static>(enum_name: &str, status: fn(&R) -> &Status) -> Vec<FilterField<R>> {
     vec![
-        FilterField::new("statusPhase", FType::Enum(enum_name.to_string()), true, move |x: &Stored<R>| {
-            FVal::Str(Some(status(&x.record).phase.as_str().to_string()))
+        FilterField::new("statusPhase", FilterType::Enum(enum_name.to_string()), true, move |x: &Stored<R>| {
+            FilterValue::Str(Some(status(&x.record).phase.as_str().to_string()))
         }),
-        FilterField::new("statusMessage", FType::Str, true, move |x: &Stored<R>| FVal::Str(Some(status(&x.record).message.clone()))),
+        FilterField::new("statusMessage", FilterType::Str, true, move |x: &Stored<R>| {
+            FilterValue::Str(Some(status(&x.record).message.clone()))
+        }),
     ]
 }
 
 /// `environment` (STR+nil) and `namespace` (STR) from the record's metadata.
 pub fn meta_filters<R: 'static>(meta: fn(&R) -> &Meta) -> Vec<FilterField<R>> {
     vec![
-        FilterField::new("environment", FType::Str, true, move |x: &Stored<R>| FVal::Str(Some(meta(&x.record).environment.clone()))),
-        FilterField::new("namespace", FType::Str, false, move |x: &Stored<R>| FVal::Str(Some(meta(&x.record).namespace.clone()))),
+        FilterField::new("environment", FilterType::Str, true, move |x: &Stored<R>| {
+            FilterValue::Str(Some(meta(&x.record).environment.clone()))
+        }),
+        FilterField::new("namespace", FilterType::Str, false, move |x: &Stored<R>| {
+            FilterValue::Str(Some(meta(&x.record).namespace.clone()))
+        }),
     ]
 }
 
 /// A string filter field (`nillable` adds `IsNil`/`NotNil`; `get` returning `None` is null).
 pub fn str_filter<R: 'static>(name: &'static str, nillable: bool, get: fn(&R) -> Option<&str>) -> FilterField<R> {
-    FilterField::new(name, FType::Str, nillable, move |x: &Stored<R>| FVal::Str(get(&x.record).map(str::to_string)))
+    FilterField::new(name, FilterType::Str, nillable, move |x: &Stored<R>| FilterValue::Str(get(&x.record).map(str::to_string)))
 }
 
 /// A string that is null when empty (fields stored as `""` when their source is absent).
@@ -36,7 +42,7 @@ pub fn ne(v: &str) -> Option<FieldValue<'static>> {
     if v.is_empty() {
         None
     } else {
-        s(v)
+        string(v)
     }
 }
 

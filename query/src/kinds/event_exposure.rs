@@ -13,11 +13,11 @@ use super::common::{meta_filters, ne, non_empty, status_filters};
 use super::event_subscription::EventSubscriptionInfo;
 use super::subscription_info::owner_fields;
 use crate::entity::{
-    b, connection_field, e, field, global_id, int, nested_rows, node_value, obj, objs, register, rf, s, status_fields, strs, time_fields,
-    time_filters, Builder, Entity, Rq,
+    boolean, connection_field, enum_item, field, global_id, integer, nested_rows, node_value, obj, objs, register, rf, status_fields,
+    string, strs, time_fields, time_filters, Builder, Entity, RequestContext,
 };
 use crate::error::internal;
-use crate::filter::{FType, FVal, FilterField};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::indexmap::IndexMap;
 use async_graphql::{Error, Name, Value};
@@ -44,11 +44,11 @@ impl Entity for EventExposure {
         let mut f = time_fields::<EventExposure>();
         f.extend(status_fields::<EventExposure>(bld, |r| &r.status));
         f.extend([
-            rf::<EventExposure>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<EventExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
-            rf::<EventExposure>("eventType", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.event_type)),
-            rf::<EventExposure>("visibility", TypeRef::named_nn("EventExposureVisibility"), |r| e(r.visibility.as_str())),
-            rf::<EventExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| b(r.active)),
+            rf::<EventExposure>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<EventExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
+            rf::<EventExposure>("eventType", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.event_type)),
+            rf::<EventExposure>("visibility", TypeRef::named_nn("EventExposureVisibility"), |r| enum_item(r.visibility.as_str())),
+            rf::<EventExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| boolean(r.active)),
             rf::<EventExposure>("eventScopes", TypeRef::named_list("EventScope"), |r| objs(r.event_scopes.clone())),
             rf::<EventExposure>("gatewayPublishingURL", TypeRef::named(TypeRef::STRING), |r| ne(&r.gateway_publishing_url)),
             rf::<EventExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
@@ -101,13 +101,13 @@ impl Entity for EventExposure {
         f.extend(status_filters("EventExposureStatusPhase", |r: &EventExposureRecord| &r.status));
         f.extend(meta_filters(|r: &EventExposureRecord| &r.meta));
         f.extend([
-            FilterField::new("eventType", FType::Str, false, |x: &S| FVal::Str(Some(x.record.event_type.clone()))),
-            FilterField::new("visibility", FType::Enum("EventExposureVisibility".into()), false, |x: &S| {
-                FVal::Str(Some(x.record.visibility.as_str().to_string()))
+            FilterField::new("eventType", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.event_type.clone()))),
+            FilterField::new("visibility", FilterType::Enum("EventExposureVisibility".into()), false, |x: &S| {
+                FilterValue::Str(Some(x.record.visibility.as_str().to_string()))
             }),
-            FilterField::new("active", FType::Bool, true, |x: &S| FVal::Bool(Some(x.record.active))),
-            FilterField::new("gatewayPublishingURL", FType::Str, true, |x: &S| {
-                FVal::Str(non_empty(&x.record.gateway_publishing_url).map(str::to_string))
+            FilterField::new("active", FilterType::Bool, true, |x: &S| FilterValue::Bool(Some(x.record.active))),
+            FilterField::new("gatewayPublishingURL", FilterType::Str, true, |x: &S| {
+                FilterValue::Str(non_empty(&x.record.gateway_publishing_url).map(str::to_string))
             }),
         ]);
         f
@@ -141,7 +141,7 @@ pub fn register_all(bld: &mut Builder) {
 ///
 /// # Errors
 /// Storage failures as `INTERNAL`.
-pub fn active_exposure(rq: &Rq, env: &str, event_type: &str) -> Result<Option<FieldValue<'static>>, Error> {
+pub fn active_exposure(rq: &RequestContext, env: &str, event_type: &str) -> Result<Option<FieldValue<'static>>, Error> {
     let found = rq
         .view
         .lookup_records::<EventExposure>(index::EVENT_EXPOSURE_ACTIVE_BY_TYPE, &natural::in_env(env, event_type))
@@ -154,12 +154,12 @@ pub fn register_info(bld: &mut Builder) {
     super::values::register(bld);
     bld.enumeration("EventExposureVisibility", &["WORLD", "ZONE", "ENTERPRISE"]);
     let mut o = Object::new("EventExposureInfo")
-        .field(field::<EventExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<EventExposure>(&p.0.key)))))
-        .field(field::<EventExposureInfo>("eventType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.event_type))))
+        .field(field::<EventExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<EventExposure>(&p.0.key)))))
+        .field(field::<EventExposureInfo>("eventType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.event_type))))
         .field(field::<EventExposureInfo>("visibility", TypeRef::named_nn("EventExposureVisibility"), |p, _| {
-            Ok(e(p.0.record.visibility.as_str()))
+            Ok(enum_item(p.0.record.visibility.as_str()))
         }))
-        .field(field::<EventExposureInfo>("active", TypeRef::named(TypeRef::BOOLEAN), |p, _| Ok(b(p.0.record.active))))
+        .field(field::<EventExposureInfo>("active", TypeRef::named(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.0.record.active))))
         .field(field::<EventExposureInfo>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |p, _| {
             Ok(obj(p.0.record.approval_config.clone()))
         }));
@@ -186,13 +186,13 @@ pub fn register_values(bld: &mut Builder) {
     bld.enumeration("PayloadType", &["DATA", "DATA_REF"]);
     let string_nn = || TypeRef::named_nn(TypeRef::STRING);
     let bool_nn = || TypeRef::named_nn(TypeRef::BOOLEAN);
-    bld.object(
-        Object::new("EventScope").field(field::<EventScope>("name", string_nn(), |x, _| Ok(s(&x.name)))).field(field::<EventScope>(
-            "trigger",
-            TypeRef::named_nn("EventTrigger"),
-            |x, _| Ok(obj(x.trigger.clone())),
-        )),
-    );
+    bld.object(Object::new("EventScope").field(field::<EventScope>("name", string_nn(), |x, _| Ok(string(&x.name)))).field(field::<
+        EventScope,
+    >(
+        "trigger",
+        TypeRef::named_nn("EventTrigger"),
+        |x, _| Ok(obj(x.trigger.clone())),
+    )));
     bld.object(
         Object::new("EventTrigger")
             .field(field::<EventTrigger>("responseFilter", TypeRef::named("ResponseFilter"), |t, _| {
@@ -205,26 +205,26 @@ pub fn register_values(bld: &mut Builder) {
     bld.object(
         Object::new("ResponseFilter")
             .field(field::<ResponseFilter>("paths", TypeRef::named_list_nn(TypeRef::STRING), |r, _| Ok(strs(&r.paths))))
-            .field(field::<ResponseFilter>("mode", TypeRef::named("ResponseFilterMode"), |r, _| Ok(e(r.mode.as_str())))),
+            .field(field::<ResponseFilter>("mode", TypeRef::named("ResponseFilterMode"), |r, _| Ok(enum_item(r.mode.as_str())))),
     );
     bld.object(
         Object::new("SelectionFilter")
             .field(field::<SelectionFilter>("attributes", TypeRef::named("Map"), |f, _| Ok(f.attributes.as_ref().and_then(attributes))))
-            .field(field::<SelectionFilter>("expression", string_nn(), |f, _| Ok(s(&f.expression)))),
+            .field(field::<SelectionFilter>("expression", string_nn(), |f, _| Ok(string(&f.expression)))),
     );
     bld.object(
         Object::new("EventDelivery")
-            .field(field::<EventDelivery>("payload", TypeRef::named_nn("PayloadType"), |d, _| Ok(e(d.payload.as_str()))))
-            .field(field::<EventDelivery>("eventRetentionTime", string_nn(), |d, _| Ok(s(&d.event_retention_time))))
-            .field(field::<EventDelivery>("circuitBreakerOptOut", bool_nn(), |d, _| Ok(b(d.circuit_breaker_opt_out))))
+            .field(field::<EventDelivery>("payload", TypeRef::named_nn("PayloadType"), |d, _| Ok(enum_item(d.payload.as_str()))))
+            .field(field::<EventDelivery>("eventRetentionTime", string_nn(), |d, _| Ok(string(&d.event_retention_time))))
+            .field(field::<EventDelivery>("circuitBreakerOptOut", bool_nn(), |d, _| Ok(boolean(d.circuit_breaker_opt_out))))
             .field(field::<EventDelivery>("retryableStatusCodes", TypeRef::named_nn_list(TypeRef::INT), |d, _| {
                 Ok(d.retryable_status_codes.as_ref().map(|c| FieldValue::list(c.iter().map(|n| FieldValue::value(Value::from(*n))))))
             }))
             .field(field::<EventDelivery>("redeliveriesPerSecond", TypeRef::named(TypeRef::INT), |d, _| {
-                Ok(d.redeliveries_per_second.and_then(int))
+                Ok(d.redeliveries_per_second.and_then(integer))
             }))
             .field(field::<EventDelivery>("enforceGetHttpRequestMethodForHealthCheck", bool_nn(), |d, _| {
-                Ok(b(d.enforce_get_http_request_method_for_health_check))
+                Ok(boolean(d.enforce_get_http_request_method_for_health_check))
             })),
     );
 }

@@ -8,11 +8,11 @@ use super::common::{meta_filters, ne, status_filters};
 use super::event_exposure::{register_values, EventExposureInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::entity::{
-    connection_field, e, field, global_id, nested_rows, obj, register, rf, s, status_fields, strs, time_fields, time_filters, Builder,
-    Entity,
+    connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, status_fields, string, strs, time_fields, time_filters,
+    Builder, Entity,
 };
 use crate::error::internal;
-use crate::filter::{FType, FVal, FilterField};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::keys::index;
 use schema::kinds::application::ApplicationRecord;
@@ -40,11 +40,13 @@ impl Entity for EventSubscription {
         let mut f = time_fields::<EventSubscription>();
         f.extend(status_fields::<EventSubscription>(bld, |r| &r.status));
         f.extend([
-            rf::<EventSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<EventSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
-            rf::<EventSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
-            rf::<EventSubscription>("eventType", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.event_type)),
-            rf::<EventSubscription>("deliveryType", TypeRef::named_nn("EventSubscriptionDeliveryType"), |r| e(r.delivery_type.as_str())),
+            rf::<EventSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<EventSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
+            rf::<EventSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
+            rf::<EventSubscription>("eventType", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.event_type)),
+            rf::<EventSubscription>("deliveryType", TypeRef::named_nn("EventSubscriptionDeliveryType"), |r| {
+                enum_item(r.delivery_type.as_str())
+            }),
             rf::<EventSubscription>("trigger", TypeRef::named("EventTrigger"), |r| r.trigger.clone().and_then(obj)),
             rf::<EventSubscription>("delivery", TypeRef::named_nn("EventDelivery"), |r| obj(r.delivery.clone())),
             rf::<EventSubscription>("scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| r.requested_scopes.as_deref().and_then(strs))
@@ -53,7 +55,7 @@ impl Entity for EventSubscription {
                 r.requested_scopes.as_deref().and_then(strs)
             }),
             rf::<EventSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| r.active_scopes.as_deref().and_then(strs)),
-            rf::<EventSubscription>("callbackURL", TypeRef::named(TypeRef::STRING), |r| r.callback_url.as_deref().and_then(s)),
+            rf::<EventSubscription>("callbackURL", TypeRef::named(TypeRef::STRING), |r| r.callback_url.as_deref().and_then(string)),
             rf::<EventSubscription>("gatewaySseURL", TypeRef::named(TypeRef::STRING), |r| ne(&r.gateway_sse_url)),
         ]);
         f.extend(super::subscription_common::link_fields::<EventSubscription>());
@@ -69,14 +71,14 @@ impl Entity for EventSubscription {
         f.extend(status_filters("EventSubscriptionStatusPhase", |r: &EventSubscriptionRecord| &r.status));
         f.extend(meta_filters(|r: &EventSubscriptionRecord| &r.meta));
         f.extend([
-            FilterField::new("name", FType::Str, false, |x: &S| FVal::Str(Some(x.record.meta.name.clone()))),
-            FilterField::new("eventType", FType::Str, false, |x: &S| FVal::Str(Some(x.record.event_type.clone()))),
-            FilterField::new("deliveryType", FType::Enum("EventSubscriptionDeliveryType".into()), false, |x: &S| {
-                FVal::Str(Some(x.record.delivery_type.as_str().to_string()))
+            FilterField::new("name", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.meta.name.clone()))),
+            FilterField::new("eventType", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.event_type.clone()))),
+            FilterField::new("deliveryType", FilterType::Enum("EventSubscriptionDeliveryType".into()), false, |x: &S| {
+                FilterValue::Str(Some(x.record.delivery_type.as_str().to_string()))
             }),
-            FilterField::new("callbackURL", FType::Str, true, |x: &S| FVal::Str(x.record.callback_url.clone())),
-            FilterField::new("gatewaySseURL", FType::Str, true, |x: &S| {
-                FVal::Str(Some(x.record.gateway_sse_url.clone()).filter(|u| !u.is_empty()))
+            FilterField::new("callbackURL", FilterType::Str, true, |x: &S| FilterValue::Str(x.record.callback_url.clone())),
+            FilterField::new("gatewaySseURL", FilterType::Str, true, |x: &S| {
+                FilterValue::Str(Some(x.record.gateway_sse_url.clone()).filter(|u| !u.is_empty()))
             }),
         ]);
         f
@@ -107,16 +109,18 @@ pub fn register_info(bld: &mut Builder) {
     let mut o = Object::new("EventSubscriptionInfo")
         .implement(INTERFACE)
         .field(field::<EventSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
-            Ok(s(&global_id::<EventSubscription>(&p.0.key)))
+            Ok(string(&global_id::<EventSubscription>(&p.0.key)))
         }))
-        .field(field::<EventSubscriptionInfo>("eventType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.event_type))))
+        .field(field::<EventSubscriptionInfo>("eventType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.event_type))))
         .field(field::<EventSubscriptionInfo>("deliveryType", TypeRef::named_nn("EventSubscriptionDeliveryType"), |p, _| {
-            Ok(e(p.0.record.delivery_type.as_str()))
+            Ok(enum_item(p.0.record.delivery_type.as_str()))
         }))
         .field(field::<EventSubscriptionInfo>("statusPhase", TypeRef::named("EventSubscriptionStatusPhase"), |p, _| {
-            Ok(e(p.0.record.status.phase.as_str()))
+            Ok(enum_item(p.0.record.status.phase.as_str()))
         }))
-        .field(field::<EventSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| Ok(s(&p.0.record.status.message))));
+        .field(field::<EventSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| {
+            Ok(string(&p.0.record.status.message))
+        }));
     for f in owner_fields::<EventSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);
     }

@@ -8,10 +8,10 @@
 use super::common::{meta_filters, status_filters, str_filter};
 use super::info::team_info;
 use crate::entity::{
-    b as boolean, connection_field, field, nested_rows, register, rf, s, status_fields, time_fields, time_filters, Builder, Entity,
+    boolean, connection_field, field, nested_rows, register, rf, status_fields, string, time_fields, time_filters, Builder, Entity,
 };
 use crate::error::internal;
-use crate::filter::{FType, FVal, FilterField};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, TypeRef};
 use schema::kinds::event_type::{EventType, EventTypeRecord};
 use schema::kinds::team::TeamRecord;
@@ -26,11 +26,11 @@ impl Entity for EventType {
         let mut v = time_fields::<EventType>();
         v.extend(status_fields::<EventType>(bld, |r| &r.status));
         v.extend([
-            rf::<EventType>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<EventType>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
-            rf::<EventType>("eventType", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.event_type)),
-            rf::<EventType>("version", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.version)),
-            rf::<EventType>("description", TypeRef::named(TypeRef::STRING), |r| r.description.as_deref().and_then(s)),
+            rf::<EventType>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<EventType>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
+            rf::<EventType>("eventType", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.event_type)),
+            rf::<EventType>("version", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.version)),
+            rf::<EventType>("description", TypeRef::named(TypeRef::STRING), |r| r.description.as_deref().and_then(string)),
             rf::<EventType>("active", TypeRef::named_nn(TypeRef::BOOLEAN), |r| boolean(r.active)),
             // `<fileManager.baseUrl>/files/<specification>` in the reference. No file-manager
             // base URL is configurable yet, so this is always null (as for `Api`).
@@ -69,7 +69,7 @@ impl Entity for EventType {
             str_filter::<EventTypeRecord>("eventType", false, |r| Some(r.event_type.as_str())),
             str_filter::<EventTypeRecord>("version", false, |r| Some(r.version.as_str())),
             str_filter::<EventTypeRecord>("description", true, |r| r.description.as_deref()),
-            FilterField::new("active", FType::Bool, false, |x: &Stored<EventTypeRecord>| FVal::Bool(Some(x.record.active))),
+            FilterField::new("active", FilterType::Bool, false, |x: &Stored<EventTypeRecord>| FilterValue::Bool(Some(x.record.active))),
         ]);
         v
     }

@@ -8,11 +8,11 @@ use super::common::{meta_filters, status_filters, str_filter};
 use super::file_subscription::FileSubscriptionInfo;
 use super::subscription_info::owner_fields;
 use crate::entity::{
-    b, connection_field, e, field, global_id, nested_rows, node_value, obj, objs, os, register, rf, s, status_fields, time_fields,
-    time_filters, Builder, Entity,
+    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, nullable_string, obj, objs, register, rf,
+    status_fields, string, time_fields, time_filters, Builder, Entity,
 };
 use crate::error::internal;
-use crate::filter::{FType, FVal, FilterField};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::application::{Application, ApplicationRecord};
@@ -34,7 +34,9 @@ type S = Stored<FileExposureRecord>;
 pub fn register_values(bld: &mut Builder) {
     bld.enumeration("FileExposureVisibility", &["WORLD", "ZONE", "ENTERPRISE"]);
     bld.enumeration("FileExposureVariant", &["SFTP"]);
-    bld.object(Object::new("SSHPublicKey").field(field::<SshPublicKey>("key", TypeRef::named_nn(TypeRef::STRING), |k, _| Ok(s(&k.0)))));
+    bld.object(
+        Object::new("SSHPublicKey").field(field::<SshPublicKey>("key", TypeRef::named_nn(TypeRef::STRING), |k, _| Ok(string(&k.0)))),
+    );
     bld.object(Object::new("FileSFTP").field(field::<Sftp>("publicKeys", TypeRef::named_nn_list_nn("SSHPublicKey"), |p, _| {
         Ok(objs(p.public_keys.iter().cloned().map(SshPublicKey)))
     })));
@@ -62,18 +64,20 @@ impl Entity for FileExposure {
         let mut f = time_fields::<FileExposure>();
         f.extend(status_fields::<FileExposure>(bld, |r| &r.status));
         f.extend([
-            rf::<FileExposure>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<FileExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
-            rf::<FileExposure>("fileType", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.file_type)),
-            rf::<FileExposure>("variant", TypeRef::named_nn("FileExposureVariant"), |r| e(r.variant.as_str())),
-            rf::<FileExposure>("visibility", TypeRef::named_nn("FileExposureVisibility"), |r| e(r.visibility.as_str())),
-            rf::<FileExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| b(r.active)),
-            rf::<FileExposure>("zoneName", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.zone)),
+            rf::<FileExposure>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<FileExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
+            rf::<FileExposure>("fileType", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.file_type)),
+            rf::<FileExposure>("variant", TypeRef::named_nn("FileExposureVariant"), |r| enum_item(r.variant.as_str())),
+            rf::<FileExposure>("visibility", TypeRef::named_nn("FileExposureVisibility"), |r| enum_item(r.visibility.as_str())),
+            rf::<FileExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| boolean(r.active)),
+            rf::<FileExposure>("zoneName", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.zone)),
             zone_field::<S>(|p| (&p.record.meta.environment, &p.record.zone)),
             rf::<FileExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
             rf::<FileExposure>("sftp", TypeRef::named("FileSFTP"), |r| r.sftp.clone().and_then(obj)),
-            rf::<FileExposure>("serviceURL", TypeRef::named(TypeRef::STRING), |r| os(r.service_url.as_deref())),
-            rf::<FileExposure>("serviceExternalURL", TypeRef::named(TypeRef::STRING), |r| os(r.service_external_url.as_deref())),
+            rf::<FileExposure>("serviceURL", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.service_url.as_deref())),
+            rf::<FileExposure>("serviceExternalURL", TypeRef::named(TypeRef::STRING), |r| {
+                nullable_string(r.service_external_url.as_deref())
+            }),
             field::<S>("owner", TypeRef::named_nn(Application::TYPE), |p, rq| {
                 let r = &p.record;
                 let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
@@ -111,13 +115,13 @@ impl Entity for FileExposure {
         f.extend(meta_filters(|r: &FileExposureRecord| &r.meta));
         f.extend([
             str_filter::<FileExposureRecord>("fileType", false, |r| Some(r.file_type.as_str())),
-            FilterField::new("variant", FType::Enum("FileExposureVariant".into()), false, |x: &S| {
-                FVal::Str(Some(x.record.variant.as_str().to_string()))
+            FilterField::new("variant", FilterType::Enum("FileExposureVariant".into()), false, |x: &S| {
+                FilterValue::Str(Some(x.record.variant.as_str().to_string()))
             }),
-            FilterField::new("visibility", FType::Enum("FileExposureVisibility".into()), false, |x: &S| {
-                FVal::Str(Some(x.record.visibility.as_str().to_string()))
+            FilterField::new("visibility", FilterType::Enum("FileExposureVisibility".into()), false, |x: &S| {
+                FilterValue::Str(Some(x.record.visibility.as_str().to_string()))
             }),
-            FilterField::new("active", FType::Bool, true, |x: &S| FVal::Bool(Some(x.record.active))),
+            FilterField::new("active", FilterType::Bool, true, |x: &S| FilterValue::Bool(Some(x.record.active))),
             str_filter::<FileExposureRecord>("zoneName", false, |r| Some(r.zone.as_str())),
             str_filter::<FileExposureRecord>("serviceURL", true, |r| r.service_url.as_deref()),
             str_filter::<FileExposureRecord>("serviceExternalURL", true, |r| r.service_external_url.as_deref()),
@@ -145,15 +149,17 @@ pub fn register_all(bld: &mut Builder) {
 pub fn register_info(bld: &mut Builder) {
     register_values(bld);
     let mut o = Object::new("FileExposureInfo")
-        .field(field::<FileExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<FileExposure>(&p.0.key)))))
-        .field(field::<FileExposureInfo>("fileType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.file_type))))
+        .field(field::<FileExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<FileExposure>(&p.0.key)))))
+        .field(field::<FileExposureInfo>("fileType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.file_type))))
         .field(field::<FileExposureInfo>("visibility", TypeRef::named_nn("FileExposureVisibility"), |p, _| {
-            Ok(e(p.0.record.visibility.as_str()))
+            Ok(enum_item(p.0.record.visibility.as_str()))
         }))
-        .field(field::<FileExposureInfo>("active", TypeRef::named(TypeRef::BOOLEAN), |p, _| Ok(b(p.0.record.active))))
-        .field(field::<FileExposureInfo>("serviceUrl", TypeRef::named(TypeRef::STRING), |p, _| Ok(os(p.0.record.service_url.as_deref()))))
+        .field(field::<FileExposureInfo>("active", TypeRef::named(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.0.record.active))))
+        .field(field::<FileExposureInfo>("serviceUrl", TypeRef::named(TypeRef::STRING), |p, _| {
+            Ok(nullable_string(p.0.record.service_url.as_deref()))
+        }))
         .field(field::<FileExposureInfo>("serviceExternalUrl", TypeRef::named(TypeRef::STRING), |p, _| {
-            Ok(os(p.0.record.service_external_url.as_deref()))
+            Ok(nullable_string(p.0.record.service_external_url.as_deref()))
         }));
     for f in owner_fields::<FileExposureInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);

@@ -8,7 +8,8 @@ use super::common::{meta_filters, status_filters, str_filter};
 use super::file_exposure::{register_values, zone_field, FileExposureInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::entity::{
-    connection_field, e, field, global_id, nested_rows, obj, os, register, rf, s, status_fields, time_fields, time_filters, Builder, Entity,
+    connection_field, enum_item, field, global_id, nested_rows, nullable_string, obj, register, rf, status_fields, string, time_fields,
+    time_filters, Builder, Entity,
 };
 use crate::error::internal;
 use crate::filter::FilterField;
@@ -40,15 +41,17 @@ impl Entity for FileSubscription {
         let mut f = time_fields::<FileSubscription>();
         f.extend(status_fields::<FileSubscription>(bld, |r| &r.status));
         f.extend([
-            rf::<FileSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<FileSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
-            rf::<FileSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
-            rf::<FileSubscription>("fileType", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.file_type)),
-            rf::<FileSubscription>("zoneName", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.zone)),
+            rf::<FileSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<FileSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
+            rf::<FileSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
+            rf::<FileSubscription>("fileType", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.file_type)),
+            rf::<FileSubscription>("zoneName", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.zone)),
             zone_field::<S>(|p| (&p.record.meta.environment, &p.record.zone)),
             rf::<FileSubscription>("sftp", TypeRef::named("FileSFTP"), |r| r.sftp.clone().and_then(obj)),
-            rf::<FileSubscription>("serviceURL", TypeRef::named(TypeRef::STRING), |r| os(r.service_url.as_deref())),
-            rf::<FileSubscription>("serviceExternalURL", TypeRef::named(TypeRef::STRING), |r| os(r.service_external_url.as_deref())),
+            rf::<FileSubscription>("serviceURL", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.service_url.as_deref())),
+            rf::<FileSubscription>("serviceExternalURL", TypeRef::named(TypeRef::STRING), |r| {
+                nullable_string(r.service_external_url.as_deref())
+            }),
         ]);
         f.extend(super::subscription_common::link_fields::<FileSubscription>());
         f
@@ -94,17 +97,21 @@ pub fn register_info(bld: &mut Builder) {
     bld.enumeration("FileSubscriptionStatusPhase", &["READY", "PENDING", "ERROR", "UNKNOWN"]);
     let mut o = Object::new(INFO_TYPE)
         .implement(INTERFACE)
-        .field(field::<FileSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<FileSubscription>(&p.0.key)))))
-        .field(field::<FileSubscriptionInfo>("fileType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.file_type))))
-        .field(field::<FileSubscriptionInfo>("statusPhase", TypeRef::named("FileSubscriptionStatusPhase"), |p, _| {
-            Ok(e(p.0.record.status.phase.as_str()))
+        .field(field::<FileSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
+            Ok(string(&global_id::<FileSubscription>(&p.0.key)))
         }))
-        .field(field::<FileSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| Ok(s(&p.0.record.status.message))))
+        .field(field::<FileSubscriptionInfo>("fileType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.file_type))))
+        .field(field::<FileSubscriptionInfo>("statusPhase", TypeRef::named("FileSubscriptionStatusPhase"), |p, _| {
+            Ok(enum_item(p.0.record.status.phase.as_str()))
+        }))
+        .field(field::<FileSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| {
+            Ok(string(&p.0.record.status.message))
+        }))
         .field(field::<FileSubscriptionInfo>("serviceUrl", TypeRef::named(TypeRef::STRING), |p, _| {
-            Ok(os(p.0.record.service_url.as_deref()))
+            Ok(nullable_string(p.0.record.service_url.as_deref()))
         }))
         .field(field::<FileSubscriptionInfo>("serviceExternalUrl", TypeRef::named(TypeRef::STRING), |p, _| {
-            Ok(os(p.0.record.service_external_url.as_deref()))
+            Ok(nullable_string(p.0.record.service_external_url.as_deref()))
         }));
     for f in owner_fields::<FileSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);

@@ -1,8 +1,8 @@
 //! `Group` (reference-graphql.md §1.4): `id`, `environment`, `namespace`, `name`,
 //! `displayName`, `description`, `teams`. Visible to every viewer of its environment.
 
-use crate::entity::{rf, s, Builder, Entity};
-use crate::filter::{FType, FVal, FilterField};
+use crate::entity::{rf, string, Builder, Entity};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, TypeRef};
 use schema::kinds::group::{Group, GroupRecord};
 use storage::Stored;
@@ -14,11 +14,11 @@ impl Entity for Group {
 
     fn fields(_b: &mut Builder) -> Vec<Field> {
         vec![
-            rf::<Group>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<Group>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
-            rf::<Group>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
-            rf::<Group>("displayName", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.display_name)),
-            rf::<Group>("description", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.description)),
+            rf::<Group>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<Group>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
+            rf::<Group>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
+            rf::<Group>("displayName", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.display_name)),
+            rf::<Group>("description", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.description)),
         ]
     }
 
@@ -35,11 +35,19 @@ impl Entity for Group {
 
     fn filters() -> Vec<FilterField<GroupRecord>> {
         vec![
-            FilterField::new("environment", FType::Str, true, |x: &Stored<GroupRecord>| FVal::Str(Some(x.record.meta.environment.clone()))),
-            FilterField::new("namespace", FType::Str, false, |x: &Stored<GroupRecord>| FVal::Str(Some(x.record.meta.namespace.clone()))),
-            FilterField::new("name", FType::Str, false, |x: &Stored<GroupRecord>| FVal::Str(Some(x.record.meta.name.clone()))),
-            FilterField::new("displayName", FType::Str, false, |x: &Stored<GroupRecord>| FVal::Str(Some(x.record.display_name.clone()))),
-            FilterField::new("description", FType::Str, false, |x: &Stored<GroupRecord>| FVal::Str(Some(x.record.description.clone()))),
+            FilterField::new("environment", FilterType::Str, true, |x: &Stored<GroupRecord>| {
+                FilterValue::Str(Some(x.record.meta.environment.clone()))
+            }),
+            FilterField::new("namespace", FilterType::Str, false, |x: &Stored<GroupRecord>| {
+                FilterValue::Str(Some(x.record.meta.namespace.clone()))
+            }),
+            FilterField::new("name", FilterType::Str, false, |x: &Stored<GroupRecord>| FilterValue::Str(Some(x.record.meta.name.clone()))),
+            FilterField::new("displayName", FilterType::Str, false, |x: &Stored<GroupRecord>| {
+                FilterValue::Str(Some(x.record.display_name.clone()))
+            }),
+            FilterField::new("description", FilterType::Str, false, |x: &Stored<GroupRecord>| {
+                FilterValue::Str(Some(x.record.description.clone()))
+            }),
         ]
     }
 }

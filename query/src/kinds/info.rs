@@ -1,13 +1,13 @@
 //! Reduced cross-tenant types (reference-graphql.md §1.6, §5.6, §10.3): `TeamInfo` and
 //! `ApplicationInfo`, plus the value type `ExternalId` they share with `Application`.
 //!
-//! These hops cross tenants (DESIGN decision 9), so they read with [`Rq::load_system`] and the
+//! These hops cross tenants (DESIGN decision 9), so they read with [`RequestContext::load_system`] and the
 //! types expose no secrets, no client IDs and no navigable edges besides the public `Zone` and
 //! the nested `TeamInfo`. Other modules build them with [`team_info`] and
 //! [`application_info`].
 
 use super::common::ne;
-use crate::entity::{field, global_id, node_value, obj, objs, s, Builder, Rq};
+use crate::entity::{field, global_id, node_value, obj, objs, string, Builder, RequestContext};
 use async_graphql::dynamic::{FieldValue, Object, TypeRef};
 use async_graphql::Error;
 use schema::keys::natural;
@@ -32,7 +32,7 @@ pub struct ApplicationInfo(pub Stored<ApplicationRecord>);
 ///
 /// # Errors
 /// Storage failures as `INTERNAL`.
-pub fn team_info(rq: &Rq, env: &str, team: &str) -> Result<Option<FieldValue<'static>>, Error> {
+pub fn team_info(rq: &RequestContext, env: &str, team: &str) -> Result<Option<FieldValue<'static>>, Error> {
     let key = natural::team(env, team);
     let record = rq.load_system::<Team>(&key)?.map(|s| s.record);
     Ok(obj(TeamInfo { key, name: team.to_string(), record }))
@@ -43,7 +43,7 @@ pub fn team_info(rq: &Rq, env: &str, team: &str) -> Result<Option<FieldValue<'st
 ///
 /// # Errors
 /// Storage failures as `INTERNAL`.
-pub fn application_info(rq: &Rq, key: &Key) -> Result<Option<FieldValue<'static>>, Error> {
+pub fn application_info(rq: &RequestContext, key: &Key) -> Result<Option<FieldValue<'static>>, Error> {
     Ok(rq.load_system::<Application>(key)?.and_then(|s| obj(ApplicationInfo(s))))
 }
 
@@ -59,20 +59,16 @@ pub fn external_ids(v: &[ExternalId]) -> Option<FieldValue<'static>> {
 /// Registers `TeamInfo`, `ApplicationInfo` and `ExternalId`.
 pub fn register(b: &mut Builder) {
     b.object(
-        Object::new("ExternalId").field(field::<ExternalId>("Id", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.id)))).field(field::<
-            ExternalId,
-        >(
-            "Schema",
-            TypeRef::named_nn(TypeRef::STRING),
-            |p, _| Ok(s(&p.scheme)),
-        )),
+        Object::new("ExternalId")
+            .field(field::<ExternalId>("Id", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.id))))
+            .field(field::<ExternalId>("Schema", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.scheme)))),
     );
     b.object(
         Object::new("TeamInfo")
-            .field(field::<TeamInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<Team>(&p.key)))))
-            .field(field::<TeamInfo>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.name))))
+            .field(field::<TeamInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<Team>(&p.key)))))
+            .field(field::<TeamInfo>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.name))))
             .field(field::<TeamInfo>("groupName", TypeRef::named_nn(TypeRef::STRING), |p, _| {
-                Ok(s(p.record.as_ref().map(|r| r.group.as_str()).unwrap_or("")))
+                Ok(string(p.record.as_ref().map(|r| r.group.as_str()).unwrap_or("")))
             }))
             .field(field::<TeamInfo>("email", TypeRef::named(TypeRef::STRING), |p, _| Ok(p.record.as_ref().and_then(|r| ne(&r.email)))))
             .field(field::<TeamInfo>("displayName", TypeRef::named(TypeRef::STRING), |p, _| {
@@ -84,8 +80,8 @@ pub fn register(b: &mut Builder) {
     );
     b.object(
         Object::new("ApplicationInfo")
-            .field(field::<ApplicationInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&global_id::<Application>(&p.0.key)))))
-            .field(field::<ApplicationInfo>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.0.record.meta.name))))
+            .field(field::<ApplicationInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<Application>(&p.0.key)))))
+            .field(field::<ApplicationInfo>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.meta.name))))
             .field(field::<ApplicationInfo>("externalIds", TypeRef::named_nn_list("ExternalId"), |p, _| {
                 Ok(external_ids(&p.0.record.external_ids))
             }))

@@ -4,7 +4,7 @@
 //! (defined here, visible records only).
 
 use super::common::{meta_filters, status_filters};
-use crate::entity::{field, node_value, objs, register, rf, s, status_fields, strs, time_fields, time_filters, Builder, Entity};
+use crate::entity::{field, node_value, objs, register, rf, status_fields, string, strs, time_fields, time_filters, Builder, Entity};
 use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use schema::keys::natural;
@@ -20,15 +20,15 @@ impl Entity for PermissionSet {
     fn fields(bld: &mut Builder) -> Vec<Field> {
         bld.object(
             Object::new("Permission")
-                .field(field::<Permission>("role", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.role))))
-                .field(field::<Permission>("resource", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.resource))))
+                .field(field::<Permission>("role", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.role))))
+                .field(field::<Permission>("resource", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.resource))))
                 .field(field::<Permission>("actions", TypeRef::named_nn_list_nn(TypeRef::STRING), |p, _| Ok(strs(&p.actions)))),
         );
         let mut f = time_fields::<PermissionSet>();
         f.extend(status_fields::<PermissionSet>(bld, |r| &r.status));
         f.extend([
-            rf::<PermissionSet>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<PermissionSet>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
+            rf::<PermissionSet>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<PermissionSet>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
             rf::<PermissionSet>("permissions", TypeRef::named_list("Permission"), |r| objs(r.permissions.clone())),
         ]);
         f

@@ -10,7 +10,7 @@
 use super::agentic_subscription::AgenticSubscriptionInfo;
 use super::file_subscription::FileSubscriptionInfo;
 use super::info::{application_info, team_info};
-use crate::entity::{field, s, Builder, Rq};
+use crate::entity::{field, string, Builder, RequestContext};
 use async_graphql::dynamic::{Field, FieldValue, Interface, InterfaceField, TypeRef};
 use async_graphql::Error;
 use schema::keys::natural;
@@ -46,7 +46,7 @@ pub type OwnerOf<T> = fn(&T) -> (&str, &str, &str);
 /// regardless of the viewer: these are cross-tenant views (§5.6).
 pub fn owner_fields<T: Any + Send + Sync>(owner: OwnerOf<T>) -> Vec<Field> {
     vec![
-        field::<T>("ownerApplicationName", TypeRef::named_nn(TypeRef::STRING), move |p, _| Ok(s(owner(p).2)))
+        field::<T>("ownerApplicationName", TypeRef::named_nn(TypeRef::STRING), move |p, _| Ok(string(owner(p).2)))
             .deprecation(Some(OWNER_APPLICATION_NAME_DEPRECATION)),
         field::<T>("ownerTeam", TypeRef::named_nn("TeamInfo"), move |p, rq| {
             let (env, team, _) = owner(p);
@@ -66,7 +66,7 @@ pub fn owner_fields<T: Any + Send + Sync>(owner: OwnerOf<T>) -> Vec<Field> {
 ///
 /// # Errors
 /// Storage failures as `INTERNAL`.
-pub fn resolve(rq: &Rq, env: &str, sub: &SubscriptionRef) -> Result<Option<FieldValue<'static>>, Error> {
+pub fn resolve(rq: &RequestContext, env: &str, sub: &SubscriptionRef) -> Result<Option<FieldValue<'static>>, Error> {
     let key = sub.key(env);
     Ok(match sub.kind {
         SubscriptionKind::ApiSubscription => rq

@@ -11,11 +11,11 @@
 
 use super::common::{meta_filters, ne, non_empty, status_filters, str_filter};
 use crate::entity::{
-    connection_field, e, field, nested_rows, node_value, objs, register, rf, s, secret, status_fields, time_fields, time_filters, Builder,
-    Entity, Loader, Rq,
+    connection_field, enum_item, field, nested_rows, node_value, objs, register, rf, secret, status_fields, string, time_fields,
+    time_filters, Builder, Entity, Loader, RequestContext,
 };
 use crate::error::internal;
-use crate::filter::{FType, FVal, FilterField};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::api::Api;
@@ -57,13 +57,13 @@ impl Entity for Team {
         let mut v = time_fields::<Team>();
         v.extend(status_fields::<Team>(b, |r| &r.status));
         v.extend([
-            rf::<Team>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<Team>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.namespace)),
-            rf::<Team>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
-            rf::<Team>("email", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.email)),
+            rf::<Team>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<Team>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
+            rf::<Team>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
+            rf::<Team>("email", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.email)),
             rf::<Team>("displayname", TypeRef::named(TypeRef::STRING), |r| ne(&r.display_name)),
             rf::<Team>("description", TypeRef::named(TypeRef::STRING), |r| ne(&r.description)),
-            rf::<Team>("category", TypeRef::named_nn("TeamCategory"), |r| e(r.category.as_str())),
+            rf::<Team>("category", TypeRef::named_nn("TeamCategory"), |r| enum_item(r.category.as_str())),
             field::<Stored<TeamRecord>>("teamToken", TypeRef::named(TypeRef::STRING), |p, rq| {
                 let r = &p.record;
                 Ok(secret(rq, (&r.meta.environment, &r.meta.name), r.team_token.as_deref()))
@@ -118,8 +118,8 @@ impl Entity for Team {
             str_filter::<TeamRecord>("email", false, |r| Some(r.email.as_str())),
             str_filter::<TeamRecord>("displayname", true, |r| non_empty(&r.display_name)),
             str_filter::<TeamRecord>("description", true, |r| non_empty(&r.description)),
-            FilterField::new("category", FType::Enum("TeamCategory".into()), false, |x: &Stored<TeamRecord>| {
-                FVal::Str(Some(x.record.category.as_str().to_string()))
+            FilterField::new("category", FilterType::Enum("TeamCategory".into()), false, |x: &Stored<TeamRecord>| {
+                FilterValue::Str(Some(x.record.category.as_str().to_string()))
             }),
         ]);
         v
@@ -128,7 +128,7 @@ impl Entity for Team {
 
 /// Loads a `Member` by key `(environment, team, email)` through its team (`None` when the team
 /// is invisible or has no such member).
-fn load_member(rq: &Rq, key: &Key) -> Result<Option<FieldValue<'static>>, async_graphql::Error> {
+fn load_member(rq: &RequestContext, key: &Key) -> Result<Option<FieldValue<'static>>, async_graphql::Error> {
     let Ok(parts) = key.parts() else { return Ok(None) };
     let [env, team, email] = parts.as_slice() else { return Ok(None) };
     let Some(t) = rq.load_visible::<Team>(&natural::team(env, team))? else { return Ok(None) };
@@ -140,10 +140,10 @@ pub fn register_team(b: &mut Builder) {
     b.object(
         Object::new(MEMBER)
             .implement("Node")
-            .field(field::<MemberValue>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(s(&p.id()))))
-            .field(field::<MemberValue>("environment", TypeRef::named(TypeRef::STRING), |p, _| Ok(s(&p.team.record.meta.environment))))
-            .field(field::<MemberValue>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.member.name))))
-            .field(field::<MemberValue>("email", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(s(&p.member.email))))
+            .field(field::<MemberValue>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&p.id()))))
+            .field(field::<MemberValue>("environment", TypeRef::named(TypeRef::STRING), |p, _| Ok(string(&p.team.record.meta.environment))))
+            .field(field::<MemberValue>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.member.name))))
+            .field(field::<MemberValue>("email", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.member.email))))
             .field(field::<MemberValue>("team", TypeRef::named(Team::TYPE), |p, _| Ok(Some(node_value::<Team>(p.team.clone()))))),
     );
     let loader: Loader = Arc::new(load_member);

@@ -6,7 +6,7 @@
 //! `clientSecret`, `clientKey`) go through [`crate::entity::secret`]: plain values for the owning
 //! team, `**********` for obfuscated callers (reference-graphql.md §5.9).
 
-use crate::entity::{b, e, enums, field, int, obj, objs, os, s, secret, strs, Builder};
+use crate::entity::{boolean, enum_item, enums, field, integer, nullable_string, obj, objs, secret, string, strs, Builder};
 use async_graphql::dynamic::{Object, TypeRef};
 use schema::kinds::api_exposure::{
     ApiExposureFeature, ApiExposureSecurity, ApprovalConfig, BasicAuthCredentials, ExternalIdentityProvider, Failover, Limits,
@@ -72,19 +72,19 @@ pub fn register(bld: &mut Builder) {
     bld.enumeration("ApiExposureVisibility", &["WORLD", "ZONE", "ENTERPRISE"]);
     bld.enumeration("ApiSubscriptionM2mAuthMethod", &["NONE", "BASIC_AUTH", "OAUTH2_CLIENT", "SCOPES_ONLY"]);
 
-    let string = || TypeRef::named(TypeRef::STRING);
+    let string_type = || TypeRef::named(TypeRef::STRING);
     let string_nn = || TypeRef::named_nn(TypeRef::STRING);
     let strings = || TypeRef::named_nn_list(TypeRef::STRING);
     let int_ = || TypeRef::named(TypeRef::INT);
 
-    bld.object(Object::new("Upstream").field(field::<Upstream>("url", string_nn(), |u, _| Ok(s(&u.url)))).field(field::<Upstream>(
+    bld.object(Object::new("Upstream").field(field::<Upstream>("url", string_nn(), |u, _| Ok(string(&u.url)))).field(field::<Upstream>(
         "weight",
         TypeRef::named_nn(TypeRef::INT),
-        |u, _| Ok(int(u.weight)),
+        |u, _| Ok(integer(u.weight)),
     )));
     bld.object(
         Object::new("ApprovalConfig")
-            .field(field::<ApprovalConfig>("strategy", TypeRef::named_nn("ApprovalStrategy"), |c, _| Ok(e(c.strategy.as_str()))))
+            .field(field::<ApprovalConfig>("strategy", TypeRef::named_nn("ApprovalStrategy"), |c, _| Ok(enum_item(c.strategy.as_str()))))
             .field(field::<ApprovalConfig>("trustedTeams", TypeRef::named_nn_list_nn(TypeRef::STRING), |c, _| Ok(strs(&c.trusted_teams)))),
     );
 
@@ -106,12 +106,12 @@ pub fn register(bld: &mut Builder) {
     );
     bld.object(
         Object::new("ExternalIdentityProvider")
-            .field(field::<Owned<ExternalIdentityProvider>>("tokenEndpoint", string_nn(), |p, _| Ok(s(&p.v.token_endpoint))))
+            .field(field::<Owned<ExternalIdentityProvider>>("tokenEndpoint", string_nn(), |p, _| Ok(string(&p.v.token_endpoint))))
             .field(field::<Owned<ExternalIdentityProvider>>("tokenRequest", TypeRef::named("TokenRequestMethod"), |p, _| {
-                Ok(p.v.token_request.and_then(|t| e(t.as_str())))
+                Ok(p.v.token_request.and_then(|t| enum_item(t.as_str())))
             }))
-            .field(field::<Owned<ExternalIdentityProvider>>("grantType", string(), |p, _| {
-                Ok(os(Some(p.v.grant_type.as_str()).filter(|g| !g.is_empty())))
+            .field(field::<Owned<ExternalIdentityProvider>>("grantType", string_type(), |p, _| {
+                Ok(nullable_string(Some(p.v.grant_type.as_str()).filter(|g| !g.is_empty())))
             }))
             .field(field::<Owned<ExternalIdentityProvider>>("basic", TypeRef::named("BasicAuthCredentials"), |p, _| {
                 Ok(p.v.basic.clone().and_then(|x| obj(p.child(x))))
@@ -122,19 +122,19 @@ pub fn register(bld: &mut Builder) {
     );
     bld.object(
         Object::new("BasicAuthCredentials")
-            .field(field::<Owned<BasicAuthCredentials>>("username", string_nn(), |p, _| Ok(s(&p.v.username))))
+            .field(field::<Owned<BasicAuthCredentials>>("username", string_nn(), |p, _| Ok(string(&p.v.username))))
             // `String!`: a caller who may not read the secret gets "" (§1.5 "unresolvable → ''").
             .field(field::<Owned<BasicAuthCredentials>>("password", string_nn(), |p, rq| {
-                Ok(secret(rq, (&p.env, &p.team), Some(&p.v.password)).or_else(|| s("")))
+                Ok(secret(rq, (&p.env, &p.team), Some(&p.v.password)).or_else(|| string("")))
             })),
     );
     bld.object(
         Object::new("OAuth2ClientCredentials")
-            .field(field::<Owned<OAuth2ClientCredentials>>("clientId", string_nn(), |p, _| Ok(s(&p.v.client_id))))
-            .field(field::<Owned<OAuth2ClientCredentials>>("clientSecret", string(), |p, rq| {
+            .field(field::<Owned<OAuth2ClientCredentials>>("clientId", string_nn(), |p, _| Ok(string(&p.v.client_id))))
+            .field(field::<Owned<OAuth2ClientCredentials>>("clientSecret", string_type(), |p, rq| {
                 Ok(secret(rq, (&p.env, &p.team), Some(p.v.client_secret.as_str()).filter(|v| !v.is_empty())))
             }))
-            .field(field::<Owned<OAuth2ClientCredentials>>("clientKey", string(), |p, rq| {
+            .field(field::<Owned<OAuth2ClientCredentials>>("clientKey", string_type(), |p, rq| {
                 Ok(secret(rq, (&p.env, &p.team), Some(p.v.client_key.as_str()).filter(|v| !v.is_empty())))
             })),
     );
@@ -180,21 +180,23 @@ pub fn register(bld: &mut Builder) {
     );
     bld.object(
         Object::new("Limits")
-            .field(field::<Limits>("second", int_(), |l, _| Ok(int(l.second))))
-            .field(field::<Limits>("minute", int_(), |l, _| Ok(int(l.minute))))
-            .field(field::<Limits>("hour", int_(), |l, _| Ok(int(l.hour)))),
+            .field(field::<Limits>("second", int_(), |l, _| Ok(integer(l.second))))
+            .field(field::<Limits>("minute", int_(), |l, _| Ok(integer(l.minute))))
+            .field(field::<Limits>("hour", int_(), |l, _| Ok(integer(l.hour)))),
     );
     bld.object(
         Object::new("RateLimitOptions")
-            .field(field::<RateLimitOptions>("hideClientHeaders", TypeRef::named(TypeRef::BOOLEAN), |o, _| Ok(b(o.hide_client_headers))))
-            .field(field::<RateLimitOptions>("faultTolerant", TypeRef::named(TypeRef::BOOLEAN), |o, _| Ok(b(o.fault_tolerant)))),
+            .field(field::<RateLimitOptions>("hideClientHeaders", TypeRef::named(TypeRef::BOOLEAN), |o, _| {
+                Ok(boolean(o.hide_client_headers))
+            }))
+            .field(field::<RateLimitOptions>("faultTolerant", TypeRef::named(TypeRef::BOOLEAN), |o, _| Ok(boolean(o.fault_tolerant)))),
     );
     bld.object(
         Object::new("SubscriberRateLimitDefaults").field(field::<Limits>("limits", TypeRef::named_nn("Limits"), |l, _| Ok(obj(*l)))),
     );
     bld.object(
         Object::new("RateLimitOverrides")
-            .field(field::<RateLimitOverride>("subscriber", string_nn(), |o, _| Ok(s(&o.subscriber))))
+            .field(field::<RateLimitOverride>("subscriber", string_nn(), |o, _| Ok(string(&o.subscriber))))
             .field(field::<RateLimitOverride>("limits", TypeRef::named_nn("Limits"), |o, _| Ok(obj(o.limits)))),
     );
     bld.object(
@@ -210,32 +212,34 @@ pub fn register(bld: &mut Builder) {
     // ---- approvals ----
     bld.object(
         Object::new("RequesterInfo")
-            .field(field::<RequesterInfo>("teamName", string_nn(), |r, _| Ok(s(&r.team_name))))
-            .field(field::<RequesterInfo>("teamEmail", string_nn(), |r, _| Ok(s(&r.team_email))))
-            .field(field::<RequesterInfo>("reason", string(), |r, _| Ok(os(r.reason.as_deref()))))
-            .field(field::<RequesterInfo>("applicationName", string(), |r, _| Ok(os(r.application_name.as_deref())))),
+            .field(field::<RequesterInfo>("teamName", string_nn(), |r, _| Ok(string(&r.team_name))))
+            .field(field::<RequesterInfo>("teamEmail", string_nn(), |r, _| Ok(string(&r.team_email))))
+            .field(field::<RequesterInfo>("reason", string_type(), |r, _| Ok(nullable_string(r.reason.as_deref()))))
+            .field(field::<RequesterInfo>("applicationName", string_type(), |r, _| Ok(nullable_string(r.application_name.as_deref())))),
     );
-    bld.object(Object::new("DeciderInfo").field(field::<DeciderInfo>("teamName", string_nn(), |d, _| Ok(s(&d.team_name)))).field(field::<
-        DeciderInfo,
-    >(
-        "teamEmail",
-        string(),
-        |d, _| Ok(os(d.team_email.as_deref())),
-    )));
+    bld.object(
+        Object::new("DeciderInfo").field(field::<DeciderInfo>("teamName", string_nn(), |d, _| Ok(string(&d.team_name)))).field(field::<
+            DeciderInfo,
+        >(
+            "teamEmail",
+            string_type(),
+            |d, _| Ok(nullable_string(d.team_email.as_deref())),
+        )),
+    );
     bld.object(
         Object::new("Decision")
-            .field(field::<Decision>("name", string_nn(), |d, _| Ok(s(&d.name))))
-            .field(field::<Decision>("email", string(), |d, _| Ok(os(d.email.as_deref()))))
-            .field(field::<Decision>("comment", string(), |d, _| Ok(os(d.comment.as_deref()))))
-            .field(field::<Decision>("timestamp", string(), |d, _| Ok(d.timestamp.and_then(|t| s(&t.to_rfc3339())))))
+            .field(field::<Decision>("name", string_nn(), |d, _| Ok(string(&d.name))))
+            .field(field::<Decision>("email", string_type(), |d, _| Ok(nullable_string(d.email.as_deref()))))
+            .field(field::<Decision>("comment", string_type(), |d, _| Ok(nullable_string(d.comment.as_deref()))))
+            .field(field::<Decision>("timestamp", string_type(), |d, _| Ok(d.timestamp.and_then(|t| string(&t.to_rfc3339())))))
             .field(field::<Decision>("resultingState", TypeRef::named("ApprovalState"), |d, _| {
-                Ok(d.resulting_state.and_then(|st| e(st.as_str())))
+                Ok(d.resulting_state.and_then(|st| enum_item(st.as_str())))
             })),
     );
     bld.object(
         Object::new("AvailableTransition")
-            .field(field::<AvailableTransition>("action", TypeRef::named_nn("ApprovalAction"), |t, _| Ok(e(t.action.as_str()))))
-            .field(field::<AvailableTransition>("toState", TypeRef::named_nn("ApprovalState"), |t, _| Ok(e(t.to_state.as_str())))),
+            .field(field::<AvailableTransition>("action", TypeRef::named_nn("ApprovalAction"), |t, _| Ok(enum_item(t.action.as_str()))))
+            .field(field::<AvailableTransition>("toState", TypeRef::named_nn("ApprovalState"), |t, _| Ok(enum_item(t.to_state.as_str())))),
     );
 }
 

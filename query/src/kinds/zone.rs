@@ -4,9 +4,9 @@
 //! `zones: [Zone!]!` (no pagination, no ordering guarantee beyond key order).
 
 use super::common::str_filter;
-use crate::entity::{field, list_field, node_value, os, register, rf, s, Builder, Entity};
+use crate::entity::{field, list_field, node_value, nullable_string, register, rf, string, Builder, Entity};
 use crate::error::internal;
-use crate::filter::{FType, FVal, FilterField};
+use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::application::Application;
@@ -24,14 +24,16 @@ impl Entity for Zone {
     fn fields(b: &mut Builder) -> Vec<Field> {
         b.enumeration("ZoneVisibility", &["WORLD", "ENTERPRISE"]);
         vec![
-            rf::<Zone>("environment", TypeRef::named(TypeRef::STRING), |r| s(&r.meta.environment)),
-            rf::<Zone>("name", TypeRef::named_nn(TypeRef::STRING), |r| s(&r.meta.name)),
-            rf::<Zone>("gatewayURL", TypeRef::named(TypeRef::STRING), |r| os(r.gateway_url.as_deref())),
-            rf::<Zone>("issuerURL", TypeRef::named(TypeRef::STRING), |r| os(r.issuer_url.as_deref())),
-            rf::<Zone>("permissionsURL", TypeRef::named(TypeRef::STRING), |r| os(r.permissions_url.as_deref())),
-            rf::<Zone>("visibility", TypeRef::named_nn("ZoneVisibility"), |r| crate::entity::e(r.visibility.as_str())),
+            rf::<Zone>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
+            rf::<Zone>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
+            rf::<Zone>("gatewayURL", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.gateway_url.as_deref())),
+            rf::<Zone>("issuerURL", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.issuer_url.as_deref())),
+            rf::<Zone>("permissionsURL", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.permissions_url.as_deref())),
+            rf::<Zone>("visibility", TypeRef::named_nn("ZoneVisibility"), |r| crate::entity::enum_item(r.visibility.as_str())),
             // `issuerURL` + the token path; null when the zone has no issuer.
-            rf::<Zone>("tokenURL", TypeRef::named(TypeRef::STRING), |r| r.issuer_url.as_ref().and_then(|u| s(&format!("{u}{TOKEN_PATH}")))),
+            rf::<Zone>("tokenURL", TypeRef::named(TypeRef::STRING), |r| {
+                r.issuer_url.as_ref().and_then(|u| string(&format!("{u}{TOKEN_PATH}")))
+            }),
             field::<Stored<ZoneRecord>>("applications", TypeRef::named_nn_list("Application"), |p, rq| {
                 let lookup = natural::in_env(&p.record.meta.environment, &p.record.meta.name);
                 let apps = rq.view.lookup_records::<Application>(index::APPLICATION_BY_ZONE, &lookup).map_err(internal)?;
@@ -58,8 +60,8 @@ impl Entity for Zone {
             str_filter("gatewayURL", true, |r| r.gateway_url.as_deref()),
             str_filter("issuerURL", true, |r| r.issuer_url.as_deref()),
             str_filter("permissionsURL", true, |r| r.permissions_url.as_deref()),
-            FilterField::new("visibility", FType::Enum("ZoneVisibility".into()), false, |x: &Stored<ZoneRecord>| {
-                FVal::Str(Some(x.record.visibility.as_str().to_string()))
+            FilterField::new("visibility", FilterType::Enum("ZoneVisibility".into()), false, |x: &Stored<ZoneRecord>| {
+                FilterValue::Str(Some(x.record.visibility.as_str().to_string()))
             }),
         ]
     }

@@ -8,7 +8,7 @@
 //!   a file that is never checkpointed (one with skipped documents or unreadable parts, or any
 //!   file of a state without a store). Otherwise they are read back from the checkpoint when the
 //!   file changes or when one of its objects is needed (a duplicate whose winner went away).
-//! * Per object: one entry of the claims index ([`Claims`]), the 64-bit identity hash of
+//! * Per object: one entry of the claims index ([`DeclarationIndex`]), the 64-bit identity hash of
 //!   (kind, namespace, name) and the file declaring it (more files for a duplicate). A hash only
 //!   proposes files: every object found through it is checked against that file's documents, so
 //!   a hash collision costs a lookup, never a wrong answer.
@@ -24,8 +24,8 @@
 //! no longer held (it lives in a file that was not read now) has its file read again.
 
 use super::{
-    has_manifest_extension, scan_text, scan_text_blocks, walk, Document, FileScan, Ignored, Origin, SkipReason, SkipReport, Stamp, Version,
-    STREAM_BLOCK,
+    has_manifest_extension, scan_text, scan_text_blocks, walk, Document, DocumentPosition, FileScan, Ignored, SkipReason, SkipReport,
+    Stamp, Version, STREAM_BLOCK,
 };
 use crate::config::Clock;
 use crate::projector::handlers::{Handlers, Prepared};
@@ -103,9 +103,9 @@ pub struct Duplicate {
     /// The object.
     pub src: SourceRef,
     /// The document that is ignored.
-    pub loser: Origin,
+    pub loser: DocumentPosition,
     /// The document that wins (later path in lexical order).
-    pub winner: Origin,
+    pub winner: DocumentPosition,
 }
 
 /// What one [`ManifestsState::refresh`] found.
@@ -169,6 +169,14 @@ const OLD_CHECKPOINTS: &str = "manifests/v1/";
 /// Documents per checkpoint chunk.
 const CHUNK_DOCS: usize = 1024;
 
+/// The key of file `rel`'s checkpoint (`rel` relative to the manifests directory, `/`
+/// separators). It is written, in order with the changes the refresh that read the file sent,
+/// once per change of the file, and removed with the file: a barrier for "the source has read
+/// this version of the file".
+pub fn file_checkpoint_key(rel: &str) -> String {
+    format!("{FILE_CHECKPOINT}{rel}")
+}
+
 /// The key of chunk `n` of file `rel`'s documents.
 fn docs_key(rel: &str, n: u32) -> String {
     format!("{DOCS_CHECKPOINT}{rel}\0{n:08x}")
@@ -201,7 +209,7 @@ struct FileCheckpoint {
     ignored: Vec<IgnoredCheckpoint>,
 }
 
-/// Where a document is in its file ([`Origin`] without the file).
+/// Where a document is in its file ([`DocumentPosition`] without the file).
 #[derive(Serialize, Deserialize)]
 struct Position {
     document: u64,
@@ -210,12 +218,17 @@ struct Position {
 }
 
 impl Position {
-    fn of(o: &Origin) -> Position {
+    fn of(o: &DocumentPosition) -> Position {
         Position { document: o.document as u64, item: o.item.map(|i| i as u64), line: o.line as u64 }
     }
 
-    fn origin(self, file: &Arc<str>) -> Origin {
-        Origin { file: file.clone(), document: self.document as usize, item: self.item.map(|i| i as usize), line: self.line as usize }
+    fn origin(self, file: &Arc<str>) -> DocumentPosition {
+        DocumentPosition {
+            file: file.clone(),
+            document: self.document as usize,
+            item: self.item.map(|i| i as usize),
+            line: self.line as usize,
+        }
     }
 }
 
@@ -324,14 +337,14 @@ type IdMap<V> = std::collections::HashMap<u64, V, BuildHasherDefault<IdHasher>>;
 /// The claims index: identity hash → the files declaring an object with that hash (each file
 /// once, however often it declares it). About 17 bytes per object.
 #[derive(Default)]
-struct Claims {
+struct DeclarationIndex {
     first: IdMap<u32>,
     /// Further files, for the few objects declared in more than one file (or hashes shared by
     /// different objects).
     more: IdMap<Vec<u32>>,
 }
 
-impl Claims {
+impl DeclarationIndex {
     fn add(&mut self, h: u64, file: u32) {
         match self.first.entry(h) {
             std::collections::hash_map::Entry::Vacant(v) => {
@@ -419,7 +432,7 @@ impl Indexed {
     }
 }
 
-/// The identity hash of source objects ([`Claims`]), seeded per process.
+/// The identity hash of source objects ([`DeclarationIndex`]), seeded per process.
 #[derive(Default)]
 struct IdHashes(foldhash::fast::RandomState);
 
@@ -443,7 +456,7 @@ struct Changed {
 /// What the diff decided, before anything is changed.
 #[derive(Default)]
 struct Plan {
-    applies: Vec<(usize, Origin, Change)>,
+    applies: Vec<(usize, DocumentPosition, Change)>,
     deletes: Vec<Change>,
     /// Unchanged files to read again for records of winners to send.
     reread: BTreeSet<String>,
@@ -464,7 +477,7 @@ pub struct ManifestsState {
     /// Relative path of every file id.
     paths: HashMap<u32, String>,
     next_id: u32,
-    claims: Claims,
+    claims: DeclarationIndex,
     ids: IdHashes,
     /// Duplicated objects and their duplicates.
     duplicates: HashMap<SourceRef, Vec<Duplicate>>,
@@ -501,7 +514,7 @@ impl ManifestsState {
             files: BTreeMap::new(),
             paths: HashMap::default(),
             next_id: 0,
-            claims: Claims::default(),
+            claims: DeclarationIndex::default(),
             ids: IdHashes::default(),
             duplicates: HashMap::default(),
             unsent: HashSet::default(),
@@ -707,7 +720,7 @@ impl ManifestsState {
     pub fn warm_start(&mut self) -> Result<WarmStart, storage::StorageError> {
         let result = self.take_over();
         if result.is_err() {
-            self.claims = Claims::default();
+            self.claims = DeclarationIndex::default();
             self.stale_ids.clear();
             self.obsolete.clear();
         }
@@ -1451,7 +1464,7 @@ fn unreadable(rel: &str, message: String) -> FileScan {
     FileScan {
         docs: Vec::new(),
         skips: vec![SkipReport {
-            origin: Origin { file: Arc::from(rel), document: 0, item: None, line: 0 },
+            origin: DocumentPosition { file: Arc::from(rel), document: 0, item: None, line: 0 },
             kind: None,
             namespace: None,
             name: None,
