@@ -402,7 +402,7 @@ fn change_names(changes: &[Change]) -> Vec<String> {
             Change::Apply { src, .. } => format!("apply {src}"),
             Change::Delete { src, .. } => format!("delete {src}"),
             Change::Sweep { .. } => "sweep".to_string(),
-            Change::Checkpoint { key, value } => format!("checkpoint {key} {}", if value.is_some() { "set" } else { "removed" }),
+            Change::Checkpoint { key, value, .. } => format!("checkpoint {key} {}", if value.is_some() { "set" } else { "removed" }),
         })
         .collect();
     out.sort();
@@ -532,7 +532,7 @@ fn restart_sends_again_what_the_store_lacks_and_starts_cold_for_another_director
     let rewritten = state.take_checkpoints();
     let files_rewritten = rewritten
         .iter()
-        .filter(|c| matches!(c, Change::Checkpoint { key, value: Some(_) } if key.starts_with("manifests/v2/file/")))
+        .filter(|c| matches!(c, Change::Checkpoint { key, value: Some(_), .. } if key.starts_with("manifests/v2/file/")))
         .count();
     assert_eq!(files_rewritten, manifest_files(&other), "every file");
     assert!(matches!(rewritten.last(), Some(Change::Checkpoint { key, .. }) if key == "manifests/v2/dir"), "and then the directory");
@@ -808,9 +808,11 @@ fn a_parked_losing_copy_never_overwrites_the_winner_sent_in_the_same_batch() {
     writer.shutdown();
 }
 
-/// Applies `changes` to `store` in one batch as the writer would (records, deletes, checkpoints).
+/// Applies `changes` to `store` in one batch as the writer would (records, deletes, checkpoints,
+/// acknowledged once committed).
 fn apply(store: &Store, changes: Vec<Change>) {
     let now = schema::Timestamp(1);
+    let mut acknowledged = Vec::new();
     store
         .write(now, |wb| {
             for c in changes {
@@ -821,13 +823,19 @@ fn apply(store: &Store, changes: Vec<Change>) {
                     Change::Delete { src, .. } => {
                         wb.delete(&src, now).unwrap();
                     }
-                    Change::Checkpoint { key, value } => wb.put_checkpoint(&key, value.as_deref()).unwrap(),
+                    Change::Checkpoint { key, value, committed } => {
+                        wb.put_checkpoint(&key, value.as_deref()).unwrap();
+                        acknowledged.extend(committed);
+                    }
                     Change::Sweep { .. } => panic!("no sweep expected"),
                 }
             }
             Ok(())
         })
         .unwrap();
+    for c in acknowledged {
+        c.set();
+    }
 }
 
 /// A refresh's changes and then its checkpoints applied to `store`; returns the change names.

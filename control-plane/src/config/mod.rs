@@ -23,6 +23,9 @@ use std::time::Duration;
 /// The default of a setting that is unset unless given (shown as such in the help).
 pub const UNSET: &str = "-";
 
+/// How a setting's value is parsed and applied; the error says what is wrong with the value.
+type Apply = fn(&mut Draft, &Raw) -> Result<(), String>;
+
 /// One configurable setting: one row of [`SETTINGS`].
 #[derive(Clone, Copy)]
 pub struct Setting {
@@ -46,7 +49,7 @@ pub struct Setting {
     /// What it does (with its unit).
     pub doc: &'static str,
     /// Parses a value and sets it; the error says what is wrong with it.
-    apply: fn(&mut Draft, &Raw) -> Result<(), String>,
+    apply: Apply,
 }
 
 impl fmt::Debug for Setting {
@@ -63,20 +66,14 @@ impl Setting {
         value_name: &'static str,
         default: &'static str,
         doc: &'static str,
-        apply: fn(&mut Draft, &Raw) -> Result<(), String>,
+        apply: Apply,
     ) -> Setting {
         Setting { key, in_file: true, env, long: None, value_name, list: false, conflicts_with: &[], default, doc, apply }
     }
 
     /// A setting of the environment only (the Go system's variable names).
-    const fn env_only(
-        env: &'static str,
-        value_name: &'static str,
-        default: &'static str,
-        doc: &'static str,
-        apply: fn(&mut Draft, &Raw) -> Result<(), String>,
-    ) -> Setting {
-        Setting { key: env, in_file: false, env, long: None, value_name, list: false, conflicts_with: &[], default, doc, apply }
+    const fn env_only(env: &'static str, value_name: &'static str, default: &'static str, doc: &'static str, apply: Apply) -> Setting {
+        Setting { in_file: false, ..Setting::file(env, env, value_name, default, doc, apply) }
     }
 
     /// The flag is `long` (without `--`) instead of the one derived from the key.

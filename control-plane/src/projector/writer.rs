@@ -13,6 +13,7 @@
 use crate::config::{Clock, ProjectorConfig};
 use crate::metrics::{outcome, Metrics};
 use crate::projector::handlers::Prepared;
+use crate::projector::retry::{self, Wait};
 use crate::readiness::{Readiness, Token};
 use rand::Rng;
 use schema::{Key, KindId, Ref, Scope, Timestamp};
@@ -67,6 +68,8 @@ pub enum Change {
         key: String,
         /// The encoded checkpoint.
         value: Option<Arc<[u8]>>,
+        /// Set once the checkpoint is committed (never, when the writer stops first).
+        committed: Option<Committed>,
     },
 }
 
@@ -91,6 +94,23 @@ impl Change {
             Change::Sweep { .. } => "sweep",
             Change::Checkpoint { .. } => "checkpoint",
         }
+    }
+}
+
+/// The writer's acknowledgement of one change: set once the change is committed. Cheap to
+/// clone; the sender keeps a clone and asks [`Committed::is_set`].
+#[derive(Clone, Debug, Default)]
+pub struct Committed(Arc<AtomicBool>);
+
+impl Committed {
+    /// Whether the writer has committed the change this came with.
+    pub fn is_set(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+
+    /// Marks the change committed (the writer, once its batch is durable).
+    pub fn set(&self) {
+        self.0.store(true, Ordering::Release);
     }
 }
 
@@ -241,15 +261,6 @@ impl Drop for Writer {
     }
 }
 
-/// The longest wait between retries of a change whose parent or link target is missing.
-pub const MAX_DEPENDENCY_DELAY: Duration = Duration::from_secs(300);
-
-/// The wait before the retry that follows `waits` earlier ones: `base` doubled per earlier
-/// wait, at most [`MAX_DEPENDENCY_DELAY`].
-fn backoff(base: Duration, waits: u32) -> Duration {
-    base.saturating_mul(1u32 << waits.min(16)).min(MAX_DEPENDENCY_DELAY)
-}
-
 /// Per change of `batch`, whether a later change of the same object follows in it. Such a change
 /// is not applied: the later one decides, and the earlier must not be parked and retried after
 /// it (a cold manifests start sends both copies of an object defined twice).
@@ -288,6 +299,17 @@ enum Done {
     Deleted(Option<(KindId, Key)>),
     Swept(Vec<SourceRef>),
     Checkpointed,
+}
+
+impl Done {
+    /// The retry policy ([`retry`]): whether a change that ended so waits for another attempt.
+    /// (A store error, which has no `Done`, waits for [`Wait::StoreError`].)
+    fn wait(&self) -> Option<Wait> {
+        match self {
+            Done::Unlinked | Done::Missing(_) | Done::Conflict(_) => Some(Wait::Dependency),
+            Done::Success | Done::Unchanged | Done::Superseded | Done::Deleted(_) | Done::Swept(_) | Done::Checkpointed => None,
+        }
+    }
 }
 
 struct WriterState {
@@ -504,16 +526,14 @@ impl WriterState {
         self.metrics.retries_pending.set(self.parked.len() as i64);
     }
 
-    /// `DEPENDENCY_DELAY` + jitter, doubled for every earlier wait of the same change, at most
-    /// [`MAX_DEPENDENCY_DELAY`]: an object whose target never comes (a subscription to an API
-    /// nobody exposes) costs a retry every few minutes, not every few seconds. A parent that
-    /// arrives wakes its children at once, and a link target that arrives relinks them in the
-    /// store, so the backoff delays nothing that can be done.
-    fn dependency_delay(&self, work: &mut Work) -> Duration {
-        let p = &self.settings.projector;
-        let jitter = p.dependency_delay_jitter.mul_f64(rand::rng().random::<f64>());
-        let delay = backoff(p.dependency_delay + jitter, work.waits);
-        work.waits = work.waits.saturating_add(1);
+    /// The wait before `work`'s next attempt ([`retry::delay`]), counting this wait.
+    fn retry_delay(&self, work: &mut Work, why: Wait) -> Duration {
+        let earlier = match why {
+            Wait::Dependency => &mut work.waits,
+            Wait::StoreError => &mut work.failures,
+        };
+        let delay = retry::delay(why, *earlier, &self.settings.projector, rand::rng().random::<f64>());
+        *earlier = earlier.saturating_add(1);
         delay
     }
 
@@ -556,8 +576,7 @@ impl WriterState {
     }
 
     fn failed(&mut self, mut work: Work, e: &StorageError) {
-        work.failures += 1;
-        let delay = Duration::from_millis(500u64.saturating_mul(1 << work.failures.min(7))).min(Duration::from_secs(60));
+        let delay = self.retry_delay(&mut work, Wait::StoreError);
         let what = match work.change.src() {
             Some(s) => s.to_string(),
             None => work.change.module().to_string(),
@@ -633,7 +652,7 @@ impl WriterState {
                 }
                 Done::Swept(gone)
             }
-            Change::Checkpoint { key, value } => {
+            Change::Checkpoint { key, value, .. } => {
                 wb.put_checkpoint(key, value.as_deref())?;
                 Done::Checkpointed
             }
@@ -698,6 +717,7 @@ impl WriterState {
     /// [`WriterState::finish`] but for the readiness item.
     fn outcome_effects(&mut self, mut work: Work, done: Done, secs: f64) -> Option<Work> {
         let module = work.change.module();
+        let wait = done.wait();
         match done {
             Done::Success | Done::Unchanged => {
                 self.reconciled(module, outcome::SUCCESS, secs);
@@ -725,11 +745,6 @@ impl WriterState {
                         tracing::debug!(object = %src, "still without target; retrying");
                     }
                 }
-                let delay = self.dependency_delay(&mut work);
-                self.park(work, delay);
-                // Counted once parked: a reader seeing the count sees the retry pending.
-                self.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
-                return None;
             }
             Done::Missing(refs) => {
                 if let Change::Apply { src, .. } = &work.change {
@@ -745,11 +760,6 @@ impl WriterState {
                         tracing::debug!(object = %src, missing = %missing, "dependency still missing");
                     }
                 }
-                let delay = self.dependency_delay(&mut work);
-                self.park(work, delay);
-                // Counted once parked: a reader seeing the count sees the retry pending.
-                self.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
-                return None;
             }
             Done::Deleted(gone) => {
                 self.reconciled(module, outcome::DELETE_SUCCESS, secs);
@@ -774,13 +784,12 @@ impl WriterState {
                     }
                     self.waiting.entry((record.kind(), key)).or_default().insert(src.clone());
                 }
-                let delay = self.dependency_delay(&mut work);
-                self.park(work, delay);
-                // Counted once parked: a reader seeing the count sees the retry pending.
-                self.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
-                return None;
             }
-            Done::Checkpointed => {}
+            Done::Checkpointed => {
+                if let Change::Checkpoint { committed: Some(c), .. } = &work.change {
+                    c.set();
+                }
+            }
             Done::Superseded => self.reconciled(module, outcome::SUCCESS, 0.0),
             Done::Swept(gone) => {
                 for src in gone {
@@ -788,6 +797,13 @@ impl WriterState {
                     self.reconciled(src.kind.module(), outcome::DELETE_SUCCESS, 0.0);
                 }
             }
+        }
+        if let Some(why) = wait {
+            let delay = self.retry_delay(&mut work, why);
+            self.park(work, delay);
+            // Counted once parked: a reader seeing the count sees the retry pending.
+            self.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
+            return None;
         }
         Some(work)
     }
@@ -798,16 +814,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn dependency_retries_back_off_to_five_minutes() {
-        let base = Duration::from_secs(3);
-        let delays: Vec<u64> = (0..10).map(|w| backoff(base, w).as_secs()).collect();
-        assert_eq!(delays, vec![3, 6, 12, 24, 48, 96, 192, 300, 300, 300]);
-        assert_eq!(backoff(base, u32::MAX), MAX_DEPENDENCY_DELAY);
-        assert_eq!(backoff(Duration::ZERO, 5), Duration::ZERO);
+    fn missing_parents_targets_and_keys_wait_for_a_retry_and_nothing_else_does() {
+        let src = SourceRef { kind: KindId::Application, namespace: "ns".into(), name: "a".into() };
+        let missing = Ref { kind: KindId::Team, key: Key::new(&["poc", "t"]) };
+        assert_eq!(Done::Unlinked.wait(), Some(Wait::Dependency));
+        assert_eq!(Done::Missing(vec![missing]).wait(), Some(Wait::Dependency));
+        assert_eq!(Done::Conflict(src.clone()).wait(), Some(Wait::Dependency));
+        for done in [Done::Success, Done::Unchanged, Done::Superseded, Done::Deleted(None), Done::Swept(vec![src]), Done::Checkpointed] {
+            assert_eq!(done.wait(), None);
+        }
     }
 
     fn checkpoint(i: usize) -> Change {
-        Change::Checkpoint { key: format!("test/{i}"), value: Some(Arc::from(&b"x"[..])) }
+        Change::Checkpoint { key: format!("test/{i}"), value: Some(Arc::from(&b"x"[..])), committed: None }
     }
 
     #[test]

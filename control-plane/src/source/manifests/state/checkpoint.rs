@@ -1,0 +1,538 @@
+//! The source's checkpoints in the store: their keys and layouts, the warm start that takes
+//! a directory over from them, and the checkpoint changes sent after each refresh.
+
+use super::*;
+
+/// Checkpoint keys of the manifests source ([`storage::checkpoint`]), all under `manifests/v2/`
+/// (`v2`: the layouts of [`FileCheckpoint`] and its document chunks; `v1` kept a file's
+/// documents in one value, and its keys are removed when found). The directory, build and
+/// features the file checkpoints belong to:
+pub(super) const DIR_CHECKPOINT: &str = "manifests/v2/dir";
+/// Followed by the file's relative path: its [`FileCheckpoint`].
+pub(super) const FILE_CHECKPOINT: &str = "manifests/v2/file/";
+/// Followed by the file's relative path, `\0` and the chunk number (8 hex digits): up to
+/// [`CHUNK_DOCS`] of its documents, in file order (a list of [`DocCheckpoint`]). Small values:
+/// redb's page cache holds and evicts them like other pages.
+pub(super) const DOCS_CHECKPOINT: &str = "manifests/v2/docs/";
+/// Checkpoints of earlier layouts, removed after the first refresh.
+pub(super) const OLD_CHECKPOINTS: &str = "manifests/v1/";
+/// Documents per checkpoint chunk.
+pub(super) const CHUNK_DOCS: usize = 1024;
+
+/// The key of file `rel`'s checkpoint (`rel` relative to the manifests directory, `/`
+/// separators). It is written, in order with the changes the refresh that read the file sent,
+/// once per change of the file, and removed with the file: a barrier for "the source has read
+/// this version of the file".
+pub fn file_checkpoint_key(rel: &str) -> String {
+    format!("{FILE_CHECKPOINT}{rel}")
+}
+
+/// The key of chunk `n` of file `rel`'s documents.
+pub(super) fn docs_key(rel: &str, n: u32) -> String {
+    format!("{DOCS_CHECKPOINT}{rel}\0{n:08x}")
+}
+
+/// What the file checkpoints were made for: any difference starts cold.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct DirCheckpoint {
+    /// The canonical manifests directory.
+    pub(super) dir: String,
+    /// The feature flags (`Debug` form): a kind switched on or off changes what is projected.
+    pub(super) features: String,
+    /// The build (`CARGO_PKG_VERSION`): translation may differ between builds.
+    pub(super) build: String,
+}
+
+/// One file as last read: enough to know it is unchanged and what it holds, without its text
+/// (its documents are in `chunks` chunks under [`DOCS_CHECKPOINT`], written before it). Only
+/// files without skipped documents or unreadable parts are checkpointed (the others are read on
+/// every start, so their skip reports are logged again).
+#[derive(Serialize, Deserialize)]
+pub(super) struct FileCheckpoint {
+    pub(super) stamp: Stamp,
+    /// SHA-256 of the file.
+    pub(super) hash: [u8; 32],
+    /// Documents of projected kinds.
+    pub(super) documents: u64,
+    /// Chunks of documents.
+    pub(super) chunks: u32,
+    pub(super) ignored: Vec<IgnoredCheckpoint>,
+}
+
+/// Where a document is in its file ([`DocumentPosition`] without the file).
+#[derive(Serialize, Deserialize)]
+pub(super) struct Position {
+    pub(super) document: u64,
+    pub(super) item: Option<u64>,
+    pub(super) line: u64,
+}
+
+impl Position {
+    pub(super) fn of(o: &DocumentPosition) -> Position {
+        Position { document: o.document as u64, item: o.item.map(|i| i as u64), line: o.line as u64 }
+    }
+
+    pub(super) fn origin(self, file: &Arc<str>) -> DocumentPosition {
+        DocumentPosition {
+            file: file.clone(),
+            document: self.document as usize,
+            item: self.item.map(|i| i as usize),
+            line: self.line as usize,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+pub(super) struct DocCheckpoint {
+    pub(super) position: Position,
+    /// [`KindId::code`].
+    pub(super) kind: u8,
+    pub(super) namespace: String,
+    pub(super) name: String,
+    pub(super) version: Version,
+}
+
+/// [`DocCheckpoint`] borrowing its strings from the stored bytes (the same encoding): what a
+/// start reads of every document without building it.
+#[derive(Deserialize)]
+pub(super) struct DocCheckpointRef<'a> {
+    #[allow(dead_code)]
+    pub(super) position: Position,
+    pub(super) kind: u8,
+    pub(super) namespace: &'a str,
+    pub(super) name: &'a str,
+    pub(super) version: Version,
+}
+
+#[derive(Serialize, Deserialize)]
+pub(super) struct IgnoredCheckpoint {
+    pub(super) position: Position,
+    pub(super) reason: String,
+    pub(super) disabled: bool,
+}
+
+impl FileCheckpoint {
+    /// The checkpoint of `e` with documents `docs`, and its chunks of documents.
+    pub(super) fn of(e: &FileEntry, docs: &[Document]) -> (FileCheckpoint, Vec<Vec<u8>>) {
+        let chunks: Vec<Vec<u8>> = docs
+            .chunks(CHUNK_DOCS)
+            .map(|c| {
+                let c: Vec<DocCheckpoint> = c
+                    .iter()
+                    .map(|d| DocCheckpoint {
+                        position: Position::of(&d.origin),
+                        kind: d.src.kind.code(),
+                        namespace: d.src.namespace.clone(),
+                        name: d.src.name.clone(),
+                        version: d.version,
+                    })
+                    .collect();
+                storage::checkpoint::encode(&c)
+            })
+            .collect();
+        let ignored = e
+            .ignored
+            .iter()
+            .map(|i| IgnoredCheckpoint { position: Position::of(&i.origin), reason: i.reason.clone(), disabled: i.disabled })
+            .collect();
+        let header = FileCheckpoint { stamp: e.stamp, hash: e.hash, documents: docs.len() as u64, chunks: chunks.len() as u32, ignored };
+        (header, chunks)
+    }
+
+    /// The documents it lists (without records), or `None` when it names a kind this build does
+    /// not know.
+    pub(super) fn docs(docs: Vec<DocCheckpoint>, rel: &str) -> Option<Vec<Document>> {
+        let file: Arc<str> = Arc::from(rel);
+        let mut out = Vec::with_capacity(docs.len());
+        for d in docs {
+            let kind = KindId::from_code(d.kind)?;
+            out.push(Document {
+                origin: d.position.origin(&file),
+                src: Arc::new(SourceRef { kind, namespace: d.namespace, name: d.name }),
+                version: d.version,
+                record: None,
+                skipped: false,
+            });
+        }
+        Some(out)
+    }
+
+    pub(super) fn ignored(ignored: Vec<IgnoredCheckpoint>, rel: &str) -> Vec<Ignored> {
+        let file: Arc<str> = Arc::from(rel);
+        ignored.into_iter().map(|i| Ignored { origin: i.position.origin(&file), reason: i.reason, disabled: i.disabled }).collect()
+    }
+}
+
+impl ManifestsState {
+    pub(super) fn dir_checkpoint(&self) -> DirCheckpoint {
+        let dir = self.dir.canonicalize().unwrap_or_else(|_| self.dir.clone());
+        DirCheckpoint {
+            dir: dir.display().to_string(),
+            features: format!("{:?}", self.features),
+            build: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+
+    /// The documents of file `rel` from its checkpoint in the store. A checkpoint that cannot be
+    /// read is logged and taken as empty: the objects it listed are then not deleted when the
+    /// file changes (the next start's check against the store deletes what no file holds).
+    pub(super) fn load(&self, rel: &str) -> Vec<Document> {
+        let read = || -> Result<Option<Vec<Document>>, storage::StorageError> {
+            let Some(store) = &self.store else { return Ok(None) };
+            let view = store.read()?;
+            let Some(bytes) = view.checkpoint(&format!("{FILE_CHECKPOINT}{rel}"))? else { return Ok(None) };
+            let header: FileCheckpoint = storage::checkpoint::decode(&bytes, "manifests file checkpoint")?;
+            let mut docs = Vec::with_capacity(header.documents as usize);
+            let mut chunks = 0;
+            let mut failed = None;
+            view.for_each_checkpoint(&format!("{DOCS_CHECKPOINT}{rel}\0"), |_, value| {
+                chunks += 1;
+                match storage::checkpoint::decode::<Vec<DocCheckpoint>>(value, "manifests document checkpoint") {
+                    Ok(c) => match FileCheckpoint::docs(c, rel) {
+                        Some(d) => docs.extend(d),
+                        None => failed = Some(storage::StorageError::Corrupt("a document of an unknown kind".into())),
+                    },
+                    Err(e) => failed = Some(e),
+                }
+            })?;
+            if let Some(e) = failed {
+                return Err(e);
+            }
+            if chunks != header.chunks || docs.len() as u64 != header.documents {
+                return Err(storage::StorageError::Corrupt(format!(
+                    "{chunks} chunks of {} documents, expected {}",
+                    docs.len(),
+                    header.documents
+                )));
+            }
+            Ok(Some(docs))
+        };
+        match read() {
+            Ok(Some(docs)) => docs,
+            Ok(None) => {
+                tracing::error!(file = rel, "the file's checkpoint is missing from the store; taking it as empty");
+                Vec::new()
+            }
+            Err(e) => {
+                tracing::error!(file = rel, error = %e, "cannot read the file's checkpoint; taking it as empty");
+                Vec::new()
+            }
+        }
+    }
+
+    /// Drops the documents of files whose checkpoint the store now holds (they are read back
+    /// from it when needed). A checkpoint that was never written (its change was dropped) keeps
+    /// the documents in memory.
+    pub(super) fn settle(&mut self) {
+        let Some(store) = &self.store else { return };
+        let Ok(view) = store.read() else { return };
+        for (rel, f) in &mut self.files {
+            let Docs::Held { written: Some(w), .. } = &f.docs else { continue };
+            if !w.committed.is_set() {
+                // Still queued in the writer, or never written (the writer stopped first).
+                continue;
+            }
+            let stored = view.checkpoint(&format!("{FILE_CHECKPOINT}{rel}")).ok().flatten();
+            if stored.as_deref() == Some(&w.bytes[..]) {
+                f.docs = Docs::Stored;
+            } else if let Docs::Held { written, .. } = &mut f.docs {
+                *written = None;
+            }
+        }
+    }
+
+    /// Takes over the files of the store's checkpoints, before the first refresh: a file whose
+    /// stamp (length, mtime, inode, ctime) is unchanged is then not read again. Every checkpointed
+    /// object is checked against the store's source versions; one that is missing or at another
+    /// version has its file read again (its objects are sent once more), and every stored object
+    /// not confirmed is listed in [`WarmStart::unconfirmed`] so the caller deletes it unless the
+    /// first refresh finds it. Without checkpoints for this directory, build and feature set
+    /// (a new store, a restored one, another directory), nothing is taken over and every
+    /// checkpoint is rewritten. Holds no document in memory afterwards: per object, only its
+    /// entry in the claims index.
+    ///
+    /// # Errors
+    /// A store error reading the checkpoints or sources; the state is then unchanged (start cold).
+    pub fn warm_start(&mut self) -> Result<WarmStart, storage::StorageError> {
+        let result = self.take_over();
+        if result.is_err() {
+            self.claims = DeclarationIndex::default();
+            self.stale_ids.clear();
+            self.obsolete.clear();
+        }
+        result
+    }
+
+    /// [`ManifestsState::warm_start`]; on an error, the claims index may hold part of the
+    /// checkpoints (the caller clears it).
+    pub(super) fn take_over(&mut self) -> Result<WarmStart, storage::StorageError> {
+        let mut w = WarmStart::default();
+        let Some(store) = self.store.clone() else { return Ok(w) };
+        let view = store.read()?;
+        w.store_empty = KindId::ALL
+            .iter()
+            .try_fold(true, |empty, &k| Ok::<_, storage::StorageError>(empty && view.count(k, &schema::Scope::All)? == 0))?;
+        let want = self.dir_checkpoint();
+        let mut same_dir = false;
+        view.for_each_checkpoint(DIR_CHECKPOINT, |key, value| {
+            same_dir = key == DIR_CHECKPOINT
+                && storage::checkpoint::decode::<DirCheckpoint>(value, "manifests directory checkpoint").is_ok_and(|d| d == want);
+        })?;
+        // Per checkpointed document: its identity hash, the first 16 bytes of its version (two
+        // different versions share them with a chance of 2^-128) and its file. Vectors, sorted
+        // and merged, not maps: no spare buckets for a million objects. Sized by the store's
+        // record count, which is about the number of documents.
+        #[derive(Clone, Copy)]
+        struct Expected {
+            h: u64,
+            version: [u8; 16],
+            file: u32,
+            kind: u8,
+        }
+        let stored = KindId::ALL.iter().map(|&k| view.count(k, &schema::Scope::All).unwrap_or(0)).sum::<u64>() as usize;
+        let mut expected: Vec<Expected> = Vec::with_capacity(stored);
+        view.for_each_checkpoint(OLD_CHECKPOINTS, |key, _| self.obsolete.push(key.to_string()))?;
+        // The files (id = position), then their documents, chunk by chunk in key order: by
+        // path, then chunk number. A file whose chunks do not add up is read again.
+        let mut files: Vec<(String, FileEntry)> = Vec::new();
+        let mut by_path: HashMap<String, u32> = HashMap::default();
+        let mut dirty = Vec::new();
+        view.for_each_checkpoint(FILE_CHECKPOINT, |key, value| {
+            let Some(rel) = key.strip_prefix(FILE_CHECKPOINT) else { return };
+            let decoded = match same_dir {
+                true => storage::checkpoint::decode::<FileCheckpoint>(value, "manifests file checkpoint").ok(),
+                false => None,
+            };
+            let Some(c) = decoded else {
+                // Rewritten (or removed) after the first refresh.
+                dirty.push(rel.to_string());
+                return;
+            };
+            let id = files.len() as u32;
+            by_path.insert(rel.to_string(), id);
+            let entry = FileEntry {
+                id,
+                stamp: c.stamp,
+                hash: c.hash,
+                documents: c.documents as usize,
+                docs: Docs::Stored,
+                skips: Vec::new(),
+                ignored: FileCheckpoint::ignored(c.ignored, rel),
+                partial: false,
+                retained: Vec::new(),
+                chunks: c.chunks,
+            };
+            files.push((rel.to_string(), entry));
+        })?;
+        self.dirty.extend(dirty);
+        if !same_dir {
+            // Every file is read and checkpointed again; the chunks of the old checkpoints go
+            // first.
+            view.for_each_checkpoint(DOCS_CHECKPOINT, |key, _| self.obsolete.push(key.to_string()))?;
+            return Ok(w);
+        }
+        // Per file: chunks and documents read, and whether every one decoded.
+        let mut read: Vec<(u32, usize, bool)> = vec![(0, 0, true); files.len()];
+        view.for_each_checkpoint(DOCS_CHECKPOINT, |key, value| {
+            let Some((rel, _)) = key.strip_prefix(DOCS_CHECKPOINT).and_then(|k| k.rsplit_once('\0')) else { return };
+            let Some(&id) = by_path.get(rel) else {
+                // A chunk whose file checkpoint is gone: removed after the first refresh.
+                self.obsolete.push(key.to_string());
+                return;
+            };
+            let r = &mut read[id as usize];
+            r.0 += 1;
+            let Ok(docs) = storage::checkpoint::decode_borrowed::<Vec<DocCheckpointRef>>(value, "manifests document checkpoint") else {
+                r.2 = false;
+                return;
+            };
+            r.1 += docs.len();
+            for d in &docs {
+                let Some(kind) = KindId::from_code(d.kind) else {
+                    r.2 = false;
+                    return;
+                };
+                let mut version = [0u8; 16];
+                version.copy_from_slice(&d.version.0[..16]);
+                expected.push(Expected { h: self.ids.parts(kind, d.namespace, d.name), version, file: id, kind: d.kind });
+            }
+        })?;
+        let valid: Vec<bool> = files.iter().zip(&read).map(|((_, f), r)| r.2 && r.0 == f.chunks && r.1 == f.documents).collect();
+        if valid.iter().any(|v| !v) {
+            expected.retain(|e| valid[e.file as usize]);
+            for ((rel, _), _) in files.iter().zip(&valid).filter(|(_, v)| !**v) {
+                tracing::warn!(file = %rel, "the file's checkpoint is incomplete; reading the file again");
+                self.dirty.insert(rel.clone());
+                view.for_each_checkpoint(&format!("{DOCS_CHECKPOINT}{rel}\0"), |key, _| self.obsolete.push(key.to_string()))?;
+            }
+            let mut i = 0;
+            files.retain(|_| {
+                i += 1;
+                valid[i - 1]
+            });
+        }
+        self.claims.reserve(expected.len());
+        for e in &expected {
+            self.claims.add(e.h, e.file);
+        }
+        // Files come in path order and documents in file order: of the documents of one
+        // object, the last one is the winner (a stable sort keeps that order).
+        expected.sort_by_key(|e| (e.kind, e.h));
+        expected.dedup_by(|later, kept| {
+            let same = (later.kind, later.h) == (kept.kind, kept.h);
+            if same {
+                *kept = *later;
+            }
+            same
+        });
+        let winners = expected;
+        let mut confirmed = vec![false; winners.len()];
+        // Kind by kind, the store's objects (identity hash, version), sorted and merged with the
+        // winners of that kind: a kind's objects at a time, not the store's.
+        for kind in schema::registry::registered() {
+            let from = winners.partition_point(|e| e.kind < kind.code());
+            let to = winners.partition_point(|e| e.kind <= kind.code());
+            let (ours, confirmed) = (&winners[from..to], &mut confirmed[from..to]);
+            let mut present: Vec<(u64, [u8; 16])> = Vec::with_capacity(ours.len());
+            let mut undecodable = false;
+            view.for_each_source(kind, |namespace, name, version| {
+                let mut v = [0u8; 16];
+                undecodable |= version.len() != 64 || !hex_decode(&version[..32], &mut v);
+                present.push((self.ids.parts(kind, namespace, name), v));
+            })?;
+            present.sort_unstable();
+            let mut unmatched = undecodable;
+            let mut at = 0;
+            for (h, v) in &present {
+                while at < ours.len() && ours[at].h < *h {
+                    at += 1;
+                }
+                match ours.get(at) {
+                    Some(e) if e.h == *h && e.version == *v && !confirmed[at] => confirmed[at] = true,
+                    _ => unmatched = true,
+                }
+            }
+            drop(present);
+            if unmatched {
+                // Rare (objects changed or removed while stopped): a second pass names every
+                // object of the kind that no winner confirmed.
+                let mut seen = vec![false; ours.len()];
+                view.for_each_source(kind, |namespace, name, version| {
+                    let h = self.ids.parts(kind, namespace, name);
+                    let at = ours.partition_point(|e| e.h < h);
+                    let mut v = [0u8; 16];
+                    let ok = version.len() == 64 && hex_decode(&version[..32], &mut v);
+                    let matched = ok && ours.get(at).is_some_and(|e| e.h == h && e.version == v) && !std::mem::replace(&mut seen[at], true);
+                    if !matched {
+                        w.unconfirmed.push(SourceRef { kind, namespace: namespace.to_string(), name: name.to_string() });
+                    }
+                })?;
+            }
+        }
+        // A kind re-derived after a change of its derivation version has no source entries left
+        // (`storage::versions`): none of its documents is confirmed, so exactly the files that
+        // hold one are read again.
+        let mut stale_files: BTreeSet<u32> = BTreeSet::new();
+        for (e, _) in winners.iter().zip(&confirmed).filter(|(_, c)| !**c) {
+            w.stale += 1;
+            stale_files.insert(e.file);
+            self.stale_ids.insert(e.h);
+        }
+        w.checked = true;
+        w.files = files.len();
+        w.documents = files.iter().map(|(_, f)| f.documents).sum();
+        self.next_id = files.iter().map(|(_, f)| f.id + 1).max().unwrap_or(0);
+        for (rel, entry) in files {
+            if stale_files.contains(&entry.id) {
+                self.stale.insert(rel.clone());
+            }
+            self.paths.insert(entry.id, rel.clone());
+            self.files.insert(rel, entry);
+        }
+        self.dir_dirty = false;
+        Ok(w)
+    }
+
+    /// The checkpoint changes for the writer since the last call: files read, re-read or gone,
+    /// then the directory checkpoint. Sent after the refresh's changes, so a checkpoint is never
+    /// committed before the records it describes. Empty without [`ManifestsState::with_checkpoints`].
+    pub fn take_checkpoints(&mut self) -> Vec<Change> {
+        if self.store.is_none() {
+            self.dirty.clear();
+            return Vec::new();
+        }
+        // Keys of no current checkpoint first: a chunk rewritten below then stays.
+        let mut out: Vec<Change> =
+            std::mem::take(&mut self.obsolete).into_iter().map(|key| Change::Checkpoint { key, value: None, committed: None }).collect();
+        let set = |key: String, bytes: Vec<u8>| Change::Checkpoint { key, value: Some(Arc::from(bytes)), committed: None };
+        for rel in std::mem::take(&mut self.dirty) {
+            if self.files.get(&rel).is_some_and(|f| matches!(f.docs, Docs::Stored)) {
+                // Only its stamp changed (touched): rewritten with its documents.
+                let docs = self.load(&rel);
+                if let Some(f) = self.files.get_mut(&rel) {
+                    f.docs = Docs::Held { docs, written: None };
+                }
+            }
+            let gone = self.gone_chunks.remove(&rel).unwrap_or(0);
+            let Some(f) = self.files.get_mut(&rel) else {
+                out.extend((0..gone).map(|n| Change::Checkpoint { key: docs_key(&rel, n), value: None, committed: None }));
+                out.push(Change::Checkpoint { key: format!("{FILE_CHECKPOINT}{rel}"), value: None, committed: None });
+                continue;
+            };
+            if f.partial {
+                // Parts cannot be read: the checkpoint of the file as it was last read whole
+                // stays, so a restart still knows (and keeps) the objects it held.
+                continue;
+            }
+            let before = f.chunks.max(gone);
+            let written = match &f.docs {
+                Docs::Held { docs, .. } if !f.uncheckpointed() => {
+                    let (header, chunks) = FileCheckpoint::of(f, docs);
+                    f.chunks = chunks.len() as u32;
+                    out.extend(chunks.into_iter().enumerate().map(|(n, c)| set(docs_key(&rel, n as u32), c)));
+                    Some(Arc::<[u8]>::from(storage::checkpoint::encode(&header)))
+                }
+                _ => {
+                    f.chunks = 0;
+                    None
+                }
+            };
+            out.extend((f.chunks..before).map(|n| Change::Checkpoint { key: docs_key(&rel, n), value: None, committed: None }));
+            // The header after its chunks: once it is stored, so are they.
+            let written = written.map(|bytes| Written { bytes, committed: Committed::default() });
+            let (value, committed) = match &written {
+                Some(w) => (Some(w.bytes.clone()), Some(w.committed.clone())),
+                None => (None, None),
+            };
+            out.push(Change::Checkpoint { key: format!("{FILE_CHECKPOINT}{rel}"), value, committed });
+            if let Docs::Held { written: w, .. } = &mut f.docs {
+                *w = written;
+            }
+        }
+        if std::mem::take(&mut self.dir_dirty) {
+            let value = Some(Arc::from(storage::checkpoint::encode(&self.dir_checkpoint())));
+            out.push(Change::Checkpoint { key: DIR_CHECKPOINT.to_string(), value, committed: None });
+        }
+        out
+    }
+}
+
+/// Decodes lowercase hex digits into `out` (`hex` twice as long); `false` for anything else.
+pub(in crate::source::manifests) fn hex_decode(hex: &str, out: &mut [u8]) -> bool {
+    let digit = |c: u8| match c {
+        b'0'..=b'9' => Some(c - b'0'),
+        b'a'..=b'f' => Some(c - b'a' + 10),
+        _ => None,
+    };
+    let h = hex.as_bytes();
+    if h.len() != 2 * out.len() {
+        return false;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        match (digit(h[2 * i]), digit(h[2 * i + 1])) {
+            (Some(a), Some(b)) => *o = a << 4 | b,
+            _ => return false,
+        }
+    }
+    true
+}
