@@ -2,6 +2,7 @@
 //! filters; everything else — Node, connections, edges, order inputs, where inputs, root
 //! queries, `node`/`nodes`, isolation — is built here once for every kind.
 
+use crate::column::Column;
 use crate::error::{bad_input, internal, not_found};
 use crate::filter::{FilterField, Predicate, WhereType};
 use crate::relay::{encode_cursor, paginate, OrderSpec, PageArgs, Row, RowIter, Rows, VecRows};
@@ -84,11 +85,20 @@ pub trait Entity: Kind {
     /// and provider team). When false, counts over several scopes add up counters.
     const SHARED_SCOPES: bool = false;
 
-    /// Object fields besides `id`. May register helper types in `b`.
+    /// Scalar fields that are both object fields and `where` fields, each declared once
+    /// ([`Column`]); listed after [`Entity::fields`] and [`Entity::filters`].
+    fn columns() -> Vec<Column<Self::Record>> {
+        Vec::new()
+    }
+
+    /// Object fields besides `id` and the [`Entity::columns`]. May register helper types in `b`.
     fn fields(b: &mut Builder) -> Vec<Field>;
 
-    /// Filterable fields (besides `id`), in GraphQL order.
-    fn filters() -> Vec<FilterField<Self::Record>>;
+    /// Filterable fields besides `id` and the [`Entity::columns`], in GraphQL order (fields
+    /// whose filter differs from their object field, or that are filters only).
+    fn filters() -> Vec<FilterField<Self::Record>> {
+        Vec::new()
+    }
 
     /// Edges usable in `where` (`has<Edge>`, `has<Edge>With`).
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<Self::Record>> {
@@ -176,6 +186,7 @@ impl Builder {
             crate::filter::FilterValue::Str(Some(GlobalId::new(K::TYPE, &s.key).encode()))
         })];
         fields.extend(K::filters());
+        fields.extend(K::columns().iter().map(Column::filter_field));
         let w = WhereType::new(name, fields, K::edge_filters(), &self.wheres);
         self.input(w.input_object());
         w
@@ -396,7 +407,7 @@ pub fn register<K: Entity>(b: &mut Builder) {
     let mut o = Object::new(name)
         .implement("Node")
         .field(field::<Stored<K::Record>>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<K>(&p.key)))));
-    for f in K::fields(b) {
+    for f in K::fields(b).into_iter().chain(K::columns().iter().map(Column::object_field)) {
         o = o.field(f);
     }
     b.object(o);

@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod column;
 pub mod deadline;
 pub mod entity;
 pub mod error;

@@ -10,15 +10,16 @@
 //! `AgenticSubscriptionInfo`.
 
 use super::agentic_subscription::AgenticSubscriptionInfo;
-use super::common::{meta_filters, status_filters};
+use super::common::{meta_columns, status_filters};
 use super::subscription_info::owner_fields;
 use super::values::Owned;
+use crate::column::Column;
 use crate::entity::{
     boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, obj, objs, register, rf, status_fields, string,
     time_fields, time_filters, Builder, Entity, RequestContext,
 };
 use crate::error::internal;
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::Error;
 use schema::keys::{index, natural};
@@ -52,12 +53,6 @@ impl Entity for AgenticExposure {
         let mut f = time_fields::<AgenticExposure>();
         f.extend(status_fields::<AgenticExposure>(bld, |r| &r.status));
         f.extend([
-            rf::<AgenticExposure>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-            rf::<AgenticExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
-            rf::<AgenticExposure>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.base_path)),
-            rf::<AgenticExposure>("visibility", TypeRef::named_nn(VISIBILITY), |r| enum_item(r.visibility.as_str())),
-            rf::<AgenticExposure>("variant", TypeRef::named_nn(VARIANT), |r| enum_item(r.variant.as_str())),
-            rf::<AgenticExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| boolean(r.active)),
             rf::<AgenticExposure>("upstreams", TypeRef::named_nn_list_nn("Upstream"), |r| objs(r.upstreams.clone())),
             rf::<AgenticExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
             field::<S>("security", TypeRef::named("AgenticExposureSecurity"), |p, _| {
@@ -116,18 +111,19 @@ impl Entity for AgenticExposure {
     fn filters() -> Vec<FilterField<AgenticExposureRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("AgenticExposureStatusPhase", |r: &AgenticExposureRecord| &r.status));
-        f.extend(meta_filters(|r: &AgenticExposureRecord| &r.meta));
-        f.extend([
-            FilterField::new("basePath", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.base_path.clone()))),
-            FilterField::new("visibility", FilterType::Enum(VISIBILITY.into()), false, |x: &S| {
-                FilterValue::Str(Some(x.record.visibility.as_str().to_string()))
-            }),
-            FilterField::new("variant", FilterType::Enum(VARIANT.into()), false, |x: &S| {
-                FilterValue::Str(Some(x.record.variant.as_str().to_string()))
-            }),
-            FilterField::new("active", FilterType::Bool, true, |x: &S| FilterValue::Bool(Some(x.record.active))),
-        ]);
         f
+    }
+
+    fn columns() -> Vec<Column<AgenticExposureRecord>> {
+        type C = Column<AgenticExposureRecord>;
+        let mut c = meta_columns(|r: &AgenticExposureRecord| &r.meta);
+        c.extend([
+            C::string("basePath", |r| &r.base_path),
+            C::enumeration("visibility", VISIBILITY, |r| r.visibility.as_str()),
+            C::enumeration("variant", VARIANT, |r| r.variant.as_str()),
+            C::boolean("active", |r| r.active).nullable(),
+        ]);
+        c
     }
 }
 

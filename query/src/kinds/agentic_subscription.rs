@@ -5,15 +5,16 @@
 //! cross-tenant `AgenticExposureInfo` of link 0, null without error while unlinked.
 
 use super::agentic_exposure::AgenticExposureInfo;
-use super::common::{meta_filters, ne, non_empty, status_filters};
+use super::common::{meta_columns, non_empty, status_filters};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
+use crate::column::Column;
 use crate::entity::{
     connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, status_fields, string, strs, time_fields, time_filters,
     Builder, Entity,
 };
 use crate::error::internal;
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::keys::index;
 use schema::kinds::agentic_exposure::AgenticExposure;
@@ -41,11 +42,6 @@ impl Entity for AgenticSubscription {
         let mut f = time_fields::<AgenticSubscription>();
         f.extend(status_fields::<AgenticSubscription>(bld, |r| &r.status));
         f.extend([
-            rf::<AgenticSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-            rf::<AgenticSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
-            rf::<AgenticSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
-            rf::<AgenticSubscription>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.base_path)),
-            rf::<AgenticSubscription>("gatewayURL", TypeRef::named(TypeRef::STRING), |r| ne(&r.gateway_url)),
             field::<S>("security", TypeRef::named("AgenticSubscriptionSecurity"), |p, _| {
                 let r = &p.record;
                 Ok(r.security.clone().and_then(|sec| obj(Owned::new(&r.meta.environment, r.meta.team(), sec))))
@@ -68,15 +64,18 @@ impl Entity for AgenticSubscription {
     fn filters() -> Vec<FilterField<AgenticSubscriptionRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("AgenticSubscriptionStatusPhase", |r: &AgenticSubscriptionRecord| &r.status));
-        f.extend(meta_filters(|r: &AgenticSubscriptionRecord| &r.meta));
-        f.extend([
-            FilterField::new("name", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.meta.name.clone()))),
-            FilterField::new("basePath", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.base_path.clone()))),
-            FilterField::new("gatewayURL", FilterType::Str, true, |x: &S| {
-                FilterValue::Str(non_empty(&x.record.gateway_url).map(str::to_string))
-            }),
-        ]);
         f
+    }
+
+    fn columns() -> Vec<Column<AgenticSubscriptionRecord>> {
+        type C = Column<AgenticSubscriptionRecord>;
+        let mut c = meta_columns(|r: &AgenticSubscriptionRecord| &r.meta);
+        c.extend([
+            C::string("name", |r| &r.meta.name),
+            C::string("basePath", |r| &r.base_path),
+            C::optional_string("gatewayURL", |r| non_empty(&r.gateway_url)),
+        ]);
+        c
     }
 }
 

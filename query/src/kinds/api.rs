@@ -5,13 +5,12 @@
 //!
 //! The file-manager ID `specification` is neither a field nor filterable.
 
-use super::common::{meta_filters, status_filters, str_filter};
+use super::common::{meta_columns, status_filters};
 use super::info::team_info;
-use crate::entity::{
-    boolean, field, register, rf, status_fields, string, strs, time_fields, time_filters, Builder, Entity, RequestContext,
-};
+use crate::column::Column;
+use crate::entity::{field, register, rf, status_fields, string, strs, time_fields, time_filters, Builder, Entity, RequestContext};
 use crate::error::internal;
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldFuture, FieldValue, Object, ResolverContext, TypeRef};
 use async_graphql::Error;
 use schema::kinds::api::{Api, ApiRecord};
@@ -29,14 +28,7 @@ impl Entity for Api {
         let mut v = time_fields::<Api>();
         v.extend(status_fields::<Api>(b, |r| &r.status));
         v.extend([
-            rf::<Api>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-            rf::<Api>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
-            rf::<Api>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.base_path)),
-            rf::<Api>("version", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.version)),
-            rf::<Api>("category", TypeRef::named(TypeRef::STRING), |r| r.category.as_deref().and_then(string)),
             rf::<Api>("oauth2Scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| strs(&r.oauth2_scopes)),
-            rf::<Api>("xVendor", TypeRef::named_nn(TypeRef::BOOLEAN), |r| boolean(r.x_vendor)),
-            rf::<Api>("active", TypeRef::named_nn(TypeRef::BOOLEAN), |r| boolean(r.active)),
             // `<fileManager.baseUrl>/files/<specification>` in the reference. No file-manager
             // base URL is configurable yet, so this is always null.
             rf::<Api>("specificationUrl", TypeRef::named(TypeRef::STRING), |_| None),
@@ -69,15 +61,20 @@ impl Entity for Api {
         // `specification` (hidden file ID) is filterable in the reference; not here.
         let mut v = time_filters();
         v.extend(status_filters("ApiStatusPhase", |r: &ApiRecord| &r.status));
-        v.extend(meta_filters(|r: &ApiRecord| &r.meta));
-        v.extend([
-            str_filter::<ApiRecord>("basePath", false, |r| Some(r.base_path.as_str())),
-            str_filter::<ApiRecord>("version", false, |r| Some(r.version.as_str())),
-            str_filter::<ApiRecord>("category", true, |r| r.category.as_deref()),
-            FilterField::new("xVendor", FilterType::Bool, false, |x: &Stored<ApiRecord>| FilterValue::Bool(Some(x.record.x_vendor))),
-            FilterField::new("active", FilterType::Bool, false, |x: &Stored<ApiRecord>| FilterValue::Bool(Some(x.record.active))),
-        ]);
         v
+    }
+
+    fn columns() -> Vec<Column<ApiRecord>> {
+        type C = Column<ApiRecord>;
+        let mut c = meta_columns(|r: &ApiRecord| &r.meta);
+        c.extend([
+            C::string("basePath", |r| &r.base_path),
+            C::string("version", |r| &r.version),
+            C::optional_string("category", |r| r.category.as_deref()),
+            C::boolean("xVendor", |r| r.x_vendor),
+            C::boolean("active", |r| r.active),
+        ]);
+        c
     }
 }
 

@@ -3,15 +3,16 @@
 //! `Api.activeExposure`. Root query `apiExposures`; visible to the owner application's team.
 
 use super::api_subscription::ApiSubscriptionInfo;
-use super::common::{meta_filters, status_filters};
+use super::common::{meta_columns, status_filters};
 use super::subscription_info::owner_fields;
 use super::values::{feature_list, Owned};
+use crate::column::Column;
 use crate::entity::{
     boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, obj, objs, register, rf, status_fields, string,
     time_fields, time_filters, Builder, Entity, RequestContext,
 };
 use crate::error::internal;
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::Error;
 use schema::keys::{index, natural};
@@ -37,11 +38,6 @@ impl Entity for ApiExposure {
         let mut f = time_fields::<ApiExposure>();
         f.extend(status_fields::<ApiExposure>(bld, |r| &r.status));
         f.extend([
-            rf::<ApiExposure>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-            rf::<ApiExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
-            rf::<ApiExposure>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.base_path)),
-            rf::<ApiExposure>("visibility", TypeRef::named_nn("ApiExposureVisibility"), |r| enum_item(r.visibility.as_str())),
-            rf::<ApiExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| boolean(r.active)),
             rf::<ApiExposure>("features", TypeRef::named_nn_list_nn("ApiExposureFeature"), |r| feature_list(&r.features)),
             rf::<ApiExposure>("upstreams", TypeRef::named_nn_list_nn("Upstream"), |r| objs(r.upstreams.clone())),
             field::<S>("security", TypeRef::named("ApiExposureSecurity"), |p, _| {
@@ -50,8 +46,6 @@ impl Entity for ApiExposure {
             }),
             rf::<ApiExposure>("traffic", TypeRef::named("Traffic"), |r| obj(r.traffic.clone())),
             rf::<ApiExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
-            // The CR carries no API version; kept for compatibility (always null).
-            rf::<ApiExposure>("apiVersion", TypeRef::named(TypeRef::STRING), |_| None),
             field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
                 let r = &p.record;
                 let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
@@ -97,16 +91,20 @@ impl Entity for ApiExposure {
     fn filters() -> Vec<FilterField<ApiExposureRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("ApiExposureStatusPhase", |r: &ApiExposureRecord| &r.status));
-        f.extend(meta_filters(|r: &ApiExposureRecord| &r.meta));
-        f.extend([
-            FilterField::new("basePath", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.base_path.clone()))),
-            FilterField::new("visibility", FilterType::Enum("ApiExposureVisibility".into()), false, |x: &S| {
-                FilterValue::Str(Some(x.record.visibility.as_str().to_string()))
-            }),
-            FilterField::new("active", FilterType::Bool, true, |x: &S| FilterValue::Bool(Some(x.record.active))),
-            FilterField::new("apiVersion", FilterType::Str, true, |_: &S| FilterValue::Str(None)),
-        ]);
         f
+    }
+
+    fn columns() -> Vec<Column<ApiExposureRecord>> {
+        type C = Column<ApiExposureRecord>;
+        let mut c = meta_columns(|r: &ApiExposureRecord| &r.meta);
+        c.extend([
+            C::string("basePath", |r| &r.base_path),
+            C::enumeration("visibility", "ApiExposureVisibility", |r| r.visibility.as_str()),
+            C::boolean("active", |r| r.active).nullable(),
+            // The CR carries no API version; kept for compatibility (always null).
+            C::optional_string("apiVersion", |_| None),
+        ]);
+        c
     }
 }
 

@@ -5,15 +5,16 @@
 //! error while unlinked.
 
 use super::api_exposure::ApiExposureInfo;
-use super::common::{meta_filters, ne, non_empty, status_filters};
+use super::common::{meta_columns, non_empty, status_filters};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
+use crate::column::Column;
 use crate::entity::{
     connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, status_fields, string, strs, time_fields, time_filters,
     Builder, Entity,
 };
 use crate::error::internal;
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::keys::index;
 use schema::kinds::api_exposure::ApiExposure;
@@ -37,14 +38,6 @@ impl Entity for ApiSubscription {
         let mut f = time_fields::<ApiSubscription>();
         f.extend(status_fields::<ApiSubscription>(bld, |r| &r.status));
         f.extend([
-            rf::<ApiSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-            rf::<ApiSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
-            rf::<ApiSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
-            rf::<ApiSubscription>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.base_path)),
-            rf::<ApiSubscription>("m2mAuthMethod", TypeRef::named_nn("ApiSubscriptionM2mAuthMethod"), |r| {
-                enum_item(r.m2m_auth_method.as_str())
-            }),
-            rf::<ApiSubscription>("gatewayURL", TypeRef::named(TypeRef::STRING), |r| ne(&r.gateway_url)),
             field::<S>("security", TypeRef::named("ApiSubscriptionSecurity"), |p, _| {
                 let r = &p.record;
                 Ok(r.security.clone().and_then(|sec| obj(Owned::new(&r.meta.environment, r.meta.team(), sec))))
@@ -69,18 +62,19 @@ impl Entity for ApiSubscription {
     fn filters() -> Vec<FilterField<ApiSubscriptionRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("ApiSubscriptionStatusPhase", |r: &ApiSubscriptionRecord| &r.status));
-        f.extend(meta_filters(|r: &ApiSubscriptionRecord| &r.meta));
-        f.extend([
-            FilterField::new("name", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.meta.name.clone()))),
-            FilterField::new("basePath", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.base_path.clone()))),
-            FilterField::new("m2mAuthMethod", FilterType::Enum("ApiSubscriptionM2mAuthMethod".into()), false, |x: &S| {
-                FilterValue::Str(Some(x.record.m2m_auth_method.as_str().to_string()))
-            }),
-            FilterField::new("gatewayURL", FilterType::Str, true, |x: &S| {
-                FilterValue::Str(non_empty(&x.record.gateway_url).map(str::to_string))
-            }),
-        ]);
         f
+    }
+
+    fn columns() -> Vec<Column<ApiSubscriptionRecord>> {
+        type C = Column<ApiSubscriptionRecord>;
+        let mut c = meta_columns(|r: &ApiSubscriptionRecord| &r.meta);
+        c.extend([
+            C::string("name", |r| &r.meta.name),
+            C::string("basePath", |r| &r.base_path),
+            C::enumeration("m2mAuthMethod", "ApiSubscriptionM2mAuthMethod", |r| r.m2m_auth_method.as_str()),
+            C::optional_string("gatewayURL", |r| non_empty(&r.gateway_url)),
+        ]);
+        c
     }
 }
 

@@ -1,6 +1,7 @@
 //! Helpers shared by the kinds' modules: the filterable mixins of reference-graphql.md §2.2
 //! (`statusPhase`, `statusMessage`, `environment`, `namespace`) and small value conversions.
 
+use crate::column::Column;
 use crate::entity::string;
 use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::FieldValue;
@@ -17,6 +18,14 @@ pub fn status_filters<R: 'static>(enum_name: &str, status: fn(&R) -> &Status) ->
         FilterField::new("statusMessage", FilterType::Str, true, move |x: &Stored<R>| {
             FilterValue::Str(Some(status(&x.record).message.clone()))
         }),
+    ]
+}
+
+/// `environment` (`String`, STR+nil) and `namespace` (`String!`, STR) from the record's metadata.
+pub fn meta_columns<R: Send + Sync + 'static>(meta: fn(&R) -> &Meta) -> Vec<Column<R>> {
+    vec![
+        Column::optional_string("environment", move |r| Some(meta(r).environment.as_str())),
+        Column::string("namespace", move |r| &meta(r).namespace),
     ]
 }
 

@@ -9,15 +9,16 @@
 //! entry, visible to every viewer of the environment); `subscriptions` lists every tenant's
 //! subscriptions linked to the exposure as `EventSubscriptionInfo`.
 
-use super::common::{meta_filters, ne, non_empty, status_filters};
+use super::common::{meta_columns, non_empty, status_filters};
 use super::event_subscription::EventSubscriptionInfo;
 use super::subscription_info::owner_fields;
+use crate::column::Column;
 use crate::entity::{
     boolean, connection_field, enum_item, field, global_id, integer, nested_rows, node_value, obj, objs, register, rf, status_fields,
     string, strs, time_fields, time_filters, Builder, Entity, RequestContext,
 };
 use crate::error::internal;
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::indexmap::IndexMap;
 use async_graphql::{Error, Name, Value};
@@ -44,13 +45,7 @@ impl Entity for EventExposure {
         let mut f = time_fields::<EventExposure>();
         f.extend(status_fields::<EventExposure>(bld, |r| &r.status));
         f.extend([
-            rf::<EventExposure>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-            rf::<EventExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
-            rf::<EventExposure>("eventType", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.event_type)),
-            rf::<EventExposure>("visibility", TypeRef::named_nn("EventExposureVisibility"), |r| enum_item(r.visibility.as_str())),
-            rf::<EventExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| boolean(r.active)),
             rf::<EventExposure>("eventScopes", TypeRef::named_list("EventScope"), |r| objs(r.event_scopes.clone())),
-            rf::<EventExposure>("gatewayPublishingURL", TypeRef::named(TypeRef::STRING), |r| ne(&r.gateway_publishing_url)),
             rf::<EventExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
             field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
                 let r = &p.record;
@@ -99,18 +94,19 @@ impl Entity for EventExposure {
     fn filters() -> Vec<FilterField<EventExposureRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("EventExposureStatusPhase", |r: &EventExposureRecord| &r.status));
-        f.extend(meta_filters(|r: &EventExposureRecord| &r.meta));
-        f.extend([
-            FilterField::new("eventType", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.event_type.clone()))),
-            FilterField::new("visibility", FilterType::Enum("EventExposureVisibility".into()), false, |x: &S| {
-                FilterValue::Str(Some(x.record.visibility.as_str().to_string()))
-            }),
-            FilterField::new("active", FilterType::Bool, true, |x: &S| FilterValue::Bool(Some(x.record.active))),
-            FilterField::new("gatewayPublishingURL", FilterType::Str, true, |x: &S| {
-                FilterValue::Str(non_empty(&x.record.gateway_publishing_url).map(str::to_string))
-            }),
-        ]);
         f
+    }
+
+    fn columns() -> Vec<Column<EventExposureRecord>> {
+        type C = Column<EventExposureRecord>;
+        let mut c = meta_columns(|r: &EventExposureRecord| &r.meta);
+        c.extend([
+            C::string("eventType", |r| &r.event_type),
+            C::enumeration("visibility", "EventExposureVisibility", |r| r.visibility.as_str()),
+            C::boolean("active", |r| r.active).nullable(),
+            C::optional_string("gatewayPublishingURL", |r| non_empty(&r.gateway_publishing_url)),
+        ]);
+        c
     }
 }
 

@@ -4,15 +4,16 @@
 //! application's team. `target` is the cross-tenant `EventExposureInfo` of link 0, null without
 //! error while unlinked. The deprecated `scopes` returns the requested scopes.
 
-use super::common::{meta_filters, ne, status_filters};
+use super::common::{meta_columns, non_empty, status_filters};
 use super::event_exposure::{register_values, EventExposureInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
+use crate::column::Column;
 use crate::entity::{
     connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, status_fields, string, strs, time_fields, time_filters,
     Builder, Entity,
 };
 use crate::error::internal;
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::keys::index;
 use schema::kinds::application::ApplicationRecord;
@@ -26,8 +27,6 @@ pub const SCOPES_DEPRECATION: &str = "Use `requestedScopes` / `activeScopes`.";
 /// The parent value of an `EventSubscriptionInfo`.
 pub struct EventSubscriptionInfo(pub Stored<EventSubscriptionRecord>);
 
-type S = Stored<EventSubscriptionRecord>;
-
 impl Entity for EventSubscription {
     const TYPE: &'static str = "EventSubscription";
     const ROOT: Option<&'static str> = Some("eventSubscriptions");
@@ -40,13 +39,6 @@ impl Entity for EventSubscription {
         let mut f = time_fields::<EventSubscription>();
         f.extend(status_fields::<EventSubscription>(bld, |r| &r.status));
         f.extend([
-            rf::<EventSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-            rf::<EventSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
-            rf::<EventSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
-            rf::<EventSubscription>("eventType", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.event_type)),
-            rf::<EventSubscription>("deliveryType", TypeRef::named_nn("EventSubscriptionDeliveryType"), |r| {
-                enum_item(r.delivery_type.as_str())
-            }),
             rf::<EventSubscription>("trigger", TypeRef::named("EventTrigger"), |r| r.trigger.clone().and_then(obj)),
             rf::<EventSubscription>("delivery", TypeRef::named_nn("EventDelivery"), |r| obj(r.delivery.clone())),
             rf::<EventSubscription>("scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| r.requested_scopes.as_deref().and_then(strs))
@@ -55,8 +47,6 @@ impl Entity for EventSubscription {
                 r.requested_scopes.as_deref().and_then(strs)
             }),
             rf::<EventSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| r.active_scopes.as_deref().and_then(strs)),
-            rf::<EventSubscription>("callbackURL", TypeRef::named(TypeRef::STRING), |r| r.callback_url.as_deref().and_then(string)),
-            rf::<EventSubscription>("gatewaySseURL", TypeRef::named(TypeRef::STRING), |r| ne(&r.gateway_sse_url)),
         ]);
         f.extend(super::subscription_common::link_fields::<EventSubscription>());
         f
@@ -69,19 +59,20 @@ impl Entity for EventSubscription {
     fn filters() -> Vec<FilterField<EventSubscriptionRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("EventSubscriptionStatusPhase", |r: &EventSubscriptionRecord| &r.status));
-        f.extend(meta_filters(|r: &EventSubscriptionRecord| &r.meta));
-        f.extend([
-            FilterField::new("name", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.meta.name.clone()))),
-            FilterField::new("eventType", FilterType::Str, false, |x: &S| FilterValue::Str(Some(x.record.event_type.clone()))),
-            FilterField::new("deliveryType", FilterType::Enum("EventSubscriptionDeliveryType".into()), false, |x: &S| {
-                FilterValue::Str(Some(x.record.delivery_type.as_str().to_string()))
-            }),
-            FilterField::new("callbackURL", FilterType::Str, true, |x: &S| FilterValue::Str(x.record.callback_url.clone())),
-            FilterField::new("gatewaySseURL", FilterType::Str, true, |x: &S| {
-                FilterValue::Str(Some(x.record.gateway_sse_url.clone()).filter(|u| !u.is_empty()))
-            }),
-        ]);
         f
+    }
+
+    fn columns() -> Vec<Column<EventSubscriptionRecord>> {
+        type C = Column<EventSubscriptionRecord>;
+        let mut c = meta_columns(|r: &EventSubscriptionRecord| &r.meta);
+        c.extend([
+            C::string("name", |r| &r.meta.name),
+            C::string("eventType", |r| &r.event_type),
+            C::enumeration("deliveryType", "EventSubscriptionDeliveryType", |r| r.delivery_type.as_str()),
+            C::optional_string("callbackURL", |r| r.callback_url.as_deref()),
+            C::optional_string("gatewaySseURL", |r| non_empty(&r.gateway_sse_url)),
+        ]);
+        c
     }
 }
 

@@ -5,13 +5,12 @@
 //!
 //! The file-manager ID `specification` is neither a field nor filterable.
 
-use super::common::{meta_filters, status_filters, str_filter};
+use super::common::{meta_columns, status_filters};
 use super::info::team_info;
-use crate::entity::{
-    boolean, connection_field, field, nested_rows, register, rf, status_fields, string, time_fields, time_filters, Builder, Entity,
-};
+use crate::column::Column;
+use crate::entity::{connection_field, field, nested_rows, register, rf, status_fields, time_fields, time_filters, Builder, Entity};
 use crate::error::internal;
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, TypeRef};
 use schema::kinds::event_type::{EventType, EventTypeRecord};
 use schema::kinds::team::TeamRecord;
@@ -26,12 +25,6 @@ impl Entity for EventType {
         let mut v = time_fields::<EventType>();
         v.extend(status_fields::<EventType>(bld, |r| &r.status));
         v.extend([
-            rf::<EventType>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-            rf::<EventType>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
-            rf::<EventType>("eventType", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.event_type)),
-            rf::<EventType>("version", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.version)),
-            rf::<EventType>("description", TypeRef::named(TypeRef::STRING), |r| r.description.as_deref().and_then(string)),
-            rf::<EventType>("active", TypeRef::named_nn(TypeRef::BOOLEAN), |r| boolean(r.active)),
             // `<fileManager.baseUrl>/files/<specification>` in the reference. No file-manager
             // base URL is configurable yet, so this is always null (as for `Api`).
             rf::<EventType>("specificationUrl", TypeRef::named(TypeRef::STRING), |_| None),
@@ -64,14 +57,19 @@ impl Entity for EventType {
         // `specification` (hidden file ID) is filterable in the reference; not here.
         let mut v = time_filters();
         v.extend(status_filters("EventTypeStatusPhase", |r: &EventTypeRecord| &r.status));
-        v.extend(meta_filters(|r: &EventTypeRecord| &r.meta));
-        v.extend([
-            str_filter::<EventTypeRecord>("eventType", false, |r| Some(r.event_type.as_str())),
-            str_filter::<EventTypeRecord>("version", false, |r| Some(r.version.as_str())),
-            str_filter::<EventTypeRecord>("description", true, |r| r.description.as_deref()),
-            FilterField::new("active", FilterType::Bool, false, |x: &Stored<EventTypeRecord>| FilterValue::Bool(Some(x.record.active))),
-        ]);
         v
+    }
+
+    fn columns() -> Vec<Column<EventTypeRecord>> {
+        type C = Column<EventTypeRecord>;
+        let mut c = meta_columns(|r: &EventTypeRecord| &r.meta);
+        c.extend([
+            C::string("eventType", |r| &r.event_type),
+            C::string("version", |r| &r.version),
+            C::optional_string("description", |r| r.description.as_deref()),
+            C::boolean("active", |r| r.active),
+        ]);
+        c
     }
 }
 

@@ -4,15 +4,16 @@
 //! Root query `fileExposures`; visible to the owner application's team. `subscriptions` lists
 //! every tenant's subscriptions linked to the exposure as `FileSubscriptionInfo`.
 
-use super::common::{meta_filters, status_filters, str_filter};
+use super::common::{meta_columns, status_filters, str_filter};
 use super::file_subscription::FileSubscriptionInfo;
 use super::subscription_info::owner_fields;
+use crate::column::Column;
 use crate::entity::{
     boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, nullable_string, obj, objs, register, rf,
     status_fields, string, time_fields, time_filters, Builder, Entity,
 };
 use crate::error::internal;
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::application::{Application, ApplicationRecord};
@@ -64,17 +65,9 @@ impl Entity for FileExposure {
         let mut f = time_fields::<FileExposure>();
         f.extend(status_fields::<FileExposure>(bld, |r| &r.status));
         f.extend([
-            rf::<FileExposure>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-            rf::<FileExposure>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
-            rf::<FileExposure>("fileType", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.file_type)),
-            rf::<FileExposure>("variant", TypeRef::named_nn("FileExposureVariant"), |r| enum_item(r.variant.as_str())),
-            rf::<FileExposure>("visibility", TypeRef::named_nn("FileExposureVisibility"), |r| enum_item(r.visibility.as_str())),
-            rf::<FileExposure>("active", TypeRef::named(TypeRef::BOOLEAN), |r| boolean(r.active)),
-            rf::<FileExposure>("zoneName", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.zone)),
             zone_field::<S>(|p| (&p.record.meta.environment, &p.record.zone)),
             rf::<FileExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
             rf::<FileExposure>("sftp", TypeRef::named("FileSFTP"), |r| r.sftp.clone().and_then(obj)),
-            rf::<FileExposure>("serviceURL", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.service_url.as_deref())),
             rf::<FileExposure>("serviceExternalURL", TypeRef::named(TypeRef::STRING), |r| {
                 nullable_string(r.service_external_url.as_deref())
             }),
@@ -112,21 +105,22 @@ impl Entity for FileExposure {
     fn filters() -> Vec<FilterField<FileExposureRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("FileExposureStatusPhase", |r: &FileExposureRecord| &r.status));
-        f.extend(meta_filters(|r: &FileExposureRecord| &r.meta));
-        f.extend([
-            str_filter::<FileExposureRecord>("fileType", false, |r| Some(r.file_type.as_str())),
-            FilterField::new("variant", FilterType::Enum("FileExposureVariant".into()), false, |x: &S| {
-                FilterValue::Str(Some(x.record.variant.as_str().to_string()))
-            }),
-            FilterField::new("visibility", FilterType::Enum("FileExposureVisibility".into()), false, |x: &S| {
-                FilterValue::Str(Some(x.record.visibility.as_str().to_string()))
-            }),
-            FilterField::new("active", FilterType::Bool, true, |x: &S| FilterValue::Bool(Some(x.record.active))),
-            str_filter::<FileExposureRecord>("zoneName", false, |r| Some(r.zone.as_str())),
-            str_filter::<FileExposureRecord>("serviceURL", true, |r| r.service_url.as_deref()),
-            str_filter::<FileExposureRecord>("serviceExternalURL", true, |r| r.service_external_url.as_deref()),
-        ]);
+        f.extend([str_filter::<FileExposureRecord>("serviceExternalURL", true, |r| r.service_external_url.as_deref())]);
         f
+    }
+
+    fn columns() -> Vec<Column<FileExposureRecord>> {
+        type C = Column<FileExposureRecord>;
+        let mut c = meta_columns(|r: &FileExposureRecord| &r.meta);
+        c.extend([
+            C::string("fileType", |r| &r.file_type),
+            C::enumeration("variant", "FileExposureVariant", |r| r.variant.as_str()),
+            C::enumeration("visibility", "FileExposureVisibility", |r| r.visibility.as_str()),
+            C::boolean("active", |r| r.active).nullable(),
+            C::string("zoneName", |r| &r.zone),
+            C::optional_string("serviceURL", |r| r.service_url.as_deref()),
+        ]);
+        c
     }
 }
 

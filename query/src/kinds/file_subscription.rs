@@ -4,9 +4,10 @@
 //! application's team. `target` is the cross-tenant `FileExposureInfo` of link 0, null without
 //! error while unlinked.
 
-use super::common::{meta_filters, status_filters, str_filter};
+use super::common::{meta_columns, status_filters};
 use super::file_exposure::{register_values, zone_field, FileExposureInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
+use crate::column::Column;
 use crate::entity::{
     connection_field, enum_item, field, global_id, nested_rows, nullable_string, obj, register, rf, status_fields, string, time_fields,
     time_filters, Builder, Entity,
@@ -41,17 +42,8 @@ impl Entity for FileSubscription {
         let mut f = time_fields::<FileSubscription>();
         f.extend(status_fields::<FileSubscription>(bld, |r| &r.status));
         f.extend([
-            rf::<FileSubscription>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-            rf::<FileSubscription>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
-            rf::<FileSubscription>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
-            rf::<FileSubscription>("fileType", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.file_type)),
-            rf::<FileSubscription>("zoneName", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.zone)),
             zone_field::<S>(|p| (&p.record.meta.environment, &p.record.zone)),
             rf::<FileSubscription>("sftp", TypeRef::named("FileSFTP"), |r| r.sftp.clone().and_then(obj)),
-            rf::<FileSubscription>("serviceURL", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.service_url.as_deref())),
-            rf::<FileSubscription>("serviceExternalURL", TypeRef::named(TypeRef::STRING), |r| {
-                nullable_string(r.service_external_url.as_deref())
-            }),
         ]);
         f.extend(super::subscription_common::link_fields::<FileSubscription>());
         f
@@ -64,15 +56,20 @@ impl Entity for FileSubscription {
     fn filters() -> Vec<FilterField<FileSubscriptionRecord>> {
         let mut f = time_filters();
         f.extend(status_filters("FileSubscriptionStatusPhase", |r: &FileSubscriptionRecord| &r.status));
-        f.extend(meta_filters(|r: &FileSubscriptionRecord| &r.meta));
-        f.extend([
-            str_filter::<FileSubscriptionRecord>("name", false, |r| Some(r.meta.name.as_str())),
-            str_filter::<FileSubscriptionRecord>("fileType", false, |r| Some(r.file_type.as_str())),
-            str_filter::<FileSubscriptionRecord>("zoneName", false, |r| Some(r.zone.as_str())),
-            str_filter::<FileSubscriptionRecord>("serviceURL", true, |r| r.service_url.as_deref()),
-            str_filter::<FileSubscriptionRecord>("serviceExternalURL", true, |r| r.service_external_url.as_deref()),
-        ]);
         f
+    }
+
+    fn columns() -> Vec<Column<FileSubscriptionRecord>> {
+        type C = Column<FileSubscriptionRecord>;
+        let mut c = meta_columns(|r: &FileSubscriptionRecord| &r.meta);
+        c.extend([
+            C::string("name", |r| &r.meta.name),
+            C::string("fileType", |r| &r.file_type),
+            C::string("zoneName", |r| &r.zone),
+            C::optional_string("serviceURL", |r| r.service_url.as_deref()),
+            C::optional_string("serviceExternalURL", |r| r.service_external_url.as_deref()),
+        ]);
+        c
     }
 }
 

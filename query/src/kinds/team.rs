@@ -9,13 +9,14 @@
 //! by its team and e-mail address (global ID of type `Member` over `(environment, team,
 //! email)`), and resolved by `node(id)` through its team (so only for viewers who see the team).
 
-use super::common::{meta_filters, ne, non_empty, status_filters, str_filter};
+use super::common::{meta_columns, non_empty, status_filters};
+use crate::column::Column;
 use crate::entity::{
-    connection_field, enum_item, field, nested_rows, node_value, objs, register, rf, secret, status_fields, string, time_fields,
-    time_filters, Builder, Entity, Loader, RequestContext,
+    connection_field, field, nested_rows, node_value, objs, register, secret, status_fields, string, time_fields, time_filters, Builder,
+    Entity, Loader, RequestContext,
 };
 use crate::error::internal;
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::api::Api;
@@ -57,13 +58,6 @@ impl Entity for Team {
         let mut v = time_fields::<Team>();
         v.extend(status_fields::<Team>(b, |r| &r.status));
         v.extend([
-            rf::<Team>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-            rf::<Team>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
-            rf::<Team>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
-            rf::<Team>("email", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.email)),
-            rf::<Team>("displayname", TypeRef::named(TypeRef::STRING), |r| ne(&r.display_name)),
-            rf::<Team>("description", TypeRef::named(TypeRef::STRING), |r| ne(&r.description)),
-            rf::<Team>("category", TypeRef::named_nn("TeamCategory"), |r| enum_item(r.category.as_str())),
             field::<Stored<TeamRecord>>("teamToken", TypeRef::named(TypeRef::STRING), |p, rq| {
                 let r = &p.record;
                 Ok(secret(rq, (&r.meta.environment, &r.meta.name), r.team_token.as_deref()))
@@ -112,17 +106,20 @@ impl Entity for Team {
         // `teamToken` is a secret: never filterable (DESIGN decision 9).
         let mut v = time_filters();
         v.extend(status_filters("TeamStatusPhase", |r: &TeamRecord| &r.status));
-        v.extend(meta_filters(|r: &TeamRecord| &r.meta));
-        v.extend([
-            str_filter::<TeamRecord>("name", false, |r| Some(r.meta.name.as_str())),
-            str_filter::<TeamRecord>("email", false, |r| Some(r.email.as_str())),
-            str_filter::<TeamRecord>("displayname", true, |r| non_empty(&r.display_name)),
-            str_filter::<TeamRecord>("description", true, |r| non_empty(&r.description)),
-            FilterField::new("category", FilterType::Enum("TeamCategory".into()), false, |x: &Stored<TeamRecord>| {
-                FilterValue::Str(Some(x.record.category.as_str().to_string()))
-            }),
-        ]);
         v
+    }
+
+    fn columns() -> Vec<Column<TeamRecord>> {
+        type C = Column<TeamRecord>;
+        let mut c = meta_columns(|r: &TeamRecord| &r.meta);
+        c.extend([
+            C::string("name", |r| &r.meta.name),
+            C::string("email", |r| &r.email),
+            C::optional_string("displayname", |r| non_empty(&r.display_name)),
+            C::optional_string("description", |r| non_empty(&r.description)),
+            C::enumeration("category", "TeamCategory", |r| r.category.as_str()),
+        ]);
+        c
     }
 }
 

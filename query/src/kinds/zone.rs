@@ -3,10 +3,10 @@
 //! applications in the zone). Visible to every viewer of its environment; listed by the root
 //! `zones: [Zone!]!` (no pagination, no ordering guarantee beyond key order).
 
-use super::common::str_filter;
-use crate::entity::{field, list_field, node_value, nullable_string, register, rf, string, Builder, Entity};
+use crate::column::Column;
+use crate::entity::{field, list_field, node_value, register, rf, string, Builder, Entity};
 use crate::error::internal;
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::application::Application;
@@ -24,12 +24,6 @@ impl Entity for Zone {
     fn fields(b: &mut Builder) -> Vec<Field> {
         b.enumeration("ZoneVisibility", &["WORLD", "ENTERPRISE"]);
         vec![
-            rf::<Zone>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-            rf::<Zone>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
-            rf::<Zone>("gatewayURL", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.gateway_url.as_deref())),
-            rf::<Zone>("issuerURL", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.issuer_url.as_deref())),
-            rf::<Zone>("permissionsURL", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.permissions_url.as_deref())),
-            rf::<Zone>("visibility", TypeRef::named_nn("ZoneVisibility"), |r| crate::entity::enum_item(r.visibility.as_str())),
             // `issuerURL` + the token path; null when the zone has no issuer.
             rf::<Zone>("tokenURL", TypeRef::named(TypeRef::STRING), |r| {
                 r.issuer_url.as_ref().and_then(|u| string(&format!("{u}{TOKEN_PATH}")))
@@ -54,15 +48,18 @@ impl Entity for Zone {
     }
 
     fn filters() -> Vec<FilterField<ZoneRecord>> {
+        vec![]
+    }
+
+    fn columns() -> Vec<Column<ZoneRecord>> {
+        type C = Column<ZoneRecord>;
         vec![
-            str_filter("environment", true, |r| Some(r.meta.environment.as_str())),
-            str_filter("name", false, |r| Some(r.meta.name.as_str())),
-            str_filter("gatewayURL", true, |r| r.gateway_url.as_deref()),
-            str_filter("issuerURL", true, |r| r.issuer_url.as_deref()),
-            str_filter("permissionsURL", true, |r| r.permissions_url.as_deref()),
-            FilterField::new("visibility", FilterType::Enum("ZoneVisibility".into()), false, |x: &Stored<ZoneRecord>| {
-                FilterValue::Str(Some(x.record.visibility.as_str().to_string()))
-            }),
+            C::optional_string("environment", |r| Some(r.meta.environment.as_str())),
+            C::string("name", |r| &r.meta.name),
+            C::optional_string("gatewayURL", |r| r.gateway_url.as_deref()),
+            C::optional_string("issuerURL", |r| r.issuer_url.as_deref()),
+            C::optional_string("permissionsURL", |r| r.permissions_url.as_deref()),
+            C::enumeration("visibility", "ZoneVisibility", |r| r.visibility.as_str()),
         ]
     }
 }
