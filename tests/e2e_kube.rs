@@ -9,6 +9,7 @@ mod support;
 
 use control_plane::app::App;
 use control_plane::config::Config;
+use control_plane::metrics::outcome;
 use control_plane::Running;
 use fake_k8s::FakeK8s;
 use schema::registry::KindVisitor;
@@ -66,15 +67,11 @@ impl Cp {
 
     /// Waits for `/readyz` 200; returns the time since start.
     async fn ready(&self) -> Duration {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let (code, body) = self.readyz().await;
-            if code == 200 {
-                return self.started.elapsed();
-            }
-            assert!(Instant::now() < deadline, "not ready after 30 s: {body}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let ready = self.running.app().readiness().wait_ready(Duration::from_secs(30)).await;
+        let took = self.started.elapsed();
+        let (code, body) = self.readyz().await;
+        assert!(ready && code == 200, "not ready after 30 s: {body}");
+        took
     }
 
     /// The value of the first metric line starting with `needle` (0 when absent).
@@ -390,22 +387,11 @@ async fn a_restart_on_the_same_data_writes_nothing_and_is_ready_after_the_relist
     assert!(cp.metric("projector_reconcile_total{module=\"application\",outcome=\"success\"}").await > 0.0, "the relist was processed");
     // Objects waiting for a target that never comes are retried with a backoff: wait until
     // each change pending at ready has been retried (counted again) once.
-    let pending = cp.metric("projector_retries_pending").await;
-    let waits = || async {
-        let text = cp.http.get(format!("{}/metrics", cp.base)).send().await.unwrap().text().await.unwrap();
-        text.lines()
-            .filter(|l| l.starts_with("projector_reconcile_total{") && l.contains("outcome=\"dependency_missing\""))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum::<f64>()
-    };
-    let before = waits().await;
-    for polls in 0.. {
-        if waits().await >= before + pending {
-            break;
-        }
-        assert!(polls < 3000, "{pending} pending retries not retried within 60 s");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let metrics = cp.running.app().metrics();
+    let pending = metrics.retries_pending.get() as u64;
+    let before = metrics.reconciles(outcome::DEPENDENCY_MISSING);
+    let retried = metrics.wait_until(Duration::from_secs(60), |m| m.reconciles(outcome::DEPENDENCY_MISSING) >= before + pending).await;
+    assert!(retried, "{pending} pending retries not retried within 60 s");
     assert_eq!(cp.store().read().unwrap().revision().unwrap(), revision, "zero record writes");
     assert_eq!(cp.metric("controlplane_store_revision").await, revision as f64);
     assert_eq!(dump(cp.store()), expected);

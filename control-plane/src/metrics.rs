@@ -1,7 +1,9 @@
 //! Prometheus metrics of the projector and the store (DESIGN "Metrics"). One [`Metrics`] per
 //! process (its own registry, so tests can run several side by side), served at `/metrics`.
 
+use prometheus::core::Collector;
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use std::sync::Arc;
 
 /// Reconcile outcome label values.
 pub mod outcome {
@@ -53,6 +55,9 @@ pub struct Metrics {
     pub graphql_executing: IntGaugeVec,
     /// `controlplane_graphql_queued{lane}`: requests waiting for a worker, by lane.
     pub graphql_queued: IntGaugeVec,
+    /// Bumped after every processed change and every change of `retries_pending`: what
+    /// [`Metrics::wait_until`] waits on.
+    projected: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Default for Metrics {
@@ -140,6 +145,7 @@ impl Metrics {
             graphql_seconds,
             graphql_executing,
             graphql_queued,
+            projected: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
     }
 
@@ -152,6 +158,39 @@ impl Metrics {
     pub fn reconciled(&self, module: &str, outcome: &str, seconds: f64) {
         self.reconcile_total.with_label_values(&[module, outcome]).inc();
         self.reconcile_duration.with_label_values(&[module, outcome]).observe(seconds);
+        self.projected.send_modify(|n| *n += 1);
+    }
+
+    /// Sets `projector_retries_pending` to `count` changes.
+    pub fn set_retries_pending(&self, count: usize) {
+        self.retries_pending.set(i64::try_from(count).unwrap_or(i64::MAX));
+        self.projected.send_modify(|n| *n += 1);
+    }
+
+    /// `projector_reconcile_total` summed over every module, for one `outcome` (an
+    /// [`outcome`] value).
+    pub fn reconciles(&self, outcome: &str) -> u64 {
+        self.reconcile_total
+            .collect()
+            .iter()
+            .flat_map(|family| family.get_metric())
+            .filter(|m| m.get_label().iter().any(|l| l.name() == "outcome" && l.value() == outcome))
+            .map(|m| m.get_counter().get_value() as u64)
+            .sum()
+    }
+
+    /// Waits until `condition` holds of these metrics, checking it again after every processed
+    /// change and every change of the pending retries; returns whether it held before
+    /// `timeout` passed.
+    pub async fn wait_until(&self, timeout: std::time::Duration, condition: impl Fn(&Metrics) -> bool) -> bool {
+        let mut changes = self.projected.subscribe();
+        let waiting = async {
+            while !condition(self) {
+                // The sender lives as long as `self`.
+                let _ = changes.changed().await;
+            }
+        };
+        tokio::time::timeout(timeout, waiting).await.is_ok()
     }
 
     /// Counts one answered GraphQL request.

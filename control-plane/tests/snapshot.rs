@@ -11,7 +11,7 @@ use schema::{KindId, Scope};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use storage::Store;
 
 fn repo() -> PathBuf {
@@ -54,11 +54,8 @@ fn export_verify_restore_and_refusals() {
     let (d, f) = (data.to_str().unwrap(), file.to_str().unwrap());
 
     let app = App::start(Config::for_manifests(&repo().join("examples/world"), &data)).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !app.readiness().is_ready() {
-        assert!(Instant::now() < deadline, "initial sync");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let waiting = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    assert!(waiting.block_on(app.readiness().wait_ready(Duration::from_secs(30))), "initial sync");
     // Held by a running server: exit 1, pointing to the online export.
     let o = run(&["snapshot", "export", "--data-dir", d, "--out", f]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -161,11 +158,7 @@ async fn online_export_through_the_admin_api() {
     let tmp = tempfile::tempdir().unwrap();
     let running = control_plane::start(Config::for_manifests(&repo().join("examples/world"), &tmp.path().join("data"))).await.unwrap();
     let base = format!("http://{}", running.local_addr());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !running.app().readiness().is_ready() {
-        assert!(Instant::now() < deadline, "initial sync");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(running.app().readiness().wait_ready(Duration::from_secs(30)).await, "initial sync");
     let client = reqwest::Client::new();
     let url = format!("{base}/admin/v1/status");
     let missing = client.get(&url).send().await.unwrap();
@@ -241,11 +234,7 @@ async fn online_export_during_continuous_ingest_is_one_consistent_revision() {
     }
     let running = control_plane::start(Config::for_manifests(&world, &tmp.path().join("data"))).await.unwrap();
     let base = format!("http://{}", running.local_addr());
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !running.app().readiness().is_ready() {
-        assert!(Instant::now() < deadline, "initial sync");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    assert!(running.app().readiness().wait_ready(Duration::from_secs(30)).await, "initial sync");
     // Keep changing every application's status message (the source re-reads within 1 s).
     let apps = world.join("04-applications.yaml");
     let original = std::fs::read_to_string(&apps).unwrap();
@@ -266,11 +255,9 @@ async fn online_export_during_continuous_ingest_is_one_consistent_revision() {
     for n in 0..4 {
         // Each export after the store moved past the previous one's revision.
         let after = revisions.last().copied().unwrap_or(0);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while running.app().store().read().unwrap().revision().unwrap() <= after {
-            assert!(Instant::now() < deadline, "ingest stopped at revision {after}");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let store = running.app().store();
+        let now = tokio::task::block_in_place(|| store.wait_for_revision_after(after, Duration::from_secs(60)).unwrap());
+        assert!(now > after, "ingest stopped at revision {after}");
         let bytes = client.get(format!("{base}/admin/v1/snapshot")).bearer_auth(ADMIN).send().await.unwrap().bytes().await.unwrap();
         let file = tmp.path().join(format!("during-{n}.snap"));
         std::fs::write(&file, &bytes).unwrap();

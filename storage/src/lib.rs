@@ -420,6 +420,25 @@ impl Store {
         self.feed.subscribe()
     }
 
+    /// Blocks until a commit has moved the store's revision past `revision`, or `timeout` has
+    /// passed; returns the revision then (still `<= revision` after a timeout). Woken by each
+    /// commit ([`Store::subscribe`]), so it returns as soon as that commit is durable.
+    ///
+    /// # Errors
+    /// A [`StorageError`] when the current revision cannot be read.
+    pub fn wait_for_revision_after(&self, revision: u64, timeout: std::time::Duration) -> Result<u64, StorageError> {
+        let commits = self.subscribe();
+        let deadline = std::time::Instant::now() + timeout;
+        let mut current = self.read()?.revision()?;
+        while current <= revision {
+            match commits.recv_timeout(deadline.saturating_duration_since(std::time::Instant::now())) {
+                Ok(commit) => current = commit.revision,
+                Err(_) => break,
+            }
+        }
+        Ok(current)
+    }
+
     /// The search index following this store, while one is open ([`search::Catalogue::open`]
     /// registers it; the store holds it weakly, so it lives as long as its opener keeps it).
     pub fn catalogue(&self) -> Option<search::Catalogue> {
@@ -489,6 +508,23 @@ mod tests {
         zone_at(&store, "a", "1", 10);
         assert_eq!(store.read().unwrap().revision().unwrap(), 1);
         assert!(std::fs::metadata(dir.path().join(DB_FILE)).unwrap().len() > 0);
+    }
+
+    /// Waiting for a revision returns at once when the store is past it, with the current
+    /// revision when the time is up, and with the new revision once another thread commits.
+    #[test]
+    fn waiting_for_a_revision_returns_after_the_commit_that_passes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        zone_at(&store, "a", "1", 10);
+        assert_eq!(store.wait_for_revision_after(0, std::time::Duration::ZERO).unwrap(), 1);
+        assert_eq!(store.wait_for_revision_after(1, std::time::Duration::ZERO).unwrap(), 1, "timed out");
+        let waiter = {
+            let store = store.clone();
+            std::thread::spawn(move || store.wait_for_revision_after(1, std::time::Duration::from_secs(60)).unwrap())
+        };
+        zone_at(&store, "b", "1", 20);
+        assert_eq!(waiter.join().unwrap(), 2);
     }
 
     /// An order without an index is sorted in memory and asked for; once built, the index gives

@@ -523,7 +523,7 @@ impl WriterState {
         let at = Instant::now() + delay;
         self.due.push(Reverse((at, self.seq, src.clone())));
         self.parked.insert(src, Parked { seq: self.seq, work });
-        self.metrics.retries_pending.set(self.parked.len() as i64);
+        self.metrics.set_retries_pending(self.parked.len());
     }
 
     /// The wait before `work`'s next attempt ([`retry::delay`]), counting this wait.
@@ -562,7 +562,7 @@ impl WriterState {
             Err(e) => self.failed(batch.into_iter().next().expect("batch of one"), &e),
         }
         // Lowered only here: a change taken out of `parked` for its retry counts until then.
-        self.metrics.retries_pending.set(self.parked.len() as i64);
+        self.metrics.set_retries_pending(self.parked.len());
     }
 
     fn process_one(&mut self, work: Work, now: Timestamp) {
