@@ -12,6 +12,8 @@ use async_graphql::dynamic::{
     Enum, Field, FieldFuture, FieldValue, InputObject, InputValue, Interface, InterfaceField, Object, ResolverContext, TypeRef,
 };
 use async_graphql::{Error, Name, Value};
+use schema::common::StatusPhase;
+use schema::GraphqlEnum;
 use schema::{GlobalId, Key, Kind, Scope, Timestamp};
 use std::any::Any;
 use std::collections::HashMap;
@@ -169,6 +171,11 @@ impl Builder {
         }
     }
 
+    /// Registers the GraphQL enum `name` with the values of `E` ([`GraphqlEnum::VALUES`]) once.
+    pub fn enumeration_of<E: GraphqlEnum>(&mut self, name: &str) {
+        self.enumeration(name, E::VALUES);
+    }
+
     /// Registers an input once (by name).
     pub fn input(&mut self, i: InputObject) {
         if self.registered.insert(i.type_name().to_string()) {
@@ -301,7 +308,7 @@ pub fn rf<K: Kind>(name: &str, ty: TypeRef, f: impl Fn(&K::Record) -> Option<Fie
 /// `statusPhase: <Type>StatusPhase` and `statusMessage: String` from a record's status.
 pub fn status_fields<K: Entity>(b: &mut Builder, status: fn(&K::Record) -> &schema::common::Status) -> Vec<Field> {
     let enum_name = format!("{}StatusPhase", K::TYPE);
-    b.enumeration(&enum_name, &["READY", "PENDING", "ERROR", "UNKNOWN"]);
+    b.enumeration_of::<StatusPhase>(&enum_name);
     vec![
         rf::<K>("statusPhase", TypeRef::named(&enum_name), move |r| enum_item(status(r).phase.as_str())),
         rf::<K>("statusMessage", TypeRef::named(TypeRef::STRING), move |r| string(&status(r).message)),

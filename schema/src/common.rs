@@ -2,6 +2,7 @@
 //! conditions, environment, team from namespace, case-insensitive enums, the common record
 //! metadata.
 
+use crate::graphql_enum::graphql_enum;
 use crate::kind::Skip;
 use crate::time::Timestamp;
 use crds::common::Condition;
@@ -13,28 +14,18 @@ pub const ENVIRONMENT_LABEL: &str = "cp.ei.telekom.de/environment";
 /// The label naming an exposure's owner application.
 pub const APPLICATION_LABEL: &str = "cp.ei.telekom.de/application";
 
-/// `statusPhase` (reference-projector.md §1.1).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum StatusPhase {
-    /// Ready condition `True`.
-    Ready,
-    /// Ready condition `False` with a reason other than `Error`/`Failed`.
-    Pending,
-    /// Ready condition `False` with reason `Error` or `Failed`.
-    Error,
-    /// No Ready condition, or a status other than `True`/`False`.
-    Unknown,
-}
-
-impl StatusPhase {
-    /// The GraphQL enum value (`READY`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            StatusPhase::Ready => "READY",
-            StatusPhase::Pending => "PENDING",
-            StatusPhase::Error => "ERROR",
-            StatusPhase::Unknown => "UNKNOWN",
-        }
+graphql_enum! {
+    /// `statusPhase` (reference-projector.md §1.1).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum StatusPhase {
+        /// Ready condition `True`.
+        Ready = "READY",
+        /// Ready condition `False` with a reason other than `Error`/`Failed`.
+        Pending = "PENDING",
+        /// Ready condition `False` with reason `Error` or `Failed`.
+        Error = "ERROR",
+        /// No Ready condition, or a status other than `True`/`False`.
+        Unknown = "UNKNOWN",
     }
 }
 
@@ -148,15 +139,17 @@ impl Meta {
     }
 }
 
-/// Approval strategy mapping (§1.5): `Auto`→`AUTO`, `Simple`→`SIMPLE`, `FourEyes`→`FOUR_EYES`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ApprovalStrategy {
-    /// `Auto`.
-    Auto,
-    /// `Simple`.
-    Simple,
-    /// `FourEyes`.
-    FourEyes,
+graphql_enum! {
+    /// Approval strategy mapping (§1.5): `Auto`→`AUTO`, `Simple`→`SIMPLE`, `FourEyes`→`FOUR_EYES`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ApprovalStrategy {
+        /// `Auto`.
+        Auto = "AUTO",
+        /// `Simple`.
+        Simple = "SIMPLE",
+        /// `FourEyes`.
+        FourEyes = "FOUR_EYES",
+    }
 }
 
 impl ApprovalStrategy {
@@ -172,26 +165,19 @@ impl ApprovalStrategy {
             &[("Auto", ApprovalStrategy::Auto), ("Simple", ApprovalStrategy::Simple), ("FourEyes", ApprovalStrategy::FourEyes)],
         )
     }
-
-    /// The GraphQL enum value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalStrategy::Auto => "AUTO",
-            ApprovalStrategy::Simple => "SIMPLE",
-            ApprovalStrategy::FourEyes => "FOUR_EYES",
-        }
-    }
 }
 
-/// Exposure visibility (§1.5): `World`/`Zone`/`Enterprise`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Visibility {
-    /// `World`.
-    World,
-    /// `Zone`.
-    Zone,
-    /// `Enterprise`.
-    Enterprise,
+graphql_enum! {
+    /// Exposure visibility (§1.5): `World`/`Zone`/`Enterprise`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum Visibility {
+        /// `World`.
+        World = "WORLD",
+        /// `Zone`.
+        Zone = "ZONE",
+        /// `Enterprise`.
+        Enterprise = "ENTERPRISE",
+    }
 }
 
 impl Visibility {
@@ -206,15 +192,6 @@ impl Visibility {
             "World, Zone, Enterprise",
             &[("World", Visibility::World), ("Zone", Visibility::Zone), ("Enterprise", Visibility::Enterprise)],
         )
-    }
-
-    /// The GraphQL enum value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Visibility::World => "WORLD",
-            Visibility::Zone => "ZONE",
-            Visibility::Enterprise => "ENTERPRISE",
-        }
     }
 }
 

@@ -14,12 +14,14 @@
 
 pub mod catalogue;
 pub mod common;
+pub mod graphql_enum;
 pub mod keys;
 pub mod kind;
 pub mod kinds;
 pub mod registry;
 pub mod time;
 
+pub use graphql_enum::GraphqlEnum;
 pub use keys::{GlobalId, Key};
 pub use kind::{Context, Kind, KindId, Link, Ref, RefIndex, Scope, Skip};
 pub use time::Timestamp;

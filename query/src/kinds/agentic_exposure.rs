@@ -22,9 +22,11 @@ use crate::error::internal;
 use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::Error;
+use schema::common::Visibility;
 use schema::keys::{index, natural};
 use schema::kinds::agent_card::AgentCard;
 use schema::kinds::agentic_catalogue::AgenticCatalogueRecord;
+use schema::kinds::agentic_exposure::AgenticVariant;
 use schema::kinds::agentic_exposure::{AgenticExposure, AgenticExposureRecord};
 use schema::kinds::agentic_subscription::AgenticSubscription;
 use schema::kinds::api_exposure::ApiExposureSecurity;
@@ -188,8 +190,8 @@ pub fn active_exposure(rq: &RequestContext, env: &str, base_path: &str, agent: b
 /// the owner.
 pub fn register_info(bld: &mut Builder) {
     super::values::register(bld);
-    bld.enumeration(VISIBILITY, &["WORLD", "ZONE", "ENTERPRISE"]);
-    bld.enumeration(VARIANT, &["MCP", "TELECONTEXTMCP", "AGENT"]);
+    bld.enumeration_of::<Visibility>(VISIBILITY);
+    bld.enumeration_of::<AgenticVariant>(VARIANT);
     let mut o = Object::new("AgenticExposureInfo")
         .field(field::<AgenticExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
             Ok(string(&global_id::<AgenticExposure>(&p.0.key)))

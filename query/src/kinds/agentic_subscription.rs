@@ -16,6 +16,7 @@ use crate::entity::{
 use crate::error::internal;
 use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
+use schema::common::StatusPhase;
 use schema::keys::index;
 use schema::kinds::agentic_exposure::AgenticExposure;
 use schema::kinds::agentic_subscription::{AgenticSubscription, AgenticSubscriptionRecord};
@@ -104,7 +105,7 @@ pub fn register_all(bld: &mut Builder) {
 pub fn register_info(bld: &mut Builder) {
     // Reduced views across teams: a list of them may hold every subscription of the kind.
     bld.record_list(INFO_TYPE, crate::limits::RecordList::All(schema::KindId::AgenticSubscription));
-    bld.enumeration("AgenticSubscriptionStatusPhase", &["READY", "PENDING", "ERROR", "UNKNOWN"]);
+    bld.enumeration_of::<StatusPhase>("AgenticSubscriptionStatusPhase");
     let mut o = Object::new(INFO_TYPE)
         .implement(INTERFACE)
         .field(field::<AgenticSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {

@@ -16,6 +16,7 @@ use crate::entity::{
 use crate::error::internal;
 use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
+use schema::common::StatusPhase;
 use schema::keys::index;
 use schema::kinds::api_exposure::ApiExposure;
 use schema::kinds::api_subscription::{ApiSubscription, ApiSubscriptionRecord};
@@ -96,7 +97,7 @@ pub fn register_all(bld: &mut Builder) {
 pub fn register_info(bld: &mut Builder) {
     // Reduced views across teams: a list of them may hold every subscription of the kind.
     bld.record_list("ApiSubscriptionInfo", crate::limits::RecordList::All(schema::KindId::ApiSubscription));
-    bld.enumeration("ApiSubscriptionStatusPhase", &["READY", "PENDING", "ERROR", "UNKNOWN"]);
+    bld.enumeration_of::<StatusPhase>("ApiSubscriptionStatusPhase");
     let mut o = Object::new("ApiSubscriptionInfo")
         .implement(INTERFACE)
         .field(field::<ApiSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {

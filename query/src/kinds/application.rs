@@ -18,6 +18,7 @@ use crate::filter::{FilterField, FilterType, FilterValue};
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use async_graphql::Error;
 use schema::keys::natural;
+use schema::kinds::application::SecretRotationPhase;
 use schema::kinds::application::{secret_rotation, Application, ApplicationRecord, IpRestrictions};
 use schema::kinds::zone::Zone;
 use schema::{KindId, Timestamp};
@@ -61,7 +62,7 @@ impl Entity for Application {
     const MULTI_ORDER: bool = true;
 
     fn fields(b: &mut Builder) -> Vec<Field> {
-        b.enumeration("ApplicationSecretRotationPhase", &["DONE", "ROTATING", "GRACE_PERIOD_ACTIVE", "GRACE_PERIOD_EXPIRING", "FAILED"]);
+        b.enumeration_of::<SecretRotationPhase>("ApplicationSecretRotationPhase");
         b.object(
             Object::new("IpRestrictions")
                 .field(field::<IpRestrictions>("Allow", TypeRef::named_nn_list(TypeRef::STRING), |p, _| Ok(list_or_null(&p.allow))))

@@ -22,9 +22,12 @@ use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::indexmap::IndexMap;
 use async_graphql::{Error, Name, Value};
+use schema::common::Visibility;
 use schema::keys::{index, natural};
 use schema::kinds::application::{Application, ApplicationRecord};
+use schema::kinds::event_exposure::ResponseFilterMode;
 use schema::kinds::event_exposure::{EventExposure, EventExposureRecord, EventScope, EventTrigger, ResponseFilter, SelectionFilter};
+use schema::kinds::event_subscription::{DeliveryType, PayloadType};
 use schema::kinds::event_subscription::{EventDelivery, EventSubscription};
 use schema::kinds::event_type::{EventType, EventTypeRecord};
 use storage::Stored;
@@ -148,7 +151,7 @@ pub fn active_exposure(rq: &RequestContext, env: &str, event_type: &str) -> Resu
 /// Registers `EventExposureInfo`: no scopes, triggers or publishing URL of the owner.
 pub fn register_info(bld: &mut Builder) {
     super::values::register(bld);
-    bld.enumeration("EventExposureVisibility", &["WORLD", "ZONE", "ENTERPRISE"]);
+    bld.enumeration_of::<Visibility>("EventExposureVisibility");
     let mut o = Object::new("EventExposureInfo")
         .field(field::<EventExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<EventExposure>(&p.0.key)))))
         .field(field::<EventExposureInfo>("eventType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.event_type))))
@@ -176,10 +179,10 @@ fn attributes(a: &std::collections::BTreeMap<String, String>) -> Option<FieldVal
 /// `EventSubscriptionDeliveryType`, `EventExposureVisibility`.
 pub fn register_values(bld: &mut Builder) {
     super::values::register(bld);
-    bld.enumeration("EventExposureVisibility", &["WORLD", "ZONE", "ENTERPRISE"]);
-    bld.enumeration("EventSubscriptionDeliveryType", &["CALLBACK", "SERVER_SENT_EVENT"]);
-    bld.enumeration("ResponseFilterMode", &["INCLUDE", "EXCLUDE"]);
-    bld.enumeration("PayloadType", &["DATA", "DATA_REF"]);
+    bld.enumeration_of::<Visibility>("EventExposureVisibility");
+    bld.enumeration_of::<DeliveryType>("EventSubscriptionDeliveryType");
+    bld.enumeration_of::<ResponseFilterMode>("ResponseFilterMode");
+    bld.enumeration_of::<PayloadType>("PayloadType");
     let string_nn = || TypeRef::named_nn(TypeRef::STRING);
     let bool_nn = || TypeRef::named_nn(TypeRef::BOOLEAN);
     bld.object(Object::new("EventScope").field(field::<EventScope>("name", string_nn(), |x, _| Ok(string(&x.name)))).field(field::<

@@ -15,6 +15,7 @@ use crate::entity::{
 use crate::error::internal;
 use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
+use schema::common::StatusPhase;
 use schema::keys::index;
 use schema::kinds::application::ApplicationRecord;
 use schema::kinds::event_exposure::EventExposure;
@@ -96,7 +97,7 @@ pub fn register_info(bld: &mut Builder) {
     // Reduced views across teams: a list of them may hold every subscription of the kind.
     bld.record_list("EventSubscriptionInfo", crate::limits::RecordList::All(schema::KindId::EventSubscription));
     register_values(bld);
-    bld.enumeration("EventSubscriptionStatusPhase", &["READY", "PENDING", "ERROR", "UNKNOWN"]);
+    bld.enumeration_of::<StatusPhase>("EventSubscriptionStatusPhase");
     let mut o = Object::new("EventSubscriptionInfo")
         .implement(INTERFACE)
         .field(field::<EventSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {

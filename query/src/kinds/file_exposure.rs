@@ -15,8 +15,10 @@ use crate::entity::{
 use crate::error::internal;
 use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, Object, TypeRef};
+use schema::common::Visibility;
 use schema::keys::{index, natural};
 use schema::kinds::application::{Application, ApplicationRecord};
+use schema::kinds::file_exposure::FileVariant;
 use schema::kinds::file_exposure::{FileExposure, FileExposureRecord, Sftp};
 use schema::kinds::file_subscription::FileSubscription;
 use schema::kinds::zone::Zone;
@@ -33,8 +35,8 @@ type S = Stored<FileExposureRecord>;
 /// Registers the value types and enums of the file kinds (idempotent): `FileSFTP`,
 /// `SSHPublicKey`, `FileExposureVisibility`, `FileExposureVariant`.
 pub fn register_values(bld: &mut Builder) {
-    bld.enumeration("FileExposureVisibility", &["WORLD", "ZONE", "ENTERPRISE"]);
-    bld.enumeration("FileExposureVariant", &["SFTP"]);
+    bld.enumeration_of::<Visibility>("FileExposureVisibility");
+    bld.enumeration_of::<FileVariant>("FileExposureVariant");
     bld.object(
         Object::new("SSHPublicKey").field(field::<SshPublicKey>("key", TypeRef::named_nn(TypeRef::STRING), |k, _| Ok(string(&k.0)))),
     );

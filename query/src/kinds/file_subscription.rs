@@ -15,6 +15,7 @@ use crate::entity::{
 use crate::error::internal;
 use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
+use schema::common::StatusPhase;
 use schema::keys::index;
 use schema::kinds::application::Application;
 use schema::kinds::application::ApplicationRecord;
@@ -91,7 +92,7 @@ pub fn register_all(bld: &mut Builder) {
 pub fn register_info(bld: &mut Builder) {
     // Reduced views across teams: a list of them may hold every subscription of the kind.
     bld.record_list(INFO_TYPE, crate::limits::RecordList::All(schema::KindId::FileSubscription));
-    bld.enumeration("FileSubscriptionStatusPhase", &["READY", "PENDING", "ERROR", "UNKNOWN"]);
+    bld.enumeration_of::<StatusPhase>("FileSubscriptionStatusPhase");
     let mut o = Object::new(INFO_TYPE)
         .implement(INTERFACE)
         .field(field::<FileSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {

@@ -22,6 +22,7 @@ use schema::keys::{index, natural};
 use schema::kinds::api::Api;
 use schema::kinds::application::Application;
 use schema::kinds::group::{Group, GroupRecord};
+use schema::kinds::team::TeamCategory;
 use schema::kinds::team::{Team, TeamMember, TeamRecord};
 use schema::{GlobalId, Key};
 use std::sync::Arc;
@@ -54,7 +55,7 @@ impl Entity for Team {
     const MULTI_ORDER: bool = true;
 
     fn fields(b: &mut Builder) -> Vec<Field> {
-        b.enumeration("TeamCategory", &["CUSTOMER", "INFRASTRUCTURE"]);
+        b.enumeration_of::<TeamCategory>("TeamCategory");
         let mut v = time_fields::<Team>();
         v.extend(status_fields::<Team>(b, |r| &r.status));
         v.extend([

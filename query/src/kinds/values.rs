@@ -8,12 +8,16 @@
 
 use crate::entity::{boolean, enum_item, enums, field, integer, nullable_string, obj, objs, secret, string, strs, Builder};
 use async_graphql::dynamic::{Object, TypeRef};
+use schema::common::{ApprovalStrategy, Visibility};
+use schema::kinds::api_exposure::TokenRequestMethod;
 use schema::kinds::api_exposure::{
     ApiExposureFeature, ApiExposureSecurity, ApprovalConfig, BasicAuthCredentials, ExternalIdentityProvider, Failover, Limits,
     Machine2MachineAuthentication, OAuth2ClientCredentials, RateLimit, RateLimitConfig, RateLimitOptions, RateLimitOverride,
     SubscriberRateLimits, Traffic, Upstream,
 };
+use schema::kinds::api_subscription::M2mAuthMethod;
 use schema::kinds::api_subscription::{ApiSubscriptionSecurity, SubscriberMachine2MachineAuthentication};
+use schema::kinds::approval_common::{ApprovalAction, ApprovalState};
 use schema::kinds::approval_common::{AvailableTransition, DeciderInfo, Decision, RequesterInfo};
 
 /// The deprecation reason of `SubscriberMachine2MachineAuthentication.scopes` (§10.4).
@@ -49,28 +53,15 @@ pub fn features(f: &[ApiExposureFeature]) -> Vec<&'static str> {
 
 /// Registers every value type and enum of this module (idempotent).
 pub fn register(bld: &mut Builder) {
-    bld.enumeration("ApprovalStrategy", &["AUTO", "SIMPLE", "FOUR_EYES"]);
-    bld.enumeration("ApprovalRequestStrategy", &["AUTO", "SIMPLE", "FOUR_EYES"]);
-    bld.enumeration("ApprovalState", &["PENDING", "SEMIGRANTED", "GRANTED", "REJECTED", "SUSPENDED", "EXPIRED"]);
-    bld.enumeration("ApprovalRequestState", &["PENDING", "SEMIGRANTED", "GRANTED", "REJECTED"]);
-    bld.enumeration("ApprovalAction", &["ALLOW", "DENY", "SUSPEND", "RESUME"]);
-    bld.enumeration("TokenRequestMethod", &["client_secret_basic", "client_secret_post"]);
-    bld.enumeration(
-        "ApiExposureFeature",
-        &[
-            "BASIC_AUTH",
-            "CIRCUIT_BREAKER",
-            "CUSTOM_SCOPES",
-            "EXTERNAL_IDP",
-            "FAILOVER",
-            "HEADER_TRANSFORMATION",
-            "LAST_MILE_SECURITY",
-            "LOAD_BALANCING",
-            "RATE_LIMIT",
-        ],
-    );
-    bld.enumeration("ApiExposureVisibility", &["WORLD", "ZONE", "ENTERPRISE"]);
-    bld.enumeration("ApiSubscriptionM2mAuthMethod", &["NONE", "BASIC_AUTH", "OAUTH2_CLIENT", "SCOPES_ONLY"]);
+    bld.enumeration_of::<ApprovalStrategy>("ApprovalStrategy");
+    bld.enumeration_of::<ApprovalStrategy>("ApprovalRequestStrategy");
+    bld.enumeration_of::<ApprovalState>("ApprovalState");
+    bld.enumeration("ApprovalRequestState", ApprovalState::REQUEST_VALUES);
+    bld.enumeration_of::<ApprovalAction>("ApprovalAction");
+    bld.enumeration_of::<TokenRequestMethod>("TokenRequestMethod");
+    bld.enumeration_of::<ApiExposureFeature>("ApiExposureFeature");
+    bld.enumeration_of::<Visibility>("ApiExposureVisibility");
+    bld.enumeration_of::<M2mAuthMethod>("ApiSubscriptionM2mAuthMethod");
 
     let string_type = || TypeRef::named(TypeRef::STRING);
     let string_nn = || TypeRef::named_nn(TypeRef::STRING);

@@ -10,6 +10,7 @@ use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::application::Application;
+use schema::kinds::zone::ZoneVisibility;
 use schema::kinds::zone::{Zone, ZoneRecord};
 use storage::Stored;
 
@@ -22,7 +23,7 @@ impl Entity for Zone {
     const TEAM_OWNED: bool = false;
 
     fn fields(b: &mut Builder) -> Vec<Field> {
-        b.enumeration("ZoneVisibility", &["WORLD", "ENTERPRISE"]);
+        b.enumeration_of::<ZoneVisibility>("ZoneVisibility");
         vec![
             // `issuerURL` + the token path; null when the zone has no issuer.
             rf::<Zone>("tokenURL", TypeRef::named(TypeRef::STRING), |r| {

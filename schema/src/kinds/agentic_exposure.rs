@@ -11,6 +11,7 @@
 //! traffic.
 
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
+use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, natural, Key};
 use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
 use crate::kinds::api_exposure::{
@@ -56,15 +57,17 @@ pub struct AgenticExposureRecord {
     pub traffic: Traffic,
 }
 
-/// What an AgenticExposure exposes (GraphQL `AgenticExposureVariant`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum AgenticVariant {
-    /// `MCP`: an MCP server (catalogue: McpServer).
-    Mcp,
-    /// `TELECONTEXTMCP`: an MCP server with Telecontext (catalogue: McpServer).
-    TelecontextMcp,
-    /// `AGENT`: an A2A agent (catalogue: AgentCard).
-    Agent,
+graphql_enum! {
+    /// What an AgenticExposure exposes (GraphQL `AgenticExposureVariant`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum AgenticVariant {
+        /// `MCP`: an MCP server (catalogue: McpServer).
+        Mcp = "MCP",
+        /// `TELECONTEXTMCP`: an MCP server with Telecontext (catalogue: McpServer).
+        TelecontextMcp = "TELECONTEXTMCP",
+        /// `AGENT`: an A2A agent (catalogue: AgentCard).
+        Agent = "AGENT",
+    }
 }
 
 impl AgenticVariant {
@@ -79,15 +82,6 @@ impl AgenticVariant {
             "MCP, TELECONTEXTMCP, AGENT",
             &[("MCP", AgenticVariant::Mcp), ("TELECONTEXTMCP", AgenticVariant::TelecontextMcp), ("AGENT", AgenticVariant::Agent)],
         )
-    }
-
-    /// The GraphQL enum value (`MCP`, `TELECONTEXTMCP`, `AGENT`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgenticVariant::Mcp => "MCP",
-            AgenticVariant::TelecontextMcp => "TELECONTEXTMCP",
-            AgenticVariant::Agent => "AGENT",
-        }
     }
 
     /// Whether the exposed thing is an agent (catalogue AgentCard) rather than an MCP server

@@ -7,6 +7,7 @@
 //! [`OAuth2ClientCredentials`]), mapped per §1.6.
 
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
+use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, natural, Key};
 use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
 use crate::kinds::subscription_wiring::ExposureWiring;
@@ -46,43 +47,28 @@ pub struct ApiExposureRecord {
     pub traffic: Traffic,
 }
 
-/// A feature of an exposure (GraphQL `ApiExposureFeature`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ApiExposureFeature {
-    /// Always present: the gateway secures the last mile.
-    LastMileSecurity,
-    /// `spec.security.m2m.externalIDP` is set.
-    ExternalIdp,
-    /// `spec.security.m2m.scopes` is non-empty.
-    CustomScopes,
-    /// `spec.security.m2m.basic` is set.
-    BasicAuth,
-    /// `spec.traffic.rateLimit` is set.
-    RateLimit,
-    /// `spec.traffic.failover` is set (even without zones).
-    Failover,
-    /// `spec.traffic.circuitBreaker` is set (whatever `enabled` says, as the reference does).
-    CircuitBreaker,
-    /// More than one upstream.
-    LoadBalancing,
-    /// `spec.transformation` is set.
-    HeaderTransformation,
-}
-
-impl ApiExposureFeature {
-    /// The GraphQL enum value (`LAST_MILE_SECURITY`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApiExposureFeature::LastMileSecurity => "LAST_MILE_SECURITY",
-            ApiExposureFeature::ExternalIdp => "EXTERNAL_IDP",
-            ApiExposureFeature::CustomScopes => "CUSTOM_SCOPES",
-            ApiExposureFeature::BasicAuth => "BASIC_AUTH",
-            ApiExposureFeature::RateLimit => "RATE_LIMIT",
-            ApiExposureFeature::Failover => "FAILOVER",
-            ApiExposureFeature::CircuitBreaker => "CIRCUIT_BREAKER",
-            ApiExposureFeature::LoadBalancing => "LOAD_BALANCING",
-            ApiExposureFeature::HeaderTransformation => "HEADER_TRANSFORMATION",
-        }
+graphql_enum! {
+    /// A feature of an exposure (GraphQL `ApiExposureFeature`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ApiExposureFeature {
+        /// Always present: the gateway secures the last mile.
+        LastMileSecurity = "LAST_MILE_SECURITY",
+        /// `spec.security.m2m.externalIDP` is set.
+        ExternalIdp = "EXTERNAL_IDP",
+        /// `spec.security.m2m.scopes` is non-empty.
+        CustomScopes = "CUSTOM_SCOPES",
+        /// `spec.security.m2m.basic` is set.
+        BasicAuth = "BASIC_AUTH",
+        /// `spec.traffic.rateLimit` is set.
+        RateLimit = "RATE_LIMIT",
+        /// `spec.traffic.failover` is set (even without zones).
+        Failover = "FAILOVER",
+        /// `spec.traffic.circuitBreaker` is set (whatever `enabled` says, as the reference does).
+        CircuitBreaker = "CIRCUIT_BREAKER",
+        /// More than one upstream.
+        LoadBalancing = "LOAD_BALANCING",
+        /// `spec.transformation` is set.
+        HeaderTransformation = "HEADER_TRANSFORMATION",
     }
 }
 
@@ -137,13 +123,15 @@ pub struct ExternalIdentityProvider {
     pub client: Option<OAuth2ClientCredentials>,
 }
 
-/// `…externalIDP.tokenRequest` (GraphQL `TokenRequestMethod`, lower-case values).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum TokenRequestMethod {
-    /// `client_secret_basic`.
-    ClientSecretBasic,
-    /// `client_secret_post`.
-    ClientSecretPost,
+graphql_enum! {
+    /// `…externalIDP.tokenRequest` (GraphQL `TokenRequestMethod`, lower-case values).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum TokenRequestMethod {
+        /// `client_secret_basic`.
+        ClientSecretBasic = "client_secret_basic",
+        /// `client_secret_post`.
+        ClientSecretPost = "client_secret_post",
+    }
 }
 
 impl TokenRequestMethod {
@@ -158,14 +146,6 @@ impl TokenRequestMethod {
             "client_secret_basic, client_secret_post",
             &[("client_secret_basic", TokenRequestMethod::ClientSecretBasic), ("client_secret_post", TokenRequestMethod::ClientSecretPost)],
         )
-    }
-
-    /// The GraphQL enum value (lower case, as in the CRD).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TokenRequestMethod::ClientSecretBasic => "client_secret_basic",
-            TokenRequestMethod::ClientSecretPost => "client_secret_post",
-        }
     }
 }
 

@@ -5,6 +5,7 @@
 //! retried (DESIGN decision 2).
 
 use crate::common::{self, Meta, Status};
+use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, Key};
 use crate::kind::{Context, Kind, KindId, Link, Ref, RefIndex, Scope, Skip};
 use crate::kinds::api_exposure::{BasicAuthCredentials, OAuth2ClientCredentials};
@@ -40,28 +41,18 @@ pub struct ApiSubscriptionRecord {
     pub active_scopes: Option<Vec<String>>,
 }
 
-/// How the subscriber authenticates (GraphQL `ApiSubscriptionM2mAuthMethod`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum M2mAuthMethod {
-    /// No `spec.security.m2m`, or one without client, basic and scopes.
-    None,
-    /// `spec.security.m2m.basic` (and no client).
-    BasicAuth,
-    /// `spec.security.m2m.client`.
-    Oauth2Client,
-    /// Only `spec.security.m2m.scopes`.
-    ScopesOnly,
-}
-
-impl M2mAuthMethod {
-    /// The GraphQL enum value (`NONE`, `BASIC_AUTH`, `OAUTH2_CLIENT`, `SCOPES_ONLY`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            M2mAuthMethod::None => "NONE",
-            M2mAuthMethod::BasicAuth => "BASIC_AUTH",
-            M2mAuthMethod::Oauth2Client => "OAUTH2_CLIENT",
-            M2mAuthMethod::ScopesOnly => "SCOPES_ONLY",
-        }
+graphql_enum! {
+    /// How the subscriber authenticates (GraphQL `ApiSubscriptionM2mAuthMethod`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum M2mAuthMethod {
+        /// No `spec.security.m2m`, or one without client, basic and scopes.
+        None = "NONE",
+        /// `spec.security.m2m.basic` (and no client).
+        BasicAuth = "BASIC_AUTH",
+        /// `spec.security.m2m.client`.
+        Oauth2Client = "OAUTH2_CLIENT",
+        /// Only `spec.security.m2m.scopes`.
+        ScopesOnly = "SCOPES_ONLY",
     }
 }
 

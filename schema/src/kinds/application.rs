@@ -10,6 +10,7 @@
 //! existence of the application's PermissionSet and is resolved when read.
 
 use crate::common::{required, status_from_conditions, Meta, Status};
+use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, natural, Key};
 use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
 use crate::time::Timestamp;
@@ -22,31 +23,20 @@ pub struct Application;
 /// The condition type holding the secret-rotation state.
 pub const SECRET_ROTATION_CONDITION: &str = "SecretRotation";
 
-/// `ApplicationSecretRotationPhase` (§2.4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum SecretRotationPhase {
-    /// No rotation running (also: the grace period is over).
-    Done,
-    /// A rotation is in progress.
-    Rotating,
-    /// The rotated (old) secret is still accepted, at least 20 % of the grace period remains.
-    GracePeriodActive,
-    /// The rotated secret is still accepted, less than 20 % of the grace period remains.
-    GracePeriodExpiring,
-    /// The rotation failed.
-    Failed,
-}
-
-impl SecretRotationPhase {
-    /// The GraphQL enum value (`DONE`, `ROTATING`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SecretRotationPhase::Done => "DONE",
-            SecretRotationPhase::Rotating => "ROTATING",
-            SecretRotationPhase::GracePeriodActive => "GRACE_PERIOD_ACTIVE",
-            SecretRotationPhase::GracePeriodExpiring => "GRACE_PERIOD_EXPIRING",
-            SecretRotationPhase::Failed => "FAILED",
-        }
+graphql_enum! {
+    /// `ApplicationSecretRotationPhase` (§2.4).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+    pub enum SecretRotationPhase {
+        /// No rotation running (also: the grace period is over).
+        Done = "DONE",
+        /// A rotation is in progress.
+        Rotating = "ROTATING",
+        /// The rotated (old) secret is still accepted, at least 20 % of the grace period remains.
+        GracePeriodActive = "GRACE_PERIOD_ACTIVE",
+        /// The rotated secret is still accepted, less than 20 % of the grace period remains.
+        GracePeriodExpiring = "GRACE_PERIOD_EXPIRING",
+        /// The rotation failed.
+        Failed = "FAILED",
     }
 }
 

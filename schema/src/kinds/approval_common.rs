@@ -7,6 +7,7 @@
 //! subscription's link 0: component 1 of every exposure family's natural key is its team).
 
 use crate::common::{self, ApprovalStrategy, Meta, Status};
+use crate::graphql_enum::graphql_enum;
 use crate::keys::{natural, Key};
 use crate::kind::{Context, KindId, Link, Ref, RefIndex, Scope, Skip};
 use crate::time::Timestamp;
@@ -87,22 +88,27 @@ impl SubscriptionRef {
     }
 }
 
-/// `spec.state` (GraphQL `ApprovalState`; ApprovalRequest uses the first four values only).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ApprovalState {
-    /// `Pending`.
-    Pending,
-    /// `Semigranted`: one of two FourEyes approvals given.
-    Semigranted,
-    /// `Granted`.
-    Granted,
-    /// `Rejected`.
-    Rejected,
-    /// `Suspended` (Approval only).
-    Suspended,
-    /// `Expired` (Approval only).
-    Expired,
+graphql_enum! {
+    /// `spec.state` (GraphQL `ApprovalState`; ApprovalRequest uses the first four values only).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ApprovalState {
+        /// `Pending`.
+        Pending = "PENDING",
+        /// `Semigranted`: one of two FourEyes approvals given.
+        Semigranted = "SEMIGRANTED",
+        /// `Granted`.
+        Granted = "GRANTED",
+        /// `Rejected`.
+        Rejected = "REJECTED",
+        /// `Suspended` (Approval only).
+        Suspended = "SUSPENDED",
+        /// `Expired` (Approval only).
+        Expired = "EXPIRED",
+    }
 }
+
+/// How many of the states, from the first, an ApprovalRequest can be in.
+const REQUEST_STATES: usize = 4;
 
 const APPROVAL_STATES: &[(&str, ApprovalState)] = &[
     ("Pending", ApprovalState::Pending),
@@ -128,33 +134,30 @@ impl ApprovalState {
     /// # Errors
     /// [`Skip::InvalidEnum`] for other values.
     pub fn parse_request(field: &'static str, value: &str) -> Result<ApprovalState, Skip> {
-        common::parse_enum(field, value, "Pending, Semigranted, Granted, Rejected", &APPROVAL_STATES[..4])
+        common::parse_enum(field, value, "Pending, Semigranted, Granted, Rejected", &APPROVAL_STATES[..REQUEST_STATES])
     }
 
-    /// The GraphQL enum value (`PENDING`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalState::Pending => "PENDING",
-            ApprovalState::Semigranted => "SEMIGRANTED",
-            ApprovalState::Granted => "GRANTED",
-            ApprovalState::Rejected => "REJECTED",
-            ApprovalState::Suspended => "SUSPENDED",
-            ApprovalState::Expired => "EXPIRED",
-        }
-    }
+    /// The GraphQL values of an ApprovalRequest's states (GraphQL `ApprovalRequestState`): the
+    /// first four.
+    pub const REQUEST_VALUES: &'static [&'static str] = {
+        let (request, _) = <ApprovalState as crate::GraphqlEnum>::VALUES.split_at(REQUEST_STATES);
+        request
+    };
 }
 
-/// `status.availableTransitions[].action` (GraphQL `ApprovalAction`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ApprovalAction {
-    /// `Allow`.
-    Allow,
-    /// `Deny`.
-    Deny,
-    /// `Suspend`.
-    Suspend,
-    /// `Resume`.
-    Resume,
+graphql_enum! {
+    /// `status.availableTransitions[].action` (GraphQL `ApprovalAction`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ApprovalAction {
+        /// `Allow`.
+        Allow = "ALLOW",
+        /// `Deny`.
+        Deny = "DENY",
+        /// `Suspend`.
+        Suspend = "SUSPEND",
+        /// `Resume`.
+        Resume = "RESUME",
+    }
 }
 
 impl ApprovalAction {
@@ -174,16 +177,6 @@ impl ApprovalAction {
                 ("Resume", ApprovalAction::Resume),
             ],
         )
-    }
-
-    /// The GraphQL enum value (`ALLOW`, …).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalAction::Allow => "ALLOW",
-            ApprovalAction::Deny => "DENY",
-            ApprovalAction::Suspend => "SUSPEND",
-            ApprovalAction::Resume => "RESUME",
-        }
     }
 }
 

@@ -13,6 +13,7 @@
 //! stale-link quirk (§7.2) cannot occur.
 
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
+use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, natural, Key};
 use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
 use crate::kinds::api_exposure::ApprovalConfig;
@@ -78,13 +79,15 @@ pub struct ResponseFilter {
     pub mode: ResponseFilterMode,
 }
 
-/// `…responseFilter.mode` (GraphQL `ResponseFilterMode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ResponseFilterMode {
-    /// `Include`: deliver only the listed paths.
-    Include,
-    /// `Exclude`: deliver everything but the listed paths.
-    Exclude,
+graphql_enum! {
+    /// `…responseFilter.mode` (GraphQL `ResponseFilterMode`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ResponseFilterMode {
+        /// `Include`: deliver only the listed paths.
+        Include = "INCLUDE",
+        /// `Exclude`: deliver everything but the listed paths.
+        Exclude = "EXCLUDE",
+    }
 }
 
 impl ResponseFilterMode {
@@ -102,14 +105,6 @@ impl ResponseFilterMode {
             "Include, Exclude",
             &[("Include", ResponseFilterMode::Include), ("Exclude", ResponseFilterMode::Exclude)],
         )
-    }
-
-    /// The GraphQL enum value (`INCLUDE`, `EXCLUDE`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ResponseFilterMode::Include => "INCLUDE",
-            ResponseFilterMode::Exclude => "EXCLUDE",
-        }
     }
 }
 

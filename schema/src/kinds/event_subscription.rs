@@ -10,6 +10,7 @@
 //! GraphQL `scopes`), `active_scopes` = the newer `status.activeScopes`, read as optional.
 
 use crate::common::{self, Meta, Status};
+use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, Key};
 use crate::kind::{Context, Kind, KindId, Link, Ref, RefIndex, Scope, Skip};
 use crate::kinds::event_exposure::EventTrigger;
@@ -49,13 +50,15 @@ pub struct EventSubscriptionRecord {
     pub gateway_sse_url: String,
 }
 
-/// `spec.delivery.type` (GraphQL `EventSubscriptionDeliveryType`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum DeliveryType {
-    /// `Callback`: events are POSTed to `spec.delivery.callback`.
-    Callback,
-    /// `ServerSentEvent`: the subscriber reads the SSE endpoint `status.url`.
-    ServerSentEvent,
+graphql_enum! {
+    /// `spec.delivery.type` (GraphQL `EventSubscriptionDeliveryType`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum DeliveryType {
+        /// `Callback`: events are POSTed to `spec.delivery.callback`.
+        Callback = "CALLBACK",
+        /// `ServerSentEvent`: the subscriber reads the SSE endpoint `status.url`.
+        ServerSentEvent = "SERVER_SENT_EVENT",
+    }
 }
 
 impl DeliveryType {
@@ -74,23 +77,17 @@ impl DeliveryType {
             &[("Callback", DeliveryType::Callback), ("ServerSentEvent", DeliveryType::ServerSentEvent)],
         )
     }
-
-    /// The GraphQL enum value (`CALLBACK`, `SERVER_SENT_EVENT`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeliveryType::Callback => "CALLBACK",
-            DeliveryType::ServerSentEvent => "SERVER_SENT_EVENT",
-        }
-    }
 }
 
-/// `spec.delivery.payload` (GraphQL `PayloadType`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PayloadType {
-    /// `Data`: the event carries its payload.
-    Data,
-    /// `DataRef`: the event carries a reference to its payload.
-    DataRef,
+graphql_enum! {
+    /// `spec.delivery.payload` (GraphQL `PayloadType`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum PayloadType {
+        /// `Data`: the event carries its payload.
+        Data = "DATA",
+        /// `DataRef`: the event carries a reference to its payload.
+        DataRef = "DATA_REF",
+    }
 }
 
 impl PayloadType {
@@ -103,14 +100,6 @@ impl PayloadType {
             return Ok(PayloadType::Data);
         }
         common::parse_enum(field, value, "Data, DataRef", &[("Data", PayloadType::Data), ("DataRef", PayloadType::DataRef)])
-    }
-
-    /// The GraphQL enum value (`DATA`, `DATA_REF`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PayloadType::Data => "DATA",
-            PayloadType::DataRef => "DATA_REF",
-        }
     }
 }
 

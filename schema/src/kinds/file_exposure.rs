@@ -8,6 +8,7 @@
 //! file kinds ([`owner_application`]).
 
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
+use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, natural, Key};
 use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
 use crate::kinds::api_exposure::ApprovalConfig;
@@ -49,11 +50,13 @@ pub struct FileExposureRecord {
     pub service_external_url: Option<String>,
 }
 
-/// `spec.variant` of a FileExposure (GraphQL `FileExposureVariant`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum FileVariant {
-    /// `sftp`.
-    Sftp,
+graphql_enum! {
+    /// `spec.variant` of a FileExposure (GraphQL `FileExposureVariant`).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum FileVariant {
+        /// `sftp`.
+        Sftp = "SFTP",
+    }
 }
 
 impl FileVariant {
@@ -63,13 +66,6 @@ impl FileVariant {
     /// [`Skip::InvalidEnum`] for other values.
     pub fn parse(field: &'static str, value: &str) -> Result<FileVariant, Skip> {
         common::parse_enum(field, value, "sftp", &[("sftp", FileVariant::Sftp)])
-    }
-
-    /// The GraphQL enum value (`SFTP`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FileVariant::Sftp => "SFTP",
-        }
     }
 }
 

@@ -5,6 +5,7 @@
 //! before its group links up as soon as the group exists (no stale link, §7.2).
 
 use crate::common::{parse_enum, required, status_from_conditions, Meta, Status};
+use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, natural, Key};
 use crate::kind::{Context, Kind, KindId, RefIndex, Scope, Skip};
 use crate::time::Timestamp;
@@ -14,13 +15,15 @@ use serde::{Deserialize, Serialize};
 /// The Team kind.
 pub struct Team;
 
-/// `TeamCategory` (§1.5): upper-case of `spec.category`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum TeamCategory {
-    /// `Customer`.
-    Customer,
-    /// `Infrastructure`.
-    Infrastructure,
+graphql_enum! {
+    /// `TeamCategory` (§1.5): upper-case of `spec.category`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum TeamCategory {
+        /// `Customer`.
+        Customer = "CUSTOMER",
+        /// `Infrastructure`.
+        Infrastructure = "INFRASTRUCTURE",
+    }
 }
 
 impl TeamCategory {
@@ -35,14 +38,6 @@ impl TeamCategory {
             "Customer, Infrastructure",
             &[("Customer", TeamCategory::Customer), ("Infrastructure", TeamCategory::Infrastructure)],
         )
-    }
-
-    /// The GraphQL enum value (`CUSTOMER`, `INFRASTRUCTURE`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TeamCategory::Customer => "CUSTOMER",
-            TeamCategory::Infrastructure => "INFRASTRUCTURE",
-        }
     }
 }
 

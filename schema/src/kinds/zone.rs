@@ -8,6 +8,7 @@
 //! (DESIGN decision 3, §7.3): a default preset whose URLs are all hidden gives `None`, not `""`.
 
 use crate::common::{parse_enum, Meta};
+use crate::graphql_enum::graphql_enum;
 use crate::keys::{natural, Key};
 use crate::kind::{Context, Kind, KindId, Scope, Skip};
 use crate::time::Timestamp;
@@ -18,13 +19,15 @@ use serde::{Deserialize, Serialize};
 /// The Zone kind.
 pub struct Zone;
 
-/// `ZoneVisibility` (§1.5): upper-case of `spec.visibility`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ZoneVisibility {
-    /// `World`.
-    World,
-    /// `Enterprise`.
-    Enterprise,
+graphql_enum! {
+    /// `ZoneVisibility` (§1.5): upper-case of `spec.visibility`.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+    pub enum ZoneVisibility {
+        /// `World`.
+        World = "WORLD",
+        /// `Enterprise`.
+        Enterprise = "ENTERPRISE",
+    }
 }
 
 impl ZoneVisibility {
@@ -34,14 +37,6 @@ impl ZoneVisibility {
     /// [`Skip::InvalidEnum`] for values other than `World`/`Enterprise`.
     pub fn parse(field: &'static str, value: &str) -> Result<ZoneVisibility, Skip> {
         parse_enum(field, value, "World, Enterprise", &[("World", ZoneVisibility::World), ("Enterprise", ZoneVisibility::Enterprise)])
-    }
-
-    /// The GraphQL enum value (`WORLD`, `ENTERPRISE`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ZoneVisibility::World => "WORLD",
-            ZoneVisibility::Enterprise => "ENTERPRISE",
-        }
     }
 }
 
