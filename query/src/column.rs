@@ -3,9 +3,11 @@
 //! `where` input field are both generated from it ([`crate::entity::register`],
 //! [`crate::entity::Builder::where_type`]), so the two cannot disagree.
 
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::entity::RequestContext;
+use crate::filter::{FilterField, FilterType, FilterValue, Getter};
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use async_graphql::{Name, Value};
+use schema::{GraphqlEnum, Timestamp};
 use std::sync::Arc;
 use storage::Stored;
 
@@ -17,41 +19,66 @@ pub struct Column<R> {
     nullable: bool,
     /// `IsNil`/`NotNil` in `where` (as `nullable`, unless [`Column::nillable`]).
     nillable: bool,
-    get: Arc<dyn Fn(&R) -> FilterValue + Send + Sync>,
+    get: Getter<R>,
+    /// The values of the enum type of an enum column, registered with the entity.
+    enum_values: Option<&'static [&'static str]>,
 }
 
 impl<R: Send + Sync + 'static> Column<R> {
+    /// A column of type `ty` whose value may depend on the request (e.g. on its `now`), null in
+    /// the object field and nil in `where` when `nullable`.
+    pub fn with_request(
+        name: &'static str,
+        ty: FilterType,
+        nullable: bool,
+        get: impl Fn(&Stored<R>, &RequestContext) -> FilterValue + Send + Sync + 'static,
+    ) -> Column<R> {
+        Column { name, ty, nullable, nillable: nullable, get: Arc::new(get), enum_values: None }
+    }
+
+    fn of_record(name: &'static str, ty: FilterType, nullable: bool, get: impl Fn(&R) -> FilterValue + Send + Sync + 'static) -> Column<R> {
+        Column::with_request(name, ty, nullable, move |s, _| get(&s.record))
+    }
+
     /// A `String!` field.
     pub fn string(name: &'static str, get: impl Fn(&R) -> &str + Send + Sync + 'static) -> Column<R> {
-        Column {
-            name,
-            ty: FilterType::Str,
-            nullable: false,
-            nillable: false,
-            get: Arc::new(move |r| FilterValue::Str(Some(get(r).to_string()))),
-        }
+        Column::of_record(name, FilterType::Str, false, move |r| FilterValue::Str(Some(get(r).to_string())))
     }
 
     /// A `String` field, null when `get` gives `None`.
     pub fn optional_string(name: &'static str, get: impl Fn(&R) -> Option<&str> + Send + Sync + 'static) -> Column<R> {
-        Column {
-            name,
-            ty: FilterType::Str,
-            nullable: true,
-            nillable: true,
-            get: Arc::new(move |r| FilterValue::Str(get(r).map(str::to_string))),
-        }
+        Column::of_record(name, FilterType::Str, true, move |r| FilterValue::Str(get(r).map(str::to_string)))
     }
 
-    /// A non-null value of the enum type `type_name` (`get` gives the value's GraphQL name).
-    pub fn enumeration(name: &'static str, type_name: &str, get: impl Fn(&R) -> &str + Send + Sync + 'static) -> Column<R> {
-        let ty = FilterType::Enum(type_name.to_string());
-        Column { name, ty, nullable: false, nillable: false, get: Arc::new(move |r| FilterValue::Str(Some(get(r).to_string()))) }
+    /// A non-null value of the GraphQL enum `type_name`, whose values are those of `E`
+    /// (registered with the entity).
+    pub fn enumeration<E: GraphqlEnum>(name: &'static str, type_name: &str, get: impl Fn(&R) -> E + Send + Sync + 'static) -> Column<R> {
+        let column = Column::of_record(name, FilterType::Enum(type_name.to_string()), false, move |r| {
+            FilterValue::Str(Some(get(r).as_graphql().to_string()))
+        });
+        Column { enum_values: Some(E::VALUES), ..column }
+    }
+
+    /// An enum column whose type has only the first `count` values of its schema enum (e.g.
+    /// `ApprovalRequestState`).
+    pub fn first_values(self, count: usize) -> Column<R> {
+        let enum_values = self.enum_values.map(|values| &values[..count.min(values.len())]);
+        Column { enum_values, ..self }
     }
 
     /// A `Boolean!` field.
     pub fn boolean(name: &'static str, get: impl Fn(&R) -> bool + Send + Sync + 'static) -> Column<R> {
-        Column { name, ty: FilterType::Bool, nullable: false, nillable: false, get: Arc::new(move |r| FilterValue::Bool(Some(get(r)))) }
+        Column::of_record(name, FilterType::Bool, false, move |r| FilterValue::Bool(Some(get(r))))
+    }
+
+    /// A `Time` field, null when `get` gives `None`.
+    pub fn optional_time(name: &'static str, get: impl Fn(&R) -> Option<Timestamp> + Send + Sync + 'static) -> Column<R> {
+        Column::of_record(name, FilterType::Time, true, move |r| FilterValue::Time(get(r)))
+    }
+
+    /// A `Time!` field of the stored record's bookkeeping (`createdAt`, `lastModifiedAt`).
+    pub fn stored_time(name: &'static str, get: impl Fn(&Stored<R>) -> Timestamp + Send + Sync + 'static) -> Column<R> {
+        Column::with_request(name, FilterType::Time, false, move |s, _| FilterValue::Time(Some(get(s))))
     }
 
     /// The object field is nullable (though the value is always there) and `where` offers
@@ -71,6 +98,14 @@ impl<R: Send + Sync + 'static> Column<R> {
         self.name
     }
 
+    /// The enum type of an enum column with its values (`None` for other columns).
+    pub fn enum_type(&self) -> Option<(&str, &'static [&'static str])> {
+        match (&self.ty, self.enum_values) {
+            (FilterType::Enum(name), Some(values)) => Some((name, values)),
+            _ => None,
+        }
+    }
+
     /// The object field.
     pub fn object_field(&self) -> Field {
         let type_name = match &self.ty {
@@ -82,13 +117,15 @@ impl<R: Send + Sync + 'static> Column<R> {
         };
         let ty = if self.nullable { TypeRef::named(type_name) } else { TypeRef::named_nn(type_name) };
         let (get, is_enum) = (self.get.clone(), matches!(self.ty, FilterType::Enum(_)));
-        crate::entity::field::<Stored<R>>(self.name, ty, move |p, _| Ok(field_value(get(&p.record), is_enum)))
+        crate::entity::field::<Stored<R>>(self.name, ty, move |p, rq| Ok(field_value(get(p, rq), is_enum)))
     }
 
     /// The `where` input field.
     pub fn filter_field(&self) -> FilterField<R> {
-        let get = self.get.clone();
-        FilterField::new(self.name, self.ty.clone(), self.nillable, move |s: &Stored<R>| get(&s.record))
+        FilterField::with_request(self.name, self.ty.clone(), self.nillable, {
+            let get = self.get.clone();
+            move |s: &Stored<R>, rq| get(s, rq)
+        })
     }
 }
 

@@ -12,7 +12,6 @@ use async_graphql::dynamic::{
     Enum, Field, FieldFuture, FieldValue, InputObject, InputValue, Interface, InterfaceField, Object, ResolverContext, TypeRef,
 };
 use async_graphql::{Error, Name, Value};
-use schema::common::StatusPhase;
 use schema::GraphqlEnum;
 use schema::{GlobalId, Key, Kind, Scope, Timestamp};
 use std::any::Any;
@@ -88,19 +87,14 @@ pub trait Entity: Kind {
     const SHARED_SCOPES: bool = false;
 
     /// Scalar fields that are both object fields and `where` fields, each declared once
-    /// ([`Column`]); listed after [`Entity::fields`] and [`Entity::filters`].
+    /// ([`Column`]); listed after [`Entity::fields`]. The `where` input has `id`, these and
+    /// the [`Entity::edge_filters`]: nothing is filterable that is not also a field.
     fn columns() -> Vec<Column<Self::Record>> {
         Vec::new()
     }
 
     /// Object fields besides `id` and the [`Entity::columns`]. May register helper types in `b`.
     fn fields(b: &mut Builder) -> Vec<Field>;
-
-    /// Filterable fields besides `id` and the [`Entity::columns`], in GraphQL order (fields
-    /// whose filter differs from their object field, or that are filters only).
-    fn filters() -> Vec<FilterField<Self::Record>> {
-        Vec::new()
-    }
 
     /// Edges usable in `where` (`has<Edge>`, `has<Edge>With`).
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<Self::Record>> {
@@ -192,7 +186,6 @@ impl Builder {
         let mut fields = vec![FilterField::new("id", crate::filter::FilterType::Id, false, |s: &Stored<K::Record>| {
             crate::filter::FilterValue::Str(Some(GlobalId::new(K::TYPE, &s.key).encode()))
         })];
-        fields.extend(K::filters());
         fields.extend(K::columns().iter().map(Column::filter_field));
         let w = WhereType::new(name, fields, K::edge_filters(), &self.wheres);
         self.input(w.input_object());
@@ -305,33 +298,6 @@ pub fn rf<K: Kind>(name: &str, ty: TypeRef, f: impl Fn(&K::Record) -> Option<Fie
     field::<Stored<K::Record>>(name, ty, move |p, _| Ok(f(&p.record)))
 }
 
-/// `statusPhase: <Type>StatusPhase` and `statusMessage: String` from a record's status.
-pub fn status_fields<K: Entity>(b: &mut Builder, status: fn(&K::Record) -> &schema::common::Status) -> Vec<Field> {
-    let enum_name = format!("{}StatusPhase", K::TYPE);
-    b.enumeration_of::<StatusPhase>(&enum_name);
-    vec![
-        rf::<K>("statusPhase", TypeRef::named(&enum_name), move |r| enum_item(status(r).phase.as_str())),
-        rf::<K>("statusMessage", TypeRef::named(TypeRef::STRING), move |r| string(&status(r).message)),
-    ]
-}
-
-/// `createdAt: Time!`, `lastModifiedAt: Time!`.
-pub fn time_fields<K: Kind>() -> Vec<Field> {
-    vec![
-        field::<Stored<K::Record>>("createdAt", TypeRef::named_nn("Time"), |p, _| Ok(time(p.created_at))),
-        field::<Stored<K::Record>>("lastModifiedAt", TypeRef::named_nn("Time"), |p, _| Ok(time(p.last_modified_at))),
-    ]
-}
-
-/// The filter fields every entity with the mixins has: `createdAt`, `lastModifiedAt`.
-pub fn time_filters<R: 'static>() -> Vec<FilterField<R>> {
-    use crate::filter::{FilterType, FilterValue};
-    vec![
-        FilterField::new("createdAt", FilterType::Time, false, |s: &Stored<R>| FilterValue::Time(Some(s.created_at))),
-        FilterField::new("lastModifiedAt", FilterType::Time, false, |s: &Stored<R>| FilterValue::Time(Some(s.last_modified_at))),
-    ]
-}
-
 /// The value of a secret field (DESIGN "Secrets", reference-graphql.md §5.9): `**********` for
 /// `obfuscated` callers, null for callers that do not own the record (`owner` = env, team),
 /// otherwise the stored value (a `$<id>` reference is returned as is until a secret manager is
@@ -414,7 +380,11 @@ pub fn register<K: Entity>(b: &mut Builder) {
     let mut o = Object::new(name)
         .implement("Node")
         .field(field::<Stored<K::Record>>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<K>(&p.key)))));
-    for f in K::fields(b).into_iter().chain(K::columns().iter().map(Column::object_field)) {
+    let columns = K::columns();
+    for (type_name, values) in columns.iter().filter_map(Column::enum_type) {
+        b.enumeration(type_name, values);
+    }
+    for f in K::fields(b).into_iter().chain(columns.iter().map(Column::object_field)) {
         o = o.field(f);
     }
     b.object(o);

@@ -5,8 +5,9 @@
 //! ([`super::agentic_catalogue`]), `displayName` and `hash` included.
 
 use super::agentic_catalogue;
+use crate::column::Column;
 use crate::entity::{Builder, Entity};
-use crate::filter::FilterField;
+use crate::filter::EdgeFilter;
 use async_graphql::dynamic::Field;
 use schema::kinds::agent_card::{AgentCard, AgentCardRecord};
 
@@ -15,30 +16,16 @@ impl Entity for AgentCard {
     const ROOT: Option<&'static str> = Some("agentCards");
     const TEAM_OWNED: bool = false;
 
-    fn fields(b: &mut Builder) -> Vec<Field> {
-        agentic_catalogue::fields::<AgentCard>(b)
+    fn fields(_: &mut Builder) -> Vec<Field> {
+        agentic_catalogue::fields::<AgentCard>()
     }
 
-    fn edge_filters() -> Vec<crate::filter::EdgeFilter<AgentCardRecord>> {
-        use crate::kinds::edges;
-        #[allow(unused_imports)]
-        use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
-        vec![
-            edges::by_key::<AgentCardRecord, schema::kinds::team::Team>("Owner", |s| {
-                Some(natural::team(&s.record.meta.environment, &s.record.team))
-            }),
-            edges::by_index::<AgentCardRecord, schema::kinds::agentic_exposure::AgenticExposure>(
-                "Exposures",
-                index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH,
-                |s| s.record.active.then(|| natural::in_env(&s.record.meta.environment, &s.record.base_path)),
-            ),
-        ]
+    fn columns() -> Vec<Column<AgentCardRecord>> {
+        agentic_catalogue::columns::<AgentCard>()
     }
 
-    fn filters() -> Vec<FilterField<AgentCardRecord>> {
-        agentic_catalogue::filters::<AgentCard>()
+    fn edge_filters() -> Vec<EdgeFilter<AgentCardRecord>> {
+        agentic_catalogue::edge_filters()
     }
 }
 

@@ -7,60 +7,61 @@
 //! file-manager ID `specification` is neither a field nor filterable; `hash` and `oauth2Scopes`
 //! are not filterable.
 
-use super::common::{meta_filters, status_filters, str_filter};
+use super::common::{meta_columns, status_columns, time_columns};
+use super::edges;
 use super::info::team_info;
-use crate::entity::{
-    boolean, connection_field, field, nested_rows, nullable_string, rf, status_fields, string, strs, time_fields, time_filters, Builder,
-    Entity,
-};
+use crate::column::Column;
+use crate::entity::{connection_field, field, nested_rows, rf, string, strs, Builder, Entity};
 use crate::error::internal;
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::filter::EdgeFilter;
 use async_graphql::dynamic::{Field, TypeRef};
+use schema::keys::{index, natural};
 use schema::kinds::agentic_catalogue::AgenticCatalogueRecord;
-use schema::kinds::team::TeamRecord;
+use schema::kinds::agentic_exposure::AgenticExposure;
+use schema::kinds::team::{Team, TeamRecord};
 use storage::Stored;
 
 type S = Stored<AgenticCatalogueRecord>;
 
-/// The object fields of catalogue kind `K` (besides `id`), in reference order.
-pub fn fields<K: Entity<Record = AgenticCatalogueRecord>>(bld: &mut Builder) -> Vec<Field> {
-    let mut v = time_fields::<K>();
-    v.extend(status_fields::<K>(bld, |r| &r.status));
-    v.extend([
-        rf::<K>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-        rf::<K>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
-        rf::<K>("basePath", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.base_path)),
-        rf::<K>("version", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.version)),
-        rf::<K>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
-        rf::<K>("displayName", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.display_name)),
-        rf::<K>("description", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.description.as_deref())),
+/// The object fields of catalogue kind `K` besides `id` and its [`columns`].
+pub fn fields<K: Entity<Record = AgenticCatalogueRecord>>() -> Vec<Field> {
+    vec![
         rf::<K>("hash", TypeRef::named(TypeRef::STRING), |r| string(&r.hash)),
-        rf::<K>("category", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.category.as_deref())),
         rf::<K>("oauth2Scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| strs(&r.oauth2_scopes)),
-        rf::<K>("active", TypeRef::named_nn(TypeRef::BOOLEAN), |r| boolean(r.active)),
         // `<fileManager.baseUrl>/files/<specification>` in the reference. No file-manager base
         // URL is configurable yet, so this is always null (as `Api.specificationUrl`).
         rf::<K>("specificationUrl", TypeRef::named(TypeRef::STRING), |_| None),
         field::<S>("owner", TypeRef::named_nn("TeamInfo"), |p, rq| team_info(rq, &p.record.meta.environment, &p.record.team)),
-    ]);
-    v
+    ]
 }
 
-/// The filters of catalogue kind `K` (besides `id`).
-pub fn filters<K: Entity<Record = AgenticCatalogueRecord>>() -> Vec<FilterField<AgenticCatalogueRecord>> {
-    let mut v = time_filters();
-    v.extend(status_filters(&format!("{}StatusPhase", K::TYPE), |r: &AgenticCatalogueRecord| &r.status));
-    v.extend(meta_filters(|r: &AgenticCatalogueRecord| &r.meta));
-    v.extend([
-        str_filter::<AgenticCatalogueRecord>("basePath", false, |r| Some(r.base_path.as_str())),
-        str_filter::<AgenticCatalogueRecord>("version", false, |r| Some(r.version.as_str())),
-        str_filter::<AgenticCatalogueRecord>("name", false, |r| Some(r.meta.name.as_str())),
-        str_filter::<AgenticCatalogueRecord>("displayName", false, |r| Some(r.display_name.as_str())),
-        str_filter::<AgenticCatalogueRecord>("description", true, |r| r.description.as_deref()),
-        str_filter::<AgenticCatalogueRecord>("category", true, |r| r.category.as_deref()),
-        FilterField::new("active", FilterType::Bool, false, |x: &S| FilterValue::Bool(Some(x.record.active))),
+/// The exposed and filterable fields of catalogue kind `K`.
+pub fn columns<K: Entity<Record = AgenticCatalogueRecord>>() -> Vec<Column<AgenticCatalogueRecord>> {
+    type C = Column<AgenticCatalogueRecord>;
+    let mut c = time_columns();
+    c.extend(status_columns::<K>(|r| &r.status));
+    c.extend(meta_columns(|r: &AgenticCatalogueRecord| &r.meta));
+    c.extend([
+        C::string("basePath", |r| &r.base_path),
+        C::string("version", |r| &r.version),
+        C::string("name", |r| &r.meta.name),
+        C::string("displayName", |r| &r.display_name),
+        C::optional_string("description", |r| r.description.as_deref()),
+        C::optional_string("category", |r| r.category.as_deref()),
+        C::boolean("active", |r| r.active),
     ]);
-    v
+    c
+}
+
+/// The edges of a catalogue kind usable in `where`: its owner team and the exposures of its
+/// base path.
+pub fn edge_filters() -> Vec<EdgeFilter<AgenticCatalogueRecord>> {
+    vec![
+        edges::by_key::<AgenticCatalogueRecord, Team>("Owner", |s| Some(natural::team(&s.record.meta.environment, &s.record.team))),
+        edges::by_index::<AgenticCatalogueRecord, AgenticExposure>("Exposures", index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH, |s| {
+            s.record.active.then(|| natural::in_env(&s.record.meta.environment, &s.record.base_path))
+        }),
+    ]
 }
 
 /// Registers `K` (with its root connection) and the connection `Team.<team_field>` over the

@@ -10,16 +10,15 @@
 //! `AgenticSubscriptionInfo`.
 
 use super::agentic_subscription::AgenticSubscriptionInfo;
-use super::common::{meta_columns, status_filters};
+use super::common::{meta_columns, status_columns, time_columns};
 use super::subscription_info::owner_fields;
 use super::values::Owned;
 use crate::column::Column;
 use crate::entity::{
-    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, obj, objs, register, rf, status_fields, string,
-    time_fields, time_filters, Builder, Entity, RequestContext,
+    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, obj, objs, register, rf, string, Builder, Entity,
+    RequestContext,
 };
 use crate::error::internal;
-use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::Error;
 use schema::common::Visibility;
@@ -52,9 +51,7 @@ impl Entity for AgenticExposure {
     fn fields(bld: &mut Builder) -> Vec<Field> {
         super::values::register(bld);
         register_info(bld);
-        let mut f = time_fields::<AgenticExposure>();
-        f.extend(status_fields::<AgenticExposure>(bld, |r| &r.status));
-        f.extend([
+        vec![
             rf::<AgenticExposure>("upstreams", TypeRef::named_nn_list_nn("Upstream"), |r| objs(r.upstreams.clone())),
             rf::<AgenticExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
             field::<S>("security", TypeRef::named("AgenticExposureSecurity"), |p, _| {
@@ -88,16 +85,12 @@ impl Entity for AgenticExposure {
                     rq.view.lookup_records::<AgenticSubscription>(index::AGENTIC_SUBSCRIPTION_BY_TARGET, &p.key).map_err(internal)?;
                 Ok(objs(subs.into_iter().map(AgenticSubscriptionInfo)))
             }),
-        ]);
-        f
+        ]
     }
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<AgenticExposureRecord>> {
         use crate::kinds::edges;
-        #[allow(unused_imports)]
         use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
         vec![
             edges::by_key::<AgenticExposureRecord, schema::kinds::application::Application>("Owner", |s| {
                 Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
@@ -110,19 +103,15 @@ impl Entity for AgenticExposure {
         ]
     }
 
-    fn filters() -> Vec<FilterField<AgenticExposureRecord>> {
-        let mut f = time_filters();
-        f.extend(status_filters("AgenticExposureStatusPhase", |r: &AgenticExposureRecord| &r.status));
-        f
-    }
-
     fn columns() -> Vec<Column<AgenticExposureRecord>> {
         type C = Column<AgenticExposureRecord>;
-        let mut c = meta_columns(|r: &AgenticExposureRecord| &r.meta);
+        let mut c = time_columns();
+        c.extend(status_columns::<AgenticExposure>(|r| &r.status));
+        c.extend(meta_columns(|r: &AgenticExposureRecord| &r.meta));
         c.extend([
             C::string("basePath", |r| &r.base_path),
-            C::enumeration("visibility", VISIBILITY, |r| r.visibility.as_str()),
-            C::enumeration("variant", VARIANT, |r| r.variant.as_str()),
+            C::enumeration("visibility", VISIBILITY, |r| r.visibility),
+            C::enumeration("variant", VARIANT, |r| r.variant),
             C::boolean("active", |r| r.active).nullable(),
         ]);
         c

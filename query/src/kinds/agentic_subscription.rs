@@ -5,16 +5,12 @@
 //! cross-tenant `AgenticExposureInfo` of link 0, null without error while unlinked.
 
 use super::agentic_exposure::AgenticExposureInfo;
-use super::common::{meta_columns, non_empty, status_filters};
+use super::common::{meta_columns, non_empty, status_columns, time_columns};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::column::Column;
-use crate::entity::{
-    connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, status_fields, string, strs, time_fields, time_filters,
-    Builder, Entity,
-};
+use crate::entity::{connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, string, strs, Builder, Entity};
 use crate::error::internal;
-use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
@@ -40,9 +36,7 @@ impl Entity for AgenticSubscription {
     fn fields(bld: &mut Builder) -> Vec<Field> {
         super::values::register(bld);
         register_info(bld);
-        let mut f = time_fields::<AgenticSubscription>();
-        f.extend(status_fields::<AgenticSubscription>(bld, |r| &r.status));
-        f.extend([
+        let mut f = vec![
             field::<S>("security", TypeRef::named("AgenticSubscriptionSecurity"), |p, _| {
                 let r = &p.record;
                 Ok(r.security.clone().and_then(|sec| obj(Owned::new(&r.meta.environment, r.meta.team(), sec))))
@@ -53,7 +47,7 @@ impl Entity for AgenticSubscription {
             rf::<AgenticSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
                 r.active_scopes.as_deref().and_then(strs)
             }),
-        ]);
+        ];
         f.extend(super::subscription_common::link_fields::<AgenticSubscription>());
         f
     }
@@ -62,15 +56,11 @@ impl Entity for AgenticSubscription {
         super::subscription_common::link_edges::<AgenticSubscription>()
     }
 
-    fn filters() -> Vec<FilterField<AgenticSubscriptionRecord>> {
-        let mut f = time_filters();
-        f.extend(status_filters("AgenticSubscriptionStatusPhase", |r: &AgenticSubscriptionRecord| &r.status));
-        f
-    }
-
     fn columns() -> Vec<Column<AgenticSubscriptionRecord>> {
         type C = Column<AgenticSubscriptionRecord>;
-        let mut c = meta_columns(|r: &AgenticSubscriptionRecord| &r.meta);
+        let mut c = time_columns();
+        c.extend(status_columns::<AgenticSubscription>(|r| &r.status));
+        c.extend(meta_columns(|r: &AgenticSubscriptionRecord| &r.meta));
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("basePath", |r| &r.base_path),

@@ -5,12 +5,11 @@
 //!
 //! The file-manager ID `specification` is neither a field nor filterable.
 
-use super::common::{meta_columns, status_filters};
+use super::common::{meta_columns, status_columns, time_columns};
 use super::info::team_info;
 use crate::column::Column;
-use crate::entity::{field, register, rf, status_fields, string, strs, time_fields, time_filters, Builder, Entity, RequestContext};
+use crate::entity::{field, register, rf, string, strs, Builder, Entity, RequestContext};
 use crate::error::internal;
-use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldFuture, FieldValue, Object, ResolverContext, TypeRef};
 use async_graphql::Error;
 use schema::kinds::api::{Api, ApiRecord};
@@ -24,10 +23,8 @@ impl Entity for Api {
     const ROOT: Option<&'static str> = Some("apis");
     const TEAM_OWNED: bool = false;
 
-    fn fields(b: &mut Builder) -> Vec<Field> {
-        let mut v = time_fields::<Api>();
-        v.extend(status_fields::<Api>(b, |r| &r.status));
-        v.extend([
+    fn fields(_b: &mut Builder) -> Vec<Field> {
+        vec![
             rf::<Api>("oauth2Scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| strs(&r.oauth2_scopes)),
             // `<fileManager.baseUrl>/files/<specification>` in the reference. No file-manager
             // base URL is configurable yet, so this is always null.
@@ -35,16 +32,12 @@ impl Entity for Api {
             field::<Stored<ApiRecord>>("owner", TypeRef::named_nn("TeamInfo"), |p, rq| {
                 team_info(rq, &p.record.meta.environment, &p.record.team)
             }),
-        ]);
-        v
+        ]
     }
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<ApiRecord>> {
         use crate::kinds::edges;
-        #[allow(unused_imports)]
         use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
         vec![
             edges::by_key::<ApiRecord, schema::kinds::team::Team>("Owner", |s| {
                 Some(natural::team(&s.record.meta.environment, &s.record.team))
@@ -57,16 +50,12 @@ impl Entity for Api {
         ]
     }
 
-    fn filters() -> Vec<FilterField<ApiRecord>> {
-        // `specification` (hidden file ID) is filterable in the reference; not here.
-        let mut v = time_filters();
-        v.extend(status_filters("ApiStatusPhase", |r: &ApiRecord| &r.status));
-        v
-    }
-
     fn columns() -> Vec<Column<ApiRecord>> {
+        // `specification` (hidden file ID) is filterable in the reference; not here.
         type C = Column<ApiRecord>;
-        let mut c = meta_columns(|r: &ApiRecord| &r.meta);
+        let mut c = time_columns();
+        c.extend(status_columns::<Api>(|r| &r.status));
+        c.extend(meta_columns(|r: &ApiRecord| &r.meta));
         c.extend([
             C::string("basePath", |r| &r.base_path),
             C::string("version", |r| &r.version),

@@ -3,16 +3,15 @@
 //! `Api.activeExposure`. Root query `apiExposures`; visible to the owner application's team.
 
 use super::api_subscription::ApiSubscriptionInfo;
-use super::common::{meta_columns, status_filters};
+use super::common::{meta_columns, status_columns, time_columns};
 use super::subscription_info::owner_fields;
 use super::values::{feature_list, Owned};
 use crate::column::Column;
 use crate::entity::{
-    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, obj, objs, register, rf, status_fields, string,
-    time_fields, time_filters, Builder, Entity, RequestContext,
+    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, obj, objs, register, rf, string, Builder, Entity,
+    RequestContext,
 };
 use crate::error::internal;
-use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::Error;
 use schema::keys::{index, natural};
@@ -35,9 +34,7 @@ impl Entity for ApiExposure {
     fn fields(bld: &mut Builder) -> Vec<Field> {
         super::values::register(bld);
         register_info(bld);
-        let mut f = time_fields::<ApiExposure>();
-        f.extend(status_fields::<ApiExposure>(bld, |r| &r.status));
-        f.extend([
+        vec![
             rf::<ApiExposure>("features", TypeRef::named_nn_list_nn("ApiExposureFeature"), |r| feature_list(&r.features)),
             rf::<ApiExposure>("upstreams", TypeRef::named_nn_list_nn("Upstream"), |r| objs(r.upstreams.clone())),
             field::<S>("security", TypeRef::named("ApiExposureSecurity"), |p, _| {
@@ -63,16 +60,12 @@ impl Entity for ApiExposure {
                 let subs = rq.view.lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_TARGET, &p.key).map_err(internal)?;
                 Ok(objs(subs.into_iter().map(ApiSubscriptionInfo)))
             }),
-        ]);
-        f
+        ]
     }
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<ApiExposureRecord>> {
         use crate::kinds::edges;
-        #[allow(unused_imports)]
         use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
         vec![
             edges::by_key::<ApiExposureRecord, schema::kinds::application::Application>("Owner", |s| {
                 Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
@@ -88,18 +81,14 @@ impl Entity for ApiExposure {
         ]
     }
 
-    fn filters() -> Vec<FilterField<ApiExposureRecord>> {
-        let mut f = time_filters();
-        f.extend(status_filters("ApiExposureStatusPhase", |r: &ApiExposureRecord| &r.status));
-        f
-    }
-
     fn columns() -> Vec<Column<ApiExposureRecord>> {
         type C = Column<ApiExposureRecord>;
-        let mut c = meta_columns(|r: &ApiExposureRecord| &r.meta);
+        let mut c = time_columns();
+        c.extend(status_columns::<ApiExposure>(|r| &r.status));
+        c.extend(meta_columns(|r: &ApiExposureRecord| &r.meta));
         c.extend([
             C::string("basePath", |r| &r.base_path),
-            C::enumeration("visibility", "ApiExposureVisibility", |r| r.visibility.as_str()),
+            C::enumeration("visibility", "ApiExposureVisibility", |r| r.visibility),
             C::boolean("active", |r| r.active).nullable(),
             // The CR carries no API version; kept for compatibility (always null).
             C::optional_string("apiVersion", |_| None),

@@ -5,16 +5,12 @@
 //! error while unlinked.
 
 use super::api_exposure::ApiExposureInfo;
-use super::common::{meta_columns, non_empty, status_filters};
+use super::common::{meta_columns, non_empty, status_columns, time_columns};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::column::Column;
-use crate::entity::{
-    connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, status_fields, string, strs, time_fields, time_filters,
-    Builder, Entity,
-};
+use crate::entity::{connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, string, strs, Builder, Entity};
 use crate::error::internal;
-use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
@@ -36,9 +32,7 @@ impl Entity for ApiSubscription {
     fn fields(bld: &mut Builder) -> Vec<Field> {
         super::values::register(bld);
         register_info(bld);
-        let mut f = time_fields::<ApiSubscription>();
-        f.extend(status_fields::<ApiSubscription>(bld, |r| &r.status));
-        f.extend([
+        let mut f = vec![
             field::<S>("security", TypeRef::named("ApiSubscriptionSecurity"), |p, _| {
                 let r = &p.record;
                 Ok(r.security.clone().and_then(|sec| obj(Owned::new(&r.meta.environment, r.meta.team(), sec))))
@@ -51,7 +45,7 @@ impl Entity for ApiSubscription {
             rf::<ApiSubscription>("failoverZones", TypeRef::named_nn_list("Zone"), |_| {
                 Some(FieldValue::list(Vec::<FieldValue<'static>>::new()))
             }),
-        ]);
+        ];
         f.extend(super::subscription_common::link_fields::<ApiSubscription>());
         f
     }
@@ -60,19 +54,15 @@ impl Entity for ApiSubscription {
         super::subscription_common::link_edges::<ApiSubscription>()
     }
 
-    fn filters() -> Vec<FilterField<ApiSubscriptionRecord>> {
-        let mut f = time_filters();
-        f.extend(status_filters("ApiSubscriptionStatusPhase", |r: &ApiSubscriptionRecord| &r.status));
-        f
-    }
-
     fn columns() -> Vec<Column<ApiSubscriptionRecord>> {
         type C = Column<ApiSubscriptionRecord>;
-        let mut c = meta_columns(|r: &ApiSubscriptionRecord| &r.meta);
+        let mut c = time_columns();
+        c.extend(status_columns::<ApiSubscription>(|r| &r.status));
+        c.extend(meta_columns(|r: &ApiSubscriptionRecord| &r.meta));
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("basePath", |r| &r.base_path),
-            C::enumeration("m2mAuthMethod", "ApiSubscriptionM2mAuthMethod", |r| r.m2m_auth_method.as_str()),
+            C::enumeration("m2mAuthMethod", "ApiSubscriptionM2mAuthMethod", |r| r.m2m_auth_method),
             C::optional_string("gatewayURL", |r| non_empty(&r.gateway_url)),
         ]);
         c

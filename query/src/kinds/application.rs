@@ -7,21 +7,19 @@
 //! masked for `obfuscated` callers. `ownerTeam` is the reduced `TeamInfo`.
 //! They are filterable too, evaluated at the same `now`.
 
-use super::common::{meta_filters, query_escape, status_filters, str_filter};
+use super::common::{meta_columns, query_escape, status_columns, time_columns};
 use super::info::{external_ids, team_info};
-use crate::entity::{
-    enum_item, field, node_value, nullable_string, obj, register, rf, secret, status_fields, string, strs, time, time_fields, time_filters,
-    Builder, Entity, RequestContext,
-};
+use crate::column::Column;
+use crate::entity::{field, node_value, nullable_string, obj, register, rf, secret, strs, Builder, Entity, RequestContext};
 use crate::error::internal;
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::filter::{FilterType, FilterValue};
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use async_graphql::Error;
 use schema::keys::natural;
 use schema::kinds::application::SecretRotationPhase;
 use schema::kinds::application::{secret_rotation, Application, ApplicationRecord, IpRestrictions};
 use schema::kinds::zone::Zone;
-use schema::{KindId, Timestamp};
+use schema::KindId;
 use storage::Stored;
 
 /// `permissionsURL`: `<zone.permissionsURL>?application=<clientId, query-escaped>` when the
@@ -51,10 +49,6 @@ fn list_or_null(v: &[String]) -> Option<async_graphql::dynamic::FieldValue<'stat
     }
 }
 
-fn time_or_null(v: Option<Timestamp>) -> Option<async_graphql::dynamic::FieldValue<'static>> {
-    v.and_then(time)
-}
-
 impl Entity for Application {
     const TYPE: &'static str = "Application";
     const ROOT: Option<&'static str> = Some("applications");
@@ -68,13 +62,7 @@ impl Entity for Application {
                 .field(field::<IpRestrictions>("Allow", TypeRef::named_nn_list(TypeRef::STRING), |p, _| Ok(list_or_null(&p.allow))))
                 .field(field::<IpRestrictions>("Deny", TypeRef::named_nn_list(TypeRef::STRING), |p, _| Ok(list_or_null(&p.deny)))),
         );
-        let mut v = time_fields::<Application>();
-        v.extend(status_fields::<Application>(b, |r| &r.status));
-        v.extend([
-            rf::<Application>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-            rf::<Application>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
-            rf::<Application>("name", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.name)),
-            rf::<Application>("clientID", TypeRef::named(TypeRef::STRING), |r| nullable_string(r.client_id.as_deref())),
+        vec![
             field::<Stored<ApplicationRecord>>("clientSecret", TypeRef::named(TypeRef::STRING), |p, rq| {
                 let r = &p.record;
                 Ok(secret(rq, (&r.meta.environment, &r.team), r.client_secret.as_deref()))
@@ -82,14 +70,6 @@ impl Entity for Application {
             field::<Stored<ApplicationRecord>>("rotatedClientSecret", TypeRef::named(TypeRef::STRING), |p, rq| {
                 let r = &p.record;
                 Ok(secret(rq, (&r.meta.environment, &r.team), r.rotated_client_secret.as_deref()))
-            }),
-            rf::<Application>("rotatedExpiresAt", TypeRef::named("Time"), |r| time_or_null(r.rotated_expires_at)),
-            rf::<Application>("currentExpiresAt", TypeRef::named("Time"), |r| time_or_null(r.current_expires_at)),
-            field::<Stored<ApplicationRecord>>("secretRotationPhase", TypeRef::named_nn("ApplicationSecretRotationPhase"), |p, rq| {
-                Ok(enum_item(secret_rotation(&p.record, rq.now).0.as_str()))
-            }),
-            field::<Stored<ApplicationRecord>>("secretRotationMessage", TypeRef::named(TypeRef::STRING), |p, rq| {
-                Ok(nullable_string(secret_rotation(&p.record, rq.now).1.as_deref()))
             }),
             rf::<Application>("externalIds", TypeRef::named_nn_list("ExternalId"), |r| external_ids(&r.external_ids)),
             rf::<Application>("ipRestrictions", TypeRef::named("IpRestrictions"), |r| r.ip_restrictions.clone().and_then(obj)),
@@ -103,16 +83,12 @@ impl Entity for Application {
             field::<Stored<ApplicationRecord>>("ownerTeam", TypeRef::named_nn("TeamInfo"), |p, rq| {
                 team_info(rq, &p.record.meta.environment, &p.record.team)
             }),
-        ]);
-        v
+        ]
     }
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<ApplicationRecord>> {
         use crate::kinds::edges;
-        #[allow(unused_imports)]
         use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
         vec![
             edges::by_key::<ApplicationRecord, schema::kinds::zone::Zone>("Zone", |s| {
                 Some(natural::zone(&s.record.meta.environment, &s.record.zone))
@@ -148,32 +124,24 @@ impl Entity for Application {
         ]
     }
 
-    fn filters() -> Vec<FilterField<ApplicationRecord>> {
+    fn columns() -> Vec<Column<ApplicationRecord>> {
         // Client secrets and `permissionsURL` are not filterable (§2.2); secrets never are.
-        let mut v = time_filters();
-        v.extend(status_filters("ApplicationStatusPhase", |r: &ApplicationRecord| &r.status));
-        v.extend(meta_filters(|r: &ApplicationRecord| &r.meta));
-        v.extend([
-            str_filter::<ApplicationRecord>("name", false, |r| Some(r.meta.name.as_str())),
-            str_filter::<ApplicationRecord>("clientID", true, |r| r.client_id.as_deref()),
-            FilterField::new("rotatedExpiresAt", FilterType::Time, true, |x: &Stored<ApplicationRecord>| {
-                FilterValue::Time(x.record.rotated_expires_at)
+        type C = Column<ApplicationRecord>;
+        let mut c = time_columns();
+        c.extend(status_columns::<Application>(|r| &r.status));
+        c.extend(meta_columns(|r: &ApplicationRecord| &r.meta));
+        c.extend([
+            C::string("name", |r| &r.meta.name),
+            C::optional_string("clientID", |r| r.client_id.as_deref()),
+            C::optional_time("rotatedExpiresAt", |r| r.rotated_expires_at),
+            C::optional_time("currentExpiresAt", |r| r.current_expires_at),
+            // Computed at the request's `now`.
+            C::with_request("secretRotationPhase", FilterType::Enum("ApplicationSecretRotationPhase".into()), false, |s, rq| {
+                FilterValue::Str(Some(secret_rotation(&s.record, rq.now).0.as_str().to_string()))
             }),
-            FilterField::new("currentExpiresAt", FilterType::Time, true, |x: &Stored<ApplicationRecord>| {
-                FilterValue::Time(x.record.current_expires_at)
-            }),
-            // Computed at the request's `now`, like the fields.
-            FilterField::with_request(
-                "secretRotationPhase",
-                FilterType::Enum("ApplicationSecretRotationPhase".into()),
-                false,
-                |x: &Stored<ApplicationRecord>, rq| FilterValue::Str(Some(secret_rotation(&x.record, rq.now).0.as_str().to_string())),
-            ),
-            FilterField::with_request("secretRotationMessage", FilterType::Str, true, |x: &Stored<ApplicationRecord>, rq| {
-                FilterValue::Str(secret_rotation(&x.record, rq.now).1)
-            }),
+            C::with_request("secretRotationMessage", FilterType::Str, true, |s, rq| FilterValue::Str(secret_rotation(&s.record, rq.now).1)),
         ]);
-        v
+        c
     }
 }
 

@@ -3,18 +3,36 @@
 //! state enums, plus `approval: Approval` (the approval of the same subscription, when the
 //! viewer may see it). Root query `approvalRequests` (`orderBy: [ApprovalRequestOrder!]`).
 
-use super::approval::{shared_fields, shared_filters, state_and_subscription, state_filter, Parts};
+use super::approval::{shared_columns, shared_edge_filters, shared_fields, ApprovalEntity};
+use crate::column::Column;
 use crate::entity::{field, node_value, Builder, Entity};
 use crate::error::internal;
-use crate::filter::FilterField;
+use crate::filter::EdgeFilter;
 use async_graphql::dynamic::{Field, TypeRef};
+use schema::common::{Meta, Status};
 use schema::keys::index;
 use schema::kinds::approval::Approval;
+use schema::kinds::approval_common::{ApprovalFields, ApprovalState};
 use schema::kinds::approval_request::{ApprovalRequest, ApprovalRequestRecord};
 use storage::Stored;
 
-const PARTS: Parts<ApprovalRequestRecord> =
-    Parts { meta: |r| &r.meta, fields: |r| &r.fields, strategy_enum: "ApprovalRequestStrategy", state_enum: "ApprovalRequestState" };
+impl ApprovalEntity for ApprovalRequest {
+    const STRATEGY_ENUM: &'static str = "ApprovalRequestStrategy";
+    const STATE_ENUM: &'static str = "ApprovalRequestState";
+    const STATES: usize = ApprovalState::REQUEST_VALUES.len();
+
+    fn record_meta(r: &ApprovalRequestRecord) -> &Meta {
+        &r.meta
+    }
+
+    fn approval(r: &ApprovalRequestRecord) -> &ApprovalFields {
+        &r.fields
+    }
+
+    fn status(r: &ApprovalRequestRecord) -> &Status {
+        &r.status
+    }
+}
 
 impl Entity for ApprovalRequest {
     const TYPE: &'static str = "ApprovalRequest";
@@ -24,8 +42,7 @@ impl Entity for ApprovalRequest {
     const MULTI_ORDER: bool = true;
 
     fn fields(bld: &mut Builder) -> Vec<Field> {
-        let mut f = shared_fields::<ApprovalRequest>(bld, |r| &r.status, PARTS);
-        f.extend(state_and_subscription::<ApprovalRequest>(PARTS));
+        let mut f = shared_fields::<ApprovalRequest>(bld);
         f.push(field::<Stored<ApprovalRequestRecord>>("approval", TypeRef::named("Approval"), |p, rq| {
             let sub = &p.record.fields.subscription;
             let found = rq
@@ -37,35 +54,11 @@ impl Entity for ApprovalRequest {
         f
     }
 
-    fn edge_filters() -> Vec<crate::filter::EdgeFilter<ApprovalRequestRecord>> {
-        use crate::kinds::edges;
-        #[allow(unused_imports)]
-        use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
-        vec![
-            edges::by_key::<ApprovalRequestRecord, schema::kinds::api_subscription::ApiSubscription>("APISubscription", |s| {
-                let sub = &s.record.fields.subscription;
-                (sub.kind.kind_id() == schema::KindId::ApiSubscription).then(|| sub.key(&s.record.meta.environment))
-            }),
-            edges::by_key::<ApprovalRequestRecord, schema::kinds::event_subscription::EventSubscription>("EventSubscription", |s| {
-                let sub = &s.record.fields.subscription;
-                (sub.kind.kind_id() == schema::KindId::EventSubscription).then(|| sub.key(&s.record.meta.environment))
-            }),
-            edges::by_key::<ApprovalRequestRecord, schema::kinds::agentic_subscription::AgenticSubscription>("AgenticSubscription", |s| {
-                let sub = &s.record.fields.subscription;
-                (sub.kind.kind_id() == schema::KindId::AgenticSubscription).then(|| sub.key(&s.record.meta.environment))
-            }),
-            edges::by_key::<ApprovalRequestRecord, schema::kinds::file_subscription::FileSubscription>("FileSubscription", |s| {
-                let sub = &s.record.fields.subscription;
-                (sub.kind.kind_id() == schema::KindId::FileSubscription).then(|| sub.key(&s.record.meta.environment))
-            }),
-        ]
+    fn columns() -> Vec<Column<ApprovalRequestRecord>> {
+        shared_columns::<ApprovalRequest>()
     }
 
-    fn filters() -> Vec<FilterField<ApprovalRequestRecord>> {
-        let mut f = shared_filters::<ApprovalRequest>(|r: &ApprovalRequestRecord| &r.status, PARTS);
-        f.push(state_filter(PARTS));
-        f
+    fn edge_filters() -> Vec<EdgeFilter<ApprovalRequestRecord>> {
+        shared_edge_filters::<ApprovalRequest>()
     }
 }

@@ -2,22 +2,22 @@
 //! (`statusPhase`, `statusMessage`, `environment`, `namespace`) and small value conversions.
 
 use crate::column::Column;
-use crate::entity::string;
-use crate::filter::{FilterField, FilterType, FilterValue};
+use crate::entity::{string, Entity};
 use async_graphql::dynamic::FieldValue;
 use schema::common::{Meta, Status};
-use storage::Stored;
 
-/// `statusPhase` (ENUM+nil over `<enum_name>`) and `statusMessage` (STR+nil). A record without
-/// status conditions has phase `UNKNOWN` and message `""`, so neither is ever nil.
-pub fn status_filters<R: 'static>(enum_name: &str, status: fn(&R) -> &Status) -> Vec<FilterField<R>> {
+/// `createdAt` and `lastModifiedAt` (`Time!`): when the record was first and last written.
+pub fn time_columns<R: Send + Sync + 'static>() -> Vec<Column<R>> {
+    vec![Column::stored_time("createdAt", |s| s.created_at), Column::stored_time("lastModifiedAt", |s| s.last_modified_at)]
+}
+
+/// `statusPhase` (`<Type>StatusPhase`) and `statusMessage` (`String`), both nullable and nil in
+/// `where` as the reference declares them, though a record without status conditions has
+/// phase `UNKNOWN` and message `""`.
+pub fn status_columns<K: Entity>(status: fn(&K::Record) -> &Status) -> Vec<Column<K::Record>> {
     vec![
-        FilterField::new("statusPhase", FilterType::Enum(enum_name.to_string()), true, move |x: &Stored<R>| {
-            FilterValue::Str(Some(status(&x.record).phase.as_str().to_string()))
-        }),
-        FilterField::new("statusMessage", FilterType::Str, true, move |x: &Stored<R>| {
-            FilterValue::Str(Some(status(&x.record).message.clone()))
-        }),
+        Column::enumeration("statusPhase", &format!("{}StatusPhase", K::TYPE), move |r| status(r).phase).nullable(),
+        Column::string("statusMessage", move |r| &status(r).message).nullable(),
     ]
 }
 
@@ -29,25 +29,8 @@ pub fn meta_columns<R: Send + Sync + 'static>(meta: fn(&R) -> &Meta) -> Vec<Colu
     ]
 }
 
-/// `environment` (STR+nil) and `namespace` (STR) from the record's metadata.
-pub fn meta_filters<R: 'static>(meta: fn(&R) -> &Meta) -> Vec<FilterField<R>> {
-    vec![
-        FilterField::new("environment", FilterType::Str, true, move |x: &Stored<R>| {
-            FilterValue::Str(Some(meta(&x.record).environment.clone()))
-        }),
-        FilterField::new("namespace", FilterType::Str, false, move |x: &Stored<R>| {
-            FilterValue::Str(Some(meta(&x.record).namespace.clone()))
-        }),
-    ]
-}
-
-/// A string filter field (`nillable` adds `IsNil`/`NotNil`; `get` returning `None` is null).
-pub fn str_filter<R: 'static>(name: &'static str, nillable: bool, get: fn(&R) -> Option<&str>) -> FilterField<R> {
-    FilterField::new(name, FilterType::Str, nillable, move |x: &Stored<R>| FilterValue::Str(get(&x.record).map(str::to_string)))
-}
-
 /// A string that is null when empty (fields stored as `""` when their source is absent).
-pub fn ne(v: &str) -> Option<FieldValue<'static>> {
+pub fn non_empty_string(v: &str) -> Option<FieldValue<'static>> {
     if v.is_empty() {
         None
     } else {

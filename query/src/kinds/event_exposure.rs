@@ -9,16 +9,15 @@
 //! entry, visible to every viewer of the environment); `subscriptions` lists every tenant's
 //! subscriptions linked to the exposure as `EventSubscriptionInfo`.
 
-use super::common::{meta_columns, non_empty, status_filters};
+use super::common::{meta_columns, non_empty, status_columns, time_columns};
 use super::event_subscription::EventSubscriptionInfo;
 use super::subscription_info::owner_fields;
 use crate::column::Column;
 use crate::entity::{
-    boolean, connection_field, enum_item, field, global_id, integer, nested_rows, node_value, obj, objs, register, rf, status_fields,
-    string, strs, time_fields, time_filters, Builder, Entity, RequestContext,
+    boolean, connection_field, enum_item, field, global_id, integer, nested_rows, node_value, obj, objs, register, rf, string, strs,
+    Builder, Entity, RequestContext,
 };
 use crate::error::internal;
-use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::indexmap::IndexMap;
 use async_graphql::{Error, Name, Value};
@@ -45,9 +44,7 @@ impl Entity for EventExposure {
     fn fields(bld: &mut Builder) -> Vec<Field> {
         register_values(bld);
         register_info(bld);
-        let mut f = time_fields::<EventExposure>();
-        f.extend(status_fields::<EventExposure>(bld, |r| &r.status));
-        f.extend([
+        vec![
             rf::<EventExposure>("eventScopes", TypeRef::named_list("EventScope"), |r| objs(r.event_scopes.clone())),
             rf::<EventExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
             field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
@@ -67,16 +64,12 @@ impl Entity for EventExposure {
                 let subs = rq.view.lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_TARGET, &p.key).map_err(internal)?;
                 Ok(objs(subs.into_iter().map(EventSubscriptionInfo)))
             }),
-        ]);
-        f
+        ]
     }
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<EventExposureRecord>> {
         use crate::kinds::edges;
-        #[allow(unused_imports)]
         use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
         vec![
             edges::by_key::<EventExposureRecord, schema::kinds::application::Application>("Owner", |s| {
                 Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
@@ -94,18 +87,14 @@ impl Entity for EventExposure {
         ]
     }
 
-    fn filters() -> Vec<FilterField<EventExposureRecord>> {
-        let mut f = time_filters();
-        f.extend(status_filters("EventExposureStatusPhase", |r: &EventExposureRecord| &r.status));
-        f
-    }
-
     fn columns() -> Vec<Column<EventExposureRecord>> {
         type C = Column<EventExposureRecord>;
-        let mut c = meta_columns(|r: &EventExposureRecord| &r.meta);
+        let mut c = time_columns();
+        c.extend(status_columns::<EventExposure>(|r| &r.status));
+        c.extend(meta_columns(|r: &EventExposureRecord| &r.meta));
         c.extend([
             C::string("eventType", |r| &r.event_type),
-            C::enumeration("visibility", "EventExposureVisibility", |r| r.visibility.as_str()),
+            C::enumeration("visibility", "EventExposureVisibility", |r| r.visibility),
             C::boolean("active", |r| r.active).nullable(),
             C::optional_string("gatewayPublishingURL", |r| non_empty(&r.gateway_publishing_url)),
         ]);

@@ -4,16 +4,12 @@
 //! application's team. `target` is the cross-tenant `EventExposureInfo` of link 0, null without
 //! error while unlinked. The deprecated `scopes` returns the requested scopes.
 
-use super::common::{meta_columns, non_empty, status_filters};
+use super::common::{meta_columns, non_empty, status_columns, time_columns};
 use super::event_exposure::{register_values, EventExposureInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::column::Column;
-use crate::entity::{
-    connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, status_fields, string, strs, time_fields, time_filters,
-    Builder, Entity,
-};
+use crate::entity::{connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, string, strs, Builder, Entity};
 use crate::error::internal;
-use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
@@ -37,9 +33,7 @@ impl Entity for EventSubscription {
         register_values(bld);
         register_info(bld);
         super::event_exposure::register_info(bld);
-        let mut f = time_fields::<EventSubscription>();
-        f.extend(status_fields::<EventSubscription>(bld, |r| &r.status));
-        f.extend([
+        let mut f = vec![
             rf::<EventSubscription>("trigger", TypeRef::named("EventTrigger"), |r| r.trigger.clone().and_then(obj)),
             rf::<EventSubscription>("delivery", TypeRef::named_nn("EventDelivery"), |r| obj(r.delivery.clone())),
             rf::<EventSubscription>("scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| r.requested_scopes.as_deref().and_then(strs))
@@ -48,7 +42,7 @@ impl Entity for EventSubscription {
                 r.requested_scopes.as_deref().and_then(strs)
             }),
             rf::<EventSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| r.active_scopes.as_deref().and_then(strs)),
-        ]);
+        ];
         f.extend(super::subscription_common::link_fields::<EventSubscription>());
         f
     }
@@ -57,19 +51,15 @@ impl Entity for EventSubscription {
         super::subscription_common::link_edges::<EventSubscription>()
     }
 
-    fn filters() -> Vec<FilterField<EventSubscriptionRecord>> {
-        let mut f = time_filters();
-        f.extend(status_filters("EventSubscriptionStatusPhase", |r: &EventSubscriptionRecord| &r.status));
-        f
-    }
-
     fn columns() -> Vec<Column<EventSubscriptionRecord>> {
         type C = Column<EventSubscriptionRecord>;
-        let mut c = meta_columns(|r: &EventSubscriptionRecord| &r.meta);
+        let mut c = time_columns();
+        c.extend(status_columns::<EventSubscription>(|r| &r.status));
+        c.extend(meta_columns(|r: &EventSubscriptionRecord| &r.meta));
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("eventType", |r| &r.event_type),
-            C::enumeration("deliveryType", "EventSubscriptionDeliveryType", |r| r.delivery_type.as_str()),
+            C::enumeration("deliveryType", "EventSubscriptionDeliveryType", |r| r.delivery_type),
             C::optional_string("callbackURL", |r| r.callback_url.as_deref()),
             C::optional_string("gatewaySseURL", |r| non_empty(&r.gateway_sse_url)),
         ]);

@@ -5,12 +5,11 @@
 //!
 //! The file-manager ID `specification` is neither a field nor filterable.
 
-use super::common::{meta_columns, status_filters};
+use super::common::{meta_columns, status_columns, time_columns};
 use super::info::team_info;
 use crate::column::Column;
-use crate::entity::{connection_field, field, nested_rows, register, rf, status_fields, time_fields, time_filters, Builder, Entity};
+use crate::entity::{connection_field, field, nested_rows, register, rf, Builder, Entity};
 use crate::error::internal;
-use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, TypeRef};
 use schema::kinds::event_type::{EventType, EventTypeRecord};
 use schema::kinds::team::TeamRecord;
@@ -21,26 +20,20 @@ impl Entity for EventType {
     const ROOT: Option<&'static str> = Some("eventTypes");
     const TEAM_OWNED: bool = false;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
-        let mut v = time_fields::<EventType>();
-        v.extend(status_fields::<EventType>(bld, |r| &r.status));
-        v.extend([
+    fn fields(_bld: &mut Builder) -> Vec<Field> {
+        vec![
             // `<fileManager.baseUrl>/files/<specification>` in the reference. No file-manager
             // base URL is configurable yet, so this is always null (as for `Api`).
             rf::<EventType>("specificationUrl", TypeRef::named(TypeRef::STRING), |_| None),
             field::<Stored<EventTypeRecord>>("owner", TypeRef::named_nn("TeamInfo"), |p, rq| {
                 team_info(rq, &p.record.meta.environment, &p.record.team)
             }),
-        ]);
-        v
+        ]
     }
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<EventTypeRecord>> {
         use crate::kinds::edges;
-        #[allow(unused_imports)]
         use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
         vec![
             edges::by_key::<EventTypeRecord, schema::kinds::team::Team>("Owner", |s| {
                 Some(natural::team(&s.record.meta.environment, &s.record.team))
@@ -53,16 +46,12 @@ impl Entity for EventType {
         ]
     }
 
-    fn filters() -> Vec<FilterField<EventTypeRecord>> {
-        // `specification` (hidden file ID) is filterable in the reference; not here.
-        let mut v = time_filters();
-        v.extend(status_filters("EventTypeStatusPhase", |r: &EventTypeRecord| &r.status));
-        v
-    }
-
     fn columns() -> Vec<Column<EventTypeRecord>> {
+        // `specification` (hidden file ID) is filterable in the reference; not here.
         type C = Column<EventTypeRecord>;
-        let mut c = meta_columns(|r: &EventTypeRecord| &r.meta);
+        let mut c = time_columns();
+        c.extend(status_columns::<EventType>(|r| &r.status));
+        c.extend(meta_columns(|r: &EventTypeRecord| &r.meta));
         c.extend([
             C::string("eventType", |r| &r.event_type),
             C::string("version", |r| &r.version),

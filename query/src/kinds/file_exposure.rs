@@ -4,16 +4,15 @@
 //! Root query `fileExposures`; visible to the owner application's team. `subscriptions` lists
 //! every tenant's subscriptions linked to the exposure as `FileSubscriptionInfo`.
 
-use super::common::{meta_columns, status_filters, str_filter};
+use super::common::{meta_columns, status_columns, time_columns};
 use super::file_subscription::FileSubscriptionInfo;
 use super::subscription_info::owner_fields;
 use crate::column::Column;
 use crate::entity::{
-    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, nullable_string, obj, objs, register, rf,
-    status_fields, string, time_fields, time_filters, Builder, Entity,
+    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, nullable_string, obj, objs, register, rf, string,
+    Builder, Entity,
 };
 use crate::error::internal;
-use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use schema::common::Visibility;
 use schema::keys::{index, natural};
@@ -64,15 +63,10 @@ impl Entity for FileExposure {
         register_values(bld);
         register_info(bld);
         super::file_subscription::register_info(bld);
-        let mut f = time_fields::<FileExposure>();
-        f.extend(status_fields::<FileExposure>(bld, |r| &r.status));
-        f.extend([
+        vec![
             zone_field::<S>(|p| (&p.record.meta.environment, &p.record.zone)),
             rf::<FileExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
             rf::<FileExposure>("sftp", TypeRef::named("FileSFTP"), |r| r.sftp.clone().and_then(obj)),
-            rf::<FileExposure>("serviceExternalURL", TypeRef::named(TypeRef::STRING), |r| {
-                nullable_string(r.service_external_url.as_deref())
-            }),
             field::<S>("owner", TypeRef::named_nn(Application::TYPE), |p, rq| {
                 let r = &p.record;
                 let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
@@ -82,16 +76,12 @@ impl Entity for FileExposure {
                 let subs = rq.view.lookup_records::<FileSubscription>(index::FILE_SUBSCRIPTION_BY_TARGET, &p.key).map_err(internal)?;
                 Ok(objs(subs.into_iter().map(FileSubscriptionInfo)))
             }),
-        ]);
-        f
+        ]
     }
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<FileExposureRecord>> {
         use crate::kinds::edges;
-        #[allow(unused_imports)]
         use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
         vec![
             edges::by_key::<FileExposureRecord, schema::kinds::application::Application>("Owner", |s| {
                 Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
@@ -104,20 +94,16 @@ impl Entity for FileExposure {
         ]
     }
 
-    fn filters() -> Vec<FilterField<FileExposureRecord>> {
-        let mut f = time_filters();
-        f.extend(status_filters("FileExposureStatusPhase", |r: &FileExposureRecord| &r.status));
-        f.extend([str_filter::<FileExposureRecord>("serviceExternalURL", true, |r| r.service_external_url.as_deref())]);
-        f
-    }
-
     fn columns() -> Vec<Column<FileExposureRecord>> {
         type C = Column<FileExposureRecord>;
-        let mut c = meta_columns(|r: &FileExposureRecord| &r.meta);
+        let mut c = time_columns();
+        c.extend(status_columns::<FileExposure>(|r| &r.status));
+        c.extend(meta_columns(|r: &FileExposureRecord| &r.meta));
         c.extend([
             C::string("fileType", |r| &r.file_type),
-            C::enumeration("variant", "FileExposureVariant", |r| r.variant.as_str()),
-            C::enumeration("visibility", "FileExposureVisibility", |r| r.visibility.as_str()),
+            C::enumeration("variant", "FileExposureVariant", |r| r.variant),
+            C::optional_string("serviceExternalURL", |r| r.service_external_url.as_deref()),
+            C::enumeration("visibility", "FileExposureVisibility", |r| r.visibility),
             C::boolean("active", |r| r.active).nullable(),
             C::string("zoneName", |r| &r.zone),
             C::optional_string("serviceURL", |r| r.service_url.as_deref()),

@@ -4,16 +4,14 @@
 //! application's team. `target` is the cross-tenant `FileExposureInfo` of link 0, null without
 //! error while unlinked.
 
-use super::common::{meta_columns, status_filters};
+use super::common::{meta_columns, status_columns, time_columns};
 use super::file_exposure::{register_values, zone_field, FileExposureInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::column::Column;
 use crate::entity::{
-    connection_field, enum_item, field, global_id, nested_rows, nullable_string, obj, register, rf, status_fields, string, time_fields,
-    time_filters, Builder, Entity,
+    connection_field, enum_item, field, global_id, nested_rows, nullable_string, obj, register, rf, string, Builder, Entity,
 };
 use crate::error::internal;
-use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
@@ -40,12 +38,10 @@ impl Entity for FileSubscription {
         register_values(bld);
         register_info(bld);
         super::file_exposure::register_info(bld);
-        let mut f = time_fields::<FileSubscription>();
-        f.extend(status_fields::<FileSubscription>(bld, |r| &r.status));
-        f.extend([
+        let mut f = vec![
             zone_field::<S>(|p| (&p.record.meta.environment, &p.record.zone)),
             rf::<FileSubscription>("sftp", TypeRef::named("FileSFTP"), |r| r.sftp.clone().and_then(obj)),
-        ]);
+        ];
         f.extend(super::subscription_common::link_fields::<FileSubscription>());
         f
     }
@@ -54,15 +50,11 @@ impl Entity for FileSubscription {
         super::subscription_common::link_edges::<FileSubscription>()
     }
 
-    fn filters() -> Vec<FilterField<FileSubscriptionRecord>> {
-        let mut f = time_filters();
-        f.extend(status_filters("FileSubscriptionStatusPhase", |r: &FileSubscriptionRecord| &r.status));
-        f
-    }
-
     fn columns() -> Vec<Column<FileSubscriptionRecord>> {
         type C = Column<FileSubscriptionRecord>;
-        let mut c = meta_columns(|r: &FileSubscriptionRecord| &r.meta);
+        let mut c = time_columns();
+        c.extend(status_columns::<FileSubscription>(|r| &r.status));
+        c.extend(meta_columns(|r: &FileSubscriptionRecord| &r.meta));
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("fileType", |r| &r.file_type),

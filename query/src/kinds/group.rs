@@ -29,10 +29,7 @@ impl Entity for Group {
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<GroupRecord>> {
         use crate::kinds::edges;
-        #[allow(unused_imports)]
         use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
         vec![edges::by_index::<GroupRecord, schema::kinds::team::Team>("Teams", index::TEAM_BY_GROUP, |s| {
             Some(natural::in_env(&s.record.meta.environment, &s.record.meta.name))
         })]

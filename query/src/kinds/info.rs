@@ -6,7 +6,7 @@
 //! the nested `TeamInfo`. Other modules build them with [`team_info`] and
 //! [`application_info`].
 
-use super::common::ne;
+use super::common::non_empty_string;
 use crate::entity::{field, global_id, node_value, obj, objs, string, Builder, RequestContext};
 use async_graphql::dynamic::{FieldValue, Object, TypeRef};
 use async_graphql::Error;
@@ -70,12 +70,14 @@ pub fn register(b: &mut Builder) {
             .field(field::<TeamInfo>("groupName", TypeRef::named_nn(TypeRef::STRING), |p, _| {
                 Ok(string(p.record.as_ref().map(|r| r.group.as_str()).unwrap_or("")))
             }))
-            .field(field::<TeamInfo>("email", TypeRef::named(TypeRef::STRING), |p, _| Ok(p.record.as_ref().and_then(|r| ne(&r.email)))))
+            .field(field::<TeamInfo>("email", TypeRef::named(TypeRef::STRING), |p, _| {
+                Ok(p.record.as_ref().and_then(|r| non_empty_string(&r.email)))
+            }))
             .field(field::<TeamInfo>("displayName", TypeRef::named(TypeRef::STRING), |p, _| {
-                Ok(p.record.as_ref().and_then(|r| ne(&r.display_name)))
+                Ok(p.record.as_ref().and_then(|r| non_empty_string(&r.display_name)))
             }))
             .field(field::<TeamInfo>("description", TypeRef::named(TypeRef::STRING), |p, _| {
-                Ok(p.record.as_ref().and_then(|r| ne(&r.description)))
+                Ok(p.record.as_ref().and_then(|r| non_empty_string(&r.description)))
             })),
     );
     b.object(

@@ -5,8 +5,9 @@
 //! ([`super::agentic_catalogue`]).
 
 use super::agentic_catalogue;
+use crate::column::Column;
 use crate::entity::{Builder, Entity};
-use crate::filter::FilterField;
+use crate::filter::EdgeFilter;
 use async_graphql::dynamic::Field;
 use schema::kinds::mcp_server::{McpServer, McpServerRecord};
 
@@ -15,30 +16,16 @@ impl Entity for McpServer {
     const ROOT: Option<&'static str> = Some("mcpServers");
     const TEAM_OWNED: bool = false;
 
-    fn fields(b: &mut Builder) -> Vec<Field> {
-        agentic_catalogue::fields::<McpServer>(b)
+    fn fields(_: &mut Builder) -> Vec<Field> {
+        agentic_catalogue::fields::<McpServer>()
     }
 
-    fn edge_filters() -> Vec<crate::filter::EdgeFilter<McpServerRecord>> {
-        use crate::kinds::edges;
-        #[allow(unused_imports)]
-        use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
-        vec![
-            edges::by_key::<McpServerRecord, schema::kinds::team::Team>("Owner", |s| {
-                Some(natural::team(&s.record.meta.environment, &s.record.team))
-            }),
-            edges::by_index::<McpServerRecord, schema::kinds::agentic_exposure::AgenticExposure>(
-                "Exposures",
-                index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH,
-                |s| s.record.active.then(|| natural::in_env(&s.record.meta.environment, &s.record.base_path)),
-            ),
-        ]
+    fn columns() -> Vec<Column<McpServerRecord>> {
+        agentic_catalogue::columns::<McpServer>()
     }
 
-    fn filters() -> Vec<FilterField<McpServerRecord>> {
-        agentic_catalogue::filters::<McpServer>()
+    fn edge_filters() -> Vec<EdgeFilter<McpServerRecord>> {
+        agentic_catalogue::edge_filters()
     }
 }
 

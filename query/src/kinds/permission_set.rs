@@ -3,9 +3,9 @@
 //! edge is hidden, as in the reference; the set is reached from `Application.permissionSet`
 //! (defined here, visible records only).
 
-use super::common::{meta_filters, status_filters};
-use crate::entity::{field, node_value, objs, register, rf, status_fields, string, strs, time_fields, time_filters, Builder, Entity};
-use crate::filter::FilterField;
+use super::common::{meta_columns, status_columns, time_columns};
+use crate::column::Column;
+use crate::entity::{field, node_value, objs, register, rf, string, strs, Builder, Entity};
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use schema::keys::natural;
 use schema::kinds::application::ApplicationRecord;
@@ -24,33 +24,23 @@ impl Entity for PermissionSet {
                 .field(field::<Permission>("resource", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.resource))))
                 .field(field::<Permission>("actions", TypeRef::named_nn_list_nn(TypeRef::STRING), |p, _| Ok(strs(&p.actions)))),
         );
-        let mut f = time_fields::<PermissionSet>();
-        f.extend(status_fields::<PermissionSet>(bld, |r| &r.status));
-        f.extend([
-            rf::<PermissionSet>("environment", TypeRef::named(TypeRef::STRING), |r| string(&r.meta.environment)),
-            rf::<PermissionSet>("namespace", TypeRef::named_nn(TypeRef::STRING), |r| string(&r.meta.namespace)),
-            rf::<PermissionSet>("permissions", TypeRef::named_list("Permission"), |r| objs(r.permissions.clone())),
-        ]);
-        f
+        // `permissions` is a JSON column in the reference: not filterable (§2.2).
+        vec![rf::<PermissionSet>("permissions", TypeRef::named_list("Permission"), |r| objs(r.permissions.clone()))]
+    }
+
+    fn columns() -> Vec<Column<PermissionSetRecord>> {
+        let mut c = time_columns();
+        c.extend(status_columns::<PermissionSet>(|r| &r.status));
+        c.extend(meta_columns(|r: &PermissionSetRecord| &r.meta));
+        c
     }
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<PermissionSetRecord>> {
         use crate::kinds::edges;
-        #[allow(unused_imports)]
-        use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
+        use schema::keys::natural;
         vec![edges::by_key::<PermissionSetRecord, schema::kinds::application::Application>("OwnerApplication", |s| {
             Some(natural::application(&s.record.meta.environment, s.record.meta.team(), &s.record.application))
         })]
-    }
-
-    fn filters() -> Vec<FilterField<PermissionSetRecord>> {
-        // `permissions` is a JSON column in the reference: not filterable (§2.2).
-        let mut f = time_filters();
-        f.extend(status_filters("PermissionSetStatusPhase", |r: &PermissionSetRecord| &r.status));
-        f.extend(meta_filters(|r: &PermissionSetRecord| &r.meta));
-        f
     }
 }
 

@@ -9,20 +9,17 @@
 //! by its team and e-mail address (global ID of type `Member` over `(environment, team,
 //! email)`), and resolved by `node(id)` through its team (so only for viewers who see the team).
 
-use super::common::{meta_columns, non_empty, status_filters};
+use super::common::{meta_columns, non_empty, status_columns, time_columns};
 use crate::column::Column;
 use crate::entity::{
-    connection_field, field, nested_rows, node_value, objs, register, secret, status_fields, string, time_fields, time_filters, Builder,
-    Entity, Loader, RequestContext,
+    connection_field, field, nested_rows, node_value, objs, register, secret, string, Builder, Entity, Loader, RequestContext,
 };
 use crate::error::internal;
-use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::api::Api;
 use schema::kinds::application::Application;
 use schema::kinds::group::{Group, GroupRecord};
-use schema::kinds::team::TeamCategory;
 use schema::kinds::team::{Team, TeamMember, TeamRecord};
 use schema::{GlobalId, Key};
 use std::sync::Arc;
@@ -55,10 +52,7 @@ impl Entity for Team {
     const MULTI_ORDER: bool = true;
 
     fn fields(b: &mut Builder) -> Vec<Field> {
-        b.enumeration_of::<TeamCategory>("TeamCategory");
-        let mut v = time_fields::<Team>();
-        v.extend(status_fields::<Team>(b, |r| &r.status));
-        v.extend([
+        let mut v = vec![
             field::<Stored<TeamRecord>>("teamToken", TypeRef::named(TypeRef::STRING), |p, rq| {
                 let r = &p.record;
                 Ok(secret(rq, (&r.meta.environment, &r.meta.name), r.team_token.as_deref()))
@@ -71,7 +65,7 @@ impl Entity for Team {
                 Ok(rq.load_visible::<Group>(&natural::group(&r.meta.environment, &r.group))?.map(node_value::<Group>))
             }),
             field::<Stored<TeamRecord>>("members", TypeRef::named_nn_list(MEMBER), |p, _| Ok(objs(members_of(p)))),
-        ]);
+        ];
         let apps = b.where_type::<Application>();
         v.push(connection_field::<Application, Stored<TeamRecord>>("applications", apps, |rq, p, order, pred| {
             let rows = rq.view.with_prefix::<Application>(&p.key).map_err(internal)?;
@@ -87,10 +81,7 @@ impl Entity for Team {
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<TeamRecord>> {
         use crate::kinds::edges;
-        #[allow(unused_imports)]
-        use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
+        use schema::keys::natural;
         vec![
             edges::by_key::<TeamRecord, schema::kinds::group::Group>("Group", |s| {
                 (!s.record.group.is_empty()).then(|| natural::group(&s.record.meta.environment, &s.record.group))
@@ -103,22 +94,18 @@ impl Entity for Team {
         ]
     }
 
-    fn filters() -> Vec<FilterField<TeamRecord>> {
-        // `teamToken` is a secret: never filterable (DESIGN decision 9).
-        let mut v = time_filters();
-        v.extend(status_filters("TeamStatusPhase", |r: &TeamRecord| &r.status));
-        v
-    }
-
     fn columns() -> Vec<Column<TeamRecord>> {
+        // `teamToken` is a secret: never filterable (DESIGN decision 9).
         type C = Column<TeamRecord>;
-        let mut c = meta_columns(|r: &TeamRecord| &r.meta);
+        let mut c = time_columns();
+        c.extend(status_columns::<Team>(|r| &r.status));
+        c.extend(meta_columns(|r: &TeamRecord| &r.meta));
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("email", |r| &r.email),
             C::optional_string("displayname", |r| non_empty(&r.display_name)),
             C::optional_string("description", |r| non_empty(&r.description)),
-            C::enumeration("category", "TeamCategory", |r| r.category.as_str()),
+            C::enumeration("category", "TeamCategory", |r| r.category),
         ]);
         c
     }

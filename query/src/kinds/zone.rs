@@ -6,11 +6,9 @@
 use crate::column::Column;
 use crate::entity::{field, list_field, node_value, register, rf, string, Builder, Entity};
 use crate::error::internal;
-use crate::filter::FilterField;
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::application::Application;
-use schema::kinds::zone::ZoneVisibility;
 use schema::kinds::zone::{Zone, ZoneRecord};
 use storage::Stored;
 
@@ -22,8 +20,7 @@ impl Entity for Zone {
     const ROOT: Option<&'static str> = None;
     const TEAM_OWNED: bool = false;
 
-    fn fields(b: &mut Builder) -> Vec<Field> {
-        b.enumeration_of::<ZoneVisibility>("ZoneVisibility");
+    fn fields(_: &mut Builder) -> Vec<Field> {
         vec![
             // `issuerURL` + the token path; null when the zone has no issuer.
             rf::<Zone>("tokenURL", TypeRef::named(TypeRef::STRING), |r| {
@@ -39,17 +36,10 @@ impl Entity for Zone {
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<ZoneRecord>> {
         use crate::kinds::edges;
-        #[allow(unused_imports)]
         use schema::keys::{index, natural};
-        #[allow(unused_imports)]
-        use schema::Key;
         vec![edges::by_index::<ZoneRecord, schema::kinds::application::Application>("Applications", index::APPLICATION_BY_ZONE, |s| {
             Some(natural::in_env(&s.record.meta.environment, &s.record.meta.name))
         })]
-    }
-
-    fn filters() -> Vec<FilterField<ZoneRecord>> {
-        vec![]
     }
 
     fn columns() -> Vec<Column<ZoneRecord>> {
@@ -60,7 +50,7 @@ impl Entity for Zone {
             C::optional_string("gatewayURL", |r| r.gateway_url.as_deref()),
             C::optional_string("issuerURL", |r| r.issuer_url.as_deref()),
             C::optional_string("permissionsURL", |r| r.permissions_url.as_deref()),
-            C::enumeration("visibility", "ZoneVisibility", |r| r.visibility.as_str()),
+            C::enumeration("visibility", "ZoneVisibility", |r| r.visibility),
         ]
     }
 }
