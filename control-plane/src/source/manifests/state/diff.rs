@@ -190,101 +190,137 @@ impl ManifestsState {
                 }
             }
             for src in srcs {
-                self.decide(h, src, group, changed, olds, news, &others, streamed, reread_once, &mut plan);
+                let round = Round { changed, olds, news, others: &others, streamed, reread_once };
+                self.decide(h, src, group, &round, &mut plan);
             }
         }
         plan.examined = changed.len() + others.len();
         plan
     }
 
-    /// [`ManifestsState::plan`] for one object `src` (identity hash `h`); `group` lists the
-    /// changed files that declare an object of that hash (see `plan`).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn decide(
-        &self,
-        h: u64,
-        src: &SourceRef,
-        group: &[(u64, u32, bool)],
-        changed: &[Changed],
-        olds: &[Indexed],
-        news: &[Indexed],
-        others: &HashMap<u32, (String, Indexed)>,
-        streamed: bool,
-        reread_once: bool,
-        plan: &mut Plan,
-    ) {
-        // The winning document of the old and of the new state: (path, document). Files never
-        // share a path, so `>` decides.
-        let mut old_w: Option<(&str, &Document)> = None;
-        let mut new_w: Option<(&str, &Document)> = None;
+    /// [`ManifestsState::plan`] for one object `src` (identity hash `h`): gathers where it was
+    /// declared before and is declared now (`group` lists the changed files that declare an
+    /// object of that hash, `others` the unchanged files that do), then records its duplicates
+    /// ([`duplicates`]) and what to send ([`action`]) in `plan`.
+    pub(super) fn decide(&self, h: u64, src: &SourceRef, group: &[(u64, u32, bool)], round: &Round<'_>, plan: &mut Plan) {
+        let Round { changed, olds, news, others, streamed, reread_once } = *round;
+        let mut old_winner: Option<(&str, &Document)> = None;
+        let mut new_winner: Option<(&str, &Document)> = None;
         // Where the object is declared now, for its duplicates: (path, changed file or other).
         let mut now: Vec<(&str, &Indexed)> = Vec::new();
         for id in self.claims.files(h) {
             let Some((rel, idx)) = others.get(&id) else { continue };
             if let Some(d) = idx.last(h, src) {
-                if old_w.is_none_or(|w| rel.as_str() > w.0) {
-                    old_w = Some((rel, d));
-                }
-                if new_w.is_none_or(|w| rel.as_str() > w.0) {
-                    new_w = Some((rel, d));
-                }
+                keep_later(&mut old_winner, rel, d);
+                keep_later(&mut new_winner, rel, d);
                 now.push((rel, idx));
             }
         }
         for &(_, i, is_new) in group {
             let Some(c) = changed.get(i as usize) else { continue };
             let rel = c.rel.as_str();
+            let idx = if is_new { &news[i as usize] } else { &olds[i as usize] };
+            let Some(d) = idx.last(h, src) else { continue };
             if is_new {
-                if let Some(d) = news[i as usize].last(h, src) {
-                    if new_w.is_none_or(|w| rel > w.0) {
-                        new_w = Some((rel, d));
-                    }
-                    now.push((rel, &news[i as usize]));
-                }
-            } else if let Some(d) = olds[i as usize].last(h, src) {
-                if old_w.is_none_or(|w| rel > w.0) {
-                    old_w = Some((rel, d));
-                }
+                keep_later(&mut new_winner, rel, d);
+                now.push((rel, idx));
+            } else {
+                keep_later(&mut old_winner, rel, d);
             }
         }
-        let declared: usize = now.iter().map(|(_, idx)| idx.all(h, src).count()).sum();
-        if declared > 1 || self.duplicates.contains_key(src) {
-            now.sort_by(|a, b| a.0.cmp(b.0));
-            let all: Vec<&Document> = now.iter().flat_map(|(_, idx)| idx.all(h, src)).collect();
-            let dups =
-                all.windows(2).map(|p| Duplicate { src: src.clone(), loser: p[0].origin.clone(), winner: p[1].origin.clone() }).collect();
-            plan.duplicates.push((src.clone(), dups));
+        let count: usize = now.iter().map(|(_, idx)| idx.all(h, src).count()).sum();
+        if count > 1 || self.duplicates.contains_key(src) {
+            let declared = now.iter().map(|(rel, idx)| (*rel, idx.all(h, src).collect())).collect();
+            plan.duplicates.push((src.clone(), duplicates(src, declared)));
         }
         if streamed {
             return;
         }
-        let Some((rel, d)) = new_w else {
-            if let Some((_, d)) = old_w {
-                plan.deletes.push(Change::Delete { src: src.clone(), origin: Arc::from(d.origin.to_string()), token: None });
+        // Not told yet: never sent, or not confirmed by the store at start.
+        let untold = self.unsent.contains(src) || self.stale_ids.contains(&h);
+        match action(old_winner.map(|(_, d)| d), new_winner, untold, reread_once) {
+            Action::Keep => {}
+            Action::Delete(old) => {
+                plan.deletes.push(Change::Delete { src: src.clone(), origin: Arc::from(old.origin.to_string()), token: None })
             }
-            return;
-        };
-        if d.skipped {
-            // Skipped: the previous record (if any) stays, under its previous version.
-            return;
-        }
-        // Not told: never sent yet, or not confirmed by the store at start.
-        let told =
-            !self.unsent.contains(src) && !self.stale_ids.contains(&h) && old_w.is_some_and(|(_, o)| !o.skipped && o.version == d.version);
-        if told {
-            return;
-        }
-        match &d.record {
-            Some(record) => plan.applies.push((self.handlers.position(src.kind), d.origin.clone(), apply_of(d, record.clone()))),
-            None if !reread_once => {
+            Action::Apply(d, record) => {
+                plan.applies.push((self.handlers.position(src.kind), d.origin.clone(), apply_of(d, record.clone())))
+            }
+            Action::Reread(rel) => {
                 plan.reread.insert(rel.to_string());
             }
-            None => {
-                // Only when its file could not be read again just now.
+            Action::Unsent(d) => {
                 tracing::warn!(object = %src, origin = %d.origin, "record not available; sent when its file can be read");
                 plan.unsent.push(src.clone());
             }
         }
+    }
+}
+
+/// What [`ManifestsState::decide`] reads of one round of a refresh's [`ManifestsState::plan`].
+#[derive(Clone, Copy)]
+pub(super) struct Round<'a> {
+    /// The files read, added or removed.
+    pub(super) changed: &'a [Changed],
+    /// Their documents before, by position in `changed`.
+    pub(super) olds: &'a [Indexed],
+    /// Their documents now, by position in `changed`.
+    pub(super) news: &'a [Indexed],
+    /// Unchanged files that declare some of the same objects: file id → (path, documents).
+    pub(super) others: &'a HashMap<u32, (String, Indexed)>,
+    /// After a streamed cold start: only duplicates are computed.
+    pub(super) streamed: bool,
+    /// The files of winners without records were read again already.
+    pub(super) reread_once: bool,
+}
+
+/// Keeps in `winner` the declaration in the lexically later file (files never share a path, so
+/// `>` decides): the document that wins among an object's declarations.
+fn keep_later<'a>(winner: &mut Option<(&'a str, &'a Document)>, rel: &'a str, d: &'a Document) {
+    if winner.is_none_or(|(w, _)| rel > w) {
+        *winner = Some((rel, d));
+    }
+}
+
+/// The duplicates of `src` from its declarations now (`(file, its documents of src in file
+/// order)`, any order of files): in path order, each declaration loses to the next one.
+pub(super) fn duplicates(src: &SourceRef, mut declared: Vec<(&str, Vec<&Document>)>) -> Vec<Duplicate> {
+    declared.sort_by(|a, b| a.0.cmp(b.0));
+    let all: Vec<&Document> = declared.into_iter().flat_map(|(_, docs)| docs).collect();
+    all.windows(2).map(|p| Duplicate { src: src.clone(), loser: p[0].origin.clone(), winner: p[1].origin.clone() }).collect()
+}
+
+/// What a refresh does for one object ([`action`]).
+pub(super) enum Action<'a> {
+    /// Nothing to send: the store already has the winner, or the winner is skipped (the stored
+    /// record, if any, stays under its previous version).
+    Keep,
+    /// Declared before and not now: delete it (the old winning document).
+    Delete(&'a Document),
+    /// Send the new winning document with its record.
+    Apply(&'a Document, &'a Arc<dyn Prepared>),
+    /// The new winner's record is not held: read its file (this path) again.
+    Reread(&'a str),
+    /// The record is not held even after reading its file again: sent when the file can be read.
+    Unsent(&'a Document),
+}
+
+/// Decides what to send for one object from its winning document before (`old`) and now
+/// (`new`, with its file). `untold`: the writer was never told of the object, or the store has
+/// not confirmed it since the start, so an unchanged winner is sent anyway. `reread_once`: the
+/// files of winners without records were read again already in this refresh.
+pub(super) fn action<'a>(old: Option<&'a Document>, new: Option<(&'a str, &'a Document)>, untold: bool, reread_once: bool) -> Action<'a> {
+    let Some((rel, d)) = new else {
+        return old.map_or(Action::Keep, Action::Delete);
+    };
+    let told = !untold && old.is_some_and(|o| !o.skipped && o.version == d.version);
+    if d.skipped || told {
+        return Action::Keep;
+    }
+    match &d.record {
+        Some(record) => Action::Apply(d, record),
+        None if !reread_once => Action::Reread(rel),
+        None => Action::Unsent(d),
     }
 }
 
@@ -319,4 +355,88 @@ pub(super) fn send_docs(handlers: &Handlers, docs: &mut [Document], send: &mut d
 /// The change that sends document `d` with its translated `record`.
 pub(super) fn apply_of(d: &Document, record: Arc<dyn Prepared>) -> Change {
     Change::Apply { src: (*d.src).clone(), version: d.version.hex(), record, origin: Arc::from(d.origin.to_string()), token: None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::manifests::{scan_text, Version};
+
+    /// Group `g` as declared at document `n` of `file`, translated (its record held).
+    fn declared(file: &str, n: usize, display: &str) -> Document {
+        let handlers = Handlers::new(&Features::default());
+        let ctx = Context { now: schema::Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap(), features: Features::default() };
+        let text = format!("apiVersion: organization.cp.ei.telekom.de/v1\nkind: Group\nmetadata: {{name: g, namespace: poc}}\nspec: {{displayName: {display}}}\n");
+        let mut d = scan_text(file, &text, false, &handlers, &ctx).docs.remove(0);
+        d.origin.document = n;
+        d
+    }
+
+    /// The action as `keep`, `delete <file>#<doc>`, `apply <file>#<doc>`, `reread <file>`,
+    /// `unsent <file>#<doc>`.
+    fn summary(a: Action<'_>) -> String {
+        let at = |d: &Document| format!("{}#{}", d.origin.file, d.origin.document);
+        match a {
+            Action::Keep => "keep".into(),
+            Action::Delete(d) => format!("delete {}", at(d)),
+            Action::Apply(d, _) => format!("apply {}", at(d)),
+            Action::Reread(rel) => format!("reread {rel}"),
+            Action::Unsent(d) => format!("unsent {}", at(d)),
+        }
+    }
+
+    #[test]
+    fn an_object_is_sent_when_new_or_changed_and_kept_when_the_store_has_it() {
+        let old = declared("a.yaml", 1, "G");
+        let same = declared("a.yaml", 1, "G");
+        let changed = declared("b.yaml", 2, "Other");
+        assert_eq!(old.version, same.version);
+        assert_ne!(old.version, changed.version);
+        assert_eq!(summary(action(None, Some(("a.yaml", &same)), false, false)), "apply a.yaml#1", "new");
+        assert_eq!(summary(action(Some(&old), Some(("a.yaml", &same)), false, false)), "keep", "unchanged and told");
+        assert_eq!(summary(action(Some(&old), Some(("a.yaml", &same)), true, false)), "apply a.yaml#1", "unchanged but untold");
+        assert_eq!(summary(action(Some(&old), Some(("b.yaml", &changed)), false, false)), "apply b.yaml#2", "changed");
+        assert_eq!(summary(action(Some(&old), None, false, false)), "delete a.yaml#1", "no longer declared");
+        assert_eq!(summary(action(None, None, true, false)), "keep", "never declared");
+    }
+
+    #[test]
+    fn a_skipped_winner_keeps_the_stored_record_and_a_skipped_old_one_is_replaced() {
+        let old = declared("a.yaml", 1, "G");
+        let skipped = Document { record: None, skipped: true, ..declared("a.yaml", 1, "G") };
+        assert_eq!(summary(action(Some(&old), Some(("a.yaml", &skipped)), false, false)), "keep");
+        let was_skipped = Document { skipped: true, ..declared("a.yaml", 1, "G") };
+        assert_eq!(summary(action(Some(&was_skipped), Some(("a.yaml", &old)), false, false)), "apply a.yaml#1");
+    }
+
+    #[test]
+    fn a_winner_without_its_record_is_read_again_once_then_left_unsent() {
+        let old = declared("a.yaml", 1, "G");
+        let unread = Document { record: None, version: Version([7; 32]), ..declared("z.yaml", 3, "G") };
+        assert_eq!(summary(action(Some(&old), Some(("z.yaml", &unread)), false, false)), "reread z.yaml");
+        assert_eq!(summary(action(Some(&old), Some(("z.yaml", &unread)), false, true)), "unsent z.yaml#3");
+    }
+
+    #[test]
+    fn the_declaration_in_the_later_file_wins() {
+        let (a, b, c) = (declared("a.yaml", 1, "A"), declared("b.yaml", 1, "B"), declared("c.yaml", 1, "C"));
+        let mut winner = None;
+        for (rel, d) in [("b.yaml", &b), ("c.yaml", &c), ("a.yaml", &a)] {
+            keep_later(&mut winner, rel, d);
+        }
+        assert_eq!(winner.map(|(rel, _)| rel), Some("c.yaml"));
+    }
+
+    #[test]
+    fn duplicates_pair_each_declaration_with_the_next_in_path_order() {
+        let src = SourceRef { kind: KindId::Group, namespace: "poc".into(), name: "g".into() };
+        let (b1, b2, a1, c1) =
+            (declared("b.yaml", 1, "B"), declared("b.yaml", 2, "B2"), declared("a.yaml", 1, "A"), declared("c.yaml", 4, "C"));
+        let found = duplicates(&src, vec![("c.yaml", vec![&c1]), ("b.yaml", vec![&b1, &b2]), ("a.yaml", vec![&a1])]);
+        let at = |p: &DocumentPosition| format!("{}#{}", p.file, p.document);
+        let pairs: Vec<String> = found.iter().map(|d| format!("{} < {}", at(&d.loser), at(&d.winner))).collect();
+        assert_eq!(pairs, ["a.yaml#1 < b.yaml#1", "b.yaml#1 < b.yaml#2", "b.yaml#2 < c.yaml#4"]);
+        assert!(found.iter().all(|d| d.src == src));
+        assert!(duplicates(&src, vec![("a.yaml", vec![&a1])]).is_empty(), "one declaration has no duplicate");
+    }
 }
