@@ -316,17 +316,13 @@ async fn agentic_info_views_and_approvals_over_http() {
     server.stop().await;
 }
 
-/// Polls `query` until `done(data)` holds (at most 20 s).
+/// Asks `query` again after each change the server reports until `done(data)` holds.
 async fn eventually(server: &Server, token: &str, query: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let start = std::time::Instant::now();
-    loop {
+    support::eventually(server.running().app(), what, async || {
         let data = server.query(token, query).await;
-        if done(&data) {
-            return data;
-        }
-        assert!(start.elapsed() < std::time::Duration::from_secs(20), "{what}: {data}");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+        done(&data).then_some(data)
+    })
+    .await
 }
 
 /// `namespace/name` of every Approval and ApprovalRequest of the world whose target is an

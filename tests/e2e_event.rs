@@ -7,7 +7,6 @@ mod support;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::{Duration, Instant};
 use support::{facts, names, Server};
 
 fn set(v: impl IntoIterator<Item = String>) -> BTreeSet<String> {
@@ -131,17 +130,13 @@ fn write(path: &Path, doc: &Value) {
     std::fs::write(path, serde_json::to_string_pretty(doc).unwrap()).unwrap();
 }
 
-/// Polls `query` until `done(data)` holds (at most 20 s).
+/// Asks `query` again after each change the server reports until `done(data)` holds.
 async fn eventually(server: &Server, token: &str, query: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-    let start = Instant::now();
-    loop {
+    support::eventually(server.running().app(), what, async || {
         let data = server.query(token, query).await;
-        if done(&data) {
-            return data;
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "{what}: {data}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        done(&data).then_some(data)
+    })
+    .await
 }
 
 /// A subscription loaded before its exposure is stored without target (`target: null`, no

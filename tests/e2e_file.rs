@@ -246,18 +246,13 @@ async fn service_urls_targets_and_file_approvals_over_http() {
     // (`DEPENDENCY_DELAY` + jitter, 2 s + up to 3 s): readiness does not wait for retries.
     let count = "query($a: [String!], $r: [String!]) { approvals(where: {nameIn: $a}) { totalCount } approvalRequests(where: {nameIn: $r}) { totalCount } }";
     let vars = json!({"a": bare(&file_approvals), "r": bare(&file_requests)});
-    let mut projected = false;
-    for _ in 0..300 {
+    support::eventually(server.running().app(), "the file approvals", async || {
         let (data, _) = server.query_raw(&admin(), count, vars.clone()).await;
-        if data["approvals"]["totalCount"] == json!(file_approvals.len())
-            && data["approvalRequests"]["totalCount"] == json!(file_requests.len())
-        {
-            projected = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert!(projected, "file approvals projected within 30 s");
+        let projected = data["approvals"]["totalCount"] == json!(file_approvals.len())
+            && data["approvalRequests"]["totalCount"] == json!(file_requests.len());
+        projected.then_some(())
+    })
+    .await;
     let q = "query($a: [String!], $r: [String!]) {
         approvals(where: {nameIn: $a}) { edges { node { namespace name subscription { __typename ... on FileSubscriptionInfo { fileType ownerApplication { name } } } } } }
         approvalRequests(where: {nameIn: $r}) { edges { node { namespace name subscription { __typename } } } } }";
@@ -319,15 +314,8 @@ async fn disabled_features_project_no_file_or_permission_records() {
     let running = control_plane::start(config).await.unwrap();
     let base = format!("http://{}", running.local_addr());
     let client = reqwest::Client::new();
-    let mut ready = false;
-    for _ in 0..300 {
-        if client.get(format!("{base}/readyz")).send().await.map(|r| r.status() == 200).unwrap_or(false) {
-            ready = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    assert!(ready, "server not ready after 15 s");
+    assert!(running.app().readiness().wait_ready(std::time::Duration::from_secs(30)).await, "server not ready after 30 s");
+    assert_eq!(client.get(format!("{base}/readyz")).send().await.unwrap().status(), 200);
     let q = r#"{ fileExposures { totalCount } fileSubscriptions { totalCount } permissionSets { totalCount }
                 approvals(where: {nameHasPrefix: "filesubscription--"}) { totalCount }
                 apiSubscriptions { totalCount }

@@ -146,15 +146,20 @@ async fn reference(fake: &FakeK8s) -> BTreeMap<String, String> {
     d
 }
 
-/// Waits until the store equals `expected`; on timeout, fails naming the differences.
+/// Waits until the store equals `expected`, checking again after each commit; on timeout,
+/// fails naming the differences.
 async fn converges_to(store: &Store, expected: &BTreeMap<String, String>, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
+        let revision = store.read().unwrap().revision().unwrap();
         let got = dump(store);
         if &got == expected {
             return;
         }
-        if Instant::now() > deadline {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let store = store.clone();
+        let moved = tokio::task::spawn_blocking(move || store.wait_for_revision_after(revision, left).unwrap()).await.unwrap();
+        if moved <= revision {
             let missing: Vec<_> = expected.keys().filter(|k| !got.contains_key(*k)).take(5).collect();
             let extra: Vec<_> = got.keys().filter(|k| !expected.contains_key(*k)).take(5).collect();
             let differ: Vec<_> = expected.iter().filter(|(k, v)| got.get(*k).is_some_and(|g| g != *v)).map(|(k, _)| k).take(5).collect();
@@ -164,7 +169,6 @@ async fn converges_to(store: &Store, expected: &BTreeMap<String, String>, what: 
                 expected.len()
             );
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
@@ -178,11 +182,24 @@ async fn first_start(fake: &FakeK8s, data: &Path) -> (Cp, BTreeMap<String, Strin
     (cp, expected)
 }
 
-async fn wait_for(what: &str, mut cond: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !cond().await {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
+/// Waits until `cond` holds, checking again after each change the server reports and each
+/// request the fake API server answers.
+async fn wait_for(cp: &Cp, fake: &FakeK8s, what: &str, mut cond: impl AsyncFnMut() -> bool) {
+    let (mut server, mut api) = (cp.running.app().metrics().subscribe(), fake.requests());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        server.borrow_and_update();
+        api.borrow_and_update();
+        if cond().await {
+            return;
+        }
+        let changed = async {
+            tokio::select! {
+                _ = server.changed() => {}
+                _ = api.changed() => {}
+            }
+        };
+        assert!(tokio::time::timeout_at(deadline, changed).await.is_ok(), "timed out waiting for {what}");
     }
 }
 
@@ -227,11 +244,13 @@ async fn create_update_and_delete_reach_graphql() {
     assert_eq!(data_["apiSubscriptions"]["totalCount"], json!(total("ApiSubscription")));
 
     fake.apply(team_doc("newcomers", "Newcomers"));
-    wait_for("the created team", async || team_display_name(&cp, "payments--newcomers").await.as_deref() == Some("Newcomers")).await;
+    wait_for(&cp, &fake, "the created team", async || team_display_name(&cp, "payments--newcomers").await.as_deref() == Some("Newcomers"))
+        .await;
     fake.apply(team_doc("newcomers", "Renamed"));
-    wait_for("the updated team", async || team_display_name(&cp, "payments--newcomers").await.as_deref() == Some("Renamed")).await;
+    wait_for(&cp, &fake, "the updated team", async || team_display_name(&cp, "payments--newcomers").await.as_deref() == Some("Renamed"))
+        .await;
     assert!(fake.delete(KindId::Team, "poc", "payments--newcomers"));
-    wait_for("the deleted team", async || team_display_name(&cp, "payments--newcomers").await.is_none()).await;
+    wait_for(&cp, &fake, "the deleted team", async || team_display_name(&cp, "payments--newcomers").await.is_none()).await;
     assert_eq!(cp.metric("controlplane_kube_events_total{event=\"deleted\",kind=\"Team\"}").await, 1.0);
     assert_eq!(cp.metric("controlplane_kube_synced{kind=\"Team\"}").await, 1.0);
     assert_eq!(fake.lists(KindId::Team), 1, "no relist was needed");
@@ -256,15 +275,15 @@ async fn a_delete_while_the_watch_is_down_is_swept_after_the_relist() {
     let count = async || cp.query("{ applications { totalCount } }").await["applications"]["totalCount"].as_u64().unwrap();
     let before = count().await;
     fake.apply(app);
-    wait_for("the new application", async || count().await == before + 1).await;
+    wait_for(&cp, &fake, "the new application", async || count().await == before + 1).await;
     let before = before + 1;
 
     fake.block_watches(true);
-    wait_for("the watch to be refused", async || fake.refused_watches(KindId::Application) > 0).await;
+    wait_for(&cp, &fake, "the watch to be refused", async || fake.refused_watches(KindId::Application) > 0).await;
     assert!(fake.delete(KindId::Application, &ns, &name));
     fake.compact();
     fake.block_watches(false);
-    wait_for("the sweep", async || count().await == before - 1).await;
+    wait_for(&cp, &fake, "the sweep", async || count().await == before - 1).await;
     assert_eq!(fake.lists(KindId::Application), 2, "one relist");
     assert_eq!(cp.metric("controlplane_kube_events_total{event=\"deleted\",kind=\"Application\"}").await, 0.0, "no delete event arrived");
     assert!(cp.metric("controlplane_kube_watch_errors_total{kind=\"Application\",reason=\"gone\"}").await >= 1.0);
@@ -313,7 +332,7 @@ async fn gone_leads_to_a_relist_and_the_store_equals_the_server() {
         assert!(cascaded >= 2, "the subscription's approval and request");
     });
     fake.expire_watches();
-    wait_for("every kind to relist", async || schema::registry::registered().into_iter().all(|k| fake.lists(k) >= 2)).await;
+    wait_for(&cp, &fake, "every kind to relist", async || schema::registry::registered().into_iter().all(|k| fake.lists(k) >= 2)).await;
     converges_to(cp.store(), &reference(&fake).await, "after 410 and the relists").await;
     assert!(cp.metric("controlplane_kube_watch_errors_total{kind=\"Team\",reason=\"gone\"}").await >= 1.0);
     assert_eq!(team_display_name(&cp, "payments--silent").await.as_deref(), Some("Silent"));
@@ -322,7 +341,7 @@ async fn gone_leads_to_a_relist_and_the_store_equals_the_server() {
     let lists = fake.lists(KindId::Team);
     fake.drop_watches();
     fake.apply(team_doc("after-drop", "After the drop"));
-    wait_for("the team created after the drop", async || team_display_name(&cp, "payments--after-drop").await.is_some()).await;
+    wait_for(&cp, &fake, "the team created after the drop", async || team_display_name(&cp, "payments--after-drop").await.is_some()).await;
     assert_eq!(fake.lists(KindId::Team), lists, "a dropped watch resumes without a relist");
     cp.stop().await;
 }
@@ -335,7 +354,7 @@ async fn a_missing_crd_does_not_block_other_kinds() {
     fake.set_installed(KindId::FileSubscription, false);
     let data = tempfile::tempdir().unwrap();
     let cp = Cp::start(&fake, data.path()).await;
-    wait_for("every other kind synced", async || {
+    wait_for(&cp, &fake, "every other kind synced", async || {
         let mut all = true;
         for k in schema::registry::registered().into_iter().filter(|k| *k != KindId::FileSubscription) {
             all &= cp.metric(&format!("controlplane_kube_synced{{kind=\"{}\"}}", k.name())).await == 1.0;
@@ -500,9 +519,9 @@ async fn periodic_resync_relists_and_repairs_what_no_event_reported() {
     fake.apply(lonely);
     let groups = async || cp.query("{ groups { name } }").await["groups"].as_array().unwrap().len();
     let with_lonely = fake.objects().iter().filter(|o| o["kind"] == "Group").count();
-    wait_for("the new group", async || groups().await == with_lonely).await;
+    wait_for(&cp, &fake, "the new group", async || groups().await == with_lonely).await;
     fake.silently(|objs| assert!(objs.delete(KindId::Group, group["metadata"]["namespace"].as_str().unwrap_or_default(), "lonely-group")));
-    wait_for("the periodic sweep", async || groups().await == with_lonely - 1).await;
+    wait_for(&cp, &fake, "the periodic sweep", async || groups().await == with_lonely - 1).await;
     assert!(fake.lists(KindId::Group) >= 2);
     assert_eq!(cp.metric("controlplane_kube_watch_errors_total").await, 0.0, "no watch error was needed");
     cp.stop().await;
@@ -517,7 +536,7 @@ async fn a_kind_switched_off_is_not_watched_and_its_records_go() {
     let cp = Cp::start(&fake, data.path()).await;
     cp.ready().await;
     let files = async |cp: &Cp| cp.query("{ fileExposures { totalCount } }").await["fileExposures"]["totalCount"].as_u64().unwrap();
-    wait_for("file exposures", async || files(&cp).await > 0).await;
+    wait_for(&cp, &fake, "file exposures", async || files(&cp).await > 0).await;
     cp.stop().await;
 
     fake.set_installed(KindId::FileExposure, false);
@@ -526,7 +545,7 @@ async fn a_kind_switched_off_is_not_watched_and_its_records_go() {
     config.features.file_manager = false;
     let cp = Cp::start_with(config).await;
     cp.ready().await;
-    wait_for("the file records to go", async || files(&cp).await == 0).await;
+    wait_for(&cp, &fake, "the file records to go", async || files(&cp).await == 0).await;
     assert_eq!(fake.lists(KindId::FileExposure), 1, "not listed by the second run");
     let (_, body) = cp.readyz().await;
     assert_eq!(body["missingKinds"], json!([]));

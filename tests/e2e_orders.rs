@@ -7,20 +7,19 @@ mod support;
 use schema::KindId;
 use serde_json::{json, Value};
 use std::path::Path;
-use std::time::{Duration, Instant};
 use storage::OrderField;
 use support::{names, Server};
 
 const BY_NAME: &str = "{ applications(orderBy: [{field: NAME, direction: DESC}]) { totalCount edges { cursor node { id name } } } }";
 const BY_CREATED: &str = "{ approvals(orderBy: [{field: CREATED_AT, direction: ASC}]) { totalCount edges { node { id createdAt } } } }";
 
-/// Waits until the store lists `kind` by `order` as built (at most 20 s).
+/// Waits until the store lists `kind` by `order` as built.
 async fn built(server: &Server, kind: KindId, order: OrderField) {
-    let start = Instant::now();
-    while !server.running().app().store().read().unwrap().built_orders().unwrap().contains(kind, order) {
-        assert!(start.elapsed() < Duration::from_secs(20), "{kind:?} by {order:?} was never built");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let store = server.running().app().store();
+    support::eventually(server.running().app(), &format!("{kind:?} by {order:?} to be built"), async || {
+        store.read().unwrap().built_orders().unwrap().contains(kind, order).then_some(())
+    })
+    .await
 }
 
 /// Writes `doc` as a JSON manifest.
@@ -76,15 +75,11 @@ async fn an_order_is_indexed_after_its_first_query_with_the_same_answers() {
     app["metadata"]["name"] = json!("zzz-sorted-first");
     app["metadata"].as_object_mut().unwrap().remove("uid");
     write(&dir.path().join("30-new-application.json"), &app);
-    let start = Instant::now();
-    let data = loop {
+    let data = support::eventually(server.running().app(), "the new application", async || {
         let data = server.query(&viewers[0], BY_NAME).await;
-        if data["applications"]["totalCount"] == json!(checkout.len() + 1) {
-            break data;
-        }
-        assert!(start.elapsed() < Duration::from_secs(20), "the new application never arrived: {data}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+        (data["applications"]["totalCount"] == json!(checkout.len() + 1)).then_some(data)
+    })
+    .await;
     let after = names(&data["applications"], "name");
     assert_eq!(after[0], "zzz-sorted-first");
     assert_eq!(&after[1..], checkout.as_slice());

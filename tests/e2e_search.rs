@@ -5,7 +5,6 @@
 mod support;
 
 use serde_json::Value;
-use std::time::{Duration, Instant};
 use support::Server;
 
 const LEDGER: &str = "/payments/ledger/v2";
@@ -20,17 +19,14 @@ async fn base_paths(server: &Server, query: &str) -> Vec<String> {
     data["catalogueSearch"]["edges"].as_array().unwrap().iter().map(|e| e["node"]["basePath"].as_str().unwrap().to_string()).collect()
 }
 
-/// Polls until `check` holds for the answer to `query` (the index commits within a second).
+/// Asks `query` again after each change the server reports (search index commits included)
+/// until `check` holds for the answer.
 async fn eventually(server: &Server, query: &str, check: impl Fn(&[String]) -> bool) -> Vec<String> {
-    let t0 = Instant::now();
-    loop {
+    support::eventually(server.running().app(), &format!("search for {query:?}"), async || {
         let paths = base_paths(server, query).await;
-        if check(&paths) {
-            return paths;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(3), "search for {query:?} still answers {paths:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        check(&paths).then_some(paths)
+    })
+    .await
 }
 
 /// Removes the document of object `name` in `namespace` from a multi-document YAML file.

@@ -119,6 +119,7 @@ impl App {
             SourceConfig::Manifests(dir) => Readiness::new([manifests::initial_phase(dir)]),
             SourceConfig::Kube(_) => Readiness::new(watched.iter().map(|w| kube_source::initial_phase(w.kind))),
         };
+        metrics.follow(&readiness, Some(&catalogue));
         // A kind whose derivation version changed was purged on open ([`storage::versions`]):
         // ready once the source brought it back and the writer ended its re-derivation.
         let rederiving = store.rederiving();

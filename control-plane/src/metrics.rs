@@ -55,9 +55,9 @@ pub struct Metrics {
     pub graphql_executing: IntGaugeVec,
     /// `controlplane_graphql_queued{lane}`: requests waiting for a worker, by lane.
     pub graphql_queued: IntGaugeVec,
-    /// Bumped after every processed change and every change of `retries_pending`: what
-    /// [`Metrics::wait_until`] waits on.
-    projected: Arc<tokio::sync::watch::Sender<u64>>,
+    /// Bumped whenever what `/metrics`, `/readyz` or a query shows may have changed (see
+    /// [`Metrics::subscribe`]).
+    changes: Arc<tokio::sync::watch::Sender<u64>>,
 }
 
 impl Default for Metrics {
@@ -145,7 +145,7 @@ impl Metrics {
             graphql_seconds,
             graphql_executing,
             graphql_queued,
-            projected: Arc::new(tokio::sync::watch::Sender::new(0)),
+            changes: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
     }
 
@@ -158,13 +158,38 @@ impl Metrics {
     pub fn reconciled(&self, module: &str, outcome: &str, seconds: f64) {
         self.reconcile_total.with_label_values(&[module, outcome]).inc();
         self.reconcile_duration.with_label_values(&[module, outcome]).observe(seconds);
-        self.projected.send_modify(|n| *n += 1);
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    /// A receiver marked changed whenever what `/metrics`, `/readyz` or a query shows may have
+    /// changed: after each change the projector counts, each change of the pending retries
+    /// (also the end of each writer batch), each readiness change and each search index commit
+    /// ([`crate::app::App`] wires the last two). The barrier tests and tools wait on.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Marks [`Metrics::subscribe`] receivers changed after each change of `readiness` and
+    /// each commit of `catalogue` (when given).
+    pub fn follow(&self, readiness: &crate::readiness::Readiness, catalogue: Option<&storage::search::Catalogue>) {
+        let metrics = self.clone();
+        readiness.on_change(move || metrics.notify_waiters());
+        if let Some(catalogue) = catalogue {
+            let metrics = self.clone();
+            catalogue.on_commit(move |_| metrics.notify_waiters());
+        }
+    }
+
+    /// Marks [`Metrics::subscribe`] receivers changed: called after a change is counted through
+    /// cached counters (the writer), a readiness change and a search index commit.
+    pub fn notify_waiters(&self) {
+        self.changes.send_modify(|n| *n += 1);
     }
 
     /// Sets `projector_retries_pending` to `count` changes.
     pub fn set_retries_pending(&self, count: usize) {
         self.retries_pending.set(i64::try_from(count).unwrap_or(i64::MAX));
-        self.projected.send_modify(|n| *n += 1);
+        self.changes.send_modify(|n| *n += 1);
     }
 
     /// `projector_reconcile_total` summed over every module, for one `outcome` (an
@@ -182,8 +207,8 @@ impl Metrics {
     /// Waits until `condition` holds of these metrics, checking it again after every processed
     /// change and every change of the pending retries; returns whether it held before
     /// `timeout` passed.
-    pub async fn wait_until(&self, timeout: std::time::Duration, condition: impl Fn(&Metrics) -> bool) -> bool {
-        let mut changes = self.projected.subscribe();
+    pub async fn wait_until(&self, timeout: std::time::Duration, mut condition: impl FnMut(&Metrics) -> bool) -> bool {
+        let mut changes = self.subscribe();
         let waiting = async {
             while !condition(self) {
                 // The sender lives as long as `self`.

@@ -80,9 +80,12 @@ impl Progress {
     }
 }
 
+/// Called after each change of the readiness state ([`Readiness::on_change`]).
+type ChangeHook = Box<dyn Fn() + Send + Sync>;
+
 /// Shared readiness state. Cheap to clone.
 #[derive(Clone)]
-pub struct Readiness(Arc<Mutex<Progress>>);
+pub struct Readiness(Arc<Mutex<Progress>>, Arc<Mutex<Vec<ChangeHook>>>);
 
 /// The answer of `/readyz`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -128,7 +131,19 @@ impl Readiness {
     /// Not ready until every phase in `phases` has ended (and every item since expected is done).
     pub fn new<S: Into<String>>(phases: impl IntoIterator<Item = S>) -> Readiness {
         let state = Progress { phases: phases.into_iter().map(Into::into).collect(), ..Progress::default() };
-        Readiness(Arc::new(Mutex::new(state)))
+        Readiness(Arc::new(Mutex::new(state)), Arc::default())
+    }
+
+    /// Calls `hook` after each later change of the state (a phase ended, an item done, a kind
+    /// missing or back); it must not block or call back into this.
+    pub fn on_change(&self, hook: impl Fn() + Send + Sync + 'static) {
+        self.1.lock().unwrap_or_else(|e| e.into_inner()).push(Box::new(hook));
+    }
+
+    fn changed(&self) {
+        for hook in self.1.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            hook();
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Progress> {
@@ -163,6 +178,7 @@ impl Readiness {
     /// Ends a phase.
     pub fn end_phase(&self, phase: &str) {
         self.lock().phases.remove(phase);
+        self.changed();
     }
 
     /// Registers a pending item described by `label`.
@@ -192,6 +208,8 @@ impl Readiness {
         if let Some((_, Some(g))) = s.items.remove(&token.0) {
             s.counts[g].1 += 1;
         }
+        drop(s);
+        self.changed();
     }
 
     /// `(expected, done)`: items registered in `group` with [`Readiness::expect_in`] and how
@@ -209,6 +227,8 @@ impl Readiness {
         } else {
             s.missing.remove(what);
         }
+        drop(s);
+        self.changed();
     }
 
     /// Adds a note to every status (idempotent); see [`ReadyStatus::notes`].

@@ -8,6 +8,7 @@
 use control_plane::app::App;
 use control_plane::config::Clock;
 use control_plane::config::Config;
+use control_plane::metrics::Metrics;
 use control_plane::projector::handlers::Handlers;
 use control_plane::projector::writer::Change;
 use control_plane::source::manifests::{file_checkpoint_key, split_documents, ManifestsState, SkipReason};
@@ -17,7 +18,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use storage::Store;
 
 fn repo() -> PathBuf {
@@ -61,16 +62,15 @@ fn config(w: &World) -> Config {
 
 fn start(w: &World) -> App {
     let app = App::start(config(w)).unwrap();
-    wait_until("initial sync", Duration::from_secs(20), || app.readiness().is_ready());
+    wait_until(app.metrics(), "initial sync", Duration::from_secs(20), || app.readiness().is_ready());
     app
 }
 
-fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + timeout;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Waits until `cond` holds, checking it again after each change `metrics` reports (a change its
+/// writer counts, a readiness change, a search index commit: `Metrics::subscribe`).
+fn wait_until(metrics: &Metrics, what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
+    let waiting = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    assert!(waiting.block_on(metrics.wait_until(timeout, |_| cond())), "timed out waiting for {what}");
 }
 
 fn count(store: &Store, kind: KindId) -> u64 {
@@ -133,10 +133,9 @@ fn world_loads_with_the_counts_of_the_facts() {
     let app = start(&w);
     let expected = expected_world_counts();
     let store = app.store().clone();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while counts(&store) != expected && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    // Waited for without failing: the assertion below names the difference.
+    let waiting = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    waiting.block_on(app.metrics().wait_until(Duration::from_secs(10), |_| counts(&store) == expected));
     assert_eq!(counts(&store), expected);
     assert!(app.skips().is_empty(), "the world has no bad documents: {:?}", app.skips());
     assert!(w.data.join("readmodel.redb").is_file(), "the missing data directory is created");
@@ -162,15 +161,15 @@ fn edits_and_removals_are_applied_within_two_seconds() {
 
     // A new file with a new Group.
     std::fs::write(w.manifests.join("50-extra.yaml"), group_doc("extra", "Extra")).unwrap();
-    wait_until("new group", limit, || count(&store, KindId::Group) == groups + 1);
+    wait_until(app.metrics(), "new group", limit, || count(&store, KindId::Group) == groups + 1);
 
     // Edit it.
     std::fs::write(w.manifests.join("50-extra.yaml"), group_doc("extra", "Extra Edited")).unwrap();
-    wait_until("edited group", limit, || group_display_name(&store, "poc", "extra").as_deref() == Some("Extra Edited"));
+    wait_until(app.metrics(), "edited group", limit, || group_display_name(&store, "poc", "extra").as_deref() == Some("Extra Edited"));
 
     // An edit that breaks the document keeps the previous record and reports the skip.
     std::fs::write(w.manifests.join("50-extra.yaml"), group_doc("extra", "\"\"")).unwrap();
-    wait_until("skip report", limit, || !app.skips().is_empty());
+    wait_until(app.metrics(), "skip report", limit, || !app.skips().is_empty());
     let skips = app.skips();
     assert_eq!(skips.len(), 1);
     assert_eq!(&*skips[0].origin.file, "50-extra.yaml");
@@ -180,7 +179,7 @@ fn edits_and_removals_are_applied_within_two_seconds() {
 
     // Remove the file: the record goes, the skip report too.
     std::fs::remove_file(w.manifests.join("50-extra.yaml")).unwrap();
-    wait_until("removed group", limit, || count(&store, KindId::Group) == groups);
+    wait_until(app.metrics(), "removed group", limit, || count(&store, KindId::Group) == groups);
     assert!(app.skips().is_empty());
 
     // Remove one document from a multi-document file.
@@ -188,13 +187,13 @@ fn edits_and_removals_are_applied_within_two_seconds() {
     let text = std::fs::read_to_string(&path).unwrap();
     let kept: Vec<String> = split_documents(&text).into_iter().filter(|c| !c.text.contains("name: logistics\n")).map(|c| c.text).collect();
     std::fs::write(&path, kept.join("---\n")).unwrap();
-    wait_until("removed document", limit, || count(&store, KindId::Group) == groups - 1);
+    wait_until(app.metrics(), "removed document", limit, || count(&store, KindId::Group) == groups - 1);
     assert_eq!(group_display_name(&store, "poc", "logistics"), None);
 
     // Remove a whole file: parents go, children stay (they go with their own delete).
     let teams = count(&store, KindId::Team);
     std::fs::remove_file(&path).unwrap();
-    wait_until("removed file", limit, || count(&store, KindId::Group) == 0);
+    wait_until(app.metrics(), "removed file", limit, || count(&store, KindId::Group) == 0);
     assert_eq!(count(&store, KindId::Team), teams);
     assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
     app.shutdown();
@@ -211,7 +210,9 @@ fn duplicates_later_path_wins_and_the_loser_returns_when_the_winner_goes() {
     assert_eq!(group_display_name(&store, "poc", "dup").as_deref(), Some("From B"));
 
     std::fs::remove_file(w.manifests.join("z/b-dup.yaml")).unwrap();
-    wait_until("the earlier file wins", Duration::from_secs(3), || group_display_name(&store, "poc", "dup").as_deref() == Some("From A"));
+    wait_until(app.metrics(), "the earlier file wins", Duration::from_secs(3), || {
+        group_display_name(&store, "poc", "dup").as_deref() == Some("From A")
+    });
     app.shutdown();
 }
 
@@ -234,14 +235,14 @@ fn restart_writes_nothing_for_unchanged_documents_and_sweeps_removed_ones() {
     let app = start(&w);
     let store = app.store().clone();
     let expected = expected_world_counts();
-    wait_until("world", Duration::from_secs(10), || counts(&store) == expected);
+    wait_until(app.metrics(), "world", Duration::from_secs(10), || counts(&store) == expected);
     app.shutdown();
     let revision = store.read().unwrap().revision().unwrap();
     drop(store);
 
     let app = start(&w);
     let store = app.store().clone();
-    wait_until("no retry pending", Duration::from_secs(10), || app.metrics().retries_pending.get() == 0);
+    wait_until(app.metrics(), "no retry pending", Duration::from_secs(10), || app.metrics().retries_pending.get() == 0);
     assert_eq!(store.read().unwrap().revision().unwrap(), revision, "unchanged documents cause no write");
     assert_eq!(counts(&store), expected);
     app.shutdown();
@@ -271,7 +272,7 @@ fn disabled_kinds_are_not_projected() {
     let mut c = config(&w);
     c.features = schema::kind::Features { pubsub: false, permission: false, ai_gateway: false, file_manager: false };
     let app = App::start(c).unwrap();
-    wait_until("initial sync", Duration::from_secs(20), || app.readiness().is_ready());
+    wait_until(app.metrics(), "initial sync", Duration::from_secs(20), || app.readiness().is_ready());
     for k in gated {
         assert_eq!(count(app.store(), k), 0, "{}", k.name());
     }
@@ -287,7 +288,7 @@ fn messy_samples_load_next_to_the_world_and_every_rejection_has_a_reason() {
     let app = start(&w);
     let store = app.store().clone();
     let expected = expected_world_counts();
-    wait_until("world", Duration::from_secs(10), || counts(&store).iter().all(|(k, n)| *n >= expected[k]));
+    wait_until(app.metrics(), "world", Duration::from_secs(10), || counts(&store).iter().all(|(k, n)| *n >= expected[k]));
 
     let skips = app.skips();
     assert!(!skips.is_empty());
@@ -318,7 +319,9 @@ fn messy_samples_load_next_to_the_world_and_every_rejection_has_a_reason() {
 
     // The projector still works after the samples: a new document is applied.
     std::fs::write(w.manifests.join("60-after.yaml"), group_doc("after-samples", "After")).unwrap();
-    wait_until("document after the samples", Duration::from_secs(3), || group_display_name(&store, "poc", "after-samples").is_some());
+    wait_until(app.metrics(), "document after the samples", Duration::from_secs(3), || {
+        group_display_name(&store, "poc", "after-samples").is_some()
+    });
     assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
     app.shutdown();
 }
@@ -379,8 +382,8 @@ fn missing_parents_are_retried_until_they_arrive() {
     assert_eq!(app.metrics().retries_pending.get(), expected as i64, "every application waits, counted once ready");
 
     std::fs::copy(repo().join("examples/world/03-teams.yaml"), w.manifests.join("03-teams.yaml")).unwrap();
-    wait_until("applications after their teams", Duration::from_secs(5), || count(&store, KindId::Application) == expected);
-    wait_until("no retry pending", Duration::from_secs(5), || app.metrics().retries_pending.get() == 0);
+    wait_until(app.metrics(), "applications after their teams", Duration::from_secs(5), || count(&store, KindId::Application) == expected);
+    wait_until(app.metrics(), "no retry pending", Duration::from_secs(5), || app.metrics().retries_pending.get() == 0);
     app.shutdown();
 }
 
@@ -417,7 +420,7 @@ fn manifest_files(dir: &Path) -> usize {
 fn loaded_and_stopped(w: &World) -> (BTreeMap<KindId, u64>, Store) {
     let app = start(w);
     let expected = expected_world_counts();
-    wait_until("world", Duration::from_secs(10), || counts(app.store()) == expected);
+    wait_until(app.metrics(), "world", Duration::from_secs(10), || counts(app.store()) == expected);
     app.shutdown();
     (expected, Store::open(&w.data).unwrap())
 }
@@ -490,7 +493,7 @@ fn restart_takes_over_unchanged_files_from_the_checkpoints() {
     let app = start(&w);
     let mut want_counts = expected.clone();
     *want_counts.get_mut(&KindId::Team).unwrap() = 0;
-    wait_until("changes while stopped", Duration::from_secs(10), || {
+    wait_until(app.metrics(), "changes while stopped", Duration::from_secs(10), || {
         let c = counts(app.store());
         c[&KindId::Group] == expected[&KindId::Group] && c[&KindId::Team] == 0
     });
@@ -788,7 +791,7 @@ fn a_parked_losing_copy_never_overwrites_the_winner_sent_in_the_same_batch() {
     }
     let key = schema::keys::natural::application("poc", "payments--checkout", "dup-cross");
     let zone = || store.read().unwrap().get::<schema::kinds::application::Application>(&key).unwrap().map(|s| s.record.zone);
-    wait_until("the duplicated application", Duration::from_secs(5), || zone().is_some());
+    wait_until(&metrics, "the duplicated application", Duration::from_secs(5), || zone().is_some());
     // Every change processed once (a parked one is counted once parked); then either nothing
     // waits for a retry, or a loser waiting for the natural key has been retried twice and
     // would have taken the record if it could.
@@ -800,10 +803,12 @@ fn a_parked_losing_copy_never_overwrites_the_winner_sent_in_the_same_batch() {
             .map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0) as usize)
             .sum::<usize>()
     };
-    wait_until("every change processed", Duration::from_secs(10), || processed() >= sent);
+    wait_until(&metrics, "every change processed", Duration::from_secs(10), || processed() >= sent);
     let waits = || metrics.reconcile_total.with_label_values(&["application", "dependency_missing"]).get();
     let first = waits();
-    wait_until("no retry pending, or two retries", Duration::from_secs(10), || metrics.retries_pending.get() == 0 || waits() >= first + 2);
+    wait_until(&metrics, "no retry pending, or two retries", Duration::from_secs(10), || {
+        metrics.retries_pending.get() == 0 || waits() >= first + 2
+    });
     assert_eq!(zone().as_deref(), Some("caas-cetus"));
     writer.shutdown();
 }
@@ -1075,7 +1080,7 @@ fn a_renamed_object_keeps_its_natural_key_and_a_copy_never_takes_the_originals_r
     // Retries far away: what happens below happens without them.
     c.projector.dependency_delay = Duration::from_secs(60);
     let app = App::start(c).unwrap();
-    wait_until("initial sync", Duration::from_secs(20), || app.readiness().is_ready());
+    wait_until(app.metrics(), "initial sync", Duration::from_secs(20), || app.readiness().is_ready());
     let apis = w.manifests.join("06-apis.yaml");
     let text = std::fs::read_to_string(&apis).unwrap();
     let api = |store: &Store| count(store, KindId::Api);
@@ -1096,18 +1101,18 @@ fn a_renamed_object_keeps_its_natural_key_and_a_copy_never_takes_the_originals_r
     .unwrap();
     // The file's checkpoint is written after what the refresh that read it sent.
     let read = |store: &Store| store.read().unwrap().checkpoint(&file_checkpoint_key("60-copy.yaml")).unwrap().is_some();
-    wait_until("the copy's file read", Duration::from_secs(10), || read(app.store()));
+    wait_until(app.metrics(), "the copy's file read", Duration::from_secs(10), || read(app.store()));
     assert_eq!(api(app.store()), before);
     assert!(!name_of(app.store()).contains(&"logistics-fleet-legacy-v1-copy".to_string()));
     std::fs::remove_file(w.manifests.join("60-copy.yaml")).unwrap();
-    wait_until("the copy's removal read", Duration::from_secs(10), || !read(app.store()));
+    wait_until(app.metrics(), "the copy's removal read", Duration::from_secs(10), || !read(app.store()));
     assert_eq!(api(app.store()), before, "the original's record stays");
     assert!(name_of(app.store()).contains(&"logistics-fleet-legacy-v1".to_string()));
 
     // Renamed in place: the new name waits for the key, which the old name's delete (in the same
     // refresh) frees at once, not after a retry delay.
     std::fs::write(&apis, text.replacen("name: logistics-fleet-legacy-v1\n", "name: logistics-fleet-legacy-v1-renamed\n", 1)).unwrap();
-    wait_until("the renamed api", Duration::from_secs(10), || {
+    wait_until(app.metrics(), "the renamed api", Duration::from_secs(10), || {
         name_of(app.store()).contains(&"logistics-fleet-legacy-v1-renamed".to_string())
     });
     assert_eq!(api(app.store()), before);

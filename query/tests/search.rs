@@ -8,7 +8,7 @@ mod support;
 
 use schema::{KindId, Timestamp};
 use serde_json::Value;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use storage::search::{Catalogue, Opened};
 use storage::SourceRef;
 use support::{admin, error_codes, nodes, reference_time, strings, team_viewer, World};
@@ -31,10 +31,9 @@ fn world() -> Searchable {
 /// Waits until the index has committed the store's current revision.
 fn wait_indexed(s: &Searchable) {
     let revision = s.w.store.read().unwrap().revision().unwrap();
-    let t0 = Instant::now();
-    while s.catalogue.revision() < revision {
-        assert!(t0.elapsed() < Duration::from_secs(60), "the index stopped following the store");
-        std::thread::sleep(Duration::from_millis(20));
+    if s.catalogue.revision() < revision {
+        let at = s.catalogue.wait_for_revision_after(revision - 1, Duration::from_secs(60));
+        assert!(at >= revision, "the index stopped following the store at {at} of {revision}");
     }
 }
 

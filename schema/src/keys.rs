@@ -238,58 +238,58 @@ pub mod natural {
     }
 }
 
-/// Names of the secondary indexes ([`crate::kind::RefIndex`]). Part of the storage layout.
+/// Names of the secondary indexes ([`crate::kind::IndexName`]). Part of the storage layout.
 pub mod index {
-    use crate::kind::RefIndex;
+    use crate::kind::IndexName;
 
     /// Teams by `(env, spec.group)`.
-    pub const TEAM_BY_GROUP: RefIndex = RefIndex("team_by_group");
+    pub const TEAM_BY_GROUP: IndexName = IndexName("team_by_group");
     /// Applications by `(env, spec.zone.name)`.
-    pub const APPLICATION_BY_ZONE: RefIndex = RefIndex("application_by_zone");
+    pub const APPLICATION_BY_ZONE: IndexName = IndexName("application_by_zone");
     /// Active Apis by `(env, spec.basePath)` (only `status.active = true` entries).
-    pub const API_ACTIVE_BY_BASE_PATH: RefIndex = RefIndex("api_active_by_basepath");
+    pub const API_ACTIVE_BY_BASE_PATH: IndexName = IndexName("api_active_by_basepath");
     /// Active ApiExposures by `(env, spec.apiBasePath)`.
-    pub const API_EXPOSURE_ACTIVE_BY_BASE_PATH: RefIndex = RefIndex("apiexposure_active_by_basepath");
+    pub const API_EXPOSURE_ACTIVE_BY_BASE_PATH: IndexName = IndexName("apiexposure_active_by_basepath");
     /// ApiSubscriptions by `(env, spec.apiBasePath)` (relinked when an exposure changes).
-    pub const API_SUBSCRIPTION_BY_BASE_PATH: RefIndex = RefIndex("apisubscription_by_basepath");
+    pub const API_SUBSCRIPTION_BY_BASE_PATH: IndexName = IndexName("apisubscription_by_basepath");
     /// ApiSubscriptions by owner application key `(env, team, app)`.
-    pub const API_SUBSCRIPTION_BY_OWNER: RefIndex = RefIndex("apisubscription_by_owner");
+    pub const API_SUBSCRIPTION_BY_OWNER: IndexName = IndexName("apisubscription_by_owner");
     /// ApiSubscriptions by the natural key of their linked target exposure.
-    pub const API_SUBSCRIPTION_BY_TARGET: RefIndex = RefIndex("apisubscription_by_target");
+    pub const API_SUBSCRIPTION_BY_TARGET: IndexName = IndexName("apisubscription_by_target");
     /// Active EventTypes by `(env, spec.type)`.
-    pub const EVENT_TYPE_ACTIVE_BY_TYPE: RefIndex = RefIndex("eventtype_active_by_type");
+    pub const EVENT_TYPE_ACTIVE_BY_TYPE: IndexName = IndexName("eventtype_active_by_type");
     /// Active EventExposures by `(env, spec.eventType)`.
-    pub const EVENT_EXPOSURE_ACTIVE_BY_TYPE: RefIndex = RefIndex("eventexposure_active_by_type");
+    pub const EVENT_EXPOSURE_ACTIVE_BY_TYPE: IndexName = IndexName("eventexposure_active_by_type");
     /// EventSubscriptions by `(env, spec.eventType)`.
-    pub const EVENT_SUBSCRIPTION_BY_TYPE: RefIndex = RefIndex("eventsubscription_by_type");
+    pub const EVENT_SUBSCRIPTION_BY_TYPE: IndexName = IndexName("eventsubscription_by_type");
     /// EventSubscriptions by owner application key.
-    pub const EVENT_SUBSCRIPTION_BY_OWNER: RefIndex = RefIndex("eventsubscription_by_owner");
+    pub const EVENT_SUBSCRIPTION_BY_OWNER: IndexName = IndexName("eventsubscription_by_owner");
     /// EventSubscriptions by the natural key of their linked target exposure.
-    pub const EVENT_SUBSCRIPTION_BY_TARGET: RefIndex = RefIndex("eventsubscription_by_target");
+    pub const EVENT_SUBSCRIPTION_BY_TARGET: IndexName = IndexName("eventsubscription_by_target");
     /// Active McpServers by `(env, spec.basePath)`.
-    pub const MCP_SERVER_ACTIVE_BY_BASE_PATH: RefIndex = RefIndex("mcpserver_active_by_basepath");
+    pub const MCP_SERVER_ACTIVE_BY_BASE_PATH: IndexName = IndexName("mcpserver_active_by_basepath");
     /// Active AgentCards by `(env, spec.basePath)`.
-    pub const AGENT_CARD_ACTIVE_BY_BASE_PATH: RefIndex = RefIndex("agentcard_active_by_basepath");
+    pub const AGENT_CARD_ACTIVE_BY_BASE_PATH: IndexName = IndexName("agentcard_active_by_basepath");
     /// Active AgenticExposures by `(env, spec.basePath)`.
-    pub const AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH: RefIndex = RefIndex("agenticexposure_active_by_basepath");
+    pub const AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH: IndexName = IndexName("agenticexposure_active_by_basepath");
     /// AgenticSubscriptions by `(env, spec.basePath)`.
-    pub const AGENTIC_SUBSCRIPTION_BY_BASE_PATH: RefIndex = RefIndex("agenticsubscription_by_basepath");
+    pub const AGENTIC_SUBSCRIPTION_BY_BASE_PATH: IndexName = IndexName("agenticsubscription_by_basepath");
     /// AgenticSubscriptions by owner application key.
-    pub const AGENTIC_SUBSCRIPTION_BY_OWNER: RefIndex = RefIndex("agenticsubscription_by_owner");
+    pub const AGENTIC_SUBSCRIPTION_BY_OWNER: IndexName = IndexName("agenticsubscription_by_owner");
     /// AgenticSubscriptions by the natural key of their linked target exposure.
-    pub const AGENTIC_SUBSCRIPTION_BY_TARGET: RefIndex = RefIndex("agenticsubscription_by_target");
+    pub const AGENTIC_SUBSCRIPTION_BY_TARGET: IndexName = IndexName("agenticsubscription_by_target");
     /// Active FileExposures by `(env, spec.fileType)`.
-    pub const FILE_EXPOSURE_ACTIVE_BY_TYPE: RefIndex = RefIndex("fileexposure_active_by_type");
+    pub const FILE_EXPOSURE_ACTIVE_BY_TYPE: IndexName = IndexName("fileexposure_active_by_type");
     /// FileSubscriptions by `(env, spec.fileType)`.
-    pub const FILE_SUBSCRIPTION_BY_TYPE: RefIndex = RefIndex("filesubscription_by_type");
+    pub const FILE_SUBSCRIPTION_BY_TYPE: IndexName = IndexName("filesubscription_by_type");
     /// FileSubscriptions by owner application key.
-    pub const FILE_SUBSCRIPTION_BY_OWNER: RefIndex = RefIndex("filesubscription_by_owner");
+    pub const FILE_SUBSCRIPTION_BY_OWNER: IndexName = IndexName("filesubscription_by_owner");
     /// FileSubscriptions by the natural key of their linked target exposure.
-    pub const FILE_SUBSCRIPTION_BY_TARGET: RefIndex = RefIndex("filesubscription_by_target");
+    pub const FILE_SUBSCRIPTION_BY_TARGET: IndexName = IndexName("filesubscription_by_target");
     /// Approvals by [`super::natural::subscription_ref`].
-    pub const APPROVAL_BY_SUBSCRIPTION: RefIndex = RefIndex("approval_by_subscription");
+    pub const APPROVAL_BY_SUBSCRIPTION: IndexName = IndexName("approval_by_subscription");
     /// ApprovalRequests by [`super::natural::subscription_ref`].
-    pub const APPROVAL_REQUEST_BY_SUBSCRIPTION: RefIndex = RefIndex("approvalrequest_by_subscription");
+    pub const APPROVAL_REQUEST_BY_SUBSCRIPTION: IndexName = IndexName("approvalrequest_by_subscription");
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The contract every projected kind implements, and the vocabulary the writer uses to link
-//! records: [`Ref`] (a required parent), [`Link`] (an optional reference resolved by the writer),
-//! [`RefIndex`] (a secondary index) and [`Scope`] (who may see a record).
+//! records: [`Parent`] (a required parent), [`Link`] (an optional reference resolved by the writer),
+//! [`IndexName`] (a secondary index) and [`Scope`] (who may see a record).
 //!
 //! Adding a kind = one file under `crate::kinds` implementing [`Kind`] + one line in
 //! `crate::registry`.
@@ -131,7 +131,7 @@ pub enum Skip {
 
 /// A required parent: the record is not written until `key` exists in `kind`'s table.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Ref {
+pub struct Parent {
     /// The parent's kind.
     pub kind: KindId,
     /// The parent's natural key.
@@ -141,7 +141,7 @@ pub struct Ref {
 /// The name of a secondary index. Entries are `(index, lookup key) → (kind, record key)`; the
 /// name is part of the storage layout (never rename one without a format version bump).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RefIndex(pub &'static str);
+pub struct IndexName(pub &'static str);
 
 /// An optional reference the writer resolves inside the write transaction and stores next to the
 /// record (not in it). Resolved again whenever a record listed by [`Kind::dependents`] of
@@ -152,7 +152,7 @@ pub enum Link {
     /// ApiExposure of an environment and base path.
     First {
         /// The index to look in.
-        index: RefIndex,
+        index: IndexName,
         /// The lookup key.
         key: Key,
     },
@@ -206,7 +206,7 @@ pub trait Kind: Send + Sync + 'static {
     /// Which kind this is.
     const ID: KindId;
     /// The derivation version: of the record's shape ([`Kind::Record`], as postcard encodes it)
-    /// and of the translation rules ([`Kind::translate`], [`Kind::scopes`], [`Kind::refs`],
+    /// and of the translation rules ([`Kind::translate`], [`Kind::scopes`], [`Kind::index_entries`],
     /// [`Kind::links`], …). Bump it with every change to either: the store keeps the version
     /// its records of this kind were written with, and a store (or snapshot) of another version
     /// re-derives this kind from the source on open (`storage` crate docs, *Derivation
@@ -240,7 +240,7 @@ pub trait Kind: Send + Sync + 'static {
     fn key(rec: &Self::Record) -> Key;
 
     /// Parents that must exist before the record is written.
-    fn requires(_rec: &Self::Record) -> Vec<Ref> {
+    fn requires(_rec: &Self::Record) -> Vec<Parent> {
         Vec::new()
     }
 
@@ -253,13 +253,13 @@ pub trait Kind: Send + Sync + 'static {
     fn scopes(rec: &Self::Record, links: &[Option<Key>]) -> Vec<Scope>;
 
     /// Secondary index entries of the record.
-    fn refs(_rec: &Self::Record, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    fn index_entries(_rec: &Self::Record, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         Vec::new()
     }
 
     /// Index ranges whose records must re-resolve their links when this record is written or
     /// deleted. Called with the old and with the new state.
-    fn dependents(_rec: &Self::Record, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    fn dependents(_rec: &Self::Record, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         Vec::new()
     }
 

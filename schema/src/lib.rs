@@ -23,5 +23,5 @@ pub mod time;
 
 pub use graphql_enum::GraphqlEnum;
 pub use keys::{GlobalId, Key};
-pub use kind::{Context, Kind, KindId, Link, Ref, RefIndex, Scope, Skip};
+pub use kind::{Context, IndexName, Kind, KindId, Link, Parent, Scope, Skip};
 pub use time::Timestamp;

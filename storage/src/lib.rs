@@ -15,7 +15,7 @@
 //! 1. Every record has exactly its index entries: one ordering entry per scope and order field
 //!    the store maintains ([`tables::OrderSet`]: the natural-key order, and the others once
 //!    built), but the natural-key order of [`schema::Scope::All`] (the records table itself), and one
-//!    secondary entry per [`schema::Kind::refs`] item; no entry points to a missing record.
+//!    secondary entry per [`schema::Kind::index_entries`] item; no entry points to a missing record.
 //! 2. Counters equal the number of records per (kind, scope).
 //! 3. The revision strictly increases: every commit that changed something bumps it by one.
 //! 4. Every source entry points to a record whose envelope names that source.

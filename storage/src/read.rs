@@ -5,7 +5,7 @@ use crate::tables::{self, OrderField, OrderSet};
 use crate::write::KindTable;
 use crate::{Envelope, StorageError, Wanted};
 use redb::{ReadTransaction, ReadableTable};
-use schema::{Key, Kind, KindId, RefIndex, Scope, Timestamp};
+use schema::{IndexName, Key, Kind, KindId, Scope, Timestamp};
 use std::sync::Arc;
 use std::sync::OnceLock;
 
@@ -28,7 +28,7 @@ pub struct Stored<R> {
 pub struct ReadView {
     txn: ReadTransaction,
     order: redb::ReadOnlyTable<&'static [u8], ()>,
-    refs: redb::ReadOnlyTable<&'static [u8], ()>,
+    index_entries: redb::ReadOnlyTable<&'static [u8], ()>,
     /// Records tables opened by this view, by [`KindId::code`]: opening a table looks it up in
     /// redb's table tree, and one console request reads the same few tables dozens of times.
     records: Box<[OnceLock<RecordsTable>]>,
@@ -51,13 +51,13 @@ pub type OrderEntry = (Vec<u8>, Key);
 impl ReadView {
     pub(crate) fn new(txn: ReadTransaction, kinds: Arc<KindTable>, wanted: Arc<Wanted>) -> Result<ReadView, StorageError> {
         let order = txn.open_table(tables::ORDER)?;
-        let refs = txn.open_table(tables::REFS)?;
+        let index_entries = txn.open_table(tables::INDEX_ENTRIES)?;
         let codes = KindId::ALL.iter().map(|k| usize::from(k.code())).max().unwrap_or(0) + 1;
         let records = (0..codes).map(|_| OnceLock::new()).collect();
         Ok(ReadView {
             txn,
             order,
-            refs,
+            index_entries,
             records,
             kinds,
             built: OnceLock::new(),
@@ -191,11 +191,11 @@ impl ReadView {
     ///
     /// # Errors
     /// [`StorageError`] on redb failures.
-    pub fn lookup(&self, index: RefIndex, lookup: &Key) -> Result<Vec<(KindId, Key)>, StorageError> {
+    pub fn lookup(&self, index: IndexName, lookup: &Key) -> Result<Vec<(KindId, Key)>, StorageError> {
         let prefix = tables::ref_prefix(index, lookup);
         let range = match tables::prefix_end(&prefix) {
-            Some(end) => self.refs.range(prefix.as_slice()..end.as_slice())?,
-            None => self.refs.range(prefix.as_slice()..)?,
+            Some(end) => self.index_entries.range(prefix.as_slice()..end.as_slice())?,
+            None => self.index_entries.range(prefix.as_slice()..)?,
         };
         let mut out = Vec::new();
         for item in range {
@@ -212,7 +212,7 @@ impl ReadView {
     ///
     /// # Errors
     /// [`StorageError`] on redb or decoding failures.
-    pub fn lookup_records<K: Kind>(&self, index: RefIndex, lookup: &Key) -> Result<Vec<Stored<K::Record>>, StorageError> {
+    pub fn lookup_records<K: Kind>(&self, index: IndexName, lookup: &Key) -> Result<Vec<Stored<K::Record>>, StorageError> {
         let mut out = Vec::new();
         for (kind, key) in self.lookup(index, lookup)? {
             if kind == K::ID {
@@ -338,7 +338,7 @@ impl ReadView {
         let built = self.built_orders()?;
         let mut problems = Vec::new();
         let mut expected_order = std::collections::BTreeSet::new();
-        let mut expected_refs = std::collections::BTreeSet::new();
+        let mut expected_entries = std::collections::BTreeSet::new();
         let mut expected_counts = std::collections::BTreeMap::<Vec<u8>, u64>::new();
         for &kind in KindId::ALL {
             let Some(ops) = kinds.get(kind) else { continue };
@@ -349,7 +349,7 @@ impl ReadView {
                 let env: Envelope = decode(v.value(), kind.name())?;
                 let e = ops.entries(&key, &env, built)?;
                 expected_order.extend(e.order);
-                expected_refs.extend(e.refs);
+                expected_entries.extend(e.index_entries);
                 for s in e.scopes {
                     *expected_counts.entry(tables::count_key(kind, &s)).or_default() += 1;
                 }
@@ -362,7 +362,7 @@ impl ReadView {
         let actual_order: std::collections::BTreeSet<Vec<u8>> =
             self.order.iter()?.map(|i| i.map(|(k, _)| k.value().to_vec())).collect::<Result<_, _>>()?;
         let actual_refs: std::collections::BTreeSet<Vec<u8>> =
-            self.refs.iter()?.map(|i| i.map(|(k, _)| k.value().to_vec())).collect::<Result<_, _>>()?;
+            self.index_entries.iter()?.map(|i| i.map(|(k, _)| k.value().to_vec())).collect::<Result<_, _>>()?;
         if actual_order != expected_order {
             problems.push(format!(
                 "ordering index: {} missing, {} dangling",
@@ -370,11 +370,11 @@ impl ReadView {
                 actual_order.difference(&expected_order).count()
             ));
         }
-        if actual_refs != expected_refs {
+        if actual_refs != expected_entries {
             problems.push(format!(
                 "secondary index: {} missing, {} dangling",
-                expected_refs.difference(&actual_refs).count(),
-                actual_refs.difference(&expected_refs).count()
+                expected_entries.difference(&actual_refs).count(),
+                actual_refs.difference(&expected_entries).count()
             ));
         }
         let counts = self.txn.open_table(tables::COUNTS)?;

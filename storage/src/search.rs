@@ -32,7 +32,7 @@ use schema::{Key, KindId};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tantivy::collector::{Count, TopDocs};
@@ -279,7 +279,47 @@ struct Shared {
     dir: PathBuf,
     indexer: Mutex<Option<Indexer>>,
     /// Revision of the last index commit.
-    committed: Arc<std::sync::atomic::AtomicU64>,
+    committed: Arc<CommittedRevision>,
+}
+
+/// Called with the revision after each index commit ([`Catalogue::on_commit`]).
+type CommitHook = Box<dyn Fn(u64) + Send + Sync>;
+
+/// The revision of the last index commit, which readers can wait on.
+struct CommittedRevision {
+    revision: Mutex<u64>,
+    grew: Condvar,
+    hooks: Mutex<Vec<CommitHook>>,
+}
+
+impl CommittedRevision {
+    fn new(revision: u64) -> CommittedRevision {
+        CommittedRevision { revision: Mutex::new(revision), grew: Condvar::new(), hooks: Mutex::new(Vec::new()) }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, u64> {
+        // A plain number: a panic while holding the lock cannot leave it inconsistent.
+        self.revision.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn get(&self) -> u64 {
+        *self.lock()
+    }
+
+    fn set(&self, revision: u64) {
+        *self.lock() = revision;
+        self.grew.notify_all();
+        for hook in self.hooks.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            hook(revision);
+        }
+    }
+
+    /// Waits until the revision is above `revision` or `timeout` passed; the revision then.
+    fn wait_after(&self, revision: u64, timeout: Duration) -> u64 {
+        let guard = self.lock();
+        let (guard, _) = self.grew.wait_timeout_while(guard, timeout, |now| *now <= revision).unwrap_or_else(|e| e.into_inner());
+        *guard
+    }
 }
 
 struct Indexer {
@@ -321,7 +361,7 @@ impl Catalogue {
             }
             Err(e) => return Err(e),
         };
-        let committed = Arc::new(std::sync::atomic::AtomicU64::new(revision));
+        let committed = Arc::new(CommittedRevision::new(revision));
         let stop = Arc::new(AtomicBool::new(false));
         let mut job = Job {
             writer,
@@ -352,7 +392,20 @@ impl Catalogue {
 
     /// The store revision of the last index commit.
     pub fn revision(&self) -> u64 {
-        self.0.committed.load(Ordering::SeqCst)
+        self.0.committed.get()
+    }
+
+    /// Calls `hook` with the revision after each later index commit (on the indexer thread: it
+    /// must not block).
+    pub fn on_commit(&self, hook: impl Fn(u64) + Send + Sync + 'static) {
+        self.0.committed.hooks.lock().unwrap_or_else(|e| e.into_inner()).push(Box::new(hook));
+    }
+
+    /// Blocks until an index commit has moved [`Catalogue::revision`] past `revision`, or
+    /// `timeout` has passed; returns the revision then (still `<= revision` after a timeout).
+    /// Woken by each index commit.
+    pub fn wait_for_revision_after(&self, revision: u64, timeout: Duration) -> u64 {
+        self.0.committed.wait_after(revision, timeout)
     }
 
     /// Commits what is pending, then stops the indexer thread (blocking). Later searches still
@@ -540,7 +593,7 @@ struct Job {
     pending: Vec<(KindId, Key)>,
     pending_rev: u64,
     stop: Arc<AtomicBool>,
-    committed: Arc<std::sync::atomic::AtomicU64>,
+    committed: Arc<CommittedRevision>,
 }
 
 impl Job {
@@ -612,7 +665,7 @@ impl Job {
         prepared.commit()?;
         self.reader.reload()?;
         self.done = self.pending_rev;
-        self.committed.store(self.done, Ordering::SeqCst);
+        self.committed.set(self.done);
         self.pending.clear();
         Ok(())
     }

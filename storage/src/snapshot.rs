@@ -536,8 +536,8 @@ impl Store {
             written?;
             let mut order = txn.open_table(tables::ORDER).map_err(StorageError::from)?;
             append(&mut order, "ordering index", derived.order.iter().map(|k| (k.as_slice(), ())))?;
-            let mut refs = txn.open_table(tables::REFS).map_err(StorageError::from)?;
-            append(&mut refs, "secondary index", derived.refs.iter().map(|k| (k.as_slice(), ())))?;
+            let mut index_entries = txn.open_table(tables::INDEX_ENTRIES).map_err(StorageError::from)?;
+            append(&mut index_entries, "secondary index", derived.index_entries.iter().map(|k| (k.as_slice(), ())))?;
             let mut ct = txn.open_table(tables::COUNTS).map_err(StorageError::from)?;
             append(&mut ct, "counters", derived.counts.iter().map(|(k, n)| (k.as_slice(), *n)))?;
             // The entries derived are those of the natural-key orders alone.
@@ -586,7 +586,7 @@ fn write_records(txn: &redb::WriteTransaction, sections: &[&Section]) -> Result<
 /// duplicates (the order the tables are filled in).
 struct Derived {
     order: Vec<Vec<u8>>,
-    refs: Vec<Vec<u8>>,
+    index_entries: Vec<Vec<u8>>,
     counts: std::collections::BTreeMap<Vec<u8>, u64>,
 }
 
@@ -599,7 +599,7 @@ struct Derived {
 fn derive(kinds: &KindTable, sections: &[&Section]) -> Result<Derived, SnapshotError> {
     let malformed = |m: String| SnapshotError::Malformed(m);
     let mut order = Vec::new();
-    let mut refs = Vec::new();
+    let mut index_entries = Vec::new();
     let mut counts = HashMap::<Vec<u8>, u64>::new();
     for s in sections {
         let kind = s.kind;
@@ -618,7 +618,7 @@ fn derive(kinds: &KindTable, sections: &[&Section]) -> Result<Derived, SnapshotE
                 return Err(malformed(format!("{} {key}: no source entry for {}/{}", kind.name(), env.source.0, env.source.1)));
             }
             order.extend(e.order);
-            refs.extend(e.refs);
+            index_entries.extend(e.index_entries);
             for sc in &e.scopes {
                 *counts.entry(tables::count_key(kind, sc)).or_default() += 1;
             }
@@ -629,10 +629,10 @@ fn derive(kinds: &KindTable, sections: &[&Section]) -> Result<Derived, SnapshotE
         list.dedup();
     };
     std::thread::scope(|scope| {
-        scope.spawn(|| sort(&mut refs));
+        scope.spawn(|| sort(&mut index_entries));
         sort(&mut order);
     });
-    Ok(Derived { order, refs, counts: counts.into_iter().collect() })
+    Ok(Derived { order, index_entries, counts: counts.into_iter().collect() })
 }
 
 /// Fills the empty `table` with `items`, which must be in strictly ascending key order, through

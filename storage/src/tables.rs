@@ -32,14 +32,14 @@
 
 use crate::StorageError;
 use redb::{TableDefinition, WriteTransaction};
-use schema::{Key, KindId, RefIndex, Scope};
+use schema::{IndexName, Key, KindId, Scope};
 
 /// `meta`: layout version, revision, last commit time.
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 /// `order_index`: ordering entries per scope.
 pub const ORDER: TableDefinition<&[u8], ()> = TableDefinition::new("order_index");
 /// `ref_index`: secondary index entries.
-pub const REFS: TableDefinition<&[u8], ()> = TableDefinition::new("ref_index");
+pub const INDEX_ENTRIES: TableDefinition<&[u8], ()> = TableDefinition::new("ref_index");
 /// `sources`: source object → natural key.
 pub const SOURCES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("sources");
 /// `counts`: records per (kind, scope).
@@ -57,7 +57,7 @@ pub fn records(kind: KindId) -> TableDefinition<'static, &'static [u8], &'static
 /// Creates every table (idempotent).
 pub(crate) fn open_all(txn: &WriteTransaction) -> Result<(), StorageError> {
     txn.open_table(ORDER)?;
-    txn.open_table(REFS)?;
+    txn.open_table(INDEX_ENTRIES)?;
     txn.open_table(SOURCES)?;
     txn.open_table(COUNTS)?;
     txn.open_table(BUILT)?;
@@ -202,19 +202,19 @@ pub fn order_prefix(kind: KindId, order: OrderField, scope: &Scope) -> Vec<u8> {
 }
 
 /// Prefix of the secondary entries of `index` under `lookup`.
-pub fn ref_prefix(index: RefIndex, lookup: &Key) -> Vec<u8> {
+pub fn ref_prefix(index: IndexName, lookup: &Key) -> Vec<u8> {
     ref_bytes(index, lookup, 0)
 }
 
 /// A full secondary entry key.
-pub fn ref_entry(index: RefIndex, lookup: &Key, kind: KindId, key: &Key) -> Vec<u8> {
+pub fn index_entry(index: IndexName, lookup: &Key, kind: KindId, key: &Key) -> Vec<u8> {
     let mut v = ref_bytes(index, lookup, 1 + key.as_bytes().len());
     v.push(kind.code());
     v.extend_from_slice(key.as_bytes());
     v
 }
 
-/// Whether the secondary-index entry `entry` ([`ref_entry`]) belongs to a record of `kind`
+/// Whether the secondary-index entry `entry` ([`index_entry`]) belongs to a record of `kind`
 /// whose natural key is in `keys`: read without knowing the lookup key's length, by trying the
 /// kind byte at each component boundary after the index name. A lookup component can start
 /// with the kind's byte only if it holds a control character, and then the rest must still be
@@ -234,7 +234,7 @@ pub fn ref_entry_of(entry: &[u8], kind: KindId, keys: &std::collections::HashSet
 }
 
 /// [`ref_prefix`] with room for `extra` more bytes.
-fn ref_bytes(index: RefIndex, lookup: &Key, extra: usize) -> Vec<u8> {
+fn ref_bytes(index: IndexName, lookup: &Key, extra: usize) -> Vec<u8> {
     let name = Key::new(&[index.0]);
     let mut v = Vec::with_capacity(name.as_bytes().len() + lookup.as_bytes().len() + extra);
     v.extend_from_slice(name.as_bytes());

@@ -147,7 +147,7 @@ fn purge(txn: &WriteTransaction, kind: KindId) -> Result<u64, StorageError> {
     txn.open_table(tables::COUNTS)?.retain_in::<&[u8], _>(range.clone(), |_, _| false)?;
     txn.open_table(tables::SOURCES)?.retain_in::<&[u8], _>(range, |_, _| false)?;
     if !keys.is_empty() {
-        txn.open_table(tables::REFS)?.retain(|entry, _| !tables::ref_entry_of(entry, kind, &keys))?;
+        txn.open_table(tables::INDEX_ENTRIES)?.retain(|entry, _| !tables::ref_entry_of(entry, kind, &keys))?;
     }
     Ok(keys.len() as u64)
 }
@@ -268,7 +268,7 @@ mod tests {
         let keys = |t: redb::ReadOnlyTable<&[u8], ()>| t.iter().unwrap().map(|i| i.unwrap().0.value().to_vec()).collect::<Vec<_>>();
         let counts_t = txn.open_table(tables::COUNTS).unwrap();
         let counts = counts_t.iter().unwrap().map(|i| i.map(|(k, v)| (k.value().to_vec(), v.value())).unwrap()).collect();
-        (keys(txn.open_table(tables::ORDER).unwrap()), keys(txn.open_table(tables::REFS).unwrap()), counts)
+        (keys(txn.open_table(tables::ORDER).unwrap()), keys(txn.open_table(tables::INDEX_ENTRIES).unwrap()), counts)
     }
 
     /// The old shape of an ApiExposure record, as a build before its last field was added wrote
@@ -301,9 +301,9 @@ mod tests {
         assert_eq!(view.count(KindId::ApiExposure, &schema::Scope::All).unwrap(), 0);
         assert_eq!(view.revision().unwrap(), old_revision + 1, "the purge is a change");
         assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
-        let (order, refs, _) = derived(&store);
+        let (order, index_entries, _) = derived(&store);
         assert!(order.iter().all(|e| e[0] != KindId::ApiExposure.code()), "no ordering entry of the purged kind");
-        assert!(refs.len() < clean_derived.1.len(), "its secondary-index entries are gone");
+        assert!(index_entries.len() < clean_derived.1.len(), "its secondary-index entries are gone");
         drop(view);
         // Reopening does not purge again: the kind keeps waiting for the source.
         drop(store);
@@ -379,10 +379,10 @@ mod tests {
         let key = schema::Key::new(&["poc", "a"]);
         let keys: HashSet<Vec<u8>> = [key.as_bytes().to_vec()].into();
         let lookup = schema::Key::new(&["poc", "/base"]);
-        let entry = tables::ref_entry(schema::RefIndex("x_by_y"), &lookup, KindId::ApiExposure, &key);
+        let entry = tables::index_entry(schema::IndexName("x_by_y"), &lookup, KindId::ApiExposure, &key);
         assert!(tables::ref_entry_of(&entry, KindId::ApiExposure, &keys));
         assert!(!tables::ref_entry_of(&entry, KindId::Api, &keys));
-        let other = tables::ref_entry(schema::RefIndex("x_by_y"), &lookup, KindId::ApiExposure, &schema::Key::new(&["poc", "b"]));
+        let other = tables::index_entry(schema::IndexName("x_by_y"), &lookup, KindId::ApiExposure, &schema::Key::new(&["poc", "b"]));
         assert!(!tables::ref_entry_of(&other, KindId::ApiExposure, &keys));
         assert!(!tables::ref_entry_of(b"", KindId::Zone, &keys));
         assert!(!tables::ref_entry_of(b"\x05\x05\x05", KindId::Zone, &keys), "unterminated");

@@ -7,7 +7,7 @@ use crate::tables::{self, OrderField, OrderSet};
 use crate::{Envelope, StorageError};
 use redb::{ReadableTable, Table, WriteTransaction};
 use schema::registry::{self, KindVisitor};
-use schema::{Key, Kind, KindId, Link, Ref, Scope, Timestamp};
+use schema::{Key, Kind, KindId, Link, Parent, Scope, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -45,7 +45,7 @@ pub enum Outcome {
         written: bool,
     },
     /// Required parents are missing: nothing was written (an older version stays).
-    DependencyMissing(Vec<Ref>),
+    DependencyMissing(Vec<Parent>),
     /// Another source object (of the same kind) holds the record's natural key: nothing was
     /// written (an older version of this object, under another key, stays). The first object to
     /// hold a key keeps it until it is deleted or moves to another key; retry until then.
@@ -126,7 +126,7 @@ pub(crate) trait ErasedKind: Send + Sync {
 /// The index entries and scopes of one record.
 pub(crate) struct Entries {
     pub order: Vec<Vec<u8>>,
-    pub refs: Vec<Vec<u8>>,
+    pub index_entries: Vec<Vec<u8>>,
     pub scopes: Vec<Scope>,
 }
 
@@ -203,8 +203,9 @@ fn entries_by<K: Kind>(key: &Key, rec: &K::Record, env: &Envelope, include: impl
             order.push(e);
         }
     }
-    let refs = K::refs(rec, &env.links).iter().map(|(idx, lookup)| tables::ref_entry(*idx, lookup, K::ID, key)).collect();
-    Entries { order, refs, scopes }
+    let index_entries =
+        K::index_entries(rec, &env.links).iter().map(|(idx, lookup)| tables::index_entry(*idx, lookup, K::ID, key)).collect();
+    Entries { order, index_entries, scopes }
 }
 
 /// The sort value of a record by `order`: the part of its ordering entry between the scope and
@@ -223,7 +224,7 @@ fn sort_value_of<K: Kind>(order: OrderField, env: &Envelope, rec: Option<&K::Rec
 struct Parts<'a> {
     key: &'a Key,
     bytes: &'a [u8],
-    requires: &'a [Ref],
+    requires: &'a [Parent],
     links: &'a [Link],
 }
 
@@ -235,7 +236,7 @@ pub struct Encoded<K: Kind> {
     record: K::Record,
     key: Key,
     bytes: Vec<u8>,
-    requires: Vec<Ref>,
+    requires: Vec<Parent>,
     links: Vec<Link>,
 }
 
@@ -256,7 +257,7 @@ impl<K: Kind> Encoded<K> {
     }
 
     /// Its required parents ([`Kind::requires`]).
-    pub fn requires(&self) -> &[Ref] {
+    pub fn requires(&self) -> &[Parent] {
         &self.requires
     }
 }
@@ -358,7 +359,7 @@ type Bytes = &'static [u8];
 struct OpenTables<'txn> {
     txn: &'txn WriteTransaction,
     order: Table<'txn, Bytes, ()>,
-    refs: Table<'txn, Bytes, ()>,
+    index_entries: Table<'txn, Bytes, ()>,
     sources: Table<'txn, Bytes, Bytes>,
     /// The records tables, indexed by [`KindId::code`], each opened on first use.
     records: Vec<OnceCell<Table<'txn, Bytes, Bytes>>>,
@@ -370,7 +371,7 @@ impl<'txn> OpenTables<'txn> {
         Ok(OpenTables {
             txn,
             order: txn.open_table(tables::ORDER)?,
-            refs: txn.open_table(tables::REFS)?,
+            index_entries: txn.open_table(tables::INDEX_ENTRIES)?,
             sources: txn.open_table(tables::SOURCES)?,
             records,
         })
@@ -509,7 +510,7 @@ impl<'txn> WriteBatch<'txn> {
         v.map(|v| decode(v.value(), kind.name())).transpose()
     }
 
-    fn exists(&self, r: &Ref) -> Result<bool, StorageError> {
+    fn exists(&self, r: &Parent) -> Result<bool, StorageError> {
         if self.existing.borrow().iter().any(|(k, key)| *k == r.kind && *key == r.key) {
             return Ok(true);
         }
@@ -535,7 +536,7 @@ impl<'txn> WriteBatch<'txn> {
         match link {
             Link::First { index, key } => {
                 let prefix = tables::ref_prefix(*index, key);
-                let t = &self.tables.refs;
+                let t = &self.tables.index_entries;
                 let mut range = match tables::prefix_end(&prefix) {
                     Some(end) => t.range(prefix.as_slice()..end.as_slice())?,
                     None => t.range(prefix.as_slice()..)?,
@@ -596,7 +597,7 @@ impl<'txn> WriteBatch<'txn> {
         let key = parts.key.clone();
         let skey = tables::source_key(src.kind, &src.namespace, &src.name);
         let previous = self.source_at(&skey)?;
-        let missing: Vec<Ref> = parts.requires.iter().filter(|r| !self.exists(r).unwrap_or(false)).cloned().collect();
+        let missing: Vec<Parent> = parts.requires.iter().filter(|r| !self.exists(r).unwrap_or(false)).cloned().collect();
         if !missing.is_empty() {
             return Ok(Outcome::DependencyMissing(missing));
         }
@@ -696,12 +697,12 @@ impl<'txn> WriteBatch<'txn> {
         for e in new_order.iter().filter(|e| !old_order.contains(e)) {
             t.order.insert(e.as_slice(), ())?;
         }
-        let (old_refs, new_refs) = (old.map_or(&[][..], |o| &o.refs), new.map_or(&[][..], |n| &n.refs));
-        for e in old_refs.iter().filter(|e| !new_refs.contains(e)) {
-            t.refs.remove(e.as_slice())?;
+        let (old_entries, new_entries) = (old.map_or(&[][..], |o| &o.index_entries), new.map_or(&[][..], |n| &n.index_entries));
+        for e in old_entries.iter().filter(|e| !new_entries.contains(e)) {
+            t.index_entries.remove(e.as_slice())?;
         }
-        for e in new_refs.iter().filter(|e| !old_refs.contains(e)) {
-            t.refs.insert(e.as_slice(), ())?;
+        for e in new_entries.iter().filter(|e| !old_entries.contains(e)) {
+            t.index_entries.insert(e.as_slice(), ())?;
         }
         for s in old.iter().flat_map(|o| &o.scopes) {
             *self.counts.entry(tables::count_key(kind, s)).or_default() -= 1;
@@ -728,7 +729,7 @@ impl<'txn> WriteBatch<'txn> {
     }
 
     /// Re-links every record listed under the given secondary-index ranges.
-    fn cascade(&mut self, deps: &[(schema::RefIndex, Key)], depth: u8) -> Result<(), StorageError> {
+    fn cascade(&mut self, deps: &[(schema::IndexName, Key)], depth: u8) -> Result<(), StorageError> {
         // While kinds are re-deriving, links are resolved once they are whole (`relink_all`):
         // resolved record by record, a link could move to a record that comes back first and
         // then back again, rewriting its holder twice.
@@ -741,7 +742,7 @@ impl<'txn> WriteBatch<'txn> {
         }
         let mut targets: BTreeSet<(KindId, Key)> = BTreeSet::new();
         {
-            let t = &self.tables.refs;
+            let t = &self.tables.index_entries;
             for (index, lookup) in deps {
                 let prefix = tables::ref_prefix(*index, lookup);
                 let range = match tables::prefix_end(&prefix) {

@@ -191,8 +191,8 @@ fn missing_parent_is_not_written_and_a_second_open_is_refused() {
     let app = docs.iter().find(|d| d["kind"] == "Application").unwrap();
     let outs = apply(&store, std::slice::from_ref(app), "v1");
     match &outs[0] {
-        Some(Outcome::DependencyMissing(refs)) => {
-            assert_eq!(refs.iter().map(|r| r.kind).collect::<Vec<_>>(), vec![KindId::Team, KindId::Zone])
+        Some(Outcome::DependencyMissing(parents)) => {
+            assert_eq!(parents.iter().map(|r| r.kind).collect::<Vec<_>>(), vec![KindId::Team, KindId::Zone])
         }
         other => panic!("unexpected {other:?}"),
     }

@@ -72,6 +72,8 @@ struct State {
 struct Inner {
     state: Mutex<State>,
     signals: broadcast::Sender<Signal>,
+    /// Bumped after each request is answered ([`FakeK8s::requests`]).
+    answered: tokio::sync::watch::Sender<u64>,
 }
 
 impl Inner {
@@ -118,14 +120,22 @@ impl FakeK8s {
             );
         }
         let (signals, _) = broadcast::channel(4096);
-        let inner = Arc::new(Inner { state: Mutex::new(State { rv: 1, compacted: 0, collections, watches_blocked: false }), signals });
+        let inner = Arc::new(Inner {
+            state: Mutex::new(State { rv: 1, compacted: 0, collections, watches_blocked: false }),
+            signals,
+            answered: tokio::sync::watch::Sender::new(0),
+        });
         let acceptor = TcpListener::bind("127.0.0.1:0").into_acceptor().await.unwrap();
         let addr = *acceptor.local_addr()[0].as_socket_addr().unwrap();
         let endpoint = {
             let inner = inner.clone();
             poem::endpoint::make(move |req: Request| {
                 let inner = inner.clone();
-                async move { handle(inner, req).await }
+                async move {
+                    let response = handle(inner.clone(), req).await;
+                    inner.answered.send_modify(|n| *n += 1);
+                    response
+                }
             })
         };
         let server = tokio::spawn(async move {
@@ -218,6 +228,12 @@ impl FakeK8s {
     }
 
     /// List requests served for `kind` (answered 200).
+    /// A receiver marked changed after each request the server answers (lists, watches and
+    /// refusals are counted by then): what tests wait on for the fake's own counters.
+    pub fn requests(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.answered.subscribe()
+    }
+
     pub fn lists(&self, kind: KindId) -> u64 {
         self.inner.lock().collections[kind.plural()].lists
     }

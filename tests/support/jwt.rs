@@ -118,6 +118,8 @@ pub struct Issuer {
     /// The issuer URL (the `iss` of its tokens).
     pub url: String,
     state: Arc<Mutex<State>>,
+    /// Bumped after each request served.
+    served: Arc<tokio::sync::watch::Sender<u64>>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -143,9 +145,14 @@ impl Issuer {
             discovery_hits: 0,
             jwks_hits: 0,
         }));
+        let served = Arc::new(tokio::sync::watch::Sender::new(0));
         let endpoint = {
-            let state = state.clone();
-            poem::endpoint::make_sync(move |req: Request| serve(&state, req.uri().path()))
+            let (state, served) = (state.clone(), served.clone());
+            poem::endpoint::make_sync(move |req: Request| {
+                let response = serve(&state, req.uri().path());
+                served.send_modify(|n| *n += 1);
+                response
+            })
         };
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(poem::Server::new_with_acceptor(acceptor).run_with_graceful_shutdown(
@@ -155,7 +162,7 @@ impl Issuer {
             },
             Some(Duration::from_secs(1)),
         ));
-        Issuer { url, state, stop: Some(stop) }
+        Issuer { url, state, served, stop: Some(stop) }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -189,13 +196,17 @@ impl Issuer {
 
     /// Waits until at least `n` JWKS requests were served (the server's background fetch).
     pub async fn wait_for_jwks_hits(&self, n: usize) {
-        for _ in 0..200 {
-            if self.jwks_hits() >= n {
-                return;
+        let mut served = self.served.subscribe();
+        let waiting = async {
+            while self.jwks_hits() < n {
+                let _ = served.changed().await;
             }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("the JWKS of {} was not fetched {n} time(s)", self.url);
+        };
+        assert!(
+            tokio::time::timeout(Duration::from_secs(5), waiting).await.is_ok(),
+            "the JWKS of {} was not fetched {n} time(s)",
+            self.url
+        );
     }
 
     /// Claims of a viewer issued here.

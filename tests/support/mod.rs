@@ -17,6 +17,23 @@ use control_plane::config::Config;
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 
+/// Calls `probe` until it gives a value and returns it, checking again after each change the
+/// server in `app` reports (a change its writer counts, a readiness change, a search index
+/// commit: `Metrics::subscribe`); fails naming `what` when nothing came within 30 s.
+pub async fn eventually<T>(app: &control_plane::app::App, what: &str, mut probe: impl AsyncFnMut() -> Option<T>) -> T {
+    let mut changes = app.metrics().subscribe();
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        changes.borrow_and_update();
+        if let Some(value) = probe().await {
+            return value;
+        }
+        if tokio::time::timeout_at(deadline, changes.changed()).await.is_err() {
+            panic!("timed out waiting for {what}");
+        }
+    }
+}
+
 /// `examples/world`.
 pub fn world_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/world")
@@ -98,26 +115,18 @@ impl Server {
         let running = control_plane::start(config).await.unwrap();
         let base = format!("http://{}", running.local_addr());
         let client = reqwest::Client::new();
-        for _ in 0..300 {
-            if client.get(format!("{base}/readyz")).send().await.map(|r| r.status() == 200).unwrap_or(false) {
-                let api = query::build_schema(control_plane::http::graphql::query_config(running.app().config())).unwrap();
-                let twin = tokio::sync::Mutex::new(None);
-                let server =
-                    Server { running, base, client, _data: tmp, api, twin, queries: Default::default(), round_trips: Default::default() };
-                // Ready serves the store; let the search index catch up with it too (it commits
-                // within a second), so the first queries meet a settled store.
-                for _ in 0..40 {
-                    let (store, search) = server.revisions();
-                    if store == search {
-                        break;
-                    }
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                }
-                return server;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        panic!("server not ready after 15 s");
+        assert!(running.app().readiness().wait_ready(std::time::Duration::from_secs(30)).await, "server not ready after 30 s");
+        let api = query::build_schema(control_plane::http::graphql::query_config(running.app().config())).unwrap();
+        let twin = tokio::sync::Mutex::new(None);
+        let server = Server { running, base, client, _data: tmp, api, twin, queries: Default::default(), round_trips: Default::default() };
+        // Ready serves the store; let the search index catch up with it too, so the first
+        // queries meet a settled store.
+        eventually(server.running.app(), "the search index to follow the store", async || {
+            let (store, search) = server.revisions();
+            (store == search).then_some(())
+        })
+        .await;
+        server
     }
 
     /// `http://127.0.0.1:PORT`.

@@ -77,7 +77,7 @@ pub trait Prepared: Send + Sync {
     /// The record's natural key.
     fn key(&self) -> Key;
     /// The parents that must be stored before the record can be written ([`schema::Kind::requires`]).
-    fn requires(&self) -> Vec<schema::kind::Ref>;
+    fn requires(&self) -> Vec<schema::kind::Parent>;
     /// Whether an unresolved first link is reported as dependency missing
     /// ([`schema::Kind::RETRY_UNLINKED`]).
     fn retry_unlinked(&self) -> bool;
@@ -112,7 +112,7 @@ impl<K: Kind> Prepared for Record<K> {
     fn key(&self) -> Key {
         self.0.key().clone()
     }
-    fn requires(&self) -> Vec<schema::kind::Ref> {
+    fn requires(&self) -> Vec<schema::kind::Parent> {
         self.0.requires().to_vec()
     }
     fn retry_unlinked(&self) -> bool {

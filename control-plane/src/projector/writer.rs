@@ -16,7 +16,7 @@ use crate::projector::handlers::Prepared;
 use crate::projector::retry::{self, Wait};
 use crate::readiness::{Readiness, Token};
 use rand::Rng;
-use schema::{Key, KindId, Ref, Scope, Timestamp};
+use schema::{Key, KindId, Parent, Scope, Timestamp};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -285,14 +285,20 @@ struct Parked {
     work: Work,
 }
 
-/// How one change ended, before its side effects are applied.
+/// How one change ended, before its side effects are applied: the store's [`Outcome`] of an
+/// apply or delete in the same words, and what only the writer knows (superseded, swept,
+/// checkpointed). [`Done::wait`] is the retry policy, [`Done::outcome`] the metrics label.
 enum Done {
-    Success,
+    /// The record was created or changed.
+    Written,
+    /// Nothing changed (same source version, or the same record and links).
     Unchanged,
     /// Not applied: a later change of the same object follows in the same batch.
     Superseded,
+    /// Stored, but its first link is unresolved and the kind asks for a retry.
     Unlinked,
-    Missing(Vec<Ref>),
+    /// Required parents are missing: nothing was written.
+    DependencyMissing(Vec<Parent>),
     /// Another object holds the record's natural key.
     Conflict(SourceRef),
     /// Deleted (the record's kind and natural key), or nothing was stored.
@@ -306,8 +312,20 @@ impl Done {
     /// (A store error, which has no `Done`, waits for [`Wait::StoreError`].)
     fn wait(&self) -> Option<Wait> {
         match self {
-            Done::Unlinked | Done::Missing(_) | Done::Conflict(_) => Some(Wait::Dependency),
-            Done::Success | Done::Unchanged | Done::Superseded | Done::Deleted(_) | Done::Swept(_) | Done::Checkpointed => None,
+            Done::Unlinked | Done::DependencyMissing(_) | Done::Conflict(_) => Some(Wait::Dependency),
+            Done::Written | Done::Unchanged | Done::Superseded | Done::Deleted(_) | Done::Swept(_) | Done::Checkpointed => None,
+        }
+    }
+
+    /// The `projector_reconcile_total` outcome label ([`outcome`]) the change is counted under;
+    /// `None` for what is not one object's change (a sweep counts each object it deletes, a
+    /// checkpoint nothing).
+    fn outcome(&self) -> Option<&'static str> {
+        match self {
+            Done::Written | Done::Unchanged | Done::Superseded => Some(outcome::SUCCESS),
+            Done::Unlinked | Done::DependencyMissing(_) | Done::Conflict(_) => Some(outcome::DEPENDENCY_MISSING),
+            Done::Deleted(_) => Some(outcome::DELETE_SUCCESS),
+            Done::Swept(_) | Done::Checkpointed => None,
         }
     }
 }
@@ -418,6 +436,7 @@ impl WriterState {
                     let kinds: Vec<&str> = d.kinds.iter().map(|k| k.name()).collect();
                     tracing::info!(kinds = ?kinds, relinked = d.relinked, ms = (d.seconds * 1e3) as u64, "re-derivation ended");
                     self.update_counts();
+                    self.metrics.notify_waiters();
                 }
             }
             Err(e) => tracing::warn!(error = %e, "ending the re-derivation failed; trying again"),
@@ -431,9 +450,12 @@ impl WriterState {
         self.orders_retry_at = None;
         match self.store.build_wanted_orders() {
             Ok(built) => {
-                for b in built {
+                for b in &built {
                     let ms = (b.seconds * 1e3) as u64;
                     tracing::info!(kind = b.kind.name(), order = ?b.order, entries = b.entries, ms, "ordering index built");
+                }
+                if !built.is_empty() {
+                    self.metrics.notify_waiters();
                 }
             }
             Err(e) => {
@@ -626,10 +648,10 @@ impl WriterState {
                     return Ok(Done::Unchanged);
                 }
                 match record.upsert(wb, src, version, now)? {
-                    Outcome::Written => Done::Success,
+                    Outcome::Written => Done::Written,
                     Outcome::Unchanged | Outcome::Deleted | Outcome::NotFound => Done::Unchanged,
                     Outcome::Unlinked { .. } => Done::Unlinked,
-                    Outcome::DependencyMissing(refs) => Done::Missing(refs),
+                    Outcome::DependencyMissing(parents) => Done::DependencyMissing(parents),
                     Outcome::Conflict(holder) => Done::Conflict(holder),
                 }
             }
@@ -691,6 +713,7 @@ impl WriterState {
         });
         count.inc();
         duration.observe(seconds);
+        self.metrics.notify_waiters();
     }
 
     /// Frees finished changes (their translated records, tens of small allocations each) on the
@@ -717,18 +740,21 @@ impl WriterState {
     /// [`WriterState::finish`] but for the readiness item.
     fn outcome_effects(&mut self, mut work: Work, done: Done, secs: f64) -> Option<Work> {
         let module = work.change.module();
-        let wait = done.wait();
+        let (wait, counted) = (done.wait(), done.outcome());
+        // A change that waits for a retry is counted once it is parked, below.
+        if let (None, Some(label)) = (&wait, counted) {
+            self.reconciled(module, label, secs);
+        }
         match done {
-            Done::Success | Done::Unchanged => {
-                self.reconciled(module, outcome::SUCCESS, secs);
+            Done::Written | Done::Unchanged => {
                 // Nothing waits during most of a load: then skip building the key.
-                if let (Done::Success, Change::Apply { record, .. }, false) = (&done, &work.change, self.waiting.is_empty()) {
+                if let (Done::Written, Change::Apply { record, .. }, false) = (&done, &work.change, self.waiting.is_empty()) {
                     self.wake((record.kind(), record.key()));
                 }
                 if let Change::Apply { src, origin, .. } = &work.change {
                     if !self.reported.is_empty() && self.reported.remove(src) {
                         tracing::info!(object = %src, origin = %origin, "dependency resolved; projected");
-                    } else if matches!(done, Done::Success) {
+                    } else if matches!(done, Done::Written) {
                         tracing::debug!(object = %src, origin = %origin, "projected");
                     }
                 }
@@ -746,14 +772,14 @@ impl WriterState {
                     }
                 }
             }
-            Done::Missing(refs) => {
+            Done::DependencyMissing(parents) => {
                 if let Change::Apply { src, .. } = &work.change {
-                    for r in &refs {
+                    for r in &parents {
                         self.waiting.entry((r.kind, r.key.clone())).or_default().insert(src.clone());
                     }
                 }
                 if let Change::Apply { src, origin, .. } = &work.change {
-                    let missing = refs.iter().map(|r| format!("{} {}", r.kind.name(), r.key)).collect::<Vec<_>>().join(", ");
+                    let missing = parents.iter().map(|r| format!("{} {}", r.kind.name(), r.key)).collect::<Vec<_>>().join(", ");
                     if self.reported.insert(src.clone()) {
                         tracing::info!(object = %src, origin = %origin, missing = %missing, "dependency missing; will retry");
                     } else {
@@ -762,7 +788,6 @@ impl WriterState {
                 }
             }
             Done::Deleted(gone) => {
-                self.reconciled(module, outcome::DELETE_SUCCESS, secs);
                 if let Change::Delete { src, origin, .. } = &work.change {
                     self.reported.remove(src);
                     if gone.is_some() {
@@ -790,7 +815,7 @@ impl WriterState {
                     c.set();
                 }
             }
-            Done::Superseded => self.reconciled(module, outcome::SUCCESS, 0.0),
+            Done::Superseded => {}
             Done::Swept(gone) => {
                 for src in gone {
                     tracing::info!(object = %src, "deleted: no longer in the source");
@@ -802,7 +827,9 @@ impl WriterState {
             let delay = self.retry_delay(&mut work, why);
             self.park(work, delay);
             // Counted once parked: a reader seeing the count sees the retry pending.
-            self.reconciled(module, outcome::DEPENDENCY_MISSING, secs);
+            if let Some(label) = counted {
+                self.reconciled(module, label, secs);
+            }
             return None;
         }
         Some(work)
@@ -816,12 +843,39 @@ mod tests {
     #[test]
     fn missing_parents_targets_and_keys_wait_for_a_retry_and_nothing_else_does() {
         let src = SourceRef { kind: KindId::Application, namespace: "ns".into(), name: "a".into() };
-        let missing = Ref { kind: KindId::Team, key: Key::new(&["poc", "t"]) };
+        let missing = Parent { kind: KindId::Team, key: Key::new(&["poc", "t"]) };
         assert_eq!(Done::Unlinked.wait(), Some(Wait::Dependency));
-        assert_eq!(Done::Missing(vec![missing]).wait(), Some(Wait::Dependency));
+        assert_eq!(Done::DependencyMissing(vec![missing]).wait(), Some(Wait::Dependency));
         assert_eq!(Done::Conflict(src.clone()).wait(), Some(Wait::Dependency));
-        for done in [Done::Success, Done::Unchanged, Done::Superseded, Done::Deleted(None), Done::Swept(vec![src]), Done::Checkpointed] {
+        for done in [Done::Written, Done::Unchanged, Done::Superseded, Done::Deleted(None), Done::Swept(vec![src]), Done::Checkpointed] {
             assert_eq!(done.wait(), None);
+        }
+    }
+
+    /// A change that waits for a retry is counted as `dependency_missing`, a written, unchanged
+    /// or superseded one as `success`, a delete as `delete_success`; sweeps and checkpoints are
+    /// not one object's change.
+    #[test]
+    fn each_ending_is_counted_under_the_label_of_its_retry_policy() {
+        let src = SourceRef { kind: KindId::Application, namespace: "ns".into(), name: "a".into() };
+        let missing = Parent { kind: KindId::Team, key: Key::new(&["poc", "t"]) };
+        let all = [
+            Done::Written,
+            Done::Unchanged,
+            Done::Superseded,
+            Done::Unlinked,
+            Done::DependencyMissing(vec![missing]),
+            Done::Conflict(src.clone()),
+            Done::Deleted(None),
+            Done::Swept(vec![src]),
+            Done::Checkpointed,
+        ];
+        let labels: Vec<Option<&str>> = all.iter().map(Done::outcome).collect();
+        let s = Some(outcome::SUCCESS);
+        let d = Some(outcome::DEPENDENCY_MISSING);
+        assert_eq!(labels, [s, s, s, d, d, d, Some(outcome::DELETE_SUCCESS), None, None]);
+        for done in &all {
+            assert_eq!(done.wait().is_some(), done.outcome() == d, "a retry is counted as dependency_missing");
         }
     }
 

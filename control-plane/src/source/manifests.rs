@@ -880,8 +880,9 @@ fn run(
         expect(&mut c);
         sender.send_paced(c);
     });
-    report(&r, &metrics);
+    // The skips are visible before they are counted: a reader woken by the count sees them.
     *skips.lock().unwrap_or_else(|e| e.into_inner()) = state.skips();
+    report(&r, &metrics);
     let applies = r.sent;
     let mut gone = 0;
     if warm.checked {
@@ -928,8 +929,8 @@ fn run(
         polls += 1;
         let r = state.refresh_with(polls.is_multiple_of(FULL_CHECK_EVERY));
         if r.changed {
-            report(&r, &metrics);
             *skips.lock().unwrap_or_else(|e| e.into_inner()) = state.skips();
+            report(&r, &metrics);
             if !r.changes.is_empty() {
                 tracing::info!(files_read = r.files_read, changes = r.changes.len(), "manifests changed");
             }

@@ -125,7 +125,7 @@ impl Entity for AgenticExposure {
 /// Storage failures as `INTERNAL`.
 fn active_catalogue<K: Entity<Record = AgenticCatalogueRecord>>(
     rq: &RequestContext,
-    active_index: schema::RefIndex,
+    active_index: schema::IndexName,
     r: &AgenticExposureRecord,
 ) -> Result<Option<Stored<AgenticCatalogueRecord>>, Error> {
     let found = rq.view.lookup_records::<K>(active_index, &natural::in_env(&r.meta.environment, &r.base_path)).map_err(internal)?;

@@ -5,7 +5,7 @@
 use crate::entity::{Entity, RequestContext};
 use crate::error::internal;
 use crate::filter::EdgeFilter;
-use schema::{Key, RefIndex};
+use schema::{IndexName, Key};
 use storage::{StorageError, Stored};
 
 fn logged<T>(r: Result<T, StorageError>, empty: T) -> T {
@@ -31,7 +31,7 @@ pub fn by_prefix<R: 'static, T: Entity>(name: &'static str, prefix: fn(&Stored<R
 
 /// An edge to the records of `T` listed in secondary index `index` under the key `lookup`
 /// returns (none when `None`).
-pub fn by_index<R: 'static, T: Entity>(name: &'static str, index: RefIndex, lookup: fn(&Stored<R>) -> Option<Key>) -> EdgeFilter<R> {
+pub fn by_index<R: 'static, T: Entity>(name: &'static str, index: IndexName, lookup: fn(&Stored<R>) -> Option<Key>) -> EdgeFilter<R> {
     EdgeFilter::new::<T>(name, move |rq: &RequestContext, row: &Stored<R>| match lookup(row) {
         None => Vec::new(),
         Some(k) => logged(rq.view.lookup_records::<T>(index, &k), Vec::new()),

@@ -9,7 +9,7 @@
 //! [`agentic_catalogue`]: crate::kinds::agentic_catalogue
 
 use crate::keys::{index, natural, Key};
-use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
 use crate::kinds::agentic_catalogue::{self as catalogue, AgenticCatalogueRecord};
 use crate::time::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -53,7 +53,7 @@ impl Kind for AgentCard {
         catalogue::key(rec, natural::agent_card)
     }
 
-    fn requires(rec: &AgentCardRecord) -> Vec<Ref> {
+    fn requires(rec: &AgentCardRecord) -> Vec<Parent> {
         catalogue::requires(rec)
     }
 
@@ -61,8 +61,8 @@ impl Kind for AgentCard {
         catalogue::scopes(rec)
     }
 
-    fn refs(rec: &AgentCardRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        catalogue::refs(rec, index::AGENT_CARD_ACTIVE_BY_BASE_PATH)
+    fn index_entries(rec: &AgentCardRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
+        catalogue::index_entries(rec, index::AGENT_CARD_ACTIVE_BY_BASE_PATH)
     }
 
     fn created_at(rec: &AgentCardRecord) -> Option<Timestamp> {
@@ -112,12 +112,15 @@ mod tests {
     fn key_requires_scopes_and_active_index() {
         let rec = translate(&object("agents-copilot-v1")).unwrap();
         assert_eq!(AgentCard::key(&rec), Key::new(&["poc", "assist--copilot", "/agents/copilot/v1"]));
-        assert_eq!(AgentCard::requires(&rec), vec![Ref { kind: KindId::Team, key: natural::team("poc", "assist--copilot") }]);
+        assert_eq!(AgentCard::requires(&rec), vec![Parent { kind: KindId::Team, key: natural::team("poc", "assist--copilot") }]);
         assert_eq!(AgentCard::scopes(&rec, &[]), vec![Scope::Env { env: "poc".into() }]);
-        assert_eq!(AgentCard::refs(&rec, &[]), vec![(index::AGENT_CARD_ACTIVE_BY_BASE_PATH, natural::in_env("poc", "/agents/copilot/v1"))]);
+        assert_eq!(
+            AgentCard::index_entries(&rec, &[]),
+            vec![(index::AGENT_CARD_ACTIVE_BY_BASE_PATH, natural::in_env("poc", "/agents/copilot/v1"))]
+        );
         let mut cr = object("agents-copilot-v1");
         cr.status.as_mut().unwrap().active = false;
-        assert!(AgentCard::refs(&translate(&cr).unwrap(), &[]).is_empty());
+        assert!(AgentCard::index_entries(&translate(&cr).unwrap(), &[]).is_empty());
     }
 
     #[test]

@@ -10,7 +10,7 @@
 
 use crate::common::{required, status_from_conditions, Meta, Status};
 use crate::keys::{natural, Key};
-use crate::kind::{KindId, Ref, RefIndex, Scope, Skip};
+use crate::kind::{IndexName, KindId, Parent, Scope, Skip};
 use crds::common::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -164,8 +164,8 @@ pub(crate) fn key(rec: &AgenticCatalogueRecord, natural_key: fn(&str, &str, &str
 }
 
 /// `Kind::requires`: the owner Team.
-pub(crate) fn requires(rec: &AgenticCatalogueRecord) -> Vec<Ref> {
-    vec![Ref { kind: KindId::Team, key: natural::team(&rec.meta.environment, &rec.team) }]
+pub(crate) fn requires(rec: &AgenticCatalogueRecord) -> Vec<Parent> {
+    vec![Parent { kind: KindId::Team, key: natural::team(&rec.meta.environment, &rec.team) }]
 }
 
 /// `Kind::scopes`: every viewer of the environment.
@@ -173,8 +173,8 @@ pub(crate) fn scopes(rec: &AgenticCatalogueRecord) -> Vec<Scope> {
     vec![Scope::Env { env: rec.meta.environment.clone() }]
 }
 
-/// `Kind::refs`: active entries under `(environment, basePath)` in `active_index`.
-pub(crate) fn refs(rec: &AgenticCatalogueRecord, active_index: RefIndex) -> Vec<(RefIndex, Key)> {
+/// `Kind::index_entries`: active entries under `(environment, basePath)` in `active_index`.
+pub(crate) fn index_entries(rec: &AgenticCatalogueRecord, active_index: IndexName) -> Vec<(IndexName, Key)> {
     if rec.active {
         vec![(active_index, natural::in_env(&rec.meta.environment, &rec.base_path))]
     } else {

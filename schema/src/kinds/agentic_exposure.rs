@@ -13,7 +13,7 @@
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
 use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, natural, Key};
-use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
 use crate::kinds::api_exposure::{
     self, ApiExposureSecurity, ApprovalConfig, BasicAuthCredentials, ExternalIdentityProvider, Machine2MachineAuthentication,
     OAuth2ClientCredentials, TokenRequestMethod, Traffic, Upstream,
@@ -172,7 +172,7 @@ impl Kind for AgenticExposure {
         natural::agentic_exposure(&rec.meta.environment, rec.meta.team(), &rec.application, &rec.base_path)
     }
 
-    fn requires(rec: &AgenticExposureRecord) -> Vec<Ref> {
+    fn requires(rec: &AgenticExposureRecord) -> Vec<Parent> {
         WIRING.requires(&rec.meta, &rec.application)
     }
 
@@ -181,13 +181,13 @@ impl Kind for AgenticExposure {
     }
 
     /// The active-exposure index entry, only while `status.active`.
-    fn refs(rec: &AgenticExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        WIRING.refs(&rec.meta, &rec.base_path, rec.active)
+    fn index_entries(rec: &AgenticExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
+        WIRING.index_entries(&rec.meta, &rec.base_path, rec.active)
     }
 
     /// The subscriptions of the same `base_path` relink whenever an exposure of it is written
     /// (e.g. becomes active or inactive) or deleted.
-    fn dependents(rec: &AgenticExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    fn dependents(rec: &AgenticExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         WIRING.dependents(&rec.meta, &rec.base_path)
     }
 
@@ -277,12 +277,12 @@ mod tests {
         assert_eq!(AgenticExposure::key(&rec).part(1), "logistics--parcel-tracking", "component 1 is the owner team");
         assert_eq!(
             AgenticExposure::requires(&rec),
-            vec![Ref { kind: KindId::Application, key: natural::application("poc", "logistics--parcel-tracking", "parcel-tracker") }]
+            vec![Parent { kind: KindId::Application, key: natural::application("poc", "logistics--parcel-tracking", "parcel-tracker") }]
         );
         assert!(AgenticExposure::links(&rec).is_empty());
         assert_eq!(AgenticExposure::scopes(&rec, &[]), vec![Scope::Team { env: "poc".into(), team: "logistics--parcel-tracking".into() }]);
         let bp = natural::in_env("poc", "/mcp/parcels/v1");
-        assert_eq!(AgenticExposure::refs(&rec, &[]), vec![(index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH, bp.clone())]);
+        assert_eq!(AgenticExposure::index_entries(&rec, &[]), vec![(index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH, bp.clone())]);
         assert_eq!(AgenticExposure::dependents(&rec, &[]), vec![(index::AGENTIC_SUBSCRIPTION_BY_BASE_PATH, bp)]);
     }
 
@@ -292,7 +292,7 @@ mod tests {
         assert!(!rec.active);
         assert_eq!(rec.status.phase, StatusPhase::Pending);
         assert_eq!(rec.application, "fleet-planner");
-        assert!(AgenticExposure::refs(&rec, &[]).is_empty());
+        assert!(AgenticExposure::index_entries(&rec, &[]).is_empty());
         assert_eq!(
             AgenticExposure::dependents(&rec, &[]),
             vec![(index::AGENTIC_SUBSCRIPTION_BY_BASE_PATH, natural::in_env("poc", "/mcp/parcels/v1"))]
@@ -302,7 +302,7 @@ mod tests {
         cr.status = None;
         let rec = translate(&cr).unwrap();
         assert_eq!((rec.active, rec.status.phase), (false, StatusPhase::Unknown));
-        assert!(AgenticExposure::refs(&rec, &[]).is_empty());
+        assert!(AgenticExposure::index_entries(&rec, &[]).is_empty());
     }
 
     #[test]

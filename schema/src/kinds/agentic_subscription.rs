@@ -10,7 +10,7 @@
 
 use crate::common::{self, Meta, Status};
 use crate::keys::{index, Key};
-use crate::kind::{Context, Kind, KindId, Link, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Link, Parent, Scope, Skip};
 use crate::kinds::api_exposure::{BasicAuthCredentials, OAuth2ClientCredentials};
 use crate::kinds::api_subscription::{ApiSubscriptionSecurity, SubscriberMachine2MachineAuthentication};
 use crate::kinds::subscription_wiring::SubscriptionWiring;
@@ -99,7 +99,7 @@ impl Kind for AgenticSubscription {
         WIRING.key(&rec.meta)
     }
 
-    fn requires(rec: &AgenticSubscriptionRecord) -> Vec<Ref> {
+    fn requires(rec: &AgenticSubscriptionRecord) -> Vec<Parent> {
         WIRING.requires(&rec.meta, &rec.application)
     }
 
@@ -112,13 +112,13 @@ impl Kind for AgenticSubscription {
         WIRING.scopes(&rec.meta)
     }
 
-    fn refs(rec: &AgenticSubscriptionRecord, links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        WIRING.refs(&rec.meta, &rec.application, &rec.base_path, links)
+    fn index_entries(rec: &AgenticSubscriptionRecord, links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
+        WIRING.index_entries(&rec.meta, &rec.application, &rec.base_path, links)
     }
 
     /// Approvals and approval requests of this subscription re-resolve the target exposure (and
     /// so their provider-team scope) when it changes.
-    fn dependents(rec: &AgenticSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    fn dependents(rec: &AgenticSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         WIRING.dependents(&rec.meta)
     }
 
@@ -212,7 +212,7 @@ mod tests {
         assert_eq!(AgenticSubscription::key(&rec), Key::new(&["poc", ns, "copilot-gateway--mcp-parcels-v1"]));
         assert_eq!(
             AgenticSubscription::requires(&rec),
-            vec![Ref { kind: KindId::Application, key: Key::new(&["poc", "assist--copilot", "copilot-gateway"]) }]
+            vec![Parent { kind: KindId::Application, key: Key::new(&["poc", "assist--copilot", "copilot-gateway"]) }]
         );
         let bp = Key::new(&["poc", "/mcp/parcels/v1"]);
         assert_eq!(
@@ -222,12 +222,12 @@ mod tests {
         assert_eq!(AgenticSubscription::scopes(&rec, &[None]), vec![Scope::Team { env: "poc".into(), team: "assist--copilot".into() }]);
         let owner = Key::new(&["poc", "assist--copilot", "copilot-gateway"]);
         let unlinked = vec![(index::AGENTIC_SUBSCRIPTION_BY_BASE_PATH, bp.clone()), (index::AGENTIC_SUBSCRIPTION_BY_OWNER, owner.clone())];
-        assert_eq!(AgenticSubscription::refs(&rec, &[None]), unlinked);
-        assert_eq!(AgenticSubscription::refs(&rec, &[]), unlinked);
+        assert_eq!(AgenticSubscription::index_entries(&rec, &[None]), unlinked);
+        assert_eq!(AgenticSubscription::index_entries(&rec, &[]), unlinked);
         let target = natural::agentic_exposure("poc", "logistics--parcel-tracking", "parcel-tracker", "/mcp/parcels/v1");
         let mut linked = unlinked.clone();
         linked.push((index::AGENTIC_SUBSCRIPTION_BY_TARGET, target.clone()));
-        assert_eq!(AgenticSubscription::refs(&rec, &[Some(target)]), linked);
+        assert_eq!(AgenticSubscription::index_entries(&rec, &[Some(target)]), linked);
         let sub = Key::new(&["AgenticSubscription", "poc", ns, "copilot-gateway--mcp-parcels-v1"]);
         assert_eq!(
             AgenticSubscription::dependents(&rec, &[None]),

@@ -10,7 +10,7 @@
 
 use crate::common::{required, status_from_conditions, Meta, Status};
 use crate::keys::{index, natural, Key};
-use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
 use crate::time::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -80,15 +80,15 @@ impl Kind for Api {
         natural::api(&rec.meta.environment, &rec.team, &rec.base_path)
     }
 
-    fn requires(rec: &ApiRecord) -> Vec<Ref> {
-        vec![Ref { kind: KindId::Team, key: natural::team(&rec.meta.environment, &rec.team) }]
+    fn requires(rec: &ApiRecord) -> Vec<Parent> {
+        vec![Parent { kind: KindId::Team, key: natural::team(&rec.meta.environment, &rec.team) }]
     }
 
     fn scopes(rec: &ApiRecord, _links: &[Option<Key>]) -> Vec<Scope> {
         vec![Scope::Env { env: rec.meta.environment.clone() }]
     }
 
-    fn refs(rec: &ApiRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    fn index_entries(rec: &ApiRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         if rec.active {
             vec![(index::API_ACTIVE_BY_BASE_PATH, natural::in_env(&rec.meta.environment, &rec.base_path))]
         } else {
@@ -144,14 +144,14 @@ mod tests {
         let rec = api("poc", "poc--payments--checkout/payments-checkout-v1");
         assert_eq!(Api::key(&rec), natural::api("poc", "payments--checkout", "/payments/checkout/v1"));
         assert_eq!(Api::key(&rec).parts().unwrap(), vec!["poc", "payments--checkout", "/payments/checkout/v1"]);
-        assert_eq!(Api::requires(&rec), vec![Ref { kind: KindId::Team, key: natural::team("poc", "payments--checkout") }]);
+        assert_eq!(Api::requires(&rec), vec![Parent { kind: KindId::Team, key: natural::team("poc", "payments--checkout") }]);
         assert_eq!(Api::scopes(&rec, &[]), vec![Scope::Env { env: "poc".into() }]);
-        assert_eq!(Api::refs(&rec, &[]), vec![(index::API_ACTIVE_BY_BASE_PATH, natural::in_env("poc", "/payments/checkout/v1"))]);
+        assert_eq!(Api::index_entries(&rec, &[]), vec![(index::API_ACTIVE_BY_BASE_PATH, natural::in_env("poc", "/payments/checkout/v1"))]);
         assert_eq!(Api::name(&rec), None);
 
         let shadow = api("poc", "poc--payments--ledger/payments-checkout-v1");
         assert_eq!(Api::key(&shadow), natural::api("poc", "payments--ledger", "/payments/checkout/v1"));
-        assert!(Api::refs(&shadow, &[]).is_empty());
+        assert!(Api::index_entries(&shadow, &[]).is_empty());
 
         let qa = api("qa", "payments-checkout-v1");
         assert_eq!(Api::key(&qa), natural::api("qa", "payments--checkout", "/payments/checkout/v1"));
@@ -165,7 +165,7 @@ mod tests {
         cr.spec.specification = Some(String::new());
         cr.status = None;
         let rec = Api::translate(&cr, &ctx()).unwrap();
-        assert!(Api::refs(&rec, &[]).is_empty());
+        assert!(Api::index_entries(&rec, &[]).is_empty());
         assert_eq!(rec.status.phase, StatusPhase::Unknown);
         assert_eq!((rec.category, rec.specification, rec.active), (None, None, false));
     }

@@ -9,7 +9,7 @@
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
 use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, natural, Key};
-use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
 use crate::kinds::subscription_wiring::ExposureWiring;
 use crate::time::Timestamp;
 use crds::api_exposure as cr;
@@ -393,7 +393,7 @@ impl Kind for ApiExposure {
         natural::api_exposure(&rec.meta.environment, rec.meta.team(), &rec.application, &rec.base_path)
     }
 
-    fn requires(rec: &ApiExposureRecord) -> Vec<Ref> {
+    fn requires(rec: &ApiExposureRecord) -> Vec<Parent> {
         WIRING.requires(&rec.meta, &rec.application)
     }
 
@@ -402,13 +402,13 @@ impl Kind for ApiExposure {
     }
 
     /// The active-exposure index entry, only while `status.active`.
-    fn refs(rec: &ApiExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        WIRING.refs(&rec.meta, &rec.base_path, rec.active)
+    fn index_entries(rec: &ApiExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
+        WIRING.index_entries(&rec.meta, &rec.base_path, rec.active)
     }
 
     /// The subscriptions of the same `base_path` relink whenever an exposure of it is written
     /// (e.g. becomes active or inactive) or deleted.
-    fn dependents(rec: &ApiExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    fn dependents(rec: &ApiExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         WIRING.dependents(&rec.meta, &rec.base_path)
     }
 
@@ -486,12 +486,12 @@ mod tests {
         assert_eq!(ApiExposure::key(&rec), Key::new(&["poc", "payments--checkout", "checkout-api", "/payments/checkout/v1"]));
         assert_eq!(
             ApiExposure::requires(&rec),
-            vec![Ref { kind: KindId::Application, key: Key::new(&["poc", "payments--checkout", "checkout-api"]) }]
+            vec![Parent { kind: KindId::Application, key: Key::new(&["poc", "payments--checkout", "checkout-api"]) }]
         );
         assert!(ApiExposure::links(&rec).is_empty());
         assert_eq!(ApiExposure::scopes(&rec, &[]), vec![Scope::Team { env: "poc".into(), team: "payments--checkout".into() }]);
         let bp = Key::new(&["poc", "/payments/checkout/v1"]);
-        assert_eq!(ApiExposure::refs(&rec, &[]), vec![(index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, bp.clone())]);
+        assert_eq!(ApiExposure::index_entries(&rec, &[]), vec![(index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, bp.clone())]);
         assert_eq!(ApiExposure::dependents(&rec, &[]), vec![(index::API_SUBSCRIPTION_BY_BASE_PATH, bp)]);
     }
 
@@ -502,7 +502,7 @@ mod tests {
         assert_eq!(rec.status.phase, StatusPhase::Pending);
         assert_eq!(rec.features, vec![F::LastMileSecurity]);
         assert_eq!(rec.traffic, Traffic::default());
-        assert!(ApiExposure::refs(&rec, &[]).is_empty());
+        assert!(ApiExposure::index_entries(&rec, &[]).is_empty());
         assert_eq!(
             ApiExposure::dependents(&rec, &[]),
             vec![(index::API_SUBSCRIPTION_BY_BASE_PATH, Key::new(&["poc", "/payments/checkout/v1"]))]
@@ -568,7 +568,7 @@ mod tests {
     fn qa_exposure_keys_stay_in_qa() {
         let rec = translate(&exposure("qa", "checkout-api--payments-checkout-v1")).unwrap();
         assert_eq!(ApiExposure::key(&rec), Key::new(&["qa", "payments--checkout", "checkout-api", "/payments/checkout/v1"]));
-        assert_eq!(ApiExposure::refs(&rec, &[])[0].1, Key::new(&["qa", "/payments/checkout/v1"]));
+        assert_eq!(ApiExposure::index_entries(&rec, &[])[0].1, Key::new(&["qa", "/payments/checkout/v1"]));
         assert_eq!(rec.features, vec![F::LastMileSecurity]);
     }
 
@@ -590,7 +590,7 @@ mod tests {
         cr.status = None;
         let rec = translate(&cr).unwrap();
         assert_eq!((rec.status.phase, rec.active), (StatusPhase::Unknown, false));
-        assert!(ApiExposure::refs(&rec, &[]).is_empty());
+        assert!(ApiExposure::index_entries(&rec, &[]).is_empty());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use crate::common::{self, Meta, Status};
 use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, Key};
-use crate::kind::{Context, Kind, KindId, Link, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Link, Parent, Scope, Skip};
 use crate::kinds::api_exposure::{BasicAuthCredentials, OAuth2ClientCredentials};
 use crate::kinds::subscription_wiring::SubscriptionWiring;
 use crate::time::Timestamp;
@@ -139,7 +139,7 @@ impl Kind for ApiSubscription {
         WIRING.key(&rec.meta)
     }
 
-    fn requires(rec: &ApiSubscriptionRecord) -> Vec<Ref> {
+    fn requires(rec: &ApiSubscriptionRecord) -> Vec<Parent> {
         WIRING.requires(&rec.meta, &rec.application)
     }
 
@@ -152,13 +152,13 @@ impl Kind for ApiSubscription {
         WIRING.scopes(&rec.meta)
     }
 
-    fn refs(rec: &ApiSubscriptionRecord, links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        WIRING.refs(&rec.meta, &rec.application, &rec.base_path, links)
+    fn index_entries(rec: &ApiSubscriptionRecord, links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
+        WIRING.index_entries(&rec.meta, &rec.application, &rec.base_path, links)
     }
 
     /// Approvals and approval requests of this subscription re-resolve the target exposure (and
     /// so their provider-team scope) when it changes.
-    fn dependents(rec: &ApiSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    fn dependents(rec: &ApiSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         WIRING.dependents(&rec.meta)
     }
 
@@ -279,7 +279,7 @@ mod tests {
         assert_eq!(ApiSubscription::key(&rec), Key::new(&["poc", ns, "parcel-tracker--payments-checkout-v1"]));
         assert_eq!(
             ApiSubscription::requires(&rec),
-            vec![Ref { kind: KindId::Application, key: Key::new(&["poc", "logistics--parcel-tracking", "parcel-tracker"]) }]
+            vec![Parent { kind: KindId::Application, key: Key::new(&["poc", "logistics--parcel-tracking", "parcel-tracker"]) }]
         );
         let bp = Key::new(&["poc", "/payments/checkout/v1"]);
         assert_eq!(ApiSubscription::links(&rec), vec![Link::First { index: index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, key: bp.clone() }]);
@@ -289,12 +289,12 @@ mod tests {
         );
         let owner = Key::new(&["poc", "logistics--parcel-tracking", "parcel-tracker"]);
         let unlinked = vec![(index::API_SUBSCRIPTION_BY_BASE_PATH, bp.clone()), (index::API_SUBSCRIPTION_BY_OWNER, owner.clone())];
-        assert_eq!(ApiSubscription::refs(&rec, &[None]), unlinked);
-        assert_eq!(ApiSubscription::refs(&rec, &[]), unlinked);
+        assert_eq!(ApiSubscription::index_entries(&rec, &[None]), unlinked);
+        assert_eq!(ApiSubscription::index_entries(&rec, &[]), unlinked);
         let target = natural::api_exposure("poc", "payments--checkout", "checkout-api", "/payments/checkout/v1");
         let mut linked = unlinked.clone();
         linked.push((index::API_SUBSCRIPTION_BY_TARGET, target.clone()));
-        assert_eq!(ApiSubscription::refs(&rec, &[Some(target)]), linked);
+        assert_eq!(ApiSubscription::index_entries(&rec, &[Some(target)]), linked);
         let sub = Key::new(&["ApiSubscription", "poc", ns, "parcel-tracker--payments-checkout-v1"]);
         assert_eq!(
             ApiSubscription::dependents(&rec, &[None]),

@@ -12,7 +12,7 @@
 use crate::common::{required, status_from_conditions, Meta, Status};
 use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, natural, Key};
-use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
 use crate::time::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -193,16 +193,19 @@ impl Kind for Application {
         natural::application(&rec.meta.environment, &rec.team, &rec.meta.name)
     }
 
-    fn requires(rec: &ApplicationRecord) -> Vec<Ref> {
+    fn requires(rec: &ApplicationRecord) -> Vec<Parent> {
         let env = &rec.meta.environment;
-        vec![Ref { kind: KindId::Team, key: natural::team(env, &rec.team) }, Ref { kind: KindId::Zone, key: natural::zone(env, &rec.zone) }]
+        vec![
+            Parent { kind: KindId::Team, key: natural::team(env, &rec.team) },
+            Parent { kind: KindId::Zone, key: natural::zone(env, &rec.zone) },
+        ]
     }
 
     fn scopes(rec: &ApplicationRecord, _links: &[Option<Key>]) -> Vec<Scope> {
         vec![Scope::Team { env: rec.meta.environment.clone(), team: rec.team.clone() }]
     }
 
-    fn refs(rec: &ApplicationRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    fn index_entries(rec: &ApplicationRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         vec![(index::APPLICATION_BY_ZONE, natural::in_env(&rec.meta.environment, &rec.zone))]
     }
 
@@ -280,12 +283,12 @@ mod tests {
         assert_eq!(
             Application::requires(&rec),
             vec![
-                Ref { kind: KindId::Team, key: natural::team("qa", "payments--ledger") },
-                Ref { kind: KindId::Zone, key: natural::zone("qa", "aws-eu1") },
+                Parent { kind: KindId::Team, key: natural::team("qa", "payments--ledger") },
+                Parent { kind: KindId::Zone, key: natural::zone("qa", "aws-eu1") },
             ]
         );
         assert_eq!(Application::scopes(&rec, &[]), vec![Scope::Team { env: "qa".into(), team: "payments--ledger".into() }]);
-        assert_eq!(Application::refs(&rec, &[]), vec![(index::APPLICATION_BY_ZONE, natural::in_env("qa", "aws-eu1"))]);
+        assert_eq!(Application::index_entries(&rec, &[]), vec![(index::APPLICATION_BY_ZONE, natural::in_env("qa", "aws-eu1"))]);
         assert_eq!(Application::name(&rec), Some("ledger-core"));
         const { assert!(Application::ORDER_BY_NAME) };
     }

@@ -6,7 +6,7 @@
 use super::approval_common::{self as shared, ApprovalFields, Flavor, Source};
 use crate::common::{Meta, Status};
 use crate::keys::{index, Key};
-use crate::kind::{Context, Kind, KindId, Link, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Link, Parent, Scope, Skip};
 use crate::time::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -62,7 +62,7 @@ impl Kind for Approval {
         shared::key(&rec.meta)
     }
 
-    fn requires(rec: &ApprovalRecord) -> Vec<Ref> {
+    fn requires(rec: &ApprovalRecord) -> Vec<Parent> {
         shared::requires(&rec.meta, &rec.fields.subscription)
     }
 
@@ -74,8 +74,8 @@ impl Kind for Approval {
         shared::scopes(&rec.meta, &rec.fields.subscription, links)
     }
 
-    fn refs(rec: &ApprovalRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        shared::refs(index::APPROVAL_BY_SUBSCRIPTION, &rec.meta, &rec.fields.subscription)
+    fn index_entries(rec: &ApprovalRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
+        shared::index_entries(index::APPROVAL_BY_SUBSCRIPTION, &rec.meta, &rec.fields.subscription)
     }
 
     fn created_at(rec: &ApprovalRecord) -> Option<Timestamp> {
@@ -232,7 +232,7 @@ mod tests {
         let ns = "poc--assist--copilot";
         let sub = Key::new(&["poc", ns, "copilot-gateway--payments-ledger-v2"]);
         assert_eq!(Approval::key(&rec), Key::new(&["poc", ns, "apisubscription--copilot-gateway--payments-ledger-v2"]));
-        assert_eq!(Approval::requires(&rec), vec![Ref { kind: KindId::ApiSubscription, key: sub.clone() }]);
+        assert_eq!(Approval::requires(&rec), vec![Parent { kind: KindId::ApiSubscription, key: sub.clone() }]);
         assert_eq!(Approval::links(&rec), vec![Link::Via { kind: KindId::ApiSubscription, key: sub, slot: 0 }]);
         let subscriber = Scope::Team { env: "poc".into(), team: "assist--copilot".into() };
         assert_eq!(Approval::scopes(&rec, &[None]), vec![subscriber.clone()]);
@@ -242,7 +242,7 @@ mod tests {
             vec![subscriber, Scope::Team { env: "poc".into(), team: "payments--ledger".into() }]
         );
         assert_eq!(
-            Approval::refs(&rec, &[None]),
+            Approval::index_entries(&rec, &[None]),
             vec![(index::APPROVAL_BY_SUBSCRIPTION, Key::new(&["ApiSubscription", "poc", ns, "copilot-gateway--payments-ledger-v2"]))]
         );
     }
@@ -261,7 +261,7 @@ mod tests {
         let target = Key::new(&["poc", "assist--copilot", "copilot-agent", "/agents/copilot/v1"]);
         assert_eq!(Approval::scopes(&rec, &[Some(target)]), vec![Scope::Team { env: "poc".into(), team: "assist--copilot".into() }]);
         assert_eq!(
-            Approval::refs(&rec, &[None])[0].1,
+            Approval::index_entries(&rec, &[None])[0].1,
             Key::new(&["AgenticSubscription", "poc", "poc--assist--copilot", "copilot-gateway--agents-copilot-v1"])
         );
     }

@@ -9,7 +9,7 @@
 use crate::common::{self, ApprovalStrategy, Meta, Status};
 use crate::graphql_enum::graphql_enum;
 use crate::keys::{natural, Key};
-use crate::kind::{Context, KindId, Link, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, KindId, Link, Parent, Scope, Skip};
 use crate::time::Timestamp;
 use crds::approval as cr;
 use crds::common::{Condition, TypedObjectRef};
@@ -416,8 +416,8 @@ pub(crate) fn key(meta: &Meta) -> Key {
 }
 
 /// `Kind::requires`: the subscription.
-pub(crate) fn requires(meta: &Meta, sub: &SubscriptionRef) -> Vec<Ref> {
-    vec![Ref { kind: sub.kind.kind_id(), key: sub.key(&meta.environment) }]
+pub(crate) fn requires(meta: &Meta, sub: &SubscriptionRef) -> Vec<Parent> {
+    vec![Parent { kind: sub.kind.kind_id(), key: sub.key(&meta.environment) }]
 }
 
 /// `Kind::links`: link 0 = the subscription's link 0, its target exposure.
@@ -440,8 +440,8 @@ pub(crate) fn scopes(meta: &Meta, sub: &SubscriptionRef, links: &[Option<Key>]) 
     scopes
 }
 
-/// `Kind::refs`: the approval under its subscription in `index`.
-pub(crate) fn refs(index: RefIndex, meta: &Meta, sub: &SubscriptionRef) -> Vec<(RefIndex, Key)> {
+/// `Kind::index_entries`: the approval under its subscription in `index`.
+pub(crate) fn index_entries(index: IndexName, meta: &Meta, sub: &SubscriptionRef) -> Vec<(IndexName, Key)> {
     vec![(index, sub.index_key(&meta.environment))]
 }
 

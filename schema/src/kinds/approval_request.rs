@@ -6,7 +6,7 @@
 use super::approval_common::{self as shared, ApprovalFields, Flavor, Source};
 use crate::common::{Meta, Status};
 use crate::keys::{index, Key};
-use crate::kind::{Context, Kind, KindId, Link, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Link, Parent, Scope, Skip};
 use crate::time::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -58,7 +58,7 @@ impl Kind for ApprovalRequest {
         shared::key(&rec.meta)
     }
 
-    fn requires(rec: &ApprovalRequestRecord) -> Vec<Ref> {
+    fn requires(rec: &ApprovalRequestRecord) -> Vec<Parent> {
         shared::requires(&rec.meta, &rec.fields.subscription)
     }
 
@@ -70,8 +70,8 @@ impl Kind for ApprovalRequest {
         shared::scopes(&rec.meta, &rec.fields.subscription, links)
     }
 
-    fn refs(rec: &ApprovalRequestRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        shared::refs(index::APPROVAL_REQUEST_BY_SUBSCRIPTION, &rec.meta, &rec.fields.subscription)
+    fn index_entries(rec: &ApprovalRequestRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
+        shared::index_entries(index::APPROVAL_REQUEST_BY_SUBSCRIPTION, &rec.meta, &rec.fields.subscription)
     }
 
     fn created_at(rec: &ApprovalRequestRecord) -> Option<Timestamp> {
@@ -170,7 +170,7 @@ mod tests {
         let ns = "poc--logistics--parcel-tracking";
         let sub = Key::new(&["poc", ns, "parcel-tracker--payments-checkout-v1"]);
         assert_eq!(ApprovalRequest::key(&rec), Key::new(&["poc", ns, "parcel-tracker--payments-checkout-v1--55658d68f8"]));
-        assert_eq!(ApprovalRequest::requires(&rec), vec![Ref { kind: KindId::ApiSubscription, key: sub.clone() }]);
+        assert_eq!(ApprovalRequest::requires(&rec), vec![Parent { kind: KindId::ApiSubscription, key: sub.clone() }]);
         assert_eq!(ApprovalRequest::links(&rec), vec![Link::Via { kind: KindId::ApiSubscription, key: sub, slot: 0 }]);
         let subscriber = Scope::Team { env: "poc".into(), team: "logistics--parcel-tracking".into() };
         assert_eq!(ApprovalRequest::scopes(&rec, &[None]), vec![subscriber.clone()]);
@@ -180,7 +180,7 @@ mod tests {
             vec![subscriber, Scope::Team { env: "poc".into(), team: "payments--checkout".into() }]
         );
         assert_eq!(
-            ApprovalRequest::refs(&rec, &[None]),
+            ApprovalRequest::index_entries(&rec, &[None]),
             vec![(
                 index::APPROVAL_REQUEST_BY_SUBSCRIPTION,
                 Key::new(&["ApiSubscription", "poc", ns, "parcel-tracker--payments-checkout-v1"])
@@ -194,7 +194,7 @@ mod tests {
         assert_eq!(rec.fields.subscription.kind, SubscriptionKind::EventSubscription);
         assert_eq!(ApprovalRequest::requires(&rec)[0].kind, KindId::EventSubscription);
         assert_eq!(
-            ApprovalRequest::refs(&rec, &[None])[0].1,
+            ApprovalRequest::index_entries(&rec, &[None])[0].1,
             Key::new(&["EventSubscription", "qa", "qa--payments--ledger", "ledger-core--de-telekom-payments-orderplaced-v1"])
         );
         let rec = translate(&request("poc", "de-telekom-payments-settlementreport-v1--knowledge-base--6c65dcc579")).unwrap();

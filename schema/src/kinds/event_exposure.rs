@@ -15,7 +15,7 @@
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
 use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, natural, Key};
-use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
 use crate::kinds::api_exposure::ApprovalConfig;
 use crate::kinds::subscription_wiring::ExposureWiring;
 use crate::time::Timestamp;
@@ -196,7 +196,7 @@ impl Kind for EventExposure {
         natural::event_exposure(&rec.meta.environment, rec.meta.team(), &rec.application, &rec.event_type)
     }
 
-    fn requires(rec: &EventExposureRecord) -> Vec<Ref> {
+    fn requires(rec: &EventExposureRecord) -> Vec<Parent> {
         WIRING.requires(&rec.meta, &rec.application)
     }
 
@@ -205,13 +205,13 @@ impl Kind for EventExposure {
     }
 
     /// The active-exposure index entry, only while `status.active`.
-    fn refs(rec: &EventExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        WIRING.refs(&rec.meta, &rec.event_type, rec.active)
+    fn index_entries(rec: &EventExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
+        WIRING.index_entries(&rec.meta, &rec.event_type, rec.active)
     }
 
     /// The subscriptions of the same `event_type` relink whenever an exposure of it is written
     /// (e.g. becomes active or inactive) or deleted.
-    fn dependents(rec: &EventExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    fn dependents(rec: &EventExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         WIRING.dependents(&rec.meta, &rec.event_type)
     }
 
@@ -287,12 +287,12 @@ mod tests {
         assert_eq!(EventExposure::key(&rec), natural::event_exposure("poc", "payments--checkout", "checkout-api", ORDERS));
         assert_eq!(
             EventExposure::requires(&rec),
-            vec![Ref { kind: KindId::Application, key: Key::new(&["poc", "payments--checkout", "checkout-api"]) }]
+            vec![Parent { kind: KindId::Application, key: Key::new(&["poc", "payments--checkout", "checkout-api"]) }]
         );
         assert!(EventExposure::links(&rec).is_empty());
         assert_eq!(EventExposure::scopes(&rec, &[]), vec![Scope::Team { env: "poc".into(), team: "payments--checkout".into() }]);
         let by_type = natural::in_env("poc", ORDERS);
-        assert_eq!(EventExposure::refs(&rec, &[]), vec![(index::EVENT_EXPOSURE_ACTIVE_BY_TYPE, by_type.clone())]);
+        assert_eq!(EventExposure::index_entries(&rec, &[]), vec![(index::EVENT_EXPOSURE_ACTIVE_BY_TYPE, by_type.clone())]);
         assert_eq!(EventExposure::dependents(&rec, &[]), vec![(index::EVENT_SUBSCRIPTION_BY_TYPE, by_type)]);
     }
 
@@ -311,7 +311,7 @@ mod tests {
 
         let qa = translate(&exposure("qa", "checkout-api--de-telekom-payments-orderplaced-v1")).unwrap();
         assert_eq!(EventExposure::key(&qa), Key::new(&["qa", "payments--checkout", "checkout-api", ORDERS]));
-        assert_eq!(EventExposure::refs(&qa, &[])[0].1, natural::in_env("qa", ORDERS));
+        assert_eq!(EventExposure::index_entries(&qa, &[])[0].1, natural::in_env("qa", ORDERS));
     }
 
     #[test]
@@ -320,7 +320,7 @@ mod tests {
         cr.status = None;
         let rec = translate(&cr).unwrap();
         assert_eq!((rec.status.phase, rec.active, rec.gateway_publishing_url.as_str()), (StatusPhase::Unknown, false, ""));
-        assert!(EventExposure::refs(&rec, &[]).is_empty());
+        assert!(EventExposure::index_entries(&rec, &[]).is_empty());
         assert_eq!(EventExposure::dependents(&rec, &[]), vec![(index::EVENT_SUBSCRIPTION_BY_TYPE, natural::in_env("poc", ORDERS))]);
     }
 

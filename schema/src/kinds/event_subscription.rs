@@ -12,7 +12,7 @@
 use crate::common::{self, Meta, Status};
 use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, Key};
-use crate::kind::{Context, Kind, KindId, Link, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Link, Parent, Scope, Skip};
 use crate::kinds::event_exposure::EventTrigger;
 use crate::kinds::subscription_wiring::SubscriptionWiring;
 use crate::time::Timestamp;
@@ -176,7 +176,7 @@ impl Kind for EventSubscription {
         WIRING.key(&rec.meta)
     }
 
-    fn requires(rec: &EventSubscriptionRecord) -> Vec<Ref> {
+    fn requires(rec: &EventSubscriptionRecord) -> Vec<Parent> {
         WIRING.requires(&rec.meta, &rec.application)
     }
 
@@ -189,13 +189,13 @@ impl Kind for EventSubscription {
         WIRING.scopes(&rec.meta)
     }
 
-    fn refs(rec: &EventSubscriptionRecord, links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        WIRING.refs(&rec.meta, &rec.application, &rec.event_type, links)
+    fn index_entries(rec: &EventSubscriptionRecord, links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
+        WIRING.index_entries(&rec.meta, &rec.application, &rec.event_type, links)
     }
 
     /// Approvals and approval requests of this subscription re-resolve the target exposure (and
     /// so their provider-team scope) when it changes.
-    fn dependents(rec: &EventSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    fn dependents(rec: &EventSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         WIRING.dependents(&rec.meta)
     }
 
@@ -325,17 +325,17 @@ mod tests {
         let parcels = "de.telekom.logistics.parceldelivered.v1";
         assert_eq!(EventSubscription::key(&rec), Key::new(&["poc", ns, name]));
         let owner = Key::new(&["poc", "assist--copilot", "copilot-gateway"]);
-        assert_eq!(EventSubscription::requires(&rec), vec![Ref { kind: KindId::Application, key: owner.clone() }]);
+        assert_eq!(EventSubscription::requires(&rec), vec![Parent { kind: KindId::Application, key: owner.clone() }]);
         let by_type = natural::in_env("poc", parcels);
         assert_eq!(EventSubscription::links(&rec), vec![Link::First { index: index::EVENT_EXPOSURE_ACTIVE_BY_TYPE, key: by_type.clone() }]);
         assert_eq!(EventSubscription::scopes(&rec, &[None]), vec![Scope::Team { env: "poc".into(), team: "assist--copilot".into() }]);
         let unlinked = vec![(index::EVENT_SUBSCRIPTION_BY_TYPE, by_type), (index::EVENT_SUBSCRIPTION_BY_OWNER, owner)];
-        assert_eq!(EventSubscription::refs(&rec, &[None]), unlinked);
-        assert_eq!(EventSubscription::refs(&rec, &[]), unlinked);
+        assert_eq!(EventSubscription::index_entries(&rec, &[None]), unlinked);
+        assert_eq!(EventSubscription::index_entries(&rec, &[]), unlinked);
         let target = natural::event_exposure("poc", "logistics--parcel-tracking", "parcel-notifier", parcels);
         let mut linked = unlinked.clone();
         linked.push((index::EVENT_SUBSCRIPTION_BY_TARGET, target.clone()));
-        assert_eq!(EventSubscription::refs(&rec, &[Some(target)]), linked);
+        assert_eq!(EventSubscription::index_entries(&rec, &[Some(target)]), linked);
         let sub = Key::new(&["EventSubscription", "poc", ns, name]);
         assert_eq!(
             EventSubscription::dependents(&rec, &[None]),

@@ -11,7 +11,7 @@
 
 use crate::common::{required, status_from_conditions, Meta, Status};
 use crate::keys::{index, natural, Key};
-use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
 use crate::time::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -75,15 +75,15 @@ impl Kind for EventType {
         natural::event_type(&rec.meta.environment, &rec.team, &rec.event_type)
     }
 
-    fn requires(rec: &EventTypeRecord) -> Vec<Ref> {
-        vec![Ref { kind: KindId::Team, key: natural::team(&rec.meta.environment, &rec.team) }]
+    fn requires(rec: &EventTypeRecord) -> Vec<Parent> {
+        vec![Parent { kind: KindId::Team, key: natural::team(&rec.meta.environment, &rec.team) }]
     }
 
     fn scopes(rec: &EventTypeRecord, _links: &[Option<Key>]) -> Vec<Scope> {
         vec![Scope::Env { env: rec.meta.environment.clone() }]
     }
 
-    fn refs(rec: &EventTypeRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    fn index_entries(rec: &EventTypeRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         if rec.active {
             vec![(index::EVENT_TYPE_ACTIVE_BY_TYPE, natural::in_env(&rec.meta.environment, &rec.event_type))]
         } else {
@@ -140,19 +140,19 @@ mod tests {
         let rec = event_type("poc", "poc--payments--checkout/de-telekom-payments-orderplaced-v1");
         assert_eq!(EventType::key(&rec), natural::event_type("poc", "payments--checkout", ORDERS));
         assert_eq!(EventType::key(&rec).parts().unwrap(), vec!["poc", "payments--checkout", ORDERS]);
-        assert_eq!(EventType::requires(&rec), vec![Ref { kind: KindId::Team, key: natural::team("poc", "payments--checkout") }]);
+        assert_eq!(EventType::requires(&rec), vec![Parent { kind: KindId::Team, key: natural::team("poc", "payments--checkout") }]);
         assert!(EventType::links(&rec).is_empty());
         assert_eq!(EventType::scopes(&rec, &[]), vec![Scope::Env { env: "poc".into() }]);
-        assert_eq!(EventType::refs(&rec, &[]), vec![(index::EVENT_TYPE_ACTIVE_BY_TYPE, natural::in_env("poc", ORDERS))]);
+        assert_eq!(EventType::index_entries(&rec, &[]), vec![(index::EVENT_TYPE_ACTIVE_BY_TYPE, natural::in_env("poc", ORDERS))]);
         assert!(EventType::dependents(&rec, &[]).is_empty());
 
         let shadow = event_type("poc", "poc--payments--ledger/de-telekom-payments-orderplaced-v1");
         assert_eq!(EventType::key(&shadow), natural::event_type("poc", "payments--ledger", ORDERS));
-        assert!(EventType::refs(&shadow, &[]).is_empty());
+        assert!(EventType::index_entries(&shadow, &[]).is_empty());
 
         let qa = event_type("qa", "de-telekom-payments-orderplaced-v1");
         assert_eq!(EventType::key(&qa), natural::event_type("qa", "payments--checkout", ORDERS));
-        assert_eq!(EventType::refs(&qa, &[])[0].1, natural::in_env("qa", ORDERS));
+        assert_eq!(EventType::index_entries(&qa, &[])[0].1, natural::in_env("qa", ORDERS));
         assert_eq!(qa.specification, None);
     }
 
@@ -163,7 +163,7 @@ mod tests {
         cr.spec.specification = Some(String::new());
         cr.status = None;
         let rec = EventType::translate(&cr, &ctx()).unwrap();
-        assert!(EventType::refs(&rec, &[]).is_empty());
+        assert!(EventType::index_entries(&rec, &[]).is_empty());
         assert_eq!(rec.status.phase, StatusPhase::Unknown);
         assert_eq!((rec.description, rec.specification, rec.active), (None, None, false));
     }

@@ -10,7 +10,7 @@
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
 use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, natural, Key};
-use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
 use crate::kinds::api_exposure::ApprovalConfig;
 use crate::kinds::subscription_wiring::ExposureWiring;
 use crate::time::Timestamp;
@@ -155,7 +155,7 @@ impl Kind for FileExposure {
         natural::file_exposure(&rec.meta.environment, rec.meta.team(), &rec.application, &rec.file_type)
     }
 
-    fn requires(rec: &FileExposureRecord) -> Vec<Ref> {
+    fn requires(rec: &FileExposureRecord) -> Vec<Parent> {
         WIRING.requires(&rec.meta, &rec.application)
     }
 
@@ -164,13 +164,13 @@ impl Kind for FileExposure {
     }
 
     /// The active-exposure index entry, only while `status.active`.
-    fn refs(rec: &FileExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        WIRING.refs(&rec.meta, &rec.file_type, rec.active)
+    fn index_entries(rec: &FileExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
+        WIRING.index_entries(&rec.meta, &rec.file_type, rec.active)
     }
 
     /// The subscriptions of the same `file_type` relink whenever an exposure of it is written
     /// (e.g. becomes active or inactive) or deleted.
-    fn dependents(rec: &FileExposureRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    fn dependents(rec: &FileExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         WIRING.dependents(&rec.meta, &rec.file_type)
     }
 
@@ -235,12 +235,12 @@ mod tests {
         assert_eq!(FileExposure::key(&rec), Key::new(&["poc", "payments--ledger", "ledger-reports", SETTLEMENT]));
         assert_eq!(
             FileExposure::requires(&rec),
-            vec![Ref { kind: KindId::Application, key: Key::new(&["poc", "payments--ledger", "ledger-reports"]) }]
+            vec![Parent { kind: KindId::Application, key: Key::new(&["poc", "payments--ledger", "ledger-reports"]) }]
         );
         assert!(FileExposure::links(&rec).is_empty());
         assert_eq!(FileExposure::scopes(&rec, &[]), vec![Scope::Team { env: "poc".into(), team: "payments--ledger".into() }]);
         let by_type = Key::new(&["poc", SETTLEMENT]);
-        assert_eq!(FileExposure::refs(&rec, &[]), vec![(index::FILE_EXPOSURE_ACTIVE_BY_TYPE, by_type.clone())]);
+        assert_eq!(FileExposure::index_entries(&rec, &[]), vec![(index::FILE_EXPOSURE_ACTIVE_BY_TYPE, by_type.clone())]);
         assert_eq!(FileExposure::dependents(&rec, &[]), vec![(index::FILE_SUBSCRIPTION_BY_TYPE, by_type)]);
     }
 
@@ -250,7 +250,7 @@ mod tests {
         assert!(!rec.active);
         assert_eq!(rec.status.phase, StatusPhase::Pending);
         assert_eq!((rec.service_url.as_deref(), rec.service_external_url.as_deref()), (None, None));
-        assert!(FileExposure::refs(&rec, &[]).is_empty());
+        assert!(FileExposure::index_entries(&rec, &[]).is_empty());
         assert_eq!(
             FileExposure::dependents(&rec, &[]),
             vec![(index::FILE_SUBSCRIPTION_BY_TYPE, Key::new(&["poc", "de-telekom-logistics-manifest-v1"]))]
@@ -264,7 +264,7 @@ mod tests {
         let rec = translate(&cr).unwrap();
         assert_eq!((rec.status.phase, rec.active), (StatusPhase::Unknown, false));
         assert_eq!((rec.service_url.as_deref(), rec.service_external_url.as_deref()), (None, None));
-        assert!(FileExposure::refs(&rec, &[]).is_empty());
+        assert!(FileExposure::index_entries(&rec, &[]).is_empty());
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use crate::common::{self, Meta, Status};
 use crate::keys::{index, Key};
-use crate::kind::{Context, Kind, KindId, Link, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Link, Parent, Scope, Skip};
 use crate::kinds::file_exposure::{non_empty, owner_application, Sftp};
 use crate::kinds::subscription_wiring::SubscriptionWiring;
 use crate::time::Timestamp;
@@ -85,7 +85,7 @@ impl Kind for FileSubscription {
         WIRING.key(&rec.meta)
     }
 
-    fn requires(rec: &FileSubscriptionRecord) -> Vec<Ref> {
+    fn requires(rec: &FileSubscriptionRecord) -> Vec<Parent> {
         WIRING.requires(&rec.meta, &rec.application)
     }
 
@@ -98,13 +98,13 @@ impl Kind for FileSubscription {
         WIRING.scopes(&rec.meta)
     }
 
-    fn refs(rec: &FileSubscriptionRecord, links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        WIRING.refs(&rec.meta, &rec.application, &rec.file_type, links)
+    fn index_entries(rec: &FileSubscriptionRecord, links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
+        WIRING.index_entries(&rec.meta, &rec.application, &rec.file_type, links)
     }
 
     /// Approvals and approval requests of this subscription re-resolve the target exposure (and
     /// so their provider-team scope) when it changes.
-    fn dependents(rec: &FileSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    fn dependents(rec: &FileSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         WIRING.dependents(&rec.meta)
     }
 
@@ -181,17 +181,17 @@ mod tests {
         let (ns, name) = ("poc--assist--knowledge", "de-telekom-payments-settlementreport-v1--knowledge-base");
         assert_eq!(FileSubscription::key(&rec), Key::new(&["poc", ns, name]));
         let owner = Key::new(&["poc", "assist--knowledge", "knowledge-base"]);
-        assert_eq!(FileSubscription::requires(&rec), vec![Ref { kind: KindId::Application, key: owner.clone() }]);
+        assert_eq!(FileSubscription::requires(&rec), vec![Parent { kind: KindId::Application, key: owner.clone() }]);
         let by_type = Key::new(&["poc", SETTLEMENT]);
         assert_eq!(FileSubscription::links(&rec), vec![Link::First { index: index::FILE_EXPOSURE_ACTIVE_BY_TYPE, key: by_type.clone() }]);
         assert_eq!(FileSubscription::scopes(&rec, &[None]), vec![Scope::Team { env: "poc".into(), team: "assist--knowledge".into() }]);
         let unlinked = vec![(index::FILE_SUBSCRIPTION_BY_TYPE, by_type), (index::FILE_SUBSCRIPTION_BY_OWNER, owner)];
-        assert_eq!(FileSubscription::refs(&rec, &[None]), unlinked);
-        assert_eq!(FileSubscription::refs(&rec, &[]), unlinked);
+        assert_eq!(FileSubscription::index_entries(&rec, &[None]), unlinked);
+        assert_eq!(FileSubscription::index_entries(&rec, &[]), unlinked);
         let target = natural::file_exposure("poc", "payments--ledger", "ledger-reports", SETTLEMENT);
         let mut linked = unlinked.clone();
         linked.push((index::FILE_SUBSCRIPTION_BY_TARGET, target.clone()));
-        assert_eq!(FileSubscription::refs(&rec, &[Some(target)]), linked);
+        assert_eq!(FileSubscription::index_entries(&rec, &[Some(target)]), linked);
         let sub = Key::new(&["FileSubscription", "poc", ns, name]);
         assert_eq!(sub, natural::subscription_ref(KindId::FileSubscription, "poc", ns, name));
         assert_eq!(
@@ -213,9 +213,9 @@ mod tests {
         let approval: crds::Approval =
             world_object("Approval", "poc", "filesubscription--de-telekom-payments-settlementreport-v1--checkout-batch");
         let a = Approval::translate(&approval, &ctx()).unwrap();
-        assert_eq!(Approval::requires(&a), vec![Ref { kind: KindId::FileSubscription, key: key.clone() }]);
+        assert_eq!(Approval::requires(&a), vec![Parent { kind: KindId::FileSubscription, key: key.clone() }]);
         assert_eq!(Approval::links(&a), vec![Link::Via { kind: KindId::FileSubscription, key: key.clone(), slot: 0 }]);
-        assert_eq!(Approval::refs(&a, &[]), vec![deps[0].clone()]);
+        assert_eq!(Approval::index_entries(&a, &[]), vec![deps[0].clone()]);
         // Visible to the provider team once linked to the ledger exposure.
         let target = natural::file_exposure("poc", "payments--ledger", "ledger-reports", SETTLEMENT);
         assert_eq!(
@@ -229,8 +229,8 @@ mod tests {
         let request: crds::ApprovalRequest =
             world_object("ApprovalRequest", "poc", "de-telekom-payments-settlementreport-v1--checkout-batch--7b986fc5c");
         let r = ApprovalRequest::translate(&request, &ctx()).unwrap();
-        assert_eq!(ApprovalRequest::requires(&r), vec![Ref { kind: KindId::FileSubscription, key }]);
-        assert_eq!(ApprovalRequest::refs(&r, &[]), vec![deps[1].clone()]);
+        assert_eq!(ApprovalRequest::requires(&r), vec![Parent { kind: KindId::FileSubscription, key }]);
+        assert_eq!(ApprovalRequest::index_entries(&r, &[]), vec![deps[1].clone()]);
 
         // With the file manager switched off, file approvals are not projected.
         let mut off = ctx();

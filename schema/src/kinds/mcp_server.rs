@@ -9,7 +9,7 @@
 //! [`agentic_catalogue`]: crate::kinds::agentic_catalogue
 
 use crate::keys::{index, natural, Key};
-use crate::kind::{Context, Kind, KindId, Ref, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
 use crate::kinds::agentic_catalogue::{self as catalogue, AgenticCatalogueRecord};
 use crate::time::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -53,7 +53,7 @@ impl Kind for McpServer {
         catalogue::key(rec, natural::mcp_server)
     }
 
-    fn requires(rec: &McpServerRecord) -> Vec<Ref> {
+    fn requires(rec: &McpServerRecord) -> Vec<Parent> {
         catalogue::requires(rec)
     }
 
@@ -61,8 +61,8 @@ impl Kind for McpServer {
         catalogue::scopes(rec)
     }
 
-    fn refs(rec: &McpServerRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
-        catalogue::refs(rec, index::MCP_SERVER_ACTIVE_BY_BASE_PATH)
+    fn index_entries(rec: &McpServerRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
+        catalogue::index_entries(rec, index::MCP_SERVER_ACTIVE_BY_BASE_PATH)
     }
 
     fn created_at(rec: &McpServerRecord) -> Option<Timestamp> {
@@ -146,15 +146,18 @@ mod tests {
     fn key_requires_scopes_and_active_index() {
         let rec = translate(&object("poc--logistics--parcel-tracking/mcp-parcels-v1")).unwrap();
         assert_eq!(McpServer::key(&rec), Key::new(&["poc", "logistics--parcel-tracking", "/mcp/parcels/v1"]));
-        assert_eq!(McpServer::requires(&rec), vec![Ref { kind: KindId::Team, key: natural::team("poc", "logistics--parcel-tracking") }]);
+        assert_eq!(McpServer::requires(&rec), vec![Parent { kind: KindId::Team, key: natural::team("poc", "logistics--parcel-tracking") }]);
         assert!(McpServer::links(&rec).is_empty());
         assert_eq!(McpServer::scopes(&rec, &[]), vec![Scope::Env { env: "poc".into() }]);
-        assert_eq!(McpServer::refs(&rec, &[]), vec![(index::MCP_SERVER_ACTIVE_BY_BASE_PATH, natural::in_env("poc", "/mcp/parcels/v1"))]);
+        assert_eq!(
+            McpServer::index_entries(&rec, &[]),
+            vec![(index::MCP_SERVER_ACTIVE_BY_BASE_PATH, natural::in_env("poc", "/mcp/parcels/v1"))]
+        );
         assert!(McpServer::dependents(&rec, &[]).is_empty());
 
         let shadow = translate(&object("poc--logistics--fleet/mcp-parcels-v1")).unwrap();
         assert_eq!(McpServer::key(&shadow), natural::mcp_server("poc", "logistics--fleet", "/mcp/parcels/v1"));
-        assert!(McpServer::refs(&shadow, &[]).is_empty());
+        assert!(McpServer::index_entries(&shadow, &[]).is_empty());
     }
 
     #[test]
@@ -171,7 +174,7 @@ mod tests {
         assert_eq!((&rec.description, &rec.category, &rec.specification), (&None, &None, &None));
         assert!(rec.oauth2_scopes.is_empty());
         assert_eq!((rec.active, rec.status.phase), (false, StatusPhase::Unknown));
-        assert!(McpServer::refs(&rec, &[]).is_empty());
+        assert!(McpServer::index_entries(&rec, &[]).is_empty());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 
 use crate::common::{self, Meta, Status};
 use crate::keys::{natural, Key};
-use crate::kind::{Context, Kind, KindId, Ref, Scope, Skip};
+use crate::kind::{Context, Kind, KindId, Parent, Scope, Skip};
 use crate::time::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -75,8 +75,8 @@ impl Kind for PermissionSet {
         natural::permission_set(&rec.meta.environment, rec.meta.team(), &rec.application)
     }
 
-    fn requires(rec: &PermissionSetRecord) -> Vec<Ref> {
-        vec![Ref { kind: KindId::Application, key: natural::application(&rec.meta.environment, rec.meta.team(), &rec.application) }]
+    fn requires(rec: &PermissionSetRecord) -> Vec<Parent> {
+        vec![Parent { kind: KindId::Application, key: natural::application(&rec.meta.environment, rec.meta.team(), &rec.application) }]
     }
 
     fn scopes(rec: &PermissionSetRecord, _links: &[Option<Key>]) -> Vec<Scope> {
@@ -130,9 +130,9 @@ mod tests {
         let app = Key::new(&["poc", "payments--checkout", "checkout-api"]);
         assert_eq!(PermissionSet::key(&rec), app);
         assert_eq!(PermissionSet::key(&rec), natural::application("poc", "payments--checkout", "checkout-api"));
-        assert_eq!(PermissionSet::requires(&rec), vec![Ref { kind: KindId::Application, key: app }]);
+        assert_eq!(PermissionSet::requires(&rec), vec![Parent { kind: KindId::Application, key: app }]);
         assert!(PermissionSet::links(&rec).is_empty());
-        assert!(PermissionSet::refs(&rec, &[]).is_empty());
+        assert!(PermissionSet::index_entries(&rec, &[]).is_empty());
         assert!(PermissionSet::dependents(&rec, &[]).is_empty());
         assert_eq!(PermissionSet::scopes(&rec, &[]), vec![Scope::Team { env: "poc".into(), team: "payments--checkout".into() }]);
     }

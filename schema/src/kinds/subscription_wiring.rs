@@ -14,20 +14,20 @@
 
 use crate::common::Meta;
 use crate::keys::{index, natural, Key};
-use crate::kind::{KindId, Link, Ref, RefIndex, Scope};
+use crate::kind::{IndexName, KindId, Link, Parent, Scope};
 
 /// The index names of one subscription family.
 pub struct SubscriptionWiring {
     /// The subscription kind (for `natural::subscription_ref`).
     pub kind: KindId,
     /// The exposure family's index of active exposures by `(env, key)`.
-    pub target_active: RefIndex,
+    pub target_active: IndexName,
     /// Subscriptions by `(env, key)`.
-    pub by_key: RefIndex,
+    pub by_key: IndexName,
     /// Subscriptions by owner application key.
-    pub by_owner: RefIndex,
+    pub by_owner: IndexName,
     /// Subscriptions by linked target key.
-    pub by_target: RefIndex,
+    pub by_target: IndexName,
 }
 
 impl SubscriptionWiring {
@@ -37,8 +37,8 @@ impl SubscriptionWiring {
     }
 
     /// The owner application must exist.
-    pub fn requires(&self, meta: &Meta, app: &str) -> Vec<Ref> {
-        vec![Ref { kind: KindId::Application, key: natural::application(&meta.environment, meta.team(), app) }]
+    pub fn requires(&self, meta: &Meta, app: &str) -> Vec<Parent> {
+        vec![Parent { kind: KindId::Application, key: natural::application(&meta.environment, meta.team(), app) }]
     }
 
     /// Link 0: the active exposure of the environment and `key_value`.
@@ -52,17 +52,18 @@ impl SubscriptionWiring {
     }
 
     /// By key, by owner, and by target while linked.
-    pub fn refs(&self, meta: &Meta, app: &str, key_value: &str, links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    pub fn index_entries(&self, meta: &Meta, app: &str, key_value: &str, links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         let env = &meta.environment;
-        let mut refs = vec![(self.by_key, natural::in_env(env, key_value)), (self.by_owner, natural::application(env, meta.team(), app))];
+        let mut entries =
+            vec![(self.by_key, natural::in_env(env, key_value)), (self.by_owner, natural::application(env, meta.team(), app))];
         if let Some(Some(target)) = links.first() {
-            refs.push((self.by_target, target.clone()));
+            entries.push((self.by_target, target.clone()));
         }
-        refs
+        entries
     }
 
     /// The approvals and approval requests of this subscription.
-    pub fn dependents(&self, meta: &Meta) -> Vec<(RefIndex, Key)> {
+    pub fn dependents(&self, meta: &Meta) -> Vec<(IndexName, Key)> {
         let r = natural::subscription_ref(self.kind, &meta.environment, &meta.namespace, &meta.name);
         vec![(index::APPROVAL_BY_SUBSCRIPTION, r.clone()), (index::APPROVAL_REQUEST_BY_SUBSCRIPTION, r)]
     }
@@ -75,15 +76,15 @@ impl SubscriptionWiring {
 /// re-resolve their target whenever an exposure of it is written or deleted.
 pub struct ExposureWiring {
     /// Active exposures by `(env, key)`.
-    pub active: RefIndex,
+    pub active: IndexName,
     /// The subscription family's index by `(env, key)`.
-    pub subscriptions_by_key: RefIndex,
+    pub subscriptions_by_key: IndexName,
 }
 
 impl ExposureWiring {
     /// The owner application must exist.
-    pub fn requires(&self, meta: &Meta, app: &str) -> Vec<Ref> {
-        vec![Ref { kind: KindId::Application, key: natural::application(&meta.environment, meta.team(), app) }]
+    pub fn requires(&self, meta: &Meta, app: &str) -> Vec<Parent> {
+        vec![Parent { kind: KindId::Application, key: natural::application(&meta.environment, meta.team(), app) }]
     }
 
     /// Visible to the owner team of its environment.
@@ -92,7 +93,7 @@ impl ExposureWiring {
     }
 
     /// The active-exposure entry, only while active.
-    pub fn refs(&self, meta: &Meta, key_value: &str, active: bool) -> Vec<(RefIndex, Key)> {
+    pub fn index_entries(&self, meta: &Meta, key_value: &str, active: bool) -> Vec<(IndexName, Key)> {
         if active {
             vec![(self.active, natural::in_env(&meta.environment, key_value))]
         } else {
@@ -101,7 +102,7 @@ impl ExposureWiring {
     }
 
     /// The subscriptions of the same key.
-    pub fn dependents(&self, meta: &Meta, key_value: &str) -> Vec<(RefIndex, Key)> {
+    pub fn dependents(&self, meta: &Meta, key_value: &str) -> Vec<(IndexName, Key)> {
         vec![(self.subscriptions_by_key, natural::in_env(&meta.environment, key_value))]
     }
 }

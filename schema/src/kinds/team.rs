@@ -7,7 +7,7 @@
 use crate::common::{parse_enum, required, status_from_conditions, Meta, Status};
 use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, natural, Key};
-use crate::kind::{Context, Kind, KindId, RefIndex, Scope, Skip};
+use crate::kind::{Context, IndexName, Kind, KindId, Scope, Skip};
 use crate::time::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
@@ -115,7 +115,7 @@ impl Kind for Team {
         vec![Scope::Team { env: rec.meta.environment.clone(), team: rec.meta.name.clone() }]
     }
 
-    fn refs(rec: &TeamRecord, _links: &[Option<Key>]) -> Vec<(RefIndex, Key)> {
+    fn index_entries(rec: &TeamRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
         if rec.group.is_empty() {
             Vec::new()
         } else {
@@ -184,14 +184,14 @@ mod tests {
         assert_eq!(Team::key(&rec), natural::team("qa", "payments--checkout"));
         assert_eq!(Team::key(&rec).parts().unwrap(), vec!["qa", "payments--checkout"]);
         assert_eq!(Team::scopes(&rec, &[]), vec![Scope::Team { env: "qa".into(), team: "payments--checkout".into() }]);
-        assert_eq!(Team::refs(&rec, &[]), vec![(index::TEAM_BY_GROUP, natural::in_env("qa", "payments"))]);
+        assert_eq!(Team::index_entries(&rec, &[]), vec![(index::TEAM_BY_GROUP, natural::in_env("qa", "payments"))]);
         assert!(Team::requires(&rec).is_empty());
         assert_eq!(Team::name(&rec), Some("payments--checkout"));
         const { assert!(Team::ORDER_BY_NAME) };
 
         let mut cr: crds::Team = world_object("Team", "qa", "payments--checkout");
         cr.spec.group.clear();
-        assert!(Team::refs(&Team::translate(&cr, &ctx()).unwrap(), &[]).is_empty());
+        assert!(Team::index_entries(&Team::translate(&cr, &ctx()).unwrap(), &[]).is_empty());
     }
 
     #[test]

@@ -179,7 +179,7 @@ mod tests {
         assert_eq!(Zone::key(&rec).parts().unwrap(), vec!["qa", "aws-eu1"]);
         assert_eq!(Zone::scopes(&rec, &[]), vec![Scope::Env { env: "qa".into() }]);
         assert!(Zone::requires(&rec).is_empty());
-        assert!(Zone::refs(&rec, &[]).is_empty());
+        assert!(Zone::index_entries(&rec, &[]).is_empty());
     }
 
     #[test]

@@ -79,6 +79,7 @@ impl Harness {
         let store = Store::open(dir).unwrap();
         let metrics = Metrics::new();
         let readiness = Readiness::new(kinds.iter().map(|k| initial_phase(*k)));
+        metrics.follow(&readiness, None);
         let projector = ProjectorConfig { dependency_delay: delay, dependency_delay_jitter: Duration::ZERO, ..ProjectorConfig::default() };
         let clock = Clock(Some(Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap()));
         let writer = Writer::spawn(store.clone(), metrics.clone(), readiness.clone(), WriterSettings::new(projector, clock)).unwrap();
@@ -123,7 +124,13 @@ impl Harness {
     async fn settle(&self) {
         let token = self.wiring.readiness.expect("settle".into());
         self.wiring.sender.send(Change::Sweep { kinds: vec![], present: Arc::new(HashSet::new()), token: Some(token) });
-        wait_until("the writer to catch up", || !self.wiring.readiness.status().pending.iter().any(|p| p == "settle")).await;
+        self.wait_until("the writer to catch up", || !self.wiring.readiness.status().pending.iter().any(|p| p == "settle")).await;
+    }
+
+    /// Waits until `cond` holds, checking it again after each change the writer counts and
+    /// each readiness change (`Metrics::subscribe`).
+    async fn wait_until(&self, what: &str, mut cond: impl FnMut() -> bool) {
+        assert!(self.wiring.metrics.wait_until(Duration::from_secs(10), |_| cond()).await, "timed out waiting for {what}");
     }
 
     /// Stops the writer and closes the store (so the next harness can open it).
@@ -131,14 +138,6 @@ impl Harness {
         if let Some(w) = self.writer.take() {
             w.shutdown();
         }
-    }
-}
-
-async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 
@@ -157,7 +156,7 @@ async fn list_watch_events_and_a_lost_delete_swept_after_the_relist() {
     let groups = world(KindId::Group);
     let mut w = h.watch(KindId::Group);
     feed(&mut w, list(&groups, 1)).await;
-    wait_until("ready", || h.wiring.readiness.is_ready()).await;
+    h.wait_until("ready", || h.wiring.readiness.is_ready()).await;
     assert_eq!(h.count(KindId::Group), groups.len() as u64);
     idle(&mut w, Duration::from_millis(300)).await;
     assert_eq!(h.metric("controlplane_kube_synced{kind=\"Group\"}"), 1.0);
@@ -201,9 +200,9 @@ async fn a_second_start_on_the_same_data_lists_everything_and_writes_nothing() {
         for k in kinds.iter().rev() {
             feed(&mut h.watch(*k), list(&world(*k), 7)).await;
         }
-        wait_until("ready", || h.wiring.readiness.is_ready()).await;
+        h.wait_until("ready", || h.wiring.readiness.is_ready()).await;
         // Team → Group/Zone dependencies: wait for the parked teams' retries.
-        wait_until("every team", || h.count(KindId::Team) == world(KindId::Team).len() as u64).await;
+        h.wait_until("every team", || h.count(KindId::Team) == world(KindId::Team).len() as u64).await;
         h.settle().await;
         let rev = h.revision();
         h.stop();
@@ -222,7 +221,7 @@ async fn a_bad_object_is_skipped_and_requeued_without_blocking_the_list() {
     groups[0]["spec"] = Value::from("not an object");
     let mut w = h.watch(KindId::Group);
     feed(&mut w, list(&groups, 1)).await;
-    wait_until("ready", || h.wiring.readiness.is_ready()).await;
+    h.wait_until("ready", || h.wiring.readiness.is_ready()).await;
     h.settle().await;
     assert_eq!(h.count(KindId::Group), groups.len() as u64 - 1, "every other object projects");
     assert_eq!(h.metric("projector_reconcile_total{module=\"group\",outcome=\"skip\"}"), 1.0);
@@ -254,7 +253,7 @@ async fn a_missing_crd_is_named_in_readiness_and_metrics_until_it_is_listed() {
 
     // Installed: an empty list.
     feed(&mut files, vec![Ok(Event::Init), Ok(Event::InitDone)]).await;
-    wait_until("ready", || h.wiring.readiness.is_ready()).await;
+    h.wait_until("ready", || h.wiring.readiness.is_ready()).await;
     assert!(h.wiring.readiness.status().missing_kinds.is_empty());
     assert_eq!(h.metric("controlplane_kube_crd_missing{kind=\"FileExposure\"}"), 0.0);
 }
@@ -266,15 +265,15 @@ async fn a_parked_child_is_dropped_when_the_relist_no_longer_holds_it() {
     let mut w = h.watch(KindId::Application);
     // Applications before their teams and zones: parked (dependency missing), retried.
     feed(&mut w, list(&apps[..1], 1)).await;
-    wait_until("parked", || h.metric("projector_reconcile_total{module=\"application\",outcome=\"dependency_missing\"}") >= 2.0).await;
+    h.wait_until("parked", || h.metric("projector_reconcile_total{module=\"application\",outcome=\"dependency_missing\"}") >= 2.0).await;
     // Deleted while the watch was down: the relist is empty.
     feed(&mut w, vec![Ok(Event::Init), Ok(Event::InitDone)]).await;
     // The parents arrive.
     feed(&mut h.watch(KindId::Zone), list(&world(KindId::Zone), 2)).await;
     feed(&mut h.watch(KindId::Team), list(&world(KindId::Team), 2)).await;
     h.settle().await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
     h.settle().await;
+    assert_eq!(h.wiring.metrics.retries_pending.get(), 0, "nothing waits for a retry");
     assert_eq!(h.count(KindId::Team), world(KindId::Team).len() as u64);
     assert_eq!(h.count(KindId::Application), 0, "the swept application does not come back");
 }
@@ -341,9 +340,9 @@ async fn children_listed_first_are_retried_as_soon_as_their_parents_are_written(
     for k in kinds.iter().rev() {
         feed(&mut h.watch(*k), list(&world(*k), 1)).await;
     }
-    wait_until("ready", || h.wiring.readiness.is_ready()).await;
+    h.wait_until("ready", || h.wiring.readiness.is_ready()).await;
     assert!(h.metric("projector_reconcile_total{module=\"application\",outcome=\"dependency_missing\"}") > 0.0, "they were parked");
-    wait_until("every application", || h.count(KindId::Application) == world(KindId::Application).len() as u64).await;
+    h.wait_until("every application", || h.count(KindId::Application) == world(KindId::Application).len() as u64).await;
     assert_eq!(h.count(KindId::Team), world(KindId::Team).len() as u64);
     h.stop();
 }
@@ -357,7 +356,7 @@ async fn an_oversized_object_is_skipped_and_its_stored_record_stays() {
     let groups = world(KindId::Group);
     let mut w = h.watch(KindId::Group);
     feed(&mut w, list(&groups, 1)).await;
-    wait_until("ready", || h.wiring.readiness.is_ready()).await;
+    h.wait_until("ready", || h.wiring.readiness.is_ready()).await;
     h.settle().await;
     assert_eq!(h.count(KindId::Group), groups.len() as u64);
     let revision = h.revision();
