@@ -67,7 +67,7 @@ impl Cp {
 
     /// Waits for `/readyz` 200; returns the time since start.
     async fn ready(&self) -> Duration {
-        let ready = self.running.app().readiness().wait_ready(Duration::from_secs(30)).await;
+        let ready = self.running.app().wait_ready(Duration::from_secs(30)).await;
         let took = self.started.elapsed();
         let (code, body) = self.readyz().await;
         assert!(ready && code == 200, "not ready after 30 s: {body}");
@@ -140,7 +140,7 @@ async fn reference(fake: &FakeK8s) -> BTreeMap<String, String> {
     fake.write_manifests(&manifests);
     let config = tune(Config::for_manifests(&manifests, &tmp.path().join("data")));
     let app = tokio::task::spawn_blocking(move || App::start(config).unwrap()).await.unwrap();
-    assert!(app.readiness().wait_ready(Duration::from_secs(30)).await);
+    assert!(app.wait_ready(Duration::from_secs(30)).await);
     let d = settled(app.store()).await;
     tokio::task::spawn_blocking(move || app.shutdown()).await.unwrap();
     d

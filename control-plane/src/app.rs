@@ -190,6 +190,13 @@ impl App {
         &self.config
     }
 
+    /// Waits until the server is ready (`/readyz` 200) or `timeout` passes; returns whether it
+    /// is. Checks again after each change the server reports ([`Metrics::subscribe`]).
+    pub async fn wait_ready(&self, timeout: std::time::Duration) -> bool {
+        let readiness = &self.readiness;
+        readiness.is_ready() || self.metrics.wait_until(timeout, |_| readiness.is_ready()).await
+    }
+
     /// The store (a shared handle).
     pub fn store(&self) -> &Store {
         &self.store
@@ -322,6 +329,7 @@ fn kube_error(e: kube_source::ConnectError) -> anyhow::Error {
 /// # Errors
 /// Everything [`App::start`] reports, and an address that cannot be bound.
 pub async fn start(config: Config) -> anyhow::Result<Running> {
+    let started = std::time::Instant::now();
     preflight(&config)?;
     // The source's configuration first: a missing kubeconfig is the more useful message.
     let client = match &config.source {
@@ -346,6 +354,17 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let server =
         tokio::spawn(poem::Server::new_with_acceptor(acceptor).run_with_graceful_shutdown(routes, signal, Some(Duration::from_secs(5))));
     tracing::info!(address = %addr, "listening");
+    // One line when `/readyz` turns 200, for operators reading the log.
+    let (readiness, metrics) = (app.readiness().clone(), app.metrics().clone());
+    tokio::spawn(async move {
+        let mut changes = metrics.subscribe();
+        while !readiness.is_ready() {
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+        tracing::info!(ms = started.elapsed().as_millis() as u64, "ready: the initial sync is applied and the search index has caught up");
+    });
     Ok(Running { app, addr, stop, server })
 }
 

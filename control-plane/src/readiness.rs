@@ -18,7 +18,6 @@
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 /// A pending item handed to whoever finishes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -274,20 +273,6 @@ impl Readiness {
             pending: s.items.values().take(ReadyStatus::LIST_LIMIT).map(|(l, _)| l.clone()).collect(),
             missing_kinds: s.missing.iter().cloned().collect(),
             notes: s.notes.clone(),
-        }
-    }
-
-    /// Waits until ready or `timeout` passes; returns whether ready.
-    pub async fn wait_ready(&self, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if self.is_ready() {
-                return true;
-            }
-            if Instant::now() >= deadline {
-                return false;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 }

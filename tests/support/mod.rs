@@ -115,7 +115,7 @@ impl Server {
         let running = control_plane::start(config).await.unwrap();
         let base = format!("http://{}", running.local_addr());
         let client = reqwest::Client::new();
-        assert!(running.app().readiness().wait_ready(std::time::Duration::from_secs(30)).await, "server not ready after 30 s");
+        assert!(running.app().wait_ready(std::time::Duration::from_secs(30)).await, "server not ready after 30 s");
         let api = query::build_schema(control_plane::http::graphql::query_config(running.app().config())).unwrap();
         let twin = tokio::sync::Mutex::new(None);
         let server = Server { running, base, client, _data: tmp, api, twin, queries: Default::default(), round_trips: Default::default() };
