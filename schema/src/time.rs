@@ -7,8 +7,15 @@ use serde::{Deserialize, Serialize};
 /// 1970-01-01T00:00:00Z (covers the years 1677–2262).
 ///
 /// Kubernetes timestamps (`metav1.Time`) have second precision; they convert losslessly.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct Timestamp(pub i64);
+
+/// `Timestamp(2026-09-01T00:00:00Z)`: the instant readable in test output and fixtures.
+impl std::fmt::Debug for Timestamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Timestamp({})", self.to_rfc3339())
+    }
+}
 
 impl Timestamp {
     /// Converts from chrono; times outside the representable range saturate.

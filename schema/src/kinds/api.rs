@@ -112,34 +112,6 @@ mod tests {
     }
 
     #[test]
-    fn translates_world_apis() {
-        let positions = api("poc", "logistics-fleet-positions-v1");
-        assert_eq!(positions.meta.name, "logistics-fleet-positions-v1");
-        assert_eq!(positions.meta.namespace, "poc--logistics--fleet");
-        assert_eq!(positions.team, "logistics--fleet");
-        assert_eq!(positions.base_path, "/logistics/fleet/positions/v1");
-        assert_eq!(positions.version, "1.2.0");
-        assert_eq!(positions.category.as_deref(), Some("other"));
-        assert_eq!(positions.oauth2_scopes, vec!["fleet:read", "fleet:history", "fleet:write"]);
-        assert!(!positions.x_vendor);
-        assert_eq!(positions.specification.as_deref(), Some("3f1c9a52-7d0e-4b4f-9c5e-1a2b3c4d5e05"));
-        assert!(positions.active);
-        assert_eq!(positions.status, Status { phase: StatusPhase::Ready, message: "Api is active".into() });
-        assert_eq!(Api::created_at(&positions), Some(Timestamp::parse_rfc3339("2026-03-25T02:30:00Z").unwrap()));
-
-        let legacy = api("poc", "logistics-fleet-legacy-v1");
-        assert!(legacy.x_vendor);
-        assert!(legacy.oauth2_scopes.is_empty());
-        assert_eq!(legacy.specification, None);
-
-        // The second registration of /payments/checkout/v1 in poc is inactive.
-        let shadow = api("poc", "poc--payments--ledger/payments-checkout-v1");
-        assert_eq!((shadow.team.as_str(), shadow.base_path.as_str()), ("payments--ledger", "/payments/checkout/v1"));
-        assert!(!shadow.active);
-        assert_eq!(shadow.status.phase, StatusPhase::Pending);
-    }
-
-    #[test]
     fn key_requires_scopes_and_active_index() {
         let rec = api("poc", "poc--payments--checkout/payments-checkout-v1");
         assert_eq!(Api::key(&rec), natural::api("poc", "payments--checkout", "/payments/checkout/v1"));

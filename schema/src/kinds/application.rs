@@ -239,43 +239,6 @@ mod tests {
     }
 
     #[test]
-    fn translates_world_application() {
-        let web = app("poc", "poc--payments--checkout/checkout-web");
-        assert_eq!(web.meta.name, "checkout-web");
-        assert_eq!(web.meta.namespace, "poc--payments--checkout");
-        assert_eq!(web.team, "payments--checkout");
-        assert_eq!(web.zone, "aws-eu1");
-        assert_eq!(web.client_id.as_deref(), Some("payments--checkout--checkout-web"));
-        assert_eq!(web.client_secret.as_deref(), Some("$<poc:payments--checkout:checkout-web:clientSecret:bec2c9fcd0>"));
-        assert_eq!(web.rotated_client_secret.as_deref(), Some("$<poc:payments--checkout:checkout-web:rotatedClientSecret:7938d38255>"));
-        assert_eq!(web.rotated_expires_at, Some(ts("2026-09-24T09:00:00Z")));
-        assert_eq!(web.current_expires_at, Some(ts("2026-11-23T09:00:00Z")));
-        assert_eq!(web.external_ids, vec![ExternalId { id: "PSA-10442".into(), scheme: "psa".into() }]);
-        assert_eq!(web.ip_restrictions, Some(IpRestrictions { allow: vec!["10.20.0.0/16".into(), "192.0.2.0/24".into()], deny: vec![] }));
-        assert_eq!(web.status, Status { phase: StatusPhase::Ready, message: "All sub-resources are up to date".into() });
-        assert_eq!(
-            web.secret_rotation,
-            Some(SecretRotationCondition {
-                reason: "Success".into(),
-                message: "Secret rotation completed successfully".into(),
-                last_transition_time: Some(ts("2026-08-25T09:00:00Z")),
-            })
-        );
-        assert_eq!(Application::created_at(&web), Some(ts("2026-02-24T08:01:00Z")));
-
-        let core = app("poc", "ledger-core");
-        assert_eq!(core.zone, "caas-cetus");
-        assert_eq!(core.ip_restrictions, Some(IpRestrictions { allow: vec![], deny: vec!["198.51.100.0/24".into()] }));
-        assert!(core.external_ids.is_empty());
-        assert_eq!((core.rotated_client_secret, core.rotated_expires_at, core.secret_rotation), (None, None, None));
-
-        let telemetry = app("poc", "fleet-telemetry");
-        assert_eq!(telemetry.status.phase, StatusPhase::Error);
-        let tracker = app("poc", "parcel-tracker");
-        assert_eq!(tracker.status.phase, StatusPhase::Pending);
-    }
-
-    #[test]
     fn key_requires_scopes_refs() {
         let rec = app("qa", "qa--payments--ledger/ledger-core");
         assert_eq!(Application::key(&rec), natural::application("qa", "payments--ledger", "ledger-core"));

@@ -109,33 +109,6 @@ mod tests {
     }
 
     #[test]
-    fn translates_world_event_types() {
-        let orders = event_type("poc", "poc--payments--checkout/de-telekom-payments-orderplaced-v1");
-        assert_eq!(orders.meta.name, "de-telekom-payments-orderplaced-v1");
-        assert_eq!(orders.meta.namespace, "poc--payments--checkout");
-        assert_eq!(orders.team, "payments--checkout");
-        assert_eq!(orders.event_type, ORDERS);
-        assert_eq!(orders.version, "1.2.0");
-        assert_eq!(orders.description.as_deref(), Some("Emitted once per order after payment authorisation."));
-        assert_eq!(orders.specification.as_deref(), Some("8b2e4f60-1c3d-4e5f-8a9b-0c1d2e3f4a01"));
-        assert!(orders.active);
-        assert_eq!(orders.status, Status { phase: StatusPhase::Ready, message: "EventType is active".into() });
-        assert_eq!(EventType::created_at(&orders), Some(Timestamp::parse_rfc3339("2026-03-03T10:00:00Z").unwrap()));
-
-        // The ledger team registered the same type later: inactive, pending.
-        let shadow = event_type("poc", "poc--payments--ledger/de-telekom-payments-orderplaced-v1");
-        assert_eq!((shadow.team.as_str(), shadow.event_type.as_str()), ("payments--ledger", ORDERS));
-        assert!(!shadow.active);
-        assert_eq!(shadow.status.phase, StatusPhase::Pending);
-        assert_eq!(shadow.status.message, "EventType is not active. Another EventType with the same type is older");
-        assert_eq!(shadow.specification, None);
-
-        let fleet = event_type("poc", "de-telekom-logistics-fleetposition-v2");
-        assert_eq!((fleet.team.as_str(), fleet.version.as_str()), ("logistics--fleet", "2.1.0"));
-        assert_eq!(fleet.description.as_deref(), Some("Periodic GPS position of a fleet vehicle."));
-    }
-
-    #[test]
     fn key_requires_scopes_and_active_index() {
         let rec = event_type("poc", "poc--payments--checkout/de-telekom-payments-orderplaced-v1");
         assert_eq!(EventType::key(&rec), natural::event_type("poc", "payments--checkout", ORDERS));

@@ -57,17 +57,6 @@ mod tests {
     use crate::kinds::testing::{ctx, world_object};
 
     #[test]
-    fn translates_world_group() {
-        let cr: crds::Group = world_object("Group", "poc", "payments");
-        let rec = Group::translate(&cr, &ctx()).unwrap();
-        assert_eq!(rec.meta.environment, "poc");
-        assert_eq!(rec.meta.name, "payments");
-        assert!(!rec.display_name.is_empty());
-        assert_eq!(Group::key(&rec), Key::new(&["poc", "payments"]));
-        assert_eq!(Group::scopes(&rec, &[]), vec![Scope::Env { env: "poc".into() }]);
-    }
-
-    #[test]
     fn empty_display_name_is_skipped() {
         let mut cr: crds::Group = world_object("Group", "poc", "payments");
         cr.spec.display_name.clear();

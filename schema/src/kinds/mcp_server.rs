@@ -73,7 +73,7 @@ impl Kind for McpServer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::common::{Status, StatusPhase};
+    use crate::common::StatusPhase;
     use crate::kinds::testing::{ctx, world_object};
 
     fn object(name: &str) -> crds::McpServer {
@@ -82,37 +82,6 @@ mod tests {
 
     fn translate(cr: &crds::McpServer) -> Result<McpServerRecord, Skip> {
         McpServer::translate(cr, &ctx())
-    }
-
-    #[test]
-    fn translates_world_mcp_servers() {
-        let rec = translate(&object("poc--logistics--parcel-tracking/mcp-parcels-v1")).unwrap();
-        assert_eq!(rec.meta.name, "mcp-parcels-v1");
-        assert_eq!(rec.meta.namespace, "poc--logistics--parcel-tracking");
-        assert_eq!(rec.meta.environment, "poc");
-        assert_eq!(rec.team, "logistics--parcel-tracking");
-        assert_eq!(rec.base_path, "/mcp/parcels/v1");
-        assert_eq!(rec.version, "1.0.0");
-        assert_eq!(rec.display_name, "Parcel Tracking MCP");
-        assert_eq!(rec.description.as_deref(), Some("Look up parcel status and delivery windows."));
-        assert_eq!(rec.category.as_deref(), Some("tool"));
-        assert_eq!(rec.oauth2_scopes, vec!["parcels:read"]);
-        assert_eq!(rec.specification.as_deref(), Some("c0ffee00-0000-4000-8000-000000000101"));
-        assert!(rec.active);
-        assert_eq!(rec.status, Status { phase: StatusPhase::Ready, message: "McpServer is active".into() });
-        assert_eq!(McpServer::created_at(&rec), Some(Timestamp::parse_rfc3339("2026-04-01T09:00:00Z").unwrap()));
-
-        let knowledge = translate(&object("mcp-knowledge-v1")).unwrap();
-        assert_eq!(knowledge.oauth2_scopes, vec!["kb:search", "kb:read"]);
-        assert_eq!(knowledge.display_name, "Knowledge Search");
-
-        // The newer registration of /mcp/parcels/v1 by logistics--fleet is inactive.
-        let shadow = translate(&object("poc--logistics--fleet/mcp-parcels-v1")).unwrap();
-        assert_eq!((shadow.team.as_str(), shadow.base_path.as_str()), ("logistics--fleet", "/mcp/parcels/v1"));
-        assert!(!shadow.active);
-        assert_eq!(shadow.status.phase, StatusPhase::Pending);
-        assert!(shadow.oauth2_scopes.is_empty());
-        assert_eq!(shadow.specification, None);
     }
 
     #[test]

@@ -26,3 +26,5 @@ pub mod zone;
 
 #[cfg(test)]
 pub(crate) mod testing;
+#[cfg(test)]
+mod translations;

@@ -143,42 +143,6 @@ mod tests {
     }
 
     #[test]
-    fn translates_world_teams() {
-        let ledger = team("poc", "payments--ledger");
-        assert_eq!(ledger.meta.name, "payments--ledger");
-        assert_eq!(ledger.meta.namespace, "poc");
-        assert_eq!(ledger.email, "ledger-team@example.com");
-        assert_eq!(ledger.category.as_str(), "CUSTOMER");
-        assert_eq!(ledger.display_name, "Ledger");
-        assert_eq!(ledger.description, "Bookkeeping, settlement reports and reconciliation.");
-        assert_eq!(ledger.team_token.as_deref(), Some("$<poc:payments--ledger::teamToken:2e3aa2b7e2>"));
-        assert_eq!(ledger.group, "payments");
-        assert_eq!(
-            ledger.members,
-            vec![
-                TeamMember { name: "Aylin Demir".into(), email: "aylin.demir@example.com".into() },
-                TeamMember { name: "Piet van Dijk".into(), email: "piet.vandijk@example.com".into() },
-                TeamMember { name: "Sofia Marchetti".into(), email: "sofia.marchetti@example.com".into() },
-            ]
-        );
-        assert_eq!(ledger.status, Status { phase: StatusPhase::Ready, message: "Team is ready".into() });
-        assert_eq!(Team::created_at(&ledger), Some(Timestamp::parse_rfc3339("2026-02-15T20:56:00Z").unwrap()));
-
-        let fleet = team("poc", "logistics--fleet");
-        assert_eq!(fleet.category, TeamCategory::Infrastructure);
-        assert_eq!(fleet.category.as_str(), "INFRASTRUCTURE");
-        assert_eq!(fleet.status, Status { phase: StatusPhase::Error, message: "Failed to handle gateway consumer".into() });
-
-        let knowledge = team("poc", "assist--knowledge");
-        assert_eq!(knowledge.status.phase, StatusPhase::Pending);
-        assert_eq!(knowledge.team_token, None);
-        assert_eq!(knowledge.description, "");
-
-        let parcel = team("poc", "logistics--parcel-tracking");
-        assert_eq!((parcel.display_name.as_str(), parcel.description.as_str()), ("", ""));
-    }
-
-    #[test]
     fn key_scopes_refs_and_name() {
         let rec = team("qa", "payments--checkout");
         assert_eq!(Team::key(&rec), natural::team("qa", "payments--checkout"));

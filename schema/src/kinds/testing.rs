@@ -28,3 +28,16 @@ pub fn world_object<T: serde::de::DeserializeOwned>(kind: &str, env: &str, name:
     }
     panic!("no {kind} {name} in environment {env}");
 }
+
+/// Every world document of `kind`, in file order (files sorted by name).
+pub fn world_objects(kind: &str) -> Vec<serde_json::Value> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/world");
+    let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
+    files.sort();
+    let mut found = Vec::new();
+    for path in files.into_iter().filter(|p| p.extension().is_some_and(|e| e == "yaml")) {
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        found.extend(docs.into_iter().filter(|d| d["kind"] == kind));
+    }
+    found
+}
