@@ -119,18 +119,27 @@ fn dump(store: &Store) -> BTreeMap<String, String> {
     d.1
 }
 
-/// Polls `dump(store)` until it is the same three times in a row, 250 ms apart.
-async fn settled(store: &Store) -> BTreeMap<String, String> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let (mut last, mut same) = (dump(store), 0);
-    while same < 3 {
-        assert!(Instant::now() < deadline, "the store does not settle");
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        let now = dump(store);
-        same = if now == last { same + 1 } else { 0 };
-        last = now;
+/// The store of `app` once settled: ready, then rounds in which each change waiting for a
+/// retry (a child parked for its parent, a link without its target) is retried once, until a
+/// whole round writes nothing.
+async fn settled(app: &App) -> BTreeMap<String, String> {
+    assert!(app.wait_ready(Duration::from_secs(30)).await);
+    let metrics = app.metrics();
+    let processed = |m: &control_plane::metrics::Metrics| {
+        [outcome::SUCCESS, outcome::SKIP, outcome::DEPENDENCY_MISSING, outcome::DELETE_SUCCESS, outcome::ERROR]
+            .into_iter()
+            .map(|o| m.reconciles(o))
+            .sum::<u64>()
+    };
+    for _round in 0..100 {
+        let revision = app.store().read().unwrap().revision().unwrap();
+        let (pending, before) = (metrics.retries_pending.get() as u64, processed(metrics));
+        assert!(metrics.wait_until(Duration::from_secs(30), |m| processed(m) >= before + pending).await, "the retries stopped");
+        if app.store().read().unwrap().revision().unwrap() == revision {
+            return dump(app.store());
+        }
     }
-    last
+    panic!("the store does not settle: every round of retries writes again");
 }
 
 /// The store the manifests source builds from the fake server's current objects.
@@ -140,8 +149,7 @@ async fn reference(fake: &FakeK8s) -> BTreeMap<String, String> {
     fake.write_manifests(&manifests);
     let config = tune(Config::for_manifests(&manifests, &tmp.path().join("data")));
     let app = tokio::task::spawn_blocking(move || App::start(config).unwrap()).await.unwrap();
-    assert!(app.wait_ready(Duration::from_secs(30)).await);
-    let d = settled(app.store()).await;
+    let d = settled(&app).await;
     tokio::task::spawn_blocking(move || app.shutdown()).await.unwrap();
     d
 }
@@ -490,7 +498,7 @@ async fn parents_after_children_converge_to_the_same_store() {
         let data = tempfile::tempdir().unwrap();
         let cp = Cp::start(&fake, data.path()).await;
         cp.ready().await;
-        let store = settled(cp.store()).await;
+        let store = settled(cp.running.app()).await;
         let parked = cp.metric("projector_reconcile_total{module=\"application\",outcome=\"dependency_missing\"}").await;
         cp.stop().await;
         (store, parked, reference(&fake).await)

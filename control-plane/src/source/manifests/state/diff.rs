@@ -19,8 +19,9 @@ pub(super) struct Plan {
     pub(super) reread: BTreeSet<String>,
     /// Per examined object, its duplicates in the new state.
     pub(super) duplicates: Vec<(SourceRef, Vec<Duplicate>)>,
-    /// Objects whose winner must be sent but has no record even after reading its file again.
-    pub(super) unsent: Vec<SourceRef>,
+    /// Objects whose winner must be sent but has no record even after reading its file again,
+    /// with the winner's position.
+    pub(super) unsent: Vec<(SourceRef, DocumentPosition)>,
     pub(super) examined: usize,
 }
 
@@ -129,7 +130,10 @@ impl ManifestsState {
         }
         new_duplicates.sort_by(|a, b| a.winner.cmp(&b.winner));
         r.new_duplicates = new_duplicates;
-        self.unsent = plan.unsent.into_iter().collect();
+        for (src, origin) in &plan.unsent {
+            tracing::warn!(object = %src, origin = %origin, "record not available; sent when its file can be read");
+        }
+        self.unsent = plan.unsent.into_iter().map(|(src, _)| src).collect();
         let mut applies = plan.applies;
         applies.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
         let mut deletes = plan.deletes;
@@ -141,7 +145,9 @@ impl ManifestsState {
     }
 
     /// Decides, for every object declared in a changed file before or now (and every object not
-    /// sent yet), what to send; changes nothing. With `streamed`, only duplicates are computed.
+    /// sent yet), what to send; changes nothing. Reads the unchanged files that declare some of
+    /// the same objects first, then decides for each object without further reads or logs
+    /// ([`ManifestsState::decide`]). With `streamed`, only duplicates are computed.
     pub(super) fn plan(&self, changed: &[Changed], olds: &[Indexed], news: &[Indexed], streamed: bool, reread_once: bool) -> Plan {
         let mut plan = Plan::default();
         let changed_ids: HashSet<u32> =
@@ -157,8 +163,18 @@ impl ManifestsState {
         entries.extend(unsent.iter().map(|(h, _)| (*h, u32::MAX, false)));
         entries.sort_unstable();
         entries.dedup();
-        // Files declaring some of these objects too, read once each.
+        // Files declaring some of these objects too, read once each: the plan's only reads.
         let mut others: HashMap<u32, (String, Indexed)> = HashMap::default();
+        for group in entries.chunk_by(|a, b| a.0 == b.0) {
+            for id in self.claims.files(group[0].0) {
+                if !changed_ids.contains(&id) && !others.contains_key(&id) {
+                    if let Some(rel) = self.paths.get(&id) {
+                        others.insert(id, (rel.clone(), self.indexed_by_id(id)));
+                    }
+                }
+            }
+        }
+        let round = Round { changed, olds, news, others: &others, streamed, reread_once };
         for group in entries.chunk_by(|a, b| a.0 == b.0) {
             let h = group[0].0;
             let side = |&(_, i, new): &(u64, u32, bool)| -> Option<&Indexed> {
@@ -182,15 +198,7 @@ impl ManifestsState {
                     srcs.push(src);
                 }
             }
-            for id in self.claims.files(h) {
-                if !changed_ids.contains(&id) && !others.contains_key(&id) {
-                    if let Some(rel) = self.paths.get(&id) {
-                        others.insert(id, (rel.clone(), self.indexed_by_id(id)));
-                    }
-                }
-            }
             for src in srcs {
-                let round = Round { changed, olds, news, others: &others, streamed, reread_once };
                 self.decide(h, src, group, &round, &mut plan);
             }
         }
@@ -198,7 +206,8 @@ impl ManifestsState {
         plan
     }
 
-    /// [`ManifestsState::plan`] for one object `src` (identity hash `h`): gathers where it was
+    /// [`ManifestsState::plan`] for one object `src` (identity hash `h`), without reads, writes
+    /// or logs: gathers where it was
     /// declared before and is declared now (`group` lists the changed files that declare an
     /// object of that hash, `others` the unchanged files that do), then records its duplicates
     /// ([`duplicates`]) and what to send ([`action`]) in `plan`.
@@ -249,10 +258,7 @@ impl ManifestsState {
             Action::Reread(rel) => {
                 plan.reread.insert(rel.to_string());
             }
-            Action::Unsent(d) => {
-                tracing::warn!(object = %src, origin = %d.origin, "record not available; sent when its file can be read");
-                plan.unsent.push(src.clone());
-            }
+            Action::Unsent(d) => plan.unsent.push((src.clone(), d.origin.clone())),
         }
     }
 }
