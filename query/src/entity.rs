@@ -118,12 +118,26 @@ pub struct Builder {
     registered: std::collections::HashSet<String>,
     wheres: crate::filter::WhereRegistry,
     extras: HashMap<String, Vec<Field>>,
+    /// [`crate::QueryConfig::file_manager_base_url`].
+    pub(crate) file_manager_base_url: Option<Arc<str>>,
 }
 
 /// Loads a node of one type by key, `None` when absent or invisible.
 pub(crate) type Loader = Arc<dyn Fn(&RequestContext, &Key) -> Result<Option<FieldValue<'static>>, Error> + Send + Sync>;
 
 impl Builder {
+    /// The `specificationUrl: String` field of a catalogue kind `K` whose specification (a
+    /// file-manager ID) `spec` reads: `<fileManager.baseUrl>/files/<specification>`, the ID
+    /// percent-encoded as one path segment; null when either is unset or empty
+    /// (reference-graphql.md §1.4).
+    pub fn specification_url_field<K: Kind>(&self, spec: fn(&K::Record) -> Option<&str>) -> Field {
+        let base = self.file_manager_base_url.clone();
+        rf::<K>("specificationUrl", TypeRef::named(TypeRef::STRING), move |r| {
+            let (base, spec) = (base.as_deref()?, spec(r).filter(|s| !s.is_empty())?);
+            string(&format!("{base}/files/{}", crate::kinds::common::path_escape(spec)))
+        })
+    }
+
     /// Registers an object once (by name).
     pub fn object(&mut self, o: Object) {
         if self.registered.insert(o.type_name().to_string()) {

@@ -62,6 +62,9 @@ pub struct QueryConfig {
     pub max_filter_bytes: usize,
     /// Maximum bytes of an answer, counted while it is resolved (default 16 MiB).
     pub max_response_bytes: usize,
+    /// The file manager's base URL (`https://files.example`, no trailing `/`):
+    /// `specificationUrl` is `<this>/files/<specification>`; `None` = always null.
+    pub file_manager_base_url: Option<String>,
 }
 
 impl Default for QueryConfig {
@@ -80,6 +83,7 @@ impl Default for QueryConfig {
             max_search_terms: l.max_search_terms,
             max_filter_bytes: l.max_filter_bytes,
             max_response_bytes: l.max_response_bytes,
+            file_manager_base_url: None,
         }
     }
 }
@@ -215,6 +219,7 @@ fn build(
     validation: ValidationMode,
 ) -> Result<(Schema, std::collections::HashMap<String, limits::RecordList>), SchemaError> {
     let mut bld = Builder::default();
+    bld.file_manager_base_url = config.file_manager_base_url.as_deref().map(Arc::from);
     bld.enumeration("OrderDirection", &["ASC", "DESC"]);
     bld.object(
         Object::new("PageInfo")

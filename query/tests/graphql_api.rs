@@ -560,3 +560,52 @@ async fn filters_and_ordering() {
     let r = w.run(&checkout, r#"{ apiSubscriptions(where: {security: "x"}) { totalCount } }"#).await;
     assert!(!error_codes(&r).is_empty());
 }
+
+/// `specificationUrl` is `<fileManager.baseUrl>/files/<specification>` on the four catalogue
+/// kinds, for any viewer who sees the entry; null for an entry without a specification, and
+/// always null when no base URL is configured (the default).
+#[tokio::test]
+async fn specification_urls_come_from_the_file_manager_base_url() {
+    let w = World::load();
+    let config = |base: Option<&str>| query::QueryConfig {
+        now: Some(support::reference_time()),
+        file_manager_base_url: base.map(String::from),
+        ..query::QueryConfig::default()
+    };
+    let with_base = query::build_schema(config(Some("https://files.example"))).unwrap();
+    let without = query::build_schema(config(None)).unwrap();
+    let q = "{ apis { edges { node { namespace key: basePath specificationUrl } } } eventTypes { edges { node { namespace key: eventType specificationUrl } } } \
+             mcpServers { edges { node { namespace key: name specificationUrl } } } agentCards { edges { node { namespace key: name specificationUrl } } } }";
+    let urls = async |api: &query::Api, viewer: query::viewer::Viewer| -> BTreeMap<String, Value> {
+        let r = serde_json::to_value(api.execute(&w.store, viewer, async_graphql::Request::new(q)).await).unwrap();
+        assert!(r["errors"].is_null(), "{r}");
+        let mut out = BTreeMap::new();
+        for (field, list) in r["data"].as_object().unwrap() {
+            for n in nodes(list) {
+                out.insert(
+                    format!("{field} {} {}", n["namespace"].as_str().unwrap(), n["key"].as_str().unwrap()),
+                    n["specificationUrl"].clone(),
+                );
+            }
+        }
+        out
+    };
+    let team = urls(&with_base, team_viewer("payments--checkout", "poc")).await;
+    let file = |id: &str| json!(format!("https://files.example/files/{id}"));
+    assert_eq!(team["apis poc--logistics--fleet /logistics/fleet/positions/v1"], file("3f1c9a52-7d0e-4b4f-9c5e-1a2b3c4d5e05"));
+    assert_eq!(team["agentCards poc--assist--copilot agents-copilot-v1"], file("c0ffee00-0000-4000-8000-000000000201"));
+    assert_eq!(team["mcpServers poc--logistics--parcel-tracking mcp-parcels-v1"], file("c0ffee00-0000-4000-8000-000000000101"));
+    assert_eq!(team["eventTypes poc--payments--checkout de.telekom.payments.orderplaced.v1"], file("8b2e4f60-1c3d-4e5f-8a9b-0c1d2e3f4a01"));
+    // Entries without a specification (the inactive duplicates here) stay null.
+    assert_eq!(team["mcpServers poc--logistics--fleet mcp-parcels-v1"], Value::Null);
+    assert_eq!(team["eventTypes poc--payments--ledger de.telekom.payments.orderplaced.v1"], Value::Null);
+    let linked = team.values().filter(|v| !v.is_null()).count();
+    assert!(linked >= 4 && linked < team.len(), "{team:#?}");
+    // The same entries and links for an admin: the catalogue is visible per environment.
+    let admin_poc: BTreeMap<String, Value> = urls(&with_base, admin()).await.into_iter().filter(|(k, _)| k.contains(" poc--")).collect();
+    assert_eq!(admin_poc, team);
+    // No base URL: every one is null.
+    let plain = urls(&without, team_viewer("payments--checkout", "poc")).await;
+    assert_eq!(plain.keys().collect::<Vec<_>>(), team.keys().collect::<Vec<_>>());
+    assert!(plain.values().all(Value::is_null), "{plain:#?}");
+}

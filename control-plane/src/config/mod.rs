@@ -326,6 +326,14 @@ pub const SETTINGS: &[Setting] = &[
         "Secret manager base URL for resolving $<id> secret references; unset = references are returned as is.",
         |d, v| set(&mut d.config.secret_manager.url, base_url(one(v)?).map(Some)),
     ),
+    Setting::file(
+        "fileManager.baseUrl",
+        "CP_FILE_MANAGER_BASE_URL",
+        "URL",
+        UNSET,
+        "File manager base URL: specificationUrl is <this>/files/<specification>; unset = specificationUrl is null.",
+        |d, v| set(&mut d.config.file_manager.base_url, base_url(one(v)?).map(Some)),
+    ),
     Setting::env_only("DEPENDENCY_DELAY", "DURATION", "2s", "Delay before retrying an object whose parent or target is missing (Go duration).", |d, v| {
         set(&mut d.config.projector.dependency_delay, duration::parse(one(v)?))
     }),
@@ -389,6 +397,8 @@ pub struct Config {
     pub graphql: GraphqlConfig,
     /// `secretManager.*`.
     pub secret_manager: SecretManagerConfig,
+    /// `fileManager.*`.
+    pub file_manager: FileManagerConfig,
     /// Projector timing (`DEPENDENCY_DELAY`, …).
     pub projector: ProjectorConfig,
     /// `source.maxDocumentBytes`: the largest document (manifests) or object (kube) projected,
@@ -523,6 +533,14 @@ pub struct SecretManagerConfig {
     pub url: Option<String>,
 }
 
+/// `fileManager.*`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FileManagerConfig {
+    /// `fileManager.baseUrl`, an http(s) URL without a trailing `/`; `None` =
+    /// `specificationUrl` is null.
+    pub base_url: Option<String>,
+}
+
 /// Projector timing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProjectorConfig {
@@ -595,6 +613,7 @@ impl Draft {
                 queue_length: 0,
             },
             secret_manager: SecretManagerConfig { url: None },
+            file_manager: FileManagerConfig { base_url: None },
             projector: ProjectorConfig {
                 dependency_delay: Duration::ZERO,
                 dependency_delay_jitter: Duration::ZERO,
@@ -802,7 +821,18 @@ fn urls(raw: &Raw) -> Result<Vec<String>, String> {
 }
 
 /// An http(s) base URL without its trailing `/`.
+/// The longest base URL accepted, in bytes.
+const MAX_URL_BYTES: usize = 2048;
+
+/// An http(s) base URL without query or fragment, at most [`MAX_URL_BYTES`], trailing `/`
+/// removed.
 fn base_url(s: &str) -> Result<String, String> {
+    if s.trim().len() > MAX_URL_BYTES {
+        return Err(format!("expected a URL of at most {MAX_URL_BYTES} bytes, got {} bytes", s.trim().len()));
+    }
+    if s.contains(['?', '#']) {
+        return Err(format!("expected a base URL without query or fragment, got {:?}", s.trim()));
+    }
     parse_url(s.trim())?;
     Ok(s.trim().trim_end_matches('/').to_string())
 }

@@ -141,6 +141,21 @@ fn invalid_values_name_the_key_and_origin() {
         (&[("CP_SECURITY_TRUSTED_ISSUERS", "not-a-url")], None, mock(), "security.trustedIssuers", "CP_SECURITY_TRUSTED_ISSUERS"),
         (&[("CP_SECURITY_SCOPE_PREFIX", "a:b")], None, mock(), "security.scopePrefix", "CP_SECURITY_SCOPE_PREFIX"),
         (&[("CP_SECRET_MANAGER_URL", "ftp://x")], None, mock(), "secretManager.url", "CP_SECRET_MANAGER_URL"),
+        (
+            &[("CP_FILE_MANAGER_BASE_URL", "file-manager.controlplane-system.svc")],
+            None,
+            mock(),
+            "fileManager.baseUrl",
+            "CP_FILE_MANAGER_BASE_URL",
+        ),
+        (&[], Some("fileManager:\n  baseUrl: https://files.example/?next=x\n"), mock(), "fileManager.baseUrl", "config file cp.yaml"),
+        (
+            &[],
+            None,
+            serve(&["--auth", "mock", "--file-manager-base-url", &format!("https://{}", "a".repeat(3000))]),
+            "fileManager.baseUrl",
+            "--file-manager-base-url",
+        ),
         (&[("DEPENDENCY_DELAY", "2")], None, mock(), "DEPENDENCY_DELAY", "DEPENDENCY_DELAY"),
         (&[("SKIP_REQUEUE", "-1s")], None, mock(), "SKIP_REQUEUE", "SKIP_REQUEUE"),
         (&[("FEATURE_PUBSUB_ENABLED", "yes please")], None, mock(), "FEATURE_PUBSUB_ENABLED", "FEATURE_PUBSUB_ENABLED"),
@@ -267,6 +282,7 @@ fn sample(s: &Setting) -> String {
         "security.scopePrefix" => Some("tenant"),
         "security.audience" => Some("console"),
         "secretManager.url" => Some("https://secrets.example"),
+        "fileManager.baseUrl" => Some("https://files.example"),
         _ => None,
     };
     if let Some(v) = special {

@@ -67,6 +67,7 @@ pub fn query_config(config: &Config) -> QueryConfig {
         max_search_terms: config.graphql.max_search_terms,
         max_filter_bytes: config.graphql.max_filter_bytes,
         max_response_bytes: config.graphql.max_response_bytes,
+        file_manager_base_url: config.file_manager.base_url.clone(),
     }
 }
 

@@ -16,8 +16,8 @@ impl Entity for AgentCard {
     const ROOT: Option<&'static str> = Some("agentCards");
     const TEAM_OWNED: bool = false;
 
-    fn fields(_: &mut Builder) -> Vec<Field> {
-        agentic_catalogue::fields::<AgentCard>()
+    fn fields(bld: &mut Builder) -> Vec<Field> {
+        agentic_catalogue::fields::<AgentCard>(bld)
     }
 
     fn columns() -> Vec<Column<AgentCardRecord>> {

@@ -24,13 +24,11 @@ use storage::Stored;
 type S = Stored<AgenticCatalogueRecord>;
 
 /// The object fields of catalogue kind `K` besides `id` and its [`columns`].
-pub fn fields<K: Entity<Record = AgenticCatalogueRecord>>() -> Vec<Field> {
+pub fn fields<K: Entity<Record = AgenticCatalogueRecord>>(bld: &Builder) -> Vec<Field> {
     vec![
         rf::<K>("hash", TypeRef::named(TypeRef::STRING), |r| string(&r.hash)),
         rf::<K>("oauth2Scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| strs(&r.oauth2_scopes)),
-        // `<fileManager.baseUrl>/files/<specification>` in the reference. No file-manager base
-        // URL is configurable yet, so this is always null (as `Api.specificationUrl`).
-        rf::<K>("specificationUrl", TypeRef::named(TypeRef::STRING), |_| None),
+        bld.specification_url_field::<K>(|r| r.specification.as_deref()),
         field::<S>("owner", TypeRef::named_nn("TeamInfo"), |p, rq| team_info(rq, &p.record.meta.environment, &p.record.team)),
     ]
 }

@@ -23,12 +23,10 @@ impl Entity for Api {
     const ROOT: Option<&'static str> = Some("apis");
     const TEAM_OWNED: bool = false;
 
-    fn fields(_b: &mut Builder) -> Vec<Field> {
+    fn fields(b: &mut Builder) -> Vec<Field> {
         vec![
             rf::<Api>("oauth2Scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| strs(&r.oauth2_scopes)),
-            // `<fileManager.baseUrl>/files/<specification>` in the reference. No file-manager
-            // base URL is configurable yet, so this is always null.
-            rf::<Api>("specificationUrl", TypeRef::named(TypeRef::STRING), |_| None),
+            b.specification_url_field::<Api>(|r| r.specification.as_deref()),
             field::<Stored<ApiRecord>>("owner", TypeRef::named_nn("TeamInfo"), |p, rq| {
                 team_info(rq, &p.record.meta.environment, &p.record.team)
             }),

@@ -8,7 +8,7 @@
 use super::common::{meta_columns, status_columns, time_columns};
 use super::info::team_info;
 use crate::column::Column;
-use crate::entity::{connection_field, field, nested_rows, register, rf, Builder, Entity};
+use crate::entity::{connection_field, field, nested_rows, register, Builder, Entity};
 use crate::error::internal;
 use async_graphql::dynamic::{Field, TypeRef};
 use schema::kinds::event_type::{EventType, EventTypeRecord};
@@ -20,11 +20,9 @@ impl Entity for EventType {
     const ROOT: Option<&'static str> = Some("eventTypes");
     const TEAM_OWNED: bool = false;
 
-    fn fields(_bld: &mut Builder) -> Vec<Field> {
+    fn fields(bld: &mut Builder) -> Vec<Field> {
         vec![
-            // `<fileManager.baseUrl>/files/<specification>` in the reference. No file-manager
-            // base URL is configurable yet, so this is always null (as for `Api`).
-            rf::<EventType>("specificationUrl", TypeRef::named(TypeRef::STRING), |_| None),
+            bld.specification_url_field::<EventType>(|r| r.specification.as_deref()),
             field::<Stored<EventTypeRecord>>("owner", TypeRef::named_nn("TeamInfo"), |p, rq| {
                 team_info(rq, &p.record.meta.environment, &p.record.team)
             }),

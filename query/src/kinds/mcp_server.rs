@@ -16,8 +16,8 @@ impl Entity for McpServer {
     const ROOT: Option<&'static str> = Some("mcpServers");
     const TEAM_OWNED: bool = false;
 
-    fn fields(_: &mut Builder) -> Vec<Field> {
-        agentic_catalogue::fields::<McpServer>()
+    fn fields(bld: &mut Builder) -> Vec<Field> {
+        agentic_catalogue::fields::<McpServer>(bld)
     }
 
     fn columns() -> Vec<Column<McpServerRecord>> {
