@@ -347,3 +347,52 @@ async fn query_limits_are_configurable() {
     assert_eq!(server.post_raw(Some(&token), vec![b' '; 5000]).await, 413);
     server.stop().await;
 }
+
+/// Apollo's automatic persisted queries, the requests an Apollo Client with the persisted-query
+/// link sends: GET with the hash only (unknown: `PersistedQueryNotFound`), POST with hash and
+/// text, then GET with the hash only again — which answers like the plain query, with the same
+/// isolation (another team's answer to the same hash is its own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apollo_persisted_queries_over_get_and_post() {
+    use sha2::Digest;
+    let server = Server::start(&support::world_dir(), None).await;
+    let query = "query Mine { applications { totalCount edges { node { name } } } }";
+    let hash: String = sha2::Sha256::digest(query.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+    let extensions = json!({"persistedQuery": {"version": 1, "sha256Hash": hash}});
+    let url = format!("{}/graphql/query", server.base());
+    let get = async |token: &str| -> Value {
+        let params = [("operationName", "Mine".to_string()), ("variables", "{}".to_string()), ("extensions", extensions.to_string())];
+        let r = reqwest::Client::new().get(&url).query(&params).bearer_auth(token).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        r.json().await.unwrap()
+    };
+    let (checkout, ledger) = (support::team_token("payments--checkout", "poc"), support::team_token("payments--ledger", "poc"));
+
+    let missing = get(&checkout).await;
+    assert_eq!(missing["errors"][0]["message"], "PersistedQueryNotFound", "{missing}");
+    assert_eq!(missing["errors"][0]["extensions"]["code"], "PERSISTED_QUERY_NOT_FOUND", "{missing}");
+    assert!(missing["data"].is_null());
+
+    let body = json!({"operationName": "Mine", "variables": {}, "extensions": extensions, "query": query});
+    let stored: Value = reqwest::Client::new().post(&url).bearer_auth(&checkout).json(&body).send().await.unwrap().json().await.unwrap();
+    assert!(stored["errors"].is_null(), "{stored}");
+    let plain = server.query(&checkout, query).await;
+    assert_eq!(stored["data"], plain);
+    assert!(plain["applications"]["totalCount"].as_u64().unwrap() > 0);
+
+    let by_hash = get(&checkout).await;
+    assert!(by_hash["errors"].is_null(), "{by_hash}");
+    assert_eq!(by_hash["data"], plain, "the hash answers like the plain query");
+    let other = get(&ledger).await;
+    assert_eq!(other["data"], server.query(&ledger, query).await, "another team gets its own answer");
+    assert_ne!(other["data"], plain);
+
+    // A text that is not the hash's is refused, and stores nothing under that hash.
+    let wrong = json!({"extensions": {"persistedQuery": {"version": 1, "sha256Hash": "0".repeat(64)}}, "query": query});
+    let refused: Value = reqwest::Client::new().post(&url).bearer_auth(&checkout).json(&wrong).send().await.unwrap().json().await.unwrap();
+    assert_eq!(refused["errors"][0]["extensions"]["code"], "BAD_USER_INPUT", "{refused}");
+    let zero = json!({"extensions": {"persistedQuery": {"version": 1, "sha256Hash": "0".repeat(64)}}});
+    let still: Value = reqwest::Client::new().post(&url).bearer_auth(&checkout).json(&zero).send().await.unwrap().json().await.unwrap();
+    assert_eq!(still["errors"][0]["extensions"]["code"], "PERSISTED_QUERY_NOT_FOUND", "{still}");
+    server.stop().await;
+}

@@ -17,6 +17,7 @@ pub mod filter;
 mod kinds;
 pub mod limits;
 mod nodes_ext;
+pub mod persisted;
 pub mod relay;
 mod search;
 pub mod viewer;
@@ -62,6 +63,9 @@ pub struct QueryConfig {
     pub max_filter_bytes: usize,
     /// Maximum bytes of an answer, counted while it is resolved (default 16 MiB).
     pub max_response_bytes: usize,
+    /// Query texts kept for automatic persisted queries ([`persisted`]), default 1000, at
+    /// least 1.
+    pub persisted_queries: usize,
     /// The file manager's base URL (`https://files.example`, no trailing `/`):
     /// `specificationUrl` is `<this>/files/<specification>`; `None` = always null.
     pub file_manager_base_url: Option<String>,
@@ -84,6 +88,7 @@ impl Default for QueryConfig {
             max_filter_bytes: l.max_filter_bytes,
             max_response_bytes: l.max_response_bytes,
             file_manager_base_url: None,
+            persisted_queries: 1000,
         }
     }
 }
@@ -129,6 +134,7 @@ pub struct Api {
     limits: Arc<limits::Limits>,
     shapes: limits::Shapes,
     parsed: ParseCache,
+    persisted: persisted::PersistedQueries,
 }
 
 /// One schema built twice: `strict` runs every validation rule of GraphQL, `fast` only the
@@ -210,7 +216,8 @@ pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
     let shapes =
         limits::Shapes::new(&plain.strict.sdl(), records).map_err(|e| SchemaError(format!("the generated SDL does not parse: {e}")))?;
     let limits = Arc::new(config.limits());
-    Ok(Api { plain, nodes, config, limits, shapes, parsed: ParseCache::default() })
+    let persisted = persisted::PersistedQueries::new(config.persisted_queries);
+    Ok(Api { plain, nodes, config, limits, shapes, parsed: ParseCache::default(), persisted })
 }
 
 fn build(
@@ -304,6 +311,7 @@ impl Api {
         deadline: deadline::Deadline,
     ) -> Result<Prepared, Box<async_graphql::Response>> {
         let refuse = |e: limits::LimitError| Box::new(async_graphql::Response::from_errors(vec![e.into_server_error()]));
+        self.persisted.resolve(&mut request).map_err(|e| Box::new(async_graphql::Response::from_errors(vec![e])))?;
         let parsed = match self.parsed.get(&request.query) {
             Some(hit) => Some(hit),
             None => {

@@ -287,6 +287,14 @@ pub const SETTINGS: &[Setting] = &[
         |d, v| set(&mut d.config.graphql.queue_length, parse_at_least(one(v)?, 1)),
     ),
     Setting::file(
+        "graphql.persistedQueries",
+        "CP_GRAPHQL_PERSISTED_QUERIES",
+        "N",
+        "1000",
+        "Query texts kept for automatic persisted queries (Apollo APQ), 100 to 10000; the least recently used goes first.",
+        |d, v| set(&mut d.config.graphql.persisted_queries, parse_between(one(v)?, 100, 10_000)),
+    ),
+    Setting::file(
         "graphql.introspectionEnabled",
         "CP_GRAPHQL_INTROSPECTION_ENABLED",
         "BOOL",
@@ -524,6 +532,9 @@ pub struct GraphqlConfig {
     pub workers: usize,
     /// `graphql.queueLength`: waiting queries per lane before HTTP 503, default 64, at least 1.
     pub queue_length: usize,
+    /// `graphql.persistedQueries`: query texts kept for automatic persisted queries, default
+    /// 1000, 100 to 10 000.
+    pub persisted_queries: usize,
 }
 
 /// `secretManager.*`.
@@ -611,6 +622,7 @@ impl Draft {
                 max_response_bytes: 0,
                 workers: 0,
                 queue_length: 0,
+                persisted_queries: 0,
             },
             secret_manager: SecretManagerConfig { url: None },
             file_manager: FileManagerConfig { base_url: None },

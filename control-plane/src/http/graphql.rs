@@ -68,6 +68,7 @@ pub fn query_config(config: &Config) -> QueryConfig {
         max_filter_bytes: config.graphql.max_filter_bytes,
         max_response_bytes: config.graphql.max_response_bytes,
         file_manager_base_url: config.file_manager.base_url.clone(),
+        persisted_queries: config.graphql.persisted_queries,
     }
 }
 
@@ -135,8 +136,17 @@ fn outcome(resp: &async_graphql::Response) -> &'static str {
 
 /// The `extensions.code` values counted under their own name, besides the limits' codes
 /// (others count as `OTHER`).
-const OUTCOME_CODES: &[&str] =
-    &["BAD_USER_INPUT", "NOT_FOUND", "FORBIDDEN", "INTERNAL", "TIMEOUT", "UNAVAILABLE", "GRAPHQL_VALIDATION_FAILED", "TOO_MANY_ERRORS"];
+const OUTCOME_CODES: &[&str] = &[
+    "BAD_USER_INPUT",
+    "NOT_FOUND",
+    "FORBIDDEN",
+    "INTERNAL",
+    "TIMEOUT",
+    "UNAVAILABLE",
+    "GRAPHQL_VALIDATION_FAILED",
+    "TOO_MANY_ERRORS",
+    query::persisted::NOT_FOUND,
+];
 
 async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std::time::Instant) -> (&'static str, Response) {
     // Authenticate before reading or parsing anything the caller sent.
