@@ -85,3 +85,42 @@ fn readiness_names_pending_phases_before_the_scan() {
     assert!(!st.ready);
     assert_eq!(st.pending_phases, vec!["initial scan of w"]);
 }
+
+/// The GraphiQL page and everything it loads come from the server: the page names no other
+/// host, each script and stylesheet it names answers 200 with its type, an unknown asset 404;
+/// with the playground switched off neither is served.
+#[tokio::test(flavor = "multi_thread")]
+async fn graphiql_is_served_with_its_assets_from_the_binary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let world = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/world");
+    let client = reqwest::Client::new();
+    for enabled in [true, false] {
+        let mut config = Config::for_manifests(&world, &tmp.path().join(format!("data-{enabled}")));
+        config.graphql.playground_enabled = enabled;
+        let running = control_plane::start(config).await.unwrap();
+        let base = format!("http://{}", running.local_addr());
+        let page = client.get(format!("{base}/graphql")).send().await.unwrap();
+        if !enabled {
+            assert_eq!(page.status(), 404);
+            assert_eq!(client.get(format!("{base}/graphql/assets/graphiql.min.js")).send().await.unwrap().status(), 404);
+            running.shutdown().await.unwrap();
+            continue;
+        }
+        assert_eq!(page.status(), 200);
+        let html = page.text().await.unwrap();
+        assert!(!html.contains("http://") && !html.contains("https://"), "{html}");
+        let assets: Vec<&str> = html.split('"').filter(|s| s.starts_with("/graphql/assets/")).collect();
+        assert_eq!(assets.len(), 4, "{html}");
+        for path in assets {
+            let r = client.get(format!("{base}{path}")).send().await.unwrap();
+            assert_eq!(r.status(), 200, "{path}");
+            let kind = r.headers()["content-type"].to_str().unwrap().to_string();
+            assert!(kind.starts_with(if path.ends_with(".css") { "text/css" } else { "text/javascript" }), "{path}: {kind}");
+            assert!(r.bytes().await.unwrap().len() > 1000, "{path}");
+        }
+        for missing in ["/graphql/assets/nope.js", "/graphql/assets/..%2Fgraphql.rs", "/graphql/assets/%00"] {
+            assert_eq!(client.get(format!("{base}{missing}")).send().await.unwrap().status(), 404, "{missing}");
+        }
+        running.shutdown().await.unwrap();
+    }
+}

@@ -1,5 +1,6 @@
 // Drives the GraphiQL page in headless Chromium; started by tests/graphiql/run.sh.
-// Env: BASE_URL (running server), CHROMIUM, NODE_DIR (npm prefix with node_modules), OUT_DIR.
+// Env: BASE_URL (running server), CHROMIUM, OUT_DIR. Every request outside the server is
+// blocked (and reported): the page must work without internet access.
 'use strict';
 
 const fs = require('fs');
@@ -7,7 +8,6 @@ const path = require('path');
 const { chromium } = require('playwright-core');
 
 const BASE_URL = mustEnv('BASE_URL');
-const NODE_MODULES = path.resolve(mustEnv('NODE_DIR'), 'node_modules');
 const OUT_DIR = path.resolve(mustEnv('OUT_DIR'));
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const SCREENSHOT = path.join(OUT_DIR, 'graphiql.png'); // target/graphiql/graphiql.png via run.sh
@@ -25,8 +25,6 @@ const LAUNCH_ARGS = [
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
 ];
 
-const CONTENT_TYPES = { '.js': 'application/javascript', '.css': 'text/css', '.map': 'application/json' };
-
 function mustEnv(name) {
   const v = process.env[name];
   if (!v) throw new Error(`missing env ${name}`);
@@ -35,22 +33,6 @@ function mustEnv(name) {
 
 function log(msg) {
   process.stderr.write(`[graphiql] ${msg}\n`);
-}
-
-/** `https://unpkg.com/<pkg>@<range>/<file>` → a file of the locally installed package. */
-function unpkgToLocal(url) {
-  const m = /^https:\/\/unpkg\.com\/((?:@[^/]+\/)?[^/@]+)@([^/]+)\/(.+)$/.exec(url.split(/[?#]/)[0]);
-  if (!m) throw new Error(`unexpected unpkg URL ${url}`);
-  const [, pkg, range, file] = m;
-  const dir = path.join(NODE_MODULES, pkg);
-  const version = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8')).version;
-  // The page asks for major (or major.minor) ranges like `react@18`, `graphiql@4`, or exact versions.
-  if (!(version === range || version.startsWith(`${range}.`))) {
-    throw new Error(`page wants ${pkg}@${range}, installed is ${version}`);
-  }
-  const local = path.resolve(dir, file);
-  if (!local.startsWith(dir + path.sep) || !fs.existsSync(local)) throw new Error(`${url}: no ${local}`);
-  return { local, label: `${pkg}@${version}/${file}` };
 }
 
 /** Sets a CodeMirror editor's text the way a user would: focus, select all, type. */
@@ -92,26 +74,14 @@ async function main() {
     // Expected noise: the 401 of the schema fetch on load (no token yet), React dev-mode warnings.
     page.on('console', (m) => { if (m.type() === 'error') log(`console: ${m.text().split('\n')[0]}`); });
 
-    // Offline: unpkg.com from node_modules, the favicon answered locally, anything else not local refused.
+    // Offline: only the server answers; anything else is refused and reported.
     await page.route('**/*', async (route) => {
       const url = route.request().url();
-      if (url.startsWith(BASE_URL)) return route.continue();
-      if (url.startsWith('https://unpkg.com/')) {
-        try {
-          const { local, label } = unpkgToLocal(url);
-          served.push(label);
-          return route.fulfill({
-            status: 200,
-            path: local,
-            headers: { 'content-type': CONTENT_TYPES[path.extname(local)] || 'application/octet-stream', 'access-control-allow-origin': '*' },
-          });
-        } catch (e) {
-          problems.push(e.message);
-          return route.fulfill({ status: 404, body: 'not available offline' });
-        }
+      if (url.startsWith(BASE_URL)) {
+        if (url.startsWith(`${BASE_URL}/graphql/assets/`)) served.push(url.slice(BASE_URL.length));
+        return route.continue();
       }
-      if (/favicon\.ico$/.test(url)) return route.fulfill({ status: 204, body: '' });
-      problems.push(`unexpected request ${url}`);
+      problems.push(`request outside the server: ${url}`);
       return route.abort();
     });
 
@@ -144,6 +114,11 @@ async function main() {
     await page.locator('button[aria-label="Re-fetch GraphQL schema"]').click();
     const schemaResponse = await introspected;
     if (schemaResponse.status() !== 200) problems.push(`introspection with the token answered HTTP ${schemaResponse.status()}`);
+
+    // The schema documentation, loaded with the token.
+    await page.locator('button[aria-label="Show Documentation Explorer"]').click();
+    await page.locator('.graphiql-doc-explorer').getByText('Query', { exact: true }).first().click();
+    await page.locator('.graphiql-doc-explorer').getByText('applications', { exact: true }).first().waitFor({ timeout: 10000 });
 
     await typeInto(page, '.graphiql-query-editor', QUERY);
     const ran = page.waitForResponse((r) => r.url() === `${BASE_URL}/graphql/query` && r.request().method() === 'POST'
@@ -180,12 +155,10 @@ async function main() {
     else if (queryRequest.auth !== `Bearer ${TOKEN}`) problems.push(`query request had Authorization ${JSON.stringify(queryRequest.auth)}`);
     const schemaRequest = sent.find((s) => s.body.includes('IntrospectionQuery') && s.auth === `Bearer ${TOKEN}`);
     if (!schemaRequest) problems.push('no introspection request with the token was seen');
-    for (const want of ['react@', 'react-dom@', 'graphiql@']) {
-      if (!served.some((s) => s.startsWith(want))) {
-        problems.push(`${want} was never served from node_modules`);
-      }
+    for (const want of ['react.production.min.js', 'react-dom.production.min.js', 'graphiql.min.js', 'graphiql.min.css']) {
+      if (!served.some((s) => s.endsWith(`/${want}`))) problems.push(`${want} was never loaded from the server`);
     }
-    log(`served offline: ${[...new Set(served)].join(', ')}`);
+    log(`loaded from the server: ${[...new Set(served)].join(', ')}`);
     log(`result pane:\n${shown}`);
   } catch (e) {
     const failure = path.join(OUT_DIR, 'graphiql-failure.png');

@@ -13,10 +13,9 @@ use super::executor::{Executor, Lost, Refusal};
 use crate::auth::{AuthError, Authenticator};
 use crate::config::Config;
 use crate::metrics::Metrics;
-use async_graphql::http::GraphiQLSource;
 use async_graphql_poem::{GraphQLRequest, GraphQLResponse};
 use poem::http::{Method, StatusCode};
-use poem::web::{Data, Html};
+use poem::web::Data;
 use poem::{get, handler, EndpointExt, IntoResponse, Request, Response, Route};
 use poem::{Body, FromRequest, RequestBody};
 use query::{Api, QueryConfig};
@@ -87,7 +86,8 @@ pub fn routes(store: Store, config: &Config, auth: Authenticator, metrics: Metri
     let state = Arc::new(GraphqlEndpoint { api, store, auth, limits, metrics, executor, sending, sending_kib: pool_kib });
     let mut route = Route::new().at("/graphql/query", get(graphql).post(graphql).data(state));
     if config.graphql.playground_enabled {
-        route = route.at("/graphql", get(graphiql));
+        route =
+            route.at("/graphql", get(super::graphiql::page)).at(format!("{}/:file", super::graphiql::ASSETS), get(super::graphiql::asset));
     }
     route
 }
@@ -95,11 +95,6 @@ pub fn routes(store: Store, config: &Config, auth: Authenticator, metrics: Metri
 /// The served schema in SDL (`control-plane schema print`).
 pub fn print_schema() -> String {
     query::build_schema(QueryConfig::default()).expect("invariant: the generated schema is valid").sdl()
-}
-
-#[handler]
-fn graphiql() -> Html<String> {
-    Html(GraphiQLSource::build().endpoint("/graphql/query").title("ControlPlane API").finish())
 }
 
 /// Per-request limits (`graphql.maxBodyBytes`, `graphql.requestTimeout`).

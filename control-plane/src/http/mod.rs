@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod executor;
+pub mod graphiql;
 pub mod graphql;
 
 use crate::app::App;

@@ -1,0 +1,134 @@
+//! The GraphiQL page at `/graphql` and its assets at `/graphql/assets/<file>`, all served from
+//! the binary: the production builds of React and GraphiQL (versions in
+//! `control-plane/assets/graphiql/VERSIONS`, licences beside them, refreshed from the npm
+//! registry by `tools/graphiql/fetch-assets.sh`). The page names no URL outside the server, so
+//! it works where clusters run without internet access.
+//!
+//! Queries need a token: GraphiQL's *Headers* editor takes
+//! `{"Authorization": "Bearer <token>"}` (README "GraphiQL").
+
+use poem::http::StatusCode;
+use poem::web::{Html, Path};
+use poem::{handler, IntoResponse, Response};
+
+/// Where the assets are served.
+pub const ASSETS: &str = "/graphql/assets";
+
+/// One embedded asset.
+pub struct Asset {
+    /// The file name under [`ASSETS`].
+    pub name: &'static str,
+    /// Its `Content-Type`.
+    pub content_type: &'static str,
+    /// Its bytes.
+    pub bytes: &'static [u8],
+}
+
+/// Every asset the page loads, and the licences of what they contain.
+pub const FILES: &[Asset] = &[
+    Asset {
+        name: "react.production.min.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../../assets/graphiql/react.production.min.js"),
+    },
+    Asset {
+        name: "react-dom.production.min.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../../assets/graphiql/react-dom.production.min.js"),
+    },
+    Asset {
+        name: "graphiql.min.js",
+        content_type: "text/javascript; charset=utf-8",
+        bytes: include_bytes!("../../assets/graphiql/graphiql.min.js"),
+    },
+    Asset {
+        name: "graphiql.min.css",
+        content_type: "text/css; charset=utf-8",
+        bytes: include_bytes!("../../assets/graphiql/graphiql.min.css"),
+    },
+    Asset {
+        name: "LICENSE.react",
+        content_type: "text/plain; charset=utf-8",
+        bytes: include_bytes!("../../assets/graphiql/LICENSE.react"),
+    },
+    Asset {
+        name: "LICENSE.react-dom",
+        content_type: "text/plain; charset=utf-8",
+        bytes: include_bytes!("../../assets/graphiql/LICENSE.react-dom"),
+    },
+    Asset {
+        name: "LICENSE.graphiql",
+        content_type: "text/plain; charset=utf-8",
+        bytes: include_bytes!("../../assets/graphiql/LICENSE.graphiql"),
+    },
+    Asset { name: "VERSIONS", content_type: "text/plain; charset=utf-8", bytes: include_bytes!("../../assets/graphiql/VERSIONS") },
+];
+
+/// The page: GraphiQL on `/graphql/query`, its scripts and styles from [`ASSETS`].
+const PAGE: &str = r#"<!DOCTYPE html>
+<html lang="en">
+  <head>
+    <meta charset="utf-8">
+    <meta name="robots" content="noindex">
+    <meta name="viewport" content="width=device-width, initial-scale=1">
+    <title>ControlPlane API</title>
+    <style>
+      body { height: 100%; margin: 0; width: 100%; overflow: hidden; }
+      #graphiql { height: 100vh; }
+    </style>
+    <link rel="icon" href="data:,">
+    <link rel="stylesheet" href="/graphql/assets/graphiql.min.css">
+    <script src="/graphql/assets/react.production.min.js"></script>
+    <script src="/graphql/assets/react-dom.production.min.js"></script>
+  </head>
+  <body>
+    <div id="graphiql">Loading…</div>
+    <script src="/graphql/assets/graphiql.min.js"></script>
+    <script>
+      const url = new URL('/graphql/query', window.location.origin).toString();
+      const fetcher = GraphiQL.createFetcher({ url, fetch: (u, opts = {}) => fetch(u, { ...opts, credentials: 'same-origin' }) });
+      ReactDOM.createRoot(document.getElementById('graphiql')).render(
+        React.createElement(GraphiQL, { fetcher, defaultEditorToolsVisibility: 'headers' })
+      );
+    </script>
+  </body>
+</html>
+"#;
+
+/// `GET /graphql`: the page.
+#[handler]
+pub fn page() -> Html<&'static str> {
+    Html(PAGE)
+}
+
+/// `GET /graphql/assets/<file>`: an embedded asset (cached a day), or 404.
+#[handler]
+pub fn asset(Path(name): Path<String>) -> Response {
+    match FILES.iter().find(|a| a.name == name) {
+        Some(a) => Response::builder().content_type(a.content_type).header("Cache-Control", "public, max-age=86400").body(a.bytes),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every script and stylesheet the page names is an embedded asset, and the page names no
+    /// URL outside the server.
+    #[test]
+    fn the_page_loads_only_embedded_assets() {
+        assert!(!PAGE.contains("http://") && !PAGE.contains("https://") && !PAGE.contains("//unpkg"), "{PAGE}");
+        let named: Vec<&str> = PAGE.split(['"', '\'']).filter(|s| s.starts_with(ASSETS)).collect();
+        assert_eq!(named.len(), 4, "{named:?}");
+        for path in named {
+            let file = path.trim_start_matches(ASSETS).trim_start_matches('/');
+            let embedded = FILES.iter().find(|a| a.name == file).unwrap_or_else(|| panic!("{path} is not embedded"));
+            assert!(embedded.bytes.len() > 1000, "{path}");
+        }
+        for licence in ["LICENSE.react", "LICENSE.react-dom", "LICENSE.graphiql"] {
+            let text = FILES.iter().find(|a| a.name == licence).map(|a| String::from_utf8_lossy(a.bytes).to_string()).unwrap();
+            assert!(text.contains("MIT License") || text.contains("Permission is hereby granted"), "{licence}");
+        }
+    }
+}
