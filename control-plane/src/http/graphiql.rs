@@ -24,44 +24,23 @@ pub struct Asset {
     pub bytes: &'static [u8],
 }
 
+/// An [`Asset`] of `control-plane/assets/graphiql/`.
+macro_rules! asset {
+    ($name:literal, $content_type:literal) => {
+        Asset { name: $name, content_type: $content_type, bytes: include_bytes!(concat!("../../assets/graphiql/", $name)) }
+    };
+}
+
 /// Every asset the page loads, and the licences of what they contain.
 pub const FILES: &[Asset] = &[
-    Asset {
-        name: "react.production.min.js",
-        content_type: "text/javascript; charset=utf-8",
-        bytes: include_bytes!("../../assets/graphiql/react.production.min.js"),
-    },
-    Asset {
-        name: "react-dom.production.min.js",
-        content_type: "text/javascript; charset=utf-8",
-        bytes: include_bytes!("../../assets/graphiql/react-dom.production.min.js"),
-    },
-    Asset {
-        name: "graphiql.min.js",
-        content_type: "text/javascript; charset=utf-8",
-        bytes: include_bytes!("../../assets/graphiql/graphiql.min.js"),
-    },
-    Asset {
-        name: "graphiql.min.css",
-        content_type: "text/css; charset=utf-8",
-        bytes: include_bytes!("../../assets/graphiql/graphiql.min.css"),
-    },
-    Asset {
-        name: "LICENSE.react",
-        content_type: "text/plain; charset=utf-8",
-        bytes: include_bytes!("../../assets/graphiql/LICENSE.react"),
-    },
-    Asset {
-        name: "LICENSE.react-dom",
-        content_type: "text/plain; charset=utf-8",
-        bytes: include_bytes!("../../assets/graphiql/LICENSE.react-dom"),
-    },
-    Asset {
-        name: "LICENSE.graphiql",
-        content_type: "text/plain; charset=utf-8",
-        bytes: include_bytes!("../../assets/graphiql/LICENSE.graphiql"),
-    },
-    Asset { name: "VERSIONS", content_type: "text/plain; charset=utf-8", bytes: include_bytes!("../../assets/graphiql/VERSIONS") },
+    asset!("react.production.min.js", "text/javascript; charset=utf-8"),
+    asset!("react-dom.production.min.js", "text/javascript; charset=utf-8"),
+    asset!("graphiql.min.js", "text/javascript; charset=utf-8"),
+    asset!("graphiql.min.css", "text/css; charset=utf-8"),
+    asset!("LICENSE.react", "text/plain; charset=utf-8"),
+    asset!("LICENSE.react-dom", "text/plain; charset=utf-8"),
+    asset!("LICENSE.graphiql", "text/plain; charset=utf-8"),
+    asset!("VERSIONS", "text/plain; charset=utf-8"),
 ];
 
 /// The page: GraphiQL on `/graphql/query`, its scripts and styles from [`ASSETS`].

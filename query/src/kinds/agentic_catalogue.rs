@@ -7,7 +7,7 @@
 //! file-manager ID `specification` is neither a field nor filterable; `hash` and `oauth2Scopes`
 //! are not filterable.
 
-use super::common::{meta_columns, status_columns, time_columns};
+use super::common::mixin_columns;
 use super::edges;
 use super::info::team_info;
 use crate::column::Column;
@@ -36,9 +36,7 @@ pub fn fields<K: Entity<Record = AgenticCatalogueRecord>>(bld: &Builder) -> Vec<
 /// The exposed and filterable fields of catalogue kind `K`.
 pub fn columns<K: Entity<Record = AgenticCatalogueRecord>>() -> Vec<Column<AgenticCatalogueRecord>> {
     type C = Column<AgenticCatalogueRecord>;
-    let mut c = time_columns();
-    c.extend(status_columns::<K>(|r| &r.status));
-    c.extend(meta_columns(|r: &AgenticCatalogueRecord| &r.meta));
+    let mut c = mixin_columns::<K>(|r| &r.status, |r| &r.meta);
     c.extend([
         C::string("basePath", |r| &r.base_path),
         C::string("version", |r| &r.version),

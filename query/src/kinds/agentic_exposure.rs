@@ -10,7 +10,7 @@
 //! `AgenticSubscriptionInfo`.
 
 use super::agentic_subscription::AgenticSubscriptionInfo;
-use super::common::{meta_columns, status_columns, time_columns};
+use super::common::mixin_columns;
 use super::subscription_info::owner_fields;
 use super::values::Owned;
 use crate::column::Column;
@@ -105,9 +105,7 @@ impl Entity for AgenticExposure {
 
     fn columns() -> Vec<Column<AgenticExposureRecord>> {
         type C = Column<AgenticExposureRecord>;
-        let mut c = time_columns();
-        c.extend(status_columns::<AgenticExposure>(|r| &r.status));
-        c.extend(meta_columns(|r: &AgenticExposureRecord| &r.meta));
+        let mut c = mixin_columns::<AgenticExposure>(|r| &r.status, |r| &r.meta);
         c.extend([
             C::string("basePath", |r| &r.base_path),
             C::enumeration("visibility", VISIBILITY, |r| r.visibility),

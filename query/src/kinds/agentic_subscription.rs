@@ -5,7 +5,7 @@
 //! cross-tenant `AgenticExposureInfo` of link 0, null without error while unlinked.
 
 use super::agentic_exposure::AgenticExposureInfo;
-use super::common::{meta_columns, non_empty, status_columns, time_columns};
+use super::common::{mixin_columns, non_empty};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::column::Column;
@@ -58,9 +58,7 @@ impl Entity for AgenticSubscription {
 
     fn columns() -> Vec<Column<AgenticSubscriptionRecord>> {
         type C = Column<AgenticSubscriptionRecord>;
-        let mut c = time_columns();
-        c.extend(status_columns::<AgenticSubscription>(|r| &r.status));
-        c.extend(meta_columns(|r: &AgenticSubscriptionRecord| &r.meta));
+        let mut c = mixin_columns::<AgenticSubscription>(|r| &r.status, |r| &r.meta);
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("basePath", |r| &r.base_path),

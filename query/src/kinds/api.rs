@@ -5,7 +5,7 @@
 //!
 //! The file-manager ID `specification` is neither a field nor filterable.
 
-use super::common::{meta_columns, status_columns, time_columns};
+use super::common::mixin_columns;
 use super::info::team_info;
 use crate::column::Column;
 use crate::entity::{field, register, rf, string, strs, Builder, Entity, RequestContext};
@@ -51,9 +51,7 @@ impl Entity for Api {
     fn columns() -> Vec<Column<ApiRecord>> {
         // `specification` (hidden file ID) is filterable in the reference; not here.
         type C = Column<ApiRecord>;
-        let mut c = time_columns();
-        c.extend(status_columns::<Api>(|r| &r.status));
-        c.extend(meta_columns(|r: &ApiRecord| &r.meta));
+        let mut c = mixin_columns::<Api>(|r| &r.status, |r| &r.meta);
         c.extend([
             C::string("basePath", |r| &r.base_path),
             C::string("version", |r| &r.version),

@@ -3,7 +3,7 @@
 //! `Api.activeExposure`. Root query `apiExposures`; visible to the owner application's team.
 
 use super::api_subscription::ApiSubscriptionInfo;
-use super::common::{meta_columns, status_columns, time_columns};
+use super::common::mixin_columns;
 use super::subscription_info::owner_fields;
 use super::values::{feature_list, Owned};
 use crate::column::Column;
@@ -83,9 +83,7 @@ impl Entity for ApiExposure {
 
     fn columns() -> Vec<Column<ApiExposureRecord>> {
         type C = Column<ApiExposureRecord>;
-        let mut c = time_columns();
-        c.extend(status_columns::<ApiExposure>(|r| &r.status));
-        c.extend(meta_columns(|r: &ApiExposureRecord| &r.meta));
+        let mut c = mixin_columns::<ApiExposure>(|r| &r.status, |r| &r.meta);
         c.extend([
             C::string("basePath", |r| &r.base_path),
             C::enumeration("visibility", "ApiExposureVisibility", |r| r.visibility),

@@ -5,7 +5,7 @@
 //! error while unlinked.
 
 use super::api_exposure::ApiExposureInfo;
-use super::common::{meta_columns, non_empty, status_columns, time_columns};
+use super::common::{mixin_columns, non_empty};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::column::Column;
@@ -56,9 +56,7 @@ impl Entity for ApiSubscription {
 
     fn columns() -> Vec<Column<ApiSubscriptionRecord>> {
         type C = Column<ApiSubscriptionRecord>;
-        let mut c = time_columns();
-        c.extend(status_columns::<ApiSubscription>(|r| &r.status));
-        c.extend(meta_columns(|r: &ApiSubscriptionRecord| &r.meta));
+        let mut c = mixin_columns::<ApiSubscription>(|r| &r.status, |r| &r.meta);
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("basePath", |r| &r.base_path),

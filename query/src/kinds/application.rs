@@ -7,7 +7,7 @@
 //! masked for `obfuscated` callers. `ownerTeam` is the reduced `TeamInfo`.
 //! They are filterable too, evaluated at the same `now`.
 
-use super::common::{meta_columns, query_escape, status_columns, time_columns};
+use super::common::{mixin_columns, query_escape};
 use super::info::{external_ids, team_info};
 use crate::column::Column;
 use crate::entity::{field, node_value, nullable_string, obj, register, rf, secret, strs, Builder, Entity, RequestContext};
@@ -127,9 +127,7 @@ impl Entity for Application {
     fn columns() -> Vec<Column<ApplicationRecord>> {
         // Client secrets and `permissionsURL` are not filterable (§2.2); secrets never are.
         type C = Column<ApplicationRecord>;
-        let mut c = time_columns();
-        c.extend(status_columns::<Application>(|r| &r.status));
-        c.extend(meta_columns(|r: &ApplicationRecord| &r.meta));
+        let mut c = mixin_columns::<Application>(|r| &r.status, |r| &r.meta);
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::optional_string("clientID", |r| r.client_id.as_deref()),

@@ -4,7 +4,7 @@
 //! Approval and ApprovalRequest share ([`ApprovalEntity`], [`shared_fields`], [`shared_columns`],
 //! [`shared_edge_filters`]).
 
-use super::common::{meta_columns, status_columns, time_columns};
+use super::common::mixin_columns;
 use super::{edges, subscription_info};
 use crate::column::Column;
 use crate::entity::{field, objs, rf, strs, Builder, Entity, RequestContext};
@@ -58,9 +58,7 @@ pub fn shared_fields<K: ApprovalEntity>(bld: &mut Builder) -> Vec<Field> {
 
 /// The exposed and filterable fields Approval and ApprovalRequest share (§2.2).
 pub fn shared_columns<K: ApprovalEntity>() -> Vec<Column<K::Record>> {
-    let mut c = time_columns();
-    c.extend(status_columns::<K>(K::status));
-    c.extend(meta_columns(K::record_meta));
+    let mut c = mixin_columns::<K>(K::status, K::record_meta);
     c.extend([
         Column::string("action", |r| &K::approval(r).action),
         Column::enumeration("strategy", K::STRATEGY_ENUM, |r| K::approval(r).strategy),

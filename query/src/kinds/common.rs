@@ -21,6 +21,15 @@ pub fn status_columns<K: Entity>(status: fn(&K::Record) -> &Status) -> Vec<Colum
     ]
 }
 
+/// The mixins of reference-graphql.md §2.2 of a kind with status and metadata: its
+/// [`time_columns`], [`status_columns`] and [`meta_columns`], in that order.
+pub fn mixin_columns<K: Entity>(status: fn(&K::Record) -> &Status, meta: fn(&K::Record) -> &Meta) -> Vec<Column<K::Record>> {
+    let mut c = time_columns();
+    c.extend(status_columns::<K>(status));
+    c.extend(meta_columns(meta));
+    c
+}
+
 /// `environment` (`String`, STR+nil) and `namespace` (`String!`, STR) from the record's metadata.
 pub fn meta_columns<R: Send + Sync + 'static>(meta: fn(&R) -> &Meta) -> Vec<Column<R>> {
     vec![

@@ -9,7 +9,7 @@
 //! entry, visible to every viewer of the environment); `subscriptions` lists every tenant's
 //! subscriptions linked to the exposure as `EventSubscriptionInfo`.
 
-use super::common::{meta_columns, non_empty, status_columns, time_columns};
+use super::common::{mixin_columns, non_empty};
 use super::event_subscription::EventSubscriptionInfo;
 use super::subscription_info::owner_fields;
 use crate::column::Column;
@@ -89,9 +89,7 @@ impl Entity for EventExposure {
 
     fn columns() -> Vec<Column<EventExposureRecord>> {
         type C = Column<EventExposureRecord>;
-        let mut c = time_columns();
-        c.extend(status_columns::<EventExposure>(|r| &r.status));
-        c.extend(meta_columns(|r: &EventExposureRecord| &r.meta));
+        let mut c = mixin_columns::<EventExposure>(|r| &r.status, |r| &r.meta);
         c.extend([
             C::string("eventType", |r| &r.event_type),
             C::enumeration("visibility", "EventExposureVisibility", |r| r.visibility),

@@ -4,7 +4,7 @@
 //! application's team. `target` is the cross-tenant `EventExposureInfo` of link 0, null without
 //! error while unlinked. The deprecated `scopes` returns the requested scopes.
 
-use super::common::{meta_columns, non_empty, status_columns, time_columns};
+use super::common::{mixin_columns, non_empty};
 use super::event_exposure::{register_values, EventExposureInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::column::Column;
@@ -53,9 +53,7 @@ impl Entity for EventSubscription {
 
     fn columns() -> Vec<Column<EventSubscriptionRecord>> {
         type C = Column<EventSubscriptionRecord>;
-        let mut c = time_columns();
-        c.extend(status_columns::<EventSubscription>(|r| &r.status));
-        c.extend(meta_columns(|r: &EventSubscriptionRecord| &r.meta));
+        let mut c = mixin_columns::<EventSubscription>(|r| &r.status, |r| &r.meta);
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("eventType", |r| &r.event_type),

@@ -5,7 +5,7 @@
 //!
 //! The file-manager ID `specification` is neither a field nor filterable.
 
-use super::common::{meta_columns, status_columns, time_columns};
+use super::common::mixin_columns;
 use super::info::team_info;
 use crate::column::Column;
 use crate::entity::{connection_field, field, nested_rows, register, Builder, Entity};
@@ -47,9 +47,7 @@ impl Entity for EventType {
     fn columns() -> Vec<Column<EventTypeRecord>> {
         // `specification` (hidden file ID) is filterable in the reference; not here.
         type C = Column<EventTypeRecord>;
-        let mut c = time_columns();
-        c.extend(status_columns::<EventType>(|r| &r.status));
-        c.extend(meta_columns(|r: &EventTypeRecord| &r.meta));
+        let mut c = mixin_columns::<EventType>(|r| &r.status, |r| &r.meta);
         c.extend([
             C::string("eventType", |r| &r.event_type),
             C::string("version", |r| &r.version),

@@ -4,7 +4,7 @@
 //! Root query `fileExposures`; visible to the owner application's team. `subscriptions` lists
 //! every tenant's subscriptions linked to the exposure as `FileSubscriptionInfo`.
 
-use super::common::{meta_columns, status_columns, time_columns};
+use super::common::mixin_columns;
 use super::file_subscription::FileSubscriptionInfo;
 use super::subscription_info::owner_fields;
 use crate::column::Column;
@@ -96,9 +96,7 @@ impl Entity for FileExposure {
 
     fn columns() -> Vec<Column<FileExposureRecord>> {
         type C = Column<FileExposureRecord>;
-        let mut c = time_columns();
-        c.extend(status_columns::<FileExposure>(|r| &r.status));
-        c.extend(meta_columns(|r: &FileExposureRecord| &r.meta));
+        let mut c = mixin_columns::<FileExposure>(|r| &r.status, |r| &r.meta);
         c.extend([
             C::string("fileType", |r| &r.file_type),
             C::enumeration("variant", "FileExposureVariant", |r| r.variant),

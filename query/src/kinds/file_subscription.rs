@@ -4,7 +4,7 @@
 //! application's team. `target` is the cross-tenant `FileExposureInfo` of link 0, null without
 //! error while unlinked.
 
-use super::common::{meta_columns, status_columns, time_columns};
+use super::common::mixin_columns;
 use super::file_exposure::{register_values, zone_field, FileExposureInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::column::Column;
@@ -52,9 +52,7 @@ impl Entity for FileSubscription {
 
     fn columns() -> Vec<Column<FileSubscriptionRecord>> {
         type C = Column<FileSubscriptionRecord>;
-        let mut c = time_columns();
-        c.extend(status_columns::<FileSubscription>(|r| &r.status));
-        c.extend(meta_columns(|r: &FileSubscriptionRecord| &r.meta));
+        let mut c = mixin_columns::<FileSubscription>(|r| &r.status, |r| &r.meta);
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("fileType", |r| &r.file_type),

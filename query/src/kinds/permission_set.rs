@@ -3,7 +3,7 @@
 //! edge is hidden, as in the reference; the set is reached from `Application.permissionSet`
 //! (defined here, visible records only).
 
-use super::common::{meta_columns, status_columns, time_columns};
+use super::common::mixin_columns;
 use crate::column::Column;
 use crate::entity::{field, node_value, objs, register, rf, string, strs, Builder, Entity};
 use async_graphql::dynamic::{Field, Object, TypeRef};
@@ -29,10 +29,7 @@ impl Entity for PermissionSet {
     }
 
     fn columns() -> Vec<Column<PermissionSetRecord>> {
-        let mut c = time_columns();
-        c.extend(status_columns::<PermissionSet>(|r| &r.status));
-        c.extend(meta_columns(|r: &PermissionSetRecord| &r.meta));
-        c
+        mixin_columns::<PermissionSet>(|r| &r.status, |r| &r.meta)
     }
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<PermissionSetRecord>> {

@@ -9,7 +9,7 @@
 //! by its team and e-mail address (global ID of type `Member` over `(environment, team,
 //! email)`), and resolved by `node(id)` through its team (so only for viewers who see the team).
 
-use super::common::{meta_columns, non_empty, status_columns, time_columns};
+use super::common::{mixin_columns, non_empty};
 use crate::column::Column;
 use crate::entity::{
     connection_field, field, nested_rows, node_value, objs, register, secret, string, Builder, Entity, Loader, RequestContext,
@@ -97,9 +97,7 @@ impl Entity for Team {
     fn columns() -> Vec<Column<TeamRecord>> {
         // `teamToken` is a secret: never filterable (DESIGN decision 9).
         type C = Column<TeamRecord>;
-        let mut c = time_columns();
-        c.extend(status_columns::<Team>(|r| &r.status));
-        c.extend(meta_columns(|r: &TeamRecord| &r.meta));
+        let mut c = mixin_columns::<Team>(|r| &r.status, |r| &r.meta);
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("email", |r| &r.email),
