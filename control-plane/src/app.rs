@@ -29,6 +29,8 @@ pub struct App {
     metrics: Metrics,
     readiness: Readiness,
     auth: Authenticator,
+    /// The secret manager client, when `secretManager.url` is set.
+    secrets: Option<crate::secrets::SecretManager>,
     source: Option<Source>,
     writer: Option<Writer>,
     /// The catalogue search index (`DATA_DIR/search/`), registered with the store.
@@ -107,6 +109,7 @@ impl App {
             .with_context(|| format!("opening the search index in {}", search_dir.display()))?;
         let metrics = Metrics::new();
         let auth = Authenticator::new(&config.security, metrics.registry()).context("setting up authentication")?;
+        let secrets = crate::secrets::SecretManager::new(&config.secret_manager, metrics.registry()).context("setting up the secret manager")?;
         let handlers = Arc::new(Handlers::new(&config.features).with_max_document_bytes(config.max_document_bytes));
         for (kind, enabled) in handlers.kinds() {
             if !enabled {
@@ -182,7 +185,7 @@ impl App {
             }
             (SourceConfig::Kube(_), None) => unreachable!("the kube client is built above"),
         };
-        Ok(App { config, store, metrics, readiness, auth, source: Some(source), writer: Some(writer), catalogue, shutdown: Arc::default() })
+        Ok(App { config, store, metrics, readiness, auth, secrets, source: Some(source), writer: Some(writer), catalogue, shutdown: Arc::default() })
     }
 
     /// The configuration it runs with.
@@ -215,6 +218,11 @@ impl App {
     /// The authenticator of `security.mode` (used by the GraphQL endpoint).
     pub fn authenticator(&self) -> &Authenticator {
         &self.auth
+    }
+
+    /// The secret manager client; `None` when `secretManager.url` is unset.
+    pub fn secret_manager(&self) -> Option<&crate::secrets::SecretManager> {
+        self.secrets.as_ref()
     }
 
     /// Every currently skipped document of the manifests source, with its reason (empty for

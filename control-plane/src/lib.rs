@@ -19,6 +19,7 @@ pub mod logging;
 pub mod metrics;
 pub mod projector;
 pub mod readiness;
+pub mod secrets;
 pub mod snapshot;
 pub mod source;
 

@@ -120,12 +120,23 @@ pub struct Builder {
     extras: HashMap<String, Vec<Field>>,
     /// [`crate::QueryConfig::file_manager_base_url`].
     pub(crate) file_manager_base_url: Option<Arc<str>>,
+    /// [`crate::QueryConfig::secret_resolver`].
+    pub(crate) secret_resolver: Option<Arc<dyn crate::secrets::SecretResolver>>,
 }
 
 /// Loads a node of one type by key, `None` when absent or invisible.
 pub(crate) type Loader = Arc<dyn Fn(&RequestContext, &Key) -> Result<Option<FieldValue<'static>>, Error> + Send + Sync>;
 
 impl Builder {
+    /// A nullable secret field of entity `K` ([`crate::secrets`]); `site` gives the owner's
+    /// environment and team and the stored value.
+    pub fn secret_field<K: Entity>(&self, name: &'static str, site: for<'a> fn(&'a K::Record) -> (&'a str, &'a str, Option<&'a str>)) -> Field {
+        crate::secrets::secret_field::<Stored<K::Record>>(name, TypeRef::named(TypeRef::STRING), None, self.secret_resolver.clone(), move |p| {
+            let (env, team, value) = site(&p.record);
+            crate::secrets::SecretSite { env, team, record: global_id::<K>(&p.key).into(), value }
+        })
+    }
+
     /// The `specificationUrl: String` field of a catalogue kind `K` whose specification (a
     /// file-manager ID) `spec` reads: `<fileManager.baseUrl>/files/<specification>`, the ID
     /// percent-encoded as one path segment; null when either is unset or empty
@@ -310,21 +321,6 @@ fn answer_bytes(v: &FieldValue<'_>) -> usize {
 /// A field of an entity object (parent `Stored<K::Record>`) that only reads the record.
 pub fn rf<K: Kind>(name: &str, ty: TypeRef, f: impl Fn(&K::Record) -> Option<FieldValue<'static>> + Send + Sync + 'static) -> Field {
     field::<Stored<K::Record>>(name, ty, move |p, _| Ok(f(&p.record)))
-}
-
-/// The value of a secret field (DESIGN "Secrets", reference-graphql.md §5.9): `**********` for
-/// `obfuscated` callers, null for callers that do not own the record (`owner` = env, team),
-/// otherwise the stored value (a `$<id>` reference is returned as is until a secret manager is
-/// configured).
-pub fn secret(rq: &RequestContext, owner: (&str, &str), value: Option<&str>) -> Option<FieldValue<'static>> {
-    let value = value?;
-    if rq.viewer.access == crate::viewer::Access::Obfuscated {
-        return string("**********");
-    }
-    if !rq.viewer.owns(owner.0, owner.1) {
-        return None;
-    }
-    string(value)
 }
 
 /// A plain list root field (`zones`, `groups`): every visible record of `K` in key order,

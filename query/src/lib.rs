@@ -20,6 +20,7 @@ mod nodes_ext;
 pub mod persisted;
 pub mod relay;
 mod search;
+pub mod secrets;
 pub mod viewer;
 
 use async_graphql::dynamic::{Object, Scalar, Schema, SchemaError, TypeRef};
@@ -69,6 +70,9 @@ pub struct QueryConfig {
     /// The file manager's base URL (`https://files.example`, no trailing `/`):
     /// `specificationUrl` is `<this>/files/<specification>`; `None` = always null.
     pub file_manager_base_url: Option<String>,
+    /// Resolves secret references `$<id>` ([`secrets`]); `None` = references are answered as
+    /// stored.
+    pub secret_resolver: Option<Arc<dyn secrets::SecretResolver>>,
 }
 
 impl Default for QueryConfig {
@@ -89,6 +93,7 @@ impl Default for QueryConfig {
             max_response_bytes: l.max_response_bytes,
             file_manager_base_url: None,
             persisted_queries: 1000,
+            secret_resolver: None,
         }
     }
 }
@@ -227,6 +232,7 @@ fn build(
 ) -> Result<(Schema, std::collections::HashMap<String, limits::RecordList>), SchemaError> {
     let mut bld = Builder::default();
     bld.file_manager_base_url = config.file_manager_base_url.as_deref().map(Arc::from);
+    bld.secret_resolver = config.secret_resolver.clone();
     bld.enumeration("OrderDirection", &["ASC", "DESC"]);
     bld.object(
         Object::new("PageInfo")

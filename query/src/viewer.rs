@@ -60,6 +60,8 @@ pub struct Viewer {
     /// viewer, the group's teams (resolved from the store per request) for a group viewer, empty
     /// for an admin.
     pub teams: Vec<String>,
+    /// `clientId` claim (`<group>--<team>--<app>`): who the audit log names.
+    pub client_id: String,
 }
 
 impl Viewer {
@@ -108,7 +110,7 @@ impl Viewer {
             ViewerKind::Team => vec![format!("{}--{}", parts[0], parts[1])],
             _ => Vec::new(),
         };
-        Ok(Viewer { kind, access, env, group, teams })
+        Ok(Viewer { kind, access, env, group, teams, client_id: client_id.to_string() })
     }
 
     /// Resolves a group viewer's teams from the store (teams whose `spec.group` is the

@@ -11,6 +11,7 @@
 #![allow(dead_code)]
 
 pub mod jwt;
+pub mod secret_manager;
 
 use base64::Engine;
 use control_plane::config::Config;
@@ -116,7 +117,11 @@ impl Server {
         let base = format!("http://{}", running.local_addr());
         let client = reqwest::Client::new();
         assert!(running.app().wait_ready(std::time::Duration::from_secs(30)).await, "server not ready after 30 s");
-        let api = query::build_schema(control_plane::http::graphql::query_config(running.app().config())).unwrap();
+        let api = query::build_schema(query::QueryConfig {
+            secret_resolver: running.app().secret_manager().map(|m| m.resolver()),
+            ..control_plane::http::graphql::query_config(running.app().config())
+        })
+        .unwrap();
         let twin = tokio::sync::Mutex::new(None);
         let server = Server { running, base, client, _data: tmp, api, twin, queries: Default::default(), round_trips: Default::default() };
         // Ready serves the store; let the search index catch up with it too, so the first

@@ -475,7 +475,7 @@ fn signing_algorithm(alg: KeyAlgorithm) -> Option<Algorithm> {
 }
 
 /// An error with its sources, `a: b: c` (reqwest hides the cause behind "error sending request").
-fn error_chain(e: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
     while let Some(s) = source {

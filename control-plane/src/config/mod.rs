@@ -335,6 +335,38 @@ pub const SETTINGS: &[Setting] = &[
         |d, v| set(&mut d.config.secret_manager.url, base_url(one(v)?).map(Some)),
     ),
     Setting::file(
+        "secretManager.tokenFile",
+        "CP_SECRET_MANAGER_TOKEN_FILE",
+        "FILE",
+        "/var/run/secrets/secretmgr/token",
+        "File holding the bearer token sent to the secret manager, read again for every lookup (at most 64 KiB).",
+        |d, v| set(&mut d.config.secret_manager.token_file, non_empty_path(one(v)?)),
+    ),
+    Setting::file(
+        "secretManager.caFile",
+        "CP_SECRET_MANAGER_CA_FILE",
+        "FILE",
+        DEFAULT_SECRET_MANAGER_CA_FILE,
+        "PEM bundle of the CAs trusted for the secret manager, besides the system's; read at start (missing at the default path = system CAs only).",
+        |d, v| set(&mut d.config.secret_manager.ca_file, non_empty_path(one(v)?)),
+    ),
+    Setting::file(
+        "secretManager.cacheTtl",
+        "CP_SECRET_MANAGER_CACHE_TTL",
+        "DURATION",
+        "30s",
+        "How long a resolved secret is reused (Go duration, at most 10m; 0s = not kept); a rotation is visible within it.",
+        |d, v| set(&mut d.config.secret_manager.cache_ttl, parse_duration_between(one(v)?, Duration::ZERO, Duration::from_secs(600))),
+    ),
+    Setting::file(
+        "secretManager.timeout",
+        "CP_SECRET_MANAGER_TIMEOUT",
+        "DURATION",
+        "5s",
+        "Time limit of one secret lookup, waiting for a free connection included (Go duration, 1ms to 60s).",
+        |d, v| set(&mut d.config.secret_manager.timeout, parse_duration_between(one(v)?, Duration::from_millis(1), Duration::from_secs(60))),
+    ),
+    Setting::file(
         "fileManager.baseUrl",
         "CP_FILE_MANAGER_BASE_URL",
         "URL",
@@ -542,7 +574,19 @@ pub struct GraphqlConfig {
 pub struct SecretManagerConfig {
     /// `secretManager.url`; `None` = secret references are returned unresolved.
     pub url: Option<String>,
+    /// `secretManager.tokenFile`: the bearer token, read for every lookup.
+    pub token_file: PathBuf,
+    /// `secretManager.caFile`: extra trusted CAs (PEM), read at start.
+    pub ca_file: PathBuf,
+    /// `secretManager.cacheTtl`: how long a resolved value is reused, at most 10 minutes.
+    pub cache_ttl: Duration,
+    /// `secretManager.timeout`: one lookup's time limit, 1 ms to 60 s.
+    pub timeout: Duration,
 }
+
+/// The in-cluster trust bundle (reference-graphql.md §5.9): when this default is missing, the
+/// system's CAs alone are trusted; any other configured CA file must exist.
+pub const DEFAULT_SECRET_MANAGER_CA_FILE: &str = "/var/run/secrets/trust-bundle/trust-bundle.pem";
 
 /// `fileManager.*`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -624,7 +668,13 @@ impl Draft {
                 queue_length: 0,
                 persisted_queries: 0,
             },
-            secret_manager: SecretManagerConfig { url: None },
+            secret_manager: SecretManagerConfig {
+                url: None,
+                token_file: PathBuf::new(),
+                ca_file: PathBuf::new(),
+                cache_ttl: Duration::ZERO,
+                timeout: Duration::ZERO,
+            },
             file_manager: FileManagerConfig { base_url: None },
             projector: ProjectorConfig {
                 dependency_delay: Duration::ZERO,
@@ -881,7 +931,7 @@ fn parse_url(s: &str) -> Result<(), String> {
 
 fn non_empty_path(s: &str) -> Result<PathBuf, String> {
     if s.trim().is_empty() {
-        Err("expected a directory path, got an empty value".into())
+        Err("expected a path, got an empty value".into())
     } else {
         Ok(PathBuf::from(s))
     }
@@ -925,6 +975,15 @@ fn parse_scope_prefix(s: &str) -> Result<String, String> {
     } else {
         Ok(s.to_string())
     }
+}
+
+/// A duration from `min` to `max`.
+fn parse_duration_between(s: &str, min: Duration, max: Duration) -> Result<Duration, String> {
+    let d = duration::parse(s)?;
+    if d < min || d > max {
+        return Err(format!("expected a duration from {min:?} to {max:?}, got {s:?}"));
+    }
+    Ok(d)
 }
 
 fn parse_leeway(s: &str) -> Result<Duration, String> {

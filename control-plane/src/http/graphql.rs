@@ -68,17 +68,25 @@ pub fn query_config(config: &Config) -> QueryConfig {
         max_response_bytes: config.graphql.max_response_bytes,
         file_manager_base_url: config.file_manager.base_url.clone(),
         persisted_queries: config.graphql.persisted_queries,
+        secret_resolver: None,
     }
 }
 
 /// Routes `/graphql/query` (and `/graphql` when the playground is enabled), authenticating
-/// requests with `auth`; counts them in `metrics` (`controlplane_graphql_*`). Requests in
-/// flight stop once `shutdown` is set.
+/// requests with `auth` and resolving secret references with `secrets`; counts them in
+/// `metrics` (`controlplane_graphql_*`). Requests in flight stop once `shutdown` is set.
 ///
 /// # Panics
 /// Never on input; building the schema fails only on a programming error caught by the SDL test.
-pub fn routes(store: Store, config: &Config, auth: Authenticator, metrics: Metrics, shutdown: Arc<AtomicBool>) -> Route {
-    let api = query::build_schema(query_config(config)).expect("invariant: the generated schema is valid (see query/schema.graphql test)");
+pub fn routes(
+    store: Store,
+    config: &Config,
+    secrets: Option<Arc<dyn query::secrets::SecretResolver>>,
+    auth: Authenticator,
+    metrics: Metrics,
+    shutdown: Arc<AtomicBool>,
+) -> Route {
+    let api = query::build_schema(QueryConfig { secret_resolver: secrets, ..query_config(config) }).expect("invariant: the generated schema is valid (see query/schema.graphql test)");
     let limits = Limits { max_body_bytes: config.graphql.max_body_bytes, timeout: config.graphql.request_timeout };
     let executor = Executor::new(config.graphql.workers, config.graphql.queue_length, shutdown, metrics.clone());
     let pool_kib = (ANSWERS_IN_FLIGHT * config.graphql.max_response_bytes).div_ceil(1024).min(tokio::sync::Semaphore::MAX_PERMITS);

@@ -19,7 +19,8 @@ pub fn routes(app: &App) -> poem::Route {
     let readiness = app.readiness().clone();
     let metrics = app.metrics().clone();
     let data_dir = app.config().storage.data_dir.clone();
-    let route = graphql::routes(app.store().clone(), app.config(), app.authenticator().clone(), metrics.clone(), app.shutdown_flag());
+    let secrets = app.secret_manager().map(|m| m.resolver());
+    let route = graphql::routes(app.store().clone(), app.config(), secrets, app.authenticator().clone(), metrics.clone(), app.shutdown_flag());
     let config = app.config();
     let phases = KindId::ALL
         .iter()

@@ -56,7 +56,7 @@ impl Entity for AgenticExposure {
             rf::<AgenticExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
             field::<S>("security", TypeRef::named("AgenticExposureSecurity"), |p, _| {
                 let r = &p.record;
-                Ok(r.security.m2m.as_ref().and_then(|_| obj(Owned::new(&r.meta.environment, r.meta.team(), r.security.clone()))))
+                Ok(r.security.m2m.as_ref().and_then(|_| obj(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<AgenticExposure>(&p.key), r.security.clone()))))
             }),
             rf::<AgenticExposure>("traffic", TypeRef::named("Traffic"), |r| obj(r.traffic.clone())),
             field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
@@ -137,7 +137,7 @@ pub fn register_all(bld: &mut Builder) {
     bld.object(Object::new("AgenticExposureSecurity").field(field::<Owned<ApiExposureSecurity>>(
         "m2m",
         TypeRef::named("Machine2MachineAuthentication"),
-        |p, _| Ok(p.v.m2m.clone().and_then(|m| obj(Owned::new(&p.env, &p.team, m)))),
+        |p, _| Ok(p.v.m2m.clone().and_then(|m| obj(p.child(m)))),
     )));
     let w = bld.where_type::<AgenticExposure>();
     bld.extend(

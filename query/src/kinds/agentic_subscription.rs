@@ -39,7 +39,7 @@ impl Entity for AgenticSubscription {
         let mut f = vec![
             field::<S>("security", TypeRef::named("AgenticSubscriptionSecurity"), |p, _| {
                 let r = &p.record;
-                Ok(r.security.clone().and_then(|sec| obj(Owned::new(&r.meta.environment, r.meta.team(), sec))))
+                Ok(r.security.clone().and_then(|sec| obj(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<AgenticSubscription>(&p.key), sec))))
             }),
             rf::<AgenticSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
                 r.requested_scopes.as_deref().and_then(strs)
@@ -75,7 +75,7 @@ pub fn register_all(bld: &mut Builder) {
     bld.object(Object::new("AgenticSubscriptionSecurity").field(field::<Owned<ApiSubscriptionSecurity>>(
         "m2m",
         TypeRef::named("SubscriberMachine2MachineAuthentication"),
-        |p, _| Ok(p.v.m2m.clone().and_then(|m| obj(Owned::new(&p.env, &p.team, m)))),
+        |p, _| Ok(p.v.m2m.clone().and_then(|m| obj(p.child(m)))),
     )));
     let w = bld.where_type::<AgenticSubscription>();
     bld.extend(

@@ -10,7 +10,7 @@
 use super::common::{mixin_columns, query_escape};
 use super::info::{external_ids, team_info};
 use crate::column::Column;
-use crate::entity::{field, node_value, nullable_string, obj, register, rf, secret, strs, Builder, Entity, RequestContext};
+use crate::entity::{field, node_value, nullable_string, obj, register, rf, strs, Builder, Entity, RequestContext};
 use crate::error::internal;
 use crate::filter::{FilterType, FilterValue};
 use async_graphql::dynamic::{Field, Object, TypeRef};
@@ -63,14 +63,8 @@ impl Entity for Application {
                 .field(field::<IpRestrictions>("Deny", TypeRef::named_nn_list(TypeRef::STRING), |p, _| Ok(list_or_null(&p.deny)))),
         );
         vec![
-            field::<Stored<ApplicationRecord>>("clientSecret", TypeRef::named(TypeRef::STRING), |p, rq| {
-                let r = &p.record;
-                Ok(secret(rq, (&r.meta.environment, &r.team), r.client_secret.as_deref()))
-            }),
-            field::<Stored<ApplicationRecord>>("rotatedClientSecret", TypeRef::named(TypeRef::STRING), |p, rq| {
-                let r = &p.record;
-                Ok(secret(rq, (&r.meta.environment, &r.team), r.rotated_client_secret.as_deref()))
-            }),
+            b.secret_field::<Application>("clientSecret", |r| (&r.meta.environment, &r.team, r.client_secret.as_deref())),
+            b.secret_field::<Application>("rotatedClientSecret", |r| (&r.meta.environment, &r.team, r.rotated_client_secret.as_deref())),
             rf::<Application>("externalIds", TypeRef::named_nn_list("ExternalId"), |r| external_ids(&r.external_ids)),
             rf::<Application>("ipRestrictions", TypeRef::named("IpRestrictions"), |r| r.ip_restrictions.clone().and_then(obj)),
             field::<Stored<ApplicationRecord>>("permissionsURL", TypeRef::named(TypeRef::STRING), |p, rq| {

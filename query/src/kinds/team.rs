@@ -12,7 +12,7 @@
 use super::common::{mixin_columns, non_empty};
 use crate::column::Column;
 use crate::entity::{
-    connection_field, field, nested_rows, node_value, objs, register, secret, string, Builder, Entity, Loader, RequestContext,
+    connection_field, field, nested_rows, node_value, objs, register, string, Builder, Entity, Loader, RequestContext,
 };
 use crate::error::internal;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
@@ -53,10 +53,7 @@ impl Entity for Team {
 
     fn fields(b: &mut Builder) -> Vec<Field> {
         let mut v = vec![
-            field::<Stored<TeamRecord>>("teamToken", TypeRef::named(TypeRef::STRING), |p, rq| {
-                let r = &p.record;
-                Ok(secret(rq, (&r.meta.environment, &r.meta.name), r.team_token.as_deref()))
-            }),
+            b.secret_field::<Team>("teamToken", |r| (&r.meta.environment, &r.meta.name, r.team_token.as_deref())),
             field::<Stored<TeamRecord>>("group", TypeRef::named("Group"), |p, rq| {
                 let r = &p.record;
                 if r.group.is_empty() {

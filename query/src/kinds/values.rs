@@ -4,9 +4,11 @@
 //!
 //! Security types carry their owner ([`Owned`]) so that secret fields (`password`,
 //! `clientSecret`, `clientKey`) go through [`crate::entity::secret`]: plain values for the owning
-//! team, `**********` for obfuscated callers (reference-graphql.md §5.9).
+//! team, `**********` for obfuscated callers (reference-graphql.md §5.9), resolved when a
+//! secret manager is configured ([`crate::secrets`]).
 
-use crate::entity::{boolean, enum_item, enums, field, integer, nullable_string, obj, objs, secret, string, strs, Builder};
+use crate::entity::{boolean, enum_item, enums, field, integer, nullable_string, obj, objs, string, strs, Builder};
+use crate::secrets::{secret_field, SecretSite};
 use async_graphql::dynamic::{Object, TypeRef};
 use schema::common::{ApprovalStrategy, Visibility};
 use schema::kinds::api_exposure::TokenRequestMethod;
@@ -31,18 +33,25 @@ pub struct Owned<T> {
     pub env: String,
     /// Owner team (`<group>--<team>`).
     pub team: String,
+    /// Global ID of the owning record (what the audit log names).
+    pub record: String,
     /// The value.
     pub v: T,
 }
 
 impl<T> Owned<T> {
-    /// Wraps `v` owned by `(env, team)`.
-    pub fn new(env: &str, team: &str, v: T) -> Owned<T> {
-        Owned { env: env.to_string(), team: team.to_string(), v }
+    /// Wraps `v` of the record `record` (a global ID) owned by `(env, team)`.
+    pub fn new(env: &str, team: &str, record: &str, v: T) -> Owned<T> {
+        Owned { env: env.to_string(), team: team.to_string(), record: record.to_string(), v }
     }
 
-    fn child<U>(&self, v: U) -> Owned<U> {
-        Owned { env: self.env.clone(), team: self.team.clone(), v }
+    /// A part of the value, owned by the same record.
+    pub fn child<U>(&self, v: U) -> Owned<U> {
+        Owned { env: self.env.clone(), team: self.team.clone(), record: self.record.clone(), v }
+    }
+
+    fn site<'a>(&'a self, value: Option<&'a str>) -> SecretSite<'a> {
+        SecretSite { env: &self.env, team: &self.team, record: (&*self.record).into(), value }
     }
 }
 
@@ -67,6 +76,7 @@ pub fn register(bld: &mut Builder) {
     let string_nn = || TypeRef::named_nn(TypeRef::STRING);
     let strings = || TypeRef::named_nn_list(TypeRef::STRING);
     let int_ = || TypeRef::named(TypeRef::INT);
+    let secrets = bld.secret_resolver.clone();
 
     bld.object(Object::new("Upstream").field(field::<Upstream>("url", string_nn(), |u, _| Ok(string(&u.url)))).field(field::<Upstream>(
         "weight",
@@ -115,18 +125,18 @@ pub fn register(bld: &mut Builder) {
         Object::new("BasicAuthCredentials")
             .field(field::<Owned<BasicAuthCredentials>>("username", string_nn(), |p, _| Ok(string(&p.v.username))))
             // `String!`: a caller who may not read the secret gets "" (§1.5 "unresolvable → ''").
-            .field(field::<Owned<BasicAuthCredentials>>("password", string_nn(), |p, rq| {
-                Ok(secret(rq, (&p.env, &p.team), Some(&p.v.password)).or_else(|| string("")))
+            .field(secret_field::<Owned<BasicAuthCredentials>>("password", string_nn(), Some(""), secrets.clone(), |p| {
+                p.site(Some(&p.v.password))
             })),
     );
     bld.object(
         Object::new("OAuth2ClientCredentials")
             .field(field::<Owned<OAuth2ClientCredentials>>("clientId", string_nn(), |p, _| Ok(string(&p.v.client_id))))
-            .field(field::<Owned<OAuth2ClientCredentials>>("clientSecret", string_type(), |p, rq| {
-                Ok(secret(rq, (&p.env, &p.team), Some(p.v.client_secret.as_str()).filter(|v| !v.is_empty())))
+            .field(secret_field::<Owned<OAuth2ClientCredentials>>("clientSecret", string_type(), None, secrets.clone(), |p| {
+                p.site(Some(p.v.client_secret.as_str()).filter(|v| !v.is_empty()))
             }))
-            .field(field::<Owned<OAuth2ClientCredentials>>("clientKey", string_type(), |p, rq| {
-                Ok(secret(rq, (&p.env, &p.team), Some(p.v.client_key.as_str()).filter(|v| !v.is_empty())))
+            .field(secret_field::<Owned<OAuth2ClientCredentials>>("clientKey", string_type(), None, secrets.clone(), |p| {
+                p.site(Some(p.v.client_key.as_str()).filter(|v| !v.is_empty()))
             })),
     );
     bld.object(Object::new("ApiSubscriptionSecurity").field(field::<Owned<ApiSubscriptionSecurity>>(
