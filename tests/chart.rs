@@ -860,6 +860,27 @@ fn custom_config_is_loaded_by_the_real_loader() {
     assert!(!config.graphql.playground_enabled);
     assert_eq!(config.graphql.request_timeout, Duration::from_secs(30));
     assert_eq!(config.secret_manager.url.as_deref(), Some("https://secrets.example.com"));
+    assert_eq!((config.secret_manager.cache_ttl, config.secret_manager.timeout), (Duration::from_secs(60), Duration::from_secs(2)));
+    // The token and the trust bundle are mounted where the defaults read them.
+    let mounts: Vec<(String, String)> = r.container()["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| (m["name"].as_str().unwrap().to_string(), m["mountPath"].as_str().unwrap().to_string()))
+        .collect();
+    for (name, file) in [("secret-manager-token", &config.secret_manager.token_file), ("trust-bundle", &config.secret_manager.ca_file)] {
+        let dir = file.parent().unwrap().to_str().unwrap().to_string();
+        assert!(mounts.contains(&(name.to_string(), dir.clone())), "{name} at {dir}: {mounts:?}");
+    }
+    let volumes = r.statefulset()["spec"]["template"]["spec"]["volumes"].as_array().unwrap().clone();
+    let volume = |name: &str| volumes.iter().find(|v| v["name"] == name).cloned().unwrap_or_else(|| panic!("no volume {name}"));
+    assert_eq!(volume("secret-manager-token")["secret"]["secretName"], "secret-manager-token");
+    assert_eq!(volume("secret-manager-token")["secret"]["items"][0]["path"], "token");
+    assert_eq!(volume("trust-bundle")["configMap"]["name"], "trust-bundle");
+    assert_eq!(volume("trust-bundle")["configMap"]["items"][0]["path"], "trust-bundle.pem");
+    let defaults = Rendered::defaults();
+    let default_mounts = defaults.container()["volumeMounts"].as_array().unwrap().len();
+    assert_eq!(default_mounts, 3, "no secret manager mounts by default");
     assert_eq!(config.projector.periodic_resync, Duration::from_secs(3600));
     assert_eq!(config.features, schema::kind::Features { pubsub: true, permission: true, ai_gateway: false, file_manager: true });
     assert_eq!(r.env()["CP_LOG_FORMAT"], "text");

@@ -123,7 +123,11 @@ async fn the_owner_reads_resolved_secrets_once_looked_up_then_cached_and_nobody_
     // Other teams and groups: not visible, not looked up — by list, by ID and through the
     // subscription whose OAuth2 client secret belongs to payments--checkout.
     let id = planner(&answer)["id"].as_str().unwrap().to_string();
-    for other in [team_token("payments--checkout", "poc"), token("payments--probe--console", "tardis:group:read", "poc"), team_token("logistics--fleet", "qa")] {
+    for other in [
+        team_token("payments--checkout", "poc"),
+        token("payments--probe--console", "tardis:group:read", "poc"),
+        team_token("logistics--fleet", "qa"),
+    ] {
         let listed = post(&server, &other, "{ applications { edges { node { name clientSecret rotatedClientSecret } } } }").await;
         assert!(!listed.to_string().contains("planner-"), "{listed}");
         let by_id = post(&server, &other, &format!(r#"{{ node(id: "{id}") {{ ... on Application {{ clientSecret }} }} }}"#)).await;
@@ -154,13 +158,15 @@ async fn the_owner_reads_resolved_secrets_once_looked_up_then_cached_and_nobody_
     // The audit log names viewer, field, record and outcome, and never a value.
     let log = log_text();
     let audit: Vec<&str> = log.lines().filter(|l| l.contains("secret field read")).collect();
-    assert!(audit.iter().any(|l| l.contains("logistics--fleet--console") && l.contains("clientSecret") && l.contains(&id) && l.contains("resolved")), "{log}");
+    assert!(
+        audit
+            .iter()
+            .any(|l| l.contains("logistics--fleet--console") && l.contains("clientSecret") && l.contains(&id) && l.contains("resolved")),
+        "{log}"
+    );
     assert!(audit.iter().any(|l| l.contains("logistics--fleet--console") && l.contains("masked")), "{log}");
     assert!(audit.iter().any(|l| l.contains("platform--admins--console") && l.contains("clientSecret")), "{log}");
-    assert!(
-        !audit.iter().any(|l| l.contains("payments--checkout--console") && l.contains(&id)),
-        "a hidden secret is not an access: {log}"
-    );
+    assert!(!audit.iter().any(|l| l.contains("payments--checkout--console") && l.contains(&id)), "a hidden secret is not an access: {log}");
     for (_, value) in VALUES {
         assert!(!log.contains(value), "the log holds a secret value");
     }
@@ -187,7 +193,8 @@ async fn a_failing_secret_manager_gives_failed_to_resolve_secret_with_no_upstrea
     let server = server(&fake, &dir, Duration::from_secs(600), Duration::from_secs(5)).await;
     let fleet = team_token("logistics--fleet", "poc");
     fake.behave(Behaviour::Fail(500, r#"{"error":"vault sealed","value":"leaked-upstream-value"}"#.into()));
-    let answer = post(&server, &fleet, r#"{ applications(where: {name: "fleet-planner"}) { edges { node { name clientSecret } } } }"#).await;
+    let answer =
+        post(&server, &fleet, r#"{ applications(where: {name: "fleet-planner"}) { edges { node { name clientSecret } } } }"#).await;
     assert_eq!(planner(&answer)["name"], "fleet-planner");
     assert_eq!(planner(&answer)["clientSecret"], Value::Null);
     let errors = answer["errors"].as_array().unwrap();
@@ -221,7 +228,9 @@ async fn a_secret_manager_that_never_answers_is_cut_at_the_timeout_and_the_serve
     let fleet = team_token("logistics--fleet", "poc");
     let slow = {
         let (server, fleet) = (server.clone(), fleet.clone());
-        tokio::spawn(async move { post(&server, &fleet, r#"{ applications(where: {name: "fleet-planner"}) { edges { node { clientSecret } } } }"#).await })
+        tokio::spawn(async move {
+            post(&server, &fleet, r#"{ applications(where: {name: "fleet-planner"}) { edges { node { clientSecret } } } }"#).await
+        })
     };
     // While the lookup hangs, the server answers health checks and queries without secrets.
     fake.wait_for_requests(1).await;

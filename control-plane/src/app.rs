@@ -109,7 +109,8 @@ impl App {
             .with_context(|| format!("opening the search index in {}", search_dir.display()))?;
         let metrics = Metrics::new();
         let auth = Authenticator::new(&config.security, metrics.registry()).context("setting up authentication")?;
-        let secrets = crate::secrets::SecretManager::new(&config.secret_manager, metrics.registry()).context("setting up the secret manager")?;
+        let secrets =
+            crate::secrets::SecretManager::new(&config.secret_manager, metrics.registry()).context("setting up the secret manager")?;
         let handlers = Arc::new(Handlers::new(&config.features).with_max_document_bytes(config.max_document_bytes));
         for (kind, enabled) in handlers.kinds() {
             if !enabled {
@@ -185,7 +186,18 @@ impl App {
             }
             (SourceConfig::Kube(_), None) => unreachable!("the kube client is built above"),
         };
-        Ok(App { config, store, metrics, readiness, auth, secrets, source: Some(source), writer: Some(writer), catalogue, shutdown: Arc::default() })
+        Ok(App {
+            config,
+            store,
+            metrics,
+            readiness,
+            auth,
+            secrets,
+            source: Some(source),
+            writer: Some(writer),
+            catalogue,
+            shutdown: Arc::default(),
+        })
     }
 
     /// The configuration it runs with.

@@ -67,7 +67,10 @@ impl SecretMetrics {
     /// logged and the metric stays unexported).
     pub fn new(registry: &Registry) -> SecretMetrics {
         let lookups = IntCounterVec::new(
-            Opts::new("controlplane_secret_lookups_total", "Secret references resolved for GraphQL fields, by outcome (cached, fetched, failed)."),
+            Opts::new(
+                "controlplane_secret_lookups_total",
+                "Secret references resolved for GraphQL fields, by outcome (cached, fetched, failed).",
+            ),
             &["outcome"],
         )
         .expect("metric definition is valid");
@@ -81,7 +84,11 @@ impl SecretMetrics {
                 .buckets(vec![0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
         )
         .expect("metric definition is valid");
-        for c in [Box::new(lookups.clone()) as Box<dyn prometheus::core::Collector>, Box::new(requests.clone()), Box::new(request_seconds.clone())] {
+        for c in [
+            Box::new(lookups.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(requests.clone()),
+            Box::new(request_seconds.clone()),
+        ] {
             if let Err(e) = registry.register(c) {
                 tracing::warn!(error = %e, "a secret metric is not exported");
             }
@@ -226,14 +233,8 @@ impl Inner {
         let token = read_token(&self.token_file).await?;
         let url = format!("{}{}", self.base, lookup_path(id));
         let chain = |e: reqwest::Error| crate::auth::jwks::error_chain(&e.without_url());
-        let mut response = self
-            .client
-            .get(url)
-            .bearer_auth(token)
-            .header(reqwest::header::ACCEPT, "application/json")
-            .send()
-            .await
-            .map_err(chain)?;
+        let mut response =
+            self.client.get(url).bearer_auth(token).header(reqwest::header::ACCEPT, "application/json").send().await.map_err(chain)?;
         if response.status() != reqwest::StatusCode::OK {
             return Err(format!("the secret manager answered HTTP {}", response.status()));
         }

@@ -130,11 +130,21 @@ pub(crate) type Loader = Arc<dyn Fn(&RequestContext, &Key) -> Result<Option<Fiel
 impl Builder {
     /// A nullable secret field of entity `K` ([`crate::secrets`]); `site` gives the owner's
     /// environment and team and the stored value.
-    pub fn secret_field<K: Entity>(&self, name: &'static str, site: for<'a> fn(&'a K::Record) -> (&'a str, &'a str, Option<&'a str>)) -> Field {
-        crate::secrets::secret_field::<Stored<K::Record>>(name, TypeRef::named(TypeRef::STRING), None, self.secret_resolver.clone(), move |p| {
-            let (env, team, value) = site(&p.record);
-            crate::secrets::SecretSite { env, team, record: global_id::<K>(&p.key).into(), value }
-        })
+    pub fn secret_field<K: Entity>(
+        &self,
+        name: &'static str,
+        site: for<'a> fn(&'a K::Record) -> (&'a str, &'a str, Option<&'a str>),
+    ) -> Field {
+        crate::secrets::secret_field::<Stored<K::Record>>(
+            name,
+            TypeRef::named(TypeRef::STRING),
+            None,
+            self.secret_resolver.clone(),
+            move |p| {
+                let (env, team, value) = site(&p.record);
+                crate::secrets::SecretSite { env, team, record: global_id::<K>(&p.key).into(), value }
+            },
+        )
     }
 
     /// The `specificationUrl: String` field of a catalogue kind `K` whose specification (a

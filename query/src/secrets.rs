@@ -109,7 +109,13 @@ enum Step {
     Lookup(Arc<dyn SecretResolver>, String, String),
 }
 
-fn step(rq: &RequestContext, field: &'static str, site: SecretSite<'_>, hidden: Option<&str>, resolver: Option<&Arc<dyn SecretResolver>>) -> Step {
+fn step(
+    rq: &RequestContext,
+    field: &'static str,
+    site: SecretSite<'_>,
+    hidden: Option<&str>,
+    resolver: Option<&Arc<dyn SecretResolver>>,
+) -> Step {
     let Some(value) = site.value else { return Step::Answer(None) };
     if rq.viewer.access == crate::viewer::Access::Obfuscated {
         audit(rq, field, &site.record, "masked");
@@ -193,7 +199,10 @@ mod tests {
 
     #[test]
     fn references_are_dollar_angle_brackets_around_a_bounded_printable_id() {
-        assert_eq!(reference_id("$<poc:payments--checkout:checkout-api:clientSecret:bc8f5f7be2>"), Some("poc:payments--checkout:checkout-api:clientSecret:bc8f5f7be2"));
+        assert_eq!(
+            reference_id("$<poc:payments--checkout:checkout-api:clientSecret:bc8f5f7be2>"),
+            Some("poc:payments--checkout:checkout-api:clientSecret:bc8f5f7be2")
+        );
         assert_eq!(reference_id("plain-secret"), None);
         assert_eq!(reference_id("$<unterminated"), None);
         assert_eq!(reference_id("x$<id>"), None);

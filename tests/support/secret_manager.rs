@@ -61,7 +61,9 @@ impl FakeSecretManager {
         let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
             .unwrap()
-            .with_no_client_auth().with_single_cert(certs, key).unwrap();
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .unwrap();
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("https://127.0.0.1:{}/api", listener.local_addr().unwrap().port());
@@ -110,7 +112,11 @@ impl FakeSecretManager {
 }
 
 /// Answers the one request of a connection (`Connection: close`).
-async fn serve(mut tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>, state: &State, received: &tokio::sync::watch::Sender<usize>) {
+async fn serve(
+    mut tls: tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    state: &State,
+    received: &tokio::sync::watch::Sender<usize>,
+) {
     let mut head = Vec::new();
     let mut buf = [0u8; 4096];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {

@@ -282,6 +282,8 @@ fn sample(s: &Setting) -> String {
         "security.scopePrefix" => Some("tenant"),
         "security.audience" => Some("console"),
         "secretManager.url" => Some("https://secrets.example"),
+        "secretManager.tokenFile" => Some("/tmp/cp-sample-token"),
+        "secretManager.caFile" => Some("/tmp/cp-sample-ca.pem"),
         "fileManager.baseUrl" => Some("https://files.example"),
         _ => None,
     };

@@ -86,7 +86,8 @@ pub fn routes(
     metrics: Metrics,
     shutdown: Arc<AtomicBool>,
 ) -> Route {
-    let api = query::build_schema(QueryConfig { secret_resolver: secrets, ..query_config(config) }).expect("invariant: the generated schema is valid (see query/schema.graphql test)");
+    let api = query::build_schema(QueryConfig { secret_resolver: secrets, ..query_config(config) })
+        .expect("invariant: the generated schema is valid (see query/schema.graphql test)");
     let limits = Limits { max_body_bytes: config.graphql.max_body_bytes, timeout: config.graphql.request_timeout };
     let executor = Executor::new(config.graphql.workers, config.graphql.queue_length, shutdown, metrics.clone());
     let pool_kib = (ANSWERS_IN_FLIGHT * config.graphql.max_response_bytes).div_ceil(1024).min(tokio::sync::Semaphore::MAX_PERMITS);

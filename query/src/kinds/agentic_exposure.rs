@@ -56,7 +56,9 @@ impl Entity for AgenticExposure {
             rf::<AgenticExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
             field::<S>("security", TypeRef::named("AgenticExposureSecurity"), |p, _| {
                 let r = &p.record;
-                Ok(r.security.m2m.as_ref().and_then(|_| obj(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<AgenticExposure>(&p.key), r.security.clone()))))
+                Ok(r.security.m2m.as_ref().and_then(|_| {
+                    obj(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<AgenticExposure>(&p.key), r.security.clone()))
+                }))
             }),
             rf::<AgenticExposure>("traffic", TypeRef::named("Traffic"), |r| obj(r.traffic.clone())),
             field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {

@@ -39,7 +39,9 @@ impl Entity for AgenticSubscription {
         let mut f = vec![
             field::<S>("security", TypeRef::named("AgenticSubscriptionSecurity"), |p, _| {
                 let r = &p.record;
-                Ok(r.security.clone().and_then(|sec| obj(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<AgenticSubscription>(&p.key), sec))))
+                Ok(r.security
+                    .clone()
+                    .and_then(|sec| obj(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<AgenticSubscription>(&p.key), sec))))
             }),
             rf::<AgenticSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
                 r.requested_scopes.as_deref().and_then(strs)

@@ -39,7 +39,9 @@ impl Entity for ApiExposure {
             rf::<ApiExposure>("upstreams", TypeRef::named_nn_list_nn("Upstream"), |r| objs(r.upstreams.clone())),
             field::<S>("security", TypeRef::named("ApiExposureSecurity"), |p, _| {
                 let r = &p.record;
-                Ok(r.security.m2m.as_ref().and_then(|_| obj(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<ApiExposure>(&p.key), r.security.clone()))))
+                Ok(r.security.m2m.as_ref().and_then(|_| {
+                    obj(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<ApiExposure>(&p.key), r.security.clone()))
+                }))
             }),
             rf::<ApiExposure>("traffic", TypeRef::named("Traffic"), |r| obj(r.traffic.clone())),
             rf::<ApiExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),

@@ -35,7 +35,9 @@ impl Entity for ApiSubscription {
         let mut f = vec![
             field::<S>("security", TypeRef::named("ApiSubscriptionSecurity"), |p, _| {
                 let r = &p.record;
-                Ok(r.security.clone().and_then(|sec| obj(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<ApiSubscription>(&p.key), sec))))
+                Ok(r.security
+                    .clone()
+                    .and_then(|sec| obj(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<ApiSubscription>(&p.key), sec))))
             }),
             rf::<ApiSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
                 r.requested_scopes.as_deref().and_then(strs)

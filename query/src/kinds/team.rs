@@ -11,9 +11,7 @@
 
 use super::common::{mixin_columns, non_empty};
 use crate::column::Column;
-use crate::entity::{
-    connection_field, field, nested_rows, node_value, objs, register, string, Builder, Entity, Loader, RequestContext,
-};
+use crate::entity::{connection_field, field, nested_rows, node_value, objs, register, string, Builder, Entity, Loader, RequestContext};
 use crate::error::internal;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::keys::{index, natural};
