@@ -267,6 +267,21 @@ async fn answer_in_process(store: &storage::Store, answers: &[(String, String, V
     wrong
 }
 
+/// `phaseCounts` of every root connection for every recorded viewer (layouts before 5 had no
+/// phase counters: the migration counts them).
+async fn phase_counts(store: &storage::Store, answers: &[(String, String, Value)]) -> Vec<Value> {
+    let api = query::build_schema(query::QueryConfig::default()).unwrap();
+    let roots =
+        ["teams", "applications", "apis", "apiExposures", "apiSubscriptions", "eventSubscriptions", "approvals", "approvalRequests"];
+    let query = format!("{{ {} }}", roots.map(|r| format!("{r} {{ totalCount phaseCounts {{ phase count }} }}")).join(" "));
+    let viewers: std::collections::BTreeSet<&String> = answers.iter().map(|(who, _, _)| who).collect();
+    let mut out = Vec::new();
+    for who in viewers {
+        out.push(serde_json::to_value(api.execute(store, viewer(who), async_graphql::Request::new(query.as_str())).await).unwrap());
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stores_and_snapshots_of_earlier_builds_open_restore_and_answer_the_same() {
     if let Ok(name) = std::env::var("CP_RECORD_STORE_FIXTURE") {
@@ -282,12 +297,14 @@ async fn stores_and_snapshots_of_earlier_builds_open_restore_and_answer_the_same
         // The data directory, opened as it is.
         let data = tmp.path().join("data");
         copy_dir(&pair.join("data"), &data);
-        {
+        let migrated_phases = {
             let store = storage::Store::open(&data).unwrap();
             let (_catalogue, _) = storage::search::Catalogue::open(&data.join(storage::search::SEARCH_DIR), &store).unwrap();
             let wrong = answer_in_process(&store, &answers).await;
             assert!(wrong.is_empty(), "{}: the old data directory answers differently:\n{}", pair.display(), wrong.join("\n"));
-        }
+            assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new(), "{}: migrated counters", pair.display());
+            phase_counts(&store, &answers).await
+        };
 
         // The snapshot, restored by the CLI's restore.
         let restored = tmp.path().join("restored");
@@ -297,6 +314,12 @@ async fn stores_and_snapshots_of_earlier_builds_open_restore_and_answer_the_same
             let (_catalogue, _) = storage::search::Catalogue::open(&restored.join(storage::search::SEARCH_DIR), &store).unwrap();
             let wrong = answer_in_process(&store, &answers).await;
             assert!(wrong.is_empty(), "{}: the restored snapshot answers differently:\n{}", pair.display(), wrong.join("\n"));
+            // The restore counts phases from the records; the migration must agree.
+            let restored_phases = phase_counts(&store, &answers).await;
+            assert_eq!(migrated_phases, restored_phases, "{}: phaseCounts after the migration", pair.display());
+            assert!(restored_phases.iter().all(|a| a.get("errors").is_none()), "{restored_phases:?}");
+            let admin = restored_phases.iter().map(|a| a["data"]["approvals"]["phaseCounts"][0]["count"].as_u64().unwrap()).max();
+            assert!(admin > Some(0), "{}: some viewer counts READY approvals", pair.display());
         }
 
         // A server started on the old directory with the same manifests (an upgrade).

@@ -12,6 +12,7 @@ use async_graphql::dynamic::{
     Enum, Field, FieldFuture, FieldValue, InputObject, InputValue, Interface, InterfaceField, Object, ResolverContext, TypeRef,
 };
 use async_graphql::{Error, Name, Value};
+use schema::common::StatusPhase;
 use schema::GraphqlEnum;
 use schema::{GlobalId, Key, Kind, Scope, Timestamp};
 use std::any::Any;
@@ -130,11 +131,7 @@ pub(crate) type Loader = Arc<dyn Fn(&RequestContext, &Key) -> Result<Option<Fiel
 impl Builder {
     /// A nullable secret field of entity `K` ([`crate::secrets`]); `site` gives the owner's
     /// environment and team and the stored value.
-    pub fn secret_field<K: Entity>(
-        &self,
-        name: &'static str,
-        site: for<'a> fn(&'a K::Record) -> (&'a str, &'a str, Option<&'a str>),
-    ) -> Field {
+    pub fn secret_field<K: Entity>(&self, name: &'static str, site: crate::secrets::RecordSecret<K::Record>) -> Field {
         crate::secrets::secret_field::<Stored<K::Record>>(
             name,
             TypeRef::named(TypeRef::STRING),
@@ -382,6 +379,8 @@ pub struct ConnData<R> {
     has_next: bool,
     has_previous: bool,
     total: u64,
+    /// `phaseCounts`, when selected.
+    phases: Vec<(StatusPhase, u64)>,
 }
 
 fn order_fields<K: Entity>() -> Vec<&'static str> {
@@ -413,21 +412,34 @@ pub fn register<K: Entity>(b: &mut Builder) {
             .field(field::<(String, Stored<K::Record>)>("node", TypeRef::named(name), |p, _| Ok(Some(node_value::<K>(p.1.clone())))))
             .field(field::<(String, Stored<K::Record>)>("cursor", TypeRef::named_nn("Cursor"), |p, _| string(&p.0).map(Ok).transpose())),
     );
-    b.object(
-        Object::new(format!("{name}Connection"))
-            .field(field::<ConnData<K::Record>>("edges", TypeRef::named_list(format!("{name}Edge")), |p, _| {
-                Ok(objs(p.edges.iter().cloned()))
+    let mut connection = Object::new(format!("{name}Connection"))
+        .field(field::<ConnData<K::Record>>("edges", TypeRef::named_list(format!("{name}Edge")), |p, _| Ok(objs(p.edges.iter().cloned()))))
+        .field(field::<ConnData<K::Record>>("pageInfo", TypeRef::named_nn("PageInfo"), |p, _| {
+            Ok(obj(crate::PageInfo {
+                has_next: p.has_next,
+                has_previous: p.has_previous,
+                start: p.edges.first().map(|e| e.0.clone()),
+                end: p.edges.last().map(|e| e.0.clone()),
             }))
-            .field(field::<ConnData<K::Record>>("pageInfo", TypeRef::named_nn("PageInfo"), |p, _| {
-                Ok(obj(crate::PageInfo {
-                    has_next: p.has_next,
-                    has_previous: p.has_previous,
-                    start: p.edges.first().map(|e| e.0.clone()),
-                    end: p.edges.last().map(|e| e.0.clone()),
+        }))
+        .field(field::<ConnData<K::Record>>("totalCount", TypeRef::named_nn(TypeRef::INT), |p, _| Ok(integer(p.total as i64))));
+    // Kinds with a status: how many of the connection's records (same viewer, `where` and
+    // `search` as `totalCount`) are in each phase, every phase listed.
+    if columns.iter().any(|c| c.name() == "statusPhase") {
+        b.object(
+            Object::new(format!("{name}PhaseCount"))
+                .field(field::<(StatusPhase, u64)>("phase", TypeRef::named_nn(format!("{name}StatusPhase")), |p, _| {
+                    Ok(enum_item(p.0.as_str()))
                 }))
-            }))
-            .field(field::<ConnData<K::Record>>("totalCount", TypeRef::named_nn(TypeRef::INT), |p, _| Ok(integer(p.total as i64)))),
-    );
+                .field(field::<(StatusPhase, u64)>("count", TypeRef::named_nn(TypeRef::INT), |p, _| Ok(integer(p.1 as i64)))),
+        );
+        connection = connection.field(field::<ConnData<K::Record>>(
+            "phaseCounts",
+            TypeRef::named_nn_list_nn(format!("{name}PhaseCount")),
+            |p, _| Ok(objs(p.phases.iter().copied())),
+        ));
+    }
+    b.object(connection);
     b.enumeration(&format!("{name}OrderField"), &order_fields::<K>());
     b.input(
         InputObject::new(format!("{name}Order"))
@@ -547,12 +559,14 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
                 crate::relay::Page { edges: Vec::new(), has_next: false, has_previous: false }
             };
             let total = if look.field("totalCount").exists() { src.count()? } else { 0 };
+            let phases =
+                if look.field("phaseCounts").exists() { src.phase_counts(&|r| K::status(r).map(|s| s.phase))? } else { Vec::new() };
             let edges: Vec<_> = page.edges.into_iter().map(|(suffix, st)| (encode_cursor(K::ID, &spec, &suffix), st)).collect();
             // Each edge: its cursor when selected, the edge and node objects (their fields
             // charge their own).
             let cursors = look.field("edges").field("cursor").exists();
             rq.deadline.charge(edges.iter().map(|(cursor, _)| if cursors { cursor.len() + 24 } else { 24 }).sum::<usize>() + 64)?;
-            Ok(obj(ConnData::<K::Record> { edges, has_next: page.has_next, has_previous: page.has_previous, total }))
+            Ok(obj(ConnData::<K::Record> { edges, has_next: page.has_next, has_previous: page.has_previous, total, phases }))
         })();
         FieldFuture::new(async move { result })
     })
@@ -683,6 +697,28 @@ impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
                 Ok(Some(s)) => pred.eval(&s, rq).then_some(Ok((suffix, s))),
             }
         })))
+    }
+
+    fn phase_counts(&self, phase: &dyn Fn(&K::Record) -> Option<StatusPhase>) -> Result<Vec<(StatusPhase, u64)>, Error> {
+        // As `count`: maintained counters when nothing filters and no record is counted twice.
+        if self.pred.is_trivial() && (self.scopes.len() == 1 || !K::SHARED_SCOPES) {
+            let mut counts: Vec<(StatusPhase, u64)> = StatusPhase::ALL.iter().map(|&p| (p, 0)).collect();
+            for scope in &self.scopes {
+                for (slot, (_, n)) in counts.iter_mut().zip(self.rq.view.phase_counts(K::ID, scope).map_err(internal)?) {
+                    slot.1 += n;
+                }
+            }
+            return Ok(counts);
+        }
+        let mut counts: Vec<(StatusPhase, u64)> = StatusPhase::ALL.iter().map(|&p| (p, 0)).collect();
+        for r in self.iter(Bound::Unbounded, false)? {
+            if let Some(p) = phase(&r?.1.record) {
+                if let Some(slot) = counts.iter_mut().find(|(q, _)| *q == p) {
+                    slot.1 += 1;
+                }
+            }
+        }
+        Ok(counts)
     }
 
     fn count(&self) -> Result<u64, Error> {

@@ -8,7 +8,8 @@
 use crate::error::bad_input;
 use async_graphql::Error;
 use base64::Engine;
-use schema::KindId;
+use schema::common::StatusPhase;
+use schema::{GraphqlEnum, KindId};
 use std::cmp::Ordering;
 use std::ops::Bound;
 use storage::{OrderField, Stored};
@@ -162,6 +163,23 @@ pub trait Rows<R> {
     /// # Errors
     /// Storage failures (as `INTERNAL`).
     fn iter(&self, from: Bound<&[u8]>, reverse: bool) -> Result<RowIter<'_, R>, Error>;
+
+    /// The number of rows per status phase (ignoring cursors), every phase of
+    /// [`StatusPhase::ALL`] in that order; `phase` reads a record's.
+    ///
+    /// # Errors
+    /// Storage failures (as `INTERNAL`).
+    fn phase_counts(&self, phase: &dyn Fn(&R) -> Option<StatusPhase>) -> Result<Vec<(StatusPhase, u64)>, Error> {
+        let mut counts: Vec<(StatusPhase, u64)> = StatusPhase::ALL.iter().map(|&p| (p, 0)).collect();
+        for r in self.iter(Bound::Unbounded, false)? {
+            if let Some(p) = phase(&r?.1.record) {
+                if let Some(slot) = counts.iter_mut().find(|(q, _)| *q == p) {
+                    slot.1 += 1;
+                }
+            }
+        }
+        Ok(counts)
+    }
 
     /// The number of rows (ignoring cursors).
     ///

@@ -58,6 +58,9 @@ pub trait SecretResolver: Send + Sync + std::fmt::Debug {
     fn resolve(&self, lookup: SecretLookup) -> Resolution;
 }
 
+/// Reads a record's secret: `(owner environment, owner team, stored value)`.
+pub type RecordSecret<R> = for<'a> fn(&'a R) -> (&'a str, &'a str, Option<&'a str>);
+
 /// Where a secret field's value sits: its owner and record, and the stored value.
 pub struct SecretSite<'a> {
     /// Environment of the owning record.

@@ -272,4 +272,11 @@ pub trait Kind: Send + Sync + 'static {
     fn created_at(_rec: &Self::Record) -> Option<Timestamp> {
         None
     }
+
+    /// The record's `statusPhase` and `statusMessage`, for kinds with the status mixin. The
+    /// store counts records per scope and phase from it (`phaseCounts`), the GraphQL layer
+    /// exposes and filters the two fields from it.
+    fn status(_rec: &Self::Record) -> Option<&crate::common::Status> {
+        None
+    }
 }

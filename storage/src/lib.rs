@@ -73,11 +73,13 @@ pub const DB_FILE: &str = "readmodel.redb";
 /// * 3 → 4: each kind's derivation version is stored ([`versions`]). The records of a layout 3
 ///   store are version 1 ([`versions::IMPLICIT_VERSION`]) of every kind, which the migration
 ///   records; kinds whose version is no longer 1 are then re-derived.
+/// * 4 → 5: `counts` also counts records per scope and status phase
+///   ([`tables::phase_count_key`]); the migration counts them from the records.
 ///
 /// The layout version says how tables are laid out; [`schema::Kind::VERSION`] says how one
 /// kind's records are encoded and derived. A change of a record or a translation rule bumps
 /// that kind's version, not this one.
-pub const SCHEMA_VERSION: u64 = 4;
+pub const SCHEMA_VERSION: u64 = 5;
 
 /// What the store keeps next to each record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -233,6 +235,32 @@ impl Store {
         std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io("syncing", dir, e))
     }
 
+    /// Adds the per-phase counters ([`tables::phase_count_key`]) of every stored record (the
+    /// 4 → 5 migration; a store of layout 4 has none).
+    fn count_phases(&self, txn: &redb::WriteTransaction) -> Result<(), StorageError> {
+        let mut counts = std::collections::BTreeMap::<Vec<u8>, u64>::new();
+        for &kind in schema::KindId::ALL {
+            let Some(ops) = self.kinds.get(kind) else { continue };
+            let records = txn.open_table(tables::records(kind))?;
+            for item in records.iter()? {
+                let (k, v) = item?;
+                let key = schema::Key::from_bytes(k.value().to_vec());
+                let envelope: Envelope = codec::decode(v.value(), kind.name())?;
+                let entries = ops.entries(&key, &envelope, tables::OrderSet::KEYS_ONLY)?;
+                if let Some(phase) = entries.phase {
+                    for scope in &entries.scopes {
+                        *counts.entry(tables::phase_count_key(kind, scope, phase)).or_default() += 1;
+                    }
+                }
+            }
+        }
+        let mut table = txn.open_table(tables::COUNTS)?;
+        for (k, n) in counts {
+            table.insert(k.as_slice(), n)?;
+        }
+        Ok(())
+    }
+
     fn init(&self) -> Result<(), StorageError> {
         let txn = self.db.begin_write()?;
         {
@@ -265,7 +293,12 @@ impl Store {
                             }
                         }
                     }
-                    versions::record_all(&mut meta, &self.kinds, |_| versions::IMPLICIT_VERSION)?;
+                    if v <= 3 {
+                        versions::record_all(&mut meta, &self.kinds, |_| versions::IMPLICIT_VERSION)?;
+                    }
+                    if v <= 4 {
+                        self.count_phases(&txn)?;
+                    }
                     meta.insert("schema_version", SCHEMA_VERSION)?;
                     tracing::info!(from = v, to = SCHEMA_VERSION, "store layout migrated");
                 }

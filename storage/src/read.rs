@@ -5,7 +5,8 @@ use crate::tables::{self, OrderField, OrderSet};
 use crate::write::KindTable;
 use crate::{Envelope, StorageError, Wanted};
 use redb::{ReadTransaction, ReadableTable};
-use schema::{IndexName, Key, Kind, KindId, Scope, Timestamp};
+use schema::common::StatusPhase;
+use schema::{GraphqlEnum, IndexName, Key, Kind, KindId, Scope, Timestamp};
 use std::sync::Arc;
 use std::sync::OnceLock;
 
@@ -314,19 +315,38 @@ impl ReadView {
         Ok(rows)
     }
 
+    /// The `counts` table, opened once per view.
+    fn counts_table(&self) -> Result<&CountsTable, StorageError> {
+        match self.counts.get() {
+            Some(t) => Ok(t),
+            None => {
+                let t = self.txn.open_table(tables::COUNTS)?;
+                Ok(self.counts.get_or_init(|| t))
+            }
+        }
+    }
+
     /// Number of records of `kind` in `scope` (maintained counter, O(1)).
     ///
     /// # Errors
     /// [`StorageError`] on redb failures.
     pub fn count(&self, kind: KindId, scope: &Scope) -> Result<u64, StorageError> {
-        let counts = match self.counts.get() {
-            Some(t) => t,
-            None => {
-                let t = self.txn.open_table(tables::COUNTS)?;
-                self.counts.get_or_init(|| t)
-            }
-        };
+        let counts = self.counts_table()?;
         Ok(counts.get(tables::count_key(kind, scope).as_slice())?.map(|v| v.value()).unwrap_or(0))
+    }
+
+    /// Records of `kind` in `scope` per status phase, every phase of [`StatusPhase::ALL`] in
+    /// that order, zeros included (maintained counters, O(1)); all zero for a kind without
+    /// status ([`schema::Kind::status`]).
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn phase_counts(&self, kind: KindId, scope: &Scope) -> Result<Vec<(StatusPhase, u64)>, StorageError> {
+        let counts = self.counts_table()?;
+        StatusPhase::ALL
+            .iter()
+            .map(|&p| Ok((p, counts.get(tables::phase_count_key(kind, scope, p).as_slice())?.map(|v| v.value()).unwrap_or(0))))
+            .collect()
     }
 
     /// Checks the store invariants listed in the crate docs; returns every violation found.
@@ -350,8 +370,8 @@ impl ReadView {
                 let e = ops.entries(&key, &env, built)?;
                 expected_order.extend(e.order);
                 expected_entries.extend(e.index_entries);
-                for s in e.scopes {
-                    *expected_counts.entry(tables::count_key(kind, &s)).or_default() += 1;
+                for k in tables::counter_keys(kind, &e.scopes, e.phase) {
+                    *expected_counts.entry(k).or_default() += 1;
                 }
                 let src = tables::source_key(kind, &env.source.0, &env.source.1);
                 if self.txn.open_table(tables::SOURCES)?.get(src.as_slice())?.is_none() {

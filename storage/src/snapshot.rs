@@ -619,8 +619,8 @@ fn derive(kinds: &KindTable, sections: &[&Section]) -> Result<Derived, SnapshotE
             }
             order.extend(e.order);
             index_entries.extend(e.index_entries);
-            for sc in &e.scopes {
-                *counts.entry(tables::count_key(kind, sc)).or_default() += 1;
+            for k in tables::counter_keys(kind, &e.scopes, e.phase) {
+                *counts.entry(k).or_default() += 1;
             }
         }
     }

@@ -32,7 +32,8 @@
 
 use crate::StorageError;
 use redb::{TableDefinition, WriteTransaction};
-use schema::{IndexName, Key, KindId, Scope};
+use schema::common::StatusPhase;
+use schema::{GraphqlEnum, IndexName, Key, KindId, Scope};
 
 /// `meta`: layout version, revision, last commit time.
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
@@ -258,6 +259,25 @@ pub fn count_key(kind: KindId, scope: &Scope) -> Vec<u8> {
     v.push(kind.code());
     v.extend_from_slice(key.as_bytes());
     v
+}
+
+/// The `counts` key of the records of `kind` in `scope` whose status phase is `phase`: the
+/// scope's [`count_key`], then `0xFF` (never part of a key: its parts are UTF-8) and the phase's
+/// position in [`StatusPhase::ALL`]. Within the kind's key range, so purging a kind purges them.
+pub fn phase_count_key(kind: KindId, scope: &Scope, phase: StatusPhase) -> Vec<u8> {
+    let mut v = count_key(kind, scope);
+    let position = StatusPhase::ALL.iter().position(|&p| p == phase).unwrap_or(0);
+    v.extend_from_slice(&[0xFF, position as u8]);
+    v
+}
+
+/// Every `counts` key a record of `kind` with `scopes` and status `phase` counts under: one per
+/// scope, and one per scope and phase.
+pub fn counter_keys<'a>(kind: KindId, scopes: &'a [Scope], phase: Option<StatusPhase>) -> impl Iterator<Item = Vec<u8>> + 'a {
+    scopes
+        .iter()
+        .map(move |s| count_key(kind, s))
+        .chain(phase.into_iter().flat_map(move |p| scopes.iter().map(move |s| phase_count_key(kind, s, p))))
 }
 
 /// The exclusive upper bound of all keys starting with `prefix` (`None` = unbounded).

@@ -128,6 +128,15 @@ pub(crate) struct Entries {
     pub order: Vec<Vec<u8>>,
     pub index_entries: Vec<Vec<u8>>,
     pub scopes: Vec<Scope>,
+    /// The status phase ([`Kind::status`]), counted per scope.
+    pub phase: Option<schema::common::StatusPhase>,
+}
+
+impl Entries {
+    /// The `counts` keys the record counts under ([`tables::counter_keys`]).
+    pub fn counter_keys(&self, kind: KindId) -> impl Iterator<Item = Vec<u8>> + '_ {
+        tables::counter_keys(kind, &self.scopes, self.phase)
+    }
 }
 
 struct Erased<K>(PhantomData<K>);
@@ -205,7 +214,7 @@ fn entries_by<K: Kind>(key: &Key, rec: &K::Record, env: &Envelope, include: impl
     }
     let index_entries =
         K::index_entries(rec, &env.links).iter().map(|(idx, lookup)| tables::index_entry(*idx, lookup, K::ID, key)).collect();
-    Entries { order, index_entries, scopes }
+    Entries { order, index_entries, scopes, phase: K::status(rec).map(|s| s.phase) }
 }
 
 /// The sort value of a record by `order`: the part of its ordering entry between the scope and
@@ -704,11 +713,11 @@ impl<'txn> WriteBatch<'txn> {
         for e in new_entries.iter().filter(|e| !old_entries.contains(e)) {
             t.index_entries.insert(e.as_slice(), ())?;
         }
-        for s in old.iter().flat_map(|o| &o.scopes) {
-            *self.counts.entry(tables::count_key(kind, s)).or_default() -= 1;
+        for k in old.iter().flat_map(|o| o.counter_keys(kind)) {
+            *self.counts.entry(k).or_default() -= 1;
         }
-        for s in new.iter().flat_map(|n| &n.scopes) {
-            *self.counts.entry(tables::count_key(kind, s)).or_default() += 1;
+        for k in new.iter().flat_map(|n| n.counter_keys(kind)) {
+            *self.counts.entry(k).or_default() += 1;
         }
         Ok(())
     }

@@ -36,7 +36,7 @@ pub fn fields<K: Entity<Record = AgenticCatalogueRecord>>(bld: &Builder) -> Vec<
 /// The exposed and filterable fields of catalogue kind `K`.
 pub fn columns<K: Entity<Record = AgenticCatalogueRecord>>() -> Vec<Column<AgenticCatalogueRecord>> {
     type C = Column<AgenticCatalogueRecord>;
-    let mut c = mixin_columns::<K>(|r| &r.status, |r| &r.meta);
+    let mut c = mixin_columns::<K>(|r| &r.meta);
     c.extend([
         C::string("basePath", |r| &r.base_path),
         C::string("version", |r| &r.version),

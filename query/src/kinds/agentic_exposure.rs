@@ -107,7 +107,7 @@ impl Entity for AgenticExposure {
 
     fn columns() -> Vec<Column<AgenticExposureRecord>> {
         type C = Column<AgenticExposureRecord>;
-        let mut c = mixin_columns::<AgenticExposure>(|r| &r.status, |r| &r.meta);
+        let mut c = mixin_columns::<AgenticExposure>(|r| &r.meta);
         c.extend([
             C::string("basePath", |r| &r.base_path),
             C::enumeration("visibility", VISIBILITY, |r| r.visibility),

@@ -60,7 +60,7 @@ impl Entity for AgenticSubscription {
 
     fn columns() -> Vec<Column<AgenticSubscriptionRecord>> {
         type C = Column<AgenticSubscriptionRecord>;
-        let mut c = mixin_columns::<AgenticSubscription>(|r| &r.status, |r| &r.meta);
+        let mut c = mixin_columns::<AgenticSubscription>(|r| &r.meta);
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("basePath", |r| &r.base_path),

@@ -51,7 +51,7 @@ impl Entity for Api {
     fn columns() -> Vec<Column<ApiRecord>> {
         // `specification` (hidden file ID) is filterable in the reference; not here.
         type C = Column<ApiRecord>;
-        let mut c = mixin_columns::<Api>(|r| &r.status, |r| &r.meta);
+        let mut c = mixin_columns::<Api>(|r| &r.meta);
         c.extend([
             C::string("basePath", |r| &r.base_path),
             C::string("version", |r| &r.version),

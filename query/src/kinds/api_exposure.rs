@@ -85,7 +85,7 @@ impl Entity for ApiExposure {
 
     fn columns() -> Vec<Column<ApiExposureRecord>> {
         type C = Column<ApiExposureRecord>;
-        let mut c = mixin_columns::<ApiExposure>(|r| &r.status, |r| &r.meta);
+        let mut c = mixin_columns::<ApiExposure>(|r| &r.meta);
         c.extend([
             C::string("basePath", |r| &r.base_path),
             C::enumeration("visibility", "ApiExposureVisibility", |r| r.visibility),

@@ -58,7 +58,7 @@ impl Entity for ApiSubscription {
 
     fn columns() -> Vec<Column<ApiSubscriptionRecord>> {
         type C = Column<ApiSubscriptionRecord>;
-        let mut c = mixin_columns::<ApiSubscription>(|r| &r.status, |r| &r.meta);
+        let mut c = mixin_columns::<ApiSubscription>(|r| &r.meta);
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("basePath", |r| &r.base_path),

@@ -121,7 +121,7 @@ impl Entity for Application {
     fn columns() -> Vec<Column<ApplicationRecord>> {
         // Client secrets and `permissionsURL` are not filterable (§2.2); secrets never are.
         type C = Column<ApplicationRecord>;
-        let mut c = mixin_columns::<Application>(|r| &r.status, |r| &r.meta);
+        let mut c = mixin_columns::<Application>(|r| &r.meta);
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::optional_string("clientID", |r| r.client_id.as_deref()),

@@ -11,7 +11,7 @@ use crate::entity::{field, objs, rf, strs, Builder, Entity, RequestContext};
 use crate::filter::EdgeFilter;
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use async_graphql::Error;
-use schema::common::{Meta, Status};
+use schema::common::Meta;
 use schema::kinds::agentic_subscription::AgenticSubscription;
 use schema::kinds::api_subscription::ApiSubscription;
 use schema::kinds::approval::{Approval, ApprovalRecord};
@@ -34,8 +34,6 @@ pub trait ApprovalEntity: Entity {
     fn record_meta(r: &Self::Record) -> &Meta;
     /// The shared approval fields.
     fn approval(r: &Self::Record) -> &ApprovalFields;
-    /// The record's status.
-    fn status(r: &Self::Record) -> &Status;
 }
 
 /// The object fields Approval and ApprovalRequest share besides their [`shared_columns`]
@@ -58,7 +56,7 @@ pub fn shared_fields<K: ApprovalEntity>(bld: &mut Builder) -> Vec<Field> {
 
 /// The exposed and filterable fields Approval and ApprovalRequest share (§2.2).
 pub fn shared_columns<K: ApprovalEntity>() -> Vec<Column<K::Record>> {
-    let mut c = mixin_columns::<K>(K::status, K::record_meta);
+    let mut c = mixin_columns::<K>(K::record_meta);
     c.extend([
         Column::string("action", |r| &K::approval(r).action),
         Column::enumeration("strategy", K::STRATEGY_ENUM, |r| K::approval(r).strategy),
@@ -106,10 +104,6 @@ impl ApprovalEntity for Approval {
 
     fn approval(r: &ApprovalRecord) -> &ApprovalFields {
         &r.fields
-    }
-
-    fn status(r: &ApprovalRecord) -> &Status {
-        &r.status
     }
 }
 

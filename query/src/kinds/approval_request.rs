@@ -9,7 +9,7 @@ use crate::entity::{field, node_value, Builder, Entity};
 use crate::error::internal;
 use crate::filter::EdgeFilter;
 use async_graphql::dynamic::{Field, TypeRef};
-use schema::common::{Meta, Status};
+use schema::common::Meta;
 use schema::keys::index;
 use schema::kinds::approval::Approval;
 use schema::kinds::approval_common::{ApprovalFields, ApprovalState};
@@ -27,10 +27,6 @@ impl ApprovalEntity for ApprovalRequest {
 
     fn approval(r: &ApprovalRequestRecord) -> &ApprovalFields {
         &r.fields
-    }
-
-    fn status(r: &ApprovalRequestRecord) -> &Status {
-        &r.status
     }
 }
 

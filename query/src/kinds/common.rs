@@ -14,18 +14,25 @@ pub fn time_columns<R: Send + Sync + 'static>() -> Vec<Column<R>> {
 /// `statusPhase` (`<Type>StatusPhase`) and `statusMessage` (`String`), both nullable and nil in
 /// `where` as the reference declares them, though a record without status conditions has
 /// phase `UNKNOWN` and message `""`.
-pub fn status_columns<K: Entity>(status: fn(&K::Record) -> &Status) -> Vec<Column<K::Record>> {
+pub fn status_columns<K: Entity>() -> Vec<Column<K::Record>> {
     vec![
-        Column::enumeration("statusPhase", &format!("{}StatusPhase", K::TYPE), move |r| status(r).phase).nullable(),
-        Column::string("statusMessage", move |r| &status(r).message).nullable(),
+        Column::enumeration("statusPhase", &format!("{}StatusPhase", K::TYPE), |r| status_of::<K>(r).phase).nullable(),
+        Column::string("statusMessage", |r| &status_of::<K>(r).message).nullable(),
     ]
+}
+
+/// The record's status ([`schema::Kind::status`]); unknown for a kind without one (which
+/// never registers the status columns).
+fn status_of<K: Entity>(r: &K::Record) -> &Status {
+    static NO_STATUS: Status = Status { phase: schema::common::StatusPhase::Unknown, message: String::new() };
+    K::status(r).unwrap_or(&NO_STATUS)
 }
 
 /// The mixins of reference-graphql.md §2.2 of a kind with status and metadata: its
 /// [`time_columns`], [`status_columns`] and [`meta_columns`], in that order.
-pub fn mixin_columns<K: Entity>(status: fn(&K::Record) -> &Status, meta: fn(&K::Record) -> &Meta) -> Vec<Column<K::Record>> {
+pub fn mixin_columns<K: Entity>(meta: fn(&K::Record) -> &Meta) -> Vec<Column<K::Record>> {
     let mut c = time_columns();
-    c.extend(status_columns::<K>(status));
+    c.extend(status_columns::<K>());
     c.extend(meta_columns(meta));
     c
 }

@@ -89,7 +89,7 @@ impl Entity for EventExposure {
 
     fn columns() -> Vec<Column<EventExposureRecord>> {
         type C = Column<EventExposureRecord>;
-        let mut c = mixin_columns::<EventExposure>(|r| &r.status, |r| &r.meta);
+        let mut c = mixin_columns::<EventExposure>(|r| &r.meta);
         c.extend([
             C::string("eventType", |r| &r.event_type),
             C::enumeration("visibility", "EventExposureVisibility", |r| r.visibility),

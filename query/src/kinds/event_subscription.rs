@@ -53,7 +53,7 @@ impl Entity for EventSubscription {
 
     fn columns() -> Vec<Column<EventSubscriptionRecord>> {
         type C = Column<EventSubscriptionRecord>;
-        let mut c = mixin_columns::<EventSubscription>(|r| &r.status, |r| &r.meta);
+        let mut c = mixin_columns::<EventSubscription>(|r| &r.meta);
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("eventType", |r| &r.event_type),

@@ -47,7 +47,7 @@ impl Entity for EventType {
     fn columns() -> Vec<Column<EventTypeRecord>> {
         // `specification` (hidden file ID) is filterable in the reference; not here.
         type C = Column<EventTypeRecord>;
-        let mut c = mixin_columns::<EventType>(|r| &r.status, |r| &r.meta);
+        let mut c = mixin_columns::<EventType>(|r| &r.meta);
         c.extend([
             C::string("eventType", |r| &r.event_type),
             C::string("version", |r| &r.version),

@@ -96,7 +96,7 @@ impl Entity for FileExposure {
 
     fn columns() -> Vec<Column<FileExposureRecord>> {
         type C = Column<FileExposureRecord>;
-        let mut c = mixin_columns::<FileExposure>(|r| &r.status, |r| &r.meta);
+        let mut c = mixin_columns::<FileExposure>(|r| &r.meta);
         c.extend([
             C::string("fileType", |r| &r.file_type),
             C::enumeration("variant", "FileExposureVariant", |r| r.variant),

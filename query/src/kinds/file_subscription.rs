@@ -52,7 +52,7 @@ impl Entity for FileSubscription {
 
     fn columns() -> Vec<Column<FileSubscriptionRecord>> {
         type C = Column<FileSubscriptionRecord>;
-        let mut c = mixin_columns::<FileSubscription>(|r| &r.status, |r| &r.meta);
+        let mut c = mixin_columns::<FileSubscription>(|r| &r.meta);
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("fileType", |r| &r.file_type),

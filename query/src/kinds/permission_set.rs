@@ -29,7 +29,7 @@ impl Entity for PermissionSet {
     }
 
     fn columns() -> Vec<Column<PermissionSetRecord>> {
-        mixin_columns::<PermissionSet>(|r| &r.status, |r| &r.meta)
+        mixin_columns::<PermissionSet>(|r| &r.meta)
     }
 
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<PermissionSetRecord>> {

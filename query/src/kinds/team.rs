@@ -92,7 +92,7 @@ impl Entity for Team {
     fn columns() -> Vec<Column<TeamRecord>> {
         // `teamToken` is a secret: never filterable (DESIGN decision 9).
         type C = Column<TeamRecord>;
-        let mut c = mixin_columns::<Team>(|r| &r.status, |r| &r.meta);
+        let mut c = mixin_columns::<Team>(|r| &r.meta);
         c.extend([
             C::string("name", |r| &r.meta.name),
             C::string("email", |r| &r.email),

@@ -21,6 +21,10 @@ pub struct AgentCard;
 pub type AgentCardRecord = AgenticCatalogueRecord;
 
 impl Kind for AgentCard {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::AgentCard;
     const VERSION: u32 = 1;
     type Cr = crds::AgentCard;

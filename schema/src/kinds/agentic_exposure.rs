@@ -124,6 +124,10 @@ const WIRING: ExposureWiring =
     ExposureWiring { active: index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH, subscriptions_by_key: index::AGENTIC_SUBSCRIPTION_BY_BASE_PATH };
 
 impl Kind for AgenticExposure {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::AgenticExposure;
     const VERSION: u32 = 1;
     type Cr = crds::AgenticExposure;

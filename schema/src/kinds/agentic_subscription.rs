@@ -65,6 +65,10 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
 };
 
 impl Kind for AgenticSubscription {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::AgenticSubscription;
     const VERSION: u32 = 1;
     const RETRY_UNLINKED: bool = true;

@@ -46,6 +46,10 @@ pub struct ApiRecord {
 }
 
 impl Kind for Api {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::Api;
     const VERSION: u32 = 1;
     type Cr = crds::Api;

@@ -348,6 +348,10 @@ const WIRING: ExposureWiring =
     ExposureWiring { active: index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, subscriptions_by_key: index::API_SUBSCRIPTION_BY_BASE_PATH };
 
 impl Kind for ApiExposure {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::ApiExposure;
     const VERSION: u32 = 1;
     type Cr = crds::ApiExposure;

@@ -104,6 +104,10 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
 };
 
 impl Kind for ApiSubscription {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::ApiSubscription;
     const VERSION: u32 = 1;
     const RETRY_UNLINKED: bool = true;

@@ -145,6 +145,10 @@ fn non_empty(value: Option<&str>) -> Option<String> {
 }
 
 impl Kind for Application {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::Application;
     const VERSION: u32 = 1;
     const ORDER_BY_NAME: bool = true;

@@ -30,6 +30,10 @@ pub struct ApprovalRecord {
 }
 
 impl Kind for Approval {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::Approval;
     const VERSION: u32 = 1;
     type Cr = crds::Approval;

@@ -27,6 +27,10 @@ pub struct ApprovalRequestRecord {
 }
 
 impl Kind for ApprovalRequest {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::ApprovalRequest;
     const VERSION: u32 = 1;
     type Cr = crds::ApprovalRequest;

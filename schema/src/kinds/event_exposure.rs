@@ -147,6 +147,10 @@ const WIRING: ExposureWiring =
     ExposureWiring { active: index::EVENT_EXPOSURE_ACTIVE_BY_TYPE, subscriptions_by_key: index::EVENT_SUBSCRIPTION_BY_TYPE };
 
 impl Kind for EventExposure {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::EventExposure;
     const VERSION: u32 = 1;
     type Cr = crds::EventExposure;

@@ -130,6 +130,10 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
 };
 
 impl Kind for EventSubscription {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::EventSubscription;
     const VERSION: u32 = 1;
     const RETRY_UNLINKED: bool = true;

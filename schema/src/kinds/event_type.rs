@@ -43,6 +43,10 @@ pub struct EventTypeRecord {
 }
 
 impl Kind for EventType {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::EventType;
     const VERSION: u32 = 1;
     type Cr = crds::EventType;

@@ -106,6 +106,10 @@ const WIRING: ExposureWiring =
     ExposureWiring { active: index::FILE_EXPOSURE_ACTIVE_BY_TYPE, subscriptions_by_key: index::FILE_SUBSCRIPTION_BY_TYPE };
 
 impl Kind for FileExposure {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::FileExposure;
     const VERSION: u32 = 1;
     type Cr = crds::FileExposure;

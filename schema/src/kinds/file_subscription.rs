@@ -49,6 +49,10 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
 };
 
 impl Kind for FileSubscription {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::FileSubscription;
     const VERSION: u32 = 1;
     const RETRY_UNLINKED: bool = true;

@@ -21,6 +21,10 @@ pub struct McpServer;
 pub type McpServerRecord = AgenticCatalogueRecord;
 
 impl Kind for McpServer {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::McpServer;
     const VERSION: u32 = 1;
     type Cr = crds::McpServer;

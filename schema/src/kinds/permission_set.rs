@@ -40,6 +40,10 @@ pub struct Permission {
 }
 
 impl Kind for PermissionSet {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::PermissionSet;
     const VERSION: u32 = 1;
     type Cr = crds::PermissionSet;

@@ -76,6 +76,10 @@ pub struct TeamRecord {
 }
 
 impl Kind for Team {
+    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
+        Some(&rec.status)
+    }
+
     const ID: KindId = KindId::Team;
     const VERSION: u32 = 1;
     const ORDER_BY_NAME: bool = true;
