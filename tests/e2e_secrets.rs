@@ -207,15 +207,21 @@ async fn a_failing_secret_manager_gives_failed_to_resolve_secret_with_no_upstrea
     // Not cached: once the manager answers again, the secret resolves.
     fake.behave(Behaviour::Answer);
     assert_eq!(planner(&post(&server, &fleet, PLANNER).await)["clientSecret"], "planner-secret-value");
+    // An answer over 64 KiB is not read to its end: the same failure.
+    fake.behave(Behaviour::Fail(200, format!(r#"{{"value":"{}"}}"#, "v".repeat(70_000))));
+    let teams = post(&server, &fleet, TEAMS).await;
+    assert_eq!(teams["errors"][0]["message"], "failed to resolve secret teamToken", "{teams}");
+    assert_eq!(teams["data"]["teams"]["edges"][0]["node"]["teamToken"], Value::Null);
     let log = log_text();
+    assert!(log.contains("larger than 65536 bytes"), "the log says the answer was too large");
     assert!(
         log.lines().any(|l| l.contains("a secret could not be resolved") && l.contains("clientSecret") && l.contains("HTTP 500")),
         "the log names the field and the reason: {log}"
     );
     assert!(!log.contains("leaked-upstream-value") && !log.contains("vault sealed"), "the log holds the upstream body");
     let metrics = server.get_text("/metrics").await;
-    assert_eq!(metric(&metrics, r#"controlplane_secret_lookups_total{outcome="failed"}"#), 1.0, "{metrics}");
-    assert_eq!(metric(&metrics, r#"controlplane_secret_manager_requests_total{result="error"}"#), 1.0, "{metrics}");
+    assert_eq!(metric(&metrics, r#"controlplane_secret_lookups_total{outcome="failed"}"#), 2.0, "{metrics}");
+    assert_eq!(metric(&metrics, r#"controlplane_secret_manager_requests_total{result="error"}"#), 2.0, "{metrics}");
     server.stop().await;
 }
 
@@ -283,4 +289,34 @@ async fn a_configured_ca_file_that_is_missing_or_holds_no_certificate_stops_the_
         };
         assert!(error.contains("secretManager.caFile") && error.contains(says), "{error}");
     }
+}
+
+/// Concurrent lookups of one id are one request to the manager: eight lookups wait for the one
+/// request the fake holds, which is answered only after it arrived.
+#[tokio::test]
+async fn concurrent_lookups_of_one_secret_are_one_request() {
+    use query::secrets::{SecretLookup, SecretResolver};
+    let fake = FakeSecretManager::start(&VALUES).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "manager-bearer-token").unwrap();
+    let mut config = control_plane::Config::default().secret_manager;
+    config.url = Some(fake.url.clone());
+    config.token_file = token_file;
+    config.ca_file = tls_file("ca.pem");
+    let metrics = control_plane::metrics::Metrics::new();
+    let manager = control_plane::secrets::SecretManager::new(&config, metrics.registry()).unwrap().expect("a URL is set");
+    fake.behave(Behaviour::Hold);
+    let lookups =
+        futures::future::join_all((0..8).map(|_| manager.resolve(SecretLookup { id: PLANNER_SECRET.to_string(), field: "clientSecret" })));
+    let release = async {
+        fake.wait_for_requests(1).await;
+        fake.release();
+    };
+    let (values, ()) = tokio::join!(lookups, release);
+    assert_eq!(values, vec![Ok("planner-secret-value".to_string()); 8]);
+    assert_eq!(fake.received().len(), 1, "one request for eight concurrent lookups");
+    let text = metrics.encode();
+    assert_eq!(metric(&text, r#"controlplane_secret_lookups_total{outcome="fetched"}"#), 8.0, "{text}");
+    assert_eq!(metric(&text, r#"controlplane_secret_manager_requests_total{result="ok"}"#), 1.0, "{text}");
 }

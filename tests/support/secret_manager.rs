@@ -26,6 +26,8 @@ pub enum Behaviour {
     Fail(u16, String),
     /// Reads the request and never answers.
     Hang,
+    /// Answers as [`Behaviour::Answer`] once [`FakeSecretManager::release`] was called.
+    Hold,
 }
 
 /// One request the fake received.
@@ -42,6 +44,8 @@ struct State {
     values: Mutex<HashMap<String, String>>,
     behaviour: Mutex<Option<Behaviour>>,
     received: Mutex<Vec<Received>>,
+    released: tokio::sync::Notify,
+    is_released: std::sync::atomic::AtomicBool,
 }
 
 /// The running fake; it stops with the test's runtime.
@@ -96,6 +100,12 @@ impl FakeSecretManager {
         *self.state.behaviour.lock().unwrap() = Some(behaviour);
     }
 
+    /// Lets every held request ([`Behaviour::Hold`]) be answered, now and from now on.
+    pub fn release(&self) {
+        self.state.is_released.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.state.released.notify_waiters();
+    }
+
     /// Every request received so far.
     pub fn received(&self) -> Vec<Received> {
         self.state.received.lock().unwrap().clone()
@@ -138,10 +148,16 @@ async fn serve(
     state.received.lock().unwrap().push(Received { path: path.clone(), authorization });
     received.send_modify(|n| *n += 1);
     let behaviour = state.behaviour.lock().unwrap().clone().unwrap_or(Behaviour::Answer);
+    if matches!(behaviour, Behaviour::Hold) {
+        let released = state.released.notified();
+        if !state.is_released.load(std::sync::atomic::Ordering::SeqCst) {
+            released.await;
+        }
+    }
     let (status, body) = match behaviour {
         Behaviour::Hang => return std::future::pending().await,
         Behaviour::Fail(status, body) => (status, body),
-        Behaviour::Answer => {
+        Behaviour::Answer | Behaviour::Hold => {
             let id = path.strip_prefix("/api/v1/secrets/").unwrap_or_default().replace("%3A", ":");
             match state.values.lock().unwrap().get(&id) {
                 Some(value) => (200, serde_json::json!({ "value": value }).to_string()),
