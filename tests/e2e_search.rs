@@ -143,3 +143,20 @@ async fn a_search_right_after_ready_answers_as_a_settled_server() {
         assert_eq!(at_ready["catalogueSearch"]["totalCount"], start + 1, "start {start} ({how})");
     }
 }
+
+/// `phaseCounts` counts what a search finds, as `totalCount` does, for a team and an admin.
+#[tokio::test]
+async fn phase_counts_count_the_records_a_search_finds() {
+    let server = Server::start(&support::world_dir(), None).await;
+    let admin = support::token("platform--admins--console", "tardis:admin:all", "poc");
+    for token in [support::team_token("payments--checkout", "poc"), admin] {
+        let data = server
+            .query(&token, r#"{ found: apis(search: "ledger") { totalCount phaseCounts { phase count } } all: apis { totalCount } }"#)
+            .await;
+        let counted: u64 = data["found"]["phaseCounts"].as_array().unwrap().iter().map(|p| p["count"].as_u64().unwrap()).sum();
+        let found = data["found"]["totalCount"].as_u64().unwrap();
+        assert_eq!(counted, found, "{data}");
+        assert!(found > 0 && found < data["all"]["totalCount"].as_u64().unwrap(), "the search narrows: {data}");
+    }
+    server.stop().await;
+}

@@ -710,15 +710,7 @@ impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
             }
             return Ok(counts);
         }
-        let mut counts: Vec<(StatusPhase, u64)> = StatusPhase::ALL.iter().map(|&p| (p, 0)).collect();
-        for r in self.iter(Bound::Unbounded, false)? {
-            if let Some(p) = phase(&r?.1.record) {
-                if let Some(slot) = counts.iter_mut().find(|(q, _)| *q == p) {
-                    slot.1 += 1;
-                }
-            }
-        }
-        Ok(counts)
+        crate::relay::scan_phase_counts(self, phase)
     }
 
     fn count(&self) -> Result<u64, Error> {

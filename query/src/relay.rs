@@ -170,15 +170,7 @@ pub trait Rows<R> {
     /// # Errors
     /// Storage failures (as `INTERNAL`).
     fn phase_counts(&self, phase: &dyn Fn(&R) -> Option<StatusPhase>) -> Result<Vec<(StatusPhase, u64)>, Error> {
-        let mut counts: Vec<(StatusPhase, u64)> = StatusPhase::ALL.iter().map(|&p| (p, 0)).collect();
-        for r in self.iter(Bound::Unbounded, false)? {
-            if let Some(p) = phase(&r?.1.record) {
-                if let Some(slot) = counts.iter_mut().find(|(q, _)| *q == p) {
-                    slot.1 += 1;
-                }
-            }
-        }
-        Ok(counts)
+        scan_phase_counts(self, phase)
     }
 
     /// The number of rows (ignoring cursors).
@@ -193,6 +185,25 @@ pub trait Rows<R> {
         }
         Ok(n)
     }
+}
+
+/// [`Rows::phase_counts`] by reading every row.
+///
+/// # Errors
+/// Storage failures (as `INTERNAL`).
+pub fn scan_phase_counts<R, T: Rows<R> + ?Sized>(
+    rows: &T,
+    phase: &dyn Fn(&R) -> Option<StatusPhase>,
+) -> Result<Vec<(StatusPhase, u64)>, Error> {
+    let mut counts: Vec<(StatusPhase, u64)> = StatusPhase::ALL.iter().map(|&p| (p, 0)).collect();
+    for r in rows.iter(Bound::Unbounded, false)? {
+        if let Some(p) = phase(&r?.1.record) {
+            if let Some(slot) = counts.iter_mut().find(|(q, _)| *q == p) {
+                slot.1 += 1;
+            }
+        }
+    }
+    Ok(counts)
 }
 
 /// One page of a connection.
