@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Peak memory growth allowed for a search text (MB).
 const SEARCH_GROWTH_MB: u64 = 256;
@@ -92,6 +92,7 @@ fn reset_peak(pid: u32) -> bool {
 struct Server {
     child: Child,
     pid: u32,
+    log: common::ServerLog,
     base: String,
     data: PathBuf,
     http: reqwest::Client,
@@ -106,26 +107,21 @@ impl Server {
             .arg(manifests)
             .arg("--data-dir")
             .arg(data)
-            .env("RUST_LOG", "warn")
+            .env("RUST_LOG", "warn,control_plane::app=info")
             .stdout(Stdio::null())
-            .stderr(Stdio::null());
+            .stderr(Stdio::piped());
         for (k, v) in env {
             cmd.env(k, v);
         }
-        let child = cmd.spawn().unwrap();
+        let mut child = cmd.spawn().unwrap();
         let pid = child.id();
-        let mut s = Server { child, pid, base: format!("http://127.0.0.1:{port}"), data: data.to_path_buf(), http: reqwest::Client::new() };
-        // The product's barrier: `/readyz` turns 200 once the initial load is applied. (The
-        // bound only turns a hang into a failure.)
-        let give_up = Instant::now() + Duration::from_secs(600);
-        loop {
-            assert!(s.child.try_wait().unwrap().is_none(), "the server exited while starting");
-            assert!(Instant::now() < give_up, "not ready after 600 s");
-            if s.http.get(format!("{}/readyz", s.base)).send().await.is_ok_and(|r| r.status() == 200) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let log = common::ServerLog::follow(&mut child);
+        let s =
+            Server { child, pid, log, base: format!("http://127.0.0.1:{port}"), data: data.to_path_buf(), http: reqwest::Client::new() };
+        // The product's barrier: the server logs that it is ready once the initial load is
+        // applied. (The bound only turns a hang into a failure.)
+        s.log.wait_for_async(common::READY_LINE, Duration::from_secs(600)).await;
+        assert_eq!(s.http.get(format!("{}/readyz", s.base)).send().await.unwrap().status(), 200, "ready as logged");
         s
     }
 
@@ -184,14 +180,8 @@ impl Server {
     fn terminate(mut self) -> (std::process::ExitStatus, PathBuf) {
         let sent = Command::new("kill").args(["-TERM", &self.pid.to_string()]).status().unwrap();
         assert!(sent.success());
-        let give_up = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return (status, self.data.clone());
-            }
-            assert!(Instant::now() < give_up, "the server did not exit within 60 s of SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let status = common::wait_exit(&mut self.child, Duration::from_secs(60));
+        (status, self.data.clone())
     }
 }
 

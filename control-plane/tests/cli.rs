@@ -1,9 +1,12 @@
 //! The binary: exit codes, refusal messages, `check`, and a served process that becomes ready
 //! and stops gracefully on SIGTERM.
 
+mod common;
+
+use common::ServerLog;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -143,8 +146,9 @@ fn http(addr: &str, method: &str, path: &str, header: &str) -> Option<(u16, Stri
 }
 
 #[cfg(unix)]
-/// Starts `serve` with `args` on a free port (JSON logs) and waits until it is ready.
-fn serve_until_ready(args: &[&str], data: &Path) -> (std::process::Child, String) {
+/// Starts `serve` with `args` on a free port (JSON logs) and waits until it logs that it is
+/// ready.
+fn serve_until_ready(args: &[&str], data: &Path) -> (std::process::Child, String, ServerLog) {
     let addr = format!("127.0.0.1:{}", free_port());
     let mut child = Command::new(env!("CARGO_BIN_EXE_control-plane"))
         .args(["serve", "--manifests", repo().join("examples/world").to_str().unwrap()])
@@ -154,23 +158,22 @@ fn serve_until_ready(args: &[&str], data: &Path) -> (std::process::Child, String
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while http_status(&addr, "/readyz") != Some(200) {
-        assert!(Instant::now() < deadline, "not ready in time");
-        assert!(child.try_wait().unwrap().is_none(), "server exited early");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (child, addr)
+    let log = ServerLog::follow(&mut child);
+    log.wait_for(common::READY_LINE, Duration::from_secs(60));
+    assert_eq!(http_status(&addr, "/readyz"), Some(200), "ready as logged");
+    (child, addr, log)
 }
 
 /// Sends SIGTERM; returns the log after a clean exit.
 #[cfg(unix)]
-fn terminate(child: std::process::Child) -> String {
+fn terminate(mut child: std::process::Child, log: ServerLog) -> String {
     let kill = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
     assert!(kill.success());
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    stderr(&out)
+    let status = common::wait_exit(&mut child, Duration::from_secs(60));
+    // The log is whole once the server closed its stderr.
+    log.wait_for_end();
+    assert_eq!(status.code(), Some(0), "{}", log.text());
+    log.text()
 }
 
 /// jwt mode starts although its issuer is unreachable (keys are fetched in the background and
@@ -180,7 +183,7 @@ fn terminate(child: std::process::Child) -> String {
 fn jwt_mode_starts_without_reaching_the_issuer() {
     let tmp = tempfile::tempdir().unwrap();
     let issuer = format!("http://127.0.0.1:{}/realms/unreachable", free_port());
-    let (child, addr) = serve_until_ready(&["--trusted-issuer", &issuer], &tmp.path().join("d"));
+    let (child, addr, log) = serve_until_ready(&["--trusted-issuer", &issuer], &tmp.path().join("d"));
     let (_, ready) = http(&addr, "GET", "/readyz", "").unwrap();
     assert!(ready.contains(r#""notes":[]"#), "no mock-mode note in jwt mode: {ready}");
     let mock = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBheW1lbnRzLS1jaGVja291dC0tY29uc29sZSIsInNjb3BlIjoidGFyZGlzOnRlYW06cmVhZCIsImVudiI6InBvYyJ9.mock";
@@ -188,7 +191,7 @@ fn jwt_mode_starts_without_reaching_the_issuer() {
     assert_eq!(status, 401, "{resp}");
     assert!(resp.contains("invalid token"), "{resp}");
     assert_eq!(http(&addr, "POST", "/graphql/query", "").unwrap().0, 401);
-    let log = terminate(child);
+    let log = terminate(child, log);
     assert!(log.contains("JWT verification enabled"), "{log}");
     assert!(log.contains("cannot fetch the issuer's token signing keys") && log.contains("unreachable"), "the outage is logged: {log}");
     assert!(!log.contains("MOCK MODE"), "{log}");
@@ -198,12 +201,12 @@ fn jwt_mode_starts_without_reaching_the_issuer() {
 #[test]
 fn serve_becomes_ready_and_stops_on_sigterm() {
     let tmp = tempfile::tempdir().unwrap();
-    let (child, addr) = serve_until_ready(&["--auth", "mock"], &tmp.path().join("d"));
+    let (child, addr, log) = serve_until_ready(&["--auth", "mock"], &tmp.path().join("d"));
     assert_eq!(http_status(&addr, "/healthz"), Some(200));
     assert_eq!(http_status(&addr, "/metrics"), Some(200));
     let (_, ready) = http(&addr, "GET", "/readyz", "").unwrap();
     assert!(ready.contains("authentication is in mock mode"), "mock mode is noted in /readyz: {ready}");
-    let log = terminate(child);
+    let log = terminate(child, log);
     assert!(log.contains("MOCK MODE") && log.contains("\"level\":\"WARN\""), "mock mode is announced loudly (JSON logs): {log}");
     assert!(log.contains("stopped"), "{log}");
 }

@@ -11,9 +11,10 @@ use common::ADMIN;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-fn spawn(world: &Path, data: &Path, port: u16) -> Child {
+/// The server on `world` and `data`; its stderr goes to `stderr`.
+fn spawn(world: &Path, data: &Path, port: u16, stderr: Stdio) -> Child {
     Command::new(env!("CARGO_BIN_EXE_control-plane"))
         .args(["serve", "--auth", "mock", "--listen", &format!("127.0.0.1:{port}")])
         .arg("--manifests")
@@ -21,7 +22,7 @@ fn spawn(world: &Path, data: &Path, port: u16) -> Child {
         .arg("--data-dir")
         .arg(data)
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap()
 }
@@ -41,19 +42,13 @@ struct State {
 /// Starts the server on `data`, waits until ready, reads its [`State`], kills it.
 fn converge(world: &Path, data: &Path) -> State {
     let port = free_port();
-    let mut child = spawn(world, data, port);
+    let mut child = spawn(world, data, port, Stdio::piped());
+    let log = common::ServerLog::follow(&mut child);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let state = rt.block_on(async {
         let base = format!("http://127.0.0.1:{port}");
         let client = reqwest::Client::new();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            assert!(Instant::now() < deadline, "not ready after 30 s");
-            if client.get(format!("{base}/readyz")).send().await.map(|r| r.status() == 200).unwrap_or(false) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        log.wait_for_async(common::READY_LINE, Duration::from_secs(60)).await;
         let status: serde_json::Value =
             client.get(format!("{base}/admin/v1/status")).bearer_auth(ADMIN).send().await.unwrap().json().await.unwrap();
         let q = serde_json::json!({"query": "{ applications(first: 1000) { edges { node { statusMessage } } } }"});
@@ -102,7 +97,7 @@ fn sigkill_at_any_moment_leaves_a_consistent_store() {
             original.replace("message: All sub-resources are up to date", &format!("message: round {round}"))
         };
         std::fs::write(&apps, text).unwrap();
-        let mut child = spawn(&world, &data, free_port());
+        let mut child = spawn(&world, &data, free_port(), Stdio::null());
         // Kill somewhere between start-up and well after the initial load (deterministic
         // spread over 20..440 ms).
         std::thread::sleep(Duration::from_millis(20 + (round * 97) % 420));

@@ -29,7 +29,6 @@ async fn serve_watches_the_cluster_of_the_kubeconfig_and_stops_on_sigterm() {
     .unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let base = format!("http://127.0.0.1:{port}");
-    let log = tmp.path().join("log");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_control-plane"));
     for (k, _) in std::env::vars() {
         if k.starts_with("CP_") || k.starts_with("FEATURE_") || k.starts_with("KUBERNETES_") {
@@ -45,21 +44,13 @@ async fn serve_watches_the_cluster_of_the_kubeconfig_and_stops_on_sigterm() {
         .env("DEPENDENCY_DELAY", "10m")
         .env("DEPENDENCY_DELAY_JITTER", "0s")
         .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
 
     let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let ready = http.get(format!("{base}/readyz")).send().await.map(|r| r.status() == 200).unwrap_or(false);
-        if ready {
-            break;
-        }
-        assert!(child.try_wait().unwrap().is_none(), "exited early: {}", std::fs::read_to_string(&log).unwrap());
-        assert!(Instant::now() < deadline, "not ready in time: {}", std::fs::read_to_string(&log).unwrap());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let log = common::ServerLog::follow(&mut child);
+    log.wait_for_async(common::READY_LINE, Duration::from_secs(60)).await;
     // Children listed before their parents were parked at first; they are retried as soon as
     // their parent is written (DEPENDENCY_DELAY is 10 minutes here).
     let count = |kind: &str| fake.objects().iter().filter(|o| o["kind"] == kind).count();
@@ -85,7 +76,8 @@ async fn serve_watches_the_cluster_of_the_kubeconfig_and_stops_on_sigterm() {
 
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
-    let log = std::fs::read_to_string(&log).unwrap();
+    log.wait_for_end();
+    let log = log.text();
     assert_eq!(status.code(), Some(0), "{log}");
     assert!(log.contains("projector started (kube source)") && log.contains("sweeping records of objects no longer listed"), "{log}");
     assert!(log.contains("stopped"), "{log}");

@@ -1,5 +1,95 @@
-//! Shared constants of the control-plane integration tests.
+//! Shared constants and helpers of the control-plane integration tests.
+
+#![allow(dead_code)]
 
 /// A mock-mode admin token (`clientId platform--ops--console`, scope `tardis:admin:all`, env
 /// `poc`); unsigned, accepted only with `--auth mock`.
 pub const ADMIN: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBsYXRmb3JtLS1vcHMtLWNvbnNvbGUiLCJzY29wZSI6InRhcmRpczphZG1pbjphbGwiLCJlbnYiOiJwb2MifQ.mock";
+
+/// What the server logs as the last step of its start (`app::start`), once `/readyz` is 200.
+pub const READY_LINE: &str = "ready: the initial sync is applied";
+
+/// A child server's stderr, read line by line on a thread of its own, so a test waits on what
+/// the server says (the product's barrier) instead of polling.
+#[derive(Clone)]
+pub struct ServerLog {
+    state: std::sync::Arc<(std::sync::Mutex<(String, bool)>, std::sync::Condvar)>,
+}
+
+impl ServerLog {
+    /// Follows `child`'s stderr, which must be piped; everything read is kept.
+    pub fn follow(child: &mut std::process::Child) -> ServerLog {
+        use std::io::BufRead;
+        let stderr = child.stderr.take().expect("the child's stderr is piped");
+        let log = ServerLog { state: Default::default() };
+        let state = log.state.clone();
+        std::thread::spawn(move || {
+            let mut reader = std::io::BufReader::new(stderr);
+            let mut line = String::new();
+            loop {
+                line.clear();
+                let n = reader.read_line(&mut line).unwrap_or(0);
+                let (lock, changed) = &*state;
+                let mut s = lock.lock().unwrap();
+                if n == 0 {
+                    s.1 = true;
+                } else {
+                    s.0.push_str(&line);
+                }
+                changed.notify_all();
+                if n == 0 {
+                    return;
+                }
+            }
+        });
+        log
+    }
+
+    /// Everything logged so far.
+    pub fn text(&self) -> String {
+        self.state.0.lock().unwrap().0.clone()
+    }
+
+    /// Waits until a line contains `what`; panics with the log when the server closed its
+    /// stderr (exited) first, or after `limit` (which only turns a hang into a failure).
+    pub fn wait_for(&self, what: &str, limit: std::time::Duration) {
+        let (lock, changed) = &*self.state;
+        let (s, timeout) = changed.wait_timeout_while(lock.lock().unwrap(), limit, |s| !s.0.contains(what) && !s.1).unwrap();
+        assert!(
+            s.0.contains(what),
+            "the server did not log {what:?} ({}):\n{}",
+            if timeout.timed_out() { "timed out" } else { "it exited" },
+            s.0
+        );
+    }
+
+    /// Waits until the server closed its stderr (it exited), at most 60 s.
+    pub fn wait_for_end(&self) {
+        let (lock, changed) = &*self.state;
+        let (s, _) = changed.wait_timeout_while(lock.lock().unwrap(), std::time::Duration::from_secs(60), |s| !s.1).unwrap();
+        assert!(s.1, "the server's stderr stayed open");
+    }
+
+    /// [`ServerLog::wait_for`] from async code (on the blocking pool).
+    pub async fn wait_for_async(&self, what: &str, limit: std::time::Duration) {
+        let (log, what) = (self.clone(), what.to_string());
+        tokio::task::spawn_blocking(move || log.wait_for(&what, limit)).await.unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    }
+}
+
+/// Waits for `child` to exit, at most `limit` (then kills it and panics).
+pub fn wait_exit(child: &mut std::process::Child, limit: std::time::Duration) -> std::process::ExitStatus {
+    let pid = child.id();
+    let (done, waited) = std::sync::mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if waited.recv_timeout(limit).is_err() {
+            let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+            return true;
+        }
+        false
+    });
+    let status = child.wait().unwrap();
+    let _ = done.send(());
+    assert!(!watchdog.join().unwrap(), "the server did not exit within {limit:?}");
+    status
+}
