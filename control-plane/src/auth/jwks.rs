@@ -186,6 +186,8 @@ pub struct Jwks {
     client: reqwest::Client,
     settings: JwksSettings,
     metrics: AuthMetrics,
+    /// Successful key fetches so far, of any issuer ([`Jwks::key_loads`]).
+    loads: tokio::sync::watch::Sender<u64>,
     /// Dropped with the cache: ends the background tasks.
     _stop: tokio::sync::watch::Sender<()>,
     stopped: tokio::sync::watch::Receiver<()>,
@@ -212,7 +214,13 @@ impl Jwks {
                 Arc::new(Issuer { url: url.clone(), state: RwLock::new(IssuerState::default()), fetching: tokio::sync::Mutex::new(()) })
             })
             .collect();
-        Ok(Arc::new(Jwks { issuers, client, settings, metrics, _stop: stop, stopped }))
+        Ok(Arc::new(Jwks { issuers, client, settings, metrics, loads: tokio::sync::watch::Sender::new(0), _stop: stop, stopped }))
+    }
+
+    /// Follows the number of successful key fetches (of every issuer): changes once keys were
+    /// (re)loaded, e.g. after an issuer that was down came up.
+    pub fn key_loads(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.loads.subscribe()
     }
 
     /// The position of `iss` among the trusted issuers (exact string comparison).
@@ -294,6 +302,8 @@ impl Jwks {
                 state.jwks_uri = Some(uri);
                 self.metrics.jwks_fetches.with_label_values(&labels("success")).inc();
                 self.metrics.jwks_up.with_label_values(&[&issuer.url]).set(1);
+                drop(state);
+                self.loads.send_modify(|n| *n += 1);
                 true
             }
             Err(message) => {

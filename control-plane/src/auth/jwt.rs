@@ -31,6 +31,11 @@ pub struct JwtVerifier {
 }
 
 impl JwtVerifier {
+    /// The key cache's [`Jwks::key_loads`].
+    pub fn key_loads(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.jwks.key_loads()
+    }
+
     /// A verifier with `security`'s audience and leeway over `jwks`.
     pub fn new(security: &SecurityConfig, jwks: Arc<Jwks>) -> JwtVerifier {
         JwtVerifier { jwks, audience: security.audience.clone(), leeway: security.leeway }

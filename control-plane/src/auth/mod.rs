@@ -197,6 +197,15 @@ impl Authenticator {
         Ok(Authenticator(Arc::new(Inner { verification, scope_prefix: security.scope_prefix.clone(), leeway: security.leeway, metrics })))
     }
 
+    /// Follows successful JWKS key fetches (`jwt` mode; `None` in `mock` mode): a barrier for
+    /// "the keys of an issuer that was unreachable are loaded now".
+    pub fn key_loads(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        match &self.0.verification {
+            Verification::Mock => None,
+            Verification::Jwt(v) => Some(v.key_loads()),
+        }
+    }
+
     /// The mode it verifies in.
     pub fn mode(&self) -> AuthMode {
         match self.0.verification {
