@@ -364,6 +364,9 @@ pub struct Shapes {
     /// Object lists whose item type is neither a record list nor [`EMBEDDED`] (must be empty;
     /// checked by a test).
     pub(crate) undeclared: Vec<String>,
+    /// What one `__schema` selection counts toward `graphql.maxComplexity`: half the lines of
+    /// the SDL (about 2,000), as it can list the whole schema; so one request holds at most two.
+    pub(crate) schema_weight: usize,
 }
 
 fn named(ty: &async_graphql::parser::types::Type) -> (&str, bool) {
@@ -389,7 +392,7 @@ impl Shapes {
                 }
             }
         }
-        let mut shapes = Shapes { records: records.into_iter().collect(), ..Shapes::default() };
+        let mut shapes = Shapes { records: records.into_iter().collect(), schema_weight: sdl.lines().count() / 2, ..Shapes::default() };
         for d in &doc.definitions {
             let async_graphql::parser::types::TypeSystemDefinition::Type(t) = d else { continue };
             let type_name = t.node.name.node.as_str();
@@ -586,6 +589,10 @@ impl<'a> Walk<'a, '_> {
     ) -> Result<(), LimitError> {
         // Arguments and directives count like fields: each can become an error of its own.
         self.cost.fields += 1 + f.arguments.len() + f.directives.len();
+        if f.name.node == "__schema" {
+            // Introspection is answered by async-graphql itself, outside the response budget.
+            self.cost.fields += self.shapes.schema_weight;
+        }
         if self.cost.fields > self.limits.max_complexity {
             let max = self.limits.max_complexity;
             return Err(LimitError::new(&FIELDS, max, format!("the query selects more than {max} fields (fragments expanded)")));

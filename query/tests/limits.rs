@@ -326,3 +326,24 @@ async fn a_passed_deadline_answers_timeout_without_data() {
     let r = world.run(&admin(), q).await;
     assert!(r["errors"].is_null(), "{r}");
 }
+
+/// Introspection is answered outside the response budget, so each `__schema` counts as the
+/// schema it can list (half its SDL lines) against `maxComplexity`: GraphiQL's introspection
+/// query runs, and hundreds of `__schema` aliases are refused before execution.
+#[tokio::test]
+async fn schema_introspection_counts_as_the_schema_it_lists() {
+    let world = World::load();
+    let one = "{ __schema { queryType { name } types { name kind fields { name args { name } type { name kind ofType { name kind } } } inputFields { name } enumValues { name } } } }";
+    let r = world.run(&team_viewer("payments--checkout", "poc"), one).await;
+    assert!(r.get("errors").is_none(), "{r}");
+    assert!(r["data"]["__schema"]["types"].as_array().unwrap().len() > 100);
+    let many = format!("{{ {} }}", (0..1200).map(|i| format!("s{i}: __schema {{ types {{ inputFields {{ name }} }} }}")).collect::<Vec<_>>().join(" "));
+    let refused = world.run(&team_viewer("payments--checkout", "poc"), &many).await;
+    assert_eq!(refused["data"], Value::Null);
+    assert_eq!(refused["errors"][0]["extensions"]["code"], "QUERY_TOO_COMPLEX", "{refused}");
+    let three = format!("{{ {} }}", (0..3).map(|i| format!("s{i}: __schema {{ queryType {{ name }} }}")).collect::<Vec<_>>().join(" "));
+    assert_eq!(code(&measure(&world, &admin(), &three, json!({})).unwrap_err()), "QUERY_TOO_COMPLEX", "three schemas in one request");
+    let cost = measure(&world, &admin(), "{ __schema { queryType { name } } }", json!({})).unwrap();
+    let lines = world.api.sdl().lines().count();
+    assert!(cost.fields >= lines / 2 && cost.fields < lines / 2 + 10, "{} fields for a schema of {lines} lines", cost.fields);
+}
