@@ -320,3 +320,56 @@ async fn concurrent_lookups_of_one_secret_are_one_request() {
     assert_eq!(metric(&text, r#"controlplane_secret_lookups_total{outcome="fetched"}"#), 8.0, "{text}");
     assert_eq!(metric(&text, r#"controlplane_secret_manager_requests_total{result="ok"}"#), 1.0, "{text}");
 }
+
+/// A request waiting for the secret manager holds no worker: with 2 workers, four requests
+/// wait for four different secrets at once (each reached the manager) while another team's
+/// query is answered; all four resolve once the manager answers.
+#[tokio::test]
+async fn requests_waiting_for_the_secret_manager_hold_no_worker() {
+    let fake = FakeSecretManager::start(&VALUES).await;
+    fake.set("poc:logistics--fleet:fleet-telemetry:clientSecret:68d4d4daa7", "telemetry-secret-value");
+    fake.set("poc:payments--checkout::teamToken:33e829c1a1", "checkout-team-token-value");
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "manager-bearer-token").unwrap();
+    logs();
+    let url = fake.url.clone();
+    let server = Arc::new(
+        Server::start_with(&world_dir(), None, move |c| {
+            c.secret_manager.url = Some(url);
+            c.secret_manager.token_file = token_file;
+            c.secret_manager.ca_file = tls_file("ca.pem");
+            c.graphql.workers = 2;
+        })
+        .await,
+    );
+    fake.behave(Behaviour::Hold);
+    let (fleet, checkout) = (team_token("logistics--fleet", "poc"), team_token("payments--checkout", "poc"));
+    let waiting: Vec<_> = [
+        (fleet.clone(), r#"{ applications(where: {name: "fleet-planner"}) { edges { node { clientSecret } } } }"#),
+        (fleet.clone(), r#"{ applications(where: {name: "fleet-telemetry"}) { edges { node { clientSecret } } } }"#),
+        (fleet.clone(), TEAMS),
+        (checkout.clone(), TEAMS),
+    ]
+    .into_iter()
+    .map(|(token, query)| {
+        let server = server.clone();
+        tokio::spawn(async move { post(&server, &token, query).await })
+    })
+    .collect();
+    // All four reached the manager: none waited for a worker the others held.
+    fake.wait_for_requests(4).await;
+    let other = post(&server, &team_token("payments--ledger", "poc"), "{ applications { totalCount } }").await;
+    assert!(other["data"]["applications"]["totalCount"].as_u64().unwrap() > 0, "{other}");
+    fake.release();
+    let mut answers = Vec::new();
+    for w in waiting {
+        answers.push(w.await.unwrap().to_string());
+    }
+    for (answer, value) in
+        answers.iter().zip(["planner-secret-value", "telemetry-secret-value", "fleet-team-token-value", "checkout-team-token-value"])
+    {
+        assert!(answer.contains(value) && !answer.contains("errors"), "{answer}");
+    }
+    Arc::into_inner(server).unwrap().stop().await;
+}

@@ -29,6 +29,17 @@ impl std::fmt::Debug for SlowHook {
     }
 }
 
+/// What the executor does while a request waits on something outside the process (a secret
+/// lookup, [`Deadline::wait_outside`]): such a wait uses no thread, so the request gives back
+/// the worker permit it runs on and takes it again afterwards.
+pub trait OutsideWait: Send + Sync + std::fmt::Debug {
+    /// Gives the request's worker permit back; `false` when it holds none to give (it then
+    /// takes none again).
+    fn release(&self) -> bool;
+    /// Takes a worker permit again (waiting for one, until the request's deadline at most).
+    fn reacquire(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>;
+}
+
 /// When a request must stop, and the flags that stop it early.
 #[derive(Debug, Default)]
 pub struct Deadline {
@@ -45,6 +56,8 @@ pub struct Deadline {
     slow: std::sync::OnceLock<SlowHook>,
     /// The response budget, shared by every clone (set once, [`Deadline::limit_response`]).
     budget: Arc<std::sync::OnceLock<Budget>>,
+    /// The executor's permit handling around outside waits, shared by every clone (set once).
+    outside: Arc<std::sync::OnceLock<Arc<dyn OutsideWait>>>,
     slow_done: AtomicBool,
 }
 
@@ -68,6 +81,7 @@ impl Clone for Deadline {
             cancelled: self.cancelled.clone(),
             shutdown: self.shutdown.clone(),
             budget: self.budget.clone(),
+            outside: self.outside.clone(),
             ..Deadline::default()
         }
     }
@@ -144,6 +158,24 @@ impl Deadline {
     /// ignored.
     pub fn on_slow(&self, after: Duration, hook: impl Fn() + Send + Sync + 'static) {
         let _ = self.slow.set(SlowHook { at: Instant::now() + after, hook: Box::new(hook) });
+    }
+
+    /// Sets what [`Deadline::wait_outside`] does with the request's worker permit (for this
+    /// deadline and every clone of it). A second call is ignored.
+    pub fn on_outside_wait(&self, hooks: Arc<dyn OutsideWait>) {
+        let _ = self.outside.set(hooks);
+    }
+
+    /// Awaits `wait` — something outside the process, using no thread — without holding the
+    /// request's worker permit, so other requests run meanwhile; takes one again afterwards.
+    pub async fn wait_outside<T>(&self, wait: impl std::future::Future<Output = T>) -> T {
+        let hooks = self.outside.get().cloned();
+        let released = hooks.as_ref().is_some_and(|h| h.release());
+        let out = wait.await;
+        if let (true, Some(h)) = (released, hooks) {
+            h.reacquire().await;
+        }
+        out
     }
 
     /// `Ok` while the request may go on.

@@ -171,15 +171,16 @@ pub fn secret_field<T: Any + Send + Sync>(
                 return fail(&ctx, hidden.is_some(), unresolved(name));
             }
             let lookup = resolver.resolve(SecretLookup { id, field: name });
+            // The wait uses no thread: other requests may run on this one's worker meanwhile.
             let value = match rq.deadline.at() {
-                Some(at) => match tokio::time::timeout_at(at.into(), lookup).await {
+                Some(at) => match rq.deadline.wait_outside(tokio::time::timeout_at(at.into(), lookup)).await {
                     Ok(v) => v,
                     Err(_) => {
                         audit(rq, name, &record, "timeout");
                         return fail(&ctx, hidden.is_some(), rq.deadline.error());
                     }
                 },
-                None => lookup.await,
+                None => rq.deadline.wait_outside(lookup).await,
             };
             match value {
                 Ok(value) => {

@@ -337,7 +337,10 @@ async fn schema_introspection_counts_as_the_schema_it_lists() {
     let r = world.run(&team_viewer("payments--checkout", "poc"), one).await;
     assert!(r.get("errors").is_none(), "{r}");
     assert!(r["data"]["__schema"]["types"].as_array().unwrap().len() > 100);
-    let many = format!("{{ {} }}", (0..1200).map(|i| format!("s{i}: __schema {{ types {{ inputFields {{ name }} }} }}")).collect::<Vec<_>>().join(" "));
+    let many = format!(
+        "{{ {} }}",
+        (0..1200).map(|i| format!("s{i}: __schema {{ types {{ inputFields {{ name }} }} }}")).collect::<Vec<_>>().join(" ")
+    );
     let refused = world.run(&team_viewer("payments--checkout", "poc"), &many).await;
     assert_eq!(refused["data"], Value::Null);
     assert_eq!(refused["errors"][0]["extensions"]["code"], "QUERY_TOO_COMPLEX", "{refused}");

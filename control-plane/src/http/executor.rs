@@ -18,6 +18,10 @@
 //! A request's deadline (`graphql.requestTimeout`) counts from its arrival, waiting included.
 //! A heavy request is answered at its deadline (plus [`GRACE`]) whatever its thread is doing;
 //! every request's work stops at its next deadline check, freeing its permit or slot.
+//!
+//! A light request that waits on something outside the process (a secret lookup,
+//! `query::deadline::Deadline::wait_outside`) gives its light permit back while it waits and
+//! takes one again after: such a wait uses no thread.
 
 use crate::metrics::Metrics;
 use query::deadline::Deadline;
@@ -119,6 +123,49 @@ impl Drop for Hold {
     }
 }
 
+/// A light request's permit around its outside waits ([`query::deadline::OutsideWait`]): given
+/// back while it waits (unless it moved to a heavy slot), taken again after.
+#[derive(Debug)]
+struct LightWait {
+    hold: Arc<Hold>,
+    light: Arc<Semaphore>,
+    deadline: Option<Instant>,
+}
+
+impl std::fmt::Debug for Hold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hold").finish_non_exhaustive()
+    }
+}
+
+impl query::deadline::OutsideWait for LightWait {
+    fn release(&self) -> bool {
+        if self.hold.heavy.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+            return false;
+        }
+        let released = self.hold.light.lock().unwrap_or_else(|e| e.into_inner()).take().is_some();
+        if released {
+            self.hold.metrics.graphql_executing.with_label_values(&["light"]).dec();
+        }
+        released
+    }
+
+    fn reacquire(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>> {
+        Box::pin(async move {
+            let wait = self.light.clone().acquire_owned();
+            let permit = match self.deadline {
+                // Past the deadline the request stops at its next check, without a permit.
+                Some(at) => tokio::time::timeout_at(at.into(), wait).await.ok().and_then(Result::ok),
+                None => wait.await.ok(),
+            };
+            if let Some(permit) = permit {
+                self.hold.metrics.graphql_executing.with_label_values(&["light"]).inc();
+                *self.hold.light.lock().unwrap_or_else(|e| e.into_inner()) = Some(permit);
+            }
+        })
+    }
+}
+
 /// The light permits, the heavy slots, the admission bound and the shutdown flag.
 pub struct Executor {
     light: Arc<Semaphore>,
@@ -208,6 +255,7 @@ impl Executor {
         if !prepared.is_heavy() {
             // Light: run here, on this async worker (no light permit is held by more requests
             // than there are spare workers, see `worker_threads`); past its budget it moves.
+            prepared.deadline().on_outside_wait(Arc::new(LightWait { hold: hold.clone(), light: self.light.clone(), deadline }));
             let (h, slots) = (hold.clone(), self.heavy.clone());
             prepared.deadline().on_slow(LIGHT_BUDGET, move || {
                 let wait = || {
