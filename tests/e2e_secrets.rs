@@ -279,7 +279,16 @@ async fn a_configured_ca_file_that_is_missing_or_holds_no_certificate_stops_the_
     let dir = tempfile::tempdir().unwrap();
     let empty = dir.path().join("empty.pem");
     std::fs::write(&empty, "not a certificate\n").unwrap();
-    for (ca_file, says) in [(dir.path().join("missing.pem"), "No such file"), (empty, "no PEM certificate")] {
+    let big = dir.path().join("big.pem");
+    std::fs::write(&big, vec![b'x'; (4 << 20) + 1]).unwrap();
+    let cases = [
+        (dir.path().join("missing.pem"), "No such file"),
+        (empty, "no PEM certificate"),
+        (dir.path().to_path_buf(), "not a regular file"),
+        ("/dev/zero".into(), "not a regular file"),
+        (big, "larger than 4194304 bytes"),
+    ];
+    for (ca_file, says) in cases {
         let mut config = control_plane::Config::for_manifests(&world_dir(), &dir.path().join("data"));
         config.secret_manager.url = Some("https://127.0.0.1:9/api".into());
         config.secret_manager.ca_file = ca_file.clone();

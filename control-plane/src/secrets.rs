@@ -32,6 +32,8 @@ pub const MAX_CONCURRENT_REQUESTS: usize = 16;
 pub const MAX_VALUE_BYTES: usize = 64 << 10;
 /// The largest token file read, in bytes.
 pub const MAX_TOKEN_BYTES: u64 = 64 << 10;
+/// The largest CA file read, in bytes.
+pub const MAX_CA_FILE_BYTES: u64 = 4 << 20;
 /// Bytes of ids and values the cache keeps at most.
 pub const MAX_CACHE_BYTES: u64 = 16 << 20;
 
@@ -142,7 +144,14 @@ impl SecretManager {
         for certificate in ca_certificates(&config.ca_file)? {
             builder = builder.add_root_certificate(certificate);
         }
-        let client = builder.build().map_err(|e| SetupError::HttpClient(crate::auth::jwks::error_chain(&e)))?;
+        let client = builder.build().map_err(|e| {
+            let reason = crate::auth::jwks::error_chain(&e);
+            if reason.contains("certificate") {
+                SetupError::CaFile { path: config.ca_file.clone(), reason }
+            } else {
+                SetupError::HttpClient(reason)
+            }
+        })?;
         let cache = moka::future::Cache::builder()
             .time_to_live(config.cache_ttl)
             .weigher(|id: &String, value: &Arc<str>| u32::try_from(id.len() + value.len()).unwrap_or(u32::MAX))
@@ -167,15 +176,22 @@ impl SecretManager {
 
 /// The certificates of the CA bundle at `path`; none when the in-cluster default is absent.
 fn ca_certificates(path: &PathBuf) -> Result<Vec<reqwest::Certificate>, SetupError> {
+    use std::io::Read;
     let error = |reason: String| SetupError::CaFile { path: path.clone(), reason };
-    let pem = match std::fs::read(path) {
-        Ok(pem) => pem,
+    let file = match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() => return Err(error("not a regular file".into())),
+        Ok(_) => std::fs::File::open(path).map_err(|e| error(e.to_string()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.as_os_str() == DEFAULT_SECRET_MANAGER_CA_FILE => {
             tracing::info!(path = %path.display(), "no trust bundle at the default path: the secret manager is verified with the system's CAs");
             return Ok(Vec::new());
         }
         Err(e) => return Err(error(e.to_string())),
     };
+    let mut pem = Vec::new();
+    file.take(MAX_CA_FILE_BYTES + 1).read_to_end(&mut pem).map_err(|e| error(e.to_string()))?;
+    if pem.len() as u64 > MAX_CA_FILE_BYTES {
+        return Err(error(format!("larger than {MAX_CA_FILE_BYTES} bytes")));
+    }
     let certificates = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| error(crate::auth::jwks::error_chain(&e)))?;
     if certificates.is_empty() {
         return Err(error("no PEM certificate in the file".into()));
@@ -210,10 +226,16 @@ impl Inner {
     /// One request for `lookup`, bounded by the timeout (its turn included); logs why it
     /// failed.
     async fn fetch(&self, lookup: &SecretLookup) -> Result<Arc<str>, SecretUnresolved> {
+        let unresolved = |reason: String| {
+            tracing::warn!(field = lookup.field, reason, "a secret could not be resolved");
+            SecretUnresolved
+        };
+        // Without a token no request is sent (nor counted as one).
+        let token = read_token(&self.token_file).await.map_err(unresolved)?;
         let started = Instant::now();
         let outcome = tokio::time::timeout(self.timeout, async {
             let _turn = self.requests.acquire().await.map_err(|_| "the client is shutting down".to_string())?;
-            self.request(&lookup.id).await
+            self.request(&lookup.id, &token).await
         })
         .await;
         self.metrics.request_seconds.observe(started.elapsed().as_secs_f64());
@@ -223,14 +245,10 @@ impl Inner {
             Err(_) => ("timeout", Err(format!("no answer within {:?} (secretManager.timeout)", self.timeout))),
         };
         self.metrics.requests.with_label_values(&[result]).inc();
-        outcome.map_err(|reason| {
-            tracing::warn!(field = lookup.field, reason, "a secret could not be resolved");
-            SecretUnresolved
-        })
+        outcome.map_err(unresolved)
     }
 
-    async fn request(&self, id: &str) -> Result<Arc<str>, String> {
-        let token = read_token(&self.token_file).await?;
+    async fn request(&self, id: &str, token: &str) -> Result<Arc<str>, String> {
         let url = format!("{}{}", self.base, lookup_path(id));
         let chain = |e: reqwest::Error| crate::auth::jwks::error_chain(&e.without_url());
         let mut response =

@@ -79,9 +79,13 @@ pub fn reference_id(value: &str) -> Option<&str> {
 }
 
 /// Whether `id` may be looked up: 1 to [`MAX_REFERENCE_BYTES`] bytes of printable ASCII
-/// without `/`, `?`, `#`, `%` or `>`.
+/// without `/`, `?`, `#`, `%`, `<` or `>`, and not only dots (`.` and `..` are path steps
+/// that URL normalisation would take out of `v1/secrets/`).
 pub fn is_valid_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= MAX_REFERENCE_BYTES && id.bytes().all(|b| b.is_ascii_graphic() && !b"/?#%<>".contains(&b))
+    !id.is_empty()
+        && id.len() <= MAX_REFERENCE_BYTES
+        && id.bytes().all(|b| b.is_ascii_graphic() && !b"/?#%<>".contains(&b))
+        && !id.bytes().all(|b| b == b'.')
 }
 
 /// The path of a secret's lookup below the manager's base URL: `v1/secrets/<id>`, the id
@@ -211,7 +215,8 @@ mod tests {
         assert_eq!(reference_id("$<unterminated"), None);
         assert_eq!(reference_id("x$<id>"), None);
         assert!(is_valid_id("poc:team:app:clientSecret:1"));
-        for bad in ["", "../../admin", "a/b", "a?b", "a#b", "a%2Fb", "a b", "a\nb", "é", "a>b"] {
+        assert!(is_valid_id("a..b") && is_valid_id(".a"));
+        for bad in ["", "../../admin", "a/b", "a?b", "a#b", "a%2Fb", "a b", "a\nb", "é", "a>b", ".", "..", "..."] {
             assert!(!is_valid_id(bad), "{bad:?}");
         }
         assert!(is_valid_id(&"x".repeat(MAX_REFERENCE_BYTES)));

@@ -923,10 +923,18 @@ fn parse_address(s: &str) -> Result<String, String> {
 
 fn parse_url(s: &str) -> Result<(), String> {
     let rest = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://"));
-    match rest {
-        Some(r) if !r.is_empty() && !r.starts_with('/') && !s.contains(char::is_whitespace) => Ok(()),
-        _ => Err(format!("expected an http(s) URL, got {s:?}")),
+    if !matches!(rest, Some(r) if !r.is_empty() && !r.starts_with('/') && !s.contains(char::is_whitespace)) {
+        return Err(format!("expected an http(s) URL, got {s:?}"));
     }
+    // What the HTTP client will refuse later is refused here, with the setting's name.
+    let url = reqwest::Url::parse(s).map_err(|e| format!("expected an http(s) URL, got {s:?} ({e})"))?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!("expected a URL without user or password, got {s:?}"));
+    }
+    if url.port() == Some(0) {
+        return Err(format!("expected a URL with a port from 1 to 65535, got {s:?}"));
+    }
+    Ok(())
 }
 
 fn non_empty_path(s: &str) -> Result<PathBuf, String> {

@@ -141,6 +141,12 @@ fn invalid_values_name_the_key_and_origin() {
         (&[("CP_SECURITY_TRUSTED_ISSUERS", "not-a-url")], None, mock(), "security.trustedIssuers", "CP_SECURITY_TRUSTED_ISSUERS"),
         (&[("CP_SECURITY_SCOPE_PREFIX", "a:b")], None, mock(), "security.scopePrefix", "CP_SECURITY_SCOPE_PREFIX"),
         (&[("CP_SECRET_MANAGER_URL", "ftp://x")], None, mock(), "secretManager.url", "CP_SECRET_MANAGER_URL"),
+        (&[("CP_SECRET_MANAGER_URL", "https://[::1")], None, mock(), "secretManager.url", "CP_SECRET_MANAGER_URL"),
+        (&[("CP_SECRET_MANAGER_URL", "https://127.0.0.1:99999/api")], None, mock(), "secretManager.url", "CP_SECRET_MANAGER_URL"),
+        (&[("CP_SECRET_MANAGER_URL", "https://127.0.0.1:0/api")], None, mock(), "secretManager.url", "CP_SECRET_MANAGER_URL"),
+        (&[("CP_SECRET_MANAGER_URL", "https://user:pw@secrets.example/api")], None, mock(), "secretManager.url", "CP_SECRET_MANAGER_URL"),
+        (&[("CP_SECRET_MANAGER_CACHE_TTL", "11m")], None, mock(), "secretManager.cacheTtl", "CP_SECRET_MANAGER_CACHE_TTL"),
+        (&[("CP_SECRET_MANAGER_TIMEOUT", "0s")], None, mock(), "secretManager.timeout", "CP_SECRET_MANAGER_TIMEOUT"),
         (
             &[("CP_FILE_MANAGER_BASE_URL", "file-manager.controlplane-system.svc")],
             None,
