@@ -92,3 +92,23 @@ fn every_projected_kind_is_served() {
     }
     assert!(missing.is_empty(), "projected kinds that are not served: {missing:?}");
 }
+
+/// Tests wait on the product's barriers (writer settle, readiness, revisions, metrics, log
+/// lines), never on a fixed sleep (issue 20): no test file calls `sleep`. Source files count
+/// from their `#[cfg(test)]` module on.
+#[test]
+fn no_test_sleeps() {
+    let needle = ["sle", "ep("].concat();
+    let mut sleeping = Vec::new();
+    for path in rust_files_in(&["tests", "crds", "schema", "storage", "query", "control-plane"]) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        let in_src = path.components().any(|c| c.as_os_str() == "src") && !path.ends_with("tests.rs");
+        let tests = if in_src { text.find("#[cfg(test)]").map_or("", |at| &text[at..]) } else { &text };
+        for line in tests.lines() {
+            if line.contains(&needle) && !line.trim_start().starts_with("//") {
+                sleeping.push(format!("{}: {}", path.display(), line.trim()));
+            }
+        }
+    }
+    assert!(sleeping.is_empty(), "tests that sleep: {sleeping:#?}");
+}

@@ -190,6 +190,18 @@ async fn first_start(fake: &FakeK8s, data: &Path) -> (Cp, BTreeMap<String, Strin
     (cp, expected)
 }
 
+/// Waits until every registered kind but `held` has had its initial list processed by the writer
+/// (`/admin/v1/status` would say `synced`).
+async fn synced_except(app: &App, held: &[KindId]) {
+    let readiness = app.readiness();
+    let others = || {
+        schema::registry::registered().into_iter().filter(|k| !held.contains(k)).all(|k| {
+            readiness.kind_state(k.name(), &control_plane::source::kube::initial_phase(k)) == control_plane::readiness::SyncState::Synced
+        })
+    };
+    assert!(app.metrics().wait_until(Duration::from_secs(30), |_| others()).await, "the other kinds did not sync");
+}
+
 /// Waits until `cond` holds, checking again after each change the server reports and each
 /// request the fake API server answers.
 async fn wait_for(cp: &Cp, fake: &FakeK8s, what: &str, mut cond: impl AsyncFnMut() -> bool) {
@@ -400,17 +412,20 @@ async fn a_restart_on_the_same_data_writes_nothing_and_is_ready_after_the_relist
     let revision = cp.store().read().unwrap().revision().unwrap();
     cp.stop().await;
 
-    // Slow lists, so the restarted server can be seen serving before it is ready.
+    // Lists held back, so the restarted server can be seen serving before it is ready.
     for k in schema::registry::registered() {
-        fake.set_list_delay(k, Duration::from_millis(700));
+        fake.hold_lists(k);
     }
     let cp = Cp::start(&fake, data.path()).await;
     let (code, _) = cp.readyz().await;
     assert_eq!(code, 503, "not ready before the relist");
     let served = cp.query("{ applications { totalCount } }").await;
     assert!(served["applications"]["totalCount"].as_u64().unwrap() > 0, "the stored model is served at once");
+    for k in schema::registry::registered() {
+        fake.release_lists(k);
+    }
     let took = cp.ready().await;
-    println!("restart on the world's data: ready after the relist in {} ms (lists delayed 700 ms)", took.as_millis());
+    println!("restart on the world's data: ready {} ms after the start", took.as_millis());
     assert!(cp.metric("projector_reconcile_total{module=\"application\",outcome=\"success\"}").await > 0.0, "the relist was processed");
     // Objects waiting for a target that never comes are retried with a backoff: wait until
     // each change pending at ready has been retried (counted again) once.
@@ -446,9 +461,7 @@ async fn a_kind_of_another_version_is_re_derived_from_the_relist() {
     storage::versions::downgrade_for_tests(data.path(), KindId::ApiExposure, 0, |b| b[..b.len() / 2].to_vec()).unwrap();
 
     // The purged kind comes back last: every record linking it arrives while it is missing.
-    for k in schema::registry::registered() {
-        fake.set_list_delay(k, Duration::from_millis(if k == KindId::ApiExposure { 1200 } else { 300 }));
-    }
+    fake.hold_lists(KindId::ApiExposure);
     let cp = Cp::start(&fake, data.path()).await;
     assert_eq!(cp.store().rederiving(), vec![KindId::ApiExposure]);
     let r = cp
@@ -466,6 +479,8 @@ async fn a_kind_of_another_version_is_re_derived_from_the_relist() {
     let (code, status) = cp.readyz().await;
     assert_eq!(code, 503);
     assert!(status["pendingPhases"].to_string().contains("ApiExposure"), "{status}");
+    synced_except(cp.running.app(), &[KindId::ApiExposure]).await;
+    fake.release_lists(KindId::ApiExposure);
     cp.ready().await;
     assert_eq!(cp.store().rederiving(), Vec::<KindId>::new());
     assert_eq!(dump(cp.store()), expected, "the store is as before");
@@ -493,10 +508,14 @@ async fn parents_after_children_converge_to_the_same_store() {
     let run = async |late: &[KindId]| {
         let fake = FakeK8s::start_world().await;
         for k in late {
-            fake.set_list_delay(*k, Duration::from_millis(1000));
+            fake.hold_lists(*k);
         }
         let data = tempfile::tempdir().unwrap();
         let cp = Cp::start(&fake, data.path()).await;
+        synced_except(cp.running.app(), late).await;
+        for k in late {
+            fake.release_lists(*k);
+        }
         cp.ready().await;
         let store = settled(cp.running.app()).await;
         let parked = cp.metric("projector_reconcile_total{module=\"application\",outcome=\"dependency_missing\"}").await;

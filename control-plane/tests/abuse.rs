@@ -143,6 +143,19 @@ impl Server {
         text.lines().filter(|l| l.starts_with(line_prefix)).filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok()).sum()
     }
 
+    /// Waits until the metric `line_prefix` is at least `at_least`. A separate process offers
+    /// its metrics only to be read: they are read every 10 ms, at most 60 s (a hang turned
+    /// into a failure).
+    async fn wait_for_metric(&self, line_prefix: &str, at_least: f64) {
+        let mut every = tokio::time::interval(Duration::from_millis(10));
+        let reached = async {
+            while self.metric(line_prefix).await < at_least {
+                every.tick().await;
+            }
+        };
+        assert!(tokio::time::timeout(Duration::from_secs(60), reached).await.is_ok(), "{line_prefix} stayed under {at_least}");
+    }
+
     /// Sends `body`, probing `/healthz` until it is answered; asserts the process stayed alive,
     /// every probe was answered and the peak memory grew by less than `growth_mb`. Returns the
     /// answer's status and code.
@@ -154,12 +167,13 @@ impl Server {
             let (http, base, done) = (self.http.clone(), self.base.clone(), done.clone());
             tokio::spawn(async move {
                 let (mut ok, mut failed) = (0, 0);
+                let mut every = tokio::time::interval(Duration::from_millis(20));
                 while !done.load(Ordering::Relaxed) {
+                    every.tick().await;
                     match http.get(format!("{base}/healthz")).send().await {
                         Ok(r) if r.status() == 200 => ok += 1,
                         _ => failed += 1,
                     }
-                    tokio::time::sleep(Duration::from_millis(20)).await;
                 }
                 (ok, failed)
             })
@@ -308,9 +322,7 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
     let (before, _) = memory(s.pid);
     let load = heavy_load(&s.http, &s.base, 8, stop.clone());
     // Barrier: heavy work is running.
-    while s.metric("controlplane_graphql_executing{lane=\"heavy\"}").await < 1.0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    s.wait_for_metric("controlplane_graphql_executing{lane=\"heavy\"}", 1.0).await;
     for _ in 0..20 {
         let (status, code, body) =
             s.post(&team, q("{ applications(first: 5) { totalCount edges { node { name zone { name } } } } }".into())).await;
@@ -338,10 +350,11 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
         "x".repeat(50 << 20)
     );
     std::fs::write(manifests.join("zz-huge.yaml"), huge).unwrap();
-    // Barrier: the skip is counted.
-    while s.metric("projector_reconcile_total{module=\"team\",outcome=\"skip\"}").await <= skips_before {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Barrier: the skip is logged (after it is counted).
+    let skipped = |log: &str| log.lines().any(|l| l.contains("document skipped") && l.contains("zz-huge.yaml"));
+    let log = s.log.clone();
+    tokio::task::spawn_blocking(move || log.wait_until("the huge manifest's skip", Duration::from_secs(60), skipped)).await.unwrap();
+    assert!(s.metric("projector_reconcile_total{module=\"team\",outcome=\"skip\"}").await > skips_before, "the skip is counted");
     for tok in [&team, ADMIN] {
         let (status, code) =
             s.case("teams { totalCount } after the oversized manifest", tok, q("{ teams { totalCount } }".into()), GROWTH_MB).await;
@@ -356,9 +369,7 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
     // ---- SIGTERM with heavy requests in flight ----
     let stop = Arc::new(AtomicBool::new(false));
     let load = heavy_load(&s.http, &s.base, 8, stop.clone());
-    while s.metric("controlplane_graphql_executing{lane=\"heavy\"}").await < 1.0 {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    s.wait_for_metric("controlplane_graphql_executing{lane=\"heavy\"}", 1.0).await;
     let (status, data) = s.terminate();
     assert!(status.success(), "exit status {status}");
     stop.store(true, Ordering::Relaxed);

@@ -1,4 +1,4 @@
-//! Crash safety (issue 8, item 6): the process is killed with SIGKILL at arbitrary moments while
+//! Crash safety (issue 8, item 6): the process is killed with SIGKILL at many moments while
 //! it projects and re-projects the world; after every kill the store opens and satisfies every
 //! invariant (indexes, counters, sources), the revision never goes backwards, and a restart
 //! converges to the manifests' state (per-kind counts of a clean run, every status message of the
@@ -21,6 +21,7 @@ fn spawn(world: &Path, data: &Path, port: u16, stderr: Stdio) -> Child {
         .arg(world)
         .arg("--data-dir")
         .arg(data)
+        .env("RUST_LOG", "info,control_plane::projector::writer=debug")
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()
@@ -88,7 +89,7 @@ fn sigkill_at_any_moment_leaves_a_consistent_store() {
     let original = std::fs::read_to_string(&apps).unwrap();
     let clean = converge(&world, &tmp.path().join("clean"));
     assert!(clean.messages.iter().any(|m| m == "All sub-resources are up to date"), "{clean:?}");
-    let mut last_revision = 0;
+    let (mut last_revision, mut killed_loading) = (0, 0);
     for round in 0..20u64 {
         // Alternate the manifests so that every start has something to write.
         let text = if round % 2 == 0 {
@@ -97,12 +98,18 @@ fn sigkill_at_any_moment_leaves_a_consistent_store() {
             original.replace("message: All sub-resources are up to date", &format!("message: round {round}"))
         };
         std::fs::write(&apps, text).unwrap();
-        let mut child = spawn(&world, &data, free_port(), Stdio::null());
-        // Kill somewhere between start-up and well after the initial load (deterministic
-        // spread over 20..440 ms).
-        std::thread::sleep(Duration::from_millis(20 + (round * 97) % 420));
+        let mut child = spawn(&world, &data, free_port(), Stdio::piped());
+        let log = common::ServerLog::follow(&mut child);
+        // Kill after the writer reported `kill_after` records projected (each logged once its
+        // batch is committed, the next batch under way), or once ready: from before the store
+        // is opened (0) to after the initial load, a different point each round.
+        let kill_after = ((round * 7) % 17) as usize;
+        log.wait_until(&format!("{kill_after} projected records or ready"), Duration::from_secs(60), |log| {
+            log.matches(" projected").count() >= kill_after || log.contains(common::READY_LINE)
+        });
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
+        killed_loading += usize::from(!log.text().contains(common::READY_LINE));
         {
             let store = storage::Store::open(&data).expect("the store opens after a kill");
             let view = store.read().unwrap();
@@ -130,4 +137,5 @@ fn sigkill_at_any_moment_leaves_a_consistent_store() {
         }
     }
     assert!(last_revision > 0, "the runs wrote something");
+    assert!(killed_loading >= 10, "only {killed_loading} of 20 kills came before ready");
 }

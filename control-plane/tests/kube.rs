@@ -11,7 +11,7 @@ mod fake_k8s;
 
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,8 +55,10 @@ async fn serve_watches_the_cluster_of_the_kubeconfig_and_stops_on_sigterm() {
     // their parent is written (DEPENDENCY_DELAY is 10 minutes here).
     let count = |kind: &str| fake.objects().iter().filter(|o| o["kind"] == kind).count();
     let expected = json!({"teams": {"totalCount": count("Team")}, "approvals": {"totalCount": count("Approval")}});
-    let ready_at = Instant::now();
+    // Each woken child is logged once its commit is durable ("dependency resolved; projected"):
+    // the counts are read again after each new log line.
     loop {
+        let seen = log.len();
         let body: Value = http
             .post(format!("{base}/graphql/query"))
             .bearer_auth(ADMIN)
@@ -70,9 +72,10 @@ async fn serve_watches_the_cluster_of_the_kubeconfig_and_stops_on_sigterm() {
         if body["data"] == expected {
             break;
         }
-        assert!(ready_at.elapsed() < Duration::from_secs(60), "{body} after ready, expected {expected}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let log = log.clone();
+        tokio::task::spawn_blocking(move || log.wait_for_more(seen, Duration::from_secs(60))).await.unwrap();
     }
+    assert!(log.text().contains("dependency missing; will retry"), "children were parked: the test shows their wake-up");
 
     assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
     let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();

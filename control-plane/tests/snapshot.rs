@@ -235,18 +235,21 @@ async fn online_export_during_continuous_ingest_is_one_consistent_revision() {
     let running = control_plane::start(Config::for_manifests(&world, &tmp.path().join("data"))).await.unwrap();
     let base = format!("http://{}", running.local_addr());
     assert!(running.app().wait_ready(Duration::from_secs(30)).await, "initial sync");
-    // Keep changing every application's status message (the source re-reads within 1 s).
+    // Keep changing every application's status message, each step once the store has
+    // committed the previous one.
     let apps = world.join("04-applications.yaml");
     let original = std::fs::read_to_string(&apps).unwrap();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
-        let stop = stop.clone();
+        let (stop, store) = (stop.clone(), running.app().store().clone());
         std::thread::spawn(move || {
             let mut i = 0;
             while !stop.load(std::sync::atomic::Ordering::SeqCst) {
                 i += 1;
+                let before = store.read().unwrap().revision().unwrap();
                 std::fs::write(&apps, original.replace("All sub-resources are up to date", &format!("ingest step {i}"))).unwrap();
-                std::thread::sleep(Duration::from_millis(150));
+                let after = store.wait_for_revision_after(before, Duration::from_secs(60)).unwrap();
+                assert!(after > before, "ingest step {i} was not committed");
             }
         })
     };

@@ -13,7 +13,7 @@
 //! * **On demand**: compaction ([`FakeK8s::compact`]), `410 Gone` into every open watch
 //!   ([`FakeK8s::expire_watches`]), dropped connections ([`FakeK8s::drop_watches`]), refused
 //!   watches ([`FakeK8s::block_watches`]: `500`), kinds that are "not installed" (`404` with a
-//!   `NotFound` Status), slow lists ([`FakeK8s::set_list_delay`]), and changes that produce no
+//!   `NotFound` Status), held lists ([`FakeK8s::hold_lists`]: answered once released), and changes that produce no
 //!   event ([`FakeK8s::silently`]).
 //!
 //! Every object gets `metadata.resourceVersion` (one counter for the whole server, like etcd)
@@ -55,7 +55,8 @@ struct Collection {
     objects: BTreeMap<(String, String), Value>,
     /// `(revision, event type, object)` since the last compaction.
     history: Vec<(u64, &'static str, Value)>,
-    list_delay: Duration,
+    /// `true` while list responses are held back ([`FakeK8s::hold_lists`]).
+    lists_held: tokio::sync::watch::Sender<bool>,
     lists: u64,
     watches: u64,
     refused_watches: u64,
@@ -112,7 +113,7 @@ impl FakeK8s {
                     installed: true,
                     objects: BTreeMap::new(),
                     history: Vec::new(),
-                    list_delay: Duration::ZERO,
+                    lists_held: tokio::sync::watch::Sender::new(false),
                     lists: 0,
                     watches: 0,
                     refused_watches: 0,
@@ -222,9 +223,15 @@ impl FakeK8s {
         self.inner.lock().collections.get_mut(kind.plural()).unwrap().installed = installed;
     }
 
-    /// Delays every list response of `kind`.
-    pub fn set_list_delay(&self, kind: KindId, delay: Duration) {
-        self.inner.lock().collections.get_mut(kind.plural()).unwrap().list_delay = delay;
+    /// Holds back every list response of `kind` (the request waits) until
+    /// [`FakeK8s::release_lists`]: a list that takes as long as the test needs.
+    pub fn hold_lists(&self, kind: KindId) {
+        self.inner.lock().collections[kind.plural()].lists_held.send_replace(true);
+    }
+
+    /// Answers the held list requests of `kind` and every later one at once.
+    pub fn release_lists(&self, kind: KindId) {
+        self.inner.lock().collections[kind.plural()].lists_held.send_replace(false);
     }
 
     /// List requests served for `kind` (answered 200).
@@ -370,10 +377,9 @@ async fn handle(inner: Arc<Inner>, req: Request) -> Response {
 }
 
 async fn list(inner: Arc<Inner>, plural: &str, query: &BTreeMap<String, String>) -> Response {
-    let delay = inner.lock().collections[plural].list_delay;
-    if !delay.is_zero() {
-        tokio::time::sleep(delay).await;
-    }
+    let mut held = inner.lock().collections[plural].lists_held.subscribe();
+    // The sender lives as long as the server.
+    let _ = held.wait_for(|held| !held).await;
     let mut s = inner.lock();
     let rv = s.rv;
     let c = s.collections.get_mut(plural).unwrap();

@@ -888,7 +888,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let settings = WriterSettings::new(ProjectorConfig::default(), Clock(None));
-        let writer = Writer::spawn(store.clone(), Metrics::new(), Readiness::new(["test"]), settings).unwrap();
+        let metrics = Metrics::new();
+        let writer = Writer::spawn(store.clone(), metrics.clone(), Readiness::new(["test"]), settings).unwrap();
         let tx = writer.sender();
         let mut deepest = 0;
         for i in 0..3 * PACED_QUEUE_DEPTH {
@@ -897,11 +898,9 @@ mod tests {
         }
         // Sending is far faster than durable commits, so the queue did fill up to the limit.
         assert!(deepest > PACED_QUEUE_DEPTH / 2 && deepest <= PACED_QUEUE_DEPTH + 1, "queue reached {deepest}");
-        let t0 = Instant::now();
-        while tx.queued() > 0 && t0.elapsed() < Duration::from_secs(30) {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert_eq!(tx.queued(), 0);
+        // Barrier: the end of each writer batch is reported to the metrics' subscribers.
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        assert!(runtime.block_on(metrics.wait_until(Duration::from_secs(30), |_| tx.queued() == 0)), "the writer took every change");
         writer.shutdown();
         assert_eq!(store.read().unwrap().checkpoints("test/").unwrap().len(), 3 * PACED_QUEUE_DEPTH);
 

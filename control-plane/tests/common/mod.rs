@@ -30,7 +30,8 @@ impl ServerLog {
                 line.clear();
                 let n = reader.read_line(&mut line).unwrap_or(0);
                 let (lock, changed) = &*state;
-                let mut s = lock.lock().unwrap();
+                // A test that failed while holding the lock poisoned it: keep reading.
+                let mut s = lock.lock().unwrap_or_else(|e| e.into_inner());
                 if n == 0 {
                     s.1 = true;
                 } else {
@@ -50,17 +51,30 @@ impl ServerLog {
         self.state.0.lock().unwrap().0.clone()
     }
 
+    /// Waits until `done(everything logged so far)` holds; panics with the log when the server
+    /// closed its stderr (exited) first, or after `limit` (which only turns a hang into a
+    /// failure).
+    pub fn wait_until(&self, what: &str, limit: std::time::Duration, done: impl Fn(&str) -> bool) {
+        let (lock, changed) = &*self.state;
+        let (s, timeout) = changed.wait_timeout_while(lock.lock().unwrap(), limit, |s| !done(&s.0) && !s.1).unwrap();
+        assert!(done(&s.0), "the server did not log {what} ({}):\n{}", if timeout.timed_out() { "timed out" } else { "it exited" }, s.0);
+    }
+
+    /// How many bytes have been logged so far (for [`ServerLog::wait_for_more`]).
+    pub fn len(&self) -> usize {
+        self.state.0.lock().unwrap().0.len()
+    }
+
+    /// Waits until more than `seen` bytes are logged (the server said something new); panics as
+    /// [`ServerLog::wait_until`] does.
+    pub fn wait_for_more(&self, seen: usize, limit: std::time::Duration) {
+        self.wait_until("anything new", limit, |log| log.len() > seen);
+    }
+
     /// Waits until a line contains `what`; panics with the log when the server closed its
     /// stderr (exited) first, or after `limit` (which only turns a hang into a failure).
     pub fn wait_for(&self, what: &str, limit: std::time::Duration) {
-        let (lock, changed) = &*self.state;
-        let (s, timeout) = changed.wait_timeout_while(lock.lock().unwrap(), limit, |s| !s.0.contains(what) && !s.1).unwrap();
-        assert!(
-            s.0.contains(what),
-            "the server did not log {what:?} ({}):\n{}",
-            if timeout.timed_out() { "timed out" } else { "it exited" },
-            s.0
-        );
+        self.wait_until(&format!("{what:?}"), limit, |log| log.contains(what));
     }
 
     /// Waits until the server closed its stderr (it exited), at most 60 s.
