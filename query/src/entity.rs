@@ -114,6 +114,8 @@ pub struct Builder {
     pub(crate) query_fields: Vec<Field>,
     /// Node loaders by GraphQL type name.
     pub(crate) loaders: HashMap<&'static str, Loader>,
+    /// Each registered kind's GraphQL object type.
+    pub(crate) type_names: HashMap<schema::KindId, &'static str>,
     /// Object types listed as records (for the node estimate, `crate::limits`), by type name.
     pub(crate) records: HashMap<String, crate::limits::RecordList>,
     registered: std::collections::HashSet<String>,
@@ -461,6 +463,7 @@ pub fn register<K: Entity>(b: &mut Builder) {
     let loader: Loader =
         Arc::new(|rq: &RequestContext, key: &Key| Ok(rq.load_visible::<K>(key)?.map(|s| node_value::<K>(s).with_type(K::TYPE))));
     b.loaders.insert(K::TYPE, loader);
+    b.type_names.insert(K::ID, K::TYPE);
 }
 
 type MakeRows<K, P> = dyn for<'a> Fn(
@@ -778,10 +781,12 @@ impl<I: Iterator<Item = Result<storage::OrderEntry, storage::StorageError>>> Ite
 
 // ---- node / nodes --------------------------------------------------------------------------
 
-/// Registers `Node`, `node(id)` and `nodes(ids)`.
-pub fn register_node(b: &mut Builder) {
+/// Registers the `Node` interface and the `node`/`nodes` query fields; returns the node loaders
+/// (for [`crate::changes`]).
+pub fn register_node(b: &mut Builder) -> Arc<HashMap<&'static str, Loader>> {
     b.interfaces.push(Interface::new("Node").field(InterfaceField::new("id", TypeRef::named_nn(TypeRef::ID))));
     let loaders = Arc::new(std::mem::take(&mut b.loaders));
+    let returned = loaders.clone();
     let l1 = loaders.clone();
     b.query_fields.push(
         Field::new("node", TypeRef::named("Node"), move |ctx| {
@@ -826,6 +831,7 @@ pub fn register_node(b: &mut Builder) {
         })
         .argument(InputValue::new("ids", TypeRef::named_nn_list_nn(TypeRef::ID))),
     );
+    returned
 }
 
 fn load_node(loaders: &HashMap<&'static str, Loader>, rq: &RequestContext, id: &str) -> Result<FieldValue<'static>, Error> {

@@ -73,3 +73,24 @@ pub fn internal_server_error() -> async_graphql::ServerError {
     e.extensions = Some(ext);
     e
 }
+
+/// `BAD_REQUEST`: a subscription sent as a plain HTTP request.
+pub fn subscription_over_http() -> async_graphql::ServerError {
+    let mut e = async_graphql::ServerError::new(
+        "subscriptions run over a WebSocket (subprotocol graphql-transport-ws or graphql-ws) on the same path",
+        None,
+    );
+    let mut ext = async_graphql::ErrorExtensionValues::default();
+    ext.set("code", "BAD_REQUEST");
+    e.extensions = Some(ext);
+    e
+}
+
+/// `BAD_REQUEST`: a query or mutation sent as a subscription.
+pub fn not_a_subscription() -> async_graphql::ServerError {
+    let mut e = async_graphql::ServerError::new("only subscriptions run over the WebSocket; send queries as HTTP requests", None);
+    let mut ext = async_graphql::ErrorExtensionValues::default();
+    ext.set("code", "BAD_REQUEST");
+    e.extensions = Some(ext);
+    e
+}

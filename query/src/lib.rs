@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod changes;
 pub mod column;
 pub mod deadline;
 pub mod entity;
@@ -24,7 +25,7 @@ pub mod secrets;
 pub mod viewer;
 
 use async_graphql::dynamic::{Object, Scalar, Schema, SchemaError, TypeRef};
-use async_graphql::parser::types::ExecutableDocument;
+use async_graphql::parser::types::{ExecutableDocument, OperationType};
 use async_graphql::ValidationMode;
 use entity::{boolean, field, nullable_string, Builder, RequestContext};
 use schema::Timestamp;
@@ -135,6 +136,9 @@ pub(crate) struct PageInfo {
 pub struct Api {
     plain: Validating,
     nodes: Validating,
+    /// The schema subscriptions run on: each event on a context of its own
+    /// ([`changes::ChangeEvents`]).
+    subscriptions: Schema,
     config: QueryConfig,
     limits: Arc<limits::Limits>,
     shapes: limits::Shapes,
@@ -212,22 +216,32 @@ impl ParseCache {
 pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
     let mut records = std::collections::HashMap::new();
     let mut both = |nodes| -> Result<Validating, SchemaError> {
-        let (strict, r) = build(&config, nodes, ValidationMode::Strict)?;
+        let (strict, r) = build(&config, Extras { nullable_nodes: nodes, change_events: false }, ValidationMode::Strict)?;
         records = r;
-        Ok(Validating { strict, fast: build(&config, nodes, ValidationMode::Fast)?.0 })
+        Ok(Validating { strict, fast: build(&config, Extras { nullable_nodes: nodes, change_events: false }, ValidationMode::Fast)?.0 })
     };
     let plain = both(false)?;
     let nodes = both(true)?;
+    let subscriptions = build(&config, Extras { nullable_nodes: false, change_events: true }, ValidationMode::Strict)?.0;
     let shapes =
         limits::Shapes::new(&plain.strict.sdl(), records).map_err(|e| SchemaError(format!("the generated SDL does not parse: {e}")))?;
     let limits = Arc::new(config.limits());
     let persisted = persisted::PersistedQueries::new(config.persisted_queries);
-    Ok(Api { plain, nodes, config, limits, shapes, parsed: ParseCache::default(), persisted })
+    Ok(Api { plain, nodes, subscriptions, config, limits, shapes, parsed: ParseCache::default(), persisted })
+}
+
+/// The extensions of one build of the schema.
+#[derive(Clone, Copy)]
+struct Extras {
+    /// [`nodes_ext::NullableNodes`].
+    nullable_nodes: bool,
+    /// [`changes::ChangeEvents`] (the subscription schema).
+    change_events: bool,
 }
 
 fn build(
     config: &QueryConfig,
-    nullable_nodes: bool,
+    extras: Extras,
     validation: ValidationMode,
 ) -> Result<(Schema, std::collections::HashMap<String, limits::RecordList>), SchemaError> {
     let mut bld = Builder::default();
@@ -243,13 +257,15 @@ fn build(
     );
     kinds::register_all(&mut bld);
     search::register(&mut bld);
-    entity::register_node(&mut bld);
+    let loaders = entity::register_node(&mut bld);
+    let subscription = async_graphql::dynamic::Subscription::new("Subscription").field(changes::register(&mut bld, loaders));
 
     let mut query = Object::new("Query");
     for f in std::mem::take(&mut bld.query_fields) {
         query = query.field(f);
     }
-    let mut sb = Schema::build("Query", None, None)
+    let mut sb = Schema::build("Query", None, Some("Subscription"))
+        .register(subscription)
         .register(Scalar::new("Time").description("RFC 3339 date-time"))
         .register(Scalar::new("Cursor").description("An opaque pagination cursor"))
         .register(Scalar::new("Map").description("A JSON object"))
@@ -275,8 +291,11 @@ fn build(
     if !config.introspection {
         sb = sb.disable_introspection();
     }
-    if nullable_nodes {
+    if extras.nullable_nodes {
         sb = sb.extension(nodes_ext::NullableNodes);
+    }
+    if extras.change_events {
+        sb = sb.extension(changes::ChangeEvents);
     }
     Ok((sb.finish()?, bld.records))
 }
@@ -330,6 +349,9 @@ impl Api {
             |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::internal(e).into_server_error(Default::default())]);
         let view = store.read().map_err(internal)?;
         viewer.resolve(&view).map_err(internal)?;
+        if parsed.as_ref().is_some_and(|p| operation_type(&p.doc, request.operation_name.as_deref()) == Some(OperationType::Subscription)) {
+            return Err(Box::new(async_graphql::Response::from_errors(vec![error::subscription_over_http()])));
+        }
         let mut cost = limits::Cost::default();
         if let Some(p) = &parsed {
             let mut counts = std::collections::HashMap::new();
@@ -356,6 +378,72 @@ impl Api {
             deadline,
         };
         Ok(Prepared { rq, request, parsed, cost })
+    }
+
+    /// Everything before a subscription runs, as [`Api::prepare`] measures a query: the text,
+    /// the variables and the operation against the [`limits`] (its selection is what each
+    /// event resolves). `log` is the change log it follows; `deadline` gives each event's
+    /// deadline. The read view used to measure it is closed again: a subscription holds none
+    /// between events.
+    ///
+    /// # Errors
+    /// The answer to send instead (one error): a limit's code, `BAD_REQUEST` for an operation
+    /// that is not a subscription, `INTERNAL` for a storage failure.
+    pub fn prepare_subscription(
+        &self,
+        store: &Store,
+        viewer: Viewer,
+        mut request: async_graphql::Request,
+        log: &changes::ChangeLog,
+        deadline: Arc<dyn Fn() -> deadline::Deadline + Send + Sync>,
+    ) -> Result<async_graphql::Request, Box<async_graphql::Response>> {
+        let refuse = |e: limits::LimitError| Box::new(async_graphql::Response::from_errors(vec![e.into_server_error()]));
+        self.persisted.resolve(&mut request).map_err(|e| Box::new(async_graphql::Response::from_errors(vec![e])))?;
+        limits::scan_text(&request.query, &self.limits).map_err(refuse)?;
+        limits::check_variables(&request.variables, &self.limits).map_err(refuse)?;
+        let doc = match async_graphql::parser::parse_query(&request.query) {
+            Ok(doc) => doc,
+            // The executor reports the syntax error as usual.
+            Err(_) => return Ok(request),
+        };
+        if operation_type(&doc, request.operation_name.as_deref()) != Some(OperationType::Subscription) {
+            return Err(Box::new(async_graphql::Response::from_errors(vec![error::not_a_subscription()])));
+        }
+        let internal =
+            |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::internal(e).into_server_error(Default::default())]);
+        {
+            let view = store.read().map_err(internal)?;
+            let mut measured = viewer.clone();
+            measured.resolve(&view).map_err(internal)?;
+            let mut counts = std::collections::HashMap::new();
+            let mut bound =
+                |r: limits::RecordList| *counts.entry(r).or_insert_with(|| list_bound(&view, &measured, r, self.config.max_page_size));
+            limits::analyze(&doc, request.operation_name.as_deref(), &request.variables, &self.shapes, &self.limits, &mut bound)
+                .map_err(refuse)?;
+        }
+        request.set_parsed_query(doc);
+        Ok(request.data(changes::SubscriptionData {
+            store: store.clone(),
+            viewer,
+            log: log.clone(),
+            start: log.head(),
+            deadline,
+            now: self.config.now,
+            max_page_size: self.config.max_page_size,
+            limits: self.limits.clone(),
+            next: std::sync::Mutex::new(None),
+        }))
+    }
+
+    /// Runs a prepared subscription: one answer per event (errors with their codes, as
+    /// [`Api::run`] gives them); the stream ends after an answer with errors.
+    pub fn subscribe(
+        &self,
+        request: async_graphql::Request,
+    ) -> async_graphql::futures_util::stream::BoxStream<'static, async_graphql::Response> {
+        use async_graphql::futures_util::StreamExt;
+        let limits = self.limits.clone();
+        self.subscriptions.execute_stream(request).map(move |r| with_codes(cap_errors(r), &limits)).boxed()
     }
 
     /// Executes a prepared request. Resolvers run synchronously inside this future (they read
@@ -385,6 +473,18 @@ impl Api {
             return async_graphql::Response::from_errors(vec![deadline.server_error()]);
         }
         with_codes(cap_errors(response), &self.limits)
+    }
+}
+
+/// The type of the operation of `doc` a request runs: the one named `name`, or the only one.
+fn operation_type(doc: &ExecutableDocument, name: Option<&str>) -> Option<OperationType> {
+    use async_graphql::parser::types::DocumentOperations;
+    match (&doc.operations, name) {
+        (DocumentOperations::Single(op), None) => Some(op.node.ty),
+        (DocumentOperations::Single(_), Some(_)) => None,
+        (DocumentOperations::Multiple(ops), Some(name)) => ops.get(name).map(|op| op.node.ty),
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next().map(|op| op.node.ty),
+        (DocumentOperations::Multiple(_), None) => None,
     }
 }
 

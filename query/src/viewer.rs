@@ -62,6 +62,9 @@ pub struct Viewer {
     pub teams: Vec<String>,
     /// `clientId` claim (`<group>--<team>--<app>`): who the audit log names.
     pub client_id: String,
+    /// `exp` claim (seconds since the Unix epoch), if any: when the token stops being valid
+    /// (long-lived subscription connections are closed then).
+    pub expires_at: Option<i64>,
 }
 
 impl Viewer {
@@ -110,7 +113,8 @@ impl Viewer {
             ViewerKind::Team => vec![format!("{}--{}", parts[0], parts[1])],
             _ => Vec::new(),
         };
-        Ok(Viewer { kind, access, env, group, teams, client_id: client_id.to_string() })
+        let expires_at = claims.get("exp").and_then(|e| e.as_i64().or_else(|| e.as_f64().map(|f| f as i64)));
+        Ok(Viewer { kind, access, env, group, teams, client_id: client_id.to_string(), expires_at })
     }
 
     /// Resolves a group viewer's teams from the store (teams whose `spec.group` is the

@@ -42,7 +42,7 @@ mod write;
 pub use error::StorageError;
 pub use read::{OrderEntry, ReadView, Stored};
 pub use tables::{OrderField, OrderSet};
-pub use write::{Committed, Encoded, Outcome, SourceRef, WriteBatch};
+pub use write::{Committed, Encoded, Outcome, RecordChange, SourceRef, WriteBatch};
 
 use redb::{Database, ReadableDatabase, ReadableTable};
 use schema::{Key, Timestamp};

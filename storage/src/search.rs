@@ -643,7 +643,7 @@ impl Job {
             return; // already in the index (the rebuild read a later view)
         }
         let kinds: Vec<KindId> = self.loaders.iter().map(|(k, _)| *k).collect();
-        self.pending.extend(c.changed.into_iter().filter(|(k, _)| kinds.contains(k)));
+        self.pending.extend(c.changes.iter().filter(|c| kinds.contains(&c.kind)).map(|c| (c.kind, c.key.clone())));
         self.pending_rev = self.pending_rev.max(c.revision);
     }
 

@@ -297,7 +297,7 @@ impl<K: Kind> ErasedKind for Erased<K> {
         b.existing.borrow_mut().clear();
         b.tables.records_mut(K::ID)?.remove(key.as_bytes())?;
         b.changed = true;
-        b.touch(K::ID, key);
+        b.touch::<K>(key, Some((&rec, &env)), None);
         let deps = K::dependents(&rec, &env.links);
         b.cascade(&deps, depth)
     }
@@ -338,7 +338,7 @@ pub struct WriteBatch<'txn> {
     now: Timestamp,
     feed: Arc<Feed>,
     /// Records written or removed, when someone subscribed to the feed.
-    touched: Option<Vec<(KindId, Key)>>,
+    touched: Option<Vec<RecordChange>>,
     /// Changes of the `counts` table (count key → delta), written once at commit.
     counts: BTreeMap<Vec<u8>, i64>,
     /// The source entry last read by [`WriteBatch::source_version`], by `sources` key: the
@@ -403,13 +403,46 @@ impl<'txn> OpenTables<'txn> {
 }
 
 /// One committed batch, as told to [`crate::Store::subscribe`]rs: the new revision and every
-/// record (kind, natural key) the batch wrote or removed, in write order (may repeat).
+/// record the batch wrote or removed, once each, in the order they were first written.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Committed {
     /// The revision of the commit.
     pub revision: u64,
     /// The records written or removed.
-    pub changed: Vec<(KindId, Key)>,
+    pub changes: Arc<[RecordChange]>,
+}
+
+/// One record written or removed by a committed batch: who could see it before the batch and
+/// who can after ([`Kind::scopes`] of the record and its links then; `None` when it did not
+/// exist). A record written and removed within one batch is not listed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordChange {
+    /// The record's kind.
+    pub kind: KindId,
+    /// The record's natural key.
+    pub key: Key,
+    /// The record's scopes before the batch; `None`: it was created.
+    pub before: Option<Vec<Scope>>,
+    /// The record's scopes after the batch; `None`: it was removed.
+    pub after: Option<Vec<Scope>>,
+}
+
+/// Merges the writes of one batch into one [`RecordChange`] per record: the scopes before its
+/// first write and after its last, in the order records were first written.
+fn merge_changes(touched: Vec<RecordChange>) -> Vec<RecordChange> {
+    let mut at: std::collections::HashMap<(KindId, Key), usize> = std::collections::HashMap::with_capacity(touched.len());
+    let mut out: Vec<RecordChange> = Vec::with_capacity(touched.len());
+    for c in touched {
+        match at.get(&(c.kind, c.key.clone())) {
+            Some(&i) => out[i].after = c.after,
+            None => {
+                at.insert((c.kind, c.key.clone()), out.len());
+                out.push(c);
+            }
+        }
+    }
+    out.retain(|c| c.before.is_some() || c.after.is_some());
+    out
 }
 
 /// The subscribers of committed batches. Sent after the commit is durable, in commit order (the
@@ -461,9 +494,12 @@ impl<'txn> WriteBatch<'txn> {
         })
     }
 
-    fn touch(&mut self, kind: KindId, key: &Key) {
+    /// Notes for the feed that the record `key` of `K` went from `before` to `after` (record and
+    /// envelope; `None`: absent).
+    fn touch<K: Kind>(&mut self, key: &Key, before: Option<(&K::Record, &Envelope)>, after: Option<(&K::Record, &Envelope)>) {
         if let Some(t) = &mut self.touched {
-            t.push((kind, key.clone()));
+            let scopes = |v: Option<(&K::Record, &Envelope)>| v.map(|(rec, env)| K::scopes(rec, &env.links));
+            t.push(RecordChange { kind: K::ID, key: key.clone(), before: scopes(before), after: scopes(after) });
         }
     }
 
@@ -688,7 +724,7 @@ impl<'txn> WriteBatch<'txn> {
         self.apply_entries(K::ID, old_entries.as_ref(), Some(&new_entries))?;
         self.tables.records_mut(K::ID)?.insert(key.as_bytes(), encode(new_env).as_slice())?;
         self.changed = true;
-        self.touch(K::ID, key);
+        self.touch::<K>(key, old, Some((rec, new_env)));
         let mut deps = K::dependents(rec, &new_env.links);
         if let Some((r, e)) = old {
             deps.extend(K::dependents(r, &e.links));
@@ -862,7 +898,7 @@ pub(crate) struct Finished {
     /// Whether to commit (else abort: nothing was written).
     keep: bool,
     revision: Option<u64>,
-    changed: Option<Vec<(KindId, Key)>>,
+    changed: Option<Vec<RecordChange>>,
     feed: Arc<Feed>,
 }
 
@@ -875,7 +911,7 @@ impl Finished {
             false => txn.abort()?,
         }
         if let (Some(revision), Some(changed)) = (self.revision, self.changed) {
-            self.feed.send(Committed { revision, changed });
+            self.feed.send(Committed { revision, changes: merge_changes(changed).into() });
         }
         Ok(self.revision)
     }

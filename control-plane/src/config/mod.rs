@@ -367,6 +367,78 @@ pub const SETTINGS: &[Setting] = &[
         |d, v| set(&mut d.config.secret_manager.timeout, parse_duration_between(one(v)?, Duration::from_millis(1), Duration::from_secs(60))),
     ),
     Setting::file(
+        "subscriptions.changeLogSize",
+        "CP_SUBSCRIPTIONS_CHANGE_LOG_SIZE",
+        "N",
+        "10000",
+        "Record changes kept for resuming subscriptions (`changes(after:)`), 1 to 1000000; an older position gets GONE.",
+        |d, v| set(&mut d.config.subscriptions.change_log_size, parse_between(one(v)?, 1, 1_000_000)),
+    ),
+    Setting::file(
+        "subscriptions.changeLogRetention",
+        "CP_SUBSCRIPTIONS_CHANGE_LOG_RETENTION",
+        "DURATION",
+        "1h",
+        "Longest a record change is kept for resuming subscriptions (Go duration, 1s to 24h).",
+        |d, v| set(&mut d.config.subscriptions.change_log_retention, parse_duration_between(one(v)?, Duration::from_secs(1), Duration::from_secs(86_400))),
+    ),
+    Setting::file(
+        "subscriptions.maxConnections",
+        "CP_SUBSCRIPTIONS_MAX_CONNECTIONS",
+        "N",
+        "1000",
+        "WebSocket connections open at once (1 to 100000); one more is refused with HTTP 503.",
+        |d, v| set(&mut d.config.subscriptions.max_connections, parse_between(one(v)?, 1, 100_000)),
+    ),
+    Setting::file(
+        "subscriptions.maxConnectionsPerClient",
+        "CP_SUBSCRIPTIONS_MAX_CONNECTIONS_PER_CLIENT",
+        "N",
+        "20",
+        "WebSocket connections open at once per token clientId (1 to 10000); one more is closed with code 4429.",
+        |d, v| set(&mut d.config.subscriptions.max_connections_per_client, parse_between(one(v)?, 1, 10_000)),
+    ),
+    Setting::file(
+        "subscriptions.maxPerConnection",
+        "CP_SUBSCRIPTIONS_MAX_PER_CONNECTION",
+        "N",
+        "100",
+        "Subscriptions running at once on one connection (1 to 10000); one more gets TOO_MANY_SUBSCRIPTIONS.",
+        |d, v| set(&mut d.config.subscriptions.max_per_connection, parse_between(one(v)?, 1, 10_000)),
+    ),
+    Setting::file(
+        "subscriptions.maxTotal",
+        "CP_SUBSCRIPTIONS_MAX_TOTAL",
+        "N",
+        "10000",
+        "Subscriptions running at once on the server (1 to 1000000); one more gets TOO_MANY_SUBSCRIPTIONS.",
+        |d, v| set(&mut d.config.subscriptions.max_total, parse_between(one(v)?, 1, 1_000_000)),
+    ),
+    Setting::file(
+        "subscriptions.idleTimeout",
+        "CP_SUBSCRIPTIONS_IDLE_TIMEOUT",
+        "DURATION",
+        "1h",
+        "A connection running no subscription for this long is closed (Go duration, 1s to 24h).",
+        |d, v| set(&mut d.config.subscriptions.idle_timeout, parse_duration_between(one(v)?, Duration::from_secs(1), Duration::from_secs(86_400))),
+    ),
+    Setting::file(
+        "subscriptions.maxLifetime",
+        "CP_SUBSCRIPTIONS_MAX_LIFETIME",
+        "DURATION",
+        "12h",
+        "A connection is closed (code 4000) after this long; the client resumes with `after` (Go duration, 1s to 7 days).",
+        |d, v| set(&mut d.config.subscriptions.max_lifetime, parse_duration_between(one(v)?, Duration::from_secs(1), Duration::from_secs(7 * 86_400))),
+    ),
+    Setting::file(
+        "subscriptions.sendTimeout",
+        "CP_SUBSCRIPTIONS_SEND_TIMEOUT",
+        "DURATION",
+        "10s",
+        "A client that does not take a message within this long is disconnected (code 4008; Go duration, 100ms to 5m).",
+        |d, v| set(&mut d.config.subscriptions.send_timeout, parse_duration_between(one(v)?, Duration::from_millis(100), Duration::from_secs(300))),
+    ),
+    Setting::file(
         "fileManager.baseUrl",
         "CP_FILE_MANAGER_BASE_URL",
         "URL",
@@ -439,6 +511,8 @@ pub struct Config {
     pub secret_manager: SecretManagerConfig,
     /// `fileManager.*`.
     pub file_manager: FileManagerConfig,
+    /// `subscriptions.*`.
+    pub subscriptions: SubscriptionsConfig,
     /// Projector timing (`DEPENDENCY_DELAY`, …).
     pub projector: ProjectorConfig,
     /// `source.maxDocumentBytes`: the largest document (manifests) or object (kube) projected,
@@ -588,6 +662,29 @@ pub struct SecretManagerConfig {
 /// system's CAs alone are trusted; any other configured CA file must exist.
 pub const DEFAULT_SECRET_MANAGER_CA_FILE: &str = "/var/run/secrets/trust-bundle/trust-bundle.pem";
 
+/// `subscriptions.*`: GraphQL subscriptions over WebSocket and their change log.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubscriptionsConfig {
+    /// `subscriptions.changeLogSize`: record changes kept for resuming.
+    pub change_log_size: usize,
+    /// `subscriptions.changeLogRetention`: longest a change is kept.
+    pub change_log_retention: Duration,
+    /// `subscriptions.maxConnections`: WebSocket connections at once.
+    pub max_connections: usize,
+    /// `subscriptions.maxConnectionsPerClient`: connections at once per `clientId`.
+    pub max_connections_per_client: usize,
+    /// `subscriptions.maxPerConnection`: subscriptions at once on one connection.
+    pub max_per_connection: usize,
+    /// `subscriptions.maxTotal`: subscriptions at once on the server.
+    pub max_total: usize,
+    /// `subscriptions.idleTimeout`: a connection without subscriptions is closed after it.
+    pub idle_timeout: Duration,
+    /// `subscriptions.maxLifetime`: every connection is closed after it.
+    pub max_lifetime: Duration,
+    /// `subscriptions.sendTimeout`: a message not taken by the client within it disconnects.
+    pub send_timeout: Duration,
+}
+
 /// `fileManager.*`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileManagerConfig {
@@ -676,6 +773,17 @@ impl Draft {
                 timeout: Duration::ZERO,
             },
             file_manager: FileManagerConfig { base_url: None },
+            subscriptions: SubscriptionsConfig {
+                change_log_size: 0,
+                change_log_retention: Duration::ZERO,
+                max_connections: 0,
+                max_connections_per_client: 0,
+                max_per_connection: 0,
+                max_total: 0,
+                idle_timeout: Duration::ZERO,
+                max_lifetime: Duration::ZERO,
+                send_timeout: Duration::ZERO,
+            },
             projector: ProjectorConfig {
                 dependency_delay: Duration::ZERO,
                 dependency_delay_jitter: Duration::ZERO,

@@ -147,6 +147,34 @@ fn invalid_values_name_the_key_and_origin() {
         (&[("CP_SECRET_MANAGER_URL", "https://user:pw@secrets.example/api")], None, mock(), "secretManager.url", "CP_SECRET_MANAGER_URL"),
         (&[("CP_SECRET_MANAGER_CACHE_TTL", "11m")], None, mock(), "secretManager.cacheTtl", "CP_SECRET_MANAGER_CACHE_TTL"),
         (&[("CP_SECRET_MANAGER_TIMEOUT", "0s")], None, mock(), "secretManager.timeout", "CP_SECRET_MANAGER_TIMEOUT"),
+        (&[("CP_SUBSCRIPTIONS_CHANGE_LOG_SIZE", "0")], None, mock(), "subscriptions.changeLogSize", "CP_SUBSCRIPTIONS_CHANGE_LOG_SIZE"),
+        (&[], Some("subscriptions:\n  changeLogSize: 99999999999\n"), mock(), "subscriptions.changeLogSize", "config file cp.yaml"),
+        (
+            &[("CP_SUBSCRIPTIONS_CHANGE_LOG_RETENTION", "25h")],
+            None,
+            mock(),
+            "subscriptions.changeLogRetention",
+            "CP_SUBSCRIPTIONS_CHANGE_LOG_RETENTION",
+        ),
+        (&[("CP_SUBSCRIPTIONS_MAX_CONNECTIONS", "0")], None, mock(), "subscriptions.maxConnections", "CP_SUBSCRIPTIONS_MAX_CONNECTIONS"),
+        (
+            &[("CP_SUBSCRIPTIONS_MAX_CONNECTIONS_PER_CLIENT", "-1")],
+            None,
+            mock(),
+            "subscriptions.maxConnectionsPerClient",
+            "CP_SUBSCRIPTIONS_MAX_CONNECTIONS_PER_CLIENT",
+        ),
+        (
+            &[("CP_SUBSCRIPTIONS_MAX_PER_CONNECTION", "10001")],
+            None,
+            mock(),
+            "subscriptions.maxPerConnection",
+            "CP_SUBSCRIPTIONS_MAX_PER_CONNECTION",
+        ),
+        (&[("CP_SUBSCRIPTIONS_MAX_TOTAL", "x")], None, mock(), "subscriptions.maxTotal", "CP_SUBSCRIPTIONS_MAX_TOTAL"),
+        (&[("CP_SUBSCRIPTIONS_IDLE_TIMEOUT", "0s")], None, mock(), "subscriptions.idleTimeout", "CP_SUBSCRIPTIONS_IDLE_TIMEOUT"),
+        (&[("CP_SUBSCRIPTIONS_MAX_LIFETIME", "8760h")], None, mock(), "subscriptions.maxLifetime", "CP_SUBSCRIPTIONS_MAX_LIFETIME"),
+        (&[("CP_SUBSCRIPTIONS_SEND_TIMEOUT", "1ms")], None, mock(), "subscriptions.sendTimeout", "CP_SUBSCRIPTIONS_SEND_TIMEOUT"),
         (
             &[("CP_FILE_MANAGER_BASE_URL", "file-manager.controlplane-system.svc")],
             None,
@@ -301,6 +329,7 @@ fn sample(s: &Setting) -> String {
         "false" => "true".into(),
         d if d.parse::<u64>().is_ok() => (d.parse::<u64>().unwrap() + 1).to_string(),
         d if d.ends_with('s') || d.ends_with('m') => if d == "7s" { "8s" } else { "7s" }.into(),
+        d if d.ends_with('h') => if d == "2h" { "3h" } else { "2h" }.into(),
         d => panic!("add a sample value for setting {} (default {d:?}) to this test", s.key),
     }
 }

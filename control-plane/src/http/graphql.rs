@@ -25,7 +25,9 @@ use storage::Store;
 
 /// Shared state of the endpoint.
 struct GraphqlEndpoint {
-    api: Api,
+    api: Arc<Api>,
+    /// The WebSocket connections' shared state ([`super::subscriptions`]).
+    subscriptions: Arc<super::subscriptions::Hub>,
     store: Store,
     auth: Authenticator,
     limits: Limits,
@@ -89,10 +91,25 @@ pub fn routes(
     let api = query::build_schema(QueryConfig { secret_resolver: secrets, ..query_config(config) })
         .expect("invariant: the generated schema is valid (see query/schema.graphql test)");
     let limits = Limits { max_body_bytes: config.graphql.max_body_bytes, timeout: config.graphql.request_timeout };
-    let executor = Executor::new(config.graphql.workers, config.graphql.queue_length, shutdown, metrics.clone());
+    let executor = Executor::new(config.graphql.workers, config.graphql.queue_length, shutdown.clone(), metrics.clone());
+    let timeout = config.graphql.request_timeout;
+    let stop = shutdown.clone();
+    let event_deadline = Arc::new(move || query::deadline::Deadline::new(std::time::Instant::now(), Some(timeout), Some(stop.clone())));
+    let subscriptions = super::subscriptions::Hub::new(
+        &store,
+        config.subscriptions,
+        config.graphql.max_body_bytes,
+        &metrics,
+        shutdown,
+        event_deadline,
+        config.security.leeway,
+    )
+    .expect("the change log's thread starts");
+    let api = Arc::new(api);
+    let subscriptions = Arc::new(subscriptions);
     let pool_kib = (ANSWERS_IN_FLIGHT * config.graphql.max_response_bytes).div_ceil(1024).min(tokio::sync::Semaphore::MAX_PERMITS);
     let sending = Arc::new(tokio::sync::Semaphore::new(pool_kib));
-    let state = Arc::new(GraphqlEndpoint { api, store, auth, limits, metrics, executor, sending, sending_kib: pool_kib });
+    let state = Arc::new(GraphqlEndpoint { api, subscriptions, store, auth, limits, metrics, executor, sending, sending_kib: pool_kib });
     let mut route = Route::new().at("/graphql/query", get(graphql).post(graphql).data(state));
     if config.graphql.playground_enabled {
         route =
@@ -116,6 +133,10 @@ struct Limits {
 
 #[handler]
 async fn graphql(req: &Request, body: Body, state: Data<&Arc<GraphqlEndpoint>>) -> Response {
+    if req.method() == Method::GET && super::subscriptions::is_upgrade(req) {
+        let s = &*state;
+        return super::subscriptions::upgrade(req, s.api.clone(), s.store.clone(), s.auth.clone(), s.subscriptions.clone()).await;
+    }
     let t0 = std::time::Instant::now();
     let (code, resp) = answer(req, body, &state, t0).await;
     state.metrics.graphql_answered(code, t0.elapsed().as_secs_f64());

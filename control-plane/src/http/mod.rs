@@ -6,6 +6,7 @@ pub mod admin;
 pub mod executor;
 pub mod graphiql;
 pub mod graphql;
+pub mod subscriptions;
 
 use crate::app::App;
 use crate::config::SourceConfig;

@@ -1,0 +1,425 @@
+//! GraphQL subscriptions over WebSocket (issue 22) on `/graphql/query`: a `GET` with
+//! `Upgrade: websocket` and subprotocol `graphql-transport-ws` (the `graphql-ws` library) or
+//! the legacy `graphql-ws` (subscriptions-transport-ws). What runs is `query`'s `changes`
+//! subscription ([`query::changes`]); this module carries the connection.
+//!
+//! **Tokens.** The upgrade request's `Authorization` header, or, without one, the
+//! `connection_init` payload's `Authorization` (or `authorization`, or either under `headers`),
+//! verified exactly as HTTP requests are. A refused header gets the HTTP answer a query gets
+//! (401/403/503) and no upgrade; a refused payload closes the socket (graphql-transport-ws:
+//! code 1002 with the reason; graphql-ws: `connection_error`). When the token's `exp` passes, the
+//! socket is closed with code 4403 "token expired" (after `security.leeway`, as
+//! requests are refused).
+//!
+//! **Limits** (`subscriptions.*`): connections at once (one more: HTTP 503 with `Retry-After`),
+//! connections per token `clientId` (one more is closed with 4429), subscriptions per
+//! connection and in total (one more gets one error `TOO_MANY_SUBSCRIPTIONS` and completes),
+//! messages from the client of at most `graphql.maxBodyBytes` (a larger one closes the socket),
+//! an idle connection (no subscription running) closed with 4000 after
+//! `subscriptions.idleTimeout`, every connection closed with 4000 after
+//! `subscriptions.maxLifetime` (clients resume with `after`), and a client that does not take a
+//! message within `subscriptions.sendTimeout` disconnected (counted as `slow`): messages are
+//! produced only as fast as the client takes them, so a reader that stops costs one message
+//! and the socket's buffers. Shutdown closes every socket with 1001.
+//!
+//! **Metrics:** `controlplane_subscription_connections`, `controlplane_subscriptions_active`,
+//! `controlplane_subscription_events_total`, `controlplane_subscription_disconnects_total{reason}`
+//! (`slow`, `idle`, `lifetime`, `expired`, `shutdown`, `client_limit`).
+
+use crate::auth::{AuthError, Authenticator};
+use crate::config::SubscriptionsConfig;
+use async_graphql::futures_util::stream::BoxStream;
+use async_graphql::http::{WebSocketProtocols, WsMessage, ALL_WEBSOCKET_PROTOCOLS};
+use async_graphql_poem::GraphQLProtocol;
+use futures::{SinkExt, StreamExt};
+use poem::web::websocket::{Message, WebSocket, WebSocketConfig};
+use poem::{FromRequest, IntoResponse, Request, RequestBody, Response};
+use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
+use query::changes::ChangeLog;
+use query::viewer::Viewer;
+use query::Api;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use storage::Store;
+
+/// The reasons of `controlplane_subscription_disconnects_total`.
+pub const DISCONNECT_REASONS: &[&str] = &["slow", "idle", "lifetime", "expired", "shutdown", "client_limit"];
+
+/// The subscription metrics.
+#[derive(Clone)]
+pub struct SubscriptionMetrics {
+    /// `controlplane_subscription_connections`.
+    pub connections: IntGauge,
+    /// `controlplane_subscriptions_active`.
+    pub active: IntGauge,
+    /// `controlplane_subscription_events_total`.
+    pub events: IntCounter,
+    /// `controlplane_subscription_disconnects_total{reason}`.
+    pub disconnects: IntCounterVec,
+}
+
+impl SubscriptionMetrics {
+    /// Creates the metrics and registers them in `registry` (a name already registered is
+    /// logged and the metric stays unexported).
+    pub fn new(registry: &Registry) -> SubscriptionMetrics {
+        let valid = "metric definition is valid";
+        let connections = IntGauge::new("controlplane_subscription_connections", "GraphQL WebSocket connections open.").expect(valid);
+        let active = IntGauge::new("controlplane_subscriptions_active", "GraphQL subscriptions running.").expect(valid);
+        let events = IntCounter::new("controlplane_subscription_events_total", "Subscription events sent to clients.").expect(valid);
+        let disconnects = IntCounterVec::new(
+            Opts::new(
+                "controlplane_subscription_disconnects_total",
+                "WebSocket connections closed by the server, by reason (slow, idle, lifetime, expired, shutdown, client_limit).",
+            ),
+            &["reason"],
+        )
+        .expect(valid);
+        for c in [
+            Box::new(connections.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(active.clone()),
+            Box::new(events.clone()),
+            Box::new(disconnects.clone()),
+        ] {
+            if let Err(e) = registry.register(c) {
+                tracing::warn!(error = %e, "a subscription metric is not exported");
+            }
+        }
+        for reason in DISCONNECT_REASONS {
+            disconnects.with_label_values(&[reason]);
+        }
+        SubscriptionMetrics { connections, active, events, disconnects }
+    }
+}
+
+/// Everything the connections share.
+pub struct Hub {
+    log: ChangeLog,
+    settings: SubscriptionsConfig,
+    /// `graphql.maxBodyBytes`: the largest client message.
+    max_message_bytes: usize,
+    metrics: SubscriptionMetrics,
+    /// Told of every change of the counts ([`crate::metrics::Metrics::subscribe`]).
+    server_metrics: crate::metrics::Metrics,
+    connections: AtomicUsize,
+    subscriptions: AtomicUsize,
+    /// Connections per token `clientId` (counted once authenticated).
+    per_client: Mutex<std::collections::HashMap<String, usize>>,
+    shutdown: Arc<AtomicBool>,
+    /// A fresh deadline for each event.
+    deadline: Arc<dyn Fn() -> query::deadline::Deadline + Send + Sync>,
+    /// `security.leeway` in seconds: a token is valid until `exp` plus this.
+    leeway_seconds: i64,
+}
+
+impl Hub {
+    /// The hub of `store`'s subscriptions: follows its commits in a change log.
+    ///
+    /// # Errors
+    /// The change log cannot start ([`ChangeLog::follow`]).
+    pub fn new(
+        store: &Store,
+        settings: SubscriptionsConfig,
+        max_message_bytes: usize,
+        metrics: &crate::metrics::Metrics,
+        shutdown: Arc<AtomicBool>,
+        deadline: Arc<dyn Fn() -> query::deadline::Deadline + Send + Sync>,
+        leeway: Duration,
+    ) -> std::io::Result<Hub> {
+        let log_settings =
+            query::changes::ChangeLogSettings { max_entries: settings.change_log_size, retention: settings.change_log_retention };
+        Ok(Hub {
+            log: ChangeLog::follow(store, log_settings)?,
+            settings,
+            max_message_bytes,
+            metrics: SubscriptionMetrics::new(metrics.registry()),
+            server_metrics: metrics.clone(),
+            connections: AtomicUsize::new(0),
+            subscriptions: AtomicUsize::new(0),
+            per_client: Mutex::default(),
+            shutdown,
+            deadline,
+            leeway_seconds: i64::try_from(leeway.as_secs()).unwrap_or(i64::MAX),
+        })
+    }
+}
+
+/// Whether `req` asks for a WebSocket.
+pub fn is_upgrade(req: &Request) -> bool {
+    req.headers().get(poem::http::header::UPGRADE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// What one connection's executor needs.
+#[derive(Clone)]
+struct Connection {
+    api: Arc<Api>,
+    store: Store,
+    hub: Arc<Hub>,
+    /// The viewer, once authenticated (header or `connection_init`).
+    viewer: Arc<OnceLock<Viewer>>,
+    /// Subscriptions running on this connection.
+    running: Arc<AtomicUsize>,
+    /// When the last subscription of this connection ended (or it opened).
+    idle_since: Arc<Mutex<Instant>>,
+}
+
+/// Decrements the counters of one running subscription when its stream is dropped.
+struct Running {
+    conn: Connection,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.conn.hub.subscriptions.fetch_sub(1, Ordering::Relaxed);
+        self.conn.hub.metrics.active.dec();
+        if self.conn.running.fetch_sub(1, Ordering::Relaxed) == 1 {
+            *self.conn.idle_since.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        }
+        self.conn.hub.server_metrics.notify_waiters();
+    }
+}
+
+/// Releases one connection's place in the counts.
+struct Open {
+    hub: Arc<Hub>,
+    client: Option<String>,
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.hub.connections.fetch_sub(1, Ordering::Relaxed);
+        self.hub.metrics.connections.dec();
+        self.hub.server_metrics.notify_waiters();
+        if let Some(client) = &self.client {
+            let mut counts = self.hub.per_client.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = counts.get_mut(client) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    counts.remove(client);
+                }
+            }
+        }
+    }
+}
+
+fn too_many(what: &str) -> async_graphql::Response {
+    let mut e = async_graphql::ServerError::new(format!("too many subscriptions {what}; end one first"), None);
+    let mut ext = async_graphql::ErrorExtensionValues::default();
+    ext.set("code", "TOO_MANY_SUBSCRIPTIONS");
+    e.extensions = Some(ext);
+    async_graphql::Response::from_errors(vec![e])
+}
+
+impl async_graphql::Executor for Connection {
+    async fn execute(&self, _request: async_graphql::Request) -> async_graphql::Response {
+        async_graphql::Response::from_errors(vec![query::error::not_a_subscription()])
+    }
+
+    fn execute_stream(
+        &self,
+        request: async_graphql::Request,
+        _session: Option<Arc<async_graphql::Data>>,
+    ) -> BoxStream<'static, async_graphql::Response> {
+        let one = |r: async_graphql::Response| futures::stream::once(async move { r }).boxed();
+        let Some(viewer) = self.viewer.get().cloned() else {
+            return one(async_graphql::Response::from_errors(vec![async_graphql::ServerError::new("not authenticated", None)]));
+        };
+        let hub = &self.hub;
+        if self.running.load(Ordering::Relaxed) >= hub.settings.max_per_connection {
+            return one(too_many("on this connection"));
+        }
+        if hub.subscriptions.fetch_add(1, Ordering::Relaxed) >= hub.settings.max_total {
+            hub.subscriptions.fetch_sub(1, Ordering::Relaxed);
+            return one(too_many("on this server"));
+        }
+        self.running.fetch_add(1, Ordering::Relaxed);
+        hub.metrics.active.inc();
+        let running = Running { conn: self.clone() };
+        match self.api.prepare_subscription(&self.store, viewer, request, &hub.log, hub.deadline.clone()) {
+            Err(refused) => one(*refused),
+            Ok(request) => {
+                let events = self.api.subscribe(request);
+                // Prepared: it starts at the log's head of now.
+                hub.server_metrics.notify_waiters();
+                // The guard lives as long as the stream.
+                events
+                    .map(move |r| {
+                        let _counted = &running;
+                        r
+                    })
+                    .boxed()
+            }
+        }
+    }
+}
+
+/// The token of a `connection_init` payload.
+fn payload_token(payload: &serde_json::Value) -> Option<String> {
+    let find = |v: &serde_json::Value| {
+        ["Authorization", "authorization"].iter().find_map(|k| v.get(k).and_then(|t| t.as_str()).map(str::to_string))
+    };
+    find(payload).or_else(|| payload.get("headers").and_then(find))
+}
+
+/// Upgrades `req` to a subscription connection, or answers why not.
+pub async fn upgrade(req: &Request, api: Arc<Api>, store: Store, auth: Authenticator, hub: Arc<Hub>) -> Response {
+    let header = req.headers().get("authorization").and_then(|h| h.to_str().ok()).map(str::to_string);
+    let viewer = Arc::new(OnceLock::new());
+    if header.is_some() {
+        match auth.authenticate(header.as_deref()).await {
+            Ok(v) => {
+                let _ = viewer.set(v);
+            }
+            Err(e) => return super::graphql::rejection(&e),
+        }
+    }
+    let mut body = RequestBody::new(poem::Body::empty());
+    let Ok(protocol) = GraphQLProtocol::from_request(req, &mut body).await else {
+        let detail = "a WebSocket on this path needs the subprotocol graphql-transport-ws or graphql-ws";
+        return super::graphql::problem(poem::http::StatusCode::BAD_REQUEST, "Bad Request", detail);
+    };
+    let websocket = match WebSocket::from_request(req, &mut body).await {
+        Ok(ws) => ws,
+        Err(e) => return e.into_response(),
+    };
+    if hub.connections.fetch_add(1, Ordering::Relaxed) >= hub.settings.max_connections {
+        hub.connections.fetch_sub(1, Ordering::Relaxed);
+        let mut resp = super::graphql::problem(
+            poem::http::StatusCode::SERVICE_UNAVAILABLE,
+            "Service Unavailable",
+            "too many subscription connections; retry later",
+        );
+        resp.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("10"));
+        return resp;
+    }
+    hub.metrics.connections.inc();
+    hub.server_metrics.notify_waiters();
+    let open = Open { hub: hub.clone(), client: None };
+    let conn =
+        Connection { api, store, hub: hub.clone(), viewer, running: Arc::default(), idle_since: Arc::new(Mutex::new(Instant::now())) };
+    let config = WebSocketConfig::default().max_message_size(Some(hub.max_message_bytes)).max_frame_size(Some(hub.max_message_bytes));
+    websocket
+        .protocols(ALL_WEBSOCKET_PROTOCOLS)
+        .config(config)
+        .on_upgrade(move |socket| serve(socket, conn, protocol.0, auth, open))
+        .into_response()
+}
+
+/// Why the server ends a connection.
+enum End {
+    /// The client went away, or the protocol ended.
+    Done,
+    /// Close with this code and reason, counted under `reason`.
+    Close(u16, &'static str, &'static str),
+    /// The client did not take a message in time.
+    Slow,
+}
+
+async fn serve(
+    socket: poem::web::websocket::WebSocketStream,
+    conn: Connection,
+    protocol: WebSocketProtocols,
+    auth: Authenticator,
+    mut open: Open,
+) {
+    let hub = conn.hub.clone();
+    let (mut sink, input) = socket.split();
+    let input = input
+        .take_while(|m| futures::future::ready(m.is_ok()))
+        .filter_map(|m| futures::future::ready(m.ok().filter(|m| m.is_text() || m.is_binary()).map(Message::into_bytes)));
+    // The client's limit is counted once its viewer is known.
+    let counted: Arc<Mutex<Option<String>>> = Arc::default();
+    let init = {
+        let (viewer, hub, counted) = (conn.viewer.clone(), hub.clone(), counted.clone());
+        move |payload: serde_json::Value| async move {
+            if viewer.get().is_none() {
+                let token = payload_token(&payload);
+                match auth.authenticate(token.as_deref()).await {
+                    Ok(v) => {
+                        let _ = viewer.set(v);
+                    }
+                    Err(AuthError::Unavailable) => return Err("token keys are unavailable; retry later".into()),
+                    Err(AuthError::Forbidden(c)) => return Err(format!("forbidden: {c}").into()),
+                    Err(_) => return Err("invalid token".into()),
+                }
+            }
+            let client = viewer.get().map(|v| v.client_id.clone()).unwrap_or_default();
+            {
+                let mut counts = hub.per_client.lock().unwrap_or_else(|e| e.into_inner());
+                let n = counts.entry(client.clone()).or_insert(0);
+                if *n >= hub.settings.max_connections_per_client {
+                    hub.metrics.disconnects.with_label_values(&["client_limit"]).inc();
+                    return Err(async_graphql::Error::new("too many connections for this client"));
+                }
+                *n += 1;
+            }
+            *counted.lock().unwrap_or_else(|e| e.into_inner()) = Some(client);
+            Ok(async_graphql::Data::default())
+        }
+    };
+    let mut messages = Box::pin(async_graphql::http::WebSocket::new(conn.clone(), input, protocol).on_connection_init(init));
+    let opened = Instant::now();
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let settings = hub.settings;
+    let end = loop {
+        tokio::select! {
+            message = messages.next() => {
+                let message = match message {
+                    Some(WsMessage::Text(text)) => {
+                        if text.starts_with(r#"{"type":"next""#) || text.starts_with(r#"{"type":"data""#) {
+                            hub.metrics.events.inc();
+                        }
+                        Message::text(text)
+                    }
+                    Some(WsMessage::Close(code, reason)) => Message::close_with(code, reason),
+                    None => break End::Done,
+                };
+                let closing = matches!(message, Message::Close(_));
+                match tokio::time::timeout(settings.send_timeout, sink.send(message)).await {
+                    Ok(Ok(())) if !closing => {}
+                    Ok(_) => break End::Done,
+                    Err(_) => break End::Slow,
+                }
+            }
+            _ = tick.tick() => {
+                if hub.shutdown.load(Ordering::Relaxed) {
+                    break End::Close(1001, "the server is shutting down", "shutdown");
+                }
+                let now = Instant::now();
+                if now.duration_since(opened) >= settings.max_lifetime {
+                    break End::Close(4000, "connection lifetime reached: reconnect and resume with `after`", "lifetime");
+                }
+                let idle = *conn.idle_since.lock().unwrap_or_else(|e| e.into_inner());
+                if conn.running.load(Ordering::Relaxed) == 0 && now.duration_since(idle) >= settings.idle_timeout {
+                    break End::Close(4000, "idle: no subscription is running", "idle");
+                }
+                if conn.viewer.get().and_then(|v| v.expires_at).is_some_and(|exp| exp.saturating_add(hub.leeway_seconds) < now_seconds()) {
+                    break End::Close(4403, "token expired", "expired");
+                }
+            }
+        }
+    };
+    if open.client.is_none() {
+        open.client = counted.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+    match end {
+        End::Done => {}
+        End::Slow => {
+            hub.metrics.disconnects.with_label_values(&["slow"]).inc();
+            tracing::info!(after_s = settings.send_timeout.as_secs_f64(), "subscription client disconnected: it did not read");
+        }
+        End::Close(code, reason, counted_as) => {
+            hub.metrics.disconnects.with_label_values(&[counted_as]).inc();
+            // A short wait: the client may not read either.
+            let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::close_with(code, reason))).await;
+        }
+    }
+    // Ends every stream of the connection (and their counts) before the connection's.
+    drop(messages);
+    drop(open);
+}
+
+fn now_seconds() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
