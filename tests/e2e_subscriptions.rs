@@ -245,6 +245,16 @@ async fn tokens_are_checked_and_each_transport_runs_its_own_operations() {
     let a = w.client(&team("assist--copilot"), false).await;
     let mut q = a.subscribe(op("{ applications { totalCount } }", json!({}))).await.unwrap();
     assert_eq!(next(&mut q).await["errors"][0]["extensions"]["code"], "BAD_REQUEST");
+    // Events are light work: a selection filtering through edges is refused up front.
+    let heavy = "subscription { changes { node { ... on Team { applications(where: {hasSubscribedApisWith: [{nameContains: \"a\"}]}) { totalCount } } } } }";
+    let mut h = a.subscribe(op(heavy, json!({}))).await.unwrap();
+    let answer = next(&mut h).await;
+    assert_eq!(answer["errors"][0]["extensions"]["code"], "SUBSCRIPTION_TOO_HEAVY", "{answer}");
+    // The query limits apply to the selection.
+    let deep = format!("subscription {{ changes {{ node {{ ... on Application {{ {}name{} }} }} }} }}", "team { applications { edges { node { ".repeat(6), " } } } }".repeat(6));
+    let mut d = a.subscribe(op(&deep, json!({}))).await.unwrap();
+    let answer = next(&mut d).await;
+    assert_eq!(answer["errors"][0]["extensions"]["code"], "QUERY_TOO_DEEP", "{answer}");
     let http = reqwest::Client::new()
         .post(format!("http://{}/graphql/query", w.running.local_addr()))
         .bearer_auth(team("assist--copilot"))

@@ -297,11 +297,18 @@ pub struct SubscriptionData {
 }
 
 impl SubscriptionData {
-    /// A read view, deadline and viewer (group teams resolved on that view) for one event.
-    fn context(&self) -> Result<RequestContext, Error> {
-        let view = self.store.read().map_err(crate::error::internal)?;
+    /// The viewer with a group viewer's teams resolved from the store now.
+    fn viewer_now(&self) -> Result<Viewer, Error> {
         let mut viewer = self.viewer.clone();
-        viewer.resolve(&view).map_err(crate::error::internal)?;
+        if viewer.kind == crate::viewer::ViewerKind::Group {
+            viewer.resolve(&self.store.read().map_err(crate::error::internal)?).map_err(crate::error::internal)?;
+        }
+        Ok(viewer)
+    }
+
+    /// A read view and deadline for one event of `viewer`.
+    fn context(&self, viewer: Viewer) -> Result<RequestContext, Error> {
+        let view = self.store.read().map_err(crate::error::internal)?;
         let deadline = (self.deadline)();
         deadline.limit_response(self.limits.max_response_bytes);
         let stop = deadline.clone();
@@ -484,8 +491,9 @@ impl<'a> Follow<'a> {
                     Ok(entries) => self.pending.extend(entries),
                 }
             }
-            let rq = match self.data.context() {
-                Ok(rq) => rq,
+            // Judged on the viewer of now (a group's teams change).
+            let viewer = match self.data.viewer_now() {
+                Ok(v) => v,
                 Err(e) => {
                     self.done = true;
                     return Some((Err(e), self));
@@ -496,7 +504,14 @@ impl<'a> Follow<'a> {
                 if self.kinds.as_ref().is_some_and(|k| !k.contains(&e.kind)) {
                     continue;
                 }
-                let (Some(operation), Some(&type_name)) = (operation_for(&rq.viewer, &e), self.types.get(&e.kind)) else { continue };
+                let (Some(operation), Some(&type_name)) = (operation_for(&viewer, &e), self.types.get(&e.kind)) else { continue };
+                let rq = match self.data.context(viewer) {
+                    Ok(rq) => rq,
+                    Err(e) => {
+                        self.done = true;
+                        return Some((Err(e), self));
+                    }
+                };
                 let event = ChangeEvent {
                     position: self.data.log.encode(e.position),
                     revision: e.position.revision,

@@ -94,3 +94,16 @@ pub fn not_a_subscription() -> async_graphql::ServerError {
     e.extensions = Some(ext);
     e
 }
+
+/// `SUBSCRIPTION_TOO_HEAVY`: a subscription whose selection is heavier than light work per event.
+pub fn subscription_too_heavy(nodes: u64, max: u64) -> async_graphql::ServerError {
+    let mut e = async_graphql::ServerError::new(
+        format!("a subscription may resolve at most {max} nodes per event, without search or edge filters (this one: up to {nodes}); select less and query the rest"),
+        None,
+    );
+    let mut ext = async_graphql::ErrorExtensionValues::default();
+    ext.set("code", "SUBSCRIPTION_TOO_HEAVY");
+    ext.set("max", max);
+    e.extensions = Some(ext);
+    e
+}

@@ -387,8 +387,10 @@ impl Api {
     /// between events.
     ///
     /// # Errors
-    /// The answer to send instead (one error): a limit's code, `BAD_REQUEST` for an operation
-    /// that is not a subscription, `INTERNAL` for a storage failure.
+    /// The answer to send instead (one error): a limit's code, `SUBSCRIPTION_TOO_HEAVY` for a
+    /// selection heavier than light work (a node estimate over [`LIGHT_NODES`] per event, a
+    /// search or an edge filter), `BAD_REQUEST` for an operation that is not a subscription,
+    /// `INTERNAL` for a storage failure.
     pub fn prepare_subscription(
         &self,
         store: &Store,
@@ -418,8 +420,13 @@ impl Api {
             let mut counts = std::collections::HashMap::new();
             let mut bound =
                 |r: limits::RecordList| *counts.entry(r).or_insert_with(|| list_bound(&view, &measured, r, self.config.max_page_size));
-            limits::analyze(&doc, request.operation_name.as_deref(), &request.variables, &self.shapes, &self.limits, &mut bound)
-                .map_err(refuse)?;
+            let cost =
+                limits::analyze(&doc, request.operation_name.as_deref(), &request.variables, &self.shapes, &self.limits, &mut bound)
+                    .map_err(refuse)?;
+            // Events are resolved as they come, on the connection's task: light work only.
+            if cost.nodes > LIGHT_NODES || cost.searches || cost.edge_filters {
+                return Err(Box::new(async_graphql::Response::from_errors(vec![error::subscription_too_heavy(cost.nodes, LIGHT_NODES)])));
+            }
         }
         request.set_parsed_query(doc);
         Ok(request.data(changes::SubscriptionData {
