@@ -26,6 +26,11 @@
 //! Reported: requests/s, errors (any non-200 or GraphQL `errors`), p50/p99, store revisions
 //! committed during the run. Client and server share the same 2 cores.
 //!
+//! P7: 1000 `changes` subscriptions on 100 WebSocket connections (admin, group and team viewers)
+//! while the P6 churn applies 100 changes/s: latency from each commit (the store's commit feed)
+//! to each event's arrival, p50/p99, and the process's CPU and RSS (server and clients share
+//! it); then P6 again with the subscriptions open.
+//!
 //! Run: `cargo bench --bench http_queries` (10k and 100k; `CP_BENCH_1M=1` adds 1M,
 //! `CP_BENCH_SIZES=10k` picks sizes, `CP_BENCH_ONLY=P6` runs only the mixed load). Results: `BENCH_RESULT {json}` lines and
 //! `target/bench-results/ours-http_queries-<size>.json`. Not part of `cargo test`.
@@ -147,6 +152,35 @@ fn main() {
             mixed["storeRevisions"],
         );
         results.emit("P6", mixed);
+        let (p7, clients) = rt.block_on(subscriptions_load(running.local_addr(), &store, &world.dir, &manifests));
+        println!(
+            "P7 {}: {} subscriptions on {} connections, {} events in {:.1} s: commit → event p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; process CPU {:.0} %, RSS {:.0} → {:.0} MB",
+            size.name,
+            p7["subscriptions"],
+            p7["connections"],
+            p7["events"],
+            p7["seconds"].as_f64().unwrap(),
+            p7["p50Ms"].as_f64().unwrap(),
+            p7["p99Ms"].as_f64().unwrap(),
+            p7["maxMs"].as_f64().unwrap(),
+            p7["processCpuPercent"].as_f64().unwrap(),
+            p7["processRssMbBefore"].as_f64().unwrap(),
+            p7["processRssMbAfter"].as_f64().unwrap(),
+        );
+        results.emit("P7", p7);
+        // P6 again, the subscriptions still open (and receiving the churn's events).
+        let with = rt.block_on(mixed_load(&client, &url, running.local_addr(), &teams, &world.dir, &manifests));
+        println!(
+            "P6 {} with P7's subscriptions open: {:.0} req/s ({:.0} without), {} errors, p50 {:.0} µs, p99 {:.0} µs",
+            size.name,
+            with["requestsPerSecond"].as_f64().unwrap(),
+            mixed["requestsPerSecond"].as_f64().unwrap(),
+            with["errors"],
+            with["p50Us"].as_f64().unwrap(),
+            with["p99Us"].as_f64().unwrap(),
+        );
+        results.emit("P6withSubscriptions", with);
+        drop(clients);
         results.write();
         rt.block_on(running.shutdown()).unwrap();
         let _ = std::fs::remove_dir_all(&work);
@@ -297,43 +331,7 @@ async fn mixed_load(
     while per_client.len() < CLIENTS {
         per_client.push(per_client[per_client.len() % teams.len().max(1)].clone());
     }
-    // The churn: CHURN_OBJECTS Applications of the world, their Ready message changed each time,
-    // written to a later file (the later path wins for duplicates), atomically by rename.
-    let apps: Vec<Value> = std::fs::read_to_string(world.join("04-applications.yaml"))
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .take(CHURN_OBJECTS)
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let stop = Arc::new(AtomicBool::new(false));
-    let churn = {
-        let (stop, dir): (_, PathBuf) = (stop.clone(), manifests.to_path_buf());
-        std::thread::spawn(move || {
-            let mut generation = 0u64;
-            while !stop.load(Ordering::SeqCst) {
-                generation += 1;
-                let mut text = String::new();
-                for app in &apps {
-                    let mut app = app.clone();
-                    if let Some(conds) = app["status"]["conditions"].as_array_mut() {
-                        for c in conds.iter_mut().filter(|c| c["type"] == "Ready") {
-                            c["message"] = json!(format!("bench churn generation {generation}"));
-                        }
-                    }
-                    app["metadata"]["annotations"] = json!({"bench/generation": generation.to_string()});
-                    text.push_str("---\n");
-                    text.push_str(&app.to_string());
-                    text.push('\n');
-                }
-                let tmp = dir.join(".zz-bench-churn.tmp");
-                std::fs::write(&tmp, text).unwrap();
-                std::fs::rename(&tmp, dir.join("zz-bench-churn.yaml")).unwrap();
-                std::thread::sleep(CHURN_EVERY);
-            }
-            generation
-        })
-    };
+    let (stop, churn) = start_churn(world, manifests);
     let rev0 = revision(client, addr).await;
     let ok = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
@@ -397,4 +395,180 @@ async fn mixed_load(
         "storeRevisions": rev1.saturating_sub(rev0),
         "firstErrors": first_errors,
     })
+}
+
+/// The churn of P6 and P7: CHURN_OBJECTS Applications of the world, their Ready message changed
+/// every CHURN_EVERY, written to a later file (the later path wins for duplicates), atomically by
+/// rename. Stop it with the flag; the thread returns the number of writes.
+fn start_churn(world: &Path, manifests: &Path) -> (Arc<AtomicBool>, std::thread::JoinHandle<u64>) {
+    let apps: Vec<Value> = std::fs::read_to_string(world.join("04-applications.yaml"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .take(CHURN_OBJECTS)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let churn = {
+        let (stop, dir): (_, PathBuf) = (stop.clone(), manifests.to_path_buf());
+        std::thread::spawn(move || {
+            let mut generation = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                generation += 1;
+                let mut text = String::new();
+                for app in &apps {
+                    let mut app = app.clone();
+                    if let Some(conds) = app["status"]["conditions"].as_array_mut() {
+                        for c in conds.iter_mut().filter(|c| c["type"] == "Ready") {
+                            c["message"] = json!(format!("bench churn generation {generation}"));
+                        }
+                    }
+                    app["metadata"]["annotations"] = json!({"bench/generation": generation.to_string()});
+                    text.push_str("---\n");
+                    text.push_str(&app.to_string());
+                    text.push('\n');
+                }
+                let tmp = dir.join(".zz-bench-churn.tmp");
+                std::fs::write(&tmp, text).unwrap();
+                std::fs::rename(&tmp, dir.join("zz-bench-churn.yaml")).unwrap();
+                std::thread::sleep(CHURN_EVERY);
+            }
+            generation
+        })
+    };
+    (stop, churn)
+}
+
+/// P7 connections, subscriptions per connection, and how long events are measured.
+const P7_CONNECTIONS: usize = 100;
+const P7_PER_CONNECTION: usize = 10;
+const P7_FOR: Duration = Duration::from_secs(10);
+const P7_SUBSCRIPTION: &str =
+    "subscription { changes(kinds: [APPLICATION]) { revision operation id node { ... on Application { name statusPhase statusMessage } } } }";
+
+/// One operation for `graphql-ws-client`, answers kept as JSON.
+#[derive(serde::Serialize)]
+struct WsOp {
+    query: &'static str,
+}
+
+impl graphql_ws_client::graphql::GraphqlOperation for WsOp {
+    type Response = Value;
+    type Error = serde_json::Error;
+
+    fn decode(&self, data: Value) -> Result<Value, serde_json::Error> {
+        Ok(data)
+    }
+}
+
+/// CPU seconds (user + system) of this process so far.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // Fields 14 and 15 of stat (utime, stime), counted after the command name; 100 ticks/s.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// Resident memory of this process in MB.
+fn rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()).unwrap_or(0.0) / 1024.0
+}
+
+/// P7: P7_CONNECTIONS WebSocket connections with P7_PER_CONNECTION `changes` subscriptions each
+/// (5 % admin, 10 % group and 85 % team viewers, the teams owning the churned applications),
+/// while the P6 churn applies 100 changes/s; every event's latency from its commit (the store's
+/// commit feed, in process) to its arrival at the client. Returns the measurement and the
+/// clients (kept open for P6 with subscriptions).
+async fn subscriptions_load(
+    addr: std::net::SocketAddr,
+    store: &storage::Store,
+    world: &Path,
+    manifests: &Path,
+) -> (Value, Vec<graphql_ws_client::Client>) {
+    let owners: Vec<String> = std::fs::read_to_string(world.join("04-applications.yaml"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .take(CHURN_OBJECTS)
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok()?["spec"]["team"].as_str().map(str::to_string))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    // Commit instants by revision.
+    let commits: Arc<Mutex<std::collections::HashMap<u64, Instant>>> = Arc::default();
+    let feed = store.subscribe();
+    {
+        let commits = commits.clone();
+        std::thread::spawn(move || {
+            while let Ok(c) = feed.recv() {
+                commits.lock().unwrap().insert(c.revision, Instant::now());
+            }
+        });
+    }
+    let arrivals: Arc<Mutex<Vec<(u64, Instant)>>> = Arc::default();
+    let mut clients = Vec::new();
+    for i in 0..P7_CONNECTIONS {
+        let token = match i % 20 {
+            0 => support::admin_token(),
+            1 | 2 => {
+                let group = owners[i % owners.len()].split("--").next().unwrap().to_string();
+                support::token(&format!("{group}--bench--console"), "tardis:group:read")
+            }
+            _ => support::team_token(&owners[i % owners.len()]),
+        };
+        let mut request = tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!("ws://{addr}/graphql/query")).unwrap();
+        request.headers_mut().insert("sec-websocket-protocol", "graphql-transport-ws".parse().unwrap());
+        request.headers_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
+        let (socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        let (client, actor) = graphql_ws_client::Client::build(socket).await.unwrap();
+        tokio::spawn(std::future::IntoFuture::into_future(actor));
+        for _ in 0..P7_PER_CONNECTION {
+            let mut events = client.subscribe(WsOp { query: P7_SUBSCRIPTION }).await.unwrap();
+            let arrivals = arrivals.clone();
+            tokio::spawn(async move {
+                use futures::StreamExt;
+                while let Some(Ok(answer)) = events.next().await {
+                    if let Some(r) = answer["data"]["changes"]["revision"].as_u64() {
+                        arrivals.lock().unwrap().push((r, Instant::now()));
+                    } else {
+                        eprintln!("P7 answer without an event: {answer}");
+                    }
+                }
+            });
+        }
+        clients.push(client);
+    }
+    let (stop, churn) = start_churn(world, manifests);
+    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let rss0 = rss_mb();
+    tokio::time::sleep(P7_FOR).await;
+    stop.store(true, Ordering::SeqCst);
+    let churn_writes = churn.join().unwrap();
+    // The last commits' events arrive.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (cpu, seconds) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+    let arrivals = std::mem::take(&mut *arrivals.lock().unwrap());
+    let commits = commits.lock().unwrap().clone();
+    let mut latencies: Vec<Duration> =
+        arrivals.iter().filter_map(|(r, at)| commits.get(r).map(|c| at.saturating_duration_since(*c))).collect();
+    let measured = latencies.len();
+    let revisions = arrivals.iter().map(|(r, _)| *r).collect::<std::collections::BTreeSet<_>>().len();
+    let result = json!({
+        "connections": P7_CONNECTIONS,
+        "subscriptions": P7_CONNECTIONS * P7_PER_CONNECTION,
+        "seconds": seconds,
+        "churnWrites": churn_writes,
+        "events": arrivals.len(),
+        "eventsMeasured": measured,
+        "revisionsWithEvents": revisions,
+        "p50Ms": support::percentile_us(&mut latencies, 50.0) / 1000.0,
+        "p99Ms": support::percentile_us(&mut latencies, 99.0) / 1000.0,
+        "maxMs": latencies.iter().max().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+        "processCpuPercent": cpu / seconds * 100.0,
+        "processRssMbBefore": rss0,
+        "processRssMbAfter": rss_mb(),
+    });
+    (result, clients)
 }

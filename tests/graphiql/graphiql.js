@@ -1,6 +1,7 @@
 // Drives the GraphiQL page in headless Chromium; started by tests/graphiql/run.sh.
-// Env: BASE_URL (running server), CHROMIUM, OUT_DIR. Every request outside the server is
-// blocked (and reported): the page must work without internet access.
+// Env: BASE_URL (running server), CHROMIUM, OUT_DIR, WORLD_DIR (the server's manifests, edited to
+// cause a subscription event). Every request outside the server is blocked (and reported): the
+// page must work without internet access.
 'use strict';
 
 const fs = require('fs');
@@ -9,6 +10,7 @@ const { chromium } = require('playwright-core');
 
 const BASE_URL = mustEnv('BASE_URL');
 const OUT_DIR = path.resolve(mustEnv('OUT_DIR'));
+const WORLD_DIR = path.resolve(mustEnv('WORLD_DIR'));
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const SCREENSHOT = path.join(OUT_DIR, 'graphiql.png'); // target/graphiql/graphiql.png via run.sh
 
@@ -19,6 +21,25 @@ const HEADERS = `{"Authorization": "Bearer ${TOKEN}"}`;
 const QUERY = '{ applications { totalCount edges { node { name } } } }';
 // Applications of team payments--checkout in poc (examples/world/FACTS.md).
 const EXPECTED_NAMES = ['checkout-api', 'checkout-batch', 'checkout-web'];
+const SUBSCRIPTION = 'subscription { changes(kinds: [APPLICATION]) { operation node { ... on Application { name statusMessage } } } }';
+const EDITED_MESSAGE = 'edited while GraphiQL listens';
+
+/** The value of metric `name` on the server (0 when absent). */
+async function metric(name) {
+  const text = await (await fetch(`${BASE_URL}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${name} `));
+  return line ? Number(line.split(' ')[1]) : 0;
+}
+
+/** Sets the status message of application `app` in the world's manifests. */
+function editMessage(app, message) {
+  const file = path.join(WORLD_DIR, '04-applications.yaml');
+  const docs = fs.readFileSync(file, 'utf8').split('\n---\n');
+  const i = docs.findIndex((d) => d.includes(`\n  name: ${app}\n`));
+  if (i < 0) throw new Error(`application ${app} not in ${file}`);
+  docs[i] = docs[i].replace(/\n    message: [^\n]*/, `\n    message: ${message}`);
+  fs.writeFileSync(file, docs.join('\n---\n'));
+}
 
 const LAUNCH_ARGS = [
   '--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
@@ -160,6 +181,32 @@ async function main() {
     }
     log(`loaded from the server: ${[...new Set(served)].join(', ')}`);
     log(`result pane:\n${shown}`);
+
+    // A subscription: GraphiQL opens its WebSocket (graphql-transport-ws) with the headers as
+    // connection_init payload; a manifest edit shows up as an event in the result pane.
+    const active = await metric('controlplane_subscriptions_active');
+    await typeInto(page, '.graphiql-query-editor', SUBSCRIPTION);
+    await page.locator('.graphiql-execute-button').click();
+    for (let i = 0; (await metric('controlplane_subscriptions_active')) <= active; i++) {
+      if (i > 300) throw new Error('the subscription did not start within 30 s');
+      await page.waitForTimeout(100); // the server's metric is the barrier; this is its poll
+    }
+    editMessage('checkout-api', EDITED_MESSAGE);
+    await page.waitForFunction(
+      (message) => {
+        const el = document.querySelector('.graphiql-response .CodeMirror');
+        return !!el && el.innerText.includes(message);
+      },
+      EDITED_MESSAGE,
+      { timeout: 30000 },
+    );
+    const event = JSON.parse(await resultPane.evaluate((el) => el.CodeMirror.getValue()));
+    const change = event.data && event.data.changes;
+    if (!change || change.operation !== 'UPDATED' || change.node.name !== 'checkout-api') {
+      problems.push(`subscription event is ${JSON.stringify(event)}`);
+    }
+    await page.screenshot({ path: path.join(OUT_DIR, 'graphiql-subscription.png') });
+    log(`subscription event:\n${JSON.stringify(event)}`);
   } catch (e) {
     const failure = path.join(OUT_DIR, 'graphiql-failure.png');
     if (page) await page.screenshot({ path: failure }).then(() => log(`failure screenshot ${failure}`), () => {});

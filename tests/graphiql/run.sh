@@ -4,7 +4,8 @@
 # Builds and starts the server on the example world, opens /graphql in headless Chromium with
 # every request outside the server blocked (the page and its assets come from the binary),
 # enters a team token in the request-headers editor, loads the schema documentation, runs a
-# query and checks the result pane. Screenshot: target/graphiql/graphiql.png. Exits non-zero on
+# query and checks the result pane, then runs a subscription, edits a manifest of the world (a
+# copy) and checks that the event shows. Screenshot: target/graphiql/graphiql.png. Exits non-zero on
 # any failure.
 #
 # Installs what it needs: Debian `chromium` (apt-get, when /usr/bin/chromium is missing) and
@@ -41,6 +42,8 @@ BIN="$TARGET_DIR/debug/control-plane"
 
 PORT="$(node -e 'const s=require("net").createServer();s.listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')"
 DATA_DIR="$(mktemp -d)"
+WORLD_DIR="$DATA_DIR/world"
+cp -r examples/world "$WORLD_DIR"
 SERVER_PID=""
 cleanup() {
   if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
@@ -54,7 +57,7 @@ trap 'exit 130' INT TERM
 
 BASE="http://127.0.0.1:$PORT"
 say "starting server on $BASE ($(elapsed); log: target/graphiql/server.log)"
-"$BIN" serve --manifests examples/world --data-dir "$DATA_DIR" --listen "127.0.0.1:$PORT" \
+"$BIN" serve --manifests "$WORLD_DIR" --data-dir "$DATA_DIR/data" --listen "127.0.0.1:$PORT" \
   --auth mock --now 2026-09-01T00:00:00Z >"$OUT/server.log" 2>&1 &
 SERVER_PID=$!
 
@@ -78,6 +81,6 @@ fi
 say "packages ready ($(elapsed))"
 
 # --- browser test ----------------------------------------------------------------------------
-BASE_URL="$BASE" CHROMIUM="$CHROMIUM" OUT_DIR="$OUT" \
+BASE_URL="$BASE" CHROMIUM="$CHROMIUM" OUT_DIR="$OUT" WORLD_DIR="$WORLD_DIR" \
   NODE_PATH="$NODE_DIR/node_modules" node "$ROOT/tests/graphiql/graphiql.js"
 say "passed ($(elapsed)); screenshot: target/graphiql/graphiql.png"

@@ -5,7 +5,8 @@
 //! it works where clusters run without internet access.
 //!
 //! Queries need a token: GraphiQL's *Headers* editor takes
-//! `{"Authorization": "Bearer <token>"}` (README "GraphiQL").
+//! `{"Authorization": "Bearer <token>"}` (README "GraphiQL"); subscriptions run over a WebSocket
+//! on `/graphql/query` (`graphql-transport-ws`) with those headers as `connection_init` payload.
 
 use poem::http::StatusCode;
 use poem::web::{Html, Path};
@@ -65,7 +66,10 @@ const PAGE: &str = r#"<!DOCTYPE html>
     <script src="/graphql/assets/graphiql.min.js"></script>
     <script>
       const url = new URL('/graphql/query', window.location.origin).toString();
-      const fetcher = GraphiQL.createFetcher({ url, fetch: (u, opts = {}) => fetch(u, { ...opts, credentials: 'same-origin' }) });
+      // Subscriptions: graphql-transport-ws on the same path; the Headers editor's values go
+      // into connection_init.
+      const subscriptionUrl = url.replace(/^http/, 'ws');
+      const fetcher = GraphiQL.createFetcher({ url, subscriptionUrl, fetch: (u, opts = {}) => fetch(u, { ...opts, credentials: 'same-origin' }) });
       ReactDOM.createRoot(document.getElementById('graphiql')).render(
         React.createElement(GraphiQL, { fetcher, defaultEditorToolsVisibility: 'headers' })
       );
