@@ -151,7 +151,7 @@ fn main() {
             mixed["churnWrites"],
             mixed["storeRevisions"],
         );
-        results.emit("P6", mixed);
+        results.emit("P6", mixed.clone());
         let (p7, clients) = rt.block_on(subscriptions_load(running.local_addr(), &store, &world.dir, &manifests));
         println!(
             "P7 {}: {} subscriptions on {} connections, {} events in {:.1} s: commit → event p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; process CPU {:.0} %, RSS {:.0} → {:.0} MB",
@@ -518,7 +518,8 @@ async fn subscriptions_load(
             }
             _ => support::team_token(&owners[i % owners.len()]),
         };
-        let mut request = tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!("ws://{addr}/graphql/query")).unwrap();
+        let mut request =
+            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!("ws://{addr}/graphql/query")).unwrap();
         request.headers_mut().insert("sec-websocket-protocol", "graphql-transport-ws".parse().unwrap());
         request.headers_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
         let (socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();

@@ -251,7 +251,11 @@ async fn tokens_are_checked_and_each_transport_runs_its_own_operations() {
     let answer = next(&mut h).await;
     assert_eq!(answer["errors"][0]["extensions"]["code"], "SUBSCRIPTION_TOO_HEAVY", "{answer}");
     // The query limits apply to the selection.
-    let deep = format!("subscription {{ changes {{ node {{ ... on Application {{ {}name{} }} }} }} }}", "team { applications { edges { node { ".repeat(6), " } } } }".repeat(6));
+    let deep = format!(
+        "subscription {{ changes {{ node {{ ... on Application {{ {}name{} }} }} }} }}",
+        "team { applications { edges { node { ".repeat(6),
+        " } } } }".repeat(6)
+    );
     let mut d = a.subscribe(op(&deep, json!({}))).await.unwrap();
     let answer = next(&mut d).await;
     assert_eq!(answer["errors"][0]["extensions"]["code"], "QUERY_TOO_DEEP", "{answer}");
@@ -383,7 +387,8 @@ async fn a_client_that_stops_reading_is_disconnected_and_nothing_piles_up() {
 }
 
 /// The server closes: an idle connection (4000), an expired token (4403, after
-/// `security.leeway`), every connection at shutdown (1001); each counted by reason.
+/// `security.leeway`), one that never sends `connection_init` (4408, after 10 s), every
+/// connection at shutdown (1001); each counted by reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_expired_and_shutdown_connections_are_closed_with_their_codes() {
     let w = World::start(|c| {
@@ -417,10 +422,14 @@ async fn idle_expired_and_shutdown_connections_are_closed_with_their_codes() {
     assert_eq!(frame(&mut busy).await["type"], "connection_ack");
     send(&mut busy, json!({"id": "1", "type": "subscribe", "payload": {"query": APP_CHANGES}})).await;
 
+    // Silent: never sends connection_init.
+    let mut silent = connect().await;
+
     assert_eq!(frame(&mut idle).await, json!({"close": 4000, "reason": "idle: no subscription is running"}));
     assert_eq!(frame(&mut expiring).await, json!({"close": 4403, "reason": "token expired"}));
+    assert_eq!(frame(&mut silent).await, json!({"close": 4408, "reason": "connection initialisation timeout"}));
     let metrics = w.running.app().metrics();
-    for reason in ["idle", "expired"] {
+    for reason in ["idle", "expired", "init_timeout"] {
         assert_eq!(gauge(metrics, &format!("controlplane_subscription_disconnects_total{{reason=\"{reason}\"}}")), 1.0, "{reason}");
     }
     assert!(metrics.wait_until(Duration::from_secs(30), |m| gauge(m, "controlplane_subscription_connections") == 1.0).await);

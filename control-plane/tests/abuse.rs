@@ -264,6 +264,42 @@ fn heavy_load(http: &reqwest::Client, base: &str, n: usize, stop: Arc<AtomicBool
         .collect()
 }
 
+/// A raw `graphql-transport-ws` connection (frames by hand), initialised with `token`.
+async fn ws_connect(base: &str, token: &str) -> WsStream {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut request = format!("{}/graphql/query", base.replacen("http", "ws", 1)).into_client_request().unwrap();
+    request.headers_mut().insert("sec-websocket-protocol", "graphql-transport-ws".parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    ws_send(&mut ws, json!({"type": "connection_init", "payload": {"Authorization": format!("Bearer {token}")}})).await;
+    let ack = ws_frame(&mut ws).await;
+    assert_eq!(ack["type"], "connection_ack", "{ack}");
+    ws
+}
+
+type WsStream = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn ws_send(ws: &mut WsStream, v: Value) {
+    use futures::SinkExt;
+    ws.send(tokio_tungstenite::tungstenite::Message::text(v.to_string())).await.unwrap();
+}
+
+/// The next JSON text frame, or `{"close": code}` / `{"closed": reason}` when the socket ends.
+async fn ws_frame(ws: &mut WsStream) -> Value {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(60), ws.next()).await.expect("a frame within 60 s") {
+            Some(Ok(Message::Text(t))) => return serde_json::from_str(&t).unwrap(),
+            Some(Ok(Message::Close(c))) => return json!({"close": c.map(|c| u16::from(c.code))}),
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => return json!({"closed": e.to_string()}),
+            None => return json!({"closed": "end of stream"}),
+        }
+    }
+}
+
+const WS_SUBSCRIPTION: &str = "subscription { changes { operation id node { id } } }";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
     let world = world();
@@ -277,6 +313,26 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
     let (_, _, teams) = s.post(ADMIN, q("{ teams(first: 1) { edges { node { name } } } }".into())).await;
     let team_name = teams["data"]["teams"]["edges"][0]["node"]["name"].as_str().unwrap().to_string();
     let team = token(&format!("{team_name}--console"), "tardis:team:read");
+    // Subscriptions stay open through every case: 10 connections of 10 that read, and one that
+    // subscribes and never reads.
+    let mut readers = Vec::new();
+    for i in 0..10 {
+        let mut ws = ws_connect(&s.base, if i % 2 == 0 { ADMIN } else { &team }).await;
+        for id in 0..10 {
+            ws_send(&mut ws, json!({"id": id.to_string(), "type": "subscribe", "payload": {"query": WS_SUBSCRIPTION}})).await;
+        }
+        readers.push(tokio::spawn(async move {
+            loop {
+                let f = ws_frame(&mut ws).await;
+                if f.get("type").is_none_or(|t| t != "next") {
+                    return f;
+                }
+            }
+        }));
+    }
+    let mut stalled = ws_connect(&s.base, ADMIN).await;
+    ws_send(&mut stalled, json!({"id": "1", "type": "subscribe", "payload": {"query": WS_SUBSCRIPTION}})).await;
+    s.wait_for_metric("controlplane_subscriptions_active", 101.0).await;
     let words = |n: usize| (0..n).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
     let mut fragments = String::from("{ applications(first: 1) { edges { node { ...F26 } } } } fragment F0 on Application { name }");
     for i in 1..=26 {
@@ -309,6 +365,67 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
         let (status, code) = s.case(name, tok, body, growth).await;
         assert_eq!((status, code.as_str()), (200, expected), "{name}");
     }
+    // ---- hostile WebSocket input: each closes its own socket, the server and the others stay ----
+    let (_, _, counts_before) = s.post(ADMIN, q("{ teams { totalCount } }".into())).await;
+    let mut big = ws_connect(&s.base, &team).await;
+    let huge = json!({"id": "1", "type": "subscribe", "payload": {"query": format!("subscription {{ changes {{ id }} }} #{}", "x".repeat(2 << 20))}});
+    // The server may close while the message is still being sent (the send then fails).
+    let sent = {
+        use futures::SinkExt;
+        big.send(tokio_tungstenite::tungstenite::Message::text(huge.to_string())).await
+    };
+    let end = if sent.is_ok() { ws_frame(&mut big).await } else { json!({"closed": "while sending"}) };
+    assert!(end.get("close").is_some() || end.get("closed").is_some(), "a 2 MiB message closes the socket: {end}");
+    let mut garbage = ws_connect(&s.base, &team).await;
+    {
+        use futures::SinkExt;
+        garbage.send(tokio_tungstenite::tungstenite::Message::text("{not json")).await.unwrap();
+    }
+    assert_eq!(ws_frame(&mut garbage).await["close"], 1002, "a frame that is not a protocol message");
+    {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = format!("{}/graphql/query", s.base.replacen("http", "ws", 1)).into_client_request().unwrap();
+        request.headers_mut().insert("sec-websocket-protocol", "graphql-transport-ws".parse().unwrap());
+        let (mut early, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        ws_send(&mut early, json!({"id": "1", "type": "subscribe", "payload": {"query": WS_SUBSCRIPTION}})).await;
+        let end = ws_frame(&mut early).await;
+        assert!(end.get("close").is_some(), "a subscribe before connection_init closes the socket: {end}");
+    }
+    // 1000 subscriptions on one connection: the first 100 run, the rest are refused at once.
+    let mut flood = ws_connect(&s.base, &team).await;
+    for id in 0..1000 {
+        ws_send(&mut flood, json!({"id": id.to_string(), "type": "subscribe", "payload": {"query": WS_SUBSCRIPTION}})).await;
+    }
+    let mut refused = 0;
+    while refused < 900 {
+        let f = ws_frame(&mut flood).await;
+        if f["payload"]["errors"][0]["extensions"]["code"] == "TOO_MANY_SUBSCRIPTIONS" {
+            refused += 1;
+        } else {
+            assert!(matches!(f["type"].as_str(), Some("complete")), "{f}");
+        }
+    }
+    // 21 connections of one client: the 21st is refused at its connection_init.
+    let client = token(&format!("{team_name}--limits"), "tardis:team:read");
+    let mut same = Vec::new();
+    for _ in 0..20 {
+        same.push(ws_connect(&s.base, &client).await);
+    }
+    {
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = format!("{}/graphql/query", s.base.replacen("http", "ws", 1)).into_client_request().unwrap();
+        request.headers_mut().insert("sec-websocket-protocol", "graphql-transport-ws".parse().unwrap());
+        let (mut one_more, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        ws_send(&mut one_more, json!({"type": "connection_init", "payload": {"Authorization": format!("Bearer {client}")}})).await;
+        assert_eq!(ws_frame(&mut one_more).await["close"], 1002, "the 21st connection of one client");
+    }
+    assert!(readers.iter().all(|r| !r.is_finished()), "the reading subscriptions stay open");
+    assert!(s.alive(), "the server died on hostile WebSocket input");
+    assert_eq!(s.healthz().await, 200);
+    let (_, _, counts_after) = s.post(ADMIN, q("{ teams { totalCount } }".into())).await;
+    assert_eq!(counts_after, counts_before);
+    drop((big, garbage, flood, same));
+
     // Over GET too.
     let deep = format!("{{ nodes(ids: {}\"x\"{}) {{ id }} }}", "[".repeat(2000), "]".repeat(2000));
     let resp = s.http.get(format!("{}/graphql/query", s.base)).query(&[("query", deep)]).bearer_auth(&team).send().await.unwrap();
@@ -384,6 +501,12 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
             .all(|(status, code)| (*status == 200 && ["OK", "TIMEOUT", "UNAVAILABLE"].contains(&code.as_str())) || code == "CLOSED"),
         "{answers:?}"
     );
+    // Every open subscription connection was closed with 1001 (or, cut by the exit, ended).
+    for r in readers {
+        let end = r.await.unwrap();
+        assert!(end["close"] == 1001 || end.get("closed").is_some(), "{end}");
+    }
+    drop(stalled);
     let store = storage::Store::open(&data).expect("the store opens after SIGTERM");
     assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
     drop(store);

@@ -420,9 +420,8 @@ impl Api {
             let mut counts = std::collections::HashMap::new();
             let mut bound =
                 |r: limits::RecordList| *counts.entry(r).or_insert_with(|| list_bound(&view, &measured, r, self.config.max_page_size));
-            let cost =
-                limits::analyze(&doc, request.operation_name.as_deref(), &request.variables, &self.shapes, &self.limits, &mut bound)
-                    .map_err(refuse)?;
+            let cost = limits::analyze(&doc, request.operation_name.as_deref(), &request.variables, &self.shapes, &self.limits, &mut bound)
+                .map_err(refuse)?;
             // Events are resolved as they come, on the connection's task: light work only.
             if cost.nodes > LIGHT_NODES || cost.searches || cost.edge_filters {
                 return Err(Box::new(async_graphql::Response::from_errors(vec![error::subscription_too_heavy(cost.nodes, LIGHT_NODES)])));

@@ -20,11 +20,12 @@
 //! `subscriptions.maxLifetime` (clients resume with `after`), and a client that does not take a
 //! message within `subscriptions.sendTimeout` disconnected (counted as `slow`): messages are
 //! produced only as fast as the client takes them, so a reader that stops costs one message
-//! and the socket's buffers. Shutdown closes every socket with 1001.
+//! and the socket's buffers. A connection without a token 10 s after it opened is closed with
+//! 4408 ([`INIT_TIMEOUT`]). Shutdown closes every socket with 1001.
 //!
 //! **Metrics:** `controlplane_subscription_connections`, `controlplane_subscriptions_active`,
 //! `controlplane_subscription_events_total`, `controlplane_subscription_disconnects_total{reason}`
-//! (`slow`, `idle`, `lifetime`, `expired`, `shutdown`, `client_limit`).
+//! (`slow`, `idle`, `lifetime`, `expired`, `shutdown`, `client_limit`, `init_timeout`).
 
 use crate::auth::{AuthError, Authenticator};
 use crate::config::SubscriptionsConfig;
@@ -44,7 +45,10 @@ use std::time::{Duration, Instant};
 use storage::Store;
 
 /// The reasons of `controlplane_subscription_disconnects_total`.
-pub const DISCONNECT_REASONS: &[&str] = &["slow", "idle", "lifetime", "expired", "shutdown", "client_limit"];
+pub const DISCONNECT_REASONS: &[&str] = &["slow", "idle", "lifetime", "expired", "shutdown", "client_limit", "init_timeout"];
+
+/// How long a connection may stay without a token (upgrade header or `connection_init`).
+pub const INIT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The subscription metrics.
 #[derive(Clone)]
@@ -70,7 +74,7 @@ impl SubscriptionMetrics {
         let disconnects = IntCounterVec::new(
             Opts::new(
                 "controlplane_subscription_disconnects_total",
-                "WebSocket connections closed by the server, by reason (slow, idle, lifetime, expired, shutdown, client_limit).",
+                "WebSocket connections closed by the server, by reason (slow, idle, lifetime, expired, shutdown, client_limit, init_timeout).",
             ),
             &["reason"],
         )
@@ -387,11 +391,14 @@ async fn serve(
                     break End::Close(1001, "the server is shutting down", "shutdown");
                 }
                 let now = Instant::now();
+                if conn.viewer.get().is_none() && now.duration_since(opened) >= INIT_TIMEOUT {
+                    break End::Close(4408, "connection initialisation timeout", "init_timeout");
+                }
                 if now.duration_since(opened) >= settings.max_lifetime {
                     break End::Close(4000, "connection lifetime reached: reconnect and resume with `after`", "lifetime");
                 }
                 let idle = *conn.idle_since.lock().unwrap_or_else(|e| e.into_inner());
-                if conn.running.load(Ordering::Relaxed) == 0 && now.duration_since(idle) >= settings.idle_timeout {
+                if conn.viewer.get().is_some() && conn.running.load(Ordering::Relaxed) == 0 && now.duration_since(idle) >= settings.idle_timeout {
                     break End::Close(4000, "idle: no subscription is running", "idle");
                 }
                 if conn.viewer.get().and_then(|v| v.expires_at).is_some_and(|exp| exp.saturating_add(hub.leeway_seconds) < now_seconds()) {
