@@ -186,6 +186,12 @@ async function main() {
     // connection_init payload; a manifest edit shows up as an event in the result pane.
     const active = await metric('controlplane_subscriptions_active');
     await typeInto(page, '.graphiql-query-editor', SUBSCRIPTION);
+    // GraphiQL parses the editor 100 ms after a change and picks the transport from that parse.
+    await page.waitForFunction(() => {
+      const cm = document.querySelector('.graphiql-query-editor .CodeMirror').CodeMirror;
+      const ast = cm && cm.documentAST;
+      return !!ast && ast.definitions.some((d) => d.operation === 'subscription');
+    }, null, { timeout: 10000 });
     await page.locator('.graphiql-execute-button').click();
     for (let i = 0; (await metric('controlplane_subscriptions_active')) <= active; i++) {
       if (i > 300) throw new Error('the subscription did not start within 30 s');
