@@ -32,14 +32,14 @@
 //! it); then P6 again with the subscriptions open.
 //!
 //! Run: `cargo bench --bench http_queries` (10k and 100k; `CP_BENCH_1M=1` adds 1M,
-//! `CP_BENCH_SIZES=10k` picks sizes, `CP_BENCH_ONLY=P6` runs only the mixed load). Results: `BENCH_RESULT {json}` lines and
+//! `CP_BENCH_SIZES=10k` picks sizes, `CP_BENCH_ONLY=P6` runs only the mixed loads P6 and P7, `CP_BENCH_ONLY=P7` only P7). Results: `BENCH_RESULT {json}` lines and
 //! `target/bench-results/ours-http_queries-<size>.json`. Not part of `cargo test`.
 
 mod support;
 
 use criterion::{BenchmarkId, Criterion};
 use serde_json::{json, Value};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -112,7 +112,8 @@ fn main() {
         eprintln!("{}: team {team}: {apps} applications, approvals {as_requester} as requester, {as_decider} as decider", size.name);
 
         // `CP_BENCH_ONLY=P6` skips P2 (for profiling the mixed load).
-        let only_p6 = std::env::var("CP_BENCH_ONLY").is_ok_and(|v| v.eq_ignore_ascii_case("P6"));
+        let only = std::env::var("CP_BENCH_ONLY").unwrap_or_default().to_ascii_uppercase();
+        let only_p6 = only == "P6" || only == "P7";
         let store = running.app().store().clone();
         let probes = if only_p6 { Vec::new() } else { rt.block_on(setup(&client, &url, &team, &store)) };
         for p in &probes {
@@ -138,6 +139,16 @@ fn main() {
         }
         g.finish();
 
+        if only == "P7" {
+            // P7 alone (for profiling): no P6 before or after.
+            let (p7, clients) = rt.block_on(subscriptions_load(running.local_addr(), &store, &world.dir, &manifests));
+            println!("P7 {}: {p7}", size.name);
+            results.emit("P7", p7);
+            drop(clients);
+            results.write();
+            rt.block_on(running.shutdown()).unwrap();
+            continue;
+        }
         let mixed = rt.block_on(mixed_load(&client, &url, running.local_addr(), &teams, &world.dir, &manifests));
         println!(
             "P6 {}: {CLIENTS} clients, {:.1} s: {} requests = {:.0} req/s, {} errors, p50 {:.0} µs, p99 {:.0} µs, {} churn writes, {} store revisions",
@@ -401,41 +412,8 @@ async fn mixed_load(
 /// every CHURN_EVERY, written to a later file (the later path wins for duplicates), atomically by
 /// rename. Stop it with the flag; the thread returns the number of writes.
 fn start_churn(world: &Path, manifests: &Path) -> (Arc<AtomicBool>, std::thread::JoinHandle<u64>) {
-    let apps: Vec<Value> = std::fs::read_to_string(world.join("04-applications.yaml"))
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .take(CHURN_OBJECTS)
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
     let stop = Arc::new(AtomicBool::new(false));
-    let churn = {
-        let (stop, dir): (_, PathBuf) = (stop.clone(), manifests.to_path_buf());
-        std::thread::spawn(move || {
-            let mut generation = 0u64;
-            while !stop.load(Ordering::SeqCst) {
-                generation += 1;
-                let mut text = String::new();
-                for app in &apps {
-                    let mut app = app.clone();
-                    if let Some(conds) = app["status"]["conditions"].as_array_mut() {
-                        for c in conds.iter_mut().filter(|c| c["type"] == "Ready") {
-                            c["message"] = json!(format!("bench churn generation {generation}"));
-                        }
-                    }
-                    app["metadata"]["annotations"] = json!({"bench/generation": generation.to_string()});
-                    text.push_str("---\n");
-                    text.push_str(&app.to_string());
-                    text.push('\n');
-                }
-                let tmp = dir.join(".zz-bench-churn.tmp");
-                std::fs::write(&tmp, text).unwrap();
-                std::fs::rename(&tmp, dir.join("zz-bench-churn.yaml")).unwrap();
-                std::thread::sleep(CHURN_EVERY);
-            }
-            generation
-        })
-    };
+    let churn = support::churn(world, manifests, "bench", CHURN_OBJECTS, CHURN_EVERY, stop.clone());
     (stop, churn)
 }
 

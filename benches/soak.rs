@@ -230,36 +230,5 @@ fn main() {
 /// Rewrites `zz-soak-churn.yaml` (CHURN_OBJECTS Applications of the world with a new status
 /// message and annotation) every second until `stop`; returns the writes.
 fn churn(world: &Path, manifests: &Path, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
-    let apps: Vec<Value> = std::fs::read_to_string(world.join("04-applications.yaml"))
-        .unwrap()
-        .lines()
-        .filter(|l| l.starts_with('{'))
-        .take(CHURN_OBJECTS)
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let dir = manifests.to_path_buf();
-    std::thread::spawn(move || {
-        let mut generation = 0u64;
-        while !stop.load(Ordering::SeqCst) {
-            generation += 1;
-            let mut text = String::new();
-            for app in &apps {
-                let mut app = app.clone();
-                if let Some(conds) = app["status"]["conditions"].as_array_mut() {
-                    for c in conds.iter_mut().filter(|c| c["type"] == "Ready") {
-                        c["message"] = json!(format!("soak churn generation {generation}"));
-                    }
-                }
-                app["metadata"]["annotations"] = json!({"soak/generation": generation.to_string()});
-                text.push_str("---\n");
-                text.push_str(&app.to_string());
-                text.push('\n');
-            }
-            let tmp = dir.join(".zz-soak-churn.tmp");
-            std::fs::write(&tmp, text).unwrap();
-            std::fs::rename(&tmp, dir.join("zz-soak-churn.yaml")).unwrap();
-            std::thread::sleep(Duration::from_secs(1));
-        }
-        generation
-    })
+    support::churn(world, manifests, "soak", CHURN_OBJECTS, Duration::from_secs(1), stop)
 }

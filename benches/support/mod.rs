@@ -341,3 +341,49 @@ pub fn work_dir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&work).unwrap();
     work
 }
+
+/// Rewrites `zz-<label>-churn.yaml` in `manifests` every `every` until `stop`: the first
+/// `objects` Applications of `world`, each with a new Ready message and a `<label>/generation`
+/// annotation (the later path wins for duplicates; written aside and renamed into place).
+/// The thread returns the number of writes.
+pub fn churn(
+    world: &Path,
+    manifests: &Path,
+    label: &'static str,
+    objects: usize,
+    every: Duration,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<u64> {
+    let apps: Vec<Value> = std::fs::read_to_string(world.join("04-applications.yaml"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .take(objects)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let dir = manifests.to_path_buf();
+    std::thread::spawn(move || {
+        let mut generation = 0u64;
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            generation += 1;
+            let mut text = String::new();
+            for app in &apps {
+                let mut app = app.clone();
+                if let Some(conds) = app["status"]["conditions"].as_array_mut() {
+                    for c in conds.iter_mut().filter(|c| c["type"] == "Ready") {
+                        c["message"] = json!(format!("{label} churn generation {generation}"));
+                    }
+                }
+                app["metadata"]["annotations"] = json!({format!("{label}/generation"): generation.to_string()});
+                text.push_str("---\n");
+                text.push_str(&app.to_string());
+                text.push('\n');
+            }
+            let tmp = dir.join(format!(".zz-{label}-churn.tmp"));
+            std::fs::write(&tmp, text).unwrap();
+            std::fs::rename(&tmp, dir.join(format!("zz-{label}-churn.yaml"))).unwrap();
+            std::thread::sleep(every);
+        }
+        generation
+    })
+}

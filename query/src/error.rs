@@ -38,61 +38,34 @@ impl From<storage::StorageError> for crate::QueryError {
 
 /// The request ran longer than `graphql.requestTimeout`: code `TIMEOUT`, no partial data.
 pub fn timeout(limit: std::time::Duration) -> async_graphql::ServerError {
-    let mut e = async_graphql::ServerError::new(format!("the request exceeded the time limit of {limit:?}"), None);
-    let mut ext = async_graphql::ErrorExtensionValues::default();
-    ext.set("code", "TIMEOUT");
-    e.extensions = Some(ext);
-    e
+    request_error(format!("the request exceeded the time limit of {limit:?}"), "TIMEOUT")
 }
 
 /// The server is shutting down: code `UNAVAILABLE`, no partial data.
 pub fn unavailable() -> async_graphql::ServerError {
-    let mut e = async_graphql::ServerError::new("the server is shutting down; retry the request", None);
-    let mut ext = async_graphql::ErrorExtensionValues::default();
-    ext.set("code", "UNAVAILABLE");
-    e.extensions = Some(ext);
-    e
+    request_error("the server is shutting down; retry the request", "UNAVAILABLE")
 }
 
 /// The store is re-deriving kinds whose derivation version changed (`kinds`, comma-separated):
 /// code `UNAVAILABLE`, no data; the kinds are incomplete until their source has been read again.
 pub fn rederiving(kinds: &str) -> async_graphql::ServerError {
     let message = format!("the store is re-deriving {kinds} after an upgrade (read again from the source); retry the request shortly");
-    let mut e = async_graphql::ServerError::new(message, None);
-    let mut ext = async_graphql::ErrorExtensionValues::default();
-    ext.set("code", "UNAVAILABLE");
-    e.extensions = Some(ext);
-    e
+    request_error(message, "UNAVAILABLE")
 }
 
 /// `INTERNAL` for a request whose execution failed as a whole (logged where it failed).
 pub fn internal_server_error() -> async_graphql::ServerError {
-    let mut e = async_graphql::ServerError::new("internal error while processing request", None);
-    let mut ext = async_graphql::ErrorExtensionValues::default();
-    ext.set("code", "INTERNAL");
-    e.extensions = Some(ext);
-    e
+    request_error("internal error while processing request", "INTERNAL")
 }
 
 /// `BAD_REQUEST`: a subscription sent as a plain HTTP request.
 pub fn subscription_over_http() -> async_graphql::ServerError {
-    let mut e = async_graphql::ServerError::new(
-        "subscriptions run over a WebSocket (subprotocol graphql-transport-ws or graphql-ws) on the same path",
-        None,
-    );
-    let mut ext = async_graphql::ErrorExtensionValues::default();
-    ext.set("code", "BAD_REQUEST");
-    e.extensions = Some(ext);
-    e
+    request_error("subscriptions run over a WebSocket (subprotocol graphql-transport-ws or graphql-ws) on the same path", "BAD_REQUEST")
 }
 
 /// `BAD_REQUEST`: a query or mutation sent as a subscription.
 pub fn not_a_subscription() -> async_graphql::ServerError {
-    let mut e = async_graphql::ServerError::new("only subscriptions run over the WebSocket; send queries as HTTP requests", None);
-    let mut ext = async_graphql::ErrorExtensionValues::default();
-    ext.set("code", "BAD_REQUEST");
-    e.extensions = Some(ext);
-    e
+    request_error("only subscriptions run over the WebSocket; send queries as HTTP requests", "BAD_REQUEST")
 }
 
 /// `SUBSCRIPTION_TOO_HEAVY`: a subscription whose selection is heavier than light work per event.
@@ -104,6 +77,26 @@ pub fn subscription_too_heavy(nodes: u64, max: u64) -> async_graphql::ServerErro
     let mut ext = async_graphql::ErrorExtensionValues::default();
     ext.set("code", "SUBSCRIPTION_TOO_HEAVY");
     ext.set("max", max);
+    e.extensions = Some(ext);
+    e
+}
+
+/// `TOO_MANY_SUBSCRIPTIONS`: a subscription beyond `subscriptions.maxPerConnection` (`where`
+/// "on this connection") or `subscriptions.maxTotal` ("on this server").
+pub fn too_many_subscriptions(place: &str) -> async_graphql::ServerError {
+    request_error(format!("too many subscriptions {place}; end one first"), "TOO_MANY_SUBSCRIPTIONS")
+}
+
+/// `UNAUTHENTICATED`: a subscription on a connection whose token was not accepted.
+pub fn unauthenticated() -> async_graphql::ServerError {
+    request_error("not authenticated", "UNAUTHENTICATED")
+}
+
+/// A request-level error (no path) with `extensions.code` `code`.
+fn request_error(message: impl Into<String>, code: &str) -> async_graphql::ServerError {
+    let mut e = async_graphql::ServerError::new(message.into(), None);
+    let mut ext = async_graphql::ErrorExtensionValues::default();
+    ext.set("code", code);
     e.extensions = Some(ext);
     e
 }

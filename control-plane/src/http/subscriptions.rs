@@ -32,7 +32,7 @@ use crate::config::SubscriptionsConfig;
 use async_graphql::futures_util::stream::BoxStream;
 use async_graphql::http::{WebSocketProtocols, WsMessage, ALL_WEBSOCKET_PROTOCOLS};
 use async_graphql_poem::GraphQLProtocol;
-use futures::{SinkExt, StreamExt};
+use futures::{FutureExt, SinkExt, StreamExt};
 use poem::web::websocket::{Message, WebSocket, WebSocketConfig};
 use poem::{FromRequest, IntoResponse, Request, RequestBody, Response};
 use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
@@ -46,6 +46,11 @@ use storage::Store;
 
 /// The reasons of `controlplane_subscription_disconnects_total`.
 pub const DISCONNECT_REASONS: &[&str] = &["slow", "idle", "lifetime", "expired", "shutdown", "client_limit", "init_timeout"];
+
+/// Messages ready at once that are written before one flush (at most this many, and no more
+/// once this many bytes are written).
+const SEND_BATCH: usize = 64;
+const SEND_BATCH_BYTES: usize = 256 << 10;
 
 /// How long a connection may stay without a token (upgrade header or `connection_init`).
 pub const INIT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -206,12 +211,8 @@ impl Drop for Open {
     }
 }
 
-fn too_many(what: &str) -> async_graphql::Response {
-    let mut e = async_graphql::ServerError::new(format!("too many subscriptions {what}; end one first"), None);
-    let mut ext = async_graphql::ErrorExtensionValues::default();
-    ext.set("code", "TOO_MANY_SUBSCRIPTIONS");
-    e.extensions = Some(ext);
-    async_graphql::Response::from_errors(vec![e])
+fn too_many(place: &str) -> async_graphql::Response {
+    async_graphql::Response::from_errors(vec![query::error::too_many_subscriptions(place)])
 }
 
 impl async_graphql::Executor for Connection {
@@ -226,7 +227,8 @@ impl async_graphql::Executor for Connection {
     ) -> BoxStream<'static, async_graphql::Response> {
         let one = |r: async_graphql::Response| futures::stream::once(async move { r }).boxed();
         let Some(viewer) = self.viewer.get().cloned() else {
-            return one(async_graphql::Response::from_errors(vec![async_graphql::ServerError::new("not authenticated", None)]));
+            // Not reached: subscriptions start only after an accepted connection_init.
+            return one(async_graphql::Response::from_errors(vec![query::error::unauthenticated()]));
         };
         let hub = &self.hub;
         if self.running.load(Ordering::Relaxed) >= hub.settings.max_per_connection {
@@ -369,20 +371,43 @@ async fn serve(
     let end = loop {
         tokio::select! {
             message = messages.next() => {
-                let message = match message {
-                    Some(WsMessage::Text(text)) => {
-                        if text.starts_with(r#"{"type":"next""#) || text.starts_with(r#"{"type":"data""#) {
-                            hub.metrics.events.inc();
+                // This message and those ready right after it (at most SEND_BATCH, or until
+                // SEND_BATCH_BYTES) go out with one flush; the batch has `subscriptions.sendTimeout`.
+                let mut next = message;
+                let (mut batch, mut bytes) = (0, 0);
+                let sent = tokio::time::timeout(settings.send_timeout, async {
+                    loop {
+                        let message = match next.take() {
+                            Some(WsMessage::Text(text)) => {
+                                if text.starts_with(r#"{"type":"next""#) || text.starts_with(r#"{"type":"data""#) {
+                                    hub.metrics.events.inc();
+                                }
+                                bytes += text.len();
+                                Message::text(text)
+                            }
+                            Some(WsMessage::Close(code, reason)) => {
+                                let _ = sink.send(Message::close_with(code, reason)).await;
+                                return false;
+                            }
+                            None => {
+                                let _ = sink.flush().await;
+                                return false;
+                            }
+                        };
+                        if sink.feed(message).await.is_err() {
+                            return false;
                         }
-                        Message::text(text)
+                        batch += 1;
+                        match (batch < SEND_BATCH && bytes < SEND_BATCH_BYTES).then(|| messages.next().now_or_never()).flatten() {
+                            Some(m) => next = m,
+                            None => return sink.flush().await.is_ok(),
+                        }
                     }
-                    Some(WsMessage::Close(code, reason)) => Message::close_with(code, reason),
-                    None => break End::Done,
-                };
-                let closing = matches!(message, Message::Close(_));
-                match tokio::time::timeout(settings.send_timeout, sink.send(message)).await {
-                    Ok(Ok(())) if !closing => {}
-                    Ok(_) => break End::Done,
+                })
+                .await;
+                match sent {
+                    Ok(true) => {}
+                    Ok(false) => break End::Done,
                     Err(_) => break End::Slow,
                 }
             }
