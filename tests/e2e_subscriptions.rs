@@ -115,14 +115,15 @@ fn gauge(m: &control_plane::metrics::Metrics, name: &str) -> f64 {
         .sum()
 }
 
-/// The next answer of `s` (its `data.changes`, or the whole answer when it has errors).
+/// The next answer of `s` (its event, or the whole answer when it has errors).
 async fn next(s: &mut (impl futures::Stream<Item = Result<Value, graphql_ws_client::Error>> + Unpin)) -> Value {
     let answer = tokio::time::timeout(Duration::from_secs(30), s.next()).await.expect("an event within 30 s").expect("the stream goes on");
     let answer = answer.expect("a JSON answer");
     if answer.get("errors").is_some() {
         return answer;
     }
-    answer["data"]["changes"].clone()
+    // The one subscription field's value (`changes`, `applicationChanges`, …).
+    answer["data"].as_object().and_then(|o| o.values().next()).cloned().unwrap_or(Value::Null)
 }
 
 fn team(t: &str) -> String {
@@ -436,4 +437,36 @@ async fn idle_expired_and_shutdown_connections_are_closed_with_their_codes() {
     let stopping = tokio::spawn(w.running.shutdown());
     assert_eq!(frame(&mut busy).await, json!({"close": 1001, "reason": "the server is shutting down"}));
     stopping.await.unwrap().unwrap();
+}
+
+/// `applicationChanges(where:)`: the kind's changes only, created and updated ones kept when the
+/// record matches `where` after the change; isolation as for `changes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kind_subscription_filters_with_its_where_input() {
+    let w = World::start(|_| {}).await;
+    let a = w.client(&team("assist--copilot"), false).await;
+    let b = w.client(&team("logistics--fleet"), false).await;
+    let filtered = "subscription($w: ApplicationWhereInput) { applicationChanges(where: $w) { operation kind node { ... on Application { name statusMessage } } } }";
+    let mut sa = a.subscribe(op(filtered, json!({"w": {"name": "copilot-agent"}}))).await.unwrap();
+    // Team B filters on team A's application's name: it must still get nothing of it.
+    let mut sb = b.subscribe(op(filtered, json!({"w": {"name": "copilot-agent"}}))).await.unwrap();
+    let mut sb_all = b.subscribe(op(filtered, json!({}))).await.unwrap();
+    w.subscriptions_running(3.0).await;
+    w.set_message("copilot-gateway", "not matching");
+    w.set_message("copilot-agent", "matching");
+    let ev = next(&mut sa).await;
+    assert_eq!((ev["operation"].as_str(), ev["kind"].as_str()), (Some("UPDATED"), Some("APPLICATION")), "{ev}");
+    assert_eq!(ev["node"], json!({"name": "copilot-agent", "statusMessage": "matching"}), "the gateway's change did not match");
+    w.set_message("fleet-planner", "b's own");
+    assert_eq!(next(&mut sb_all).await["node"]["name"], "fleet-planner", "B sees its own first: nothing of A's");
+    w.edit_app("fleet-planner", |d| d.replace("  name: fleet-planner\n", "  name: copilot-agent\n"));
+    // Renamed (a new natural key): B's filtered subscription gets B's record now named
+    // copilot-agent, and the delete of the old one (deletes are always sent); nothing of A's.
+    let mut evs = [next(&mut sb).await, next(&mut sb).await];
+    evs.sort_by_key(|e| e["operation"].as_str().unwrap_or_default().to_string());
+    assert_eq!((evs[0]["operation"].as_str(), evs[0]["node"]["name"].as_str()), (Some("CREATED"), Some("copilot-agent")), "{evs:?}");
+    assert_eq!((evs[1]["operation"].as_str(), &evs[1]["node"]), (Some("DELETED"), &Value::Null), "{evs:?}");
+    let mut sa_heavy = a.subscribe(op("subscription { applicationChanges(where: {hasSubscribedApisWith: [{nameContains: \"a\"}]}) { id } }", json!({}))).await.unwrap();
+    assert_eq!(next(&mut sa_heavy).await["errors"][0]["extensions"]["code"], "SUBSCRIPTION_TOO_HEAVY");
+    w.running.shutdown().await.unwrap();
 }

@@ -438,21 +438,7 @@ pub(crate) fn register(b: &mut crate::entity::Builder, loaders: Arc<HashMap<&'st
                 ),
                 _ => None,
             };
-            let from = match ctx.args.get("after") {
-                Some(v) if !v.is_null() => {
-                    let text = v.string()?;
-                    match data.log.decode(text) {
-                        None => return Err(crate::error::bad_input("`after` is not a position of `RecordChange.position`")),
-                        Some(Err(Gone)) => return Err(gone()),
-                        Some(Ok(p)) => p,
-                    }
-                }
-                _ => data.start,
-            };
-            // Checked now, so that a bad position fails the subscribe itself.
-            data.log.read_after(from, 0).map_err(|Gone| gone())?;
-            let follow = Follow { data, kinds, types, from, pending: VecDeque::new(), done: false };
-            Ok(async_graphql::futures_util::stream::unfold(follow, Follow::next))
+            start(data, ctx.args.get("after"), kinds, None, types)
         })
     })
     .description("Changes of the records the viewer may see, as they are committed: every kind, or those of `kinds`; after the event at `after` (a `RecordChange.position` of this server) or from now.")
@@ -460,10 +446,70 @@ pub(crate) fn register(b: &mut crate::entity::Builder, loaders: Arc<HashMap<&'st
     .argument(InputValue::new("after", TypeRef::named(TypeRef::STRING)))
 }
 
+/// Whether the record `key` now matches a `where` filter, on the event's context.
+type EventFilter = Arc<dyn Fn(&RequestContext, &Key) -> bool + Send + Sync>;
+
+/// The position a subscription starts after: `after` decoded, or the log's head when it was
+/// prepared; then the stream.
+fn start<'a>(
+    data: &'a SubscriptionData,
+    after: Option<async_graphql::dynamic::ValueAccessor<'_>>,
+    kinds: Option<Vec<KindId>>,
+    filter: Option<EventFilter>,
+    types: Arc<HashMap<KindId, &'static str>>,
+) -> Result<impl async_graphql::futures_util::Stream<Item = Result<FieldValue<'a>, Error>> + 'a, Error> {
+    let from = match after {
+        Some(v) if !v.is_null() => {
+            let text = v.string()?;
+            match data.log.decode(text) {
+                None => return Err(crate::error::bad_input("`after` is not a position of `RecordChange.position`")),
+                Some(Err(Gone)) => return Err(gone()),
+                Some(Ok(p)) => p,
+            }
+        }
+        _ => data.start,
+    };
+    // Checked now, so that a bad position fails the subscribe itself.
+    data.log.read_after(from, 0).map_err(|Gone| gone())?;
+    let follow = Follow { data, kinds, filter, types, from, pending: VecDeque::new(), done: false };
+    Ok(async_graphql::futures_util::stream::unfold(follow, Follow::next))
+}
+
+/// The `<type>Changes(where:, after:)` subscription of entity `K` (`applicationChanges`): the
+/// changes of `K` only, those created or updated kept when the record matches `where` now
+/// (deletes are always sent: the old record is not kept to be matched).
+pub(crate) fn kind_field<K: crate::entity::Entity>(where_type: Arc<crate::filter::WhereType<K::Record>>) -> SubscriptionField {
+    let mut name = K::TYPE.to_string();
+    name[..1].make_ascii_lowercase();
+    let field_name = format!("{name}Changes");
+    let types: Arc<HashMap<KindId, &'static str>> = Arc::new(HashMap::from([(K::ID, K::TYPE)]));
+    SubscriptionField::new(field_name, TypeRef::named_nn("RecordChange"), move |ctx| {
+        let (types, where_type) = (types.clone(), where_type.clone());
+        SubscriptionFieldFuture::new(async move {
+            let data = ctx.data::<SubscriptionData>()?;
+            let filter: Option<EventFilter> = match ctx.args.get("where") {
+                Some(w) if !w.is_null() => {
+                    let pred = Arc::new(where_type.parse(&w.object()?)?);
+                    Some(Arc::new(move |rq: &RequestContext, key: &Key| {
+                        matches!(rq.load_visible::<K>(key), Ok(Some(s)) if pred.eval(&s, rq))
+                    }))
+                }
+                _ => None,
+            };
+            start(data, ctx.args.get("after"), Some(vec![K::ID]), filter, types)
+        })
+    })
+    .description(format!("Changes of the `{}` records the viewer may see, as `changes` gives them; `where` applies to the record as it is after the change (a delete is always sent).", K::TYPE))
+    .argument(InputValue::new("where", TypeRef::named(format!("{}WhereInput", K::TYPE))))
+    .argument(InputValue::new("after", TypeRef::named(TypeRef::STRING)))
+}
+
 /// The state of one `changes` stream.
 struct Follow<'a> {
     data: &'a SubscriptionData,
     kinds: Option<Vec<KindId>>,
+    /// `where` of a `<type>Changes` field: applies to the record as it is now (deletes pass).
+    filter: Option<EventFilter>,
     types: Arc<HashMap<KindId, &'static str>>,
     /// The last entry handled.
     from: Position,
@@ -505,13 +551,16 @@ impl<'a> Follow<'a> {
                     continue;
                 }
                 let (Some(operation), Some(&type_name)) = (operation_for(&viewer, &e), self.types.get(&e.kind)) else { continue };
-                let rq = match self.data.context(viewer) {
+                let rq = match self.data.context(viewer.clone()) {
                     Ok(rq) => rq,
                     Err(e) => {
                         self.done = true;
                         return Some((Err(e), self));
                     }
                 };
+                if operation != "DELETED" && self.filter.as_ref().is_some_and(|f| !f(&rq, &e.key)) {
+                    continue;
+                }
                 let event = ChangeEvent {
                     position: self.data.log.encode(e.position),
                     revision: e.position.revision,

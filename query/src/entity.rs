@@ -116,6 +116,8 @@ pub struct Builder {
     pub(crate) loaders: HashMap<&'static str, Loader>,
     /// Each registered kind's GraphQL object type.
     pub(crate) type_names: HashMap<schema::KindId, &'static str>,
+    /// Subscription fields of the registered kinds (`<type>Changes`).
+    pub(crate) subscription_fields: Vec<async_graphql::dynamic::SubscriptionField>,
     /// Object types listed as records (for the node estimate, `crate::limits`), by type name.
     pub(crate) records: HashMap<String, crate::limits::RecordList>,
     registered: std::collections::HashSet<String>,
@@ -449,6 +451,7 @@ pub fn register<K: Entity>(b: &mut Builder) {
             .field(InputValue::new("field", TypeRef::named_nn(format!("{name}OrderField")))),
     );
     let where_type = b.where_type::<K>();
+    b.subscription_fields.push(crate::changes::kind_field::<K>(where_type.clone()));
     if let Some(root) = K::ROOT {
         let w = where_type.clone();
         let mut root_field = connection_field::<K, ()>(root, w, |rq, _, order, pred| {

@@ -258,7 +258,10 @@ fn build(
     kinds::register_all(&mut bld);
     search::register(&mut bld);
     let loaders = entity::register_node(&mut bld);
-    let subscription = async_graphql::dynamic::Subscription::new("Subscription").field(changes::register(&mut bld, loaders));
+    let mut subscription = async_graphql::dynamic::Subscription::new("Subscription").field(changes::register(&mut bld, loaders));
+    for f in std::mem::take(&mut bld.subscription_fields) {
+        subscription = subscription.field(f);
+    }
 
     let mut query = Object::new("Query");
     for f in std::mem::take(&mut bld.query_fields) {
