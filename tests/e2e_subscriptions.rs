@@ -466,7 +466,10 @@ async fn a_kind_subscription_filters_with_its_where_input() {
     evs.sort_by_key(|e| e["operation"].as_str().unwrap_or_default().to_string());
     assert_eq!((evs[0]["operation"].as_str(), evs[0]["node"]["name"].as_str()), (Some("CREATED"), Some("copilot-agent")), "{evs:?}");
     assert_eq!((evs[1]["operation"].as_str(), &evs[1]["node"]), (Some("DELETED"), &Value::Null), "{evs:?}");
-    let mut sa_heavy = a.subscribe(op("subscription { applicationChanges(where: {hasSubscribedApisWith: [{nameContains: \"a\"}]}) { id } }", json!({}))).await.unwrap();
+    let mut sa_heavy = a
+        .subscribe(op("subscription { applicationChanges(where: {hasSubscribedApisWith: [{nameContains: \"a\"}]}) { id } }", json!({})))
+        .await
+        .unwrap();
     assert_eq!(next(&mut sa_heavy).await["errors"][0]["extensions"]["code"], "SUBSCRIPTION_TOO_HEAVY");
     w.running.shutdown().await.unwrap();
 }
