@@ -251,6 +251,11 @@ async fn tokens_are_checked_and_each_transport_runs_its_own_operations() {
     let mut h = a.subscribe(op(heavy, json!({}))).await.unwrap();
     let answer = next(&mut h).await;
     assert_eq!(answer["errors"][0]["extensions"]["code"], "SUBSCRIPTION_TOO_HEAVY", "{answer}");
+    // One root field per subscription (GraphQL's rule), so the limits count what runs.
+    let mut two = a.subscribe(op("subscription { changes { id } b: changes { position } }", json!({}))).await.unwrap();
+    assert_eq!(next(&mut two).await["errors"][0]["extensions"]["code"], "GRAPHQL_VALIDATION_FAILED");
+    let mut empty = a.subscribe(op("subscription { changes(kinds: []) { id } }", json!({}))).await.unwrap();
+    assert_eq!(next(&mut empty).await["errors"][0]["extensions"]["code"], "BAD_USER_INPUT");
     // The query limits apply to the selection.
     let deep = format!(
         "subscription {{ changes {{ node {{ ... on Application {{ {}name{} }} }} }} }}",
@@ -279,12 +284,17 @@ async fn subscriptions_per_connection_are_bounded() {
     let w = World::start(|c| c.subscriptions.max_per_connection = 2).await;
     let a = w.client(&team("assist--copilot"), false).await;
     let mut s1 = a.subscribe(op(APP_CHANGES, json!({}))).await.unwrap();
-    let _s2 = a.subscribe(op(APP_CHANGES, json!({}))).await.unwrap();
+    // `kinds: APPLICATION` (one value for a list) is a list of one.
+    let mut s2 = a
+        .subscribe(op("subscription { changes(kinds: APPLICATION) { node { ... on Application { statusMessage } } } }", json!({})))
+        .await
+        .unwrap();
     w.subscriptions_running(2.0).await;
     let mut s3 = a.subscribe(op(APP_CHANGES, json!({}))).await.unwrap();
     assert_eq!(next(&mut s3).await["errors"][0]["extensions"]["code"], "TOO_MANY_SUBSCRIPTIONS");
     w.set_message("copilot-agent", "still running");
     assert_eq!(next(&mut s1).await["node"]["statusMessage"], "still running");
+    assert_eq!(next(&mut s2).await["node"]["statusMessage"], "still running");
     w.running.shutdown().await.unwrap();
 }
 

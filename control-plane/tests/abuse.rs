@@ -381,7 +381,7 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
         use futures::SinkExt;
         garbage.send(tokio_tungstenite::tungstenite::Message::text("{not json")).await.unwrap();
     }
-    assert_eq!(ws_frame(&mut garbage).await["close"], 1002, "a frame that is not a protocol message");
+    assert_eq!(ws_frame(&mut garbage).await["close"], 4400, "a frame that is not a protocol message");
     {
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
         let mut request = format!("{}/graphql/query", s.base.replacen("http", "ws", 1)).into_client_request().unwrap();
@@ -390,6 +390,23 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
         ws_send(&mut early, json!({"id": "1", "type": "subscribe", "payload": {"query": WS_SUBSCRIPTION}})).await;
         let end = ws_frame(&mut early).await;
         assert!(end.get("close").is_some(), "a subscribe before connection_init closes the socket: {end}");
+    }
+    // 1000 aliases of `changes` in one subscription: refused (one root field), not 1000 streams.
+    let mut fan = ws_connect(&s.base, ADMIN).await;
+    let aliases: Vec<String> = (0..1000).map(|i| format!("a{i}: changes {{ id }}")).collect();
+    ws_send(&mut fan, json!({"id": "1", "type": "subscribe", "payload": {"query": format!("subscription {{ {} }}", aliases.join(" "))}}))
+        .await;
+    let answer = ws_frame(&mut fan).await;
+    assert_eq!(answer["payload"]["errors"][0]["extensions"]["code"], "GRAPHQL_VALIDATION_FAILED", "{answer}");
+    // An unknown message type: 4400 with a short reason of ours, not the client's text.
+    ws_send(&mut fan, json!({"type": format!("x{}", "y".repeat(500))})).await;
+    loop {
+        let f = ws_frame(&mut fan).await;
+        if f.get("type").is_some() {
+            continue;
+        }
+        assert_eq!(f["close"], 4400, "{f}");
+        break;
     }
     // 1000 subscriptions on one connection: the first 100 run, the rest are refused at once.
     let mut flood = ws_connect(&s.base, &team).await;
@@ -417,7 +434,7 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
         request.headers_mut().insert("sec-websocket-protocol", "graphql-transport-ws".parse().unwrap());
         let (mut one_more, _) = tokio_tungstenite::connect_async(request).await.unwrap();
         ws_send(&mut one_more, json!({"type": "connection_init", "payload": {"Authorization": format!("Bearer {client}")}})).await;
-        assert_eq!(ws_frame(&mut one_more).await["close"], 1002, "the 21st connection of one client");
+        assert_eq!(ws_frame(&mut one_more).await["close"], 4429, "the 21st connection of one client");
     }
     assert!(readers.iter().all(|r| !r.is_finished()), "the reading subscriptions stay open");
     assert!(s.alive(), "the server died on hostile WebSocket input");

@@ -427,15 +427,20 @@ pub(crate) fn register(b: &mut crate::entity::Builder, loaders: Arc<HashMap<&'st
         SubscriptionFieldFuture::new(async move {
             let data = ctx.data::<SubscriptionData>()?;
             let kinds: Option<Vec<KindId>> = match ctx.args.get("kinds") {
-                Some(v) if !v.is_null() => Some(
-                    v.list()?
-                        .iter()
-                        .map(|k| {
-                            let name = k.enum_name()?;
-                            KindId::ALL.iter().copied().find(|id| kind_value(*id) == name).ok_or_else(|| crate::error::bad_input("unknown kind"))
-                        })
-                        .collect::<Result<_, Error>>()?,
-                ),
+                Some(v) if !v.is_null() => {
+                    let kind = |name: &str| {
+                        KindId::ALL.iter().copied().find(|id| kind_value(*id) == name).ok_or_else(|| crate::error::bad_input("unknown kind"))
+                    };
+                    // A single value stands for a list of one (GraphQL's input coercion).
+                    let kinds: Vec<KindId> = match v.list() {
+                        Ok(list) => list.iter().map(|k| kind(k.enum_name()?)).collect::<Result<_, Error>>()?,
+                        Err(_) => vec![kind(v.enum_name()?)?],
+                    };
+                    if kinds.is_empty() {
+                        return Err(crate::error::bad_input("`kinds` is empty: give at least one kind, or leave it out for every kind"));
+                    }
+                    Some(kinds)
+                }
                 _ => None,
             };
             start(data, ctx.args.get("after"), kinds, None, types)

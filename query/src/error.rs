@@ -87,6 +87,11 @@ pub fn too_many_subscriptions(place: &str) -> async_graphql::ServerError {
     request_error(format!("too many subscriptions {place}; end one first"), "TOO_MANY_SUBSCRIPTIONS")
 }
 
+/// `GRAPHQL_VALIDATION_FAILED`: a subscription that selects other than exactly one root field.
+pub fn not_one_root_field() -> async_graphql::ServerError {
+    request_error("a subscription selects exactly one root field (GraphQL's single root field rule)", "GRAPHQL_VALIDATION_FAILED")
+}
+
 /// `UNAUTHENTICATED`: a subscription on a connection whose token was not accepted.
 pub fn unauthenticated() -> async_graphql::ServerError {
     request_error("not authenticated", "UNAUTHENTICATED")

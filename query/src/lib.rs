@@ -414,6 +414,11 @@ impl Api {
         if operation_type(&doc, request.operation_name.as_deref()) != Some(OperationType::Subscription) {
             return Err(Box::new(async_graphql::Response::from_errors(vec![error::not_a_subscription()])));
         }
+        // GraphQL's "single root field" rule (which the executor does not check): one stream
+        // per subscription, so the subscription limits count what runs.
+        if root_fields(&doc, request.operation_name.as_deref()) != 1 {
+            return Err(Box::new(async_graphql::Response::from_errors(vec![error::not_one_root_field()])));
+        }
         let internal =
             |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::internal(e).into_server_error(Default::default())]);
         {
@@ -483,6 +488,39 @@ impl Api {
         }
         with_codes(cap_errors(response), &self.limits)
     }
+}
+
+/// The fields of the root selection of the operation `name` (or the only one) of `doc`, through
+/// fragment spreads and inline fragments (a fragment cycle counts as many; at most 2 are
+/// counted: the caller asks whether there is exactly one).
+fn root_fields(doc: &ExecutableDocument, name: Option<&str>) -> usize {
+    use async_graphql::parser::types::{DocumentOperations, Selection, SelectionSet};
+    let op = match (&doc.operations, name) {
+        (DocumentOperations::Single(op), None) => op,
+        (DocumentOperations::Multiple(ops), Some(name)) => match ops.get(name) {
+            Some(op) => op,
+            None => return 0,
+        },
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next().expect("one operation"),
+        _ => return 0,
+    };
+    fn count(doc: &ExecutableDocument, set: &SelectionSet, depth: usize) -> usize {
+        let mut n = 0;
+        for item in &set.items {
+            if n > 1 || depth > 32 {
+                return 2;
+            }
+            n += match &item.node {
+                Selection::Field(_) => 1,
+                Selection::InlineFragment(f) => count(doc, &f.node.selection_set.node, depth + 1),
+                Selection::FragmentSpread(s) => {
+                    doc.fragments.get(&s.node.fragment_name.node).map_or(0, |f| count(doc, &f.node.selection_set.node, depth + 1))
+                }
+            };
+        }
+        n
+    }
+    count(doc, &op.node.selection_set.node, 0)
 }
 
 /// The type of the operation of `doc` a request runs: the one named `name`, or the only one.

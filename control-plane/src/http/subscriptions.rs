@@ -7,7 +7,8 @@
 //! `connection_init` payload's `Authorization` (or `authorization`, or either under `headers`),
 //! verified exactly as HTTP requests are. A refused header gets the HTTP answer a query gets
 //! (401/403/503) and no upgrade; a refused payload closes the socket (graphql-transport-ws:
-//! code 1002 with the reason; graphql-ws: `connection_error`). When the token's `exp` passes, the
+//! code 4403 with the reason; graphql-ws: `connection_error`). Other protocol errors close with
+//! graphql-transport-ws's codes ([`close_frame`]). When the token's `exp` passes, the
 //! socket is closed with code 4403 "token expired" (after `security.leeway`, as
 //! requests are refused).
 //!
@@ -330,8 +331,18 @@ async fn serve(
 ) {
     let hub = conn.hub.clone();
     let (mut sink, input) = socket.split();
+    // A client message over the limit ends the input; the socket is then closed with 1009.
+    let too_big = Arc::new(AtomicBool::new(false));
+    let seen_too_big = too_big.clone();
     let input = input
-        .take_while(|m| futures::future::ready(m.is_ok()))
+        .take_while(move |m| {
+            if let Err(e) = m {
+                if e.to_string().contains("too long") {
+                    seen_too_big.store(true, Ordering::Relaxed);
+                }
+            }
+            futures::future::ready(m.is_ok())
+        })
         .filter_map(|m| futures::future::ready(m.ok().filter(|m| m.is_text() || m.is_binary()).map(Message::into_bytes)));
     // The client's limit is counted once its viewer is known.
     let counted: Arc<Mutex<Option<String>>> = Arc::default();
@@ -355,7 +366,7 @@ async fn serve(
                 let n = counts.entry(client.clone()).or_insert(0);
                 if *n >= hub.settings.max_connections_per_client {
                     hub.metrics.disconnects.with_label_values(&["client_limit"]).inc();
-                    return Err(async_graphql::Error::new("too many connections for this client"));
+                    return Err(async_graphql::Error::new(TOO_MANY_CONNECTIONS));
                 }
                 *n += 1;
             }
@@ -386,6 +397,7 @@ async fn serve(
                                 Message::text(text)
                             }
                             Some(WsMessage::Close(code, reason)) => {
+                                let (code, reason) = close_frame(protocol, code, &reason);
                                 let _ = sink.send(Message::close_with(code, reason)).await;
                                 return false;
                             }
@@ -436,6 +448,10 @@ async fn serve(
         open.client = counted.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
     match end {
+        End::Done if too_big.load(Ordering::Relaxed) => {
+            let reason = format!("a message is larger than {} bytes", hub.max_message_bytes);
+            let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::close_with(1009u16, reason))).await;
+        }
         End::Done => {}
         End::Slow => {
             hub.metrics.disconnects.with_label_values(&["slow"]).inc();
@@ -451,6 +467,31 @@ async fn serve(
     drop(messages);
     drop(open);
 }
+
+/// The close frame for a close the protocol machine asked for: `graphql-transport-ws`'s codes
+/// (4400 invalid message, 4401 no `connection_init` yet, 4403 refused token, 4429 too many
+/// connections of the client), never the client's own text echoed, and a reason within the
+/// 123 bytes a close frame holds.
+fn close_frame(protocol: WebSocketProtocols, code: u16, reason: &str) -> (u16, String) {
+    let refused_init = reason == "invalid token" || reason.starts_with("forbidden: ") || reason.starts_with("token keys are unavailable");
+    let (code, reason) = match (code, protocol) {
+        (1002, _) if reason == TOO_MANY_CONNECTIONS => (if protocol == WebSocketProtocols::GraphQLWS { 4429 } else { 1008 }, reason),
+        (1002, WebSocketProtocols::GraphQLWS) if refused_init => (4403, reason),
+        (1002, _) if refused_init => (1008, reason),
+        (1002, WebSocketProtocols::GraphQLWS) => (4400, "invalid message"),
+        (1002, _) => (1002, "invalid message"),
+        (1011, WebSocketProtocols::GraphQLWS) => (4401, "Unauthorized: send connection_init first"),
+        (code, _) => (code, reason),
+    };
+    let mut end = reason.len().min(123);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    (code, reason[..end].to_string())
+}
+
+/// The reason a connection beyond `subscriptions.maxConnectionsPerClient` is refused with.
+const TOO_MANY_CONNECTIONS: &str = "too many connections for this client";
 
 fn now_seconds() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
