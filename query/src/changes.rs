@@ -309,19 +309,7 @@ impl SubscriptionData {
     /// A read view and deadline for one event of `viewer`.
     fn context(&self, viewer: Viewer) -> Result<RequestContext, Error> {
         let view = self.store.read().map_err(crate::error::internal)?;
-        let deadline = (self.deadline)();
-        deadline.limit_response(self.limits.max_response_bytes);
-        let stop = deadline.clone();
-        view.interrupt_when(move || stop.passed());
-        Ok(RequestContext {
-            view,
-            viewer,
-            now: self.now.unwrap_or_else(|| schema::Timestamp::from_datetime(chrono::Utc::now())),
-            max_page_size: self.max_page_size,
-            catalogue: self.store.catalogue(),
-            limits: self.limits.clone(),
-            deadline,
-        })
+        Ok(crate::request_context(&self.store, view, viewer, (self.deadline)(), self.now, self.max_page_size, &self.limits))
     }
 }
 

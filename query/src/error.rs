@@ -70,14 +70,13 @@ pub fn not_a_subscription() -> async_graphql::ServerError {
 
 /// `SUBSCRIPTION_TOO_HEAVY`: a subscription whose selection is heavier than light work per event.
 pub fn subscription_too_heavy(nodes: u64, max: u64) -> async_graphql::ServerError {
-    let mut e = async_graphql::ServerError::new(
+    let mut e = request_error(
         format!("a subscription may resolve at most {max} nodes per event, without search or edge filters (this one: up to {nodes}); select less and query the rest"),
-        None,
+        "SUBSCRIPTION_TOO_HEAVY",
     );
-    let mut ext = async_graphql::ErrorExtensionValues::default();
-    ext.set("code", "SUBSCRIPTION_TOO_HEAVY");
-    ext.set("max", max);
-    e.extensions = Some(ext);
+    if let Some(ext) = &mut e.extensions {
+        ext.set("max", max);
+    }
     e
 }
 

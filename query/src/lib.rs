@@ -357,30 +357,25 @@ impl Api {
         }
         let mut cost = limits::Cost::default();
         if let Some(p) = &parsed {
-            let mut counts = std::collections::HashMap::new();
-            let mut bound =
-                |r: limits::RecordList| *counts.entry(r).or_insert_with(|| list_bound(&view, &viewer, r, self.config.max_page_size));
-            cost = limits::analyze(&p.doc, request.operation_name.as_deref(), &request.variables, &self.shapes, &self.limits, &mut bound)
-                .map_err(refuse)?;
+            cost = self.measure(&p.doc, &request, &view, &viewer).map_err(refuse)?;
             request.set_parsed_query(p.doc.clone());
         }
-        let now = self.config.now.unwrap_or_else(|| Timestamp::from_datetime(chrono::Utc::now()));
-        // The search index registered with the store, if one is open (catalogue search).
-        let catalogue = store.catalogue();
-        // Long reads of the store (an in-memory sort) stop with the request.
-        deadline.limit_response(self.limits.max_response_bytes);
-        let stop = deadline.clone();
-        view.interrupt_when(move || stop.passed());
-        let rq = RequestContext {
-            view,
-            viewer,
-            now,
-            max_page_size: self.config.max_page_size,
-            catalogue,
-            limits: self.limits.clone(),
-            deadline,
-        };
+        let rq = request_context(store, view, viewer, deadline, self.config.now, self.config.max_page_size, &self.limits);
         Ok(Prepared { rq, request, parsed, cost })
+    }
+
+    /// The operation of `request` in `doc` measured against the [`limits`], lists of records
+    /// bounded by what `viewer` can see on `view`.
+    fn measure(
+        &self,
+        doc: &ExecutableDocument,
+        request: &async_graphql::Request,
+        view: &storage::ReadView,
+        viewer: &Viewer,
+    ) -> Result<limits::Cost, limits::LimitError> {
+        let mut counts = std::collections::HashMap::new();
+        let mut bound = |r: limits::RecordList| *counts.entry(r).or_insert_with(|| list_bound(view, viewer, r, self.config.max_page_size));
+        limits::analyze(doc, request.operation_name.as_deref(), &request.variables, &self.shapes, &self.limits, &mut bound)
     }
 
     /// Everything before a subscription runs, as [`Api::prepare`] measures a query: the text,
@@ -425,11 +420,7 @@ impl Api {
             let view = store.read().map_err(internal)?;
             let mut measured = viewer.clone();
             measured.resolve(&view).map_err(internal)?;
-            let mut counts = std::collections::HashMap::new();
-            let mut bound =
-                |r: limits::RecordList| *counts.entry(r).or_insert_with(|| list_bound(&view, &measured, r, self.config.max_page_size));
-            let cost = limits::analyze(&doc, request.operation_name.as_deref(), &request.variables, &self.shapes, &self.limits, &mut bound)
-                .map_err(refuse)?;
+            let cost = self.measure(&doc, &request, &view, &measured).map_err(refuse)?;
             // Events are resolved as they come, on the connection's task: light work only.
             if cost.nodes > LIGHT_NODES || cost.searches || cost.edge_filters {
                 return Err(Box::new(async_graphql::Response::from_errors(vec![error::subscription_too_heavy(cost.nodes, LIGHT_NODES)])));
@@ -521,6 +512,32 @@ fn root_fields(doc: &ExecutableDocument, name: Option<&str>) -> usize {
         n
     }
     count(doc, &op.node.selection_set.node, 0)
+}
+
+/// The context every resolver of one request (or one subscription event) reads: `view` and
+/// `viewer` (group teams resolved), the clock (`now`, else the wall clock), the store's search
+/// index, and `deadline`, which gets the response budget and stops the view's long reads.
+pub(crate) fn request_context(
+    store: &Store,
+    view: storage::ReadView,
+    viewer: Viewer,
+    deadline: deadline::Deadline,
+    now: Option<Timestamp>,
+    max_page_size: usize,
+    limits: &Arc<limits::Limits>,
+) -> RequestContext {
+    deadline.limit_response(limits.max_response_bytes);
+    let stop = deadline.clone();
+    view.interrupt_when(move || stop.passed());
+    RequestContext {
+        view,
+        viewer,
+        now: now.unwrap_or_else(|| Timestamp::from_datetime(chrono::Utc::now())),
+        max_page_size,
+        catalogue: store.catalogue(),
+        limits: limits.clone(),
+        deadline,
+    }
 }
 
 /// The type of the operation of `doc` a request runs: the one named `name`, or the only one.

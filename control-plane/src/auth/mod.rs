@@ -251,6 +251,16 @@ fn bearer(header: &str) -> Option<&str> {
 }
 
 /// The current Unix time in seconds.
+impl Authenticator {
+    /// Whether the token `viewer` was built from has expired by now: its `exp` plus
+    /// `security.leeway` has passed (what a request with it would be refused for). A viewer
+    /// without `exp` never expires here.
+    pub fn expired(&self, viewer: &Viewer) -> bool {
+        let leeway = i64::try_from(self.0.leeway.as_secs()).unwrap_or(i64::MAX);
+        viewer.expires_at.is_some_and(|exp| exp.saturating_add(leeway) < now_seconds())
+    }
+}
+
 fn now_seconds() -> i64 {
     chrono::Utc::now().timestamp()
 }

@@ -95,16 +95,9 @@ pub fn routes(
     let timeout = config.graphql.request_timeout;
     let stop = shutdown.clone();
     let event_deadline = Arc::new(move || query::deadline::Deadline::new(std::time::Instant::now(), Some(timeout), Some(stop.clone())));
-    let subscriptions = super::subscriptions::Hub::new(
-        &store,
-        config.subscriptions,
-        config.graphql.max_body_bytes,
-        &metrics,
-        shutdown,
-        event_deadline,
-        config.security.leeway,
-    )
-    .expect("the change log's thread starts");
+    let subscriptions =
+        super::subscriptions::Hub::new(&store, config.subscriptions, config.graphql.max_body_bytes, &metrics, shutdown, event_deadline)
+            .expect("the change log's thread starts");
     let api = Arc::new(api);
     let subscriptions = Arc::new(subscriptions);
     let pool_kib = (ANSWERS_IN_FLIGHT * config.graphql.max_response_bytes).div_ceil(1024).min(tokio::sync::Semaphore::MAX_PERMITS);

@@ -118,8 +118,6 @@ pub struct Hub {
     shutdown: Arc<AtomicBool>,
     /// A fresh deadline for each event.
     deadline: Arc<dyn Fn() -> query::deadline::Deadline + Send + Sync>,
-    /// `security.leeway` in seconds: a token is valid until `exp` plus this.
-    leeway_seconds: i64,
 }
 
 impl Hub {
@@ -134,7 +132,6 @@ impl Hub {
         metrics: &crate::metrics::Metrics,
         shutdown: Arc<AtomicBool>,
         deadline: Arc<dyn Fn() -> query::deadline::Deadline + Send + Sync>,
-        leeway: Duration,
     ) -> std::io::Result<Hub> {
         let log_settings =
             query::changes::ChangeLogSettings { max_entries: settings.change_log_size, retention: settings.change_log_retention };
@@ -149,7 +146,6 @@ impl Hub {
             per_client: Mutex::default(),
             shutdown,
             deadline,
-            leeway_seconds: i64::try_from(leeway.as_secs()).unwrap_or(i64::MAX),
         })
     }
 }
@@ -347,7 +343,7 @@ async fn serve(
     // The client's limit is counted once its viewer is known.
     let counted: Arc<Mutex<Option<String>>> = Arc::default();
     let init = {
-        let (viewer, hub, counted) = (conn.viewer.clone(), hub.clone(), counted.clone());
+        let (viewer, hub, counted, auth) = (conn.viewer.clone(), hub.clone(), counted.clone(), auth.clone());
         move |payload: serde_json::Value| async move {
             if viewer.get().is_none() {
                 let token = payload_token(&payload);
@@ -438,7 +434,7 @@ async fn serve(
                 if conn.viewer.get().is_some() && conn.running.load(Ordering::Relaxed) == 0 && now.duration_since(idle) >= settings.idle_timeout {
                     break End::Close(4000, "idle: no subscription is running", "idle");
                 }
-                if conn.viewer.get().and_then(|v| v.expires_at).is_some_and(|exp| exp.saturating_add(hub.leeway_seconds) < now_seconds()) {
+                if conn.viewer.get().is_some_and(|v| auth.expired(v)) {
                     break End::Close(4403, "token expired", "expired");
                 }
             }
@@ -492,7 +488,3 @@ fn close_frame(protocol: WebSocketProtocols, code: u16, reason: &str) -> (u16, S
 
 /// The reason a connection beyond `subscriptions.maxConnectionsPerClient` is refused with.
 const TOO_MANY_CONNECTIONS: &str = "too many connections for this client";
-
-fn now_seconds() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
-}
