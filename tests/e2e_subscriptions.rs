@@ -197,6 +197,8 @@ async fn each_viewer_gets_the_changes_it_may_see_and_resumes_what_it_missed() {
     assert_eq!(answer["errors"][0]["extensions"]["code"], "GONE", "{answer}");
     let mut garbage = a.subscribe(op(APP_CHANGES, json!({"after": "not a position"}))).await.unwrap();
     assert_eq!(next(&mut garbage).await["errors"][0]["extensions"]["code"], "BAD_USER_INPUT");
+    let mut long = a.subscribe(op(APP_CHANGES, json!({"after": "A".repeat(100_000)}))).await.unwrap();
+    assert_eq!(next(&mut long).await["errors"][0]["extensions"]["code"], "BAD_USER_INPUT", "a 100 kB position");
     w.running.shutdown().await.unwrap();
 }
 
