@@ -29,7 +29,10 @@
 //! P7: 1000 `changes` subscriptions on 100 WebSocket connections (admin, group and team viewers)
 //! while the P6 churn applies 100 changes/s: latency from each commit (the store's commit feed)
 //! to each event's arrival, p50/p99, and the process's CPU and RSS (server and clients share
-//! it); then P6 again with the subscriptions open.
+//! it); then P6 again with the subscriptions open. The 10 subscriptions of a connection are
+//! identical, so the server resolves each event once per viewer (subscriptions with the same
+//! operation and claims share answers); `CP_BENCH_P7_DISTINCT=1` gives every subscription a
+//! text of its own (an alias), so none shares.
 //!
 //! Run: `cargo bench --bench http_queries` (10k and 100k; `CP_BENCH_1M=1` adds 1M,
 //! `CP_BENCH_SIZES=10k` picks sizes, `CP_BENCH_ONLY=P6` runs only the mixed loads P6 and P7, `CP_BENCH_ONLY=P7` only P7). Results: `BENCH_RESULT {json}` lines and
@@ -165,16 +168,18 @@ fn main() {
         results.emit("P6", mixed.clone());
         let (p7, clients) = rt.block_on(subscriptions_load(running.local_addr(), &store, &world.dir, &manifests));
         println!(
-            "P7 {}: {} subscriptions on {} connections, {} events in {:.1} s: commit → event p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; process CPU {:.0} %, RSS {:.0} → {:.0} MB",
+            "P7 {}: {} subscriptions on {} connections ({} clients), {} events in {:.1} s: commit → event p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; process CPU {:.0} % (server {:.0} %), RSS {:.0} → {:.0} MB",
             size.name,
             p7["subscriptions"],
             p7["connections"],
+            p7["client"].as_str().unwrap(),
             p7["events"],
             p7["seconds"].as_f64().unwrap(),
             p7["p50Ms"].as_f64().unwrap(),
             p7["p99Ms"].as_f64().unwrap(),
             p7["maxMs"].as_f64().unwrap(),
             p7["processCpuPercent"].as_f64().unwrap(),
+            p7["serverCpuPercent"].as_f64().unwrap_or(f64::NAN),
             p7["processRssMbBefore"].as_f64().unwrap(),
             p7["processRssMbAfter"].as_f64().unwrap(),
         );
@@ -427,7 +432,7 @@ const P7_SUBSCRIPTION: &str =
 /// One operation for `graphql-ws-client`, answers kept as JSON.
 #[derive(serde::Serialize)]
 struct WsOp {
-    query: &'static str,
+    query: String,
 }
 
 impl graphql_ws_client::graphql::GraphqlOperation for WsOp {
@@ -454,17 +459,148 @@ fn rss_mb() -> f64 {
     status.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| l.split_whitespace().nth(1)?.parse::<f64>().ok()).unwrap_or(0.0) / 1024.0
 }
 
+/// The tokens of P7's connections: 5 % admin, 10 % group and 85 % team viewers of `owners`.
+fn p7_token(i: usize, owners: &[String]) -> String {
+    match i % 20 {
+        0 => support::admin_token(),
+        1 | 2 => {
+            let group = owners[i % owners.len()].split("--").next().unwrap().to_string();
+            support::token(&format!("{group}--bench--console"), "tardis:group:read")
+        }
+        _ => support::team_token(&owners[i % owners.len()]),
+    }
+}
+
+/// Subscription `j` of connection `i`: the same text for all, or (`CP_BENCH_P7_DISTINCT=1`) one
+/// of its own (an alias), so that none shares answers with another.
+fn p7_query(i: usize, j: usize, distinct: bool) -> String {
+    if distinct {
+        P7_SUBSCRIPTION.replace("{ changes", &format!("{{ c{i}x{j}: changes"))
+    } else {
+        P7_SUBSCRIPTION.to_string()
+    }
+}
+
+/// The open P7 clients (kept open for P6 with subscriptions).
+enum P7Clients {
+    /// `graphql-ws-client` on the bench's runtime (`CP_BENCH_P7_CLIENT=graphql-ws-client`).
+    Library { _open: Vec<graphql_ws_client::Client> },
+    /// The lean reader: graphql-transport-ws over tokio-tungstenite on a thread of its own
+    /// ([`LEAN_THREAD`]), taking only the revision out of each `next` message.
+    Lean { stop: Arc<AtomicBool>, thread: Option<std::thread::JoinHandle<()>> },
+}
+
+impl Drop for P7Clients {
+    fn drop(&mut self) {
+        if let P7Clients::Lean { stop, thread } = self {
+            stop.store(true, Ordering::SeqCst);
+            if let Some(t) = thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+/// The name of the lean clients' thread (its CPU is counted apart from the server's).
+const LEAN_THREAD: &str = "p7-clients";
+
+/// CPU seconds of this process's threads named `name`.
+fn thread_cpu_seconds(name: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return 0.0 };
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("stat")).ok())
+        .filter(|stat| stat.split_once('(').and_then(|(_, r)| r.rsplit_once(')')).is_some_and(|(comm, _)| comm == name))
+        .map(|stat| {
+            let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or("").split_whitespace().collect();
+            let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            (ticks(11) + ticks(12)) / 100.0
+        })
+        .sum()
+}
+
+/// The revision of a `next` message of graphql-transport-ws, read without building the JSON
+/// tree (the one number the bench needs).
+fn lean_revision(text: &str) -> Option<u64> {
+    if !text.starts_with(r#"{"type":"next""#) {
+        return None;
+    }
+    let at = text.find(r#""revision":"#)? + r#""revision":"#.len();
+    let digits: &str = &text[at..];
+    let end = digits.find(|c: char| !c.is_ascii_digit()).unwrap_or(digits.len());
+    digits[..end].parse().ok()
+}
+
+/// Opens the lean clients on their own thread; returns once every subscription is sent.
+fn lean_clients(addr: std::net::SocketAddr, owners: &[String], distinct: bool, arrivals: Arc<Mutex<Vec<(u64, Instant)>>>) -> P7Clients {
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let owners = owners.to_vec();
+    let stopped = stop.clone();
+    let thread = std::thread::Builder::new()
+        .name(LEAN_THREAD.into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                use futures::{SinkExt, StreamExt};
+                use tokio_tungstenite::tungstenite::Message;
+                let mut readers = Vec::new();
+                for i in 0..P7_CONNECTIONS {
+                    let mut request = tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!(
+                        "ws://{addr}/graphql/query"
+                    ))
+                    .unwrap();
+                    request.headers_mut().insert("sec-websocket-protocol", "graphql-transport-ws".parse().unwrap());
+                    request.headers_mut().insert("authorization", format!("Bearer {}", p7_token(i, &owners)).parse().unwrap());
+                    let (mut ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+                    ws.send(Message::text(json!({"type": "connection_init"}).to_string())).await.unwrap();
+                    loop {
+                        match ws.next().await {
+                            Some(Ok(Message::Text(t))) if t.contains("connection_ack") => break,
+                            Some(Ok(_)) => continue,
+                            other => panic!("P7 connection {i}: no connection_ack: {other:?}"),
+                        }
+                    }
+                    for j in 0..P7_PER_CONNECTION {
+                        let subscribe = json!({"id": j.to_string(), "type": "subscribe", "payload": {"query": p7_query(i, j, distinct)}});
+                        ws.send(Message::text(subscribe.to_string())).await.unwrap();
+                    }
+                    let arrivals = arrivals.clone();
+                    readers.push(tokio::spawn(async move {
+                        while let Some(Ok(m)) = ws.next().await {
+                            if let Message::Text(t) = m {
+                                match lean_revision(&t) {
+                                    Some(r) => arrivals.lock().unwrap().push((r, Instant::now())),
+                                    None if t.starts_with(r#"{"type":"next""#) || t.contains("error") => {
+                                        eprintln!("P7 message without an event: {t}")
+                                    }
+                                    None => {}
+                                }
+                            }
+                        }
+                    }));
+                }
+                ready_tx.send(()).unwrap();
+                while !stopped.load(Ordering::SeqCst) {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                for r in readers {
+                    r.abort();
+                }
+            });
+        })
+        .unwrap();
+    ready_rx.recv().unwrap();
+    P7Clients::Lean { stop, thread: Some(thread) }
+}
+
 /// P7: P7_CONNECTIONS WebSocket connections with P7_PER_CONNECTION `changes` subscriptions each
 /// (5 % admin, 10 % group and 85 % team viewers, the teams owning the churned applications),
 /// while the P6 churn applies 100 changes/s; every event's latency from its commit (the store's
 /// commit feed, in process) to its arrival at the client. Returns the measurement and the
-/// clients (kept open for P6 with subscriptions).
-async fn subscriptions_load(
-    addr: std::net::SocketAddr,
-    store: &storage::Store,
-    world: &Path,
-    manifests: &Path,
-) -> (Value, Vec<graphql_ws_client::Client>) {
+/// clients (kept open for P6 with subscriptions). The clients are the lean reader on a thread of
+/// its own, so the server's CPU is the process's minus theirs; `CP_BENCH_P7_CLIENT=graphql-ws-client`
+/// uses that library on the bench's runtime instead (its parsing counted with the server's).
+async fn subscriptions_load(addr: std::net::SocketAddr, store: &storage::Store, world: &Path, manifests: &Path) -> (Value, P7Clients) {
     let owners: Vec<String> = std::fs::read_to_string(world.join("04-applications.yaml"))
         .unwrap()
         .lines()
@@ -486,41 +622,42 @@ async fn subscriptions_load(
         });
     }
     let arrivals: Arc<Mutex<Vec<(u64, Instant)>>> = Arc::default();
-    let mut clients = Vec::new();
-    for i in 0..P7_CONNECTIONS {
-        let token = match i % 20 {
-            0 => support::admin_token(),
-            1 | 2 => {
-                let group = owners[i % owners.len()].split("--").next().unwrap().to_string();
-                support::token(&format!("{group}--bench--console"), "tardis:group:read")
-            }
-            _ => support::team_token(&owners[i % owners.len()]),
-        };
-        let mut request =
-            tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!("ws://{addr}/graphql/query")).unwrap();
-        request.headers_mut().insert("sec-websocket-protocol", "graphql-transport-ws".parse().unwrap());
-        request.headers_mut().insert("authorization", format!("Bearer {token}").parse().unwrap());
-        let (socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
-        let (client, actor) = graphql_ws_client::Client::build(socket).await.unwrap();
-        tokio::spawn(std::future::IntoFuture::into_future(actor));
-        for _ in 0..P7_PER_CONNECTION {
-            let mut events = client.subscribe(WsOp { query: P7_SUBSCRIPTION }).await.unwrap();
-            let arrivals = arrivals.clone();
-            tokio::spawn(async move {
-                use futures::StreamExt;
-                while let Some(Ok(answer)) = events.next().await {
-                    if let Some(r) = answer["data"]["changes"]["revision"].as_u64() {
-                        arrivals.lock().unwrap().push((r, Instant::now()));
-                    } else {
-                        eprintln!("P7 answer without an event: {answer}");
+    let distinct = std::env::var("CP_BENCH_P7_DISTINCT").is_ok_and(|v| v == "1");
+    let library = std::env::var("CP_BENCH_P7_CLIENT").is_ok_and(|v| v == "graphql-ws-client");
+    let clients = if library {
+        let mut clients = Vec::new();
+        for i in 0..P7_CONNECTIONS {
+            let mut request =
+                tokio_tungstenite::tungstenite::client::IntoClientRequest::into_client_request(format!("ws://{addr}/graphql/query"))
+                    .unwrap();
+            request.headers_mut().insert("sec-websocket-protocol", "graphql-transport-ws".parse().unwrap());
+            request.headers_mut().insert("authorization", format!("Bearer {}", p7_token(i, &owners)).parse().unwrap());
+            let (socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+            let (client, actor) = graphql_ws_client::Client::build(socket).await.unwrap();
+            tokio::spawn(std::future::IntoFuture::into_future(actor));
+            for j in 0..P7_PER_CONNECTION {
+                let mut events = client.subscribe(WsOp { query: p7_query(i, j, distinct) }).await.unwrap();
+                let arrivals = arrivals.clone();
+                tokio::spawn(async move {
+                    use futures::StreamExt;
+                    while let Some(Ok(answer)) = events.next().await {
+                        let event = answer["data"].as_object().and_then(|d| d.values().next());
+                        if let Some(r) = event.and_then(|e| e["revision"].as_u64()) {
+                            arrivals.lock().unwrap().push((r, Instant::now()));
+                        } else {
+                            eprintln!("P7 answer without an event: {answer}");
+                        }
                     }
-                }
-            });
+                });
+            }
+            clients.push(client);
         }
-        clients.push(client);
-    }
+        P7Clients::Library { _open: clients }
+    } else {
+        lean_clients(addr, &owners, distinct, arrivals.clone())
+    };
     let (stop, churn) = start_churn(world, manifests);
-    let (cpu0, t0) = (cpu_seconds(), Instant::now());
+    let (cpu0, t0, client_cpu0) = (cpu_seconds(), Instant::now(), thread_cpu_seconds(LEAN_THREAD));
     let rss0 = rss_mb();
     tokio::time::sleep(P7_FOR).await;
     stop.store(true, Ordering::SeqCst);
@@ -528,6 +665,7 @@ async fn subscriptions_load(
     // The last commits' events arrive.
     tokio::time::sleep(Duration::from_millis(2500)).await;
     let (cpu, seconds) = (cpu_seconds() - cpu0, t0.elapsed().as_secs_f64());
+    let client_cpu = thread_cpu_seconds(LEAN_THREAD) - client_cpu0;
     let arrivals = std::mem::take(&mut *arrivals.lock().unwrap());
     let commits = commits.lock().unwrap().clone();
     let mut latencies: Vec<Duration> =
@@ -535,6 +673,7 @@ async fn subscriptions_load(
     let measured = latencies.len();
     let revisions = arrivals.iter().map(|(r, _)| *r).collect::<std::collections::BTreeSet<_>>().len();
     let result = json!({
+        "distinctSubscriptions": distinct,
         "connections": P7_CONNECTIONS,
         "subscriptions": P7_CONNECTIONS * P7_PER_CONNECTION,
         "seconds": seconds,
@@ -545,7 +684,10 @@ async fn subscriptions_load(
         "p50Ms": support::percentile_us(&mut latencies, 50.0) / 1000.0,
         "p99Ms": support::percentile_us(&mut latencies, 99.0) / 1000.0,
         "maxMs": latencies.iter().max().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+        "client": if library { "graphql-ws-client" } else { "lean" },
         "processCpuPercent": cpu / seconds * 100.0,
+        "serverCpuPercent": if library { Value::Null } else { json!((cpu - client_cpu) / seconds * 100.0) },
+        "clientCpuPercent": if library { Value::Null } else { json!(client_cpu / seconds * 100.0) },
         "processRssMbBefore": rss0,
         "processRssMbAfter": rss_mb(),
     });

@@ -222,10 +222,18 @@ impl Rendered {
         config::load(&self.serve_args(), &|k: &str| env.get(k).cloned(), Some((&path, &text)))
     }
 
-    /// The ClusterRole's rules as (group, resources), asserting one group per rule and only
-    /// get/list/watch.
+    /// The read-only ClusterRole: the one without `-mutations` in its name.
+    fn read_role(&self) -> &Value {
+        let roles: Vec<&Value> =
+            self.all("ClusterRole").into_iter().filter(|r| !r["metadata"]["name"].as_str().unwrap().ends_with("-mutations")).collect();
+        assert_eq!(roles.len(), 1, "one read-only ClusterRole");
+        roles[0]
+    }
+
+    /// The read-only ClusterRole's rules as (group, resources), asserting one group per rule and
+    /// only get/list/watch.
     fn rbac_rules(&self) -> Vec<(String, Vec<String>)> {
-        let role = self.one("ClusterRole");
+        let role = self.read_role();
         let mut rules = Vec::new();
         for rule in role["rules"].as_array().unwrap() {
             assert_eq!(rule["verbs"], json!(["get", "list", "watch"]), "{rule}");
@@ -792,7 +800,7 @@ fn cluster_role_grants_get_list_watch_on_exactly_the_enabled_kinds() {
         let config = r.load_config(&[("CP_SECURITY_TRUSTED_ISSUERS", "https://issuer.example.com")]).unwrap();
         assert_eq!(r.rbac_rules(), expected_rules(&config.features), "{name}: ClusterRole vs the kind registry");
 
-        let role = r.one("ClusterRole");
+        let role = r.read_role();
         let binding = r.one("ClusterRoleBinding");
         assert_eq!(role["metadata"]["name"], format!("{NAMESPACE}-cp-control-plane"), "{name}: cluster-scoped, so namespaced by name");
         assert_eq!(
@@ -810,6 +818,45 @@ fn cluster_role_grants_get_list_watch_on_exactly_the_enabled_kinds() {
     let custom = Rendered::custom().rbac_rules();
     assert!(!custom.iter().any(|(g, _)| g == "agentic.cp.ei.telekom.de"), "ai gateway is off: {custom:?}");
     assert_eq!(custom.len(), 8);
+}
+
+/// Write verbs only with `config.mutations.enabled`, in a ClusterRole of their own with exactly
+/// the verbs of the reference's role (plus groups); the read-only role stays as it is.
+#[test]
+fn mutations_get_a_separate_cluster_role_only_when_enabled() {
+    let defaults = Rendered::defaults();
+    for role in defaults.all("ClusterRole") {
+        for rule in role["rules"].as_array().unwrap() {
+            assert_eq!(rule["verbs"], json!(["get", "list", "watch"]), "no write verb by default: {rule}");
+        }
+    }
+    assert_eq!(defaults.all("ClusterRoleBinding").len(), 1);
+    let enabled = Rendered::new(&["--set", "config.mutations.enabled=true"]);
+    assert_eq!(enabled.rbac_rules(), defaults.rbac_rules(), "the read-only role is unchanged");
+    let writer = enabled
+        .all("ClusterRole")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == format!("{NAMESPACE}-cp-control-plane-mutations"))
+        .unwrap();
+    let rules: Vec<(String, Vec<String>, Vec<String>)> = writer["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let strings = |v: &Value| v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect::<Vec<_>>();
+            (strings(&r["apiGroups"]).join(","), strings(&r["resources"]), strings(&r["verbs"]))
+        })
+        .collect();
+    let expected: Vec<(String, Vec<String>, Vec<String>)> = control_plane::commands::WRITE_RULES
+        .iter()
+        .map(|(g, rs, vs)| (g.to_string(), rs.iter().map(|s| s.to_string()).collect(), vs.iter().map(|s| s.to_string()).collect()))
+        .collect();
+    assert_eq!(rules, expected);
+    let binding = enabled.all("ClusterRoleBinding").into_iter().find(|b| b["metadata"]["name"] == writer["metadata"]["name"]).unwrap();
+    assert_eq!(binding["roleRef"]["name"], writer["metadata"]["name"]);
+    let config = enabled.load_config(&[("CP_SECURITY_TRUSTED_ISSUERS", "https://issuer.example.com")]).unwrap();
+    assert!(config.mutations.enabled, "the pod runs with mutations on");
+    validate(&enabled, "mutations");
 }
 
 #[test]

@@ -485,3 +485,115 @@ async fn a_kind_subscription_filters_with_its_where_input() {
     assert_eq!(next(&mut sa_heavy).await["errors"][0]["extensions"]["code"], "SUBSCRIPTION_TOO_HEAVY");
     w.running.shutdown().await.unwrap();
 }
+
+/// Identical subscriptions (same operation, variables and claims) resolve each change once and
+/// share the answer; subscriptions of other viewers, with the same text and variables, are
+/// groups of their own and get nothing of it. A group viewer's teams are resolved again when a
+/// team changes: a team that joins its group is seen with its records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn identical_subscriptions_share_answers_and_other_viewers_do_not() {
+    let w = World::start(|_| {}).await;
+    let (a1, a2) = (w.client(&team("assist--copilot"), false).await, w.client(&team("assist--copilot"), true).await);
+    let b = w.client(&team("logistics--fleet"), true).await;
+    let group_token = token("assist--probe--console", "tardis:group:read", "poc");
+    let (g1, g2) = (w.client(&group_token, false).await, w.client(&group_token, true).await);
+    let filtered = "subscription($w: ApplicationWhereInput) { applicationChanges(where: $w) { operation node { ... on Application { name statusMessage } } } }";
+    let mut sa = [
+        a1.subscribe(op(APP_CHANGES, json!({}))).await.unwrap(),
+        a1.subscribe(op(APP_CHANGES, json!({}))).await.unwrap(),
+        a2.subscribe(op(APP_CHANGES, json!({}))).await.unwrap(),
+    ];
+    let mut sb = [b.subscribe(op(APP_CHANGES, json!({}))).await.unwrap(), b.subscribe(op(APP_CHANGES, json!({}))).await.unwrap()];
+    let mut sg = [g1.subscribe(op(APP_CHANGES, json!({}))).await.unwrap(), g2.subscribe(op(APP_CHANGES, json!({}))).await.unwrap()];
+    // B filters on A's application's name, twice: a group of its own, still nothing of A's.
+    let mut sb_filtered = [
+        b.subscribe(op(filtered, json!({"w": {"name": "copilot-agent"}}))).await.unwrap(),
+        b.subscribe(op(filtered, json!({}))).await.unwrap(),
+    ];
+    w.subscriptions_running(9.0).await;
+    let metrics = w.running.app().metrics();
+    assert_eq!(gauge(metrics, "controlplane_subscription_groups"), 5.0, "A, B, the group, B filtered, B unfiltered");
+
+    w.set_message("copilot-agent", "shared edit");
+    let mut got = Vec::new();
+    for s in sa.iter_mut().chain(sg.iter_mut()) {
+        got.push(next(s).await);
+    }
+    assert_eq!(got[0]["node"], json!({"name": "copilot-agent", "statusMessage": "shared edit"}));
+    assert!(got[..3].iter().all(|e| *e == got[0]), "A's three subscriptions get the same event: {got:?}");
+    assert_eq!((&got[3]["id"], &got[3]["node"]), (&got[0]["id"], &got[0]["node"]));
+    assert_eq!(got[3], got[4], "the group viewer's two subscriptions get the same event");
+    // A's two subscriptions on one connection are answered in turn: the second takes the first's.
+    assert!(gauge(metrics, "controlplane_subscription_answers_shared_total") >= 1.0, "{}", metrics.encode());
+
+    w.set_message("fleet-planner", "b edit");
+    for s in sb.iter_mut() {
+        assert_eq!(next(s).await["node"], json!({"name": "fleet-planner", "statusMessage": "b edit"}), "B's first event is its own");
+    }
+    let ev = next(&mut sb_filtered[1]).await;
+    assert_eq!(ev["node"]["name"], "fleet-planner", "{ev}");
+
+    // A team joins group `assist` with an application: the group viewer's subscriptions see it.
+    let team_doc = std::fs::read_to_string(w.dir.join("03-teams.yaml")).unwrap();
+    let copilot = team_doc.split("\n---\n").find(|d| d.contains("  name: assist--copilot\n")).unwrap();
+    let app_doc = std::fs::read_to_string(w.dir.join("04-applications.yaml")).unwrap();
+    let agent = app_doc.split("\n---\n").find(|d| d.contains("  name: copilot-agent\n")).unwrap();
+    let new_team = copilot.replace("assist--copilot", "assist--newcomer").replace("name: copilot\n", "name: newcomer\n");
+    let new_app = agent.replace("assist--copilot", "assist--newcomer").replace("copilot-agent", "newcomer-app");
+    std::fs::write(w.dir.join("zz-newcomer.yaml"), format!("{new_team}\n---\n{new_app}\n")).unwrap();
+    let evs = [next(&mut sg[0]).await, next(&mut sg[1]).await];
+    assert_eq!((evs[0]["operation"].as_str(), evs[0]["node"]["name"].as_str()), (Some("CREATED"), Some("newcomer-app")), "{evs:?}");
+    assert_eq!(evs[0], evs[1]);
+    // Team A's subscriptions did not get it: their next event is A's own.
+    w.set_message("copilot-agent", "after the newcomer");
+    for s in sa.iter_mut() {
+        assert_eq!(next(s).await["node"]["statusMessage"], "after the newcomer");
+    }
+    drop(sa);
+    a1.close(1000, "bye").await;
+    a2.close(1000, "bye").await;
+    let gone = metrics.wait_until(Duration::from_secs(30), |m| gauge(m, "controlplane_subscription_groups") == 4.0).await;
+    assert!(gone, "A's group ends with its last subscription: {}", gauge(metrics, "controlplane_subscription_groups"));
+    w.running.shutdown().await.unwrap();
+}
+
+/// graphql-transport-ws: an id is free again once its subscription completed (by the client or
+/// by the server), and a `subscribe` with the id of a running subscription closes the socket
+/// with 4409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_subscriber_id_cannot_be_reused() {
+    let w = World::start(|_| {}).await;
+    let tcp = tokio::net::TcpStream::connect(w.running.local_addr()).await.unwrap();
+    let mut ws = raw(&w, tcp, "graphql-transport-ws", Some(&team("assist--copilot"))).await;
+    send(&mut ws, json!({"type": "connection_init"})).await;
+    assert_eq!(frame(&mut ws).await["type"], "connection_ack");
+    // A subscription the server ends at once (a garbage position): its id is free again.
+    send(&mut ws, json!({"id": "a", "type": "subscribe", "payload": {"query": APP_CHANGES, "variables": {"after": "x"}}})).await;
+    assert_eq!(frame(&mut ws).await["payload"]["errors"][0]["extensions"]["code"], "BAD_USER_INPUT");
+    assert_eq!(frame(&mut ws).await, json!({"type": "complete", "id": "a"}));
+    send(&mut ws, json!({"id": "a", "type": "subscribe", "payload": {"query": APP_CHANGES}})).await;
+    w.subscriptions_running(1.0).await;
+    // Completed by the client: free again.
+    send(&mut ws, json!({"id": "a", "type": "complete"})).await;
+    assert_eq!(frame(&mut ws).await, json!({"type": "complete", "id": "a"}), "async-graphql confirms it");
+    let metrics = w.running.app().metrics();
+    assert!(metrics.wait_until(Duration::from_secs(30), |m| gauge(m, "controlplane_subscriptions_active") == 0.0).await);
+    send(&mut ws, json!({"id": "a", "type": "subscribe", "payload": {"query": APP_CHANGES}})).await;
+    w.subscriptions_running(1.0).await;
+    w.set_message("copilot-agent", "to the second a");
+    let next = frame(&mut ws).await;
+    assert_eq!(
+        (next["id"].as_str(), next["payload"]["data"]["changes"]["node"]["statusMessage"].as_str()),
+        (Some("a"), Some("to the second a"))
+    );
+    // The same id while it runs: 4409, and the server and other connections go on.
+    send(&mut ws, json!({"id": "a", "type": "subscribe", "payload": {"query": APP_CHANGES}})).await;
+    assert_eq!(frame(&mut ws).await, json!({"close": 4409, "reason": "subscriber id already exists"}));
+    assert!(metrics.wait_until(Duration::from_secs(30), |m| gauge(m, "controlplane_subscriptions_active") == 0.0).await);
+    let other = w.client(&team("assist--copilot"), false).await;
+    let mut s = other.subscribe(op(APP_CHANGES, json!({}))).await.unwrap();
+    w.subscriptions_running(1.0).await;
+    w.set_message("copilot-agent", "after the close");
+    assert_eq!(self::next(&mut s).await["node"]["statusMessage"], "after the close");
+    w.running.shutdown().await.unwrap();
+}

@@ -12,7 +12,11 @@
 //! - **cursors**: the owner's cursors of every root connection reused by each attacker
 //!   (`after` and `before`);
 //! - **where**: `idIn` of the owner's IDs, and every `has<Edge>With` of every root connection's
-//!   where-input, with the owner's IDs.
+//!   where-input, with the owner's IDs;
+//! - **mutations**: the server runs on the kube source against the fake API server with
+//!   `mutations.enabled`; every mutation of `type Mutation` that takes an entity's ID is sent
+//!   with each of the owner's IDs of that type, by each attacker with access `all`: every one
+//!   must answer `NOT_FOUND` without the entity, and no write may reach the cluster.
 //!
 //! What "a team's data" is: the full records the owner team itself sees, except those visible to
 //! a whole environment by design (DESIGN "Visibility": catalogue entries, zones, groups) and the
@@ -20,11 +24,13 @@
 //! teams as well. A viewer of another environment may see none of them, shared or not. Reduced
 //! `…Info` types cross tenants by design and are not records here.
 
+#[path = "support/fake_k8s.rs"]
+mod fake_k8s;
 mod support;
 
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use support::jwt::{jwt_server, Issuer, Key, Publish};
+use support::jwt::{Issuer, Key, Publish};
 use support::{facts, Server};
 
 /// Types every viewer of an environment sees (DESIGN "Visibility").
@@ -300,6 +306,8 @@ struct Viewer {
     /// The stored team names it acts for.
     teams: Vec<String>,
     token: String,
+    /// The same viewer with access `all` (for mutations).
+    writer: String,
 }
 
 /// What one viewer sees through every root query.
@@ -374,6 +382,7 @@ fn viewers(facts: &Value, issuer: &Issuer) -> Vec<Viewer> {
                 env: env.clone(),
                 teams: vec![team.clone()],
                 token: issuer.token(&Key::rsa1(), &format!("{team}--console"), "tardis:team:read", env),
+                writer: issuer.token(&Key::rsa1(), &format!("{team}--console"), "tardis:team:all", env),
             });
         }
         for (group, teams) in e["groups"].as_object().unwrap() {
@@ -383,11 +392,72 @@ fn viewers(facts: &Value, issuer: &Issuer) -> Vec<Viewer> {
                 is_team: false,
                 env: env.clone(),
                 token: issuer.token(&Key::ec1(), &format!("{group}--probe--console"), "tardis:group:read", env),
+                writer: issuer.token(&Key::ec1(), &format!("{group}--probe--console"), "tardis:group:all", env),
                 teams,
             });
         }
     }
     out
+}
+
+/// The GraphQL type of a global ID (`base64url(Type · 0x00 · key)`).
+fn type_of(id: &str) -> String {
+    schema::GlobalId::decode(id).map(|g| g.type_name).unwrap_or_default()
+}
+
+/// The argument of mutation `f` that names an entity by ID (`teamId` → `Team`), directly or as a
+/// field of its `input`: `(argument, type, inside input)`.
+fn mutation_id_argument(sdl: &Sdl, f: &Field) -> Option<(String, String, bool)> {
+    let entity = |name: &str| {
+        let stem = name.strip_suffix("Id")?;
+        let mut t = stem.to_string();
+        t[..1].make_ascii_uppercase();
+        sdl.nodes.contains(&t).then_some(t)
+    };
+    for a in &f.args {
+        if base(&a.ty) == "ID" {
+            return entity(&a.name).map(|t| (a.name.clone(), t, false));
+        }
+        if let Some(fields) = sdl.inputs.get(&base(&a.ty)) {
+            if let Some(id) = fields.iter().find(|x| x.ty == "ID!") {
+                return entity(&id.name).map(|t| (id.name.clone(), t, true));
+            }
+        }
+    }
+    None
+}
+
+/// A valid value of input type `ty` for a probe (the entity's ID at `id_arg`).
+fn input_value(sdl: &Sdl, ty: &str, id_arg: &str, id: &str) -> String {
+    match base(ty).as_str() {
+        "ID" => format!("\"{id}\""),
+        "String" => "\"probe@example.com\"".into(),
+        "ApprovalAction" => "ALLOW".into(),
+        input => {
+            let fields = sdl.inputs.get(input).unwrap_or_else(|| panic!("mutation input type {input} this suite cannot fill: extend it"));
+            let parts: Vec<String> = fields
+                .iter()
+                .filter(|x| x.ty.ends_with('!') || x.name == id_arg)
+                .map(|x| {
+                    format!("{}: {}", x.name, if x.name == id_arg { format!("\"{id}\"") } else { input_value(sdl, &x.ty, id_arg, id) })
+                })
+                .collect();
+            format!("{{{}}}", parts.join(", "))
+        }
+    }
+}
+
+/// The arguments of mutation `f` aimed at `id` (at argument `arg`, or inside `input`).
+fn mutation_args(sdl: &Sdl, f: &Field, arg: &str, in_input: bool, id: &str) -> String {
+    f.args
+        .iter()
+        .filter(|a| a.required)
+        .map(|a| {
+            let value = if !in_input && a.name == arg { format!("\"{id}\"") } else { input_value(sdl, &a.ty, arg, id) };
+            format!("{}: {value}", a.name)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `namespace/name` of the approvals and approval requests the facts make visible to `teams`.
@@ -420,7 +490,16 @@ fn id_list(ids: &BTreeSet<String>) -> String {
 async fn no_viewer_sees_another_teams_data_through_any_query() {
     let sdl = Sdl::load();
     let issuer = Issuer::start("probe", Publish::Discovery, &[&Key::rsa1(), &Key::ec1()]).await;
-    let server = jwt_server(&[&issuer.url]).await;
+    // The bundled world through the kube source (the fake API server), mutations enabled.
+    let fake = fake_k8s::FakeK8s::start_world().await;
+    let issuers = vec![issuer.url.clone()];
+    let server = Server::start_with(&support::world_dir(), None, |c| {
+        c.security.mode = control_plane::config::AuthMode::Jwt;
+        c.security.trusted_issuers = issuers;
+        c.source = control_plane::config::SourceConfig::Kube(control_plane::config::KubeSourceConfig { url: Some(fake.url()) });
+        c.mutations.enabled = true;
+    })
+    .await;
     let facts = facts();
 
     let mut queries = BTreeMap::new();
@@ -620,6 +699,37 @@ async fn no_viewer_sees_another_teams_data_through_any_query() {
                 }
                 p.cover(if label.contains(".where.has") { "has…With filters" } else { "where idIn" }, label.clone());
             }
+            // 6. Mutations with the owner's IDs of their entity's type, as the attacker with
+            //    access `all`: NOT_FOUND, no entity, nothing written.
+            let writes = fake.writes();
+            for f in p.sdl.objects["Mutation"].clone() {
+                let Some((arg, target, in_input)) = mutation_id_argument(&p.sdl, &f) else { continue };
+                let ids: Vec<&String> = forbidden_ids.iter().filter(|id| type_of(id) == target).collect();
+                let payload = p.sdl.objects[&f.base()].clone();
+                let entity = payload.iter().find(|pf| p.sdl.nodes.contains(&pf.base())).map(|pf| format!("{} {{ id }}", pf.name));
+                for chunk in ids.chunks(query::mutations::MAX_MUTATIONS) {
+                    let fields: Vec<String> = chunk
+                        .iter()
+                        .enumerate()
+                        .map(|(i, id)| {
+                            let args = mutation_args(&p.sdl, &f, &arg, in_input, id);
+                            format!("m{i}: {}({args}) {{ errors {{ code }} {} }}", f.name, entity.clone().unwrap_or_default())
+                        })
+                        .collect();
+                    let resp = p.post(&attacker.writer, &format!("mutation {{ {} }}", fields.join(" ")), json!({})).await;
+                    assert_eq!(resp["errors"], json!([]), "{ctx}: {}", f.name);
+                    for (i, id) in chunk.iter().enumerate() {
+                        let answer = &resp["data"][format!("m{i}")];
+                        assert_eq!(answer["errors"][0]["code"], "NOT_FOUND", "{ctx}: {} on {id}: {answer}", f.name);
+                        let mut seen = BTreeSet::new();
+                        records(&p.sdl, answer, &mut seen);
+                        assert!(seen.is_empty(), "{ctx}: {} reveals {seen:?}", f.name);
+                    }
+                    p.cover("mutations probed with IDs", f.name.clone());
+                }
+            }
+            assert_eq!(fake.writes(), writes, "{ctx}: no attacker's mutation reached the cluster");
+
             // The same filters as the owner, over its own records: the probes can match at all.
             if owner_checked.insert(oi) {
                 let resp = p.post(&owner.token, &batch, json!({})).await;
@@ -641,6 +751,11 @@ async fn no_viewer_sees_another_teams_data_through_any_query() {
     for t in ["Application", "ApiExposure", "ApiSubscription", "EventSubscription", "Approval", "Team"] {
         assert!(p.covered["record types probed"].contains(t), "{t} records are probed");
     }
+    // Every mutation that takes an entity's ID was probed with one.
+    let id_mutations: BTreeSet<String> =
+        p.sdl.objects["Mutation"].iter().filter(|f| mutation_id_argument(&p.sdl, f).is_some()).map(|f| f.name.clone()).collect();
+    assert!(id_mutations.len() >= 10, "{id_mutations:?}");
+    assert_eq!(p.covered["mutations probed with IDs"], id_mutations, "every mutation with an ID is probed");
     let edges = p.edges.clone();
     p.covered.insert("nested edges crawled", edges);
     println!("isolation probe: {} viewers, {pairs} owner/attacker pairs, {} requests", viewers.len(), p.requests);

@@ -31,6 +31,8 @@ pub struct App {
     auth: Authenticator,
     /// The secret manager client, when `secretManager.url` is set.
     secrets: Option<crate::secrets::SecretManager>,
+    /// The mutations' writes, when `mutations.enabled` is set on the kube source.
+    commands: Option<crate::commands::KubeCommands>,
     source: Option<Source>,
     writer: Option<Writer>,
     /// The catalogue search index (`DATA_DIR/search/`), registered with the store.
@@ -144,6 +146,17 @@ impl App {
         if auth.mode() == AuthMode::Mock {
             readiness.note("authentication is in mock mode: token signatures and issuers are not verified (local use only)");
         }
+        let commands = match (&config.source, &client, config.mutations.enabled) {
+            (SourceConfig::Kube(_), Some(client), true) => Some(
+                crate::commands::KubeCommands::new(client.clone(), store.clone(), metrics.clone(), config.mutations, &config.rover_server)
+                    .context("setting up mutations")?,
+            ),
+            (SourceConfig::Manifests(_), _, true) => {
+                tracing::warn!("mutations.enabled is ignored with the manifests source: every mutation answers \"mutations are disabled\"");
+                None
+            }
+            _ => None,
+        };
         let clock = config.clock();
         let writer = Writer::spawn(store.clone(), metrics.clone(), readiness.clone(), WriterSettings::new(config.projector, clock))
             .context("starting the writer thread")?;
@@ -193,6 +206,7 @@ impl App {
             readiness,
             auth,
             secrets,
+            commands,
             source: Some(source),
             writer: Some(writer),
             catalogue,
@@ -235,6 +249,12 @@ impl App {
     /// The secret manager client; `None` when `secretManager.url` is unset.
     pub fn secret_manager(&self) -> Option<&crate::secrets::SecretManager> {
         self.secrets.as_ref()
+    }
+
+    /// The mutations' command sink; `None` when mutations are disabled (`mutations.enabled`
+    /// off, or the manifests source).
+    pub fn command_sink(&self) -> Option<Arc<dyn query::commands::CommandSink>> {
+        self.commands.as_ref().map(crate::commands::KubeCommands::sink)
     }
 
     /// Every currently skipped document of the manifests source, with its reason (empty for

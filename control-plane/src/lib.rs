@@ -13,6 +13,7 @@ pub mod app;
 pub mod auth;
 pub mod check;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod http;
 pub mod logging;

@@ -41,8 +41,10 @@ pub const MAX_CACHE_BYTES: u64 = 16 << 20;
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
     /// The CA file is unreadable or holds no certificate.
-    #[error("secretManager.caFile {path}: {reason}")]
+    #[error("{key} {path}: {reason}")]
     CaFile {
+        /// The setting naming the file (`secretManager.caFile`).
+        key: &'static str,
         /// The configured file.
         path: PathBuf,
         /// What went wrong.
@@ -141,13 +143,13 @@ impl SecretManager {
             .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(MAX_CONCURRENT_REQUESTS)
             .user_agent(concat!("control-plane/", env!("CARGO_PKG_VERSION")));
-        for certificate in ca_certificates(&config.ca_file)? {
+        for certificate in ca_certificates(&config.ca_file, "secretManager.caFile")? {
             builder = builder.add_root_certificate(certificate);
         }
         let client = builder.build().map_err(|e| {
             let reason = crate::auth::jwks::error_chain(&e);
             if reason.contains("certificate") {
-                SetupError::CaFile { path: config.ca_file.clone(), reason }
+                SetupError::CaFile { key: "secretManager.caFile", path: config.ca_file.clone(), reason }
             } else {
                 SetupError::HttpClient(reason)
             }
@@ -174,15 +176,16 @@ impl SecretManager {
     }
 }
 
-/// The certificates of the CA bundle at `path`; none when the in-cluster default is absent.
-fn ca_certificates(path: &PathBuf) -> Result<Vec<reqwest::Certificate>, SetupError> {
+/// The certificates of the CA bundle at `path` (setting `key`); none when the in-cluster default
+/// is absent.
+pub(crate) fn ca_certificates(path: &PathBuf, key: &'static str) -> Result<Vec<reqwest::Certificate>, SetupError> {
     use std::io::Read;
-    let error = |reason: String| SetupError::CaFile { path: path.clone(), reason };
+    let error = |reason: String| SetupError::CaFile { key, path: path.clone(), reason };
     let file = match std::fs::metadata(path) {
         Ok(m) if !m.is_file() => return Err(error("not a regular file".into())),
         Ok(_) => std::fs::File::open(path).map_err(|e| error(e.to_string()))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && path.as_os_str() == DEFAULT_SECRET_MANAGER_CA_FILE => {
-            tracing::info!(path = %path.display(), "no trust bundle at the default path: the secret manager is verified with the system's CAs");
+            tracing::info!(path = %path.display(), setting = key, "no trust bundle at the default path: the system's CAs are trusted");
             return Ok(Vec::new());
         }
         Err(e) => return Err(error(e.to_string())),
@@ -231,7 +234,7 @@ impl Inner {
             SecretUnresolved
         };
         // Without a token no request is sent (nor counted as one).
-        let token = read_token(&self.token_file).await.map_err(unresolved)?;
+        let token = read_token(&self.token_file, "secretManager.tokenFile").await.map_err(unresolved)?;
         let started = Instant::now();
         let outcome = tokio::time::timeout(self.timeout, async {
             let _turn = self.requests.acquire().await.map_err(|_| "the client is shutting down".to_string())?;
@@ -256,13 +259,7 @@ impl Inner {
         if response.status() != reqwest::StatusCode::OK {
             return Err(format!("the secret manager answered HTTP {}", response.status()));
         }
-        let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(chain)? {
-            if body.len() + chunk.len() > MAX_VALUE_BYTES {
-                return Err(format!("the answer is larger than {MAX_VALUE_BYTES} bytes"));
-            }
-            body.extend_from_slice(&chunk);
-        }
+        let body = read_body(&mut response, MAX_VALUE_BYTES).await?;
         #[derive(serde::Deserialize)]
         struct Answer {
             value: String,
@@ -274,21 +271,34 @@ impl Inner {
     }
 }
 
-/// The bearer token: the trimmed text of `path`, at most [`MAX_TOKEN_BYTES`].
-async fn read_token(path: &PathBuf) -> Result<String, String> {
+/// The body of `response`, refused once it passes `max` bytes (read chunk by chunk, so no more
+/// than that is held).
+///
+/// # Errors
+/// The reason, for the log: too large, or the connection failed.
+pub(crate) async fn read_body(response: &mut reqwest::Response, max: usize) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| crate::auth::jwks::error_chain(&e.without_url()))? {
+        if body.len() + chunk.len() > max {
+            return Err(format!("the answer is larger than {max} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// The bearer token: the trimmed text of `path` (setting `key`), at most [`MAX_TOKEN_BYTES`].
+pub(crate) async fn read_token(path: &PathBuf, key: &str) -> Result<String, String> {
     use tokio::io::AsyncReadExt;
-    let file = tokio::fs::File::open(path).await.map_err(|e| format!("secretManager.tokenFile {}: {e}", path.display()))?;
+    let file = tokio::fs::File::open(path).await.map_err(|e| format!("{key} {}: {e}", path.display()))?;
     let mut text = String::new();
-    file.take(MAX_TOKEN_BYTES + 1)
-        .read_to_string(&mut text)
-        .await
-        .map_err(|e| format!("secretManager.tokenFile {}: {e}", path.display()))?;
+    file.take(MAX_TOKEN_BYTES + 1).read_to_string(&mut text).await.map_err(|e| format!("{key} {}: {e}", path.display()))?;
     if text.len() as u64 > MAX_TOKEN_BYTES {
-        return Err(format!("secretManager.tokenFile {}: larger than {MAX_TOKEN_BYTES} bytes", path.display()));
+        return Err(format!("{key} {}: larger than {MAX_TOKEN_BYTES} bytes", path.display()));
     }
     let token = text.trim();
     if token.is_empty() {
-        return Err(format!("secretManager.tokenFile {}: empty", path.display()));
+        return Err(format!("{key} {}: empty", path.display()));
     }
     Ok(token.to_string())
 }

@@ -12,6 +12,9 @@
 
 mod common;
 
+#[path = "../../tests/support/fake_k8s.rs"]
+mod fake_k8s;
+
 use base64::Engine;
 use common::ADMIN;
 use serde_json::{json, Value};
@@ -100,11 +103,19 @@ struct Server {
 
 impl Server {
     async fn start(manifests: &Path, data: &Path, env: &[(&str, &str)]) -> Server {
+        Server::spawn(&["--manifests".as_ref(), manifests.as_os_str()], data, env).await
+    }
+
+    /// On the kube source of the API server at `url`.
+    async fn start_kube(url: &str, data: &Path, env: &[(&str, &str)]) -> Server {
+        Server::spawn(&["--source".as_ref(), "kube".as_ref(), "--kube-url".as_ref(), url.as_ref()], data, env).await
+    }
+
+    async fn spawn(source: &[&std::ffi::OsStr], data: &Path, env: &[(&str, &str)]) -> Server {
         let port = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_control-plane"));
         cmd.args(["serve", "--auth", "mock", "--listen", &format!("127.0.0.1:{port}")])
-            .arg("--manifests")
-            .arg(manifests)
+            .args(source)
             .arg("--data-dir")
             .arg(data)
             .env("RUST_LOG", "warn,control_plane::app=info")
@@ -558,4 +569,85 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
     assert!(!refused.is_empty(), "at most 4 of 12 are admitted at once: {statuses:?}");
     assert!(refused.iter().all(|(_, retry)| retry.as_deref() == Some("1")), "{statuses:?}");
     assert!(s.metric("controlplane_graphql_requests_total{code=\"OVERLOADED\"}").await >= 1.0);
+}
+
+/// With `mutations.enabled` on the kube source (the bundled world on the fake API server):
+/// hostile mutation requests are refused before anything is written, within the same bounds as
+/// queries, and the server stays up; the bounded-cost refusals of queries hold as well.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn with_mutations_enabled_hostile_requests_are_refused_and_nothing_is_written() {
+    let fake = fake_k8s::FakeK8s::start_world().await;
+    let tmp = tempfile::tempdir().unwrap();
+    // A node bound the bundled world can pass (its lists are short).
+    let env = [("CP_MUTATIONS_ENABLED", "true"), ("CP_GRAPHQL_MAX_NODES", "1000")];
+    let mut s = Server::start_kube(&fake.url(), &tmp.path().join("data"), &env).await;
+    let team = token("payments--checkout--console", "tardis:team:all");
+    let (_, _, ids) = s.post(ADMIN, q("{ teams(where: {name: \"payments--checkout\"}) { edges { node { id } } } }".into())).await;
+    let team_id = ids["data"]["teams"]["edges"][0]["node"]["id"].as_str().unwrap().to_string();
+    let create = "mutation($in: CreateTeamInput!) { createTeam(input: $in) { accepted errors { code field } } }";
+    let members: Vec<Value> = (0..20_000).map(|i| json!({"name": "m", "email": format!("m{i}@example.com")})).collect();
+    let rotate = |i: usize| format!("m{i}: rotateTeamToken(teamId: \"{team_id}\") {{ accepted }}");
+    let deep_input = format!("mutation {{ createGroup(input: {{environment: \"poc\", name: \"x\", displayName: \"x\", description: {}\"x\"{}}}) {{ accepted }} }}", "[".repeat(2000), "]".repeat(2000));
+    let heavy_payload = format!(
+        "mutation {{ rotateTeamToken(teamId: \"{team_id}\") {{ team {{ {} }} }} }}",
+        "applications(first: 1000) { edges { node { zone { applications { zone { applications { name } } } } } } }"
+    );
+    let cases: Vec<(&str, &str, Value, &str)> = vec![
+        (
+            "11 mutation fields",
+            ADMIN,
+            q(format!("mutation {{ {} }}", (0..11).map(rotate).collect::<Vec<_>>().join(" "))),
+            "TOO_MANY_MUTATIONS",
+        ),
+        (
+            "5000 mutation fields",
+            ADMIN,
+            q(format!("mutation {{ {} }}", (0..5000).map(rotate).collect::<Vec<_>>().join(" "))),
+            "TOO_MANY_MUTATIONS",
+        ),
+        ("an input nested 2000 levels", ADMIN, q(deep_input), "INPUT_TOO_DEEP"),
+        ("a payload selecting lists of lists", ADMIN, q(heavy_payload), "TOO_MANY_NODES"),
+        (
+            "20000 members (a list longer than graphql.maxPageSize)",
+            ADMIN,
+            json!({"query": create, "variables": {"in": {"environment": "poc", "group": "payments", "name": "x", "email": "x@example.com", "members": members}}}),
+            "BAD_USER_INPUT",
+        ),
+        (
+            "a 900 kB description",
+            ADMIN,
+            json!({"query": create, "variables": {"in": {"environment": "poc", "group": "payments", "name": "x", "email": "x@example.com", "members": [], "description": "d".repeat(900_000)}}}),
+            "OK",
+        ),
+        (
+            "a name of 100 kB",
+            &team,
+            json!({"query": create, "variables": {"in": {"environment": "poc", "group": "payments", "name": "n".repeat(100_000), "email": "x@example.com", "members": []}}}),
+            "OK",
+        ),
+    ];
+    for (name, tok, body, expected) in cases {
+        let (status, code) = s.case(name, tok, body.clone(), GROWTH_MB).await;
+        assert_eq!((status, code.as_str()), (200, expected), "{name}");
+        if expected == "OK" {
+            let (_, _, answer) = s.post(tok, body).await;
+            assert_eq!(answer["data"]["createTeam"]["errors"][0]["code"], "VALIDATION_FAILED", "{name}: {answer}");
+        }
+    }
+    let resp = s
+        .http
+        .get(format!("{}/graphql/query", s.base))
+        .query(&[("query", format!("mutation {{ {} }}", rotate(0)))])
+        .bearer_auth(ADMIN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 406, "a mutation over GET");
+    assert_eq!(fake.writes(), 0, "no hostile mutation reached the cluster");
+    // The server still writes and answers.
+    let (status, code, body) = s.post(&team, q(format!("mutation {{ {} }}", rotate(0)))).await;
+    assert_eq!((status, code.as_str(), &body["data"]["m0"]["accepted"]), (200, "OK", &json!(true)), "{body}");
+    assert_eq!(fake.writes(), 1);
+    assert!(s.alive());
+    assert_eq!(s.healthz().await, 200);
 }

@@ -22,7 +22,8 @@
 //!
 //! **Resolution.** Each event is resolved on a read view and deadline of its own
 //! ([`ChangeEvents`], an extension of the subscription schema): a subscription holds no read
-//! transaction between events.
+//! transaction between events. Subscriptions of the same operation and viewer resolve each
+//! entry once and share the answer ([`answers`]).
 
 use crate::deadline::Deadline;
 use crate::entity::{enum_item, field, integer, string, Loader, RequestContext};
@@ -36,6 +37,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use storage::Store;
+
+pub mod answers;
 
 /// Bounds of the change log (`subscriptions.changeLogSize`, `subscriptions.changeLogRetention`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,7 +93,7 @@ pub struct Entry {
 pub struct Gone;
 
 struct Ring {
-    entries: VecDeque<Entry>,
+    entries: VecDeque<Arc<Entry>>,
     /// Every entry after this position is kept.
     floor: Position,
 }
@@ -101,6 +104,8 @@ struct Shared {
     ring: Mutex<Ring>,
     /// The position of the newest entry (or the floor): changed after each append.
     head: tokio::sync::watch::Sender<Position>,
+    /// The groups of subscriptions that share answers.
+    groups: Arc<answers::Groups>,
 }
 
 /// The bounded change log of one store (see the module documentation). Cheap to clone.
@@ -146,6 +151,7 @@ impl ChangeLog {
             settings: ChangeLogSettings { max_entries: settings.max_entries.max(1), ..settings },
             ring: Mutex::new(Ring { entries: VecDeque::new(), floor }),
             head: tokio::sync::watch::Sender::new(floor),
+            groups: Arc::default(),
         }))
     }
 
@@ -169,12 +175,17 @@ impl ChangeLog {
         self.len() == 0
     }
 
+    /// What the subscriptions of this log share ([`answers`]).
+    pub fn sharing(&self) -> answers::Sharing {
+        self.0.groups.sharing()
+    }
+
     /// Up to `max` entries after `from`, oldest first.
     ///
     /// # Errors
     /// [`Gone`] when entries after `from` were dropped (`from` is below the floor) or `from`
     /// is beyond the head.
-    pub fn read_after(&self, from: Position, max: usize) -> Result<Vec<Entry>, Gone> {
+    pub fn read_after(&self, from: Position, max: usize) -> Result<Vec<Arc<Entry>>, Gone> {
         let ring = self.0.lock();
         let head = ring.entries.back().map_or(ring.floor, |e| e.position);
         if from < ring.floor || from > head {
@@ -236,14 +247,14 @@ impl Shared {
             }
             for (i, c) in changes.iter().enumerate() {
                 let position = Position { revision, index: u32::try_from(i).unwrap_or(u32::MAX - 1) };
-                ring.entries.push_back(Entry {
+                ring.entries.push_back(Arc::new(Entry {
                     position,
                     kind: c.kind,
                     key: c.key.clone(),
                     before: c.before.clone(),
                     after: c.after.clone(),
                     at: now,
-                });
+                }));
             }
             self.trim(&mut ring, now);
             ring.entries.back().map_or(ring.floor, |e| e.position)
@@ -292,11 +303,55 @@ pub struct SubscriptionData {
     pub(crate) now: Option<schema::Timestamp>,
     pub(crate) max_page_size: usize,
     pub(crate) limits: Arc<crate::limits::Limits>,
-    /// The context of the event about to be resolved ([`ChangeEvents`] takes it).
-    pub(crate) next: Mutex<Option<RequestContext>>,
+    /// The subscriptions this one shares answers with.
+    pub(crate) group: Arc<answers::Group>,
+    /// The event about to be answered ([`ChangeEvents`] takes it).
+    pub(crate) next: Mutex<Option<NextEvent>>,
+}
+
+/// How the next event of a subscription is answered.
+pub(crate) enum NextEvent {
+    /// Resolved on this context; the answer is kept for the group when it has no error.
+    Resolve(Box<RequestContext>, Option<Share>),
+    /// The answer another subscription of the group resolved.
+    Shared(async_graphql::Value),
+}
+
+/// Where a resolved answer is kept for the other members of a group.
+pub(crate) struct Share {
+    group: Arc<answers::Group>,
+    position: Position,
+    teams: Vec<String>,
 }
 
 impl SubscriptionData {
+    /// The data of a subscription of `request` by `viewer` following `log` from its head.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        store: &Store,
+        viewer: Viewer,
+        request: &async_graphql::Request,
+        log: &ChangeLog,
+        deadline: Arc<dyn Fn() -> Deadline + Send + Sync>,
+        now: Option<schema::Timestamp>,
+        max_page_size: usize,
+        limits: Arc<crate::limits::Limits>,
+    ) -> SubscriptionData {
+        let group = log.0.groups.join(answers::GroupKey::new(request, &viewer));
+        SubscriptionData {
+            store: store.clone(),
+            viewer,
+            log: log.clone(),
+            start: log.head(),
+            deadline,
+            now,
+            max_page_size,
+            limits,
+            group,
+            next: Mutex::new(None),
+        }
+    }
+
     /// The viewer with a group viewer's teams resolved from the store now.
     fn viewer_now(&self) -> Result<Viewer, Error> {
         let mut viewer = self.viewer.clone();
@@ -328,10 +383,16 @@ impl Extension for ChangeEvents {
     async fn execute(&self, ctx: &ExtensionContext<'_>, operation_name: Option<&str>, next: NextExecute<'_>) -> async_graphql::Response {
         let prepared = ctx.data_opt::<SubscriptionData>().and_then(|d| d.next.lock().unwrap_or_else(|e| e.into_inner()).take());
         match prepared {
-            Some(rq) => {
+            Some(NextEvent::Shared(data)) => async_graphql::Response::new(data),
+            Some(NextEvent::Resolve(rq, share)) => {
+                let deadline = rq.deadline.clone();
                 let mut data = async_graphql::Data::default();
-                data.insert(rq);
-                next.run_with_data(ctx, operation_name, data).await
+                data.insert(*rq);
+                let response = next.run_with_data(ctx, operation_name, data).await;
+                if let Some(s) = share.filter(|_| response.errors.is_empty()) {
+                    s.group.keep(s.position, &s.teams, answers::Answer::Sent(response.data.clone()), deadline.spent());
+                }
+                response
             }
             None => next.run(ctx, operation_name).await,
         }
@@ -464,7 +525,7 @@ fn start<'a>(
     };
     // Checked now, so that a bad position fails the subscribe itself.
     data.log.read_after(from, 0).map_err(|Gone| gone())?;
-    let follow = Follow { data, kinds, filter, types, from, pending: VecDeque::new(), done: false };
+    let follow = Follow { data, kinds, filter, types, from, pending: VecDeque::new(), viewer: None, done: false };
     Ok(async_graphql::futures_util::stream::unfold(follow, Follow::next))
 }
 
@@ -506,8 +567,11 @@ struct Follow<'a> {
     types: Arc<HashMap<KindId, &'static str>>,
     /// The last entry handled.
     from: Position,
-    /// Entries read, not handled yet, with the context they are judged on.
-    pending: VecDeque<Entry>,
+    /// Entries read, not handled yet.
+    pending: VecDeque<Arc<Entry>>,
+    /// The viewer entries are judged for: a group viewer's teams are resolved again after a
+    /// change of a team (only teams' records decide them).
+    viewer: Option<Viewer>,
     done: bool,
 }
 
@@ -527,23 +591,38 @@ impl<'a> Follow<'a> {
                         self.data.log.wait_after(self.from).await;
                         continue;
                     }
-                    Ok(entries) => self.pending.extend(entries),
+                    Ok(entries) => {
+                        if self.data.viewer.kind == crate::viewer::ViewerKind::Group && entries.iter().any(|e| e.kind == KindId::Team) {
+                            self.viewer = None;
+                        }
+                        self.pending.extend(entries);
+                    }
                 }
             }
-            // Judged on the viewer of now (a group's teams change).
-            let viewer = match self.data.viewer_now() {
-                Ok(v) => v,
+            let viewer = match self.viewer.take().map_or_else(|| self.data.viewer_now(), Ok) {
+                Ok(v) => self.viewer.insert(v).clone(),
                 Err(e) => {
                     self.done = true;
                     return Some((Err(e), self));
                 }
             };
+            let shared = self.data.group.shared();
             while let Some(e) = self.pending.pop_front() {
                 self.from = e.position;
                 if self.kinds.as_ref().is_some_and(|k| !k.contains(&e.kind)) {
                     continue;
                 }
                 let (Some(operation), Some(&type_name)) = (operation_for(&viewer, &e), self.types.get(&e.kind)) else { continue };
+                if shared {
+                    match self.data.group.find(e.position, &viewer.teams) {
+                        Some(answers::Answer::Skipped) => continue,
+                        Some(answers::Answer::Sent(data)) => {
+                            *self.data.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(NextEvent::Shared(data));
+                            return Some((Ok(FieldValue::NULL), self));
+                        }
+                        None => {}
+                    }
+                }
                 let rq = match self.data.context(viewer.clone()) {
                     Ok(rq) => rq,
                     Err(e) => {
@@ -552,6 +631,9 @@ impl<'a> Follow<'a> {
                     }
                 };
                 if operation != "DELETED" && self.filter.as_ref().is_some_and(|f| !f(&rq, &e.key)) {
+                    if shared {
+                        self.data.group.keep(e.position, &viewer.teams, answers::Answer::Skipped, 0);
+                    }
                     continue;
                 }
                 let event = ChangeEvent {
@@ -560,9 +642,10 @@ impl<'a> Follow<'a> {
                     operation,
                     kind: e.kind,
                     type_name,
-                    key: e.key,
+                    key: e.key.clone(),
                 };
-                *self.data.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(rq);
+                let share = shared.then(|| Share { group: self.data.group.clone(), position: e.position, teams: viewer.teams.clone() });
+                *self.data.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(NextEvent::Resolve(Box::new(rq), share));
                 return Some((Ok(FieldValue::owned_any(event)), self));
             }
         }

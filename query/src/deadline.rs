@@ -120,6 +120,11 @@ impl Deadline {
         Ok(())
     }
 
+    /// Bytes of the answer counted so far ([`Deadline::charge`]); 0 without a budget.
+    pub fn spent(&self) -> usize {
+        self.budget.get().map_or(0, |b| b.spent.load(Ordering::Relaxed))
+    }
+
     fn too_large(&self) -> Option<&Budget> {
         self.budget.get().filter(|b| b.exceeded.load(Ordering::Relaxed))
     }

@@ -91,6 +91,24 @@ pub fn not_one_root_field() -> async_graphql::ServerError {
     request_error("a subscription selects exactly one root field (GraphQL's single root field rule)", "GRAPHQL_VALIDATION_FAILED")
 }
 
+/// `TOO_MANY_MUTATIONS`: more mutation fields in one request than
+/// [`crate::mutations::MAX_MUTATIONS`].
+pub fn too_many_mutations() -> async_graphql::ServerError {
+    let mut e = request_error(
+        format!("a request holds at most {} mutation fields (each is a write to the cluster)", crate::mutations::MAX_MUTATIONS),
+        "TOO_MANY_MUTATIONS",
+    );
+    if let Some(ext) = e.extensions.as_mut() {
+        ext.set("max", crate::mutations::MAX_MUTATIONS as u64);
+    }
+    e
+}
+
+/// `MUTATION_OVER_GET`: a mutation sent with GET (the server answers HTTP 406).
+pub fn mutation_over_get() -> async_graphql::ServerError {
+    request_error("GET requests only allow query operations", "MUTATION_OVER_GET")
+}
+
 /// `UNAUTHENTICATED`: a subscription on a connection whose token was not accepted.
 pub fn unauthenticated() -> async_graphql::ServerError {
     request_error("not authenticated", "UNAUTHENTICATED")

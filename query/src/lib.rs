@@ -11,12 +11,14 @@
 
 pub mod changes;
 pub mod column;
+pub mod commands;
 pub mod deadline;
 pub mod entity;
 pub mod error;
 pub mod filter;
 mod kinds;
 pub mod limits;
+pub mod mutations;
 mod nodes_ext;
 pub mod persisted;
 pub mod relay;
@@ -74,6 +76,9 @@ pub struct QueryConfig {
     /// Resolves secret references `$<id>` ([`secrets`]); `None` = references are answered as
     /// stored.
     pub secret_resolver: Option<Arc<dyn secrets::SecretResolver>>,
+    /// Writes the mutations' commands to the cluster ([`commands`]); `None` = every mutation
+    /// answers `PRECONDITION_FAILED` "mutations are disabled".
+    pub command_sink: Option<Arc<dyn commands::CommandSink>>,
 }
 
 impl Default for QueryConfig {
@@ -95,6 +100,7 @@ impl Default for QueryConfig {
             file_manager_base_url: None,
             persisted_queries: 1000,
             secret_resolver: None,
+            command_sink: None,
         }
     }
 }
@@ -258,6 +264,7 @@ fn build(
     kinds::register_all(&mut bld);
     search::register(&mut bld);
     let loaders = entity::register_node(&mut bld);
+    let mutation = mutations::register(&mut bld, config.command_sink.clone());
     let mut subscription = async_graphql::dynamic::Subscription::new("Subscription").field(changes::register(&mut bld, loaders));
     for f in std::mem::take(&mut bld.subscription_fields) {
         subscription = subscription.field(f);
@@ -267,7 +274,8 @@ fn build(
     for f in std::mem::take(&mut bld.query_fields) {
         query = query.field(f);
     }
-    let mut sb = Schema::build("Query", None, Some("Subscription"))
+    let mut sb = Schema::build("Query", Some("Mutation"), Some("Subscription"))
+        .register(mutation)
         .register(subscription)
         .register(Scalar::new("Time").description("RFC 3339 date-time"))
         .register(Scalar::new("Cursor").description("An opaque pagination cursor"))
@@ -352,8 +360,15 @@ impl Api {
             |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::internal(e).into_server_error(Default::default())]);
         let view = store.read().map_err(internal)?;
         viewer.resolve(&view).map_err(internal)?;
-        if parsed.as_ref().is_some_and(|p| operation_type(&p.doc, request.operation_name.as_deref()) == Some(OperationType::Subscription)) {
+        let op = parsed.as_ref().and_then(|p| operation_type(&p.doc, request.operation_name.as_deref()));
+        if op == Some(OperationType::Subscription) {
             return Err(Box::new(async_graphql::Response::from_errors(vec![error::subscription_over_http()])));
+        }
+        let mutation = op == Some(OperationType::Mutation);
+        if let Some(p) = parsed.as_ref().filter(|_| mutation) {
+            if root_fields(&p.doc, request.operation_name.as_deref(), mutations::MAX_MUTATIONS) > mutations::MAX_MUTATIONS {
+                return Err(Box::new(async_graphql::Response::from_errors(vec![error::too_many_mutations()])));
+            }
         }
         let mut cost = limits::Cost::default();
         if let Some(p) = &parsed {
@@ -361,7 +376,7 @@ impl Api {
             request.set_parsed_query(p.doc.clone());
         }
         let rq = request_context(store, view, viewer, deadline, self.config.now, self.config.max_page_size, &self.limits);
-        Ok(Prepared { rq, request, parsed, cost })
+        Ok(Prepared { rq, request, parsed, cost, store: store.clone(), mutation })
     }
 
     /// The operation of `request` in `doc` measured against the [`limits`], lists of records
@@ -411,7 +426,7 @@ impl Api {
         }
         // GraphQL's "single root field" rule (which the executor does not check): one stream
         // per subscription, so the subscription limits count what runs.
-        if root_fields(&doc, request.operation_name.as_deref()) != 1 {
+        if root_fields(&doc, request.operation_name.as_deref(), 1) != 1 {
             return Err(Box::new(async_graphql::Response::from_errors(vec![error::not_one_root_field()])));
         }
         let internal =
@@ -427,17 +442,17 @@ impl Api {
             }
         }
         request.set_parsed_query(doc);
-        Ok(request.data(changes::SubscriptionData {
-            store: store.clone(),
+        let data = changes::SubscriptionData::new(
+            store,
             viewer,
-            log: log.clone(),
-            start: log.head(),
+            &request,
+            log,
             deadline,
-            now: self.config.now,
-            max_page_size: self.config.max_page_size,
-            limits: self.limits.clone(),
-            next: std::sync::Mutex::new(None),
-        }))
+            self.config.now,
+            self.config.max_page_size,
+            self.limits.clone(),
+        );
+        Ok(request.data(data))
     }
 
     /// Runs a prepared subscription: one answer per event (errors with their codes, as
@@ -455,6 +470,9 @@ impl Api {
     /// the store): run it off the async workers. Once the request's deadline passed, the
     /// answer is one `TIMEOUT` error (`UNAVAILABLE` when the server shuts down), without data.
     pub async fn run(&self, prepared: Prepared) -> async_graphql::Response {
+        if prepared.mutation {
+            return self.run_mutation(prepared).await;
+        }
         let Prepared { rq, request, parsed, .. } = prepared;
         // The same deadline stays readable after `rq` moved into the request.
         let deadline = rq.deadline.clone();
@@ -481,10 +499,56 @@ impl Api {
     }
 }
 
+impl Api {
+    /// Runs a mutation request in two passes ([`mutations`]): the first executes the writes in
+    /// document order (each answered once projected, or its projection timeout passed) and keeps
+    /// their outcomes; the second resolves the same selection on a read view opened after them.
+    async fn run_mutation(&self, prepared: Prepared) -> async_graphql::Response {
+        let Prepared { rq, request, parsed, store, .. } = prepared;
+        let deadline = rq.deadline.clone();
+        let timeout = |deadline: &deadline::Deadline| async_graphql::Response::from_errors(vec![deadline.server_error()]);
+        if deadline.passed() {
+            return timeout(&deadline);
+        }
+        let mut again = async_graphql::Request::new(request.query.clone()).variables(request.variables.clone());
+        if let Some(name) = &request.operation_name {
+            again = again.operation_name(name.clone());
+        }
+        if let Some(p) = &parsed {
+            again.set_parsed_query(p.doc.clone());
+        }
+        let viewer = rq.viewer.clone();
+        let run = mutations::MutationRun::execute();
+        let first = self.plain.strict.execute(request.data(rq).data(run.clone())).await;
+        if deadline.passed() {
+            return timeout(&deadline);
+        }
+        if !run.ran() {
+            return with_codes(cap_errors(first), &self.limits);
+        }
+        let internal =
+            |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::internal(e).into_server_error(Default::default())]);
+        let view = match store.read() {
+            Ok(v) => v,
+            Err(e) => return internal(e),
+        };
+        let mut viewer = viewer;
+        if let Err(e) = viewer.resolve(&view) {
+            return internal(e);
+        }
+        let rq = request_context(&store, view, viewer, deadline.clone(), self.config.now, self.config.max_page_size, &self.limits);
+        let answer = self.plain.strict.execute(again.data(rq).data(run.answer())).await;
+        if deadline.passed() {
+            return timeout(&deadline);
+        }
+        with_codes(cap_errors(answer), &self.limits)
+    }
+}
+
 /// The fields of the root selection of the operation `name` (or the only one) of `doc`, through
-/// fragment spreads and inline fragments (a fragment cycle counts as many; at most 2 are
-/// counted: the caller asks whether there is exactly one).
-fn root_fields(doc: &ExecutableDocument, name: Option<&str>) -> usize {
+/// fragment spreads and inline fragments (a fragment cycle counts as many; counting stops past
+/// `cap`: the caller asks whether there are more).
+fn root_fields(doc: &ExecutableDocument, name: Option<&str>, cap: usize) -> usize {
     use async_graphql::parser::types::{DocumentOperations, Selection, SelectionSet};
     let op = match (&doc.operations, name) {
         (DocumentOperations::Single(op), None) => op,
@@ -495,23 +559,23 @@ fn root_fields(doc: &ExecutableDocument, name: Option<&str>) -> usize {
         (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next().expect("one operation"),
         _ => return 0,
     };
-    fn count(doc: &ExecutableDocument, set: &SelectionSet, depth: usize) -> usize {
+    fn count(doc: &ExecutableDocument, set: &SelectionSet, depth: usize, cap: usize) -> usize {
         let mut n = 0;
         for item in &set.items {
-            if n > 1 || depth > 32 {
-                return 2;
+            if n > cap || depth > 32 {
+                return cap + 1;
             }
             n += match &item.node {
                 Selection::Field(_) => 1,
-                Selection::InlineFragment(f) => count(doc, &f.node.selection_set.node, depth + 1),
+                Selection::InlineFragment(f) => count(doc, &f.node.selection_set.node, depth + 1, cap),
                 Selection::FragmentSpread(s) => {
-                    doc.fragments.get(&s.node.fragment_name.node).map_or(0, |f| count(doc, &f.node.selection_set.node, depth + 1))
+                    doc.fragments.get(&s.node.fragment_name.node).map_or(0, |f| count(doc, &f.node.selection_set.node, depth + 1, cap))
                 }
             };
         }
         n
     }
-    count(doc, &op.node.selection_set.node, 0)
+    count(doc, &op.node.selection_set.node, 0, cap)
 }
 
 /// The context every resolver of one request (or one subscription event) reads: `view` and
@@ -600,9 +664,18 @@ pub struct Prepared {
     request: async_graphql::Request,
     parsed: Option<Arc<Parsed>>,
     cost: limits::Cost,
+    /// Where a mutation's answer is read again after its writes.
+    store: Store,
+    mutation: bool,
 }
 
 impl Prepared {
+    /// Whether the operation is a mutation (over GET the server refuses it:
+    /// [`error::mutation_over_get`]).
+    pub fn is_mutation(&self) -> bool {
+        self.mutation
+    }
+
     /// What the request was measured at.
     pub fn cost(&self) -> &limits::Cost {
         &self.cost

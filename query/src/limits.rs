@@ -314,7 +314,8 @@ pub enum RecordList {
 }
 
 /// Object types that appear in lists but hold values of one record (their length is bounded by
-/// the record, itself bounded by the source's document size limit), not records of their own.
+/// the record, itself bounded by the source's document size limit) or of one mutation's payload
+/// (its errors), not records of their own.
 pub const EMBEDDED: &[&str] = &[
     "AvailableTransition",
     "CatalogueHighlight",
@@ -322,6 +323,7 @@ pub const EMBEDDED: &[&str] = &[
     "EventScope",
     "ExternalId",
     "Member",
+    "MutationError",
     "Permission",
     "RateLimitOverrides",
     "SSHPublicKey",

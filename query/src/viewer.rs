@@ -10,7 +10,7 @@ use schema::Scope;
 use storage::{ReadView, StorageError};
 
 /// Who the caller is, from the first usable scope of the token (`<prefix>:<kind>:<access>`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ViewerKind {
     /// `team`: the team of the `clientId`.
     Team,
@@ -21,7 +21,7 @@ pub enum ViewerKind {
 }
 
 /// What the caller may see of secrets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Access {
     /// `read`: plain values.
     Read,
@@ -46,7 +46,7 @@ pub enum ClaimsError {
 }
 
 /// An authenticated caller.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Viewer {
     /// Team, group or admin.
     pub kind: ViewerKind,
@@ -65,7 +65,18 @@ pub struct Viewer {
     /// `exp` claim (seconds since the Unix epoch), if any: when the token stops being valid
     /// (long-lived subscription connections are closed then).
     pub expires_at: Option<i64>,
+    /// The person behind the token: the `name` claim, else `preferred_username` (each used
+    /// only when non-empty and at most [`MAX_PERSON_CLAIM_BYTES`]); recorded in approval
+    /// decisions, the `clientId` when absent.
+    pub name: Option<String>,
+    /// The `email` claim (non-empty, at most [`MAX_PERSON_CLAIM_BYTES`]); recorded in approval
+    /// decisions.
+    pub email: Option<String>,
 }
+
+/// The longest `name`, `preferred_username` or `email` claim used, in bytes (a longer one is
+/// ignored).
+pub const MAX_PERSON_CLAIM_BYTES: usize = 256;
 
 impl Viewer {
     /// Builds a viewer from token claims (`clientId`, `scope`, `env`; reference §5.3 and
@@ -114,7 +125,16 @@ impl Viewer {
             _ => Vec::new(),
         };
         let expires_at = claims.get("exp").and_then(|e| e.as_i64().or_else(|| e.as_f64().map(|f| f as i64)));
-        Ok(Viewer { kind, access, env, group, teams, client_id: client_id.to_string(), expires_at })
+        let person = |claim: &str| {
+            claims
+                .get(claim)
+                .and_then(|v| v.as_str())
+                .filter(|s| !s.trim().is_empty() && s.len() <= MAX_PERSON_CLAIM_BYTES)
+                .map(str::to_string)
+        };
+        let name = person("name").or_else(|| person("preferred_username"));
+        let email = person("email");
+        Ok(Viewer { kind, access, env, group, teams, client_id: client_id.to_string(), expires_at, name, email })
     }
 
     /// Resolves a group viewer's teams from the store (teams whose `spec.group` is the

@@ -146,6 +146,34 @@ impl ReadView {
         Ok(h.finalize().into())
     }
 
+    /// The source object `(namespace, name)` that produced the record of `kind` under `key`;
+    /// `None` when there is no such record.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures.
+    pub fn source_of(&self, kind: KindId, key: &Key) -> Result<Option<(String, String)>, StorageError> {
+        match self.records(kind)?.get(key.as_bytes())? {
+            None => Ok(None),
+            Some(v) => {
+                let env: EnvelopeRef = crate::codec::decode_borrowed(v.value(), kind.name())?;
+                Ok(Some((env.source.0.to_string(), env.source.1.to_string())))
+            }
+        }
+    }
+
+    /// What the store holds of source object `namespace/name` of `kind`: the natural key of
+    /// its record and the source version (`metadata.resourceVersion`) it was projected from;
+    /// `None` when the store holds nothing of it.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures.
+    pub fn source_version(&self, kind: KindId, namespace: &str, name: &str) -> Result<Option<(Key, String)>, StorageError> {
+        let t = self.txn.open_table(tables::SOURCES)?;
+        let Some(v) = t.get(tables::source_key(kind, namespace, name).as_slice())? else { return Ok(None) };
+        let entry = crate::write::decode_source_entry(v.value(), kind)?;
+        Ok(Some(entry))
+    }
+
     /// Whether a record of `kind` exists under `key`.
     ///
     /// # Errors
@@ -457,7 +485,6 @@ struct EnvelopeRef<'a> {
     #[allow(dead_code)]
     revision: u64,
     links: Vec<Option<Key>>,
-    #[allow(dead_code)]
     #[serde(borrow)]
     source: (&'a str, &'a str),
     record: &'a [u8],

@@ -62,6 +62,12 @@ struct SourceEntry {
     version: String,
 }
 
+/// The natural key and source version of a stored `sources` entry of `kind`.
+pub(crate) fn decode_source_entry(bytes: &[u8], kind: KindId) -> Result<(Key, String), StorageError> {
+    let entry: SourceEntry = crate::codec::decode(bytes, kind.name())?;
+    Ok((entry.key, entry.version))
+}
+
 /// Calls `f(namespace, name, version)` for every entry of `kind` in the `sources` table `t`, in
 /// key order (the one decoder of source entries, for reads and writes).
 pub(crate) fn for_each_source_in(

@@ -10,6 +10,14 @@
 //!   seconds. A watch from a revision older than the last compaction answers `200` with one
 //!   `ERROR` event (`410 Expired`), as the real API server does. `sendInitialEvents` (streaming
 //!   lists) is answered `400`: the default watcher does not use it.
+//! * **Writes** (what the mutations' client sends): `GET`, `PUT` and `DELETE` of
+//!   `/apis/<group>/v1/namespaces/<ns>/<plural>/<name>` and `POST` to
+//!   `/apis/<group>/v1/namespaces/<ns>/<plural>`. A `PUT` whose `metadata.resourceVersion` is not
+//!   the stored one answers `409 Conflict`, a `POST` of an existing object `409 AlreadyExists`,
+//!   an absent object `404 NotFound`; every accepted write gets a new resourceVersion and its
+//!   watch event. [`FakeK8s::change_after_next_get`] changes an object right after it was read
+//!   (a concurrent writer), [`FakeK8s::refuse_writes`] answers every write with a given status;
+//!   [`FakeK8s::writes`] counts the write requests received.
 //! * **On demand**: compaction ([`FakeK8s::compact`]), `410 Gone` into every open watch
 //!   ([`FakeK8s::expire_watches`]), dropped connections ([`FakeK8s::drop_watches`]), refused
 //!   watches ([`FakeK8s::block_watches`]: `500`), kinds that are "not installed" (`404` with a
@@ -63,6 +71,12 @@ struct Collection {
 }
 
 struct State {
+    /// Write requests received (`POST`, `PUT`, `DELETE`, `PATCH`), answered or not.
+    writes: u64,
+    /// Objects changed right after their next `GET` ([`FakeK8s::change_after_next_get`]).
+    change_after_get: Vec<(String, String, String)>,
+    /// When set, every write is answered with this `(code, reason)`.
+    refuse_writes: Option<(u16, String)>,
     rv: u64,
     /// Watches from a revision below this answer 410.
     compacted: u64,
@@ -122,7 +136,15 @@ impl FakeK8s {
         }
         let (signals, _) = broadcast::channel(4096);
         let inner = Arc::new(Inner {
-            state: Mutex::new(State { rv: 1, compacted: 0, collections, watches_blocked: false }),
+            state: Mutex::new(State {
+                writes: 0,
+                change_after_get: Vec::new(),
+                refuse_writes: None,
+                rv: 1,
+                compacted: 0,
+                collections,
+                watches_blocked: false,
+            }),
             signals,
             answered: tokio::sync::watch::Sender::new(0),
         });
@@ -232,6 +254,22 @@ impl FakeK8s {
     /// Answers the held list requests of `kind` and every later one at once.
     pub fn release_lists(&self, kind: KindId) {
         self.inner.lock().collections[kind.plural()].lists_held.send_replace(false);
+    }
+
+    /// Write requests received so far (answered or refused).
+    pub fn writes(&self) -> u64 {
+        self.inner.lock().writes
+    }
+
+    /// After the next `GET` of this object, changes it (an annotation, a new resourceVersion and
+    /// its event), as a concurrent writer would: a `PUT` of what was read then conflicts.
+    pub fn change_after_next_get(&self, kind: KindId, namespace: &str, name: &str) {
+        self.inner.lock().change_after_get.push((kind.plural().to_string(), namespace.to_string(), name.to_string()));
+    }
+
+    /// Answers every later write with HTTP `code` and Status `reason` (`None`: accept again).
+    pub fn refuse_writes(&self, refusal: Option<(u16, &str)>) {
+        self.inner.lock().refuse_writes = refusal.map(|(c, r)| (c, r.to_string()));
     }
 
     /// List requests served for `kind` (answered 200).
@@ -348,8 +386,13 @@ fn respond(code: u16, body: Value) -> Response {
     Response::builder().status(poem::http::StatusCode::from_u16(code).unwrap()).content_type("application/json").body(body.to_string())
 }
 
-async fn handle(inner: Arc<Inner>, req: Request) -> Response {
+async fn handle(inner: Arc<Inner>, mut req: Request) -> Response {
     let path = req.uri().path().to_string();
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    if let ["apis", group, "v1", "namespaces", ns, plural, rest @ ..] = parts.as_slice() {
+        let body = req.take_body().into_vec().await.unwrap_or_default();
+        return object_request(&inner, req.method(), group, ns, plural, rest.first().copied(), &body);
+    }
     let query: BTreeMap<String, String> = req
         .uri()
         .query()
@@ -400,6 +443,84 @@ async fn list(inner: Arc<Inner>, plural: &str, query: &BTreeMap<String, String>)
         metadata["continue"] = json!(format!("{list_rv}-{next}"));
     }
     respond(200, json!({"apiVersion": format!("{}/v1", c.group), "kind": format!("{}List", c.kind), "metadata": metadata, "items": items}))
+}
+
+/// One object request: `GET`, `PUT` or `DELETE` of `name`, or a `POST` to the collection.
+fn object_request(
+    inner: &Inner,
+    method: &poem::http::Method,
+    group: &str,
+    ns: &str,
+    plural: &str,
+    name: Option<&str>,
+    body: &[u8],
+) -> Response {
+    use poem::http::Method;
+    let not_found = || respond(404, status(404, "NotFound", "the server could not find the requested resource"));
+    let mut s = inner.lock();
+    match s.collections.get(plural) {
+        Some(c) if c.group == group && c.installed => {}
+        _ => return not_found(),
+    }
+    if method != Method::GET {
+        s.writes += 1;
+        if let Some((code, reason)) = s.refuse_writes.clone() {
+            return respond(code, status(code, &reason, &format!("refused by the fake ({reason})")));
+        }
+    }
+    let key = |name: &str| (ns.to_string(), name.to_string());
+    let parsed = || serde_json::from_slice::<Value>(body).ok().filter(Value::is_object);
+    match (method.clone(), name) {
+        (Method::GET, Some(name)) => {
+            let Some(obj) = s.collections[plural].objects.get(&key(name)).cloned() else { return not_found() };
+            let pending = (plural.to_string(), ns.to_string(), name.to_string());
+            if let Some(i) = s.change_after_get.iter().position(|p| *p == pending) {
+                s.change_after_get.remove(i);
+                let mut changed = obj.clone();
+                changed["metadata"]["annotations"]["fake/concurrent-writer"] = json!(s.rv.to_string());
+                let (plural, rv, ty, stored) = upsert(&mut s, changed);
+                record(inner, &mut s, &plural, rv, ty, stored);
+            }
+            respond(200, obj)
+        }
+        (Method::POST, None) => {
+            let Some(mut doc) = parsed() else { return respond(400, status(400, "BadRequest", "the body is not an object")) };
+            let Some(name) = doc["metadata"]["name"].as_str().map(str::to_string) else {
+                return respond(422, status(422, "Invalid", "metadata.name: Required value"));
+            };
+            if s.collections[plural].objects.contains_key(&key(&name)) {
+                return respond(409, status(409, "AlreadyExists", &format!("{plural} \"{name}\" already exists")));
+            }
+            doc["metadata"]["namespace"] = json!(ns);
+            let (plural, rv, ty, stored) = upsert(&mut s, doc);
+            record(inner, &mut s, &plural, rv, ty, stored.clone());
+            respond(201, stored)
+        }
+        (Method::PUT, Some(name)) => {
+            let Some(mut doc) = parsed() else { return respond(400, status(400, "BadRequest", "the body is not an object")) };
+            let Some(current) = s.collections[plural].objects.get(&key(name)).cloned() else { return not_found() };
+            let sent = doc["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
+            if !sent.is_empty() && Some(sent.as_str()) != current["metadata"]["resourceVersion"].as_str() {
+                let message = format!("Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified; please apply your changes to the latest version and try again");
+                return respond(409, status(409, "Conflict", &message));
+            }
+            doc["metadata"]["namespace"] = json!(ns);
+            doc["metadata"]["name"] = json!(name);
+            doc["metadata"]["uid"] = current["metadata"]["uid"].clone();
+            let (plural, rv, ty, stored) = upsert(&mut s, doc);
+            record(inner, &mut s, &plural, rv, ty, stored.clone());
+            respond(200, stored)
+        }
+        (Method::DELETE, Some(name)) => {
+            s.rv += 1;
+            let rv = s.rv;
+            let Some(mut obj) = s.collections.get_mut(plural).unwrap().objects.remove(&key(name)) else { return not_found() };
+            obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+            record(inner, &mut s, plural, rv, "DELETED", obj.clone());
+            respond(200, obj)
+        }
+        _ => respond(405, status(405, "MethodNotAllowed", "not supported by the fake")),
+    }
 }
 
 fn watch(inner: Arc<Inner>, plural: &str, query: &BTreeMap<String, String>) -> Response {

@@ -44,6 +44,19 @@ Name of the cluster-scoped objects (ClusterRole, ClusterRoleBinding): "<namespac
 so the same release name in two namespaces does not collide. Longer than 63 characters: the
 first 54 plus "-" and 8 hex digits of its SHA-256, which keeps different long names apart.
 */}}
+{{/*
+The name of the mutations' ClusterRole and its binding (config.mutations.enabled), at most 63
+characters like every other name.
+*/}}
+{{- define "control-plane.mutationsClusterName" -}}
+{{- $name := printf "%s-%s-mutations" .Release.Namespace (include "control-plane.fullname" .) }}
+{{- if le (len $name) 63 }}
+{{- $name }}
+{{- else }}
+{{- printf "%s-%s" ($name | trunc 54 | trimSuffix "-") ($name | sha256sum | trunc 8) }}
+{{- end }}
+{{- end }}
+
 {{- define "control-plane.clusterName" -}}
 {{- $name := printf "%s-%s" .Release.Namespace (include "control-plane.fullname" .) }}
 {{- if le (len $name) 63 }}

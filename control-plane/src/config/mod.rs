@@ -367,6 +367,54 @@ pub const SETTINGS: &[Setting] = &[
         |d, v| set(&mut d.config.secret_manager.timeout, parse_duration_between(one(v)?, Duration::from_millis(1), Duration::from_secs(60))),
     ),
     Setting::file(
+        "mutations.enabled",
+        "CP_MUTATIONS_ENABLED",
+        "BOOL",
+        "false",
+        "Run the console's mutations (writes to Kubernetes through the kube source's client); off, or with the manifests source, every mutation answers PRECONDITION_FAILED \"mutations are disabled\".",
+        |d, v| set(&mut d.config.mutations.enabled, parse_bool(one(v)?)),
+    ),
+    Setting::file(
+        "mutations.projectionTimeout",
+        "CP_MUTATIONS_PROJECTION_TIMEOUT",
+        "DURATION",
+        "5s",
+        "How long a mutation waits for the projector to apply its write before it answers with the last projected state and a note (Go duration, 0s to 60s; never past graphql.requestTimeout).",
+        |d, v| set(&mut d.config.mutations.projection_timeout, parse_duration_between(one(v)?, Duration::ZERO, Duration::from_secs(60))),
+    ),
+    Setting::file(
+        "roverServer.baseUrl",
+        "CP_ROVER_SERVER_BASE_URL",
+        "URL",
+        UNSET,
+        "Rover server asked before deleteTeam whether the team still has resources (GET <url>/resources?group=&team=&limit=1); unset = no check.",
+        |d, v| set(&mut d.config.rover_server.base_url, base_url(one(v)?).map(Some)),
+    ),
+    Setting::file(
+        "roverServer.tokenFile",
+        "CP_ROVER_SERVER_TOKEN_FILE",
+        "FILE",
+        "/var/run/secrets/rover/token",
+        "File holding the bearer token sent to the rover server, read for every check (at most 64 KiB).",
+        |d, v| set(&mut d.config.rover_server.token_file, non_empty_path(one(v)?)),
+    ),
+    Setting::file(
+        "roverServer.caFile",
+        "CP_ROVER_SERVER_CA_FILE",
+        "FILE",
+        DEFAULT_SECRET_MANAGER_CA_FILE,
+        "PEM bundle of the CAs trusted for the rover server, besides the system's; read at start (missing at the default path = system CAs only).",
+        |d, v| set(&mut d.config.rover_server.ca_file, non_empty_path(one(v)?)),
+    ),
+    Setting::file(
+        "roverServer.timeout",
+        "CP_ROVER_SERVER_TIMEOUT",
+        "DURATION",
+        "10s",
+        "Time limit of one rover server check (Go duration, 1ms to 60s).",
+        |d, v| set(&mut d.config.rover_server.timeout, parse_duration_between(one(v)?, Duration::from_millis(1), Duration::from_secs(60))),
+    ),
+    Setting::file(
         "subscriptions.changeLogSize",
         "CP_SUBSCRIPTIONS_CHANGE_LOG_SIZE",
         "N",
@@ -513,6 +561,10 @@ pub struct Config {
     pub file_manager: FileManagerConfig,
     /// `subscriptions.*`.
     pub subscriptions: SubscriptionsConfig,
+    /// `mutations.*`.
+    pub mutations: MutationsConfig,
+    /// `roverServer.*`.
+    pub rover_server: RoverServerConfig,
     /// Projector timing (`DEPENDENCY_DELAY`, …).
     pub projector: ProjectorConfig,
     /// `source.maxDocumentBytes`: the largest document (manifests) or object (kube) projected,
@@ -685,6 +737,30 @@ pub struct SubscriptionsConfig {
     pub send_timeout: Duration,
 }
 
+/// `mutations.*`: the console's commands (issue 23).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MutationsConfig {
+    /// `mutations.enabled`, default `false`: mutations write through the kube source's client
+    /// (never with the manifests source).
+    pub enabled: bool,
+    /// `mutations.projectionTimeout`, default 5 s, 0 s to 60 s: how long a mutation waits for
+    /// its write to be projected.
+    pub projection_timeout: Duration,
+}
+
+/// `roverServer.*`: the pre-check of `deleteTeam` (reference-graphql.md §6).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RoverServerConfig {
+    /// `roverServer.baseUrl`; `None` = teams are deleted without asking.
+    pub base_url: Option<String>,
+    /// `roverServer.tokenFile`: the bearer token, read for every check.
+    pub token_file: PathBuf,
+    /// `roverServer.caFile`: extra trusted CAs (PEM), read at start.
+    pub ca_file: PathBuf,
+    /// `roverServer.timeout`: one check's time limit, 1 ms to 60 s.
+    pub timeout: Duration,
+}
+
 /// `fileManager.*`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FileManagerConfig {
@@ -773,6 +849,13 @@ impl Draft {
                 timeout: Duration::ZERO,
             },
             file_manager: FileManagerConfig { base_url: None },
+            mutations: MutationsConfig { enabled: false, projection_timeout: Duration::ZERO },
+            rover_server: RoverServerConfig {
+                base_url: None,
+                token_file: PathBuf::new(),
+                ca_file: PathBuf::new(),
+                timeout: Duration::ZERO,
+            },
             subscriptions: SubscriptionsConfig {
                 change_log_size: 0,
                 change_log_retention: Duration::ZERO,

@@ -290,6 +290,10 @@ fn query_limits_are_bounded_settings() {
         ("CP_GRAPHQL_QUEUE_LENGTH", "0", "at least 1"),
         ("CP_GRAPHQL_WORKERS", "-1", "at least 0"),
         ("CP_SOURCE_MAX_DOCUMENT_BYTES", "1023", "at least 1024"),
+        ("CP_MUTATIONS_ENABLED", "yes please", "true"),
+        ("CP_MUTATIONS_PROJECTION_TIMEOUT", "61s", "0ns to 60s"),
+        ("CP_ROVER_SERVER_TIMEOUT", "0s", "1ms to 60s"),
+        ("CP_ROVER_SERVER_BASE_URL", "ftp://rover.example", "http"),
     ] {
         let err = check(&mock(), &[(var, value)], None).unwrap_err().to_string();
         assert!(err.contains(var) && err.contains(complaint), "{var}={value}: {err}");
@@ -319,6 +323,9 @@ fn sample(s: &Setting) -> String {
         "secretManager.tokenFile" => Some("/tmp/cp-sample-token"),
         "secretManager.caFile" => Some("/tmp/cp-sample-ca.pem"),
         "fileManager.baseUrl" => Some("https://files.example"),
+        "roverServer.baseUrl" => Some("https://rover.example"),
+        "roverServer.tokenFile" => Some("/tmp/cp-sample-rover-token"),
+        "roverServer.caFile" => Some("/tmp/cp-sample-rover-ca.pem"),
         _ => None,
     };
     if let Some(v) = special {

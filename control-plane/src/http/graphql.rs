@@ -71,25 +71,37 @@ pub fn query_config(config: &Config) -> QueryConfig {
         file_manager_base_url: config.file_manager.base_url.clone(),
         persisted_queries: config.graphql.persisted_queries,
         secret_resolver: None,
+        command_sink: None,
     }
 }
 
+/// What the GraphQL layer calls outside the process.
+#[derive(Default)]
+pub struct Services {
+    /// Resolves secret references (`secretManager.url` set).
+    pub secrets: Option<Arc<dyn query::secrets::SecretResolver>>,
+    /// Writes mutations (`mutations.enabled` on the kube source).
+    pub commands: Option<Arc<dyn query::commands::CommandSink>>,
+}
+
 /// Routes `/graphql/query` (and `/graphql` when the playground is enabled), authenticating
-/// requests with `auth` and resolving secret references with `secrets`; counts them in
-/// `metrics` (`controlplane_graphql_*`). Requests in flight stop once `shutdown` is set.
+/// requests with `auth`, resolving secret references and writing mutations with `services`;
+/// counts them in `metrics` (`controlplane_graphql_*`). Requests in flight stop once
+/// `shutdown` is set.
 ///
 /// # Panics
 /// Never on input; building the schema fails only on a programming error caught by the SDL test.
 pub fn routes(
     store: Store,
     config: &Config,
-    secrets: Option<Arc<dyn query::secrets::SecretResolver>>,
+    services: Services,
     auth: Authenticator,
     metrics: Metrics,
     shutdown: Arc<AtomicBool>,
 ) -> Route {
-    let api = query::build_schema(QueryConfig { secret_resolver: secrets, ..query_config(config) })
-        .expect("invariant: the generated schema is valid (see query/schema.graphql test)");
+    let api =
+        query::build_schema(QueryConfig { secret_resolver: services.secrets, command_sink: services.commands, ..query_config(config) })
+            .expect("invariant: the generated schema is valid (see query/schema.graphql test)");
     let limits = Limits { max_body_bytes: config.graphql.max_body_bytes, timeout: config.graphql.request_timeout };
     let executor = Executor::new(config.graphql.workers, config.graphql.queue_length, shutdown.clone(), metrics.clone());
     let timeout = config.graphql.request_timeout;
@@ -163,6 +175,8 @@ const OUTCOME_CODES: &[&str] = &[
     "UNAVAILABLE",
     "GRAPHQL_VALIDATION_FAILED",
     "TOO_MANY_ERRORS",
+    "TOO_MANY_MUTATIONS",
+    "MUTATION_OVER_GET",
     query::persisted::NOT_FOUND,
 ];
 
@@ -223,7 +237,14 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
     let deadline = state.executor.deadline(t0, state.limits.timeout);
     let (at, cancel) = (deadline.at(), deadline.canceller());
     let run_state = state.clone();
-    let prepare = || state.api.prepare(&state.store, viewer, request, deadline);
+    let over_get = req.method() == Method::GET;
+    let prepare = || {
+        let prepared = state.api.prepare(&state.store, viewer, request, deadline)?;
+        if over_get && prepared.is_mutation() {
+            return Err(Box::new(async_graphql::Response::from_errors(vec![query::error::mutation_over_get()])));
+        }
+        Ok(prepared)
+    };
     let run = move |p: query::Prepared| async move { run_state.api.run(p).await };
     let timeout = state.limits.timeout;
     let shutting_down = || state.executor.shutting_down();
@@ -239,7 +260,11 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
         Err(Refusal::Overloaded) => return ("OVERLOADED", overloaded("too many queries are waiting; retry later")),
     };
     let code = outcome(&resp);
-    match send(GraphQLResponse::from(resp).into_response(), state, at).await {
+    let mut http = GraphQLResponse::from(resp).into_response();
+    if code == "MUTATION_OVER_GET" {
+        http.set_status(StatusCode::NOT_ACCEPTABLE);
+    }
+    match send(http, state, at).await {
         Some(resp) => (code, resp),
         None => ("OVERLOADED", overloaded("too many answers are being sent; retry later")),
     }

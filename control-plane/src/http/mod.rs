@@ -21,8 +21,14 @@ pub fn routes(app: &App) -> poem::Route {
     let metrics = app.metrics().clone();
     let data_dir = app.config().storage.data_dir.clone();
     let secrets = app.secret_manager().map(|m| m.resolver());
-    let route =
-        graphql::routes(app.store().clone(), app.config(), secrets, app.authenticator().clone(), metrics.clone(), app.shutdown_flag());
+    let route = graphql::routes(
+        app.store().clone(),
+        app.config(),
+        graphql::Services { secrets, commands: app.command_sink() },
+        app.authenticator().clone(),
+        metrics.clone(),
+        app.shutdown_flag(),
+    );
     let config = app.config();
     let phases = KindId::ALL
         .iter()

@@ -8,7 +8,8 @@
 //! verified exactly as HTTP requests are. A refused header gets the HTTP answer a query gets
 //! (401/403/503) and no upgrade; a refused payload closes the socket (graphql-transport-ws:
 //! code 4403 with the reason; graphql-ws: `connection_error`). Other protocol errors close with
-//! graphql-transport-ws's codes ([`close_frame`]). When the token's `exp` passes, the
+//! graphql-transport-ws's codes ([`close_frame`]; a `subscribe` with the id of a running
+//! subscription: 4409, [`SubscriberIds`]). When the token's `exp` passes, the
 //! socket is closed with code 4403 "token expired" (after `security.leeway`, as
 //! requests are refused).
 //!
@@ -36,6 +37,7 @@ use async_graphql_poem::GraphQLProtocol;
 use futures::{FutureExt, SinkExt, StreamExt};
 use poem::web::websocket::{Message, WebSocket, WebSocketConfig};
 use poem::{FromRequest, IntoResponse, Request, RequestBody, Response};
+use prometheus::core::Collector;
 use prometheus::{IntCounter, IntCounterVec, IntGauge, Opts, Registry};
 use query::changes::ChangeLog;
 use query::viewer::Viewer;
@@ -52,6 +54,10 @@ pub const DISCONNECT_REASONS: &[&str] = &["slow", "idle", "lifetime", "expired",
 /// once this many bytes are written).
 const SEND_BATCH: usize = 64;
 const SEND_BATCH_BYTES: usize = 256 << 10;
+
+/// Bytes read from a socket at once. Client messages are small, and tungstenite zeroes this
+/// much of its buffer before each read (its default, 128 KiB, cost 7 % of P7's CPU).
+const READ_BUFFER_BYTES: usize = 4 << 10;
 
 /// How long a connection may stay without a token (upgrade header or `connection_init`).
 pub const INIT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -77,6 +83,7 @@ impl SubscriptionMetrics {
         let connections = IntGauge::new("controlplane_subscription_connections", "GraphQL WebSocket connections open.").expect(valid);
         let active = IntGauge::new("controlplane_subscriptions_active", "GraphQL subscriptions running.").expect(valid);
         let events = IntCounter::new("controlplane_subscription_events_total", "Subscription events sent to clients.").expect(valid);
+
         let disconnects = IntCounterVec::new(
             Opts::new(
                 "controlplane_subscription_disconnects_total",
@@ -86,7 +93,7 @@ impl SubscriptionMetrics {
         )
         .expect(valid);
         for c in [
-            Box::new(connections.clone()) as Box<dyn prometheus::core::Collector>,
+            Box::new(connections.clone()) as Box<dyn Collector>,
             Box::new(active.clone()),
             Box::new(events.clone()),
             Box::new(disconnects.clone()),
@@ -135,8 +142,10 @@ impl Hub {
     ) -> std::io::Result<Hub> {
         let log_settings =
             query::changes::ChangeLogSettings { max_entries: settings.change_log_size, retention: settings.change_log_retention };
+        let log = ChangeLog::follow(store, log_settings)?;
+        SharingCollector::register(log.clone(), metrics.registry());
         Ok(Hub {
-            log: ChangeLog::follow(store, log_settings)?,
+            log,
             settings,
             max_message_bytes,
             metrics: SubscriptionMetrics::new(metrics.registry()),
@@ -147,6 +156,54 @@ impl Hub {
             shutdown,
             deadline,
         })
+    }
+}
+
+/// The metrics of answers shared by identical subscriptions ([`query::changes::answers`]), read
+/// from the change log when scraped: `controlplane_subscription_groups`,
+/// `controlplane_subscription_shared_answer_bytes`, `controlplane_subscription_answers_shared_total`.
+struct SharingCollector {
+    log: ChangeLog,
+    groups: IntGauge,
+    bytes: IntGauge,
+    shared: IntCounter,
+}
+
+impl SharingCollector {
+    fn register(log: ChangeLog, registry: &Registry) {
+        let valid = "metric definition is valid";
+        let collector = SharingCollector {
+            log,
+            groups: IntGauge::new(
+                "controlplane_subscription_groups",
+                "Groups of running subscriptions with the same operation and claims: each resolves an event once.",
+            )
+            .expect(valid),
+            bytes: IntGauge::new("controlplane_subscription_shared_answer_bytes", "Bytes of the answers kept for identical subscriptions.")
+                .expect(valid),
+            shared: IntCounter::new(
+                "controlplane_subscription_answers_shared_total",
+                "Events answered with an identical subscription's answer.",
+            )
+            .expect(valid),
+        };
+        if let Err(e) = registry.register(Box::new(collector)) {
+            tracing::warn!(error = %e, "the subscription sharing metrics are not exported");
+        }
+    }
+}
+
+impl Collector for SharingCollector {
+    fn desc(&self) -> Vec<&prometheus::core::Desc> {
+        [self.groups.desc(), self.bytes.desc(), self.shared.desc()].concat()
+    }
+
+    fn collect(&self) -> Vec<prometheus::proto::MetricFamily> {
+        let now = self.log.sharing();
+        self.groups.set(i64::try_from(now.groups).unwrap_or(i64::MAX));
+        self.bytes.set(i64::try_from(now.bytes).unwrap_or(i64::MAX));
+        self.shared.inc_by(now.answers_shared.saturating_sub(self.shared.get()));
+        [self.groups.collect(), self.bytes.collect(), self.shared.collect()].concat()
     }
 }
 
@@ -300,7 +357,10 @@ pub async fn upgrade(req: &Request, api: Arc<Api>, store: Store, auth: Authentic
     let open = Open { hub: hub.clone(), client: None };
     let conn =
         Connection { api, store, hub: hub.clone(), viewer, running: Arc::default(), idle_since: Arc::new(Mutex::new(Instant::now())) };
-    let config = WebSocketConfig::default().max_message_size(Some(hub.max_message_bytes)).max_frame_size(Some(hub.max_message_bytes));
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(hub.max_message_bytes))
+        .max_frame_size(Some(hub.max_message_bytes))
+        .read_buffer_size(READ_BUFFER_BYTES);
     websocket
         .protocols(ALL_WEBSOCKET_PROTOCOLS)
         .config(config)
@@ -340,6 +400,13 @@ async fn serve(
             futures::future::ready(m.is_ok())
         })
         .filter_map(|m| futures::future::ready(m.ok().filter(|m| m.is_text() || m.is_binary()).map(Message::into_bytes)));
+    // graphql-transport-ws: a `subscribe` with the id of a running subscription ends the input;
+    // the socket is then closed with 4409.
+    let ids = Arc::new(SubscriberIds::default());
+    let input = {
+        let ids = ids.clone();
+        input.take_while(move |m| futures::future::ready(protocol != WebSocketProtocols::GraphQLWS || ids.client_message(m)))
+    };
     // The client's limit is counted once its viewer is known.
     let counted: Arc<Mutex<Option<String>>> = Arc::default();
     let init = {
@@ -388,6 +455,8 @@ async fn serve(
                             Some(WsMessage::Text(text)) => {
                                 if text.starts_with(r#"{"type":"next""#) || text.starts_with(r#"{"type":"data""#) {
                                     hub.metrics.events.inc();
+                                } else if text.starts_with(r#"{"type":"complete""#) {
+                                    ids.completed(&text);
                                 }
                                 bytes += text.len();
                                 Message::text(text)
@@ -444,6 +513,10 @@ async fn serve(
         open.client = counted.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
     match end {
+        End::Done if ids.duplicate.load(Ordering::Relaxed) => {
+            let _ =
+                tokio::time::timeout(Duration::from_secs(1), sink.send(Message::close_with(4409u16, "subscriber id already exists"))).await;
+        }
         End::Done if too_big.load(Ordering::Relaxed) => {
             let reason = format!("a message is larger than {} bytes", hub.max_message_bytes);
             let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::close_with(1009u16, reason))).await;
@@ -462,6 +535,59 @@ async fn serve(
     // Ends every stream of the connection (and their counts) before the connection's.
     drop(messages);
     drop(open);
+}
+
+/// The ids of one connection's running subscriptions (graphql-transport-ws: a `subscribe` with
+/// the id of a running one closes the socket with 4409). Kept as hashes, so a long id costs 8
+/// bytes; an id is running from its `subscribe` until the client's or the server's `complete`.
+#[derive(Default)]
+struct SubscriberIds {
+    running: Mutex<std::collections::HashSet<u64>>,
+    /// Set when a `subscribe` reused a running id.
+    duplicate: AtomicBool,
+}
+
+/// The head of a graphql-transport-ws message (either direction).
+#[derive(serde::Deserialize)]
+struct MessageHead<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: std::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    id: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl SubscriberIds {
+    fn hash(id: &str) -> u64 {
+        use std::hash::BuildHasher;
+        static KEYS: OnceLock<std::hash::RandomState> = OnceLock::new();
+        KEYS.get_or_init(std::hash::RandomState::new).hash_one(id)
+    }
+
+    /// Notes a client message; `false` when it reuses the id of a running subscription. A
+    /// message that is not of the protocol passes (the protocol machine answers it).
+    fn client_message(&self, message: &[u8]) -> bool {
+        let Ok(head) = serde_json::from_slice::<MessageHead>(message) else { return true };
+        let Some(id) = head.id else { return true };
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        match head.kind.as_ref() {
+            "subscribe" if !running.insert(Self::hash(&id)) => {
+                self.duplicate.store(true, Ordering::Relaxed);
+                false
+            }
+            "complete" => {
+                running.remove(&Self::hash(&id));
+                true
+            }
+            _ => true,
+        }
+    }
+
+    /// Notes the server's `complete` message `text`.
+    fn completed(&self, text: &str) {
+        if let Ok(MessageHead { id: Some(id), .. }) = serde_json::from_str::<MessageHead>(text) {
+            self.running.lock().unwrap_or_else(|e| e.into_inner()).remove(&Self::hash(&id));
+        }
+    }
 }
 
 /// The close frame for a close the protocol machine asked for: `graphql-transport-ws`'s codes
