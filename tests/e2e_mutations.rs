@@ -15,7 +15,40 @@ use control_plane::Running;
 use fake_k8s::FakeK8s;
 use schema::{KindId, Timestamp};
 use serde_json::{json, Value};
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
+
+/// Everything the process logs (one subscriber for the test binary).
+fn logs() -> &'static Arc<Mutex<Vec<u8>>> {
+    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let writer = Capture(buffer.clone());
+        let subscriber =
+            tracing_subscriber::fmt().with_ansi(false).with_max_level(tracing::Level::INFO).with_writer(move || writer.clone()).finish();
+        tracing::subscriber::set_global_default(subscriber).expect("the only subscriber of this test binary");
+        buffer
+    })
+}
+
+#[derive(Clone)]
+struct Capture(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Capture {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The mutation log lines so far.
+fn mutation_log() -> Vec<String> {
+    String::from_utf8_lossy(&logs().lock().unwrap()).lines().filter(|l| l.contains(" mutation: ")).map(str::to_string).collect()
+}
 
 const PENDING_REQUEST: (&str, &str) = ("poc--logistics--parcel-tracking", "parcel-tracker--payments-checkout-v1--55658d68f8");
 
@@ -49,6 +82,7 @@ struct Cp {
 
 impl Cp {
     async fn start(tune: impl FnOnce(&mut Config)) -> Cp {
+        logs();
         let fake = FakeK8s::start_world().await;
         let data = tempfile::tempdir().unwrap();
         let mut config = Config::for_kube(&fake.url(), data.path());
@@ -146,6 +180,22 @@ async fn a_provider_team_allows_a_pending_approval_request_and_reads_its_write()
     // Another team still gets NOT_FOUND for it after the write.
     let v = cp.post(&team("assist--copilot"), DECIDE_REQUEST, json!({"id": id, "action": "DENY"})).await;
     assert_eq!(v["data"]["decideApprovalRequest"]["errors"][0]["code"], "NOT_FOUND");
+    // Every mutation is logged: operation, caller, target, outcome; never a token.
+    let lines = mutation_log();
+    let target = format!("ApprovalRequest {}/{}", PENDING_REQUEST.0, PENDING_REQUEST.1);
+    let logged = |client: &str, outcome: &str| {
+        lines.iter().any(|l| {
+            l.contains("operation=\"decideApprovalRequest\"")
+                && l.contains(&format!("viewer={client} "))
+                && l.contains(&format!("outcome=\"{outcome}\""))
+                && (["NOT_FOUND", "FORBIDDEN"].contains(&outcome) || l.contains(&target))
+        })
+    };
+    assert!(logged("payments--checkout--console", "accepted"), "{lines:#?}");
+    assert!(logged("payments--checkout--console", "PRECONDITION_FAILED"), "{lines:#?}");
+    assert!(logged("assist--copilot--console", "NOT_FOUND"), "{lines:#?}");
+    assert!(logged("logistics--parcel-tracking--console", "FORBIDDEN"), "{lines:#?}");
+    assert!(!lines.iter().any(|l| l.contains(&provider) || l.contains("Jana")), "no token or person in the log: {lines:#?}");
     cp.running.shutdown().await.unwrap();
 }
 
@@ -447,5 +497,30 @@ async fn delete_team_asks_the_rover_server_first() {
     assert_eq!(v["data"]["deleteTeam"]["errors"][0]["message"], "unable to verify team resources, please try again", "rover failing: {v}");
     assert!(cp.fake.get(KindId::Team, "poc", "payments--ledger").is_some());
     server.abort();
+    cp.running.shutdown().await.unwrap();
+}
+
+/// decideApproval: the decider team resumes a suspended approval and reads the new state; the
+/// requester team, which sees the approval, may not; another team does not see it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_decider_team_resumes_a_suspended_approval() {
+    let cp = Cp::start(|_| {}).await;
+    let (ns, name) = ("poc--payments--ledger", "apisubscription--ledger-reports--logistics-fleet-positions-v1");
+    let id = cp.id("approvals", name).await;
+    let decide = "mutation($id: ID!, $a: ApprovalAction!) { decideApproval(approvalId: $id, input: {action: $a}) { accepted note errors { code } approval { state decisions { name resultingState } } } }";
+    for (token, code) in [(team("payments--ledger"), "FORBIDDEN"), (team("assist--copilot"), "NOT_FOUND"), (group("payments"), "FORBIDDEN")]
+    {
+        let v = cp.post(&token, decide, json!({"id": id, "a": "RESUME"})).await;
+        assert_eq!(v["data"]["decideApproval"]["errors"][0]["code"], code, "{v}");
+    }
+    let v = cp.post(&team("logistics--fleet"), decide, json!({"id": id, "a": "RESUME"})).await;
+    let p = &v["data"]["decideApproval"];
+    assert_eq!((p["accepted"].as_bool(), &p["note"]), (Some(true), &Value::Null), "{v}");
+    let cr = cp.object(KindId::Approval, ns, name);
+    let to = cr["status"]["availableTransitions"].as_array().unwrap().iter().find(|t| t["action"] == "Resume").unwrap()["to"].clone();
+    assert_eq!(cr["spec"]["state"], to);
+    assert_eq!(p["approval"]["state"].as_str().map(str::to_ascii_lowercase), to.as_str().map(str::to_ascii_lowercase), "{v}");
+    let last = p["approval"]["decisions"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["name"], "logistics--fleet--console", "without a name claim, the clientId: {v}");
     cp.running.shutdown().await.unwrap();
 }
