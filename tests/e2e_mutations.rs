@@ -382,6 +382,29 @@ async fn hostile_input_is_refused_before_anything_is_written() {
     assert_eq!(r.status(), 406);
     let body: Value = r.json().await.unwrap();
     assert_eq!(body["errors"][0]["message"], "GET requests only allow query operations");
+    // GraphQL over HTTP names the operation `operationName`: the query is chosen, the mutation refused.
+    let two = "query A { a: __typename } query B { b: __typename } mutation M { rotateTeamToken(teamId: \"x\") { accepted } }";
+    let r = cp.http.get(&url).bearer_auth(admin()).query(&[("query", two), ("operationName", "B")]).send().await.unwrap();
+    assert_eq!(r.json::<Value>().await.unwrap()["data"], json!({"b": "Query"}));
+    let r = cp.http.get(&url).bearer_auth(admin()).query(&[("query", two), ("operationName", "M")]).send().await.unwrap();
+    assert_eq!(r.status(), 406);
+    // `__typename` writes nothing and does not count; a doubling chain of fragments is cut.
+    let typenames: Vec<String> = (0..1000).map(|i| format!("t{i}: __typename")).collect();
+    let v = cp
+        .post(
+            &admin(),
+            &format!("mutation {{ {} rotateTeamToken(teamId: \"x\") {{ errors {{ code }} }} }}", typenames.join(" ")),
+            json!({}),
+        )
+        .await;
+    assert_eq!(v["data"]["rotateTeamToken"]["errors"][0]["code"], "NOT_FOUND", "{}", v["errors"]);
+    let mut chain = String::from("mutation { ...F26 } fragment F0 on Mutation { __typename }");
+    for i in 1..=26 {
+        chain.push_str(&format!(" fragment F{i} on Mutation {{ ...F{} ...F{} }}", i - 1, i - 1));
+    }
+    let v = cp.post(&admin(), &chain, json!({})).await;
+    let code = v["errors"][0]["extensions"]["code"].as_str().unwrap_or_default().to_string();
+    assert!(["TOO_MANY_MUTATIONS", "QUERY_TOO_COMPLEX"].contains(&code.as_str()), "{v}");
     assert_eq!(cp.fake.writes(), writes, "nothing was written");
     cp.running.shutdown().await.unwrap();
 }

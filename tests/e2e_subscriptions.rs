@@ -294,9 +294,12 @@ async fn subscriptions_per_connection_are_bounded() {
     w.subscriptions_running(2.0).await;
     let mut s3 = a.subscribe(op(APP_CHANGES, json!({}))).await.unwrap();
     assert_eq!(next(&mut s3).await["errors"][0]["extensions"]["code"], "TOO_MANY_SUBSCRIPTIONS");
+    let metrics = w.running.app().metrics();
+    assert_eq!(gauge(metrics, "controlplane_subscription_events_total"), 0.0, "a refusal is not an event");
     w.set_message("copilot-agent", "still running");
     assert_eq!(next(&mut s1).await["node"]["statusMessage"], "still running");
     assert_eq!(next(&mut s2).await["node"]["statusMessage"], "still running");
+    assert_eq!(gauge(metrics, "controlplane_subscription_events_total"), 2.0);
     w.running.shutdown().await.unwrap();
 }
 
@@ -595,5 +598,94 @@ async fn a_running_subscriber_id_cannot_be_reused() {
     w.subscriptions_running(1.0).await;
     w.set_message("copilot-agent", "after the close");
     assert_eq!(self::next(&mut s).await["node"]["statusMessage"], "after the close");
+    w.running.shutdown().await.unwrap();
+}
+
+/// What running subscriptions hold grows with their texts: a connection's texts and variables
+/// are bounded by `graphql.maxBodyBytes`, all of the server's by `subscriptions.maxTextBytes`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_texts_of_running_subscriptions_are_bounded() {
+    let w = World::start(|c| c.subscriptions.max_text_bytes = 1 << 20).await;
+    // 300 kB of comment around a small selection: the limits of queries let it through.
+    let big = format!("{APP_CHANGES}\n#{}", "x".repeat(300_000));
+    let a = w.client(&team("assist--copilot"), false).await;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        held.push(a.subscribe(op(&big, json!({}))).await.unwrap());
+    }
+    w.subscriptions_running(3.0).await;
+    let mut refused = a.subscribe(op(&big, json!({}))).await.unwrap();
+    let answer = next(&mut refused).await;
+    assert_eq!(answer["errors"][0]["extensions"]["code"], "TOO_MANY_SUBSCRIPTIONS", "{answer}");
+    assert!(answer["errors"][0]["message"].as_str().unwrap().contains("on this connection"), "{answer}");
+    let b = w.client(&team("logistics--fleet"), false).await;
+    let mut over = b.subscribe(op(&big, json!({}))).await.unwrap();
+    let answer = next(&mut over).await;
+    assert!(answer["errors"][0]["message"].as_str().unwrap().contains("subscriptions.maxTextBytes"), "{answer}");
+    // A small one still runs, and the bytes come back when subscriptions end.
+    let mut small = b.subscribe(op(APP_CHANGES, json!({}))).await.unwrap();
+    w.subscriptions_running(4.0).await;
+    drop(held);
+    a.close(1000, "bye").await;
+    let metrics = w.running.app().metrics();
+    assert!(metrics.wait_until(Duration::from_secs(30), |m| gauge(m, "controlplane_subscriptions_active") == 1.0).await);
+    let mut again = b.subscribe(op(&big, json!({}))).await.unwrap();
+    w.subscriptions_running(2.0).await;
+    w.set_message("fleet-planner", "after the big ones");
+    assert_eq!(next(&mut small).await["node"]["statusMessage"], "after the big ones");
+    assert_eq!(next(&mut again).await["node"]["statusMessage"], "after the big ones");
+    w.running.shutdown().await.unwrap();
+}
+
+/// Connections without a token yet take at most a tenth of `subscriptions.maxConnections`: they
+/// cannot lock out clients that have one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokenless_connections_cannot_take_every_place() {
+    let w = World::start(|c| c.subscriptions.max_connections = 10).await;
+    let tcp = tokio::net::TcpStream::connect(w.running.local_addr()).await.unwrap();
+    let _waiting = raw(&w, tcp, "graphql-transport-ws", None).await;
+    let mut request = w.url().into_client_request().unwrap();
+    request.headers_mut().insert("sec-websocket-protocol", "graphql-transport-ws".parse().unwrap());
+    match tokio_tungstenite::connect_async(request).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => assert_eq!(resp.status(), 503),
+        other => panic!("expected HTTP 503 for a second connection without a token, got {other:?}"),
+    }
+    let mut clients = Vec::new();
+    for _ in 0..9 {
+        clients.push(w.client(&team("assist--copilot"), true).await);
+    }
+    let mut s = clients[8].subscribe(op(APP_CHANGES, json!({}))).await.unwrap();
+    w.subscriptions_running(1.0).await;
+    w.set_message("copilot-agent", "nine with a token");
+    assert_eq!(next(&mut s).await["node"]["statusMessage"], "nine with a token");
+    w.running.shutdown().await.unwrap();
+}
+
+/// A subscribe whose variables nest deeper than the JSON reader follows is answered
+/// INPUT_TOO_DEEP for its id, as over HTTP; the connection and its other subscriptions go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn variables_too_deep_to_read_are_refused_for_their_subscription_only() {
+    let w = World::start(|_| {}).await;
+    let tcp = tokio::net::TcpStream::connect(w.running.local_addr()).await.unwrap();
+    let mut ws = raw(&w, tcp, "graphql-transport-ws", Some(&team("assist--copilot"))).await;
+    send(&mut ws, json!({"type": "connection_init"})).await;
+    assert_eq!(frame(&mut ws).await["type"], "connection_ack");
+    send(&mut ws, json!({"id": "ok", "type": "subscribe", "payload": {"query": APP_CHANGES}})).await;
+    w.subscriptions_running(1.0).await;
+    let nested = format!("{}1{}", "[".repeat(500), "]".repeat(500));
+    let text = format!(
+        r#"{{"id":"deep","type":"subscribe","payload":{{"query":"{}","variables":{{"after":{nested}}}}}}}"#,
+        APP_CHANGES.replace('"', "\\\"")
+    );
+    ws.send(Message::text(text)).await.unwrap();
+    let refusal = frame(&mut ws).await;
+    assert_eq!((refusal["type"].as_str(), refusal["id"].as_str()), (Some("error"), Some("deep")), "{refusal}");
+    assert_eq!(refusal["payload"][0]["extensions"]["code"], "INPUT_TOO_DEEP", "{refusal}");
+    w.set_message("copilot-agent", "still open");
+    let event = frame(&mut ws).await;
+    assert_eq!(
+        (event["id"].as_str(), event["payload"]["data"]["changes"]["node"]["statusMessage"].as_str()),
+        (Some("ok"), Some("still open"))
+    );
     w.running.shutdown().await.unwrap();
 }

@@ -4,6 +4,7 @@
 use clap::Parser;
 use control_plane::cli::{Cli, Command, SchemaCommand, SnapshotCommand};
 use control_plane::config::{self, Clock};
+use std::io::Write;
 use std::process::ExitCode;
 
 /// mimalloc instead of the system allocator: GraphQL execution and the projector allocate many
@@ -65,8 +66,11 @@ fn main() -> ExitCode {
             }
         }
         Command::Schema { command: SchemaCommand::Print } => {
-            print!("{}", control_plane::http::graphql::print_schema());
-            ExitCode::SUCCESS
+            // A reader that stops early (`| head`) is not a failure of the command.
+            match std::io::stdout().lock().write_all(control_plane::http::graphql::print_schema().as_bytes()) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => fail(&format!("writing the schema: {e}")),
+                _ => ExitCode::SUCCESS,
+            }
         }
         Command::Snapshot { command } => {
             use control_plane::snapshot as snap;
@@ -84,7 +88,7 @@ fn main() -> ExitCode {
             };
             match result {
                 Ok(summary) => {
-                    println!("{what}");
+                    let _ = writeln!(std::io::stdout(), "{what}");
                     let _ = snap::print_summary(&mut std::io::stdout().lock(), &summary);
                     ExitCode::SUCCESS
                 }

@@ -366,7 +366,9 @@ impl Api {
         }
         let mutation = op == Some(OperationType::Mutation);
         if let Some(p) = parsed.as_ref().filter(|_| mutation) {
-            if root_fields(&p.doc, request.operation_name.as_deref(), mutations::MAX_MUTATIONS) > mutations::MAX_MUTATIONS {
+            // `__typename` writes nothing: it does not count.
+            let writes = root_fields(&p.doc, request.operation_name.as_deref(), mutations::MAX_MUTATIONS, false);
+            if writes > mutations::MAX_MUTATIONS {
                 return Err(Box::new(async_graphql::Response::from_errors(vec![error::too_many_mutations()])));
             }
         }
@@ -426,7 +428,7 @@ impl Api {
         }
         // GraphQL's "single root field" rule (which the executor does not check): one stream
         // per subscription, so the subscription limits count what runs.
-        if root_fields(&doc, request.operation_name.as_deref(), 1) != 1 {
+        if root_fields(&doc, request.operation_name.as_deref(), 1, true) != 1 {
             return Err(Box::new(async_graphql::Response::from_errors(vec![error::not_one_root_field()])));
         }
         let internal =
@@ -547,8 +549,8 @@ impl Api {
 
 /// The fields of the root selection of the operation `name` (or the only one) of `doc`, through
 /// fragment spreads and inline fragments (a fragment cycle counts as many; counting stops past
-/// `cap`: the caller asks whether there are more).
-fn root_fields(doc: &ExecutableDocument, name: Option<&str>, cap: usize) -> usize {
+/// `cap`: the caller asks whether there are more); `__typename` counts only when `typename`.
+fn root_fields(doc: &ExecutableDocument, name: Option<&str>, cap: usize, typename: bool) -> usize {
     use async_graphql::parser::types::{DocumentOperations, Selection, SelectionSet};
     let op = match (&doc.operations, name) {
         (DocumentOperations::Single(op), None) => op,
@@ -559,24 +561,39 @@ fn root_fields(doc: &ExecutableDocument, name: Option<&str>, cap: usize) -> usiz
         (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next().expect("one operation"),
         _ => return 0,
     };
-    fn count(doc: &ExecutableDocument, set: &SelectionSet, depth: usize, cap: usize) -> usize {
-        let mut n = 0;
-        for item in &set.items {
-            if n > cap || depth > 32 {
-                return cap + 1;
-            }
-            n += match &item.node {
-                Selection::Field(_) => 1,
-                Selection::InlineFragment(f) => count(doc, &f.node.selection_set.node, depth + 1, cap),
-                Selection::FragmentSpread(s) => {
-                    doc.fragments.get(&s.node.fragment_name.node).map_or(0, |f| count(doc, &f.node.selection_set.node, depth + 1, cap))
-                }
-            };
-        }
-        n
+    /// The walk: `visits` bounds its work (a doubling chain of fragments of `__typename`
+    /// would be exponential); past it the answer is "more than `cap`".
+    struct Walk<'a> {
+        doc: &'a ExecutableDocument,
+        cap: usize,
+        typename: bool,
+        visits: usize,
     }
-    count(doc, &op.node.selection_set.node, 0, cap)
+    impl Walk<'_> {
+        fn count(&mut self, set: &SelectionSet, depth: usize) -> usize {
+            let mut n = 0;
+            for item in &set.items {
+                self.visits += 1;
+                if n > self.cap || depth > 32 || self.visits > ROOT_WALK_VISITS {
+                    return self.cap + 1;
+                }
+                n += match &item.node {
+                    Selection::Field(f) => usize::from(self.typename || f.node.name.node != "__typename"),
+                    Selection::InlineFragment(f) => self.count(&f.node.selection_set.node, depth + 1),
+                    Selection::FragmentSpread(s) => match self.doc.fragments.get(&s.node.fragment_name.node) {
+                        Some(f) => self.count(&f.node.selection_set.node, depth + 1),
+                        None => 0,
+                    },
+                };
+            }
+            n
+        }
+    }
+    Walk { doc, cap, typename, visits: 0 }.count(&op.node.selection_set.node, 0)
 }
+
+/// The most selections [`root_fields`] visits.
+const ROOT_WALK_VISITS: usize = 10_000;
 
 /// The context every resolver of one request (or one subscription event) reads: `view` and
 /// `viewer` (group teams resolved), the clock (`now`, else the wall clock), the store's search

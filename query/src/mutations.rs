@@ -383,7 +383,8 @@ async fn execute(
     args: &ObjectAccessor<'_>,
 ) -> Outcome {
     let viewer = &rq.viewer;
-    let mut target = None;
+    // Until the target is known: the ID the caller named (a hidden entity's ID is the caller's own input).
+    let mut target = given_id(args).map(|id| format!("id {id}"));
     let outcome = async {
         let Some(sink) = sink else { return Outcome::refused(MutationError::new(ErrorCode::PreconditionFailed, "mutations are disabled")) };
         if viewer.access != Access::All {
@@ -430,6 +431,14 @@ async fn execute(
 }
 
 // ------------------------------------------------------------------------------ inputs and checks
+
+/// The entity ID a mutation's arguments name (`teamId`, or `input.groupId`), for the log.
+fn given_id(args: &ObjectAccessor<'_>) -> Option<String> {
+    let id_of = |o: &ObjectAccessor<'_>| {
+        o.iter().find_map(|(k, v)| (k.as_str().ends_with("Id")).then(|| v.string().ok().map(str::to_string)).flatten())
+    };
+    id_of(args).or_else(|| args.get("input").and_then(|i| i.object().ok()).and_then(|i| id_of(&i)))
+}
 
 fn invalid(field: &str, message: impl Into<String>) -> MutationError {
     MutationError { code: ErrorCode::ValidationFailed, message: message.into(), field: Some(field.to_string()) }

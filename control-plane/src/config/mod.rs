@@ -463,6 +463,14 @@ pub const SETTINGS: &[Setting] = &[
         |d, v| set(&mut d.config.subscriptions.max_total, parse_between(one(v)?, 1, 1_000_000)),
     ),
     Setting::file(
+        "subscriptions.maxTextBytes",
+        "CP_SUBSCRIPTIONS_MAX_TEXT_BYTES",
+        "BYTES",
+        "67108864",
+        "Bytes of the operation texts and variables of all running subscriptions together (1 MiB to 1 GiB; one connection's at most graphql.maxBodyBytes); one more is refused with TOO_MANY_SUBSCRIPTIONS.",
+        |d, v| set(&mut d.config.subscriptions.max_text_bytes, parse_between(one(v)?, 1 << 20, 1 << 30)),
+    ),
+    Setting::file(
         "subscriptions.idleTimeout",
         "CP_SUBSCRIPTIONS_IDLE_TIMEOUT",
         "DURATION",
@@ -729,6 +737,10 @@ pub struct SubscriptionsConfig {
     pub max_per_connection: usize,
     /// `subscriptions.maxTotal`: subscriptions at once on the server.
     pub max_total: usize,
+    /// `subscriptions.maxTextBytes`: bytes of the running subscriptions' operation texts and
+    /// variables together, default 64 MiB, 1 MiB to 1 GiB (what a subscription holds grows
+    /// with its text).
+    pub max_text_bytes: usize,
     /// `subscriptions.idleTimeout`: a connection without subscriptions is closed after it.
     pub idle_timeout: Duration,
     /// `subscriptions.maxLifetime`: every connection is closed after it.
@@ -863,6 +875,7 @@ impl Draft {
                 max_connections_per_client: 0,
                 max_per_connection: 0,
                 max_total: 0,
+                max_text_bytes: 0,
                 idle_timeout: Duration::ZERO,
                 max_lifetime: Duration::ZERO,
                 send_timeout: Duration::ZERO,
@@ -1180,7 +1193,7 @@ fn parse_scope_prefix(s: &str) -> Result<String, String> {
 fn parse_duration_between(s: &str, min: Duration, max: Duration) -> Result<Duration, String> {
     let d = duration::parse(s)?;
     if d < min || d > max {
-        return Err(format!("expected a duration from {min:?} to {max:?}, got {s:?}"));
+        return Err(format!("expected a duration from {} to {}, got {s:?}", duration::format(min), duration::format(max)));
     }
     Ok(d)
 }

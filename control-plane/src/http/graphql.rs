@@ -230,7 +230,7 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
         }
     } else {
         match GraphQLRequest::from_request(req, &mut RequestBody::new(Body::empty())).await {
-            Ok(r) => r.0,
+            Ok(r) => with_operation_name(r.0, req.uri().query()),
             Err(_) => return ("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", "the query string is not a GraphQL request")),
         }
     };
@@ -268,6 +268,16 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
         Some(resp) => (code, resp),
         None => ("OVERLOADED", overloaded("too many answers are being sent; retry later")),
     }
+}
+
+/// `request` with the `operationName` of the query string `query`: GraphQL over HTTP (and
+/// Apollo's clients) name it so; async-graphql's GET reader knows only `operation_name`.
+fn with_operation_name(mut request: async_graphql::Request, query: Option<&str>) -> async_graphql::Request {
+    if request.operation_name.is_none() {
+        let url = query.and_then(|q| reqwest::Url::parse(&format!("http://query/?{q}")).ok());
+        request.operation_name = url.and_then(|u| u.query_pairs().find(|(k, _)| k == "operationName").map(|(_, v)| v.into_owned()));
+    }
+    request
 }
 
 fn overloaded(detail: &str) -> Response {

@@ -13,7 +13,10 @@
 //! socket is closed with code 4403 "token expired" (after `security.leeway`, as
 //! requests are refused).
 //!
-//! **Limits** (`subscriptions.*`): connections at once (one more: HTTP 503 with `Retry-After`),
+//! **Limits** (`subscriptions.*`): connections at once (one more: HTTP 503 with `Retry-After`;
+//! those without a token yet take at most one place in [`UNAUTHENTICATED_SHARE`]), the bytes of
+//! the running subscriptions' texts and variables (per connection `graphql.maxBodyBytes`, in all
+//! `subscriptions.maxTextBytes`),
 //! connections per token `clientId` (one more is closed with 4429), subscriptions per
 //! connection and in total (one more gets one error `TOO_MANY_SUBSCRIPTIONS` and completes),
 //! messages from the client of at most `graphql.maxBodyBytes` (a larger one closes the socket),
@@ -58,6 +61,15 @@ const SEND_BATCH_BYTES: usize = 256 << 10;
 /// Bytes read from a socket at once. Client messages are small, and tungstenite zeroes this
 /// much of its buffer before each read (its default, 128 KiB, cost 7 % of P7's CPU).
 const READ_BUFFER_BYTES: usize = 4 << 10;
+
+/// The share of `subscriptions.maxConnections` that connections without a token yet may take
+/// (one in ten; at least one place).
+pub const UNAUTHENTICATED_SHARE: usize = 10;
+
+/// The places for connections without a token yet.
+fn unauthenticated_places(max_connections: usize) -> usize {
+    (max_connections / UNAUTHENTICATED_SHARE).max(1)
+}
 
 /// How long a connection may stay without a token (upgrade header or `connection_init`).
 pub const INIT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -120,6 +132,12 @@ pub struct Hub {
     server_metrics: crate::metrics::Metrics,
     connections: AtomicUsize,
     subscriptions: AtomicUsize,
+    /// Bytes of the operation texts and variables of the running subscriptions
+    /// (`subscriptions.maxTextBytes`).
+    text_bytes: AtomicUsize,
+    /// Connections open without a token yet (at most [`UNAUTHENTICATED_SHARE`] of
+    /// `subscriptions.maxConnections`).
+    unauthenticated: AtomicUsize,
     /// Connections per token `clientId` (counted once authenticated).
     per_client: Mutex<std::collections::HashMap<String, usize>>,
     shutdown: Arc<AtomicBool>,
@@ -152,6 +170,8 @@ impl Hub {
             server_metrics: metrics.clone(),
             connections: AtomicUsize::new(0),
             subscriptions: AtomicUsize::new(0),
+            text_bytes: AtomicUsize::new(0),
+            unauthenticated: AtomicUsize::new(0),
             per_client: Mutex::default(),
             shutdown,
             deadline,
@@ -222,6 +242,8 @@ struct Connection {
     viewer: Arc<OnceLock<Viewer>>,
     /// Subscriptions running on this connection.
     running: Arc<AtomicUsize>,
+    /// Bytes of their operation texts and variables (at most `graphql.maxBodyBytes`).
+    text_bytes: Arc<AtomicUsize>,
     /// When the last subscription of this connection ended (or it opened).
     idle_since: Arc<Mutex<Instant>>,
 }
@@ -229,10 +251,14 @@ struct Connection {
 /// Decrements the counters of one running subscription when its stream is dropped.
 struct Running {
     conn: Connection,
+    /// Its text's bytes, once counted.
+    text_bytes: usize,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
+        self.conn.hub.text_bytes.fetch_sub(self.text_bytes, Ordering::Relaxed);
+        self.conn.text_bytes.fetch_sub(self.text_bytes, Ordering::Relaxed);
         self.conn.hub.subscriptions.fetch_sub(1, Ordering::Relaxed);
         self.conn.hub.metrics.active.dec();
         if self.conn.running.fetch_sub(1, Ordering::Relaxed) == 1 {
@@ -246,10 +272,22 @@ impl Drop for Running {
 struct Open {
     hub: Arc<Hub>,
     client: Option<String>,
+    /// Set while the connection counts as unauthenticated ([`Hub::unauthenticated`]).
+    unauthenticated: Arc<AtomicBool>,
+}
+
+impl Open {
+    /// The connection has its viewer: it no longer counts as unauthenticated.
+    fn authenticated(hub: &Hub, flag: &AtomicBool) {
+        if flag.swap(false, Ordering::Relaxed) {
+            hub.unauthenticated.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl Drop for Open {
     fn drop(&mut self) {
+        Open::authenticated(&self.hub, &self.unauthenticated);
         self.hub.connections.fetch_sub(1, Ordering::Relaxed);
         self.hub.metrics.connections.dec();
         self.hub.server_metrics.notify_waiters();
@@ -294,10 +332,29 @@ impl async_graphql::Executor for Connection {
         }
         self.running.fetch_add(1, Ordering::Relaxed);
         hub.metrics.active.inc();
-        let running = Running { conn: self.clone() };
+        let mut running = Running { conn: self.clone(), text_bytes: 0 };
         match self.api.prepare_subscription(&self.store, viewer, request, &hub.log, hub.deadline.clone()) {
             Err(refused) => one(*refused),
             Ok(request) => {
+                // What a running subscription holds grows with its text: the texts are bounded
+                // per connection and on the server.
+                let bytes = request.query.len() + serde_json::to_string(&request.variables).map_or(0, |v| v.len());
+                if self.text_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes > hub.max_message_bytes {
+                    self.text_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                    return one(too_many(&format!(
+                        "on this connection: their texts and variables would pass {} bytes",
+                        hub.max_message_bytes
+                    )));
+                }
+                if hub.text_bytes.fetch_add(bytes, Ordering::Relaxed) + bytes > hub.settings.max_text_bytes {
+                    hub.text_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                    self.text_bytes.fetch_sub(bytes, Ordering::Relaxed);
+                    return one(too_many(&format!(
+                        "on this server: their texts and variables would pass {} bytes (subscriptions.maxTextBytes)",
+                        hub.settings.max_text_bytes
+                    )));
+                }
+                running.text_bytes = bytes;
                 let events = self.api.subscribe(request);
                 // Prepared: it starts at the log's head of now.
                 hub.server_metrics.notify_waiters();
@@ -342,8 +399,23 @@ pub async fn upgrade(req: &Request, api: Arc<Api>, store: Store, auth: Authentic
         Ok(ws) => ws,
         Err(e) => return e.into_response(),
     };
+    // Connections without a token yet may take only a share of the places: tokenless upgrades
+    // cannot lock out the clients that have one.
+    let unauthenticated = header.is_none();
+    if unauthenticated && hub.unauthenticated.fetch_add(1, Ordering::Relaxed) >= unauthenticated_places(hub.settings.max_connections) {
+        hub.unauthenticated.fetch_sub(1, Ordering::Relaxed);
+        let mut resp = super::graphql::problem(
+            poem::http::StatusCode::SERVICE_UNAVAILABLE,
+            "Service Unavailable",
+            "too many subscription connections without a token; retry later, or send the token in the upgrade request",
+        );
+        resp.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("10"));
+        return resp;
+    }
+    let unauthenticated = Arc::new(AtomicBool::new(unauthenticated));
     if hub.connections.fetch_add(1, Ordering::Relaxed) >= hub.settings.max_connections {
         hub.connections.fetch_sub(1, Ordering::Relaxed);
+        Open::authenticated(&hub, &unauthenticated);
         let mut resp = super::graphql::problem(
             poem::http::StatusCode::SERVICE_UNAVAILABLE,
             "Service Unavailable",
@@ -354,9 +426,16 @@ pub async fn upgrade(req: &Request, api: Arc<Api>, store: Store, auth: Authentic
     }
     hub.metrics.connections.inc();
     hub.server_metrics.notify_waiters();
-    let open = Open { hub: hub.clone(), client: None };
-    let conn =
-        Connection { api, store, hub: hub.clone(), viewer, running: Arc::default(), idle_since: Arc::new(Mutex::new(Instant::now())) };
+    let open = Open { hub: hub.clone(), client: None, unauthenticated: unauthenticated.clone() };
+    let conn = Connection {
+        api,
+        store,
+        hub: hub.clone(),
+        viewer,
+        running: Arc::default(),
+        text_bytes: Arc::default(),
+        idle_since: Arc::new(Mutex::new(Instant::now())),
+    };
     let config = WebSocketConfig::default()
         .max_message_size(Some(hub.max_message_bytes))
         .max_frame_size(Some(hub.max_message_bytes))
@@ -403,6 +482,19 @@ async fn serve(
     // graphql-transport-ws: a `subscribe` with the id of a running subscription ends the input;
     // the socket is then closed with 4409.
     let ids = Arc::new(SubscriberIds::default());
+    // A message nested deeper than the JSON reader follows cannot be read by the protocol
+    // machine (it would close the socket): one with an id is answered `INPUT_TOO_DEEP` for that
+    // id instead, as over HTTP, and the connection goes on.
+    let (refusals, mut refused) = tokio::sync::mpsc::channel::<String>(REFUSALS_QUEUED);
+    let too_deep = query::limits::LimitError::input_depth(conn.api.limits().max_input_depth).into_server_error();
+    let input = input.filter_map(move |m| {
+        let answered = too_deep_for_id(&m).and_then(|id| {
+            let answer = serde_json::json!({"id": id, "type": "error", "payload": [too_deep]}).to_string();
+            // A full queue drops the answer, not the connection: the client sends faster than it reads.
+            refusals.try_send(answer).ok()
+        });
+        futures::future::ready(if answered.is_some() { None } else { Some(m) })
+    });
     let input = {
         let ids = ids.clone();
         input.take_while(move |m| futures::future::ready(protocol != WebSocketProtocols::GraphQLWS || ids.client_message(m)))
@@ -411,6 +503,7 @@ async fn serve(
     let counted: Arc<Mutex<Option<String>>> = Arc::default();
     let init = {
         let (viewer, hub, counted, auth) = (conn.viewer.clone(), hub.clone(), counted.clone(), auth.clone());
+        let pending = open.unauthenticated.clone();
         move |payload: serde_json::Value| async move {
             if viewer.get().is_none() {
                 let token = payload_token(&payload);
@@ -434,6 +527,7 @@ async fn serve(
                 *n += 1;
             }
             *counted.lock().unwrap_or_else(|e| e.into_inner()) = Some(client);
+            Open::authenticated(&hub, &pending);
             Ok(async_graphql::Data::default())
         }
     };
@@ -453,7 +547,9 @@ async fn serve(
                     loop {
                         let message = match next.take() {
                             Some(WsMessage::Text(text)) => {
-                                if text.starts_with(r#"{"type":"next""#) || text.starts_with(r#"{"type":"data""#) {
+                                // An event: a `next` (`data`) with data; a refusal or an error has none.
+                                let next = text.starts_with(r#"{"type":"next""#) || text.starts_with(r#"{"type":"data""#);
+                                if next && !text.contains(r#""payload":{"data":null"#) {
                                     hub.metrics.events.inc();
                                 } else if text.starts_with(r#"{"type":"complete""#) {
                                     ids.completed(&text);
@@ -486,6 +582,11 @@ async fn serve(
                     Ok(true) => {}
                     Ok(false) => break End::Done,
                     Err(_) => break End::Slow,
+                }
+            }
+            Some(answer) = refused.recv() => {
+                if tokio::time::timeout(settings.send_timeout, sink.send(Message::text(answer))).await.is_err() {
+                    break End::Slow;
                 }
             }
             _ = tick.tick() => {
@@ -535,6 +636,88 @@ async fn serve(
     // Ends every stream of the connection (and their counts) before the connection's.
     drop(messages);
     drop(open);
+}
+
+/// Answers of refused messages waiting to be sent on one connection ([`too_deep_for_id`]).
+const REFUSALS_QUEUED: usize = 16;
+
+/// The id of a client message nested deeper than the JSON reader follows (128 levels), when its
+/// top level has one; `None` for any other message (the protocol machine reads it).
+fn too_deep_for_id(message: &[u8]) -> Option<String> {
+    // serde_json's reader stops at 128 nested arrays and objects.
+    (nesting(message) > 127).then(|| top_level_id(message)).flatten()
+}
+
+/// The deepest nesting of arrays and objects in the JSON `text` (brackets inside strings are
+/// text), found by a scan.
+fn nesting(text: &[u8]) -> usize {
+    let (mut depth, mut deepest, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &c in text {
+        match (in_string, c) {
+            (true, _) if escaped => escaped = false,
+            (true, b'\\') => escaped = true,
+            (true, b'"') => in_string = false,
+            (true, _) => {}
+            (false, b'"') => in_string = true,
+            (false, b'{' | b'[') => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            (false, b'}' | b']') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// The string value of the key `id` of the outermost JSON object in `text`, found without reading
+/// what is nested (a scan of strings and brackets).
+fn top_level_id(text: &[u8]) -> Option<String> {
+    let skip_space = |mut i: usize| {
+        while text.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        i
+    };
+    // The end (exclusive) of the string starting at `start` (its opening quote).
+    let string_end = |start: usize| {
+        let mut i = start + 1;
+        while i < text.len() {
+            match text[i] {
+                b'\\' => i += 2,
+                b'"' => return Some(i + 1),
+                _ => i += 1,
+            }
+        }
+        None
+    };
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < text.len() {
+        match text[i] {
+            b'{' | b'[' => {
+                depth += 1;
+                i += 1;
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                i += 1;
+            }
+            b'"' => {
+                let end = string_end(i)?;
+                let colon = skip_space(end);
+                if depth == 1 && text.get(colon) == Some(&b':') && &text[i..end] == b"\"id\"" {
+                    let value = skip_space(colon + 1);
+                    if text.get(value) != Some(&b'"') {
+                        return None;
+                    }
+                    return serde_json::from_slice(&text[value..string_end(value)?]).ok();
+                }
+                i = end;
+            }
+            _ => i += 1,
+        }
+    }
+    None
 }
 
 /// The ids of one connection's running subscriptions (graphql-transport-ws: a `subscribe` with
@@ -614,3 +797,30 @@ fn close_frame(protocol: WebSocketProtocols, code: u16, reason: &str) -> (u16, S
 
 /// The reason a connection beyond `subscriptions.maxConnectionsPerClient` is refused with.
 const TOO_MANY_CONNECTIONS: &str = "too many connections for this client";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_id_of_a_message_too_deep_to_read_is_found_at_its_top_level() {
+        let deep = |id: &str| {
+            let nested = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+            format!(r#"{{"type":"subscribe", "payload": {{"query": "q", "variables": {{"x": {nested}, "id": "inner"}}}}, "id" : {id}}}"#)
+        };
+        assert_eq!(too_deep_for_id(deep(r#""a\"b""#).as_bytes()), Some("a\"b".to_string()), "escapes, spaces, the id after the payload");
+        assert_eq!(too_deep_for_id(deep("7").as_bytes()), None, "not a string id");
+        assert_eq!(too_deep_for_id(br#"{"type":"subscribe","id":"1","payload":{"query":"q"}}"#), None, "readable: left to the protocol");
+        assert_eq!(top_level_id(br#"{"payload":{"id":"inner"}}"#), None, "a nested id is not the message's");
+        assert_eq!(top_level_id(br#"{"x":"\"id\":","id":"2"}"#), Some("2".to_string()), "an id inside a string is text");
+        assert_eq!(top_level_id(br#"{"id":"unterminated"#), None);
+        assert_eq!(top_level_id(b"[[[[[[[[["), None);
+        assert_eq!(nesting(br#"{"a":[[1]],"b":"[[[[[[[[","c":{"d":{}}}"#), 3, "brackets in strings are text");
+    }
+
+    #[test]
+    fn places_without_a_token_are_a_tenth() {
+        assert_eq!(unauthenticated_places(1000), 100);
+        assert_eq!(unauthenticated_places(5), 1);
+    }
+}
