@@ -404,25 +404,13 @@ pub async fn upgrade(req: &Request, api: Arc<Api>, store: Store, auth: Authentic
     let unauthenticated = header.is_none();
     if unauthenticated && hub.unauthenticated.fetch_add(1, Ordering::Relaxed) >= unauthenticated_places(hub.settings.max_connections) {
         hub.unauthenticated.fetch_sub(1, Ordering::Relaxed);
-        let mut resp = super::graphql::problem(
-            poem::http::StatusCode::SERVICE_UNAVAILABLE,
-            "Service Unavailable",
-            "too many subscription connections without a token; retry later, or send the token in the upgrade request",
-        );
-        resp.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("10"));
-        return resp;
+        return busy("too many subscription connections without a token; retry later, or send the token in the upgrade request");
     }
     let unauthenticated = Arc::new(AtomicBool::new(unauthenticated));
     if hub.connections.fetch_add(1, Ordering::Relaxed) >= hub.settings.max_connections {
         hub.connections.fetch_sub(1, Ordering::Relaxed);
         Open::authenticated(&hub, &unauthenticated);
-        let mut resp = super::graphql::problem(
-            poem::http::StatusCode::SERVICE_UNAVAILABLE,
-            "Service Unavailable",
-            "too many subscription connections; retry later",
-        );
-        resp.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("10"));
-        return resp;
+        return busy("too many subscription connections; retry later");
     }
     hub.metrics.connections.inc();
     hub.server_metrics.notify_waiters();
@@ -445,6 +433,13 @@ pub async fn upgrade(req: &Request, api: Arc<Api>, store: Store, auth: Authentic
         .config(config)
         .on_upgrade(move |socket| serve(socket, conn, protocol.0, auth, open))
         .into_response()
+}
+
+/// HTTP 503 with `Retry-After: 10` and `detail`: no place for another connection.
+fn busy(detail: &str) -> Response {
+    let mut resp = super::graphql::problem(poem::http::StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", detail);
+    resp.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("10"));
+    resp
 }
 
 /// Why the server ends a connection.
