@@ -168,9 +168,10 @@ struct Validating {
 /// Parsed query documents by query text: a console sends the same few queries with other
 /// variables, and parsing is a tenth of a small query's time. Texts above
 /// [`ParseCache::MAX_TEXT`] bytes are not kept; a full cache is emptied (the working set is
-/// small and refills at once).
+/// small and refills at once). A concurrent map: every request looks its text up, and one lock
+/// would serialize them.
 #[derive(Default)]
-struct ParseCache(std::sync::Mutex<std::collections::HashMap<String, Arc<Parsed>>>);
+struct ParseCache(dashmap::DashMap<String, Arc<Parsed>, foldhash::fast::RandomState>);
 
 /// A cached parsed document.
 struct Parsed {
@@ -194,7 +195,7 @@ impl ParseCache {
         if query.len() > Self::MAX_TEXT {
             return None;
         }
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).get(query).cloned()
+        self.0.get(query).map(|hit| hit.value().clone())
     }
 
     /// Parses `query` and keeps it (when short enough); `None` when it does not parse (the
@@ -206,11 +207,10 @@ impl ParseCache {
         if query.len() > Self::MAX_TEXT {
             return Some(parsed);
         }
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= Self::MAX_ENTRIES {
-            map.clear();
+        if self.0.len() >= Self::MAX_ENTRIES {
+            self.0.clear();
         }
-        map.insert(query.to_string(), parsed.clone());
+        self.0.insert(query.to_string(), parsed.clone());
         Some(parsed)
     }
 }
@@ -729,7 +729,7 @@ mod parse_cache_tests {
     use super::ParseCache;
 
     fn len(c: &ParseCache) -> usize {
-        c.0.lock().unwrap().len()
+        c.0.len()
     }
 
     #[test]
@@ -743,7 +743,7 @@ mod parse_cache_tests {
         assert!(!first.variable_free);
         assert!(c.parse("query { teams { totalCount } }").unwrap().variable_free);
         assert_eq!(len(&c), 2);
-        c.0.lock().unwrap().clear();
+        c.0.clear();
         c.parse(q).unwrap();
         assert_eq!(len(&c), 1);
         assert!(c.parse("{ teams(first: ").is_none(), "a syntax error is left to the executor");

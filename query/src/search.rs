@@ -269,7 +269,7 @@ pub(crate) fn register(bld: &mut Builder) {
                     at_least = at_least.saturating_mul(4);
                 }
             })();
-            FieldFuture::new(async move { result })
+            crate::entity::ready(result)
         })
         .argument(InputValue::new("query", TypeRef::named_nn(TypeRef::STRING)))
         .argument(InputValue::new("kinds", TypeRef::named_nn_list("CatalogueKind")))

@@ -27,3 +27,12 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, Storag
 pub fn decode_borrowed<'a, T: serde::Deserialize<'a>>(bytes: &'a [u8], what: &str) -> Result<T, StorageError> {
     postcard::from_bytes(bytes).map_err(|e| StorageError::Corrupt(format!("{what}: {e}")))
 }
+
+/// Decodes the leading fields of a value: `T` is a struct of the first fields of the encoded
+/// type, in order (the rest of `bytes` is not read).
+///
+/// # Errors
+/// [`StorageError::Corrupt`] naming `what` when the bytes do not decode.
+pub fn decode_prefix<T: DeserializeOwned>(bytes: &[u8], what: &str) -> Result<T, StorageError> {
+    postcard::take_from_bytes(bytes).map(|(value, _rest)| value).map_err(|e| StorageError::Corrupt(format!("{what}: {e}")))
+}

@@ -317,17 +317,44 @@ impl ReadView {
         use std::ops::Bound as B;
         let ops = self.kinds.get(kind).ok_or_else(|| StorageError::Corrupt(format!("kind {} is not registered", kind.name())))?;
         let records = self.records(kind)?;
-        let mut rows = Vec::new();
-        for (i, item) in self.scan(kind, OrderField::Key, scope, B::Unbounded, false)?.enumerate() {
+        /// The leading fields of an [`Envelope`]: what a time order sorts by, read without the
+        /// record's bytes.
+        #[derive(serde::Deserialize)]
+        struct Times {
+            created_at: Timestamp,
+            last_modified_at: Timestamp,
+        }
+        let mut rows: Vec<OrderEntry> = Vec::new();
+        let mut add = |i: usize, key: Key, envelope: &[u8]| -> Result<(), StorageError> {
             if i % 1024 == 1023 && self.interrupted() {
                 return Err(StorageError::Interrupted);
             }
-            let (_, key) = item?;
-            let Some(v) = records.get(key.as_bytes())? else { continue };
-            let env: Envelope = decode(v.value(), kind.name())?;
-            let mut suffix = ops.sort_value(&env, order)?;
+            let mut suffix = match order {
+                OrderField::CreatedAt | OrderField::LastModifiedAt => {
+                    let t: Times = crate::codec::decode_prefix(envelope, kind.name())?;
+                    let at = if order == OrderField::CreatedAt { t.created_at } else { t.last_modified_at };
+                    let mut v = Vec::with_capacity(8 + key.as_bytes().len());
+                    v.extend_from_slice(&at.to_sort_bytes());
+                    v
+                }
+                _ => ops.sort_value(&decode::<Envelope>(envelope, kind.name())?, order)?,
+            };
             suffix.extend_from_slice(key.as_bytes());
             rows.push((suffix, key));
+            Ok(())
+        };
+        if tables::derived_from_records(OrderField::Key, scope) {
+            // The records table is this scope's natural-key order: one pass, no second lookup.
+            for (i, item) in records.iter()?.enumerate() {
+                let (k, v) = item?;
+                add(i, Key::from_bytes(k.value().to_vec()), v.value())?;
+            }
+        } else {
+            for (i, item) in self.scan(kind, OrderField::Key, scope, B::Unbounded, false)?.enumerate() {
+                let (_, key) = item?;
+                let Some(v) = records.get(key.as_bytes())? else { continue };
+                add(i, key, v.value())?;
+            }
         }
         rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         rows.retain(|(s, _)| match (from, reverse) {

@@ -10,7 +10,7 @@ use super::info::team_info;
 use crate::column::Column;
 use crate::entity::{field, register, rf, string, strs, Builder, Entity, RequestContext};
 use crate::error::internal;
-use async_graphql::dynamic::{Field, FieldFuture, FieldValue, Object, ResolverContext, TypeRef};
+use async_graphql::dynamic::{Field, FieldValue, Object, ResolverContext, TypeRef};
 use async_graphql::Error;
 use schema::kinds::api::{Api, ApiRecord};
 use schema::Kind;
@@ -91,6 +91,6 @@ pub fn register_api(b: &mut Builder) {
             let rq = ctx.data::<RequestContext>()?;
             Ok(Some(FieldValue::list(api_categories(rq)?.into_iter().map(|c| FieldValue::owned_any(ApiCategory(c))))))
         })();
-        FieldFuture::new(async move { result })
+        crate::entity::ready(result)
     }));
 }
