@@ -16,9 +16,15 @@
 //! - Q4 `node(id)` of one of its applications;
 //! - Q5 `approvals(first: 50, orderBy: [{field: CREATED_AT, direction: DESC}])` as an admin
 //!   viewer (every approval of the world), and Q6 `applications(first: 50, orderBy: [{field:
-//!   NAME}])` of that team: orders whose ordering index is built on first use. Their first
-//!   request is timed alone (`firstUs`: sorted in memory, the index not built yet), then the
-//!   time until the writer has built the index (`indexBuiltAfterMs`), then the 2000 requests.
+//!   NAME}])` of that team: orders beyond the natural-key one. Their first request is timed
+//!   alone (`firstUs`), then the time until the writer has built the index (`indexBuiltAfterMs`;
+//!   0 when it was built before), then the 2000 requests.
+//!
+//! Before any of them, the time from ready until the writer has built every ordering index
+//! (`storage.prebuildOrders`, default true; `ORDERS` result: `builtAfterReadyS`, the number of
+//! build steps and the longest step's bucket, the longest a change waited for a build).
+//! `CP_STORAGE_PREBUILD_ORDERS=false` measures the orders built on first use instead (the first
+//! request then sorts in memory).
 //!
 //! P6: 16 concurrent clients (tokio tasks sharing one keep-alive pool) issue Q1/Q3/Q4 in turn for
 //! 16 teams for 10 s while the manifests directory changes every 100 ms (a file with 100
@@ -36,7 +42,7 @@
 //!
 //! Run: `cargo bench --bench http_queries` (10k and 100k; `CP_BENCH_1M=1` adds 1M,
 //! `CP_BENCH_SIZES=10k` picks sizes, `CP_BENCH_ONLY=P6` runs only the mixed loads P6 and P7, `CP_BENCH_ONLY=P7` only P7,
-//! `CP_BENCH_ONLY=FIRST_SORT` only the first requests of the orders built on first use). Results: `BENCH_RESULT {json}` lines and
+//! `CP_BENCH_ONLY=FIRST_SORT` only the ordering index builds and the first sorted requests). Results: `BENCH_RESULT {json}` lines and
 //! `target/bench-results/ours-http_queries-<size>.json`. Not part of `cargo test`.
 
 mod support;
@@ -88,6 +94,10 @@ struct Probe {
 }
 
 fn main() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        // The server's log on stderr, for a run that needs it (`RUST_LOG=info`).
+        tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::from_default_env()).with_writer(std::io::stderr).init();
+    }
     let mut c = Criterion::default()
         .sample_size(20)
         .warm_up_time(Duration::from_millis(500))
@@ -109,6 +119,11 @@ fn main() {
             eprintln!("{}: server ready on {} in {:.1} s", size.name, running.local_addr(), t0.elapsed().as_secs_f64());
             running
         });
+        // The ordering indexes built after the initial sync (storage.prebuildOrders): measured,
+        // and waited for, so that the queries below run on a settled server.
+        let orders_built = rt.block_on(orders_built_after_ready(running.app()));
+        println!("orders {}: {orders_built}", size.name);
+        results.emit("ORDERS", orders_built);
         let url = format!("http://{}/graphql/query", running.local_addr());
         let client = reqwest::Client::builder().pool_max_idle_per_host(64).build().unwrap();
         let teams = support::teams_by_load(&world);
@@ -214,9 +229,45 @@ fn main() {
     c.final_summary();
 }
 
-/// Times the first request of `query` (its order's index not built yet, so sorted in memory),
-/// then waits until the writer has built the index of `kind` by `order`: (first request µs,
-/// milliseconds from its answer until the index was built).
+/// Waits until the writer has built every ordering index asked for after the initial sync
+/// (nothing when `storage.prebuildOrders` is false); the time from ready, and the steps'
+/// durations from `controlplane_order_build_step_seconds` (count, mean, and the smallest bucket
+/// bound that holds every step: the longest any change waited for a build).
+async fn orders_built_after_ready(app: &control_plane::app::App) -> Value {
+    let t0 = Instant::now();
+    while app.store().orders_pending() {
+        assert!(t0.elapsed() < Duration::from_secs(600), "ordering indexes still building after 10 min");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    let steps = &app.metrics().order_build_step_seconds;
+    let (count, sum) = (steps.get_sample_count(), steps.get_sample_sum());
+    let families = app.metrics().registry().gather();
+    let buckets: Vec<(f64, u64)> = families
+        .iter()
+        .filter(|f| f.name() == "controlplane_order_build_step_seconds")
+        .flat_map(|f| {
+            f.get_metric().iter().flat_map(|m| m.get_histogram().get_bucket().iter().map(|b| (b.upper_bound(), b.cumulative_count())))
+        })
+        .collect();
+    let every_step_within = buckets.iter().find(|(_, n)| *n == count).map(|(le, _)| *le);
+    let store = app.store().read().unwrap();
+    let built = store.built_orders().unwrap().iter().count();
+    json!({
+        "prebuild": count > 0 || built > 0,
+        "builtAfterReadyS": seconds,
+        "ordersBuilt": built,
+        "steps": count,
+        "stepMeanMs": if count > 0 { sum / count as f64 * 1e3 } else { 0.0 },
+        "everyStepWithinMs": every_step_within.map(|s| s * 1e3),
+        "stepsWithinMs": buckets.iter().map(|(le, n)| json!([le * 1e3, n])).collect::<Vec<_>>(),
+    })
+}
+
+/// Times the first request of `query`: when its order's index is not built yet (sorted in
+/// memory), then waits until the writer has built the index of `kind` by `order`: (first
+/// request µs, milliseconds from its answer until the index was built; 0 when it was built
+/// before the first request).
 async fn first_sort(
     client: &reqwest::Client,
     url: &str,
@@ -226,7 +277,6 @@ async fn first_sort(
     kind: schema::KindId,
     order: storage::OrderField,
 ) -> (f64, f64) {
-    assert!(!store.read().unwrap().built_orders().unwrap().contains(kind, order), "{kind:?} by {order:?} is built before its first use");
     let t0 = Instant::now();
     support::gql(client, url, token, query, &json!({})).await.expect("first sorted query");
     let first = t0.elapsed().as_secs_f64() * 1e6;

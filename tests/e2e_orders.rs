@@ -1,6 +1,9 @@
-//! Ordering indexes built on first use (storage layout 3), end to end: the first query that
-//! sorts by a field is answered by sorting in memory, the writer then builds the index, and the
-//! answers stay the same, for every viewer, before and after the build and after later changes.
+//! Ordering indexes, end to end. Built on first use (storage layout 3, `storage.prebuildOrders`
+//! false): the first query that sorts by a field is answered by sorting in memory, the writer
+//! then builds the index, and the answers stay the same, for every viewer, before and after the
+//! build and after later changes. Built after the initial sync (the default, in steps: layout 6):
+//! every order of every kind is built without a query asking, and answers as sorting in memory
+//! does.
 
 mod support;
 
@@ -31,7 +34,7 @@ fn write(path: &Path, doc: &Value) {
 async fn an_order_is_indexed_after_its_first_query_with_the_same_answers() {
     let dir = tempfile::tempdir().unwrap();
     support::copy_dir(&support::world_dir(), dir.path());
-    let server = Server::start(dir.path(), None).await;
+    let server = Server::start_with(dir.path(), None, |c| c.storage.prebuild_orders = false).await;
     let store = server.running().app().store().clone();
     assert!(store.read().unwrap().built_orders().unwrap().is_empty(), "a cold load builds no order beyond the natural-key ones");
 
@@ -84,6 +87,44 @@ async fn an_order_is_indexed_after_its_first_query_with_the_same_answers() {
     assert_eq!(after[0], "zzz-sorted-first");
     assert_eq!(&after[1..], checkout.as_slice());
     assert_eq!(names(&server.query(&viewers[1], BY_NAME).await["applications"], "name"), fleet, "another team sees no change");
+    assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+    server.stop().await;
+}
+
+/// The default: once the initial sync is processed, the writer builds every order of every kind
+/// in steps, without a query asking; the built indexes answer as the in-memory sort of a server
+/// that builds on first use, for every viewer; the metrics say when nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_order_is_built_after_the_initial_sync_and_answers_as_sorting_in_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_dir(&support::world_dir(), dir.path());
+    let viewers = [support::team_token("payments--checkout", "poc"), support::token("platform--ops--console", "tardis:admin:all", "poc")];
+    let on_first_use = Server::start_with(dir.path(), None, |c| c.storage.prebuild_orders = false).await;
+    let mut expected = Vec::new();
+    for token in &viewers {
+        expected.push((on_first_use.query(token, BY_NAME).await, on_first_use.query(token, BY_CREATED).await));
+    }
+    on_first_use.stop().await;
+
+    let data = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path(), Some(data.path())).await;
+    let app = server.running().app();
+    let store = app.store().clone();
+    support::eventually(app, "every order to be built", async || (!store.orders_pending()).then_some(())).await;
+    let built = store.read().unwrap().built_orders().unwrap();
+    for &kind in KindId::ALL {
+        for order in [OrderField::CreatedAt, OrderField::LastModifiedAt] {
+            assert!(built.contains(kind, order), "{kind:?} by {order:?}");
+        }
+    }
+    assert!(built.contains(KindId::Application, OrderField::Name) && built.contains(KindId::Team, OrderField::Name));
+    let metrics = app.metrics().encode();
+    assert!(metrics.contains("controlplane_order_builds_left 0"), "{metrics}");
+    let steps = metrics.lines().find(|l| l.starts_with("controlplane_order_build_step_seconds_count")).unwrap();
+    assert_ne!(steps.rsplit(' ').next(), Some("0"), "{steps}");
+    for (token, before) in viewers.iter().zip(&expected) {
+        assert_eq!((server.query(token, BY_NAME).await, server.query(token, BY_CREATED).await), *before);
+    }
     assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
     server.stop().await;
 }

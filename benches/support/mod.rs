@@ -175,6 +175,9 @@ pub fn config(manifests: &Path, data_dir: &Path) -> Config {
     if let Ok(v) = std::env::var("CP_STORAGE_CACHE_SIZE") {
         c.storage.cache_bytes = v.parse().unwrap_or_else(|_| panic!("CP_STORAGE_CACHE_SIZE={v}: not a number of bytes"));
     }
+    if let Ok(v) = std::env::var("CP_STORAGE_PREBUILD_ORDERS") {
+        c.storage.prebuild_orders = v.parse().unwrap_or_else(|_| panic!("CP_STORAGE_PREBUILD_ORDERS={v}: not true or false"));
+    }
     if let Ok(v) = std::env::var("CP_GRAPHQL_WORKERS") {
         c.graphql.workers = v.parse().unwrap_or_else(|_| panic!("CP_GRAPHQL_WORKERS={v}: not a number"));
     }

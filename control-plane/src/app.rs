@@ -158,8 +158,10 @@ impl App {
             _ => None,
         };
         let clock = config.clock();
-        let writer = Writer::spawn(store.clone(), metrics.clone(), readiness.clone(), WriterSettings::new(config.projector, clock))
-            .context("starting the writer thread")?;
+        let writer_settings =
+            WriterSettings { prebuild_orders: config.storage.prebuild_orders, ..WriterSettings::new(config.projector, clock) };
+        let writer =
+            Writer::spawn(store.clone(), metrics.clone(), readiness.clone(), writer_settings).context("starting the writer thread")?;
         let source = match (&config.source, client) {
             (SourceConfig::Manifests(dir), _) => {
                 let state = ManifestsState::new(dir, handlers, config.features, clock).with_checkpoints(store.clone());

@@ -36,6 +36,12 @@ pub struct Metrics {
     pub store_revision: IntGauge,
     /// `controlplane_store_commit_seconds`: duration of one durable commit (seconds).
     pub store_commit_seconds: Histogram,
+    /// `controlplane_order_build_step_seconds`: duration of one step of the ordering index
+    /// builds (`storage::Store::build_orders`: at most one chunk of records, its commit
+    /// included), the longest a change waits for a build (seconds).
+    pub order_build_step_seconds: Histogram,
+    /// `controlplane_order_builds_left`: ordering indexes asked for and not built yet.
+    pub order_builds_left: IntGauge,
     /// `controlplane_store_records{kind}`: records per kind after the last commit.
     pub store_records: IntGaugeVec,
     /// `controlplane_store_bytes`: bytes on disk of the data directory (the redb file and the
@@ -93,6 +99,16 @@ impl Metrics {
                 .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5]),
         )
         .expect("metric definition is valid");
+        let order_build_step_seconds = Histogram::with_opts(
+            HistogramOpts::new(
+                "controlplane_order_build_step_seconds",
+                "Duration of one step of the ordering index builds (one chunk of records and its commit).",
+            )
+            .buckets(vec![0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5]),
+        )
+        .expect("metric definition is valid");
+        let order_builds_left = IntGauge::new("controlplane_order_builds_left", "Ordering indexes asked for and not built yet.")
+            .expect("metric definition is valid");
         let store_records = IntGaugeVec::new(Opts::new("controlplane_store_records", "Records in the store, by kind."), &["kind"])
             .expect("metric definition is valid");
         let store_bytes = IntGauge::new("controlplane_store_bytes", "Bytes on disk of the data directory (redb file and search index).")
@@ -125,6 +141,8 @@ impl Metrics {
             Box::new(retries_pending.clone()),
             Box::new(store_revision.clone()),
             Box::new(store_commit_seconds.clone()),
+            Box::new(order_build_step_seconds.clone()),
+            Box::new(order_builds_left.clone()),
             Box::new(store_records.clone()),
             Box::new(store_bytes.clone()),
             Box::new(graphql_requests.clone()),
@@ -139,6 +157,8 @@ impl Metrics {
             retries_pending,
             store_revision,
             store_commit_seconds,
+            order_build_step_seconds,
+            order_builds_left,
             store_records,
             store_bytes,
             graphql_requests,

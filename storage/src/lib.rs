@@ -41,10 +41,10 @@ mod write;
 
 pub use error::StorageError;
 pub use read::{OrderEntry, ReadView, Stored};
-pub use tables::{OrderField, OrderSet};
+pub use tables::{Maintained, OrderField, OrderSet};
 pub use write::{Committed, Encoded, Outcome, RecordChange, SourceRef, WriteBatch};
 
-use redb::{Database, ReadableDatabase, ReadableTable};
+use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use schema::{Key, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -75,11 +75,14 @@ pub const DB_FILE: &str = "readmodel.redb";
 ///   records; kinds whose version is no longer 1 are then re-derived.
 /// * 4 → 5: `counts` also counts records per scope and status phase
 ///   ([`tables::phase_count_key`]); the migration counts them from the records.
+/// * 5 → 6: ordering indexes are built in chunks, each build's cursor in `building_orders`
+///   ([`tables::Maintained`]); the migration creates the empty table. A layout 5 build would
+///   not maintain the entries of an order half built, so it must not open the store.
 ///
 /// The layout version says how tables are laid out; [`schema::Kind::VERSION`] says how one
 /// kind's records are encoded and derived. A change of a record or a translation rule bumps
 /// that kind's version, not this one.
-pub const SCHEMA_VERSION: u64 = 5;
+pub const SCHEMA_VERSION: u64 = 6;
 
 /// What the store keeps next to each record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -124,11 +127,18 @@ pub struct Rederived {
     pub seconds: f64,
 }
 
-/// The ordering indexes reads asked for that are not built yet, and who to tell.
+/// The ordering indexes asked for that are not being built yet, who to tell, and the builds in
+/// progress.
 #[derive(Default)]
 pub(crate) struct Wanted {
     set: std::sync::Mutex<tables::OrderSet>,
     waker: std::sync::Mutex<Option<Waker>>,
+    /// Whether `building_orders` holds a build that is not finished (set on open and by each
+    /// [`Store::build_orders`]).
+    building: std::sync::atomic::AtomicBool,
+    /// Per build in progress: when this process wrote its first chunk, and the entries written
+    /// since (for [`BuiltOrder`]).
+    progress: std::sync::Mutex<std::collections::HashMap<(schema::KindId, OrderField), (std::time::Instant, usize)>>,
 }
 
 type Waker = Box<dyn Fn() + Send + Sync>;
@@ -145,27 +155,58 @@ impl Wanted {
         }
     }
 
+    /// Takes the orders asked for; while a build call handles them, `building` says so (set
+    /// under the same lock, so [`Wanted::any`] never sees neither).
     fn take(&self) -> tables::OrderSet {
-        std::mem::take(&mut *self.set.lock().unwrap_or_else(|e| e.into_inner()))
+        let mut set = self.set.lock().unwrap_or_else(|e| e.into_inner());
+        let taken = std::mem::take(&mut *set);
+        if !taken.is_empty() {
+            self.building.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        taken
+    }
+
+    /// Puts back orders taken by a build call that failed, to be tried again.
+    fn put_back(&self, orders: tables::OrderSet) {
+        let mut set = self.set.lock().unwrap_or_else(|e| e.into_inner());
+        for (kind, order) in orders.iter() {
+            set.insert(kind, order);
+        }
     }
 
     fn any(&self) -> bool {
-        !self.set.lock().unwrap_or_else(|e| e.into_inner()).is_empty()
+        !self.set.lock().unwrap_or_else(|e| e.into_inner()).is_empty() || self.building.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
-/// An ordering index built by [`Store::build_wanted_orders`].
+/// An ordering index whose build ended in a [`Store::build_orders`] call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BuiltOrder {
     /// The kind.
     pub kind: schema::KindId,
     /// The order.
     pub order: OrderField,
-    /// Ordering entries written (one per record and scope).
+    /// Ordering entries written by this process (one per record and scope; a build that a
+    /// restart cut short wrote the others before).
     pub entries: usize,
-    /// Time spent reading the records and writing the entries of this index, in seconds (the
-    /// commit of all indexes built together is not included).
+    /// Seconds from the first chunk this process wrote to the end of the last (the writes
+    /// between chunks included).
     pub seconds: f64,
+}
+
+/// What one [`Store::build_orders`] call did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OrderBuildStep {
+    /// Records read (and their entries written) in this call.
+    pub records: usize,
+    /// The builds this call began (asked for and neither built nor being built).
+    pub started: Vec<(schema::KindId, OrderField)>,
+    /// The builds this call ended: these orders are now read from their index.
+    pub built: Vec<BuiltOrder>,
+    /// Builds left for later calls (asked for, not finished).
+    pub left: usize,
+    /// Whether a build is left for a later call (`left > 0`).
+    pub pending: bool,
 }
 
 impl Store {
@@ -322,6 +363,8 @@ impl Store {
             );
         }
         *self.rederiving.lock().unwrap_or_else(|e| e.into_inner()) = rederiving;
+        let building = !self.db.begin_read()?.open_table(tables::BUILDING)?.is_empty()?;
+        self.wanted.building.store(building, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
 
@@ -366,58 +409,150 @@ impl Store {
 
     /// Calls `wake` (on the reading thread, so it should only signal) when a read first sorts
     /// by an ordering index that is not built ([`tables::OrderSet`]); the writer then calls
-    /// [`Store::build_wanted_orders`]. Replaces an earlier waker.
+    /// [`Store::build_orders`]. Replaces an earlier waker.
     pub fn on_order_wanted(&self, wake: impl Fn() + Send + Sync + 'static) {
         *self.wanted.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(wake));
     }
 
-    /// Whether a read asked for an ordering index that [`Store::build_wanted_orders`] has not
-    /// built yet.
-    pub fn orders_wanted(&self) -> bool {
+    /// Whether an ordering index was asked for or is being built and [`Store::build_orders`] has
+    /// work to do.
+    pub fn orders_pending(&self) -> bool {
         self.wanted.any()
     }
 
-    /// Builds the ordering indexes reads asked for (see [`tables`]): one ordering entry per
-    /// record of the kind and scope, written in one durable transaction that also lists them in
-    /// `built_orders`; every later write maintains them. The revision does not change (the read
-    /// model's data does not). Indexes already built are skipped. Call it where writes are
-    /// made (the writer thread): it waits for any other write batch to end.
+    /// Asks for every ordering index of every kind (`createdAt`, `lastModifiedAt`, and `name`
+    /// where the kind has it) that is not built; [`Store::build_orders`] then builds them. Does
+    /// not wake the [`Store::on_order_wanted`] waker: call it where indexes are built.
+    pub fn want_every_order(&self) {
+        let mut set = self.wanted.set.lock().unwrap_or_else(|e| e.into_inner());
+        for &kind in schema::KindId::ALL {
+            let Some(ops) = self.kinds.get(kind) else { continue };
+            for &order in ops.orders().iter().filter(|&&o| o != OrderField::Key) {
+                set.insert(kind, order);
+            }
+        }
+    }
+
+    /// One step of building ordering indexes (see [`tables`]): lists the orders asked for that
+    /// are neither built nor being built in `building_orders`, then writes the ordering entries
+    /// of at most `max_records` records (at least one) after the builds' cursors, in one durable
+    /// transaction, and moves each build that reached its kind's last record to `built_orders`;
+    /// every later write maintains those. The revision does not change (the read model's data
+    /// does not). Call it where writes are made (the writer thread), again while
+    /// [`OrderBuildStep::pending`]: a write waits for one call at most.
     ///
     /// # Errors
-    /// [`StorageError`] on redb or decoding failures (nothing is built then; the next read that
-    /// needs the index asks again).
-    pub fn build_wanted_orders(&self) -> Result<Vec<BuiltOrder>, StorageError> {
+    /// [`StorageError`] on redb or decoding failures: nothing of the call is kept; the orders
+    /// asked for stay asked for and the builds in progress listed, for the next call.
+    pub fn build_orders(&self, max_records: usize) -> Result<OrderBuildStep, StorageError> {
+        self.build_orders_within(max_records, std::time::Duration::MAX)
+    }
+
+    /// [`Store::build_orders`], reading no more records once `max_time` has passed since the
+    /// call began (at least one record is read; the commit comes after).
+    ///
+    /// # Errors
+    /// As [`Store::build_orders`].
+    pub fn build_orders_within(&self, max_records: usize, max_time: std::time::Duration) -> Result<OrderBuildStep, StorageError> {
         let wanted = self.wanted.take();
-        if wanted.is_empty() {
-            return Ok(Vec::new());
+        let step = self.build_orders_from(wanted, max_records, max_time);
+        if step.is_err() {
+            self.wanted.put_back(wanted);
         }
+        step
+    }
+
+    /// [`Store::build_orders_within`] with the orders asked for taken.
+    fn build_orders_from(
+        &self,
+        wanted: tables::OrderSet,
+        max_records: usize,
+        max_time: std::time::Duration,
+    ) -> Result<OrderBuildStep, StorageError> {
+        use std::ops::Bound;
+        let began = std::time::Instant::now();
+        let out_of_time = || began.elapsed() >= max_time;
+        let mut step = OrderBuildStep::default();
         let txn = self.db.begin_write()?;
-        let mut done = Vec::new();
+        let mut chunks = Vec::new();
         {
             let revision = txn.open_table(tables::META)?.get("revision")?.map(|r| r.value()).unwrap_or(0);
             let mut built_t = txn.open_table(tables::BUILT)?;
+            let mut building_t = txn.open_table(tables::BUILDING)?;
             let built = tables::OrderSet::read(&built_t)?;
-            let mut order_t = txn.open_table(tables::ORDER)?;
             for (kind, order) in wanted.iter().filter(|&(k, o)| !built.contains(k, o)) {
-                let Some(ops) = self.kinds.get(kind).filter(|ops| ops.orders().contains(&order)) else { continue };
-                let started = std::time::Instant::now();
-                let mut entries = Vec::new();
-                for item in txn.open_table(tables::records(kind))?.iter()? {
-                    let (k, v) = item?;
-                    let env: Envelope = codec::decode(v.value(), kind.name())?;
-                    entries.extend(ops.order_entries(&Key::from_bytes(k.value().to_vec()), &env, order)?);
+                let key = tables::built_key(kind, order);
+                let supported = self.kinds.get(kind).is_some_and(|ops| ops.orders().contains(&order));
+                if supported && building_t.get(key.as_slice())?.is_none() {
+                    building_t.insert(key.as_slice(), &[][..])?;
+                    step.started.push((kind, order));
                 }
+            }
+            let building = tables::Maintained::read(&built_t, &building_t)?.building;
+            let mut order_t = txn.open_table(tables::ORDER)?;
+            let mut budget = max_records.max(1);
+            step.left = building.len();
+            for b in &building {
+                if budget == 0 || (step.records > 0 && out_of_time()) {
+                    break;
+                }
+                let key = tables::built_key(b.kind, b.order);
+                let Some(ops) = self.kinds.get(b.kind).filter(|ops| ops.orders().contains(&b.order)) else {
+                    building_t.remove(key.as_slice())?;
+                    step.left -= 1;
+                    continue;
+                };
+                let records = txn.open_table(tables::records(b.kind))?;
+                let lower = if b.covered.is_empty() { Bound::Unbounded } else { Bound::Excluded(b.covered.as_slice()) };
+                let mut items = records.range::<&[u8]>((lower, Bound::Unbounded))?;
+                let mut entries = Vec::new();
+                let mut last: Option<Vec<u8>> = None;
+                let mut read = 0;
+                let mut done = false;
+                while read < budget && !(read > 0 && out_of_time()) {
+                    let Some(item) = items.next() else {
+                        done = true;
+                        break;
+                    };
+                    let (k, v) = item?;
+                    let env: Envelope = codec::decode(v.value(), b.kind.name())?;
+                    let natural = Key::from_bytes(k.value().to_vec());
+                    entries.extend(ops.order_entries(&natural, &env, b.order)?);
+                    last = Some(natural.as_bytes().to_vec());
+                    read += 1;
+                }
+                done = done || items.next().is_none();
                 // In key order: each insert lands next to the previous one.
                 entries.sort_unstable();
                 for e in &entries {
                     order_t.insert(e.as_slice(), ())?;
                 }
-                built_t.insert(tables::built_key(kind, order).as_slice(), revision)?;
-                done.push(BuiltOrder { kind, order, entries: entries.len(), seconds: started.elapsed().as_secs_f64() });
+                if done {
+                    building_t.remove(key.as_slice())?;
+                    built_t.insert(key.as_slice(), revision)?;
+                    step.left -= 1;
+                } else {
+                    building_t.insert(key.as_slice(), last.as_deref().unwrap_or(&b.covered))?;
+                }
+                chunks.push((b.kind, b.order, entries.len(), done));
+                budget -= read;
+                step.records += read;
             }
         }
         txn.commit()?;
-        Ok(done)
+        step.pending = step.left > 0;
+        self.wanted.building.store(step.pending, std::sync::atomic::Ordering::SeqCst);
+        let mut progress = self.wanted.progress.lock().unwrap_or_else(|e| e.into_inner());
+        for (kind, order, entries, done) in chunks {
+            let now = std::time::Instant::now();
+            let at = progress.entry((kind, order)).or_insert((now, 0));
+            at.1 += entries;
+            if done {
+                let (started, entries) = progress.remove(&(kind, order)).unwrap_or((now, entries));
+                step.built.push(BuiltOrder { kind, order, entries, seconds: started.elapsed().as_secs_f64() });
+            }
+        }
+        Ok(step)
     }
 
     /// Runs `apply` on a new write batch, then commits what it wrote durably, stamped `now`: the
@@ -575,7 +710,7 @@ mod tests {
         store.on_order_wanted(move || {
             w.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         });
-        assert!(!store.orders_wanted());
+        assert!(!store.orders_pending());
         let answers = |view: &ReadView| {
             let a: Vec<u8> = view
                 .scan(schema::KindId::Zone, OrderField::LastModifiedAt, &schema::Scope::All, Bound::Unbounded, false)
@@ -598,21 +733,23 @@ mod tests {
         assert_eq!(sorted.2, ["b"]);
         assert_eq!(sorted.3, ["a", "c"]);
         drop(view);
-        assert!(store.orders_wanted());
+        assert!(store.orders_pending());
         assert_eq!(woken.load(std::sync::atomic::Ordering::SeqCst), 1, "woken once, however often it was asked");
         assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
 
-        let built = store.build_wanted_orders().unwrap();
-        let built: Vec<_> = built.iter().map(|b| (b.kind, b.order, b.entries)).collect();
+        let step = store.build_orders(usize::MAX).unwrap();
+        assert_eq!((step.records, step.pending), (3, false));
+        assert_eq!(step.started, vec![(schema::KindId::Zone, OrderField::LastModifiedAt)]);
+        let built: Vec<_> = step.built.iter().map(|b| (b.kind, b.order, b.entries)).collect();
         assert_eq!(built, vec![(schema::KindId::Zone, OrderField::LastModifiedAt, 6)]);
-        assert!(!store.orders_wanted());
+        assert!(!store.orders_pending());
         let view = store.read().unwrap();
         assert!(view.built_orders().unwrap().contains(schema::KindId::Zone, OrderField::LastModifiedAt));
         assert!(!view.built_orders().unwrap().contains(schema::KindId::Zone, OrderField::CreatedAt));
         assert_eq!(answers(&view), sorted);
         assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
         drop(view);
-        assert!(!store.orders_wanted(), "a built index is not asked for");
+        assert!(!store.orders_pending(), "a built index is not asked for");
 
         zone_at(&store, "a", "2", 40);
         let view = store.read().unwrap();
@@ -633,6 +770,110 @@ mod tests {
         drop(store);
         let store = Store::open(dir.path()).unwrap();
         assert!(store.read().unwrap().built_orders().unwrap().contains(schema::KindId::Zone, OrderField::LastModifiedAt));
+    }
+
+    /// A build runs in chunks of at most the records it is given; writes between chunks keep the
+    /// entries of the records the build has covered and leave the others to it, a restart goes
+    /// on from the cursor, and the finished index answers as the in-memory sort did.
+    #[test]
+    fn an_ordering_index_is_built_in_chunks_between_writes_and_across_a_restart() {
+        use std::ops::Bound;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for i in 0..10 {
+            zone_at(&store, &format!("z{i:02}"), "1", 100 - i);
+        }
+        let order = OrderField::LastModifiedAt;
+        let clean = |store: &Store| assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+        assert_eq!(zones_by(&store.read().unwrap(), order, Bound::Unbounded, false)[0], "z09", "sorted in memory");
+        assert!(store.orders_pending());
+
+        let first = store.build_orders(3).unwrap();
+        assert_eq!((first.records, first.pending), (3, true));
+        assert_eq!(first.started, vec![(schema::KindId::Zone, order)]);
+        assert!(first.built.is_empty());
+        assert!(!store.read().unwrap().built_orders().unwrap().contains(schema::KindId::Zone, order), "not read before it is whole");
+        clean(&store);
+
+        // z00..z02 are covered: their entries move with them; z08 and z10 are left to the build.
+        zone_at(&store, "z01", "2", 200);
+        zone_at(&store, "z08", "2", 201);
+        zone_at(&store, "z10", "1", 202);
+        store
+            .write(Timestamp(203), |batch| {
+                batch.delete(&SourceRef { kind: schema::KindId::Zone, namespace: "poc".into(), name: "z02".into() }, Timestamp(203))
+            })
+            .unwrap();
+        clean(&store);
+        let expected = zones_by(&store.read().unwrap(), order, Bound::Unbounded, false);
+        assert_eq!(expected[..3], ["z09", "z07", "z06"]);
+        assert_eq!(expected[7..], ["z01", "z08", "z10"]);
+
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert!(store.orders_pending(), "a build cut short goes on after a restart");
+        clean(&store);
+        let mut steps = Vec::new();
+        while store.orders_pending() {
+            let step = store.build_orders(3).unwrap();
+            assert!(step.records <= 3 && step.started.is_empty(), "{step:?}");
+            clean(&store);
+            steps.push(step);
+        }
+        // z03..z10 without z02: 8 records, in chunks of 3.
+        assert_eq!(steps.iter().map(|s| s.records).collect::<Vec<_>>(), [3, 3, 2]);
+        let built = &steps.last().unwrap().built;
+        assert_eq!(built.iter().map(|b| (b.kind, b.order)).collect::<Vec<_>>(), [(schema::KindId::Zone, order)]);
+        let view = store.read().unwrap();
+        assert!(view.built_orders().unwrap().contains(schema::KindId::Zone, order));
+        assert_eq!(zones_by(&view, order, Bound::Unbounded, false), expected, "the index answers as the in-memory sort did");
+        assert_eq!(view.txn().open_table(tables::BUILDING).unwrap().len().unwrap(), 0);
+    }
+
+    /// A step reads no more records once its time is up, but always at least one.
+    #[test]
+    fn a_build_step_stops_reading_when_its_time_is_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        for i in 0..5 {
+            zone_at(&store, &format!("z{i}"), "1", 10 + i);
+        }
+        store.want_every_order();
+        let mut reads = Vec::new();
+        while store.orders_pending() {
+            reads.push(store.build_orders_within(usize::MAX, std::time::Duration::ZERO).unwrap().records);
+        }
+        // Two zone orders of five records each, one record a step; the kinds without records
+        // need no reading and end in one more step.
+        assert_eq!(reads, [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0]);
+        assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+    }
+
+    /// Every order of every kind can be asked for at once; one call with room for every record
+    /// builds them all, and nothing is asked again afterwards.
+    #[test]
+    fn every_order_can_be_asked_for_and_built() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        zone_at(&store, "a", "1", 10);
+        store.want_every_order();
+        assert!(store.orders_pending());
+        let step = store.build_orders(usize::MAX).unwrap();
+        assert!(!step.pending && !store.orders_pending());
+        let view = store.read().unwrap();
+        let built = view.built_orders().unwrap();
+        for &kind in schema::KindId::ALL {
+            for order in [OrderField::CreatedAt, OrderField::LastModifiedAt] {
+                assert!(built.contains(kind, order), "{kind:?} {order:?}");
+            }
+        }
+        assert!(built.contains(schema::KindId::Application, OrderField::Name));
+        assert!(!built.contains(schema::KindId::Zone, OrderField::Name), "zones have no name order");
+        assert_eq!(step.built.len(), step.started.len());
+        assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
+        drop(view);
+        store.want_every_order();
+        assert!(store.build_orders(usize::MAX).unwrap().started.is_empty(), "nothing built twice");
     }
 
     /// A reader can stop the in-memory sort of an order not built yet: it is asked every 1024
@@ -668,7 +909,7 @@ mod tests {
         for &o in &[OrderField::CreatedAt, OrderField::LastModifiedAt] {
             store.wanted.want(KindId::Zone, o);
         }
-        store.build_wanted_orders().unwrap();
+        store.build_orders(usize::MAX).unwrap();
         let keys: Vec<Vec<u8>> = store
             .read()
             .unwrap()
@@ -722,7 +963,7 @@ mod tests {
             assert_eq!(zones_by(&view, OrderField::Key, std::ops::Bound::Unbounded, false), ["a", "b"]);
             assert_eq!(zones_by(&view, OrderField::LastModifiedAt, std::ops::Bound::Unbounded, false), ["b", "a"]);
             drop(view);
-            assert!(!store.orders_wanted(), "layout {version}: the migrated indexes are used");
+            assert!(!store.orders_pending(), "layout {version}: the migrated indexes are used");
         }
     }
 

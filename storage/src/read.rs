@@ -264,7 +264,7 @@ impl ReadView {
     /// An order whose index is not built yet ([`OrderSet`]) is answered from the scope's
     /// natural-key entries: every record of the scope is read, and the entries are sorted in
     /// memory (the same suffixes, the same order); the store is asked to build the index
-    /// ([`crate::Store::build_wanted_orders`]).
+    /// ([`crate::Store::build_orders`]).
     ///
     /// # Errors
     /// [`StorageError`] when the range cannot be opened; item errors are yielded.
@@ -410,7 +410,7 @@ impl ReadView {
     /// [`StorageError`] on redb or decoding failures.
     pub fn check_invariants(&self) -> Result<Vec<String>, StorageError> {
         let kinds = &self.kinds;
-        let built = self.built_orders()?;
+        let maintained = tables::Maintained::read(&self.txn.open_table(tables::BUILT)?, &self.txn.open_table(tables::BUILDING)?)?;
         let mut problems = Vec::new();
         let mut expected_order = std::collections::BTreeSet::new();
         let mut expected_entries = std::collections::BTreeSet::new();
@@ -422,7 +422,7 @@ impl ReadView {
                 let (k, v) = item?;
                 let key = Key::from_bytes(k.value().to_vec());
                 let env: Envelope = decode(v.value(), kind.name())?;
-                let e = ops.entries(&key, &env, built)?;
+                let e = ops.entries(&key, &env, maintained.for_key(kind, &key))?;
                 expected_order.extend(e.order);
                 expected_entries.extend(e.index_entries);
                 for k in tables::counter_keys(kind, &e.scopes, e.phase) {

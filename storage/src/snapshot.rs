@@ -31,7 +31,8 @@
 //! The search index is not part of a snapshot: it is derived data. `control-plane snapshot
 //! restore` builds it right after the records (and any start rebuilds a missing or stale one).
 //! Nor are the index entries: a restore derives them, with the natural-key orders only; the
-//! other ordering indexes are built again on first use (see [`crate::tables`]).
+//! other ordering indexes are built again by the server that opens the store, in the background
+//! (see [`crate::tables`]).
 //!
 //! # Version changes
 //! - Format version 1 (never released): a length-prefixed body; refused as unsupported.
@@ -496,8 +497,8 @@ impl Store {
     /// Writes a decoded snapshot into this store, which must be empty (revision 0, no records),
     /// in one write transaction: records and source entries as stored, every secondary index
     /// entry, natural-key ordering entry and counter rebuilt from the records, the snapshot's
-    /// revision. Other ordering indexes are built on first use ([`crate::tables`]); any listed
-    /// as built in the empty store are unlisted.
+    /// revision. Other ordering indexes are built again later ([`crate::tables`]); any listed
+    /// as built or being built in the empty store are unlisted.
     ///
     /// A kind whose derivation version in the snapshot is not this build's
     /// ([`Header::rederived_kinds`]) is not written: it is marked re-deriving
@@ -542,6 +543,7 @@ impl Store {
             append(&mut ct, "counters", derived.counts.iter().map(|(k, n)| (k.as_slice(), *n)))?;
             // The entries derived are those of the natural-key orders alone.
             txn.open_table(tables::BUILT).map_err(StorageError::from)?.retain(|_, _| false).map_err(StorageError::from)?;
+            txn.open_table(tables::BUILDING).map_err(StorageError::from)?.retain(|_, _| false).map_err(StorageError::from)?;
             let mut meta = txn.open_table(tables::META).map_err(StorageError::from)?;
             meta.insert("revision", snap.header.revision).map_err(StorageError::from)?;
             let last_commit = snap.header.last_commit.unwrap_or(snap.header.created_at);

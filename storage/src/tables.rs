@@ -10,6 +10,7 @@
 //! | `counts` | `kind u8 · scope key` | `u64` number of records of the kind in the scope |
 //! | `source_checkpoints` | source-chosen string | opaque bytes ([`crate::checkpoint`]; not read-model data) |
 //! | `built_orders` | `kind u8 · order u8` | `u64` store revision when the ordering index was built |
+//! | `building_orders` | `kind u8 · order u8` | the natural key of the last record the build has covered (empty: none yet) |
 //!
 //! The natural-key order of [`Scope::All`] has no `order_index` entries: every record is in that
 //! scope and the records table is already in that order, so [`crate::ReadView::scan`] reads it
@@ -21,9 +22,19 @@
 //! written only once that (kind, order) is listed in `built_orders` ([`OrderSet`]): the first
 //! query that sorts by it is answered by sorting the scope's records in memory
 //! ([`crate::ReadView::scan`]) and asks the writer to build the index
-//! ([`crate::Store::build_wanted_orders`]); from then on every write maintains it. A load
-//! therefore writes about half as many index entries per record, and orders nobody sorts by cost
-//! nothing.
+//! ([`crate::Store::build_orders`]); from then on every write maintains it. A load
+//! therefore writes about half as many index entries per record. After the initial sync the
+//! server asks for every order of every kind (`storage.prebuildOrders`), so the first sorted
+//! query finds its index.
+//!
+//! **Builds run in chunks** (layout version 6): an order asked for is listed in
+//! `building_orders` with a cursor, the natural key of the last record whose entries are written.
+//! Each [`crate::Store::build_orders`] call writes the entries of the next records after the
+//! cursor (at most the number it is given) and commits, so a write never waits longer than one
+//! chunk. Meanwhile every write maintains the entries of the records up to the cursor and leaves
+//! those after it to the build ([`Maintained::for_key`]); once the cursor has passed the last
+//! record, the order moves to `built_orders` and reads use it. A build cut short by a restart
+//! goes on from its cursor.
 //!
 //! Sort values: [`OrderField::Key`] none (the natural key itself orders); `CreatedAt` /
 //! `LastModifiedAt` 8 bytes ([`schema::Timestamp::to_sort_bytes`]); `Name` one escaped,
@@ -50,6 +61,9 @@ pub const COUNTS: TableDefinition<&[u8], u64> = TableDefinition::new("counts");
 /// maintained ([`OrderSet`]).
 pub const BUILT: TableDefinition<&[u8], u64> = TableDefinition::new("built_orders");
 
+/// `building_orders`: the ordering indexes being built, each with its cursor ([`Maintained`]).
+pub const BUILDING: TableDefinition<&[u8], &[u8]> = TableDefinition::new("building_orders");
+
 /// The records table of `kind`.
 pub fn records(kind: KindId) -> TableDefinition<'static, &'static [u8], &'static [u8]> {
     TableDefinition::new(kind.plural())
@@ -62,6 +76,7 @@ pub(crate) fn open_all(txn: &WriteTransaction) -> Result<(), StorageError> {
     txn.open_table(SOURCES)?;
     txn.open_table(COUNTS)?;
     txn.open_table(BUILT)?;
+    txn.open_table(BUILDING)?;
     txn.open_table(crate::checkpoint::CHECKPOINTS)?;
     for &k in KindId::ALL {
         txn.open_table(records(k))?;
@@ -161,19 +176,78 @@ impl OrderSet {
         let mut set = OrderSet::KEYS_ONLY;
         for item in t.iter()? {
             let (k, _) = item?;
-            if let [kind, order] = *k.value() {
-                if let (Some(kind), Some(order)) = (KindId::from_code(kind), OrderField::from_code(order)) {
-                    set.insert(kind, order);
-                }
+            if let Some((kind, order)) = parse_built_key(k.value()) {
+                set.insert(kind, order);
             }
         }
         Ok(set)
     }
 }
 
-/// The `built_orders` key of (kind, order).
+/// The `built_orders` (and `building_orders`) key of (kind, order).
 pub fn built_key(kind: KindId, order: OrderField) -> [u8; 2] {
     [kind.code(), order as u8]
+}
+
+/// The (kind, order) of a `built_orders` or `building_orders` key; `None` for an unknown one.
+pub fn parse_built_key(key: &[u8]) -> Option<(KindId, OrderField)> {
+    match *key {
+        [kind, order] => Some((KindId::from_code(kind)?, OrderField::from_code(order)?)),
+        _ => None,
+    }
+}
+
+/// An ordering index being built (`building_orders`): the entries of the records of `kind` up to
+/// `covered` (a natural key, inclusive; empty: none yet) are written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Building {
+    /// The kind.
+    pub kind: KindId,
+    /// The order.
+    pub order: OrderField,
+    /// The natural key of the last record covered; empty before the first chunk.
+    pub covered: Vec<u8>,
+}
+
+/// The ordering entries a write maintains: those of every order built ([`OrderSet`]), and those
+/// of each order being built for the records its build has covered (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Maintained {
+    /// The orders built (`built_orders`).
+    pub built: OrderSet,
+    /// The orders being built (`building_orders`), in key order.
+    pub building: Vec<Building>,
+}
+
+impl Maintained {
+    /// Reads the `built_orders` table `built` and the `building_orders` table `building`;
+    /// unknown rows are ignored.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub(crate) fn read(
+        built: &impl redb::ReadableTable<&'static [u8], u64>,
+        building: &impl redb::ReadableTable<&'static [u8], &'static [u8]>,
+    ) -> Result<Maintained, StorageError> {
+        let mut in_progress = Vec::new();
+        for item in building.iter()? {
+            let (k, v) = item?;
+            if let Some((kind, order)) = parse_built_key(k.value()) {
+                in_progress.push(Building { kind, order, covered: v.value().to_vec() });
+            }
+        }
+        Ok(Maintained { built: OrderSet::read(built)?, building: in_progress })
+    }
+
+    /// The orders whose entries the record `key` of `kind` has: the built ones, and those being
+    /// built whose cursor is at or past `key`.
+    pub fn for_key(&self, kind: KindId, key: &Key) -> OrderSet {
+        let mut set = self.built;
+        for b in self.building.iter().filter(|b| b.kind == kind && key.as_bytes() <= b.covered.as_slice()) {
+            set.insert(kind, b.order);
+        }
+        set
+    }
 }
 
 /// Length of the first escaped, terminated key component of `bytes` (terminator included).
@@ -320,6 +394,28 @@ mod tests {
         assert!(!set.contains(KindId::Approval, OrderField::LastModifiedAt));
         set.insert(KindId::Zone, OrderField::Name);
         assert_eq!(set.iter().collect::<Vec<_>>(), vec![(KindId::Zone, OrderField::Name), (KindId::Approval, OrderField::CreatedAt)]);
+    }
+
+    /// A record's entries of an order being built exist once the cursor is at or past its key.
+    #[test]
+    fn an_order_being_built_is_maintained_up_to_its_cursor() {
+        let (a, b, c) = (Key::new(&["poc", "a"]), Key::new(&["poc", "b"]), Key::new(&["poc", "c"]));
+        let mut built = OrderSet::KEYS_ONLY;
+        built.insert(KindId::Zone, OrderField::CreatedAt);
+        let maintained = Maintained {
+            built,
+            building: vec![
+                Building { kind: KindId::Zone, order: OrderField::LastModifiedAt, covered: b.as_bytes().to_vec() },
+                Building { kind: KindId::Team, order: OrderField::Name, covered: Vec::new() },
+            ],
+        };
+        for (key, expected) in [(&a, true), (&b, true), (&c, false)] {
+            let set = maintained.for_key(KindId::Zone, key);
+            assert!(set.contains(KindId::Zone, OrderField::CreatedAt), "built orders always");
+            assert_eq!(set.contains(KindId::Zone, OrderField::LastModifiedAt), expected, "{key}");
+        }
+        assert!(!maintained.for_key(KindId::Team, &a).contains(KindId::Team, OrderField::Name), "an empty cursor covers nothing");
+        assert!(!maintained.for_key(KindId::Approval, &a).contains(KindId::Approval, OrderField::LastModifiedAt));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! re-links dependent records (e.g. subscriptions when an exposure becomes active).
 
 use crate::codec::{decode, encode};
-use crate::tables::{self, OrderField, OrderSet};
+use crate::tables::{self, Maintained, OrderField, OrderSet};
 use crate::{Envelope, StorageError};
 use redb::{ReadableTable, Table, WriteTransaction};
 use schema::registry::{self, KindVisitor};
@@ -298,7 +298,7 @@ impl<K: Kind> ErasedKind for Erased<K> {
     fn remove(&self, b: &mut WriteBatch<'_>, key: &Key, depth: u8) -> Result<(), StorageError> {
         let Some(env) = b.envelope(K::ID, key)? else { return Ok(()) };
         let rec: K::Record = decode(&env.record, K::ID.name())?;
-        let old = entries_of::<K>(key, &rec, &env, b.built);
+        let old = entries_of::<K>(key, &rec, &env, b.maintained.for_key(K::ID, key));
         b.apply_entries(K::ID, Some(&old), None)?;
         b.existing.borrow_mut().clear();
         b.tables.records_mut(K::ID)?.remove(key.as_bytes())?;
@@ -354,8 +354,9 @@ pub struct WriteBatch<'txn> {
     /// Parents found by [`WriteBatch::exists`] lately (at most [`RECENT_PARENTS`]): the children
     /// of one parent mostly come together. Cleared by every record removal.
     existing: std::cell::RefCell<Vec<(KindId, Key)>>,
-    /// The ordering indexes this store maintains (`built_orders`, read when the batch starts).
-    built: OrderSet,
+    /// The ordering entries this store maintains (`built_orders` and `building_orders`, read
+    /// when the batch starts).
+    maintained: Maintained,
     /// The kinds being re-derived ([`crate::Store::rederiving`]): while any is, no write
     /// re-links dependents (see [`WriteBatch::relink_all`]).
     rederiving: Vec<KindId>,
@@ -480,7 +481,7 @@ impl<'txn> WriteBatch<'txn> {
         rederiving: Vec<KindId>,
     ) -> Result<WriteBatch<'txn>, StorageError> {
         let current = txn.open_table(tables::META)?.get("revision")?.map(|v| v.value()).unwrap_or(0);
-        let built = OrderSet::read(&txn.open_table(tables::BUILT)?)?;
+        let maintained = Maintained::read(&txn.open_table(tables::BUILT)?, &txn.open_table(tables::BUILDING)?)?;
         // Sized for a typical batch of a load: growing it a doubling at a time copied it often.
         let touched = feed.active().then(|| Vec::with_capacity(4096));
         Ok(WriteBatch {
@@ -495,7 +496,7 @@ impl<'txn> WriteBatch<'txn> {
             counts: BTreeMap::new(),
             source_memo: std::cell::RefCell::new(None),
             existing: std::cell::RefCell::new(Vec::with_capacity(RECENT_PARENTS)),
-            built,
+            maintained,
             rederiving,
         })
     }
@@ -725,8 +726,9 @@ impl<'txn> WriteBatch<'txn> {
         new_env: &Envelope,
         depth: u8,
     ) -> Result<(), StorageError> {
-        let old_entries = old.map(|(r, e)| entries_of::<K>(key, r, e, self.built));
-        let new_entries = entries_of::<K>(key, rec, new_env, self.built);
+        let orders = self.maintained.for_key(K::ID, key);
+        let old_entries = old.map(|(r, e)| entries_of::<K>(key, r, e, orders));
+        let new_entries = entries_of::<K>(key, rec, new_env, orders);
         self.apply_entries(K::ID, old_entries.as_ref(), Some(&new_entries))?;
         self.tables.records_mut(K::ID)?.insert(key.as_bytes(), encode(new_env).as_slice())?;
         self.changed = true;

@@ -134,6 +134,14 @@ pub const SETTINGS: &[Setting] = &[
         "redb page cache in bytes (at least 1048576). Pages beyond it are read from the file; raising it trades memory for fewer reads.",
         |d, v| set(&mut d.config.storage.cache_bytes, parse_at_least(one(v)?, 1 << 20)),
     ),
+    Setting::file(
+        "storage.prebuildOrders",
+        "CP_STORAGE_PREBUILD_ORDERS",
+        "BOOL",
+        "true",
+        "Build every ordering index (createdAt, lastModifiedAt, name) of every kind in the background once the initial sync is processed, so no sorted query has to sort in memory; false: build an order when a query first sorts by it (less disk, a slow first sorted query).",
+        |d, v| set(&mut d.config.storage.prebuild_orders, parse_bool(one(v)?)),
+    ),
     Setting::file("source.manifests", "CP_SOURCE_MANIFESTS", "DIR", UNSET, "Directory of YAML/JSON manifests to project; unset = kube source.", |d, v| {
         set(&mut d.manifests, non_empty_path(one(v)?).map(Some))
     })
@@ -601,6 +609,9 @@ pub struct StorageConfig {
     /// `storage.cacheSize`: redb's page cache in bytes, at least 1 MiB. Default 64 MiB
     /// ([`storage::DEFAULT_CACHE_BYTES`]).
     pub cache_bytes: usize,
+    /// `storage.prebuildOrders`, default `true`: every ordering index is built in the
+    /// background once the initial sync is processed (else on first use).
+    pub prebuild_orders: bool,
 }
 
 /// The default of `source.maxDocumentBytes`: 1.5 MiB, what the Kubernetes API server accepts
@@ -825,7 +836,7 @@ impl Draft {
     fn defaults() -> Draft {
         let config = Config {
             server: ServerConfig { address: String::new() },
-            storage: StorageConfig { data_dir: PathBuf::new(), cache_bytes: 0 },
+            storage: StorageConfig { data_dir: PathBuf::new(), cache_bytes: 0, prebuild_orders: false },
             source: SourceConfig::Kube(KubeSourceConfig::default()),
             security: SecurityConfig {
                 mode: AuthMode::Jwt,

@@ -42,6 +42,17 @@ fn defaults() {
     assert_eq!(c.projector.periodic_resync, Duration::ZERO);
     assert_eq!(c.features, Features::default());
     assert_eq!(c.storage.cache_bytes, 64 << 20, "64 MiB (storage::DEFAULT_CACHE_BYTES)");
+    assert!(c.storage.prebuild_orders);
+}
+
+#[test]
+fn prebuilding_orders_is_a_boolean_that_can_be_turned_off() {
+    let c = check(&mock(), &[], Some("storage:\n  prebuildOrders: false\n")).unwrap();
+    assert!(!c.storage.prebuild_orders);
+    let c = check(&mock(), &[("CP_STORAGE_PREBUILD_ORDERS", "true")], Some("storage:\n  prebuildOrders: false\n")).unwrap();
+    assert!(c.storage.prebuild_orders, "env beats file");
+    let err = check(&mock(), &[("CP_STORAGE_PREBUILD_ORDERS", "sometimes")], None).unwrap_err().to_string();
+    assert!(err.contains("CP_STORAGE_PREBUILD_ORDERS"), "{err}");
 }
 
 #[test]

@@ -179,12 +179,29 @@ pub struct WriterSettings {
     pub projector: ProjectorConfig,
     /// Time source for projection times.
     pub clock: Clock,
+    /// Whether every ordering index of every kind is built once the initial sync is processed
+    /// (`storage.prebuildOrders`, default true); otherwise an order is built when a read first
+    /// sorts by it.
+    pub prebuild_orders: bool,
+    /// Most records one step of an ordering index build reads ([`Store::build_orders_within`];
+    /// default 1024): changes wait for one step at most.
+    pub order_build_chunk: usize,
+    /// Time after which a step reads no more records (default 20 ms; its commit follows).
+    pub order_build_time: Duration,
 }
 
 impl WriterSettings {
     /// Defaults with the given projector timing and clock.
     pub fn new(projector: ProjectorConfig, clock: Clock) -> WriterSettings {
-        WriterSettings { max_batch: 10_000, max_wait: Duration::from_millis(5), projector, clock }
+        WriterSettings {
+            max_batch: 10_000,
+            max_wait: Duration::from_millis(5),
+            projector,
+            clock,
+            prebuild_orders: true,
+            order_build_chunk: 1024,
+            order_build_time: Duration::from_millis(20),
+        }
     }
 }
 
@@ -210,6 +227,11 @@ impl Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let queue = Arc::new(Queue::default());
         let rederiving = !store.rederiving().is_empty();
+        if settings.prebuild_orders {
+            // Asked for now, built once the initial sync is processed: `orders_pending` is true
+            // from the start until every order is built.
+            store.want_every_order();
+        }
         let mut state = WriterState {
             queue: queue.clone(),
             store,
@@ -228,6 +250,7 @@ impl Writer {
             reconcile: FastMap::default(),
             orders_retry_at: None,
             rederiving,
+            orders_built: 0,
         };
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
         Ok(Writer { tx, queue, stop, thread: Some(thread) })
@@ -358,6 +381,8 @@ struct WriterState {
     /// Whether the store has kinds to re-derive ([`Store::rederiving`]) whose re-derivation
     /// this writer has not ended yet.
     rederiving: bool,
+    /// Ordering indexes built since the last time none was left to build (for the log).
+    orders_built: usize,
 }
 
 /// The wait after a failed build of ordering indexes before the next try.
@@ -386,13 +411,23 @@ impl WriterState {
             if self.stop.load(Ordering::SeqCst) {
                 break;
             }
-            if self.store.orders_wanted() && self.orders_retry_at.is_none_or(|at| Instant::now() >= at) {
-                self.build_orders();
-            }
             if self.rederiving && self.readiness.synced() {
                 self.finish_rederivation();
             }
-            let wait = self.next_due().map(|d| d.saturating_duration_since(Instant::now())).unwrap_or(Duration::from_secs(1));
+            // Builds wait for the initial sync: the load goes first (reads sort in memory
+            // meanwhile).
+            let building =
+                self.store.orders_pending() && self.readiness.synced() && self.orders_retry_at.is_none_or(|at| Instant::now() >= at);
+            if building {
+                self.build_orders();
+            }
+            // While a build has chunks left, only look for changes that are already there: a
+            // change waits for one chunk at most.
+            let wait = if building && self.store.orders_pending() {
+                Duration::ZERO
+            } else {
+                self.next_due().map(|d| d.saturating_duration_since(Instant::now())).unwrap_or(Duration::from_secs(1))
+            };
             match rx.recv_timeout(wait) {
                 Ok(Msg::Change(c)) => {
                     self.queue.depth.fetch_sub(1, Ordering::Relaxed);
@@ -443,19 +478,31 @@ impl WriterState {
         }
     }
 
-    /// Builds the ordering indexes that reads sorted by before they existed
-    /// ([`Store::build_wanted_orders`]), between two batches. After a failure, the next try
-    /// waits [`ORDERS_RETRY`].
+    /// One step of the ordering index builds asked for ([`Store::build_orders_within`], at
+    /// most [`WriterSettings::order_build_chunk`] records and
+    /// [`WriterSettings::order_build_time`]), between two batches. After a failure,
+    /// the next try waits [`ORDERS_RETRY`].
     fn build_orders(&mut self) {
         self.orders_retry_at = None;
-        match self.store.build_wanted_orders() {
-            Ok(built) => {
-                for b in &built {
-                    let ms = (b.seconds * 1e3) as u64;
-                    tracing::info!(kind = b.kind.name(), order = ?b.order, entries = b.entries, ms, "ordering index built");
+        let started = Instant::now();
+        match self.store.build_orders_within(self.settings.order_build_chunk, self.settings.order_build_time) {
+            Ok(step) => {
+                self.metrics.order_build_step_seconds.observe(started.elapsed().as_secs_f64());
+                self.metrics.order_builds_left.set(step.left as i64);
+                for (kind, order) in &step.started {
+                    tracing::debug!(kind = kind.name(), ?order, "building an ordering index");
                 }
-                if !built.is_empty() {
+                for b in &step.built {
+                    let ms = (b.seconds * 1e3) as u64;
+                    tracing::debug!(kind = b.kind.name(), order = ?b.order, entries = b.entries, ms, "ordering index built");
+                }
+                self.orders_built += step.built.len();
+                if !step.built.is_empty() {
                     self.metrics.notify_waiters();
+                }
+                if !step.pending && self.orders_built > 0 {
+                    tracing::info!(orders = self.orders_built, "ordering indexes built; none left to build");
+                    self.orders_built = 0;
                 }
             }
             Err(e) => {
