@@ -4,7 +4,8 @@
 //! (`target/release/control-plane serve --manifests <world> --data-dir <dir> --auth mock
 //! --now …`) and timed from spawn until `/readyz` answers 200 (seconds; the manifests source
 //! takes every file over from the store's checkpoints, checks every object's version against
-//! the store, reads no file again and writes nothing). After ready: `VmRSS`
+//! the store, reads no file again and writes nothing). The load waits for the ordering indexes
+//! built after the initial sync (`storage.prebuildOrders`) before it stops. After ready: `VmRSS`
 //! and `VmHWM` of the process from `/proc/<pid>/status` (MB), then SIGTERM. Also: bytes on disk
 //! of the data directory (`readmodel.redb` + `search/`) against the raw manifest bytes.
 //!
@@ -50,6 +51,14 @@ fn main() {
             let _guard = rt.enter();
             let (app, elapsed) = support::load(&world.dir, &data);
             eprintln!("{}: loaded {} records in {:.1} s", size.name, support::record_count(app.store()), elapsed.as_secs_f64());
+            // The ordering indexes the writer builds after the initial sync
+            // (`storage.prebuildOrders`): restarts are measured on the store as it settles.
+            let t0 = Instant::now();
+            while app.store().orders_pending() {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let built = app.store().read().unwrap().built_orders().unwrap().iter().count();
+            eprintln!("{}: {built} ordering indexes built {:.1} s after ready", size.name, t0.elapsed().as_secs_f64());
             app.shutdown();
         }
         let redb = std::fs::metadata(data.join("readmodel.redb")).map(|m| m.len()).unwrap_or(0);

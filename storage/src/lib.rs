@@ -420,6 +420,27 @@ impl Store {
         self.wanted.any()
     }
 
+    /// The ordering indexes asked for or being built and not built yet (what
+    /// [`OrderBuildStep::left`] says after a call), e.g. right after [`Store::want_every_order`].
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn order_builds_left(&self) -> Result<usize, StorageError> {
+        let view = self.read()?;
+        let maintained = tables::Maintained::read(&view.txn().open_table(tables::BUILT)?, &view.txn().open_table(tables::BUILDING)?)?;
+        let mut left = tables::OrderSet::KEYS_ONLY;
+        for b in &maintained.building {
+            left.insert(b.kind, b.order);
+        }
+        let wanted = *self.wanted.set.lock().unwrap_or_else(|e| e.into_inner());
+        for (kind, order) in wanted.iter().filter(|&(k, o)| !maintained.built.contains(k, o)) {
+            if self.kinds.get(kind).is_some_and(|ops| ops.orders().contains(&order)) {
+                left.insert(kind, order);
+            }
+        }
+        Ok(left.iter().count())
+    }
+
     /// Asks for every ordering index of every kind (`createdAt`, `lastModifiedAt`, and `name`
     /// where the kind has it) that is not built; [`Store::build_orders`] then builds them. Does
     /// not wake the [`Store::on_order_wanted`] waker: call it where indexes are built.
@@ -856,8 +877,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         zone_at(&store, "a", "1", 10);
+        assert_eq!(store.order_builds_left().unwrap(), 0);
         store.want_every_order();
         assert!(store.orders_pending());
+        // Two times for each of the 19 kinds, and names for teams and applications.
+        assert_eq!(store.order_builds_left().unwrap(), 40);
+        let first = store.build_orders(0).unwrap();
+        assert_eq!(store.order_builds_left().unwrap(), first.left);
         let step = store.build_orders(usize::MAX).unwrap();
         assert!(!step.pending && !store.orders_pending());
         let view = store.read().unwrap();
@@ -869,7 +895,8 @@ mod tests {
         }
         assert!(built.contains(schema::KindId::Application, OrderField::Name));
         assert!(!built.contains(schema::KindId::Zone, OrderField::Name), "zones have no name order");
-        assert_eq!(step.built.len(), step.started.len());
+        assert_eq!(first.built.len() + step.built.len(), first.started.len());
+        assert_eq!((first.started.len(), first.built.len()), (40, 1), "the first call reads one record: one zone order");
         assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
         drop(view);
         store.want_every_order();

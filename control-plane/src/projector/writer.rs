@@ -232,6 +232,10 @@ impl Writer {
             // from the start until every order is built.
             store.want_every_order();
         }
+        match store.order_builds_left() {
+            Ok(left) => metrics.order_builds_left.set(left as i64),
+            Err(e) => tracing::warn!(error = %e, "cannot count the ordering indexes left to build"),
+        }
         let mut state = WriterState {
             queue: queue.clone(),
             store,
