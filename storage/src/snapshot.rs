@@ -10,7 +10,8 @@
 //! # File format (format version 3)
 //!
 //! All integers little-endian. The layout can be written front to back while records are read,
-//! so an online export streams (nothing but zstd's window is buffered).
+//! so an online export streams (nothing but zstd's window and the job its one worker thread
+//! compresses are buffered: a few MiB at level 3).
 //!
 //! | part | bytes |
 //! |---|---|
@@ -256,6 +257,9 @@ pub fn export(view: &ReadView, created_at: Timestamp, out: impl std::io::Write) 
     let mut w = Hashing { inner: out, hasher: Sha256::new(), written: 0 };
     write_prefix(&mut w, FORMAT_VERSION, &header)?;
     let mut z = zstd::stream::Encoder::new(&mut w, ZSTD_LEVEL)?;
+    // Compression on a worker thread of zstd's while this one reads the store: the same frame
+    // format, whatever the number of workers.
+    z.multithread(1)?;
     view.visit_raw(|frame| write_frame(&mut z, &frame).map_err(SnapshotError::from))?;
     write_frame(&mut z, &Frame::End)?;
     z.finish()?;
