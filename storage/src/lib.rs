@@ -434,7 +434,7 @@ impl Store {
         }
         let wanted = *self.wanted.set.lock().unwrap_or_else(|e| e.into_inner());
         for (kind, order) in wanted.iter().filter(|&(k, o)| !maintained.built.contains(k, o)) {
-            if self.kinds.get(kind).is_some_and(|ops| ops.orders().contains(&order)) {
+            if self.kinds.sorted_by(kind, order).is_some() {
                 left.insert(kind, order);
             }
         }
@@ -500,16 +500,15 @@ impl Store {
             let revision = txn.open_table(tables::META)?.get("revision")?.map(|r| r.value()).unwrap_or(0);
             let mut built_t = txn.open_table(tables::BUILT)?;
             let mut building_t = txn.open_table(tables::BUILDING)?;
-            let built = tables::OrderSet::read(&built_t)?;
+            let tables::Maintained { built, mut building } = tables::Maintained::read(&built_t, &building_t)?;
             for (kind, order) in wanted.iter().filter(|&(k, o)| !built.contains(k, o)) {
-                let key = tables::built_key(kind, order);
-                let supported = self.kinds.get(kind).is_some_and(|ops| ops.orders().contains(&order));
-                if supported && building_t.get(key.as_slice())?.is_none() {
-                    building_t.insert(key.as_slice(), &[][..])?;
+                let listed = building.iter().any(|b| (b.kind, b.order) == (kind, order));
+                if !listed && self.kinds.sorted_by(kind, order).is_some() {
+                    building_t.insert(tables::built_key(kind, order).as_slice(), &[][..])?;
+                    building.push(tables::Building { kind, order, covered: Vec::new() });
                     step.started.push((kind, order));
                 }
             }
-            let building = tables::Maintained::read(&built_t, &building_t)?.building;
             let mut order_t = txn.open_table(tables::ORDER)?;
             let mut budget = max_records.max(1);
             step.left = building.len();
@@ -518,7 +517,7 @@ impl Store {
                     break;
                 }
                 let key = tables::built_key(b.kind, b.order);
-                let Some(ops) = self.kinds.get(b.kind).filter(|ops| ops.orders().contains(&b.order)) else {
+                let Some(ops) = self.kinds.sorted_by(b.kind, b.order) else {
                     building_t.remove(key.as_slice())?;
                     step.left -= 1;
                     continue;

@@ -167,6 +167,11 @@ impl KindTable {
         self.0.get(&kind).map(|b| b.as_ref())
     }
 
+    /// The registered `kind`, when it can be sorted by `order`.
+    pub(crate) fn sorted_by(&self, kind: KindId, order: OrderField) -> Option<&dyn ErasedKind> {
+        self.get(kind).filter(|ops| ops.orders().contains(&order))
+    }
+
     /// Every registered kind with its derivation version ([`Kind::VERSION`]), in
     /// [`KindId::ALL`] order.
     pub(crate) fn versions(&self) -> Vec<(KindId, u32)> {
