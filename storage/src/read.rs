@@ -332,9 +332,8 @@ impl ReadView {
             let mut suffix = match order {
                 OrderField::CreatedAt | OrderField::LastModifiedAt => {
                     let t: Times = crate::codec::decode_prefix(envelope, kind.name())?;
-                    let at = if order == OrderField::CreatedAt { t.created_at } else { t.last_modified_at };
                     let mut v = Vec::with_capacity(8 + key.as_bytes().len());
-                    v.extend_from_slice(&at.to_sort_bytes());
+                    v.extend_from_slice(&tables::time_sort_value(order, t.created_at, t.last_modified_at).unwrap_or_default());
                     v
                 }
                 _ => ops.sort_value(&decode::<Envelope>(envelope, kind.name())?, order)?,

@@ -250,6 +250,16 @@ impl Maintained {
     }
 }
 
+/// The sort value of a time order (`CreatedAt`, `LastModifiedAt`) of a record whose envelope
+/// holds `created_at` and `last_modified_at`; `None` for the other orders.
+pub fn time_sort_value(order: OrderField, created_at: schema::Timestamp, last_modified_at: schema::Timestamp) -> Option<[u8; 8]> {
+    match order {
+        OrderField::CreatedAt => Some(created_at.to_sort_bytes()),
+        OrderField::LastModifiedAt => Some(last_modified_at.to_sort_bytes()),
+        OrderField::Key | OrderField::Name => None,
+    }
+}
+
 /// Length of the first escaped, terminated key component of `bytes` (terminator included).
 fn component_end(bytes: &[u8]) -> Option<usize> {
     let mut i = 0;

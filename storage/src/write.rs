@@ -232,11 +232,12 @@ fn entries_by<K: Kind>(key: &Key, rec: &K::Record, env: &Envelope, include: impl
 /// the natural key ([`tables`]). The decoded record `rec` is read for [`OrderField::Name`] only
 /// (the times are in the envelope), so callers without it pass `None` for the other orders.
 fn sort_value_of<K: Kind>(order: OrderField, env: &Envelope, rec: Option<&K::Record>) -> Vec<u8> {
+    if let Some(time) = tables::time_sort_value(order, env.created_at, env.last_modified_at) {
+        return time.to_vec();
+    }
     match order {
-        OrderField::Key => Vec::new(),
-        OrderField::CreatedAt => env.created_at.to_sort_bytes().to_vec(),
-        OrderField::LastModifiedAt => env.last_modified_at.to_sort_bytes().to_vec(),
         OrderField::Name => Key::new(&[rec.and_then(K::name).unwrap_or("")]).as_bytes().to_vec(),
+        OrderField::Key | OrderField::CreatedAt | OrderField::LastModifiedAt => Vec::new(),
     }
 }
 
