@@ -120,8 +120,10 @@ pub fn verify(file: &Path) -> Result<Summary> {
 /// A damaged or incompatible snapshot, a non-empty target without `force`, a target with
 /// foreign files, a target held by a running server, I/O failures.
 pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
+    let started = std::time::Instant::now();
     let bytes = read_snapshot_file(file)?;
     let snap = snapshot::decode_for_restore(&bytes).with_context(|| format!("refusing to restore {}", file.display()))?;
+    tracing::info!(seconds = started.elapsed().as_secs_f64(), bytes = bytes.len(), "snapshot read, checked and decompressed");
     let search = storage::search::SEARCH_DIR;
     let staging_name = format!(".restore-{}", std::process::id());
     if data_dir.exists() {
@@ -159,7 +161,9 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     let staging = data_dir.join(&staging_name);
     let built = (|| -> Result<()> {
         let store = Store::open(&staging).with_context(|| format!("creating {}", staging.display()))?;
+        let writing = std::time::Instant::now();
         store.restore(&snap)?;
+        tracing::info!(seconds = writing.elapsed().as_secs_f64(), revision = snap.header.revision, "store written and committed");
         // The catalogue search index is derived data: build it now, so the first start after a
         // restore serves search at once (it would otherwise be rebuilt on that start).
         let search_dir = staging.join(search);
@@ -186,6 +190,7 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
         std::fs::File::open(data_dir)?.sync_all()
     };
     swap().with_context(|| format!("moving the restored store into {}", data_dir.display()))?;
+    tracing::info!(seconds = started.elapsed().as_secs_f64(), data_dir = %data_dir.display(), "snapshot restored");
     Ok(Summary { format: snap.format, header: snap.header, bytes: bytes.len() as u64 })
 }
 

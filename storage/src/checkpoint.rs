@@ -11,7 +11,7 @@
 
 use crate::codec;
 use crate::tables;
-use crate::write::for_each_source_in;
+use crate::write::{for_each_source_bytes_in, for_each_source_in};
 use crate::{ReadView, StorageError, WriteBatch};
 use redb::{TableDefinition, TableError};
 use schema::KindId;
@@ -124,6 +124,21 @@ impl ReadView {
     pub fn for_each_source(&self, kind: KindId, f: impl FnMut(&str, &str, &str)) -> Result<(), StorageError> {
         for_each_source_in(&self.txn().open_table(tables::SOURCES)?, kind, f)
     }
+
+    /// [`ReadView::for_each_source`] with namespace, name and version as the stored bytes (not
+    /// checked to be UTF-8), for callers that only hash or compare them; `f` may stop the walk
+    /// with an error, which is returned.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures, [`StorageError::Corrupt`] for an undecodable entry,
+    /// `f`'s error.
+    pub fn for_each_source_bytes(
+        &self,
+        kind: KindId,
+        f: impl FnMut(&[u8], &[u8], &[u8]) -> Result<(), StorageError>,
+    ) -> Result<(), StorageError> {
+        for_each_source_bytes_in(&self.txn().open_table(tables::SOURCES)?, kind, f)
+    }
 }
 
 #[cfg(test)]
@@ -162,6 +177,43 @@ mod tests {
         drop(store);
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(store.read().unwrap().checkpoints("manifests/").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn source_entries_read_as_bytes_equal_those_read_as_strings() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        // A name with bytes the natural key escapes (0x00, 0x01) takes the decoding path.
+        store
+            .write(schema::Timestamp(5), |wb| {
+                for (name, version) in [("a", "1"), ("b\u{1}c", "2"), ("d\u{0}", "3")] {
+                    crate::test_support::zone_version(wb, name, version, schema::Timestamp(5));
+                }
+                Ok(())
+            })
+            .unwrap();
+        let view = store.read().unwrap();
+        let mut as_str = Vec::new();
+        view.for_each_source(KindId::Zone, |ns, name, v| as_str.push((ns.as_bytes().to_vec(), name.as_bytes().to_vec(), v.as_bytes().to_vec())))
+            .unwrap();
+        let mut as_bytes = Vec::new();
+        view.for_each_source_bytes(KindId::Zone, |ns, name, v| {
+            as_bytes.push((ns.to_vec(), name.to_vec(), v.to_vec()));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(as_str.len(), 3);
+        assert_eq!(as_bytes, as_str);
+        assert!(as_bytes.iter().any(|(_, name, v)| name == b"b\x01c" && v == b"2"), "{as_bytes:?}");
+        // The reader stops at the callback's error and returns it.
+        let mut seen = 0;
+        let err = view
+            .for_each_source_bytes(KindId::Zone, |_, _, _| {
+                seen += 1;
+                Err(StorageError::Corrupt("stop".into()))
+            })
+            .unwrap_err();
+        assert_eq!((seen, err.to_string().contains("stop")), (1, true), "{err}");
     }
 
     #[test]

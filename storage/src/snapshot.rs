@@ -346,29 +346,17 @@ fn decode(bytes: &[u8], check_records: bool) -> Result<Snapshot, SnapshotError> 
         )));
     }
     let sum_at = bytes.len() - TRAILER;
-    if Sha256::digest(&bytes[..sum_at]).as_slice() != &bytes[sum_at..] {
+    // The checksum is computed on a second thread while this one decodes the header and
+    // decompresses the body; a wrong checksum is still the error reported first.
+    let (checksum_ok, decoded) = std::thread::scope(|scope| {
+        let checksum = scope.spawn(|| Sha256::digest(&bytes[..sum_at]).as_slice() == &bytes[sum_at..]);
+        let decoded = decode_header_and_body(format, header_bytes, &bytes[hend..body_end]);
+        (checksum.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), decoded)
+    });
+    if !checksum_ok {
         return Err(SnapshotError::Checksum);
     }
-    let header: Header = match format {
-        2 => {
-            let h: HeaderV2 = decode_record(header_bytes, "snapshot header").map_err(|e| SnapshotError::Malformed(e.to_string()))?;
-            let implicit = KindId::ALL.iter().map(|k| (k.name().to_string(), crate::versions::IMPLICIT_VERSION)).collect();
-            Header {
-                schema_version: h.schema_version,
-                revision: h.revision,
-                created_at: h.created_at,
-                last_commit: h.last_commit,
-                counts: h.counts,
-                kind_versions: implicit,
-            }
-        }
-        _ => decode_record(header_bytes, "snapshot header").map_err(|e| SnapshotError::Malformed(e.to_string()))?,
-    };
-    if !(OLDEST_SCHEMA_VERSION..=SCHEMA_VERSION).contains(&header.schema_version) {
-        return Err(SnapshotError::SchemaVersion { found: header.schema_version, expected: SCHEMA_VERSION });
-    }
-    let raw = zstd::stream::decode_all(&bytes[hend..body_end]).map_err(|e| SnapshotError::Malformed(format!("decompressing: {e}")))?;
-    let body = decode_body(&raw)?;
+    let (header, body) = decoded?;
     let kinds = KindTable::new();
     let rederived = header.rederived_kinds();
     if body.sections.len() != header.counts.len() {
@@ -390,18 +378,61 @@ fn decode(bytes: &[u8], check_records: bool) -> Result<Snapshot, SnapshotError> 
     Ok(Snapshot { format, header, body })
 }
 
-/// Splits the decompressed body into sections.
-fn decode_body(mut raw: &[u8]) -> Result<Body, SnapshotError> {
-    let malformed = |m: String| SnapshotError::Malformed(m);
-    let mut sections: Vec<Section> = Vec::new();
-    loop {
-        let len = raw.get(..4).ok_or_else(|| malformed("the body ends without an End frame".into()))?;
-        let len = u32::from_le_bytes(len.try_into().expect("4 bytes")) as usize;
-        if len > MAX_FRAME || raw.len() < 4 + len {
-            return Err(malformed(format!("a frame of {len} bytes overruns the body")));
+/// The header (of snapshot format `format`) and the body, decompressed and split into sections.
+///
+/// # Errors
+/// [`SnapshotError::Malformed`] for a header or body that does not decode,
+/// [`SnapshotError::SchemaVersion`] for a store layout this build does not read.
+fn decode_header_and_body(format: u32, header_bytes: &[u8], compressed: &[u8]) -> Result<(Header, Body), SnapshotError> {
+    let header: Header = match format {
+        2 => {
+            let h: HeaderV2 = decode_record(header_bytes, "snapshot header").map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+            let implicit = KindId::ALL.iter().map(|k| (k.name().to_string(), crate::versions::IMPLICIT_VERSION)).collect();
+            Header {
+                schema_version: h.schema_version,
+                revision: h.revision,
+                created_at: h.created_at,
+                last_commit: h.last_commit,
+                counts: h.counts,
+                kind_versions: implicit,
+            }
         }
-        let frame: Frame<'_> = crate::codec::decode_borrowed(&raw[4..4 + len], "snapshot frame")?;
-        raw = &raw[4 + len..];
+        _ => decode_record(header_bytes, "snapshot header").map_err(|e| SnapshotError::Malformed(e.to_string()))?,
+    };
+    if !(OLDEST_SCHEMA_VERSION..=SCHEMA_VERSION).contains(&header.schema_version) {
+        return Err(SnapshotError::SchemaVersion { found: header.schema_version, expected: SCHEMA_VERSION });
+    }
+    let decompressing = |e: std::io::Error| SnapshotError::Malformed(format!("decompressing: {e}"));
+    let body = decode_body(zstd::stream::read::Decoder::with_buffer(compressed).map_err(decompressing)?)?;
+    Ok((header, body))
+}
+
+/// Splits the body, decompressed as it is read (no copy of the whole body in memory), into
+/// sections of owned records and sources.
+///
+/// # Errors
+/// [`SnapshotError::Malformed`] when the stream does not decompress, a frame is longer than
+/// [`MAX_FRAME`] or cut short, does not decode, or bytes follow the End frame.
+fn decode_body(mut raw: impl std::io::Read) -> Result<Body, SnapshotError> {
+    let malformed = |m: String| SnapshotError::Malformed(m);
+    let read = |raw: &mut dyn std::io::Read, buf: &mut [u8], short: &dyn Fn() -> String| {
+        raw.read_exact(buf).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => malformed(short()),
+            _ => malformed(format!("decompressing: {e}")),
+        })
+    };
+    let mut sections: Vec<Section> = Vec::new();
+    let mut frame_bytes = Vec::new();
+    loop {
+        let mut len = [0u8; 4];
+        read(&mut raw, &mut len, &|| "the body ends without an End frame".into())?;
+        let len = u32::from_le_bytes(len) as usize;
+        if len > MAX_FRAME {
+            return Err(malformed(format!("a frame of {len} bytes, longer than {MAX_FRAME}")));
+        }
+        frame_bytes.resize(len, 0);
+        read(&mut raw, &mut frame_bytes, &|| format!("a frame of {len} bytes overruns the body"))?;
+        let frame: Frame<'_> = crate::codec::decode_borrowed(&frame_bytes, "snapshot frame")?;
         match frame {
             Frame::Section(name) => {
                 let kind = KindId::from_name(name).ok_or_else(|| malformed(format!("unknown kind {name}")))?;
@@ -413,8 +444,13 @@ fn decode_body(mut raw: &[u8]) -> Result<Body, SnapshotError> {
             Frame::Source(k, v) => {
                 sections.last_mut().ok_or_else(|| malformed("a source before any section".into()))?.sources.push((k.to_vec(), v.to_vec()))
             }
-            Frame::End if raw.is_empty() => return Ok(Body { sections }),
-            Frame::End => return Err(malformed(format!("{} bytes after the End frame", raw.len()))),
+            Frame::End => {
+                let mut after = [0u8; 1];
+                return match raw.read(&mut after).map_err(|e| malformed(format!("decompressing: {e}")))? {
+                    0 => Ok(Body { sections }),
+                    _ => Err(malformed("bytes after the End frame".into())),
+                };
+            }
         }
     }
 }
@@ -534,9 +570,15 @@ impl Store {
         }
         // Two threads: one decodes every record and derives (and sorts) its entries, while this
         // one writes the records and sources as they are; the entries follow once derived.
+        let started = std::time::Instant::now();
         std::thread::scope(|scope| -> Result<(), SnapshotError> {
-            let deriving = scope.spawn(|| derive(&self.kinds, &sections));
+            let deriving = scope.spawn(|| {
+                let derived = derive(&self.kinds, &sections);
+                tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: index entries derived and sorted");
+                derived
+            });
             let written = write_records(&txn, &sections);
+            tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: records and sources written");
             let derived = deriving.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
             written?;
             let mut order = txn.open_table(tables::ORDER).map_err(StorageError::from)?;
@@ -554,7 +596,9 @@ impl Store {
             meta.insert("last_commit", last_commit.0.max(0) as u64).map_err(StorageError::from)?;
             Ok(())
         })?;
+        tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: index entries written");
         txn.commit().map_err(StorageError::from)?;
+        tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: committed");
         if !rederived.is_empty() {
             tracing::warn!(
                 kinds = ?rederived.iter().map(|k| k.name()).collect::<Vec<_>>(),
@@ -733,6 +777,50 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         store.restore(&decode_file(&bytes).unwrap()).unwrap();
+    }
+
+    /// A snapshot with a valid checksum around `body` (uncompressed frames as the export writes
+    /// them), with the empty store's header.
+    fn with_body(body: &[u8]) -> Vec<u8> {
+        let header = decode_file(&empty_snapshot()).unwrap().header;
+        let mut w = Hashing { inner: Vec::new(), hasher: Sha256::new(), written: 0 };
+        write_prefix(&mut w, FORMAT_VERSION, &header).unwrap();
+        let mut z = zstd::stream::Encoder::new(&mut w, ZSTD_LEVEL).unwrap();
+        std::io::Write::write_all(&mut z, body).unwrap();
+        z.finish().unwrap();
+        finish(&mut w).unwrap();
+        w.inner
+    }
+
+    #[test]
+    fn a_body_streamed_out_of_bounds_is_refused_with_what_is_wrong() {
+        let frame = |f: &Frame<'_>| {
+            let mut out = Vec::new();
+            write_frame(&mut out, f).unwrap();
+            out
+        };
+        let end = frame(&Frame::End);
+        let section = frame(&Frame::Section(KindId::Zone.name()));
+        let malformed = |body: Vec<u8>| match decode_file(&with_body(&body)) {
+            Err(SnapshotError::Malformed(m)) => m,
+            other => panic!("expected Malformed, got {:?}", other.map(|s| s.header)),
+        };
+        // Well framed, then checked against the header (which counts every kind of the store).
+        assert!(malformed(end.clone()).contains("header counts"));
+        assert!(malformed(Vec::new()).contains("without an End frame"));
+        assert!(malformed(section.clone()).contains("without an End frame"));
+        assert!(malformed([end.clone(), b"trailing".to_vec()].concat()).contains("after the End frame"));
+        // A frame length beyond the bound is refused before anything is allocated for it.
+        assert!(malformed(u32::MAX.to_le_bytes().to_vec()).contains("longer than"));
+        let mut cut = frame(&Frame::Record(b"key", b"value"));
+        cut.truncate(cut.len() - 2);
+        assert!(malformed([section.clone(), cut].concat()).contains("overruns the body"));
+        assert!(malformed([frame(&Frame::Record(b"key", b"value")), end.clone()].concat()).contains("before any section"));
+        // A damaged checksum is reported first, whatever the body holds.
+        let mut bytes = with_body(&[end, b"trailing".to_vec()].concat());
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        assert!(matches!(decode_file(&bytes), Err(SnapshotError::Checksum)));
     }
 
     #[test]

@@ -70,19 +70,43 @@ pub(crate) fn decode_source_entry(bytes: &[u8], kind: KindId) -> Result<(Key, St
 
 /// Calls `f(namespace, name, version)` for every entry of `kind` in the `sources` table `t`, in
 /// key order (the one decoder of source entries, for reads and writes).
+///
+/// # Errors
+/// [`StorageError::Corrupt`] for an entry whose key or version is not UTF-8 or does not decode.
 pub(crate) fn for_each_source_in(
     t: &impl ReadableTable<&'static [u8], &'static [u8]>,
     kind: KindId,
     mut f: impl FnMut(&str, &str, &str),
 ) -> Result<(), StorageError> {
+    for_each_source_bytes_in(t, kind, |ns, name, version| {
+        let (Ok(ns), Ok(name), Ok(version)) = (std::str::from_utf8(ns), std::str::from_utf8(name), std::str::from_utf8(version)) else {
+            return Err(StorageError::Corrupt("source entry: not UTF-8".into()));
+        };
+        f(ns, name, version);
+        Ok(())
+    })
+}
+
+/// [`for_each_source_in`] without checking that namespace, name and version are UTF-8: for
+/// readers that only hash or compare their bytes (a restart's check of a million objects).
+/// `f` may stop the walk with an error.
+///
+/// # Errors
+/// [`StorageError::Corrupt`] for an entry that does not decode, or `f`'s error.
+pub(crate) fn for_each_source_bytes_in(
+    t: &impl ReadableTable<&'static [u8], &'static [u8]>,
+    kind: KindId,
+    mut f: impl FnMut(&[u8], &[u8], &[u8]) -> Result<(), StorageError>,
+) -> Result<(), StorageError> {
     let start = [kind.code()];
     let end = [kind.code() + 1];
-    /// [`SourceEntry`] borrowing from the stored bytes (the same encoding).
+    /// [`SourceEntry`] borrowing from the stored bytes (the same encoding: postcard writes a
+    /// string as its length and bytes).
     #[derive(Deserialize)]
     struct SourceEntryRef<'a> {
         #[allow(dead_code)]
         key: &'a [u8],
-        version: &'a str,
+        version: &'a [u8],
     }
     let corrupt = || StorageError::Corrupt("source key".into());
     for item in t.range(&start[..]..&end[..])? {
@@ -97,13 +121,12 @@ pub(crate) fn for_each_source_in(
                 let (Some(ns), Some(name), Some(b""), None) = (parts.next(), parts.next(), parts.next(), parts.next()) else {
                     return Err(corrupt());
                 };
-                let (Ok(ns), Ok(name)) = (std::str::from_utf8(ns), std::str::from_utf8(name)) else { return Err(corrupt()) };
-                f(ns, name, entry.version);
+                f(ns, name, entry.version)?;
             }
             true => {
                 let parts = Key::from_bytes(raw.to_vec()).parts().map_err(|_| corrupt())?;
                 if let [ns, name] = parts.as_slice() {
-                    f(ns, name, entry.version);
+                    f(ns.as_bytes(), name.as_bytes(), entry.version)?;
                 }
             }
         }

@@ -139,7 +139,7 @@ fn versions_ignore_key_order_and_formatting() {
     assert_eq!(hex, expected, "the version is the SHA-256 of the canonical JSON, in lowercase hex");
     let mut bytes = [0u8; 32];
     assert!(hex_decode(&hex, &mut bytes) && bytes == version_of(&a).0);
-    assert!(!hex_decode(&hex.to_uppercase(), &mut bytes), "only lowercase, as stored");
+    assert!(!hex_decode(hex.to_uppercase(), &mut bytes), "only lowercase, as stored");
     assert!(!hex_decode(&hex[..63], &mut bytes));
     let mut prefix = [0u8; 16];
     assert!(hex_decode(&hex[..32], &mut prefix) && prefix[..] == version_of(&a).0[..16]);

@@ -2,6 +2,8 @@
 //! a directory over from them, and the checkpoint changes sent after each refresh.
 
 use super::*;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Mutex;
 
 /// Checkpoint keys of the manifests source ([`storage::checkpoint`]), all under `manifests/v2/`
 /// (`v2`: the layouts of [`FileCheckpoint`] and its document chunks; `v1` kept a file's
@@ -92,15 +94,16 @@ pub(super) struct DocCheckpoint {
     pub(super) version: Version,
 }
 
-/// [`DocCheckpoint`] borrowing its strings from the stored bytes (the same encoding): what a
-/// start reads of every document without building it.
+/// [`DocCheckpoint`] borrowing its strings from the stored bytes, unchecked (the same encoding:
+/// postcard writes a string as its length and bytes): what a start reads of every document
+/// without building it; it only hashes the names.
 #[derive(Deserialize)]
 pub(super) struct DocCheckpointRef<'a> {
     #[allow(dead_code)]
     pub(super) position: Position,
     pub(super) kind: u8,
-    pub(super) namespace: &'a str,
-    pub(super) name: &'a str,
+    pub(super) namespace: &'a [u8],
+    pub(super) name: &'a [u8],
     pub(super) version: Version,
 }
 
@@ -267,6 +270,7 @@ impl ManifestsState {
     /// checkpoints (the caller clears it).
     pub(super) fn take_over(&mut self) -> Result<WarmStart, storage::StorageError> {
         let mut w = WarmStart::default();
+        let t0 = std::time::Instant::now();
         let Some(store) = self.store.clone() else { return Ok(w) };
         let view = store.read()?;
         w.store_empty = KindId::ALL
@@ -278,179 +282,193 @@ impl ManifestsState {
             same_dir = key == DIR_CHECKPOINT
                 && storage::checkpoint::decode::<DirCheckpoint>(value, "manifests directory checkpoint").is_ok_and(|d| d == want);
         })?;
-        // Per checkpointed document: its identity hash, the first 16 bytes of its version (two
-        // different versions share them with a chance of 2^-128) and its file. Vectors, sorted
-        // and merged, not maps: no spare buckets for a million objects. Sized by the store's
-        // record count, which is about the number of documents.
-        #[derive(Clone, Copy)]
-        struct Expected {
-            h: u64,
-            version: [u8; 16],
-            file: u32,
-            kind: u8,
-        }
-        let stored = KindId::ALL.iter().map(|&k| view.count(k, &schema::Scope::All).unwrap_or(0)).sum::<u64>() as usize;
-        let mut expected: Vec<Expected> = Vec::with_capacity(stored);
-        view.for_each_checkpoint(OLD_CHECKPOINTS, |key, _| self.obsolete.push(key.to_string()))?;
-        // The files (id = position), then their documents, chunk by chunk in key order: by
-        // path, then chunk number. A file whose chunks do not add up is read again.
-        let mut files: Vec<(String, FileEntry)> = Vec::new();
-        let mut by_path: HashMap<String, u32> = HashMap::default();
-        let mut dirty = Vec::new();
-        view.for_each_checkpoint(FILE_CHECKPOINT, |key, value| {
-            let Some(rel) = key.strip_prefix(FILE_CHECKPOINT) else { return };
-            let decoded = match same_dir {
-                true => storage::checkpoint::decode::<FileCheckpoint>(value, "manifests file checkpoint").ok(),
-                false => None,
-            };
-            let Some(c) = decoded else {
-                // Rewritten (or removed) after the first refresh.
-                dirty.push(rel.to_string());
-                return;
-            };
-            let id = files.len() as u32;
-            by_path.insert(rel.to_string(), id);
-            let entry = FileEntry {
-                id,
-                stamp: c.stamp,
-                hash: c.hash,
-                documents: c.documents as usize,
-                docs: Docs::Stored,
-                skips: Vec::new(),
-                ignored: FileCheckpoint::ignored(c.ignored, rel),
-                partial: false,
-                retained: Vec::new(),
-                chunks: c.chunks,
-            };
-            files.push((rel.to_string(), entry));
-        })?;
-        self.dirty.extend(dirty);
-        if !same_dir {
-            // Every file is read and checkpointed again; the chunks of the old checkpoints go
-            // first.
-            view.for_each_checkpoint(DOCS_CHECKPOINT, |key, _| self.obsolete.push(key.to_string()))?;
-            return Ok(w);
-        }
-        // Per file: chunks and documents read, and whether every one decoded.
-        let mut read: Vec<(u32, usize, bool)> = vec![(0, 0, true); files.len()];
-        view.for_each_checkpoint(DOCS_CHECKPOINT, |key, value| {
-            let Some((rel, _)) = key.strip_prefix(DOCS_CHECKPOINT).and_then(|k| k.rsplit_once('\0')) else { return };
-            let Some(&id) = by_path.get(rel) else {
-                // A chunk whose file checkpoint is gone: removed after the first refresh.
-                self.obsolete.push(key.to_string());
-                return;
-            };
-            let r = &mut read[id as usize];
-            r.0 += 1;
-            let Ok(docs) = storage::checkpoint::decode_borrowed::<Vec<DocCheckpointRef>>(value, "manifests document checkpoint") else {
-                r.2 = false;
-                return;
-            };
-            r.1 += docs.len();
-            for d in &docs {
-                let Some(kind) = KindId::from_code(d.kind) else {
+        // The store's objects are read on a second thread (and on this one once the checkpoints
+        // are read) while this one reads the checkpoints: the two halves of the check share the
+        // two cores instead of running one after the other. Without checkpoints for this
+        // directory there is nothing to check.
+        let kinds = schema::registry::registered();
+        let next_kind = AtomicUsize::new(if same_dir { 0 } else { kinds.len() });
+        let present: Mutex<Vec<Option<Present>>> = Mutex::new(kinds.iter().map(|_| None).collect());
+        let ids = &self.ids;
+        std::thread::scope(|scope| {
+            let reader = scope.spawn(|| read_present(&view, ids, &kinds, &next_kind, &present));
+            // Per checkpointed document: its identity hash, the first 16 bytes of its version (two
+            // different versions share them with a chance of 2^-128) and its file. Vectors, sorted
+            // and merged, not maps: no spare buckets for a million objects. Sized by the store's
+            // record count, which is about the number of documents.
+            #[derive(Clone, Copy)]
+            struct Expected {
+                h: u64,
+                version: [u8; 16],
+                file: u32,
+                kind: u8,
+            }
+            let stored = KindId::ALL.iter().map(|&k| view.count(k, &schema::Scope::All).unwrap_or(0)).sum::<u64>() as usize;
+            let mut expected: Vec<Expected> = Vec::with_capacity(stored);
+            view.for_each_checkpoint(OLD_CHECKPOINTS, |key, _| self.obsolete.push(key.to_string()))?;
+            // The files (id = position), then their documents, chunk by chunk in key order: by
+            // path, then chunk number. A file whose chunks do not add up is read again.
+            let mut files: Vec<(String, FileEntry)> = Vec::new();
+            let mut by_path: HashMap<String, u32> = HashMap::default();
+            let mut dirty = Vec::new();
+            view.for_each_checkpoint(FILE_CHECKPOINT, |key, value| {
+                let Some(rel) = key.strip_prefix(FILE_CHECKPOINT) else { return };
+                let decoded = match same_dir {
+                    true => storage::checkpoint::decode::<FileCheckpoint>(value, "manifests file checkpoint").ok(),
+                    false => None,
+                };
+                let Some(c) = decoded else {
+                    // Rewritten (or removed) after the first refresh.
+                    dirty.push(rel.to_string());
+                    return;
+                };
+                let id = files.len() as u32;
+                by_path.insert(rel.to_string(), id);
+                let entry = FileEntry {
+                    id,
+                    stamp: c.stamp,
+                    hash: c.hash,
+                    documents: c.documents as usize,
+                    docs: Docs::Stored,
+                    skips: Vec::new(),
+                    ignored: FileCheckpoint::ignored(c.ignored, rel),
+                    partial: false,
+                    retained: Vec::new(),
+                    chunks: c.chunks,
+                };
+                files.push((rel.to_string(), entry));
+            })?;
+            self.dirty.extend(dirty);
+            if !same_dir {
+                // Every file is read and checkpointed again; the chunks of the old checkpoints go
+                // first.
+                view.for_each_checkpoint(DOCS_CHECKPOINT, |key, _| self.obsolete.push(key.to_string()))?;
+                return Ok(w);
+            }
+            // Per file: chunks and documents read, and whether every one decoded.
+            let mut read: Vec<(u32, usize, bool)> = vec![(0, 0, true); files.len()];
+            view.for_each_checkpoint(DOCS_CHECKPOINT, |key, value| {
+                let Some((rel, _)) = key.strip_prefix(DOCS_CHECKPOINT).and_then(|k| k.rsplit_once('\0')) else { return };
+                let Some(&id) = by_path.get(rel) else {
+                    // A chunk whose file checkpoint is gone: removed after the first refresh.
+                    self.obsolete.push(key.to_string());
+                    return;
+                };
+                let r = &mut read[id as usize];
+                r.0 += 1;
+                let Ok(docs) = storage::checkpoint::decode_borrowed::<Vec<DocCheckpointRef>>(value, "manifests document checkpoint") else {
                     r.2 = false;
                     return;
                 };
-                let mut version = [0u8; 16];
-                version.copy_from_slice(&d.version.0[..16]);
-                expected.push(Expected { h: self.ids.parts(kind, d.namespace, d.name), version, file: id, kind: d.kind });
-            }
-        })?;
-        let valid: Vec<bool> = files.iter().zip(&read).map(|((_, f), r)| r.2 && r.0 == f.chunks && r.1 == f.documents).collect();
-        if valid.iter().any(|v| !v) {
-            expected.retain(|e| valid[e.file as usize]);
-            for ((rel, _), _) in files.iter().zip(&valid).filter(|(_, v)| !**v) {
-                tracing::warn!(file = %rel, "the file's checkpoint is incomplete; reading the file again");
-                self.dirty.insert(rel.clone());
-                view.for_each_checkpoint(&format!("{DOCS_CHECKPOINT}{rel}\0"), |key, _| self.obsolete.push(key.to_string()))?;
-            }
-            let mut i = 0;
-            files.retain(|_| {
-                i += 1;
-                valid[i - 1]
-            });
-        }
-        self.claims.reserve(expected.len());
-        for e in &expected {
-            self.claims.add(e.h, e.file);
-        }
-        // Files come in path order and documents in file order: of the documents of one
-        // object, the last one is the winner (a stable sort keeps that order).
-        expected.sort_by_key(|e| (e.kind, e.h));
-        expected.dedup_by(|later, kept| {
-            let same = (later.kind, later.h) == (kept.kind, kept.h);
-            if same {
-                *kept = *later;
-            }
-            same
-        });
-        let winners = expected;
-        let mut confirmed = vec![false; winners.len()];
-        // Kind by kind, the store's objects (identity hash, version), sorted and merged with the
-        // winners of that kind: a kind's objects at a time, not the store's.
-        for kind in schema::registry::registered() {
-            let from = winners.partition_point(|e| e.kind < kind.code());
-            let to = winners.partition_point(|e| e.kind <= kind.code());
-            let (ours, confirmed) = (&winners[from..to], &mut confirmed[from..to]);
-            let mut present: Vec<(u64, [u8; 16])> = Vec::with_capacity(ours.len());
-            let mut undecodable = false;
-            view.for_each_source(kind, |namespace, name, version| {
-                let mut v = [0u8; 16];
-                undecodable |= version.len() != 64 || !hex_decode(&version[..32], &mut v);
-                present.push((self.ids.parts(kind, namespace, name), v));
+                r.1 += docs.len();
+                for d in &docs {
+                    let Some(kind) = KindId::from_code(d.kind) else {
+                        r.2 = false;
+                        return;
+                    };
+                    let mut version = [0u8; 16];
+                    version.copy_from_slice(&d.version.0[..16]);
+                    expected.push(Expected { h: self.ids.parts(kind, d.namespace, d.name), version, file: id, kind: d.kind });
+                }
             })?;
-            present.sort_unstable();
-            let mut unmatched = undecodable;
-            let mut at = 0;
-            for (h, v) in &present {
-                while at < ours.len() && ours[at].h < *h {
-                    at += 1;
+            tracing::debug!(seconds = t0.elapsed().as_secs_f64(), documents = expected.len(), "warm start: checkpoints read");
+            let valid: Vec<bool> = files.iter().zip(&read).map(|((_, f), r)| r.2 && r.0 == f.chunks && r.1 == f.documents).collect();
+            if valid.iter().any(|v| !v) {
+                expected.retain(|e| valid[e.file as usize]);
+                for ((rel, _), _) in files.iter().zip(&valid).filter(|(_, v)| !**v) {
+                    tracing::warn!(file = %rel, "the file's checkpoint is incomplete; reading the file again");
+                    self.dirty.insert(rel.clone());
+                    view.for_each_checkpoint(&format!("{DOCS_CHECKPOINT}{rel}\0"), |key, _| self.obsolete.push(key.to_string()))?;
                 }
-                match ours.get(at) {
-                    Some(e) if e.h == *h && e.version == *v && !confirmed[at] => confirmed[at] = true,
-                    _ => unmatched = true,
-                }
+                let mut i = 0;
+                files.retain(|_| {
+                    i += 1;
+                    valid[i - 1]
+                });
             }
-            drop(present);
-            if unmatched {
-                // Rare (objects changed or removed while stopped): a second pass names every
-                // object of the kind that no winner confirmed.
-                let mut seen = vec![false; ours.len()];
-                view.for_each_source(kind, |namespace, name, version| {
-                    let h = self.ids.parts(kind, namespace, name);
-                    let at = ours.partition_point(|e| e.h < h);
-                    let mut v = [0u8; 16];
-                    let ok = version.len() == 64 && hex_decode(&version[..32], &mut v);
-                    let matched = ok && ours.get(at).is_some_and(|e| e.h == h && e.version == v) && !std::mem::replace(&mut seen[at], true);
-                    if !matched {
-                        w.unconfirmed.push(SourceRef { kind, namespace: namespace.to_string(), name: name.to_string() });
+            self.claims.reserve(expected.len());
+            for e in &expected {
+                self.claims.add(e.h, e.file);
+            }
+            // Files come in path order and documents in file order: of the documents of one
+            // object, the last one is the winner (a stable sort keeps that order).
+            expected.sort_by_key(|e| (e.kind, e.h));
+            expected.dedup_by(|later, kept| {
+                let same = (later.kind, later.h) == (kept.kind, kept.h);
+                if same {
+                    *kept = *later;
+                }
+                same
+            });
+            let winners = expected;
+            tracing::debug!(seconds = t0.elapsed().as_secs_f64(), "warm start: claims indexed, winners sorted");
+            let mut confirmed = vec![false; winners.len()];
+            // This thread reads what is left of the store's objects, then waits for the other.
+            read_present(&view, ids, &kinds, &next_kind, &present)?;
+            reader.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            let present = std::mem::take(&mut *present.lock().unwrap_or_else(|e| e.into_inner()));
+            // Kind by kind, the store's objects (identity hash, version), sorted, merged with the
+            // winners of that kind.
+            for (&kind, present) in kinds.iter().zip(present) {
+                let Some(present) = present else {
+                    return Err(storage::StorageError::Corrupt(format!("the sources of {} were not read", kind.name())));
+                };
+                let from = winners.partition_point(|e| e.kind < kind.code());
+                let to = winners.partition_point(|e| e.kind <= kind.code());
+                let (ours, confirmed) = (&winners[from..to], &mut confirmed[from..to]);
+                let mut unmatched = present.undecodable;
+                let mut at = 0;
+                for (h, v) in &present.objects {
+                    while at < ours.len() && ours[at].h < *h {
+                        at += 1;
                     }
-                })?;
+                    match ours.get(at) {
+                        Some(e) if e.h == *h && e.version == *v && !confirmed[at] => confirmed[at] = true,
+                        _ => unmatched = true,
+                    }
+                }
+                drop(present);
+                if unmatched {
+                    // Rare (objects changed or removed while stopped): a second pass names every
+                    // object of the kind that no winner confirmed.
+                    let mut seen = vec![false; ours.len()];
+                    view.for_each_source(kind, |namespace, name, version| {
+                        let h = self.ids.parts(kind, namespace.as_bytes(), name.as_bytes());
+                        let at = ours.partition_point(|e| e.h < h);
+                        let mut v = [0u8; 16];
+                        let ok = version.len() == 64 && hex_decode(&version[..32], &mut v);
+                        let matched =
+                            ok && ours.get(at).is_some_and(|e| e.h == h && e.version == v) && !std::mem::replace(&mut seen[at], true);
+                        if !matched {
+                            w.unconfirmed.push(SourceRef { kind, namespace: namespace.to_string(), name: name.to_string() });
+                        }
+                    })?;
+                }
             }
-        }
-        // A kind re-derived after a change of its derivation version has no source entries left
-        // (`storage::versions`): none of its documents is confirmed, so exactly the files that
-        // hold one are read again.
-        let mut stale_files: BTreeSet<u32> = BTreeSet::new();
-        for (e, _) in winners.iter().zip(&confirmed).filter(|(_, c)| !**c) {
-            w.stale += 1;
-            stale_files.insert(e.file);
-            self.stale_ids.insert(e.h);
-        }
-        w.checked = true;
-        w.files = files.len();
-        w.documents = files.iter().map(|(_, f)| f.documents).sum();
-        self.next_id = files.iter().map(|(_, f)| f.id + 1).max().unwrap_or(0);
-        for (rel, entry) in files {
-            if stale_files.contains(&entry.id) {
-                self.stale.insert(rel.clone());
+            tracing::debug!(seconds = t0.elapsed().as_secs_f64(), "warm start: store's sources checked");
+            // A kind re-derived after a change of its derivation version has no source entries left
+            // (`storage::versions`): none of its documents is confirmed, so exactly the files that
+            // hold one are read again.
+            let mut stale_files: BTreeSet<u32> = BTreeSet::new();
+            for (e, _) in winners.iter().zip(&confirmed).filter(|(_, c)| !**c) {
+                w.stale += 1;
+                stale_files.insert(e.file);
+                self.stale_ids.insert(e.h);
             }
-            self.paths.insert(entry.id, rel.clone());
-            self.files.insert(rel, entry);
-        }
-        self.dir_dirty = false;
-        Ok(w)
+            w.checked = true;
+            w.files = files.len();
+            w.documents = files.iter().map(|(_, f)| f.documents).sum();
+            self.next_id = files.iter().map(|(_, f)| f.id + 1).max().unwrap_or(0);
+            for (rel, entry) in files {
+                if stale_files.contains(&entry.id) {
+                    self.stale.insert(rel.clone());
+                }
+                self.paths.insert(entry.id, rel.clone());
+                self.files.insert(rel, entry);
+            }
+            self.dir_dirty = false;
+            Ok(w)
+        })
     }
 
     /// The checkpoint changes for the writer since the last call: files read, re-read or gone,
@@ -517,14 +535,50 @@ impl ManifestsState {
     }
 }
 
+/// The store's source objects of one kind: (identity hash, first 16 bytes of the version),
+/// sorted, and whether a stored version is not 64 lowercase hex digits.
+#[derive(Default)]
+struct Present {
+    objects: Vec<(u64, [u8; 16])>,
+    undecodable: bool,
+}
+
+/// Reads the store's source objects kind by kind, taking the next kind of `kinds` from
+/// `next_kind` until none is left, into `out` at the kind's position. Called on two threads
+/// at once, each takes the kinds the other has not.
+///
+/// # Errors
+/// A store error reading the sources.
+fn read_present(
+    view: &storage::ReadView,
+    ids: &IdHashes,
+    kinds: &[KindId],
+    next_kind: &AtomicUsize,
+    out: &Mutex<Vec<Option<Present>>>,
+) -> Result<(), storage::StorageError> {
+    loop {
+        let i = next_kind.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let Some(&kind) = kinds.get(i) else { return Ok(()) };
+        let mut p = Present { objects: Vec::with_capacity(view.count(kind, &schema::Scope::All)? as usize), undecodable: false };
+        view.for_each_source_bytes(kind, |namespace, name, version| {
+            let mut v = [0u8; 16];
+            p.undecodable |= version.len() != 64 || !hex_decode(&version[..32], &mut v);
+            p.objects.push((ids.parts(kind, namespace, name), v));
+            Ok(())
+        })?;
+        p.objects.sort_unstable();
+        out.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(p);
+    }
+}
+
 /// Decodes lowercase hex digits into `out` (`hex` twice as long); `false` for anything else.
-pub(in crate::source::manifests) fn hex_decode(hex: &str, out: &mut [u8]) -> bool {
+pub(in crate::source::manifests) fn hex_decode(hex: impl AsRef<[u8]>, out: &mut [u8]) -> bool {
     let digit = |c: u8| match c {
         b'0'..=b'9' => Some(c - b'0'),
         b'a'..=b'f' => Some(c - b'a' + 10),
         _ => None,
     };
-    let h = hex.as_bytes();
+    let h = hex.as_ref();
     if h.len() != 2 * out.len() {
         return false;
     }

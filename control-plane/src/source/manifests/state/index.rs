@@ -128,10 +128,11 @@ pub(super) struct IdHashes(foldhash::fast::RandomState);
 
 impl IdHashes {
     pub(super) fn of(&self, src: &SourceRef) -> u64 {
-        self.parts(src.kind, &src.namespace, &src.name)
+        self.parts(src.kind, src.namespace.as_bytes(), src.name.as_bytes())
     }
 
-    pub(super) fn parts(&self, kind: KindId, namespace: &str, name: &str) -> u64 {
+    /// The identity hash of (kind, namespace, name) given as bytes (as the store holds them).
+    pub(super) fn parts(&self, kind: KindId, namespace: &[u8], name: &[u8]) -> u64 {
         self.0.hash_one((kind.code(), namespace, name))
     }
 }
