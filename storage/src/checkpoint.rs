@@ -194,8 +194,10 @@ mod tests {
             .unwrap();
         let view = store.read().unwrap();
         let mut as_str = Vec::new();
-        view.for_each_source(KindId::Zone, |ns, name, v| as_str.push((ns.as_bytes().to_vec(), name.as_bytes().to_vec(), v.as_bytes().to_vec())))
-            .unwrap();
+        view.for_each_source(KindId::Zone, |ns, name, v| {
+            as_str.push((ns.as_bytes().to_vec(), name.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        })
+        .unwrap();
         let mut as_bytes = Vec::new();
         view.for_each_source_bytes(KindId::Zone, |ns, name, v| {
             as_bytes.push((ns.to_vec(), name.to_vec(), v.to_vec()));

@@ -346,17 +346,12 @@ fn decode(bytes: &[u8], check_records: bool) -> Result<Snapshot, SnapshotError> 
         )));
     }
     let sum_at = bytes.len() - TRAILER;
-    // The checksum is computed on a second thread while this one decodes the header and
-    // decompresses the body; a wrong checksum is still the error reported first.
-    let (checksum_ok, decoded) = std::thread::scope(|scope| {
-        let checksum = scope.spawn(|| Sha256::digest(&bytes[..sum_at]).as_slice() == &bytes[sum_at..]);
-        let decoded = decode_header_and_body(format, header_bytes, &bytes[hend..body_end]);
-        (checksum.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), decoded)
-    });
-    if !checksum_ok {
+    // Checked before anything is decompressed: a damaged file of a few kilobytes must not expand
+    // into gigabytes before it is refused.
+    if Sha256::digest(&bytes[..sum_at]).as_slice() != &bytes[sum_at..] {
         return Err(SnapshotError::Checksum);
     }
-    let (header, body) = decoded?;
+    let (header, body) = decode_header_and_body(format, header_bytes, &bytes[hend..body_end])?;
     let kinds = KindTable::new();
     let rederived = header.rederived_kinds();
     if body.sections.len() != header.counts.len() {
@@ -403,17 +398,20 @@ fn decode_header_and_body(format: u32, header_bytes: &[u8], compressed: &[u8]) -
         return Err(SnapshotError::SchemaVersion { found: header.schema_version, expected: SCHEMA_VERSION });
     }
     let decompressing = |e: std::io::Error| SnapshotError::Malformed(format!("decompressing: {e}"));
-    let body = decode_body(zstd::stream::read::Decoder::with_buffer(compressed).map_err(decompressing)?)?;
+    let body = decode_body(zstd::stream::read::Decoder::with_buffer(compressed).map_err(decompressing)?, &header.counts)?;
     Ok((header, body))
 }
 
 /// Splits the body, decompressed as it is read (no copy of the whole body in memory), into
-/// sections of owned records and sources.
+/// sections of owned records and sources. `counts` (the header's records per kind) bound what is
+/// kept: a section of a kind the header does not count, or with more records than it counts, is
+/// refused at its first record too many, so a body holds at most what its header announces.
 ///
 /// # Errors
 /// [`SnapshotError::Malformed`] when the stream does not decompress, a frame is longer than
-/// [`MAX_FRAME`] or cut short, does not decode, or bytes follow the End frame.
-fn decode_body(mut raw: impl std::io::Read) -> Result<Body, SnapshotError> {
+/// [`MAX_FRAME`] or cut short, does not decode, a section exceeds its count, or bytes follow the
+/// End frame.
+fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)]) -> Result<Body, SnapshotError> {
     let malformed = |m: String| SnapshotError::Malformed(m);
     let read = |raw: &mut dyn std::io::Read, buf: &mut [u8], short: &dyn Fn() -> String| {
         raw.read_exact(buf).map_err(|e| match e.kind() {
@@ -439,7 +437,12 @@ fn decode_body(mut raw: impl std::io::Read) -> Result<Body, SnapshotError> {
                 sections.push(Section { kind, records: Vec::new(), sources: Vec::new() });
             }
             Frame::Record(k, v) => {
-                sections.last_mut().ok_or_else(|| malformed("a record before any section".into()))?.records.push((k.to_vec(), v.to_vec()))
+                let section = sections.last_mut().ok_or_else(|| malformed("a record before any section".into()))?;
+                let counted = counts.iter().find(|(name, _)| name == section.kind.name()).map_or(0, |(_, c)| *c);
+                if section.records.len() as u64 >= counted {
+                    return Err(malformed(format!("{}: more records than the header counts ({counted})", section.kind.name())));
+                }
+                section.records.push((k.to_vec(), v.to_vec()))
             }
             Frame::Source(k, v) => {
                 sections.last_mut().ok_or_else(|| malformed("a source before any section".into()))?.sources.push((k.to_vec(), v.to_vec()))
@@ -821,6 +824,27 @@ mod tests {
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
         assert!(matches!(decode_file(&bytes), Err(SnapshotError::Checksum)));
+    }
+
+    #[test]
+    fn a_small_file_that_expands_to_a_large_body_is_refused_before_it_is_kept() {
+        // 200 records of 1 MiB of zeros compress to a few dozen kilobytes.
+        let zeros = vec![0u8; 1 << 20];
+        let mut body = Vec::new();
+        write_frame(&mut body, &Frame::Section(KindId::Zone.name())).unwrap();
+        let mut record = Vec::new();
+        write_frame(&mut record, &Frame::Record(b"key", &zeros)).unwrap();
+        let mut bomb = with_body(&[body, record.repeat(200)].concat());
+        assert!(bomb.len() < 1 << 20, "{} bytes", bomb.len());
+        // The empty store's header counts no zone: the first record is one too many.
+        match decode_file(&bomb) {
+            Err(SnapshotError::Malformed(m)) => assert!(m.contains("more records than the header counts (0)"), "{m}"),
+            other => panic!("expected Malformed, got {:?}", other.map(|s| s.header)),
+        }
+        // With a damaged checksum nothing is decompressed.
+        let last = bomb.len() - 1;
+        bomb[last] ^= 1;
+        assert!(matches!(decode_file(&bomb), Err(SnapshotError::Checksum)));
     }
 
     #[test]
