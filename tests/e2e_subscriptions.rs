@@ -515,6 +515,9 @@ async fn identical_subscriptions_share_answers_and_other_viewers_do_not() {
     ];
     w.subscriptions_running(9.0).await;
     let metrics = w.running.app().metrics();
+    // A subscription counts as running when accepted and joins its group when its stream first
+    // follows the log: wait for the groups too.
+    metrics.wait_until(Duration::from_secs(30), |m| gauge(m, "controlplane_subscription_groups") >= 5.0).await;
     assert_eq!(gauge(metrics, "controlplane_subscription_groups"), 5.0, "A, B, the group, B filtered, B unfiltered");
 
     w.set_message("copilot-agent", "shared edit");
