@@ -82,11 +82,16 @@ pub enum SnapshotCommand {
         #[arg(long)]
         force: bool,
     },
-    /// Check a snapshot file's structure, checksum and content; print its header.
+    /// Check a snapshot file's structure, checksum and content; print its header. The file is
+    /// given as FILE or, as for `restore`, as `--in FILE` (exactly one of them).
+    #[command(group(clap::ArgGroup::new("snapshot").required(true).args(["file", "input"])))]
     Verify {
         /// The snapshot file.
         #[arg(value_name = "FILE")]
-        file: PathBuf,
+        file: Option<PathBuf>,
+        /// The snapshot file (the spelling of `restore --in`).
+        #[arg(long = "in", value_name = "FILE")]
+        input: Option<PathBuf>,
     },
 }
 

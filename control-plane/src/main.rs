@@ -84,7 +84,7 @@ fn main() -> ExitCode {
                     ("exported", result)
                 }
                 SnapshotCommand::Restore { input, data_dir, force } => ("restored", snap::restore(&input, &data_dir, force)),
-                SnapshotCommand::Verify { file } => ("verified", snap::verify(&file)),
+                SnapshotCommand::Verify { file, input } => ("verified", snap::verify(&file.or(input).unwrap_or_default())),
             };
             match result {
                 Ok(summary) => {

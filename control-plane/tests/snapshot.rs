@@ -68,6 +68,10 @@ fn export_verify_restore_and_refusals() {
     let o = run(&["snapshot", "verify", f]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("revision:"));
+    // The spelling of `restore --in` verifies the same file and prints the same summary.
+    let spelled_as_restore = run(&["snapshot", "verify", "--in", f]);
+    assert_eq!(spelled_as_restore.status.code(), Some(0), "{}", stderr(&spelled_as_restore));
+    assert_eq!(spelled_as_restore.stdout, o.stdout);
 
     // Restore into a new directory: the same counts.
     let restored = tmp.path().join("restored");
@@ -149,6 +153,7 @@ fn export_verify_restore_and_refusals() {
     // Usage errors exit 2.
     assert_eq!(run(&["snapshot", "restore", "--in", f]).status.code(), Some(2));
     assert_eq!(run(&["snapshot", "verify"]).status.code(), Some(2));
+    assert_eq!(run(&["snapshot", "verify", f, "--in", f]).status.code(), Some(2), "FILE and --in together");
 }
 
 const TEAM: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBheW1lbnRzLS1jaGVja291dC0tY29uc29sZSIsInNjb3BlIjoidGFyZGlzOnRlYW06cmVhZCIsImVudiI6InBvYyJ9.mock";
