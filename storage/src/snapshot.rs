@@ -80,6 +80,12 @@ const TAIL: usize = 8 + 8 + TRAILER;
 const ZSTD_LEVEL: i32 = 3;
 /// Upper bound of one frame (a record is a few KiB; this only guards against garbage lengths).
 const MAX_FRAME: usize = 64 << 20;
+/// Upper bound of the decompressed body, as a multiple of the compressed body's size: exports
+/// compress about 9 : 1 (145 MB for 1.3 GB of frames at 1M objects), and zstd can reach
+/// 1000s : 1 on crafted input, which a header's counts alone (the file's own claim) do not bound.
+const MAX_EXPANSION: u64 = 64;
+/// The decompressed body a small file may always have, whatever its compressed size (bytes).
+const MIN_BODY_LIMIT: u64 = 64 << 20;
 
 /// The uncompressed header of a snapshot.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -132,6 +138,7 @@ enum Frame<'a> {
     End,
 }
 
+#[derive(Clone)]
 struct Section {
     kind: KindId,
     records: Vec<(Vec<u8>, Vec<u8>)>,
@@ -398,20 +405,24 @@ fn decode_header_and_body(format: u32, header_bytes: &[u8], compressed: &[u8]) -
         return Err(SnapshotError::SchemaVersion { found: header.schema_version, expected: SCHEMA_VERSION });
     }
     let decompressing = |e: std::io::Error| SnapshotError::Malformed(format!("decompressing: {e}"));
-    let body = decode_body(zstd::stream::read::Decoder::with_buffer(compressed).map_err(decompressing)?, &header.counts)?;
+    let limit = (compressed.len() as u64).saturating_mul(MAX_EXPANSION).max(MIN_BODY_LIMIT);
+    let body = decode_body(zstd::stream::read::Decoder::with_buffer(compressed).map_err(decompressing)?, &header.counts, limit)?;
     Ok((header, body))
 }
 
 /// Splits the body, decompressed as it is read (no copy of the whole body in memory), into
 /// sections of owned records and sources. `counts` (the header's records per kind) bound what is
-/// kept: a section of a kind the header does not count, or with more records than it counts, is
-/// refused at its first record too many, so a body holds at most what its header announces.
+/// kept: each kind has at most one section, and a section with more records than the header
+/// counts for its kind, or more source entries (each points to a record of its own, store
+/// invariant 4), is refused at its first frame too many, so a body holds at most what its header
+/// announces; and the frames together hold at most `limit` bytes (the header's counts are the
+/// file's own claim).
 ///
 /// # Errors
 /// [`SnapshotError::Malformed`] when the stream does not decompress, a frame is longer than
-/// [`MAX_FRAME`] or cut short, does not decode, a section exceeds its count, or bytes follow the
-/// End frame.
-fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)]) -> Result<Body, SnapshotError> {
+/// [`MAX_FRAME`] or cut short, does not decode, a kind has a second section, a section exceeds
+/// its count, the frames exceed `limit`, or bytes follow the End frame.
+fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)], limit: u64) -> Result<Body, SnapshotError> {
     let malformed = |m: String| SnapshotError::Malformed(m);
     let read = |raw: &mut dyn std::io::Read, buf: &mut [u8], short: &dyn Fn() -> String| {
         raw.read_exact(buf).map_err(|e| match e.kind() {
@@ -421,6 +432,7 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)]) -> Result<
     };
     let mut sections: Vec<Section> = Vec::new();
     let mut frame_bytes = Vec::new();
+    let mut body_bytes: u64 = 0;
     loop {
         let mut len = [0u8; 4];
         read(&mut raw, &mut len, &|| "the body ends without an End frame".into())?;
@@ -428,24 +440,41 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)]) -> Result<
         if len > MAX_FRAME {
             return Err(malformed(format!("a frame of {len} bytes, longer than {MAX_FRAME}")));
         }
+        body_bytes += 4 + len as u64;
+        if body_bytes > limit {
+            return Err(malformed(format!(
+                "the body expands to more than {limit} bytes ({MAX_EXPANSION} times its compressed size, at least {MIN_BODY_LIMIT})"
+            )));
+        }
         frame_bytes.resize(len, 0);
         read(&mut raw, &mut frame_bytes, &|| format!("a frame of {len} bytes overruns the body"))?;
         let frame: Frame<'_> = crate::codec::decode_borrowed(&frame_bytes, "snapshot frame")?;
         match frame {
             Frame::Section(name) => {
                 let kind = KindId::from_name(name).ok_or_else(|| malformed(format!("unknown kind {name}")))?;
+                if sections.iter().any(|s| s.kind == kind) {
+                    return Err(malformed(format!("{name}: a second section")));
+                }
                 sections.push(Section { kind, records: Vec::new(), sources: Vec::new() });
             }
             Frame::Record(k, v) => {
                 let section = sections.last_mut().ok_or_else(|| malformed("a record before any section".into()))?;
-                let counted = counts.iter().find(|(name, _)| name == section.kind.name()).map_or(0, |(_, c)| *c);
+                let counted = counted(counts, section.kind);
                 if section.records.len() as u64 >= counted {
                     return Err(malformed(format!("{}: more records than the header counts ({counted})", section.kind.name())));
                 }
                 section.records.push((k.to_vec(), v.to_vec()))
             }
             Frame::Source(k, v) => {
-                sections.last_mut().ok_or_else(|| malformed("a source before any section".into()))?.sources.push((k.to_vec(), v.to_vec()))
+                let section = sections.last_mut().ok_or_else(|| malformed("a source before any section".into()))?;
+                let counted = counted(counts, section.kind);
+                if section.sources.len() as u64 >= counted {
+                    return Err(malformed(format!(
+                        "{}: more source entries than the header counts records ({counted})",
+                        section.kind.name()
+                    )));
+                }
+                section.sources.push((k.to_vec(), v.to_vec()))
             }
             Frame::End => {
                 let mut after = [0u8; 1];
@@ -456,6 +485,11 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)]) -> Result<
             }
         }
     }
+}
+
+/// The records the header counts for `kind` (0 for a kind it does not name).
+fn counted(counts: &[(String, u64)], kind: KindId) -> u64 {
+    counts.iter().find(|(name, _)| name == kind.name()).map_or(0, |(_, c)| *c)
 }
 
 /// [`decode_file`], returning the summary only.
@@ -841,6 +875,27 @@ mod tests {
             Err(SnapshotError::Malformed(m)) => assert!(m.contains("more records than the header counts (0)"), "{m}"),
             other => panic!("expected Malformed, got {:?}", other.map(|s| s.header)),
         }
+        // A header that claims as many zones as it likes does not lift the bound: the body may
+        // expand to 64 times its compressed size (at least 64 MiB), and no more is kept.
+        let mut header = decode_file(&empty_snapshot()).unwrap().header;
+        for (kind, count) in &mut header.counts {
+            if kind == KindId::Zone.name() {
+                *count = u64::MAX;
+            }
+        }
+        let section = Section {
+            kind: KindId::Zone,
+            records: (0..80u32).map(|i| (i.to_be_bytes().to_vec(), zeros.clone())).collect(),
+            sources: Vec::new(),
+        };
+        let lying = write_for_tests(FORMAT_VERSION, &header, &[section]);
+        assert!(lying.len() < 1 << 20, "{} bytes", lying.len());
+        match decode_file(&lying) {
+            Err(SnapshotError::Malformed(m)) => {
+                assert!(m.starts_with(&format!("the body expands to more than {MIN_BODY_LIMIT} bytes")), "{m}")
+            }
+            other => panic!("expected Malformed, got {:?}", other.map(|s| s.header)),
+        }
         // With a damaged checksum nothing is decompressed.
         let last = bomb.len() - 1;
         bomb[last] ^= 1;
@@ -866,6 +921,29 @@ mod tests {
             Err(SnapshotError::SchemaVersion { .. })
         ));
         assert_eq!(encode_for_tests(FORMAT_VERSION, &bytes, SCHEMA_VERSION), bytes, "re-encoding is byte-identical");
+    }
+
+    #[test]
+    fn a_kind_has_one_section_and_no_more_source_entries_than_records() {
+        let snap = zones_snapshot();
+        let zones = snap.body.sections.iter().find(|s| s.kind == KindId::Zone).unwrap();
+        assert_eq!((zones.records.len(), zones.sources.len()), (2, 2));
+        let malformed = |sections: &[Section]| match decode_file(&write_for_tests(FORMAT_VERSION, &snap.header, sections)) {
+            Err(SnapshotError::Malformed(m)) => m,
+            other => panic!("expected Malformed, got {:?}", other.map(|s| s.header)),
+        };
+        // The same section twice would hold twice the records the header counts.
+        let mut repeated = snap.body.sections.clone();
+        repeated.push(zones.clone());
+        assert_eq!(malformed(&repeated), "Zone: a second section");
+        // A third source entry for two records.
+        let mut extra = snap.body.sections.clone();
+        let at = extra.iter().position(|s| s.kind == KindId::Zone).unwrap();
+        let (k, v) = extra[at].sources[1].clone();
+        extra[at].sources.push(([k, b"z".to_vec()].concat(), v));
+        assert_eq!(malformed(&extra), "Zone: more source entries than the header counts records (2)");
+        // The export itself stays within both bounds.
+        assert!(decode_file(&write_for_tests(FORMAT_VERSION, &snap.header, &snap.body.sections)).is_ok());
     }
 
     /// A store holding two zones, with the temporary directory it lives in.
