@@ -448,7 +448,10 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)], limit: u64
         }
         frame_bytes.resize(len, 0);
         read(&mut raw, &mut frame_bytes, &|| format!("a frame of {len} bytes overruns the body"))?;
-        let frame: Frame<'_> = crate::codec::decode_borrowed(&frame_bytes, "snapshot frame")?;
+        let frame: Frame<'_> = crate::codec::decode_borrowed(&frame_bytes, "a frame").map_err(|e| match e {
+            StorageError::Corrupt(what) => malformed(what),
+            e => SnapshotError::Storage(e),
+        })?;
         match frame {
             Frame::Section(name) => {
                 let kind = KindId::from_name(name).ok_or_else(|| malformed(format!("unknown kind {name}")))?;
@@ -853,6 +856,10 @@ mod tests {
         cut.truncate(cut.len() - 2);
         assert!(malformed([section.clone(), cut].concat()).contains("overruns the body"));
         assert!(malformed([frame(&Frame::Record(b"key", b"value")), end.clone()].concat()).contains("before any section"));
+        // A frame that does not decode is the file's fault, not the store's.
+        let undecodable = [9u8, 1, 2, 3];
+        let m = malformed([(undecodable.len() as u32).to_le_bytes().to_vec(), undecodable.to_vec(), end.clone()].concat());
+        assert!(m.starts_with("a frame: "), "{m}");
         // A damaged checksum is reported first, whatever the body holds.
         let mut bytes = with_body(&[end, b"trailing".to_vec()].concat());
         let last = bytes.len() - 1;
