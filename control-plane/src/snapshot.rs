@@ -84,16 +84,29 @@ pub async fn export_online(server: &str, token: Option<&str>, out: &Path) -> Res
 }
 
 /// Reads a snapshot file whole. Only a regular file is read: its size bounds what is read (a
-/// device such as `/dev/zero`, a FIFO or a directory is refused before reading).
+/// device such as `/dev/zero`, a FIFO or a directory is refused before reading), and a file that
+/// does not start with the snapshot magic is refused after its first 8 bytes (a large or sparse
+/// file of something else is not read into memory).
 ///
 /// # Errors
-/// `file` is not a regular file, or cannot be read.
+/// `file` is not a regular file, cannot be read, or is not a snapshot
+/// ([`storage::snapshot::SnapshotError::NotASnapshot`]).
 fn read_snapshot_file(file: &Path) -> Result<Vec<u8>> {
+    use std::io::Read;
     let meta = std::fs::metadata(file).with_context(|| format!("reading {}", file.display()))?;
     if !meta.is_file() {
         anyhow::bail!("{} is not a regular file: a snapshot is a file written by `snapshot export`", file.display());
     }
-    std::fs::read(file).with_context(|| format!("reading {}", file.display()))
+    let mut f = std::fs::File::open(file).with_context(|| format!("reading {}", file.display()))?;
+    let mut magic = Vec::with_capacity(storage::snapshot::MAGIC.len());
+    (&mut f).take(storage::snapshot::MAGIC.len() as u64).read_to_end(&mut magic).with_context(|| format!("reading {}", file.display()))?;
+    if magic.len() == storage::snapshot::MAGIC.len() && magic != storage::snapshot::MAGIC {
+        return Err(storage::snapshot::SnapshotError::NotASnapshot.into());
+    }
+    let mut bytes = magic;
+    bytes.reserve(meta.len().saturating_sub(bytes.len() as u64) as usize);
+    f.read_to_end(&mut bytes).with_context(|| format!("reading {}", file.display()))?;
+    Ok(bytes)
 }
 
 /// Verifies the snapshot file `file`.

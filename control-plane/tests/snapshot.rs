@@ -150,6 +150,19 @@ fn export_verify_restore_and_refusals() {
         }
     }
 
+    // A large file of something else is refused after its first bytes, not read whole (this one
+    // is sparse: 2 GiB that take no disk).
+    let other = tmp.path().join("sparse.snap");
+    std::fs::File::create(&other).unwrap().set_len(2 << 30).unwrap();
+    for args in [
+        vec!["snapshot", "verify", other.to_str().unwrap()],
+        vec!["snapshot", "restore", "--in", other.to_str().unwrap(), "--data-dir", d, "--force"],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("not a snapshot file (bad magic bytes)"), "{args:?}: {}", stderr(&o));
+    }
+
     // Usage errors exit 2.
     assert_eq!(run(&["snapshot", "restore", "--in", f]).status.code(), Some(2));
     assert_eq!(run(&["snapshot", "verify"]).status.code(), Some(2));

@@ -86,6 +86,10 @@ const MAX_FRAME: usize = 64 << 20;
 const MAX_EXPANSION: u64 = 64;
 /// The decompressed body a small file may always have, whatever its compressed size (bytes).
 const MIN_BODY_LIMIT: u64 = 64 << 20;
+/// What a frame costs in memory beyond its bytes, charged against the body's limit: the owned
+/// pair of a record or source entry (48 bytes, up to twice that while its list grows) and the
+/// allocator's share of its two buffers. A body of millions of empty frames is bounded too.
+const FRAME_OVERHEAD: u64 = 160;
 
 /// The uncompressed header of a snapshot.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -404,6 +408,7 @@ fn decode_header_and_body(format: u32, header_bytes: &[u8], compressed: &[u8]) -
     if !(OLDEST_SCHEMA_VERSION..=SCHEMA_VERSION).contains(&header.schema_version) {
         return Err(SnapshotError::SchemaVersion { found: header.schema_version, expected: SCHEMA_VERSION });
     }
+    check_counts(&header.counts)?;
     let decompressing = |e: std::io::Error| SnapshotError::Malformed(format!("decompressing: {e}"));
     let limit = (compressed.len() as u64).saturating_mul(MAX_EXPANSION).max(MIN_BODY_LIMIT);
     let body = decode_body(zstd::stream::read::Decoder::with_buffer(compressed).map_err(decompressing)?, &header.counts, limit)?;
@@ -440,10 +445,11 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)], limit: u64
         if len > MAX_FRAME {
             return Err(malformed(format!("a frame of {len} bytes, longer than {MAX_FRAME}")));
         }
-        body_bytes += 4 + len as u64;
+        body_bytes += 4 + len as u64 + FRAME_OVERHEAD;
         if body_bytes > limit {
             return Err(malformed(format!(
-                "the body expands to more than {limit} bytes ({MAX_EXPANSION} times its compressed size, at least {MIN_BODY_LIMIT})"
+                "the body expands to more than {limit} bytes ({MAX_EXPANSION} times its compressed size, at least {MIN_BODY_LIMIT}; \
+                 each frame counted with {FRAME_OVERHEAD} bytes of overhead)"
             )));
         }
         frame_bytes.resize(len, 0);
@@ -488,6 +494,23 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)], limit: u64
             }
         }
     }
+}
+
+/// Refuses a header whose counts name a kind this build does not have or a kind twice, so
+/// they hold at most one entry per kind (looked up per frame while the body is split).
+///
+/// # Errors
+/// [`SnapshotError::Malformed`] naming the first such entry.
+fn check_counts(counts: &[(String, u64)]) -> Result<(), SnapshotError> {
+    let mut seen = Vec::with_capacity(KindId::ALL.len());
+    for (name, _) in counts {
+        let kind = KindId::from_name(name).ok_or_else(|| SnapshotError::Malformed(format!("the header counts unknown kind {name:.64}")))?;
+        if seen.contains(&kind) {
+            return Err(SnapshotError::Malformed(format!("the header counts {name} twice")));
+        }
+        seen.push(kind);
+    }
+    Ok(())
 }
 
 /// The records the header counts for `kind` (0 for a kind it does not name).
@@ -682,7 +705,8 @@ struct Derived {
 
 /// Decodes every record of `body` and derives its entries through the write path's erased
 /// per-kind code; checks that records and sources of each section are in strictly ascending key
-/// order and that every record's source entry is present (store invariant 4).
+/// order, that every record's source entry is present, and that every source entry decodes and
+/// points to a record of its section (store invariant 4).
 ///
 /// # Errors
 /// [`SnapshotError::Malformed`] naming the first record or section that fails.
@@ -711,6 +735,19 @@ fn derive(kinds: &KindTable, sections: &[&Section]) -> Result<Derived, SnapshotE
             index_entries.extend(e.index_entries);
             for k in tables::counter_keys(kind, &e.scopes, e.phase) {
                 *counts.entry(k).or_default() += 1;
+            }
+        }
+        // Every source entry decodes (the writer reads them back on every change) and points to a
+        // record of its section (store invariant 4).
+        for (sk, v) in &s.sources {
+            let (key, _version) = crate::write::decode_source_entry(v, kind)
+                .map_err(|e| malformed(format!("{} source entry {}: {e}", kind.name(), Key::from_bytes(sk.clone()))))?;
+            if s.records.binary_search_by(|(rk, _)| rk.as_slice().cmp(key.as_bytes())).is_err() {
+                return Err(malformed(format!(
+                    "{} source entry {}: points to {key}, which has no record",
+                    kind.name(),
+                    Key::from_bytes(sk.clone())
+                )));
             }
         }
     }
@@ -951,6 +988,51 @@ mod tests {
         assert_eq!(malformed(&extra), "Zone: more source entries than the header counts records (2)");
         // The export itself stays within both bounds.
         assert!(decode_file(&write_for_tests(FORMAT_VERSION, &snap.header, &snap.body.sections)).is_ok());
+        // The header's counts hold one entry per kind of this build, each looked up per frame.
+        let mut unknown = snap.header.clone();
+        unknown.counts.push(("Bogus".into(), 1));
+        assert_eq!(malformed_with(&unknown, &snap.body.sections), "the header counts unknown kind Bogus");
+        let mut twice = snap.header.clone();
+        twice.counts.push((KindId::Zone.name().into(), 2));
+        assert_eq!(malformed_with(&twice, &snap.body.sections), "the header counts Zone twice");
+    }
+
+    fn malformed_with(header: &Header, sections: &[Section]) -> String {
+        match decode_file(&write_for_tests(FORMAT_VERSION, header, sections)) {
+            Err(SnapshotError::Malformed(m)) => m,
+            other => panic!("expected Malformed, got {:?}", other.map(|s| s.header)),
+        }
+    }
+
+    #[test]
+    fn millions_of_empty_frames_are_charged_what_they_cost_in_memory() {
+        // Empty records compress to almost nothing, and each costs a slot of its own: a header
+        // that counts as many as it likes does not lift the bound.
+        let mut header = decode_file(&empty_snapshot()).unwrap().header;
+        for (kind, count) in &mut header.counts {
+            if kind == KindId::Zone.name() {
+                *count = u64::MAX;
+            }
+        }
+        let frames = MIN_BODY_LIMIT / FRAME_OVERHEAD + 1;
+        let mut body = Vec::new();
+        write_frame(&mut body, &Frame::Section(KindId::Zone.name())).unwrap();
+        let mut empty = Vec::new();
+        write_frame(&mut empty, &Frame::Record(b"", b"")).unwrap();
+        body.extend(empty.repeat(frames as usize));
+        let mut w = Hashing { inner: Vec::new(), hasher: Sha256::new(), written: 0 };
+        write_prefix(&mut w, FORMAT_VERSION, &header).unwrap();
+        let mut z = zstd::stream::Encoder::new(&mut w, ZSTD_LEVEL).unwrap();
+        std::io::Write::write_all(&mut z, &body).unwrap();
+        z.finish().unwrap();
+        finish(&mut w).unwrap();
+        assert!(w.inner.len() < 1 << 20, "{} bytes", w.inner.len());
+        match decode_file(&w.inner) {
+            Err(SnapshotError::Malformed(m)) => {
+                assert!(m.starts_with(&format!("the body expands to more than {MIN_BODY_LIMIT} bytes")), "{m}")
+            }
+            other => panic!("expected Malformed, got {:?}", other.map(|s| s.header)),
+        }
     }
 
     /// A store holding two zones, with the temporary directory it lives in.
@@ -1064,7 +1146,23 @@ mod tests {
         zones(&mut sourceless).sources.remove(0);
         let mut unordered = zones_snapshot();
         zones(&mut unordered).records.swap(0, 1);
-        let cases = [(undecodable, "corrupt stored value"), (sourceless, "no source entry for poc/a"), (unordered, "ascending key order")];
+        let mut bad_source = zones_snapshot();
+        zones(&mut bad_source).sources[1].1 = vec![0xff; 3];
+        // The layout of the write path's source entry, pointing to a zone that has no record.
+        #[derive(Serialize)]
+        struct SourceEntry {
+            key: Key,
+            version: String,
+        }
+        let mut dangling = zones_snapshot();
+        zones(&mut dangling).sources[1].1 = crate::codec::encode(&SourceEntry { key: Key::new(&["poc", "zz"]), version: "1".into() });
+        let cases = [
+            (undecodable, "corrupt stored value"),
+            (sourceless, "no source entry for poc/a"),
+            (unordered, "ascending key order"),
+            (bad_source, "Zone source entry poc/b: corrupt stored value"),
+            (dangling, "Zone source entry poc/b: points to poc/zz, which has no record"),
+        ];
         for (snap, message) in cases {
             let dir = tempfile::tempdir().unwrap();
             let store = Store::open(dir.path()).unwrap();
