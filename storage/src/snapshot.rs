@@ -306,8 +306,9 @@ fn finish<W: std::io::Write>(w: &mut Hashing<W>) -> Result<u64, SnapshotError> {
 }
 
 /// Checks and decodes a snapshot file's bytes: magic, format version, header, end marker,
-/// checksum, read-model schema version, and that the body, every frame and every envelope
-/// decode and the counts match the header.
+/// checksum, read-model schema version, that the body, every frame and every envelope decode
+/// and the counts match the header, and every check a restore makes of a section
+/// ([`check_section`]: key order, source entries).
 ///
 /// # Errors
 /// The [`SnapshotError`] variant naming the first failed check.
@@ -374,11 +375,14 @@ fn decode(bytes: &[u8], check_records: bool) -> Result<Snapshot, SnapshotError> 
         if counted != Some(s.records.len() as u64) {
             return Err(SnapshotError::Malformed(format!("{}: header count {counted:?}, {} records", s.kind.name(), s.records.len())));
         }
-        // Records of another derivation version are not decoded: a restore leaves them out.
-        for (k, v) in s.records.iter().filter(|_| check_records && !rederived.contains(&s.kind)) {
-            let env: Envelope = decode_record(v, s.kind.name()).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
-            ops.entries(&Key::from_bytes(k.clone()), &env, tables::OrderSet::KEYS_ONLY)
-                .map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+        // The restore's checks, without writing (`verify`). Records of another derivation version
+        // are not decoded: a restore leaves them out.
+        if check_records && !rederived.contains(&s.kind) {
+            check_section(s, |key, env| {
+                ops.entries(key, env, tables::OrderSet::KEYS_ONLY)
+                    .map(|_| ())
+                    .map_err(|e| SnapshotError::Malformed(format!("{} {key}: {e}", s.kind.name())))
+            })?;
         }
     }
     Ok(Snapshot { format, header, body })
@@ -718,38 +722,15 @@ fn derive(kinds: &KindTable, sections: &[&Section]) -> Result<Derived, SnapshotE
     for s in sections {
         let kind = s.kind;
         let ops = kinds.get(kind).ok_or_else(|| malformed(format!("kind {} is not registered", kind.name())))?;
-        for (what, list) in [("records", &s.records), ("sources", &s.sources)] {
-            if !list.windows(2).all(|w| w[0].0 < w[1].0) {
-                return Err(malformed(format!("{} {what} are not in strictly ascending key order", kind.name())));
-            }
-        }
-        for (k, v) in &s.records {
-            let key = Key::from_bytes(k.clone());
-            let env: Envelope = decode_record(v, kind.name()).map_err(|e| malformed(format!("{} {key}: {e}", kind.name())))?;
-            let e = ops.entries(&key, &env, tables::OrderSet::KEYS_ONLY).map_err(|e| malformed(format!("{} {key}: {e}", kind.name())))?;
-            let src = Key::new(&[env.source.0.as_str(), env.source.1.as_str()]);
-            if s.sources.binary_search_by(|(sk, _)| sk.as_slice().cmp(src.as_bytes())).is_err() {
-                return Err(malformed(format!("{} {key}: no source entry for {}/{}", kind.name(), env.source.0, env.source.1)));
-            }
+        check_section(s, |key, env| {
+            let e = ops.entries(key, env, tables::OrderSet::KEYS_ONLY).map_err(|e| malformed(format!("{} {key}: {e}", kind.name())))?;
             order.extend(e.order);
             index_entries.extend(e.index_entries);
             for k in tables::counter_keys(kind, &e.scopes, e.phase) {
                 *counts.entry(k).or_default() += 1;
             }
-        }
-        // Every source entry decodes (the writer reads them back on every change) and points to a
-        // record of its section (store invariant 4).
-        for (sk, v) in &s.sources {
-            let (key, _version) = crate::write::decode_source_entry(v, kind)
-                .map_err(|e| malformed(format!("{} source entry {}: {e}", kind.name(), Key::from_bytes(sk.clone()))))?;
-            if s.records.binary_search_by(|(rk, _)| rk.as_slice().cmp(key.as_bytes())).is_err() {
-                return Err(malformed(format!(
-                    "{} source entry {}: points to {key}, which has no record",
-                    kind.name(),
-                    Key::from_bytes(sk.clone())
-                )));
-            }
-        }
+            Ok(())
+        })?;
     }
     let sort = |list: &mut Vec<Vec<u8>>| {
         list.sort_unstable();
@@ -760,6 +741,46 @@ fn derive(kinds: &KindTable, sections: &[&Section]) -> Result<Derived, SnapshotE
         sort(&mut order);
     });
     Ok(Derived { order, index_entries, counts: counts.into_iter().collect() })
+}
+
+/// The checks a restore makes of one section, for [`derive`] and [`decode_file`] (`verify`):
+/// records and source entries in strictly ascending key order, every record's envelope decodes
+/// (then handed to `each` with its key) and its source entry is present, and every source entry
+/// decodes (the writer reads them back on every change) and points to a record of the section
+/// (store invariant 4).
+///
+/// # Errors
+/// [`SnapshotError::Malformed`] naming the first record or source entry that fails, or `each`'s
+/// error.
+fn check_section(s: &Section, mut each: impl FnMut(&Key, &Envelope) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
+    let malformed = |m: String| SnapshotError::Malformed(m);
+    let kind = s.kind;
+    for (what, list) in [("records", &s.records), ("sources", &s.sources)] {
+        if !list.windows(2).all(|w| w[0].0 < w[1].0) {
+            return Err(malformed(format!("{} {what} are not in strictly ascending key order", kind.name())));
+        }
+    }
+    for (k, v) in &s.records {
+        let key = Key::from_bytes(k.clone());
+        let env: Envelope = decode_record(v, kind.name()).map_err(|e| malformed(format!("{} {key}: {e}", kind.name())))?;
+        let src = Key::new(&[env.source.0.as_str(), env.source.1.as_str()]);
+        if s.sources.binary_search_by(|(sk, _)| sk.as_slice().cmp(src.as_bytes())).is_err() {
+            return Err(malformed(format!("{} {key}: no source entry for {}/{}", kind.name(), env.source.0, env.source.1)));
+        }
+        each(&key, &env)?;
+    }
+    for (sk, v) in &s.sources {
+        let (key, _version) = crate::write::decode_source_entry(v, kind)
+            .map_err(|e| malformed(format!("{} source entry {}: {e}", kind.name(), Key::from_bytes(sk.clone()))))?;
+        if s.records.binary_search_by(|(rk, _)| rk.as_slice().cmp(key.as_bytes())).is_err() {
+            return Err(malformed(format!(
+                "{} source entry {}: points to {key}, which has no record",
+                kind.name(),
+                Key::from_bytes(sk.clone())
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Fills the empty `table` with `items`, which must be in strictly ascending key order, through
@@ -1164,6 +1185,11 @@ mod tests {
             (dangling, "Zone source entry poc/b: points to poc/zz, which has no record"),
         ];
         for (snap, message) in cases {
+            // `verify` refuses what a restore refuses, with the same message.
+            match decode_file(&write_for_tests(FORMAT_VERSION, &snap.header, &snap.body.sections)) {
+                Err(SnapshotError::Malformed(m)) => assert!(m.contains(message), "{message}: {m}"),
+                other => panic!("{message}: expected Malformed, got {:?}", other.map(|s| s.header)),
+            }
             let dir = tempfile::tempdir().unwrap();
             let store = Store::open(dir.path()).unwrap();
             let err = store.restore(&snap).unwrap_err();
