@@ -371,7 +371,7 @@ fn decode(bytes: &[u8], check_records: bool) -> Result<Snapshot, SnapshotError> 
     }
     for s in &body.sections {
         let ops = kinds.get(s.kind).ok_or_else(|| SnapshotError::Malformed(format!("kind {} is not registered", s.kind.name())))?;
-        let counted = header.counts.iter().find(|(k, _)| k == s.kind.name()).map(|(_, c)| *c);
+        let counted = counted(&header.counts, s.kind);
         if counted != Some(s.records.len() as u64) {
             return Err(SnapshotError::Malformed(format!("{}: header count {counted:?}, {} records", s.kind.name(), s.records.len())));
         }
@@ -472,7 +472,7 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)], limit: u64
             }
             Frame::Record(k, v) => {
                 let section = sections.last_mut().ok_or_else(|| malformed("a record before any section".into()))?;
-                let counted = counted(counts, section.kind);
+                let counted = counted(counts, section.kind).unwrap_or(0);
                 if section.records.len() as u64 >= counted {
                     return Err(malformed(format!("{}: more records than the header counts ({counted})", section.kind.name())));
                 }
@@ -480,7 +480,7 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)], limit: u64
             }
             Frame::Source(k, v) => {
                 let section = sections.last_mut().ok_or_else(|| malformed("a source before any section".into()))?;
-                let counted = counted(counts, section.kind);
+                let counted = counted(counts, section.kind).unwrap_or(0);
                 if section.sources.len() as u64 >= counted {
                     return Err(malformed(format!(
                         "{}: more source entries than the header counts records ({counted})",
@@ -517,9 +517,9 @@ fn check_counts(counts: &[(String, u64)]) -> Result<(), SnapshotError> {
     Ok(())
 }
 
-/// The records the header counts for `kind` (0 for a kind it does not name).
-fn counted(counts: &[(String, u64)], kind: KindId) -> u64 {
-    counts.iter().find(|(name, _)| name == kind.name()).map_or(0, |(_, c)| *c)
+/// The records the header counts for `kind` (`None` for a kind it does not name).
+fn counted(counts: &[(String, u64)], kind: KindId) -> Option<u64> {
+    counts.iter().find(|(name, _)| name == kind.name()).map(|(_, c)| *c)
 }
 
 /// [`decode_file`], returning the summary only.
