@@ -278,9 +278,16 @@ impl App {
         crate::http::routes(self)
     }
 
-    /// Stops the source, then the writer (after its commit in progress). Blocking.
+    /// Stops the source, then the writer (after its commit in progress), then waits until the
+    /// store is closed (every handle of it dropped, at most [`STORE_RELEASE_WAIT`]), so that the
+    /// data directory can be opened again as soon as this returns. Blocking.
     pub fn shutdown(mut self) {
         self.stop();
+        let store = self.store.clone();
+        drop(self);
+        if let Err(e) = store.close(STORE_RELEASE_WAIT) {
+            tracing::error!(error = %e, "the store is not closed at shutdown: something outlived the server");
+        }
     }
 
     fn stop(&mut self) {
@@ -301,12 +308,19 @@ impl Drop for App {
     }
 }
 
+/// How long [`App::shutdown`] waits for the last handle of the store to be dropped (tasks
+/// stopped just before, e.g. the watchers of the kube source, drop theirs as the runtime ends
+/// them).
+pub const STORE_RELEASE_WAIT: Duration = Duration::from_secs(10);
+
 /// A started process: the [`App`] plus the HTTP server.
 pub struct Running {
     app: App,
     addr: SocketAddr,
     stop: Arc<Notify>,
     server: tokio::task::JoinHandle<std::io::Result<()>>,
+    /// Logs the moment the server turns ready (holds the readiness state until then).
+    ready_log: tokio::task::JoinHandle<()>,
 }
 
 impl Running {
@@ -329,6 +343,8 @@ impl Running {
     pub async fn shutdown(self) -> anyhow::Result<()> {
         self.app.shutdown.store(true, std::sync::atomic::Ordering::SeqCst);
         self.stop.notify_one();
+        self.ready_log.abort();
+        let _ = self.ready_log.await;
         let served = self.server.await;
         let app = self.app;
         tokio::task::spawn_blocking(move || app.shutdown()).await.context("stopping the projector")?;
@@ -398,7 +414,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     tracing::info!(address = %addr, "listening");
     // One line when `/readyz` turns 200, for operators reading the log.
     let (readiness, metrics) = (app.readiness().clone(), app.metrics().clone());
-    tokio::spawn(async move {
+    let ready_log = tokio::spawn(async move {
         let mut changes = metrics.subscribe();
         while !readiness.is_ready() {
             if changes.changed().await.is_err() {
@@ -407,7 +423,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         }
         tracing::info!(ms = started.elapsed().as_millis() as u64, "ready: the initial sync is applied and the search index has caught up");
     });
-    Ok(Running { app, addr, stop, server })
+    Ok(Running { app, addr, stop, server, ready_log })
 }
 
 /// Runs the server until SIGTERM or Ctrl-C, then shuts down gracefully.

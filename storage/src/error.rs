@@ -30,6 +30,14 @@ pub enum StorageError {
     /// redb reported an error. Reaction: retry the batch; persistent failures need an operator.
     #[error("database error: {0}")]
     Database(String),
+    /// [`crate::Store::close`] waited in vain: other handles of the store are still alive.
+    /// Reaction: a bug of the caller (something outlived its owner); the file is released when
+    /// they are dropped.
+    #[error("the store is still open: {handles} handle(s) remain")]
+    StillOpen {
+        /// Handles alive when the wait ended.
+        handles: usize,
+    },
     /// A long read stopped because its reader asked it to ([`crate::ReadView::interrupt_when`]).
     /// Reaction: the reader's own (its request's deadline passed).
     #[error("the read was interrupted by its reader")]

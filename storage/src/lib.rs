@@ -102,16 +102,35 @@ pub struct Envelope {
     pub record: Vec<u8>,
 }
 
-/// The embedded read model. Cheap to clone (shared handle).
+/// The embedded read model. Cheap to clone (shared handle). The database file stays open (and
+/// locked against other processes) until the last handle is dropped; [`Store::close`] waits
+/// for that.
 #[derive(Clone)]
 pub struct Store {
-    db: Arc<Database>,
+    db: Arc<OpenDatabase>,
+    /// Told when the last handle is dropped ([`Store::close`]).
+    released: Arc<std::sync::Mutex<Option<std::sync::mpsc::Receiver<()>>>>,
     kinds: Arc<write::KindTable>,
     feed: Arc<write::Feed>,
     search: Arc<search::Slot>,
     wanted: Arc<Wanted>,
     /// The kinds whose re-derivation has not ended ([`versions`]).
     rederiving: Arc<std::sync::Mutex<Vec<schema::KindId>>>,
+}
+
+/// The open database, and the signal that it was closed: fields drop in declaration order, so
+/// the sender goes (and [`Store::close`] returns) only once the database file is released.
+struct OpenDatabase {
+    database: Database,
+    _released: std::sync::mpsc::Sender<()>,
+}
+
+impl std::ops::Deref for OpenDatabase {
+    type Target = Database;
+
+    fn deref(&self) -> &Database {
+        &self.database
+    }
 }
 
 /// What [`Store::finish_rederivation`] did.
@@ -249,8 +268,10 @@ impl Store {
             redb::DatabaseError::DatabaseAlreadyOpen => StorageError::Locked(path.display().to_string()),
             e => StorageError::Database(e.to_string()),
         })?;
+        let (released, on_release) = std::sync::mpsc::channel();
         let store = Store {
-            db: Arc::new(db),
+            db: Arc::new(OpenDatabase { database: db, _released: released }),
+            released: Arc::new(std::sync::Mutex::new(Some(on_release))),
             kinds: Arc::new(write::KindTable::new()),
             feed: Arc::default(),
             search: Arc::default(),
@@ -366,6 +387,28 @@ impl Store {
         let building = !self.db.begin_read()?.open_table(tables::BUILDING)?.is_empty()?;
         self.wanted.building.store(building, std::sync::atomic::Ordering::SeqCst);
         Ok(())
+    }
+
+    /// Drops this handle and waits, at most `timeout`, until every other handle is dropped too
+    /// and the database file is closed (another process, or a new [`Store::open`], can then
+    /// open it). While one call waits, another returns at once.
+    ///
+    /// # Errors
+    /// [`StorageError::StillOpen`] when handles remain after `timeout`, with their number.
+    pub fn close(self, timeout: std::time::Duration) -> Result<(), StorageError> {
+        let released = self.released.clone();
+        let on_release = released.lock().unwrap_or_else(|e| e.into_inner()).take();
+        let handles = Arc::downgrade(&self.db);
+        drop(self);
+        let Some(on_release) = on_release else { return Ok(()) };
+        match on_release.recv_timeout(timeout) {
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) | Ok(()) => Ok(()),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                // A later call may wait again.
+                *released.lock().unwrap_or_else(|e| e.into_inner()) = Some(on_release);
+                Err(StorageError::StillOpen { handles: handles.strong_count() })
+            }
+        }
     }
 
     /// The kinds whose re-derivation has not ended ([`versions`]): purged on open because their
@@ -1014,6 +1057,26 @@ mod tests {
         ] {
             assert!(message.contains(&part), "{message}");
         }
+    }
+
+    /// `close` returns once the last handle is gone, and the file can be opened again then; a
+    /// handle kept alive is reported, with their number.
+    #[test]
+    fn close_waits_for_the_last_handle_and_releases_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let kept = store.clone();
+        match store.clone().close(std::time::Duration::from_millis(1)) {
+            Err(StorageError::StillOpen { handles }) => assert_eq!(handles, 2),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(Store::open(dir.path()), Err(StorageError::Locked(_))));
+        let holder = std::thread::spawn(move || drop(kept));
+        store.close(std::time::Duration::from_secs(30)).unwrap();
+        holder.join().unwrap();
+        let reopened = Store::open(dir.path()).unwrap();
+        reopened.close(std::time::Duration::from_secs(30)).unwrap();
+        Store::open(dir.path()).unwrap();
     }
 
     #[test]

@@ -257,32 +257,53 @@ pub struct Wiring {
 /// The running kube source: one tokio task per watched kind.
 pub struct KubeSource {
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Disconnected once every task's future is dropped (each holds a sender).
+    ended: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
 }
+
+/// How long [`KubeSource::shutdown`] waits for its tasks to be dropped.
+const TASKS_END_WAIT: Duration = Duration::from_secs(5);
 
 impl KubeSource {
     /// Starts one watcher task per kind in `kinds` on `runtime`. The readiness phases
     /// ([`initial_phase`]) of these kinds must already be registered.
     pub fn spawn(client: kube::Client, kinds: Vec<WatchedKind>, wiring: Wiring, runtime: &tokio::runtime::Handle) -> KubeSource {
         let mut tasks = Vec::new();
+        let (alive, ended) = std::sync::mpsc::channel::<()>();
         for w in kinds {
             let name = w.kind.name();
             wiring.kube_metrics.crd_missing.with_label_values(&[name]).set(0);
             wiring.kube_metrics.synced.with_label_values(&[name]).set(0);
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &w.resource);
             let mut watch = KindWatch::new(w, wiring.clone());
-            tasks.push(runtime.spawn(async move { watch.run(api).await }));
+            let alive = alive.clone();
+            tasks.push(runtime.spawn(async move {
+                let _alive = alive;
+                watch.run(api).await
+            }));
         }
-        KubeSource { tasks }
+        KubeSource { tasks, ended: std::sync::Mutex::new(ended) }
     }
 
-    /// Stops every watcher task (changes already sent stay queued for the writer).
+    /// Stops every watcher task (changes already sent stay queued for the writer) and waits
+    /// until the runtime has dropped them, with what they hold (the writer's sender, the
+    /// readiness state), at most [`TASKS_END_WAIT`]. Call it off the runtime's workers (the
+    /// server does, from a blocking thread); on a worker of a runtime with one thread the wait
+    /// runs out.
     pub fn shutdown(mut self) {
         self.stop();
     }
 
     fn stop(&mut self) {
+        if self.tasks.is_empty() {
+            return;
+        }
         for t in self.tasks.drain(..) {
             t.abort();
+        }
+        let ended = self.ended.lock().unwrap_or_else(|e| e.into_inner()).recv_timeout(TASKS_END_WAIT);
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = ended {
+            tracing::warn!(wait_s = TASKS_END_WAIT.as_secs(), "the kube source's watchers did not end in time");
         }
     }
 }
