@@ -314,7 +314,7 @@ async fn disabled_features_project_no_file_or_permission_records() {
     let running = control_plane::start(config).await.unwrap();
     let base = format!("http://{}", running.local_addr());
     let client = reqwest::Client::new();
-    assert!(running.app().wait_ready(std::time::Duration::from_secs(30)).await, "server not ready after 30 s");
+    assert!(running.app().wait_caught_up(std::time::Duration::from_secs(30)).await, "server not ready after 30 s");
     assert_eq!(client.get(format!("{base}/readyz")).send().await.unwrap().status(), 200);
     let q = r#"{ fileExposures { totalCount } fileSubscriptions { totalCount } permissionSets { totalCount }
                 approvals(where: {nameHasPrefix: "filesubscription--"}) { totalCount }

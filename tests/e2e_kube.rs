@@ -67,7 +67,7 @@ impl Cp {
 
     /// Waits for `/readyz` 200; returns the time since start.
     async fn ready(&self) -> Duration {
-        let ready = self.running.app().wait_ready(Duration::from_secs(30)).await;
+        let ready = self.running.app().wait_caught_up(Duration::from_secs(30)).await;
         let took = self.started.elapsed();
         let (code, body) = self.readyz().await;
         assert!(ready && code == 200, "not ready after 30 s: {body}");
@@ -123,7 +123,7 @@ fn dump(store: &Store) -> BTreeMap<String, String> {
 /// retry (a child parked for its parent, a link without its target) is retried once, until a
 /// whole round writes nothing.
 async fn settled(app: &App) -> BTreeMap<String, String> {
-    assert!(app.wait_ready(Duration::from_secs(30)).await);
+    assert!(app.wait_caught_up(Duration::from_secs(30)).await);
     let metrics = app.metrics();
     let processed = |m: &control_plane::metrics::Metrics| {
         [outcome::SUCCESS, outcome::SKIP, outcome::DEPENDENCY_MISSING, outcome::DELETE_SUCCESS, outcome::ERROR]
@@ -196,7 +196,7 @@ async fn synced_except(app: &App, held: &[KindId]) {
     let readiness = app.readiness();
     let others = || {
         schema::registry::registered().into_iter().filter(|k| !held.contains(k)).all(|k| {
-            readiness.kind_state(k.name(), &control_plane::source::kube::initial_phase(k)) == control_plane::readiness::SyncState::Synced
+            readiness.kind_state(k.name()) == control_plane::readiness::SyncState::Synced
         })
     };
     assert!(app.metrics().wait_until(Duration::from_secs(30), |_| others()).await, "the other kinds did not sync");
@@ -402,30 +402,71 @@ async fn a_missing_crd_does_not_block_other_kinds() {
     cp.stop().await;
 }
 
-/// A second start on the same data directory with an unchanged server serves the stored model
-/// at once, is ready after the relist, and writes nothing (the revision does not move).
+/// A second start on the same data directory with an unchanged server is ready at once (a warm
+/// start: the store completed a sync of this API server), serves the stored model while every
+/// kind catches up (`/readyz` and `extensions.freshness` name them, `controlplane_catching_up`
+/// counts them), lists from the API server's watch cache (no quorum read) and writes nothing
+/// (the revision does not move).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restart_on_the_same_data_writes_nothing_and_is_ready_after_the_relist() {
+async fn a_restart_on_the_same_data_is_ready_at_once_reads_the_watch_cache_and_writes_nothing() {
     let fake = FakeK8s::start_world().await;
     let data = tempfile::tempdir().unwrap();
     let (cp, expected) = first_start(&fake, data.path()).await;
     let revision = cp.store().read().unwrap().revision().unwrap();
     cp.stop().await;
+    for k in schema::registry::registered() {
+        assert!(fake.list_requests(k).iter().all(|l| !l.from_cache()), "{}: a first start lists with a quorum read", k.name());
+    }
 
-    // Lists held back, so the restarted server can be seen serving before it is ready.
+    // Lists held back: the restarted server serves before any list is answered.
     for k in schema::registry::registered() {
         fake.hold_lists(k);
     }
     let cp = Cp::start(&fake, data.path()).await;
-    let (code, _) = cp.readyz().await;
-    assert_eq!(code, 503, "not ready before the relist");
-    let served = cp.query("{ applications { totalCount } }").await;
-    assert!(served["applications"]["totalCount"].as_u64().unwrap() > 0, "the stored model is served at once");
+    let (code, body) = cp.readyz().await;
+    assert_eq!(code, 200, "a warm start is ready at once: {body}");
+    let kinds: Vec<&str> = schema::registry::registered().iter().map(|k| k.name()).collect();
+    assert_eq!(body["catchingUp"], json!(kinds), "{body}");
+    assert_eq!(cp.metric("controlplane_catching_up{kind=\"Application\"}").await, 1.0);
+    let answer: Value = cp
+        .http
+        .post(format!("{}/graphql/query", cp.base))
+        .bearer_auth(admin())
+        .json(&json!({ "query": "{ applications { totalCount } }" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        answer["data"]["applications"]["totalCount"],
+        expected.keys().filter(|k| k.starts_with("Application ")).count(),
+        "the stored model is served at once: {answer}"
+    );
+    let freshness = &answer["extensions"]["freshness"];
+    assert_eq!(freshness["catchingUp"], json!(kinds), "{answer}");
+    let last = cp.store().read().unwrap().last_commit().unwrap().unwrap().to_rfc3339();
+    assert_eq!(freshness["lastChangeAt"], json!(last), "{answer}");
     for k in schema::registry::registered() {
         fake.release_lists(k);
     }
-    let took = cp.ready().await;
-    println!("restart on the world's data: ready {} ms after the start", took.as_millis());
+    assert!(cp.running.app().wait_caught_up(Duration::from_secs(30)).await, "caught up");
+    let (code, body) = cp.readyz().await;
+    assert_eq!((code, &body["catchingUp"]), (200, &json!([])), "{body}");
+    assert_eq!(cp.metric("controlplane_catching_up{kind=\"Application\"}").await, 0.0);
+    let answer: Value = cp
+        .http
+        .post(format!("{}/graphql/query", cp.base))
+        .bearer_auth(admin())
+        .json(&json!({ "query": "{ zones { name } }" }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(answer.get("extensions").is_none(), "no freshness once caught up: {answer}");
     assert!(cp.metric("projector_reconcile_total{module=\"application\",outcome=\"success\"}").await > 0.0, "the relist was processed");
     // Objects waiting for a target that never comes are retried with a backoff: wait until
     // each change pending at ready has been retried (counted again) once.
@@ -438,14 +479,69 @@ async fn a_restart_on_the_same_data_writes_nothing_and_is_ready_after_the_relist
     assert_eq!(cp.metric("controlplane_store_revision").await, revision as f64);
     assert_eq!(dump(cp.store()), expected);
     for k in schema::registry::registered() {
-        assert_eq!(fake.lists(k), 2, "{} listed once per start", k.name());
+        let lists = fake.list_requests(k);
+        assert_eq!(lists.len(), 2, "{} listed once per start", k.name());
+        assert!(lists[1].from_cache(), "{}: the restart's list reads the watch cache: {:?}", k.name(), lists[1]);
     }
     cp.stop().await;
 }
 
+/// Objects created, changed and deleted while the server was down show correctly once it has
+/// caught up, though its lists come from a watch cache that lags behind the store: an older
+/// version never replaces a newer one, and an object the cache does not hold yet is kept (then
+/// confirmed by a quorum list) rather than swept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changes_made_while_down_show_once_caught_up_even_from_a_lagging_watch_cache() {
+    let fake = FakeK8s::start_world().await;
+    let data = tempfile::tempdir().unwrap();
+    let (cp, _) = first_start(&fake, data.path()).await;
+    // The watch cache of groups freezes now; then a group is created and one changed while the
+    // server runs: the store holds versions newer than the cache.
+    let groups: Vec<Value> = fake.objects().into_iter().filter(|o| o["kind"] == "Group").collect();
+    fake.freeze_cache(KindId::Group);
+    let mut created = groups[0].clone();
+    created["metadata"]["name"] = json!("created-while-cached");
+    created["metadata"]["uid"] = Value::Null;
+    fake.apply(created);
+    let mut changed = groups[1].clone();
+    changed["spec"]["displayName"] = json!("Changed after the cache froze");
+    fake.apply(changed);
+    converges_to(cp.store(), &reference(&fake).await, "before the restart").await;
+    cp.stop().await;
+
+    // While down: a team created, an application changed, an approval request deleted.
+    let teams: Vec<Value> = fake.objects().into_iter().filter(|o| o["kind"] == "Team").collect();
+    let mut team = teams[0].clone();
+    team["metadata"]["name"] = json!("created-while-down");
+    team["metadata"]["uid"] = Value::Null;
+    fake.apply(team);
+    let apps: Vec<Value> = fake.objects().into_iter().filter(|o| o["kind"] == "Application").collect();
+    let mut app = apps[0].clone();
+    app["status"]["conditions"] = json!([]);
+    fake.apply(app);
+    // A leaf: deleting a parent never deletes its children (DESIGN decision 2).
+    let requests: Vec<Value> = fake.objects().into_iter().filter(|o| o["kind"] == "ApprovalRequest").collect();
+    let gone = &requests[0]["metadata"];
+    assert!(fake.delete(KindId::ApprovalRequest, gone["namespace"].as_str().unwrap(), gone["name"].as_str().unwrap()));
+
+    let cp = Cp::start(&fake, data.path()).await;
+    assert_eq!(cp.readyz().await.0, 200, "warm");
+    assert!(cp.running.app().wait_caught_up(Duration::from_secs(30)).await, "caught up");
+    converges_to(cp.store(), &reference(&fake).await, "after catching up").await;
+    let groups = fake.list_requests(KindId::Group);
+    assert!(groups.len() >= 3, "{groups:?}");
+    assert!(groups[1].from_cache(), "the restart reads the watch cache first");
+    assert!(!groups[2].from_cache(), "then, the cache lagging behind the store, a quorum read");
+    assert!(fake.list_requests(KindId::Team)[1].from_cache());
+    assert_eq!(fake.list_requests(KindId::Team).len(), 2, "a cache as new as the store needs no quorum read");
+    cp.stop().await;
+}
+
 /// A kind stored under another derivation version (here ApiExposure, version 0): the restart
-/// purges it, the relist brings it back, queries answer 503 `UNAVAILABLE` until then, and the
-/// store ends as before with no record of another kind rewritten.
+/// purges it (a store written before source documents were kept), the relist brings it back;
+/// until then the server is ready, the kind's queries answer `UNAVAILABLE` naming it and every
+/// other kind answers normally (with `extensions.freshness.rederiving`), and the store ends as
+/// before with no record of another kind rewritten.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kind_of_another_version_is_re_derived_from_the_relist() {
     use schema::KindId;
@@ -464,25 +560,31 @@ async fn a_kind_of_another_version_is_re_derived_from_the_relist() {
     fake.hold_lists(KindId::ApiExposure);
     let cp = Cp::start(&fake, data.path()).await;
     assert_eq!(cp.store().rederiving(), vec![KindId::ApiExposure]);
-    let r = cp
-        .http
-        .post(format!("{}/graphql/query", cp.base))
-        .bearer_auth(admin())
-        .json(&json!({ "query": "{ apiExposures { totalCount } }" }))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 503, "no query while a kind is incomplete");
-    assert_eq!(r.headers()["retry-after"], "1");
-    let body: Value = r.json().await.unwrap();
+    let post = |query: &'static str| {
+        let cp = &cp;
+        async move {
+            let r = cp.http.post(format!("{}/graphql/query", cp.base)).bearer_auth(admin()).json(&json!({ "query": query })).send().await.unwrap();
+            (r.status().as_u16(), r.json::<Value>().await.unwrap())
+        }
+    };
+    let (code, body) = post("{ apiExposures { totalCount } }").await;
+    assert_eq!(code, 200, "{body}");
     assert_eq!(body["errors"][0]["extensions"]["code"], "UNAVAILABLE", "{body}");
+    assert_eq!(body["errors"][0]["extensions"]["kind"], "ApiExposure", "{body}");
+    let (code, body) = post("{ applications { totalCount } }").await;
+    assert_eq!(code, 200);
+    assert!(body["errors"].is_null(), "another kind answers: {body}");
+    assert!(body["data"]["applications"]["totalCount"].as_u64().unwrap() > 0, "{body}");
+    assert_eq!(body["extensions"]["freshness"]["rederiving"], json!(["ApiExposure"]), "{body}");
     let (code, status) = cp.readyz().await;
-    assert_eq!(code, 503);
-    assert!(status["pendingPhases"].to_string().contains("ApiExposure"), "{status}");
+    assert_eq!(code, 200, "warm: ready while re-deriving: {status}");
+    assert_eq!(status["rederiving"], json!(["ApiExposure"]), "{status}");
+    assert_eq!(cp.metric("controlplane_rederiving{kind=\"ApiExposure\"}").await, 1.0);
     synced_except(cp.running.app(), &[KindId::ApiExposure]).await;
     fake.release_lists(KindId::ApiExposure);
     cp.ready().await;
     assert_eq!(cp.store().rederiving(), Vec::<KindId>::new());
+    assert_eq!(cp.metric("controlplane_rederiving{kind=\"ApiExposure\"}").await, 0.0);
     assert_eq!(dump(cp.store()), expected, "the store is as before");
     for ((kind, was), (_, now)) in before.iter().zip(digests(cp.store())) {
         if *kind != KindId::ApiExposure {

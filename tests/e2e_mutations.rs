@@ -94,7 +94,7 @@ impl Cp {
         config.graphql.request_timeout = Duration::from_secs(30);
         tune(&mut config);
         let running = control_plane::start(config).await.unwrap();
-        assert!(running.app().wait_ready(Duration::from_secs(60)).await, "ready");
+        assert!(running.app().wait_caught_up(Duration::from_secs(60)).await, "ready");
         Cp { fake, running, http: reqwest::Client::new(), _data: data }
     }
 

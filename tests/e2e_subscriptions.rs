@@ -55,7 +55,7 @@ impl World {
         let mut config = Config::for_manifests(&dir, &tmp.path().join("data"));
         tune(&mut config);
         let running = control_plane::start(config).await.unwrap();
-        assert!(running.app().wait_ready(Duration::from_secs(60)).await, "ready");
+        assert!(running.app().wait_caught_up(Duration::from_secs(60)).await, "ready");
         World { _tmp: tmp, dir, running }
     }
 

@@ -79,9 +79,14 @@ impl App {
     /// [`App::start`] with the Kubernetes client of the kube source already built (`None` for
     /// the manifests source, or to build it here).
     ///
+    /// A store that completed an initial sync of the same source before (`storage::sync`) is
+    /// served at once (ready) while the source is read again behind it (`catchingUp`), unless
+    /// `source.serveWhileCatchingUp` is off; any other store is ready once its initial sync is
+    /// applied.
+    ///
     /// # Errors
     /// As [`App::start`].
-    pub fn start_with(config: Config, client: Option<kube::Client>) -> anyhow::Result<App> {
+    pub fn start_with(config: Config, cluster: Option<kube_source::Cluster>) -> anyhow::Result<App> {
         preflight(&config)?;
         if config.security.mode == AuthMode::Mock {
             tracing::warn!(
@@ -96,13 +101,19 @@ impl App {
                 Err(e) => bail!("cannot read the manifests directory {} (source.manifests): {e}", dir.display()),
             }
         }
-        let client = match (&config.source, client) {
+        let cluster = match (&config.source, cluster) {
             (SourceConfig::Kube(k), None) => {
                 let runtime = tokio::runtime::Handle::try_current().context("the kube source needs a tokio runtime")?;
                 Some(runtime.block_on(kube_source::connect(k)).map_err(kube_error)?)
             }
-            (_, client) => client,
+            (_, cluster) => cluster,
         };
+        let identity = match (&config.source, &cluster) {
+            (SourceConfig::Kube(_), Some(c)) => kube_source::source_identity(&c.url),
+            (SourceConfig::Manifests(dir), _) => manifests::source_identity(dir),
+            (SourceConfig::Kube(_), None) => unreachable!("the kube client is built above"),
+        };
+        let client = cluster.map(|c| c.client);
         let store = Store::open_with_cache(&config.storage.data_dir, config.storage.cache_bytes)
             .with_context(|| format!("opening the store in {}", config.storage.data_dir.display()))?;
         // Derived data: rebuilt here from the store when missing or stale (DESIGN decision 11).
@@ -122,10 +133,30 @@ impl App {
         let watched: Vec<kube_source::WatchedKind> =
             kube_source::resources().into_iter().filter(|w| schema::registry::enabled(w.kind, &config.features)).collect();
         let readiness = match &config.source {
-            SourceConfig::Manifests(dir) => Readiness::new([manifests::initial_phase(dir)]),
-            SourceConfig::Kube(_) => Readiness::new(watched.iter().map(|w| kube_source::initial_phase(w.kind))),
+            SourceConfig::Manifests(dir) => {
+                let r = Readiness::new([manifests::initial_phase(dir)]);
+                let enabled = handlers.kinds().into_iter().filter(|(_, on)| *on);
+                r.track_kinds(enabled.map(|(k, _)| (k.name().to_string(), manifests::initial_phase(dir))));
+                r
+            }
+            SourceConfig::Kube(_) => {
+                let r = Readiness::new(watched.iter().map(|w| kube_source::initial_phase(w.kind)));
+                r.track_kinds(watched.iter().map(|w| (w.kind.name().to_string(), kube_source::initial_phase(w.kind))));
+                r
+            }
         };
         metrics.follow(&readiness, Some(&catalogue));
+        let warm = store.follow_source(&identity).context("recording the source in the store")?;
+        match (warm, config.serve_while_catching_up) {
+            (true, true) => {
+                tracing::info!(source = %identity, "warm start: the store completed a sync of this source; serving it now and reading the source again behind it");
+                readiness.serve_warm();
+            }
+            (true, false) => tracing::info!(source = %identity, "source.serveWhileCatchingUp is off: unready until the source has been read again"),
+            (false, _) => tracing::info!(source = %identity, "cold start: ready once the initial sync of this source is applied"),
+        }
+        let reporting = store.clone();
+        readiness.report_rederiving(move || reporting.rederiving().iter().map(|k| k.name().to_string()).collect());
         // A kind whose derivation version changed was purged on open ([`storage::versions`]):
         // ready once the source brought it back and the writer ended its re-derivation.
         let rederiving = store.rederiving();
@@ -183,6 +214,7 @@ impl App {
                     metrics: metrics.clone(),
                     kube_metrics,
                     settings: kube_source::Settings::new(&config.projector),
+                    warm,
                 };
                 tracing::info!(
                     api_server = k.url.as_deref().unwrap_or("(kubeconfig or in cluster)"),
@@ -195,7 +227,7 @@ impl App {
                 let off: Vec<_> =
                     kube_source::resources().into_iter().map(|w| w.kind).filter(|k| !watched.iter().any(|w| w.kind == *k)).collect();
                 if !off.is_empty() {
-                    writer.sender().send(Change::Sweep { kinds: off, present: Arc::default(), token: None });
+                    writer.sender().send(Change::Sweep { kinds: off, present: Arc::default(), keep_newer_than: None, report: None, token: None });
                 }
                 Source::Kube(KubeSource::spawn(client, watched, wiring, &runtime))
             }
@@ -226,6 +258,14 @@ impl App {
     pub async fn wait_ready(&self, timeout: std::time::Duration) -> bool {
         let readiness = &self.readiness;
         readiness.is_ready() || self.metrics.wait_until(timeout, |_| readiness.is_ready()).await
+    }
+
+    /// Waits until the initial sync is applied and the search index has caught up with it (on
+    /// a warm start, later than ready: once nothing is catching up) or `timeout` passes; returns
+    /// whether it is. Checks again after each change the server reports.
+    pub async fn wait_caught_up(&self, timeout: std::time::Duration) -> bool {
+        let readiness = &self.readiness;
+        readiness.is_settled() || self.metrics.wait_until(timeout, |_| readiness.is_settled()).await
     }
 
     /// The store (a shared handle).
@@ -278,16 +318,11 @@ impl App {
         crate::http::routes(self)
     }
 
-    /// Stops the source, then the writer (after its commit in progress), then waits until the
-    /// store is closed (every handle of it dropped, at most [`STORE_RELEASE_WAIT`]), so that the
-    /// data directory can be opened again as soon as this returns. Blocking.
+    /// Stops the source (its tasks dropped), then the writer (after its commit in progress).
+    /// Blocking. The store closes once the last handle of it is dropped: [`Running::shutdown`]
+    /// waits for that.
     pub fn shutdown(mut self) {
         self.stop();
-        let store = self.store.clone();
-        drop(self);
-        if let Err(e) = store.close(STORE_RELEASE_WAIT) {
-            tracing::error!(error = %e, "the store is not closed at shutdown: something outlived the server");
-        }
     }
 
     fn stop(&mut self) {
@@ -308,9 +343,8 @@ impl Drop for App {
     }
 }
 
-/// How long [`App::shutdown`] waits for the last handle of the store to be dropped (tasks
-/// stopped just before, e.g. the watchers of the kube source, drop theirs as the runtime ends
-/// them).
+/// How long [`Running::shutdown`] waits for the last handle of the store to be dropped (a
+/// query still running on a heavy thread stops at its next deadline check).
 pub const STORE_RELEASE_WAIT: Duration = Duration::from_secs(10);
 
 /// A started process: the [`App`] plus the HTTP server.
@@ -336,7 +370,9 @@ impl Running {
 
     /// Graceful shutdown: stop accepting requests, stop the GraphQL requests in flight (they
     /// answer `UNAVAILABLE` at their next deadline check; connections get at most 5 s to
-    /// finish), then stop the projector (the writer finishes its commit in progress).
+    /// finish), then stop the projector (the writer finishes its commit in progress) and wait
+    /// until the store is closed (at most [`STORE_RELEASE_WAIT`]): once this returns, the data
+    /// directory can be opened again.
     ///
     /// # Errors
     /// The server's I/O error, if it failed.
@@ -347,7 +383,15 @@ impl Running {
         let _ = self.ready_log.await;
         let served = self.server.await;
         let app = self.app;
-        tokio::task::spawn_blocking(move || app.shutdown()).await.context("stopping the projector")?;
+        tokio::task::spawn_blocking(move || {
+            let store = app.store.clone();
+            app.shutdown();
+            if let Err(e) = store.close(STORE_RELEASE_WAIT) {
+                tracing::error!(error = %e, "the store is not closed at shutdown: something outlived the server");
+            }
+        })
+        .await
+        .context("stopping the projector")?;
         match served {
             Ok(r) => r.context("HTTP server"),
             Err(e) => Err(anyhow::anyhow!("HTTP server task failed: {e}")),
@@ -390,7 +434,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     let started = std::time::Instant::now();
     preflight(&config)?;
     // The source's configuration first: a missing kubeconfig is the more useful message.
-    let client = match &config.source {
+    let cluster = match &config.source {
         SourceConfig::Kube(k) => Some(kube_source::connect(k).await.map_err(kube_error)?),
         SourceConfig::Manifests(_) => None,
     };
@@ -402,7 +446,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         .first()
         .and_then(|a| a.as_socket_addr().copied())
         .with_context(|| format!("no socket address for {address}"))?;
-    let app = tokio::task::spawn_blocking(move || App::start_with(config, client)).await.context("starting")??;
+    let app = tokio::task::spawn_blocking(move || App::start_with(config, cluster)).await.context("starting")??;
     let routes = app.routes();
     let stop = Arc::new(Notify::new());
     let signal = {
@@ -421,7 +465,17 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
                 return;
             }
         }
-        tracing::info!(ms = started.elapsed().as_millis() as u64, "ready: the initial sync is applied and the search index has caught up");
+        if !readiness.is_warm() {
+            tracing::info!(ms = started.elapsed().as_millis() as u64, "ready: the initial sync is applied and the search index has caught up");
+            return;
+        }
+        tracing::info!(ms = started.elapsed().as_millis() as u64, catching_up = ?readiness.catching_up(), "ready (warm start): serving the stored read model while catching up");
+        while !readiness.is_settled() {
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+        tracing::info!(ms = started.elapsed().as_millis() as u64, "caught up: the initial sync is applied and the search index has caught up");
     });
     Ok(Running { app, addr, stop, server, ready_log })
 }

@@ -61,6 +61,13 @@ pub struct Metrics {
     pub graphql_executing: IntGaugeVec,
     /// `controlplane_graphql_queued{lane}`: requests waiting for a worker, by lane.
     pub graphql_queued: IntGaugeVec,
+    /// `controlplane_catching_up{kind}`: 1 while the kind is served from the store and its
+    /// initial sync after a warm start is not applied yet, else 0; measured at each scrape
+    /// ([`Metrics::observe_readiness`]).
+    pub catching_up: IntGaugeVec,
+    /// `controlplane_rederiving{kind}`: 1 while the kind is re-derived after an upgrade changed
+    /// its derivation version, else 0; measured at each scrape.
+    pub rederiving: IntGaugeVec,
     /// Bumped whenever what `/metrics`, `/readyz` or a query shows may have changed (see
     /// [`Metrics::subscribe`]).
     changes: Arc<tokio::sync::watch::Sender<u64>>,
@@ -129,6 +136,16 @@ impl Metrics {
         let graphql_queued =
             IntGaugeVec::new(Opts::new("controlplane_graphql_queued", "GraphQL requests waiting for a worker, by lane."), &["lane"])
                 .expect("metric definition is valid");
+        let catching_up = IntGaugeVec::new(
+            Opts::new("controlplane_catching_up", "1 while the kind is served while its initial sync after a warm start runs, else 0."),
+            &["kind"],
+        )
+        .expect("metric definition is valid");
+        let rederiving = IntGaugeVec::new(
+            Opts::new("controlplane_rederiving", "1 while the kind is re-derived after an upgrade changed its derivation version, else 0."),
+            &["kind"],
+        )
+        .expect("metric definition is valid");
         for lane in ["light", "heavy"] {
             graphql_executing.with_label_values(&[lane]).set(0);
             graphql_queued.with_label_values(&[lane]).set(0);
@@ -147,6 +164,8 @@ impl Metrics {
             Box::new(store_bytes.clone()),
             Box::new(graphql_requests.clone()),
             Box::new(graphql_seconds.clone()),
+            Box::new(catching_up.clone()),
+            Box::new(rederiving.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -165,6 +184,8 @@ impl Metrics {
             graphql_seconds,
             graphql_executing,
             graphql_queued,
+            catching_up,
+            rederiving,
             changes: Arc::new(tokio::sync::watch::Sender::new(0)),
         }
     }
@@ -187,6 +208,16 @@ impl Metrics {
     /// ([`crate::app::App`] wires the last two). The barrier tests and tools wait on.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.changes.subscribe()
+    }
+
+    /// Sets `controlplane_catching_up` and `controlplane_rederiving` of every kind `readiness`
+    /// tracks from its state now (1 for the kinds it names, 0 for the others).
+    pub fn observe_readiness(&self, readiness: &crate::readiness::Readiness) {
+        let status = readiness.status();
+        for kind in readiness.tracked() {
+            self.catching_up.with_label_values(&[kind.as_str()]).set(i64::from(status.catching_up.contains(&kind)));
+            self.rederiving.with_label_values(&[kind.as_str()]).set(i64::from(status.rederiving.contains(&kind)));
+        }
     }
 
     /// Marks [`Metrics::subscribe`] receivers changed after each change of `readiness` and

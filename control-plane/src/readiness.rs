@@ -9,6 +9,11 @@
 //! progress of that group. Phases can be marked *missing* (a kind whose CRD is not installed):
 //! they stay pending and `/readyz` names them in `missingKinds`.
 //!
+//! **Warm starts** ([`Readiness::serve_warm`]): a store that completed an initial sync of the
+//! same source before (`storage::sync`) is ready at once; the initial sync still runs, behind
+//! it, and the kinds whose initial sync is not applied yet are *catching up*
+//! ([`Readiness::catching_up`], `catchingUp` in `/readyz`, [`SyncState::CatchingUp`]).
+//!
 //! Derived data that must catch up before the server is ready (the catalogue search index) is
 //! *followed* ([`Readiness::follow`]): once the initial sync is done, the store's revision at
 //! that moment is the target, and the server stays unready — with a pending phase saying how
@@ -35,7 +40,17 @@ struct Progress {
     notes: Vec<String>,
     next: u64,
     followers: Vec<Follower>,
+    /// Each tracked kind (its name, also its item group) with the phase its initial sync ends
+    /// with ([`Readiness::track_kinds`]).
+    kinds: Vec<(String, String)>,
+    /// A warm start: ready whatever the initial sync's progress ([`Readiness::serve_warm`]).
+    warm: bool,
+    /// The kinds being re-derived ([`Readiness::report_rederiving`]).
+    rederiving: Option<KindsOf>,
 }
+
+/// The kinds being re-derived, by name.
+type KindsOf = Box<dyn Fn() -> Vec<String> + Send>;
 
 /// A revision function: the store's, or how far derived data has followed it.
 type RevisionOf = Box<dyn Fn() -> u64 + Send>;
@@ -72,6 +87,27 @@ impl Progress {
 }
 
 impl Progress {
+    /// The state of the tracked `kind`'s initial sync, ending with `phase`.
+    fn kind_state(&self, kind: &str, phase: &str) -> SyncState {
+        let unprocessed = self.groups.get(kind).is_some_and(|&g| self.counts[g].0 > self.counts[g].1);
+        if self.missing.contains(kind) {
+            SyncState::CrdMissing
+        } else if self.phases.contains(phase) || unprocessed {
+            if self.warm {
+                SyncState::CatchingUp
+            } else {
+                SyncState::Syncing
+            }
+        } else {
+            SyncState::Synced
+        }
+    }
+
+    /// The tracked kinds served while their initial sync is not applied yet (warm starts).
+    fn catching_up(&self) -> Vec<String> {
+        self.kinds.iter().filter(|(k, p)| self.kind_state(k, p) != SyncState::Synced).map(|(k, _)| k.clone()).filter(|_| self.warm).collect()
+    }
+
     fn insert(&mut self, label: String, group: Option<usize>) -> Token {
         self.next += 1;
         self.items.insert(self.next, (label, group));
@@ -104,6 +140,12 @@ pub struct ReadyStatus {
     /// Facts an operator should see that do not affect readiness, e.g. that authentication runs
     /// in mock mode. Empty normally.
     pub notes: Vec<String>,
+    /// Kinds served from the store while their initial sync after a warm start is not applied
+    /// yet: their answers may miss changes made while the server was down. Empty normally.
+    pub catching_up: Vec<String>,
+    /// Kinds being re-derived after an upgrade changed their derivation version (their queries
+    /// may answer `UNAVAILABLE` until it ends). Empty normally.
+    pub rederiving: Vec<String>,
 }
 
 /// The sync state of one kind (`GET /admin/v1/status`).
@@ -113,8 +155,10 @@ pub enum SyncState {
     /// Switched off by a feature flag: not projected.
     Disabled,
     /// The initial sync of the kind is still running (its phase is pending or items of its
-    /// group are unprocessed).
+    /// group are unprocessed), and the kind is not served before it ends (a cold start).
     Syncing,
+    /// A warm start: the kind is served from the store while its initial sync runs behind.
+    CatchingUp,
     /// Initial sync applied; changes follow as they come.
     Synced,
     /// The kind's CRD is not installed (kube source); retried.
@@ -131,6 +175,42 @@ impl Readiness {
     pub fn new<S: Into<String>>(phases: impl IntoIterator<Item = S>) -> Readiness {
         let state = Progress { phases: phases.into_iter().map(Into::into).collect(), ..Progress::default() };
         Readiness(Arc::new(Mutex::new(state)), Arc::default())
+    }
+
+    /// Tracks the initial sync of each `(kind, phase)`: the kind's items are those of the group
+    /// named after it, and its sync ends with `phase` (see [`Readiness::kind_state`]).
+    pub fn track_kinds(&self, kinds: impl IntoIterator<Item = (String, String)>) {
+        self.lock().kinds.extend(kinds);
+    }
+
+    /// The names of the tracked kinds ([`Readiness::track_kinds`]), in the order they were
+    /// tracked.
+    pub fn tracked(&self) -> Vec<String> {
+        self.lock().kinds.iter().map(|(k, _)| k.clone()).collect()
+    }
+
+    /// Makes this a warm start: ready at once, whatever the initial sync's progress; the kinds
+    /// whose sync is not applied are [`Readiness::catching_up`].
+    pub fn serve_warm(&self) {
+        self.lock().warm = true;
+        self.changed();
+    }
+
+    /// Names, in every status, the kinds `rederiving()` returns (called with the readiness
+    /// lock held: it must not block or call back into this).
+    pub fn report_rederiving(&self, rederiving: impl Fn() -> Vec<String> + Send + 'static) {
+        self.lock().rederiving = Some(Box::new(rederiving));
+    }
+
+    /// Whether this is a warm start ([`Readiness::serve_warm`]).
+    pub fn is_warm(&self) -> bool {
+        self.lock().warm
+    }
+
+    /// The tracked kinds served while their initial sync after a warm start is not applied
+    /// yet, in the order they were tracked; empty on a cold start and once caught up.
+    pub fn catching_up(&self) -> Vec<String> {
+        self.lock().catching_up()
     }
 
     /// Calls `hook` after each later change of the state (a phase ended, an item done, a kind
@@ -238,17 +318,13 @@ impl Readiness {
         }
     }
 
-    /// The sync state of `kind` (a kind name, also the item group its source uses) whose
-    /// initial sync ends with `phase`.
-    pub fn kind_state(&self, kind: &str, phase: &str) -> SyncState {
+    /// The sync state of the tracked `kind` ([`Readiness::track_kinds`]); `Disabled` for a
+    /// kind not tracked (switched off).
+    pub fn kind_state(&self, kind: &str) -> SyncState {
         let s = self.lock();
-        let unprocessed = s.groups.get(kind).is_some_and(|&g| s.counts[g].0 > s.counts[g].1);
-        if s.missing.contains(kind) {
-            SyncState::CrdMissing
-        } else if s.phases.contains(phase) || unprocessed {
-            SyncState::Syncing
-        } else {
-            SyncState::Synced
+        match s.kinds.iter().find(|(k, _)| k == kind) {
+            Some((k, phase)) => s.kind_state(k, phase),
+            None => SyncState::Disabled,
         }
     }
 
@@ -257,17 +333,27 @@ impl Readiness {
         self.lock().phases.contains(phase)
     }
 
-    /// Whether the initial sync is complete and every follower has caught up with it.
-    pub fn is_ready(&self) -> bool {
+    /// Whether the initial sync is complete and every follower has caught up with it, warm
+    /// start or not: what a warm start is once it has caught up.
+    pub fn is_settled(&self) -> bool {
         self.lock().settled().0
+    }
+
+    /// Whether the server is ready: a warm start, or the initial sync is complete and every
+    /// follower has caught up with it.
+    pub fn is_ready(&self) -> bool {
+        let mut s = self.lock();
+        s.warm || s.settled().0
     }
 
     /// The current status.
     pub fn status(&self) -> ReadyStatus {
         let mut s = self.lock();
-        let (ready, behind) = s.settled();
+        let (settled, behind) = s.settled();
         ReadyStatus {
-            ready,
+            ready: s.warm || settled,
+            catching_up: s.catching_up(),
+            rederiving: s.rederiving.as_ref().map(|f| f()).unwrap_or_default(),
             pending_phases: s.phases.iter().cloned().chain(behind).collect(),
             pending_count: s.items.len(),
             pending: s.items.values().take(ReadyStatus::LIST_LIMIT).map(|(l, _)| l.clone()).collect(),
@@ -295,13 +381,23 @@ mod tests {
         assert!(r.is_ready());
         assert_eq!(
             r.status(),
-            ReadyStatus { ready: true, pending_phases: vec![], pending_count: 0, pending: vec![], missing_kinds: vec![], notes: vec![] }
+            ReadyStatus {
+                ready: true,
+                pending_phases: vec![],
+                pending_count: 0,
+                pending: vec![],
+                missing_kinds: vec![],
+                notes: vec![],
+                catching_up: vec![],
+                rederiving: vec![]
+            }
         );
     }
 
     #[test]
     fn groups_count_progress_and_missing_kinds_are_named() {
         let r = Readiness::new(["initial list of Team", "initial list of Zone"]);
+        r.track_kinds([("Team", "initial list of Team"), ("Zone", "initial list of Zone")].map(|(k, p)| (k.to_string(), p.to_string())));
         let a = r.expect_in("Team", "Team poc/a".into());
         let b = r.expect_in("Team", "Team poc/b".into());
         assert_eq!(r.progress("Team"), (2, 0));
@@ -317,17 +413,45 @@ mod tests {
         assert_eq!(st.pending_phases, vec!["initial list of Zone"]);
         assert_eq!(st.missing_kinds, vec!["Zone"]);
         assert!(serde_json::to_string(&st).unwrap().contains(r#""missingKinds":["Zone"]"#));
-        assert_eq!(r.kind_state("Zone", "initial list of Zone"), SyncState::CrdMissing);
-        assert_eq!(r.kind_state("Team", "initial list of Team"), SyncState::Synced);
+        assert_eq!(r.kind_state("Zone"), SyncState::CrdMissing);
+        assert_eq!(r.kind_state("Team"), SyncState::Synced);
         r.set_missing("Zone", false);
-        assert_eq!(r.kind_state("Zone", "initial list of Zone"), SyncState::Syncing);
+        assert_eq!(r.kind_state("Zone"), SyncState::Syncing);
         let z = r.expect_in("Zone", "Zone poc/z".into());
         r.end_phase("initial list of Zone");
-        assert_eq!(r.kind_state("Zone", "initial list of Zone"), SyncState::Syncing, "an item of the group is unprocessed");
+        assert_eq!(r.kind_state("Zone"), SyncState::Syncing, "an item of the group is unprocessed");
         r.done(z);
-        assert_eq!(r.kind_state("Zone", "initial list of Zone"), SyncState::Synced);
+        assert_eq!(r.kind_state("Zone"), SyncState::Synced);
         assert!(r.is_ready());
         assert!(r.status().missing_kinds.is_empty());
+    }
+
+    /// A warm start is ready at once; the kinds whose initial sync is not applied are catching
+    /// up, named in the status, until their phase ended and their items are done.
+    #[test]
+    fn a_warm_start_is_ready_at_once_and_names_the_kinds_catching_up() {
+        let r = Readiness::new(["initial list of Team", "initial list of Zone"]);
+        r.track_kinds([("Team", "initial list of Team"), ("Zone", "initial list of Zone")].map(|(k, p)| (k.to_string(), p.to_string())));
+        r.follow("search index", || 5, || 0);
+        r.report_rederiving(|| vec!["Zone".to_string()]);
+        assert!(!r.is_ready());
+        assert!(r.catching_up().is_empty(), "a cold start is not catching up: it is not served");
+        assert_eq!(r.kind_state("Team"), SyncState::Syncing);
+        r.serve_warm();
+        assert!(r.is_ready() && r.is_warm());
+        let t = r.expect_in("Team", "Team poc/a".into());
+        r.end_phase("initial list of Team");
+        let st = r.status();
+        assert!(st.ready);
+        assert_eq!(st.catching_up, vec!["Team", "Zone"]);
+        assert_eq!(st.rederiving, vec!["Zone"]);
+        assert_eq!(r.kind_state("Team"), SyncState::CatchingUp, "an item is unprocessed");
+        r.done(t);
+        r.end_phase("initial list of Zone");
+        assert_eq!(r.catching_up(), Vec::<String>::new());
+        assert_eq!(r.kind_state("Zone"), SyncState::Synced);
+        assert_eq!(r.kind_state("Group"), SyncState::Disabled, "not tracked");
+        assert!(serde_json::to_string(&r.status()).unwrap().contains(r#""catchingUp":[]"#));
     }
 
     #[test]

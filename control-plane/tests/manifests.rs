@@ -62,7 +62,7 @@ fn config(w: &World) -> Config {
 
 fn start(w: &World) -> App {
     let app = App::start(config(w)).unwrap();
-    wait_until(app.metrics(), "initial sync", Duration::from_secs(20), || app.readiness().is_ready());
+    wait_until(app.metrics(), "initial sync", Duration::from_secs(20), || app.readiness().is_settled());
     app
 }
 
@@ -254,6 +254,44 @@ fn restart_writes_nothing_for_unchanged_documents_and_sweeps_removed_ones() {
     app.shutdown();
 }
 
+/// A restart on a store that completed a sync of the same directory is ready as soon as it is
+/// open (warm); the same store read from another directory, or with
+/// `source.serveWhileCatchingUp` off, waits for its initial sync (cold).
+#[test]
+fn a_restart_on_a_store_synced_from_the_same_directory_is_ready_at_once() {
+    let w = world();
+    let app = start(&w);
+    assert!(!app.readiness().is_warm(), "a new store is cold");
+    app.shutdown();
+    assert!(storage::Store::open(&w.data).unwrap().sync_state().unwrap().warm_for(&control_plane::source::manifests::source_identity(&w.manifests)));
+
+    let app = App::start(config(&w)).unwrap();
+    assert!(app.readiness().is_warm() && app.readiness().is_ready(), "warm: ready once open");
+    wait_until(app.metrics(), "caught up", Duration::from_secs(20), || app.readiness().is_settled());
+    assert!(app.readiness().catching_up().is_empty());
+    app.shutdown();
+
+    let mut off = config(&w);
+    off.serve_while_catching_up = false;
+    let app = App::start(off).unwrap();
+    assert!(!app.readiness().is_warm(), "serveWhileCatchingUp off: ready once the sync is applied");
+    wait_until(app.metrics(), "initial sync", Duration::from_secs(20), || app.readiness().is_ready());
+    app.shutdown();
+
+    // The same directory under another path is another source: cold, and the store records it.
+    let elsewhere = w.manifests.with_file_name("elsewhere");
+    copy_dir(&w.manifests, &elsewhere);
+    let mut moved = config(&w);
+    moved.source = control_plane::config::SourceConfig::Manifests(elsewhere.clone());
+    let app = App::start(moved.clone()).unwrap();
+    assert!(!app.readiness().is_warm(), "another directory is another source");
+    wait_until(app.metrics(), "initial sync", Duration::from_secs(20), || app.readiness().is_settled());
+    app.shutdown();
+    let app = App::start(config(&w)).unwrap();
+    assert!(!app.readiness().is_warm(), "the first directory's sync was forgotten");
+    app.shutdown();
+}
+
 #[test]
 fn disabled_kinds_are_not_projected() {
     // Only kinds with a feature flag can be switched off; use one when it is registered.
@@ -272,7 +310,7 @@ fn disabled_kinds_are_not_projected() {
     let mut c = config(&w);
     c.features = schema::kind::Features { pubsub: false, permission: false, ai_gateway: false, file_manager: false };
     let app = App::start(c).unwrap();
-    wait_until(app.metrics(), "initial sync", Duration::from_secs(20), || app.readiness().is_ready());
+    wait_until(app.metrics(), "initial sync", Duration::from_secs(20), || app.readiness().is_settled());
     for k in gated {
         assert_eq!(count(app.store(), k), 0, "{}", k.name());
     }
@@ -1080,7 +1118,7 @@ fn a_renamed_object_keeps_its_natural_key_and_a_copy_never_takes_the_originals_r
     // Retries far away: what happens below happens without them.
     c.projector.dependency_delay = Duration::from_secs(60);
     let app = App::start(c).unwrap();
-    wait_until(app.metrics(), "initial sync", Duration::from_secs(20), || app.readiness().is_ready());
+    wait_until(app.metrics(), "initial sync", Duration::from_secs(20), || app.readiness().is_settled());
     let apis = w.manifests.join("06-apis.yaml");
     let text = std::fs::read_to_string(&apis).unwrap();
     let api = |store: &Store| count(store, KindId::Api);

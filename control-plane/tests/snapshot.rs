@@ -55,7 +55,7 @@ fn export_verify_restore_and_refusals() {
 
     let app = App::start(Config::for_manifests(&repo().join("examples/world"), &data)).unwrap();
     let waiting = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    assert!(waiting.block_on(app.wait_ready(Duration::from_secs(30))), "initial sync");
+    assert!(waiting.block_on(app.wait_caught_up(Duration::from_secs(30))), "initial sync");
     // Held by a running server: exit 1, pointing to the online export.
     let o = run(&["snapshot", "export", "--data-dir", d, "--out", f]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -176,7 +176,7 @@ async fn online_export_through_the_admin_api() {
     let tmp = tempfile::tempdir().unwrap();
     let running = control_plane::start(Config::for_manifests(&repo().join("examples/world"), &tmp.path().join("data"))).await.unwrap();
     let base = format!("http://{}", running.local_addr());
-    assert!(running.app().wait_ready(Duration::from_secs(30)).await, "initial sync");
+    assert!(running.app().wait_caught_up(Duration::from_secs(30)).await, "initial sync");
     let client = reqwest::Client::new();
     let url = format!("{base}/admin/v1/status");
     let missing = client.get(&url).send().await.unwrap();
@@ -252,7 +252,7 @@ async fn online_export_during_continuous_ingest_is_one_consistent_revision() {
     }
     let running = control_plane::start(Config::for_manifests(&world, &tmp.path().join("data"))).await.unwrap();
     let base = format!("http://{}", running.local_addr());
-    assert!(running.app().wait_ready(Duration::from_secs(30)).await, "initial sync");
+    assert!(running.app().wait_caught_up(Duration::from_secs(30)).await, "initial sync");
     // Keep changing every application's status message, each step once the store has
     // committed the previous one.
     let apps = world.join("04-applications.yaml");

@@ -356,14 +356,14 @@ impl SubscriptionData {
     fn viewer_now(&self) -> Result<Viewer, Error> {
         let mut viewer = self.viewer.clone();
         if viewer.kind == crate::viewer::ViewerKind::Group {
-            viewer.resolve(&self.store.read().map_err(crate::error::internal)?).map_err(crate::error::internal)?;
+            viewer.resolve(&self.store.read().map_err(crate::error::storage)?).map_err(crate::error::storage)?;
         }
         Ok(viewer)
     }
 
     /// A read view and deadline for one event of `viewer`.
     fn context(&self, viewer: Viewer) -> Result<RequestContext, Error> {
-        let view = self.store.read().map_err(crate::error::internal)?;
+        let view = self.store.read().map_err(crate::error::storage)?;
         Ok(crate::request_context(&self.store, view, viewer, (self.deadline)(), self.now, self.max_page_size, &self.limits))
     }
 }

@@ -51,7 +51,7 @@ impl RequestContext {
     pub fn storage_error(&self, e: storage::StorageError) -> Error {
         match e {
             storage::StorageError::Interrupted => self.deadline.error(),
-            e => internal(e),
+            e => crate::error::storage(e),
         }
     }
 
@@ -60,7 +60,7 @@ impl RequestContext {
     /// # Errors
     /// Storage failures as `INTERNAL`.
     pub fn load_visible<K: Kind>(&self, key: &Key) -> Result<Option<Stored<K::Record>>, Error> {
-        Ok(self.view.get::<K>(key).map_err(internal)?.filter(|s| self.visible::<K>(s)))
+        Ok(self.view.get::<K>(key).map_err(crate::error::storage)?.filter(|s| self.visible::<K>(s)))
     }
 
     /// Loads a record of kind `K` regardless of the viewer (only for reduced `…Info` views).
@@ -68,7 +68,7 @@ impl RequestContext {
     /// # Errors
     /// Storage failures as `INTERNAL`.
     pub fn load_system<K: Kind>(&self, key: &Key) -> Result<Option<Stored<K::Record>>, Error> {
-        self.view.get::<K>(key).map_err(internal)
+        self.view.get::<K>(key).map_err(crate::error::storage)
     }
 }
 
@@ -719,7 +719,7 @@ impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
         if self.pred.is_trivial() && (self.scopes.len() == 1 || !K::SHARED_SCOPES) {
             let mut counts: Vec<(StatusPhase, u64)> = StatusPhase::ALL.iter().map(|&p| (p, 0)).collect();
             for scope in &self.scopes {
-                for (slot, (_, n)) in counts.iter_mut().zip(self.rq.view.phase_counts(K::ID, scope).map_err(internal)?) {
+                for (slot, (_, n)) in counts.iter_mut().zip(self.rq.view.phase_counts(K::ID, scope).map_err(crate::error::storage)?) {
                     slot.1 += n;
                 }
             }
@@ -734,7 +734,7 @@ impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
         if self.pred.is_trivial() && (self.scopes.len() == 1 || !K::SHARED_SCOPES) {
             let mut n = 0;
             for scope in &self.scopes {
-                n += self.rq.view.count(K::ID, scope).map_err(internal)?;
+                n += self.rq.view.count(K::ID, scope).map_err(crate::error::storage)?;
             }
             return Ok(n);
         }

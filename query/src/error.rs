@@ -30,9 +30,22 @@ pub fn internal(cause: impl std::fmt::Display) -> Error {
     Error::new("internal error while processing request").extend_with(|_, e| e.set("code", "INTERNAL"))
 }
 
+/// A storage failure: `UNAVAILABLE` (with `extensions.kind`) for a kind whose records are being
+/// re-derived after an upgrade ([`storage::StorageError::Rederiving`]: retry shortly), else
+/// [`internal`].
+pub fn storage(e: storage::StorageError) -> Error {
+    match e {
+        storage::StorageError::Rederiving(kind) => Error::new(e.to_string()).extend_with(|_, x| {
+            x.set("code", "UNAVAILABLE");
+            x.set("kind", kind.name());
+        }),
+        e => internal(e),
+    }
+}
+
 impl From<storage::StorageError> for crate::QueryError {
     fn from(e: storage::StorageError) -> crate::QueryError {
-        crate::QueryError(internal(e))
+        crate::QueryError(storage(e))
     }
 }
 

@@ -38,6 +38,11 @@ pub enum StorageError {
         /// Handles alive when the wait ended.
         handles: usize,
     },
+    /// The kind's records are being re-derived after an upgrade changed its derivation version
+    /// ([`crate::versions`]); a view handed to queries refuses to read them until that ends
+    /// ([`crate::ReadView::refuse_while_rederiving`]). Reaction: retry shortly.
+    #[error("{} is being re-derived after an upgrade changed its derivation version; retry shortly", .0.name())]
+    Rederiving(schema::KindId),
     /// A long read stopped because its reader asked it to ([`crate::ReadView::interrupt_when`]).
     /// Reaction: the reader's own (its request's deadline passed).
     #[error("the read was interrupted by its reader")]

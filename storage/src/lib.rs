@@ -35,12 +35,14 @@ mod error;
 mod read;
 pub mod search;
 pub mod snapshot;
+pub mod sync;
 pub mod tables;
 pub mod versions;
 mod write;
 
 pub use error::StorageError;
 pub use read::{OrderEntry, ReadView, Stored};
+pub use sync::SyncState;
 pub use tables::{Maintained, OrderField, OrderSet};
 pub use write::{Committed, Encoded, Outcome, RecordChange, SourceRef, WriteBatch};
 

@@ -40,6 +40,8 @@ pub struct ReadView {
     counts: OnceLock<CountsTable>,
     /// Asked in long reads (in-memory sorts); `true` stops them ([`ReadView::interrupt_when`]).
     interrupt: OnceLock<Box<dyn Fn() -> bool + Send + Sync>>,
+    /// Kinds whose records this view refuses to read ([`ReadView::refuse_while_rederiving`]).
+    refused: OnceLock<Vec<KindId>>,
     wanted: Arc<Wanted>,
 }
 
@@ -64,6 +66,7 @@ impl ReadView {
             built: OnceLock::new(),
             counts: OnceLock::new(),
             interrupt: OnceLock::new(),
+            refused: OnceLock::new(),
             wanted,
         })
     }
@@ -73,6 +76,24 @@ impl ReadView {
     /// request whose deadline passed). Set once; later calls are ignored.
     pub fn interrupt_when(&self, stop: impl Fn() -> bool + Send + Sync + 'static) {
         let _ = self.interrupt.set(Box::new(stop));
+    }
+
+    /// Makes the reads queries use ([`ReadView::get`], [`ReadView::scan`], [`ReadView::count`],
+    /// [`ReadView::phase_counts`], [`ReadView::with_prefix`], [`ReadView::lookup_records`],
+    /// [`ReadView::contains`]) of the kinds in `kinds` fail with [`StorageError::Rederiving`]:
+    /// a view handed to a query while those kinds are re-derived ([`crate::Store::rederiving`])
+    /// answers for them with a clear error rather than with incomplete records. Set once; later
+    /// calls are ignored.
+    pub fn refuse_while_rederiving(&self, kinds: Vec<KindId>) {
+        let _ = self.refused.set(kinds);
+    }
+
+    /// `Ok` when queries may read `kind` ([`ReadView::refuse_while_rederiving`]).
+    fn serving(&self, kind: KindId) -> Result<(), StorageError> {
+        match self.refused.get() {
+            Some(refused) if refused.contains(&kind) => Err(StorageError::Rederiving(kind)),
+            _ => Ok(()),
+        }
     }
 
     fn interrupted(&self) -> bool {
@@ -120,6 +141,7 @@ impl ReadView {
     /// # Errors
     /// [`StorageError`] on redb or decoding failures.
     pub fn get<K: Kind>(&self, key: &Key) -> Result<Option<Stored<K::Record>>, StorageError> {
+        self.serving(K::ID)?;
         match self.records(K::ID)?.get(key.as_bytes())? {
             None => Ok(None),
             Some(v) => Ok(Some(stored::<K>(key.clone(), v.value())?)),
@@ -179,6 +201,7 @@ impl ReadView {
     /// # Errors
     /// [`StorageError`] on redb failures.
     pub fn contains(&self, kind: KindId, key: &Key) -> Result<bool, StorageError> {
+        self.serving(kind)?;
         Ok(self.records(kind)?.get(key.as_bytes())?.is_some())
     }
 
@@ -187,6 +210,7 @@ impl ReadView {
     /// # Errors
     /// [`StorageError`] on redb or decoding failures.
     pub fn with_prefix<K: Kind>(&self, prefix: &Key) -> Result<Vec<Stored<K::Record>>, StorageError> {
+        self.serving(K::ID)?;
         let t = self.records(K::ID)?;
         let p = prefix.as_bytes();
         let range = match tables::prefix_end(p) {
@@ -276,6 +300,7 @@ impl ReadView {
         from: std::ops::Bound<&[u8]>,
         reverse: bool,
     ) -> Result<impl Iterator<Item = Result<OrderEntry, StorageError>> + use<>, StorageError> {
+        self.serving(kind)?;
         // The natural-key order is always indexed: no need to read `built_orders` for it.
         if order != OrderField::Key && !self.built_orders()?.contains(kind, order) {
             self.wanted.want(kind, order);
@@ -385,6 +410,7 @@ impl ReadView {
     /// # Errors
     /// [`StorageError`] on redb failures.
     pub fn count(&self, kind: KindId, scope: &Scope) -> Result<u64, StorageError> {
+        self.serving(kind)?;
         let counts = self.counts_table()?;
         Ok(counts.get(tables::count_key(kind, scope).as_slice())?.map(|v| v.value()).unwrap_or(0))
     }
@@ -396,6 +422,7 @@ impl ReadView {
     /// # Errors
     /// [`StorageError`] on redb failures.
     pub fn phase_counts(&self, kind: KindId, scope: &Scope) -> Result<Vec<(StatusPhase, u64)>, StorageError> {
+        self.serving(kind)?;
         let counts = self.counts_table()?;
         StatusPhase::ALL
             .iter()

@@ -7,7 +7,7 @@
 //! per-kind code as the write path, so a restored store answers queries byte-identically (same
 //! global IDs, same times). [`verify`] checks structure, checksum and decodability.
 //!
-//! # File format (format version 3)
+//! # File format (format version 4)
 //!
 //! All integers little-endian. The layout can be written front to back while records are read,
 //! so an online export streams (nothing but zstd's window and the job its one worker thread
@@ -18,7 +18,7 @@
 //! | magic | 8: `CPSNAP\r\n` |
 //! | format version | `u32` ([`FORMAT_VERSION`]) |
 //! | header length | `u32` |
-//! | header | postcard [`Header`]: read-model [`crate::SCHEMA_VERSION`], revision, creation time, last commit time, per-kind record counts, per-kind derivation versions |
+//! | header | postcard [`Header`]: read-model [`crate::SCHEMA_VERSION`], revision, creation time, last commit time, per-kind record counts, per-kind derivation versions, the source the store completed an initial sync of |
 //! | body | one zstd frame; decompressed, a sequence of frames, each a `u32` length and a postcard `Frame`: per kind (in [`KindId::ALL`] order) a `Section` naming it, its records as `Record(natural key bytes, envelope bytes)` in key order, its `sources` entries as `Source(Key(namespace, name) bytes, source entry bytes)`; then one `End` |
 //! | end marker | 8: `CPSNEND\n`, then `u64`: the offset of the end marker (file length − 48) |
 //! | trailer | 32: SHA-256 of every byte before it |
@@ -43,6 +43,11 @@
 //!   ([`schema::Kind::VERSION`]). [`Store::restore`] writes the records of the kinds whose
 //!   version is this build's and marks the others re-deriving ([`crate::versions`]): the source
 //!   brings them back, as after opening an old data directory. [`verify`] does not decode them.
+//! - Format version 4: the header names the source the exported store completed an initial sync
+//!   of ([`Header::synced_from`], at most [`crate::sync::MAX_SOURCE_BYTES`]); a restore records
+//!   it ([`crate::sync`]), so a server started on the restored store with that same source
+//!   serves at once and catches up behind. Format 2 and 3 files restore as never synced: the
+//!   first start waits for its initial sync.
 //!
 //! The header's read-model schema version says how records and source entries are encoded. A
 //! snapshot from [`OLDEST_SCHEMA_VERSION`] up to [`crate::SCHEMA_VERSION`] is restored (the
@@ -71,7 +76,7 @@ pub const END_MAGIC: &[u8; 8] = b"CPSNEND\n";
 /// changes).
 pub const OLDEST_SCHEMA_VERSION: u64 = 1;
 /// The snapshot file format version this build writes.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest snapshot file format version this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 2;
 const TRAILER: usize = 32;
@@ -108,6 +113,9 @@ pub struct Header {
     /// The derivation version ([`schema::Kind::VERSION`]) of each kind's records (kind name,
     /// version), in [`KindId::ALL`] order. Format 2 files: version 1 of every kind.
     pub kind_versions: Vec<(String, u32)>,
+    /// The identity of the source the exported store had completed an initial sync of
+    /// ([`crate::SyncState`]); `None` when it had not, and in format 2 and 3 files.
+    pub synced_from: Option<String>,
 }
 
 impl Header {
@@ -131,6 +139,17 @@ struct HeaderV2 {
     created_at: Timestamp,
     last_commit: Option<Timestamp>,
     counts: Vec<(String, u64)>,
+}
+
+/// The header of format version 3 (no source).
+#[derive(Serialize, Deserialize)]
+struct HeaderV3 {
+    schema_version: u64,
+    revision: u64,
+    created_at: Timestamp,
+    last_commit: Option<Timestamp>,
+    counts: Vec<(String, u64)>,
+    kind_versions: Vec<(String, u32)>,
 }
 
 /// One unit of the decompressed body (see the module docs).
@@ -264,7 +283,10 @@ pub fn export(view: &ReadView, created_at: Timestamp, out: impl std::io::Write) 
     let revision = view.revision()?;
     let counts = view.record_counts()?.into_iter().map(|(k, n)| (k.name().to_string(), n)).collect();
     let kind_versions = view.kind_versions()?.into_iter().map(|(k, v)| (k.name().to_string(), v)).collect();
-    let header = Header { schema_version: SCHEMA_VERSION, revision, created_at, last_commit: view.last_commit()?, counts, kind_versions };
+    let sync = view.sync_state()?;
+    let synced_from = sync.synced_at.and(sync.source);
+    let header =
+        Header { schema_version: SCHEMA_VERSION, revision, created_at, last_commit: view.last_commit()?, counts, kind_versions, synced_from };
     let mut w = Hashing { inner: out, hasher: Sha256::new(), written: 0 };
     write_prefix(&mut w, FORMAT_VERSION, &header)?;
     let mut z = zstd::stream::Encoder::new(&mut w, ZSTD_LEVEL)?;
@@ -285,6 +307,14 @@ fn write_prefix(w: &mut impl std::io::Write, format: u32, header: &Header) -> st
             created_at: header.created_at,
             last_commit: header.last_commit,
             counts: header.counts.clone(),
+        }),
+        3 => encode(&HeaderV3 {
+            schema_version: header.schema_version,
+            revision: header.revision,
+            created_at: header.created_at,
+            last_commit: header.last_commit,
+            counts: header.counts.clone(),
+            kind_versions: header.kind_versions.clone(),
         }),
         _ => encode(header),
     };
@@ -405,10 +435,26 @@ fn decode_header_and_body(format: u32, header_bytes: &[u8], compressed: &[u8]) -
                 last_commit: h.last_commit,
                 counts: h.counts,
                 kind_versions: implicit,
+                synced_from: None,
+            }
+        }
+        3 => {
+            let h: HeaderV3 = decode_record(header_bytes, "snapshot header").map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+            Header {
+                schema_version: h.schema_version,
+                revision: h.revision,
+                created_at: h.created_at,
+                last_commit: h.last_commit,
+                counts: h.counts,
+                kind_versions: h.kind_versions,
+                synced_from: None,
             }
         }
         _ => decode_record(header_bytes, "snapshot header").map_err(|e| SnapshotError::Malformed(e.to_string()))?,
     };
+    if header.synced_from.as_ref().is_some_and(|s| s.len() > crate::sync::MAX_SOURCE_BYTES) {
+        return Err(SnapshotError::Malformed(format!("the header's source is longer than {} bytes", crate::sync::MAX_SOURCE_BYTES)));
+    }
     if !(OLDEST_SCHEMA_VERSION..=SCHEMA_VERSION).contains(&header.schema_version) {
         return Err(SnapshotError::SchemaVersion { found: header.schema_version, expected: SCHEMA_VERSION });
     }
@@ -661,6 +707,8 @@ impl Store {
             meta.insert("revision", snap.header.revision).map_err(StorageError::from)?;
             let last_commit = snap.header.last_commit.unwrap_or(snap.header.created_at);
             meta.insert("last_commit", last_commit.0.max(0) as u64).map_err(StorageError::from)?;
+            let synced = crate::SyncState { synced_at: snap.header.synced_from.is_some().then_some(snap.header.revision), source: snap.header.synced_from.clone() };
+            crate::sync::write(&mut txn.open_table(crate::sync::SYNC_STATE).map_err(StorageError::from)?, &synced)?;
             Ok(())
         })?;
         tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: index entries written");
@@ -1156,6 +1204,44 @@ mod tests {
         drop(view);
         drop(store);
         assert_eq!(Store::open(dir.path()).unwrap().rederiving(), vec![KindId::Zone], "the mark is durable");
+    }
+
+    /// A snapshot names the source its store completed a sync of (format 4); a restore records it,
+    /// so a start with that source is warm. A store that never completed one, and a format 3
+    /// file, restore as never synced; a header naming a source longer than the bound is refused.
+    #[test]
+    fn a_snapshot_carries_the_source_its_store_was_synced_from() {
+        let (_dir, source) = zones_store();
+        let restored = |bytes: &[u8]| {
+            let dir = tempfile::tempdir().unwrap();
+            let store = Store::open(dir.path()).unwrap();
+            store.restore(&decode_file(bytes).unwrap()).unwrap();
+            (dir, store.sync_state().unwrap())
+        };
+        let mut unsynced = Vec::new();
+        export(&source.read().unwrap(), Timestamp(7), &mut unsynced).unwrap();
+        assert_eq!(decode_file(&unsynced).unwrap().header.synced_from, None, "no completed sync");
+        assert_eq!(restored(&unsynced).1, crate::SyncState::default());
+
+        source.follow_source("manifests:/world").unwrap();
+        source.mark_synced().unwrap();
+        let mut synced = Vec::new();
+        let summary = export(&source.read().unwrap(), Timestamp(8), &mut synced).unwrap();
+        assert_eq!(summary.format, 4);
+        assert_eq!(summary.header.synced_from.as_deref(), Some("manifests:/world"));
+        let (_kept, state) = restored(&synced);
+        assert!(state.warm_for("manifests:/world"), "{state:?}");
+        assert_eq!(state.synced_at, Some(summary.header.revision));
+        assert!(!state.warm_for("kube:https://elsewhere"));
+
+        let v3 = write_for_tests(3, &summary.header, &decode_file(&synced).unwrap().body.sections);
+        let old = decode_file(&v3).unwrap();
+        assert_eq!((old.format, old.header.synced_from.clone()), (3, None), "format 3 has no source");
+        assert_eq!(restored(&v3).1, crate::SyncState::default());
+
+        let long = Header { synced_from: Some("x".repeat(crate::sync::MAX_SOURCE_BYTES + 1)), ..summary.header.clone() };
+        let hostile = write_for_tests(FORMAT_VERSION, &long, &decode_file(&synced).unwrap().body.sections);
+        assert!(matches!(decode_file(&hostile), Err(SnapshotError::Malformed(m)) if m.contains("source")));
     }
 
     /// Each broken snapshot is refused with its message and leaves the store empty.

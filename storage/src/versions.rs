@@ -26,14 +26,15 @@
 //!
 //! While a kind is re-deriving, no link is resolved again: its writes re-link no dependents, and
 //! a record of another kind that arrives unchanged keeps the links it holds, so a record whose
-//! link target has not come back yet is not rewritten to an unresolved link and back (queries
-//! are refused meanwhile, with `UNAVAILABLE`).
+//! link target has not come back yet is not rewritten to an unresolved link and back. Views
+//! handed to queries refuse the kind's reads meanwhile ([`crate::ReadView::refuse_while_rederiving`]);
+//! the other kinds answer.
 //!
 //! **Then the re-derivation ends** ([`crate::Store::finish_rederivation`], called by the writer
 //! once the initial sync is processed): every record of every kind that holds links resolves
 //! them again — a link into a purged record that did not come back becomes unresolved, as
 //! after a delete; a link that resolves as before writes nothing — and the marks are removed.
-//! Until then the server is not ready. A kill at any point is safe: a kind stays marked until
+//! A kill at any point is safe: a kind stays marked until
 //! its re-derivation ended, and the next start reads its source again.
 //!
 //! A snapshot carries the versions of its kinds (format version 3); [`crate::Store::restore`]

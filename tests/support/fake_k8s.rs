@@ -3,7 +3,12 @@
 //! speaking what kube-rs' default watcher (`ListWatch`) uses:
 //!
 //! * **List** (`GET …/<plural>?limit=N[&continue=T]`): `<Kind>List` with
-//!   `metadata.resourceVersion` (the server's current revision) and `continue` for the next page.
+//!   `metadata.resourceVersion` (the server's current revision) and `continue` for the next page:
+//!   a quorum read. With `resourceVersion=0` (what kube-rs' `ListSemantic::Any` sends), the list
+//!   is served from the *watch cache* in one page (`limit` ignored, as the API server's cache
+//!   does): the current objects, or the snapshot [`FakeK8s::freeze_cache`] took (a cache that
+//!   lags). Every list request's parameters are recorded ([`FakeK8s::list_requests`]) and each
+//!   page can take a set time ([`FakeK8s::set_page_latency`]).
 //! * **Watch** (`?watch=true&resourceVersion=R&allowWatchBookmarks=true&timeoutSeconds=S`):
 //!   newline-delimited JSON events: the history after `R` (`ADDED`/`MODIFIED`/`DELETED`), then
 //!   live events, `BOOKMARK`s every [`BOOKMARK_EVERY`] when asked for, the end after `S`
@@ -68,6 +73,30 @@ struct Collection {
     lists: u64,
     watches: u64,
     refused_watches: u64,
+    /// The parameters of every list request answered, in order.
+    list_requests: Vec<ListRequest>,
+    /// What `resourceVersion=0` lists answer while frozen: the objects and the revision then.
+    cache: Option<(BTreeMap<(String, String), Value>, u64)>,
+}
+
+/// The parameters of one list request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListRequest {
+    /// `resourceVersion` (`None`: absent, a quorum read).
+    pub resource_version: Option<String>,
+    /// `resourceVersionMatch`.
+    pub resource_version_match: Option<String>,
+    /// `limit`.
+    pub limit: Option<String>,
+    /// `continue`.
+    pub continue_token: Option<String>,
+}
+
+impl ListRequest {
+    /// Whether the list asked for the watch cache (`resourceVersion=0`), not a quorum read.
+    pub fn from_cache(&self) -> bool {
+        self.resource_version.as_deref() == Some("0")
+    }
 }
 
 struct State {
@@ -82,6 +111,8 @@ struct State {
     compacted: u64,
     collections: BTreeMap<String, Collection>,
     watches_blocked: bool,
+    /// How long each list page takes to answer.
+    page_latency: Duration,
 }
 
 struct Inner {
@@ -131,6 +162,8 @@ impl FakeK8s {
                     lists: 0,
                     watches: 0,
                     refused_watches: 0,
+                    list_requests: Vec::new(),
+                    cache: None,
                 },
             );
         }
@@ -144,6 +177,7 @@ impl FakeK8s {
                 compacted: 0,
                 collections,
                 watches_blocked: false,
+                page_latency: Duration::ZERO,
             }),
             signals,
             answered: tokio::sync::watch::Sender::new(0),
@@ -254,6 +288,26 @@ impl FakeK8s {
     /// Answers the held list requests of `kind` and every later one at once.
     pub fn release_lists(&self, kind: KindId) {
         self.inner.lock().collections[kind.plural()].lists_held.send_replace(false);
+    }
+
+    /// Makes every list page (quorum or cached) take `latency` before it is answered: the time a
+    /// real API server spends reading a page of 500 objects from etcd.
+    pub fn set_page_latency(&self, latency: Duration) {
+        self.inner.lock().page_latency = latency;
+    }
+
+    /// From now on, `resourceVersion=0` lists of `kind` answer the objects as they are now, at
+    /// today's revision, whatever changes later: a watch cache that lags behind.
+    pub fn freeze_cache(&self, kind: KindId) {
+        let mut s = self.inner.lock();
+        let rv = s.rv;
+        let c = s.collections.get_mut(kind.plural()).unwrap();
+        c.cache = Some((c.objects.clone(), rv));
+    }
+
+    /// The parameters of every list request answered for `kind`, in order.
+    pub fn list_requests(&self, kind: KindId) -> Vec<ListRequest> {
+        self.inner.lock().collections[kind.plural()].list_requests.clone()
     }
 
     /// Write requests received so far (answered or refused).
@@ -420,9 +474,15 @@ async fn handle(inner: Arc<Inner>, mut req: Request) -> Response {
 }
 
 async fn list(inner: Arc<Inner>, plural: &str, query: &BTreeMap<String, String>) -> Response {
-    let mut held = inner.lock().collections[plural].lists_held.subscribe();
+    let (mut held, latency) = {
+        let s = inner.lock();
+        (s.collections[plural].lists_held.subscribe(), s.page_latency)
+    };
     // The sender lives as long as the server.
     let _ = held.wait_for(|held| !held).await;
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
     let mut s = inner.lock();
     let rv = s.rv;
     let c = s.collections.get_mut(plural).unwrap();
@@ -430,6 +490,24 @@ async fn list(inner: Arc<Inner>, plural: &str, query: &BTreeMap<String, String>)
         return respond(404, status(404, "NotFound", "the server could not find the requested resource"));
     }
     c.lists += 1;
+    let request = ListRequest {
+        resource_version: query.get("resourceVersion").cloned(),
+        resource_version_match: query.get("resourceVersionMatch").cloned(),
+        limit: query.get("limit").cloned(),
+        continue_token: query.get("continue").cloned(),
+    };
+    let from_cache = request.from_cache();
+    c.list_requests.push(request);
+    if from_cache {
+        // The watch cache: one page, whatever the limit.
+        let (objects, cache_rv) = c.cache.clone().unwrap_or_else(|| (c.objects.clone(), rv));
+        let items: Vec<Value> = objects.into_values().collect();
+        let metadata = json!({"resourceVersion": cache_rv.to_string()});
+        return respond(
+            200,
+            json!({"apiVersion": format!("{}/v1", c.group), "kind": format!("{}List", c.kind), "metadata": metadata, "items": items}),
+        );
+    }
     let limit = query.get("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0).unwrap_or(usize::MAX);
     // The continue token is "<list revision>-<offset>".
     let (list_rv, offset) = match query.get("continue").and_then(|t| t.split_once('-')) {

@@ -116,7 +116,7 @@ impl Server {
         let running = control_plane::start(config).await.unwrap();
         let base = format!("http://{}", running.local_addr());
         let client = reqwest::Client::new();
-        assert!(running.app().wait_ready(std::time::Duration::from_secs(30)).await, "server not ready after 30 s");
+        assert!(running.app().wait_caught_up(std::time::Duration::from_secs(30)).await, "server not ready after 30 s");
         let api = query::build_schema(query::QueryConfig {
             secret_resolver: running.app().secret_manager().map(|m| m.resolver()),
             ..control_plane::http::graphql::query_config(running.app().config())

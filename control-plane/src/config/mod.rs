@@ -327,6 +327,14 @@ pub const SETTINGS: &[Setting] = &[
         |d, v| set(&mut d.config.graphql.max_body_bytes, parse_at_least(one(v)?, 1024)),
     ),
     Setting::file(
+        "source.serveWhileCatchingUp",
+        "CP_SOURCE_SERVE_WHILE_CATCHING_UP",
+        "BOOL",
+        "true",
+        "On a start with a store that completed an initial sync of the same source: serve it at once (ready) while the source is read again behind it; false: unready until that sync is applied, as on a first start.",
+        |d, v| set(&mut d.config.serve_while_catching_up, parse_bool(one(v)?)),
+    ),
+    Setting::file(
         "source.maxDocumentBytes",
         "CP_SOURCE_MAX_DOCUMENT_BYTES",
         "BYTES",
@@ -586,6 +594,10 @@ pub struct Config {
     /// `source.maxDocumentBytes`: the largest document (manifests) or object (kube) projected,
     /// in bytes; default [`DEFAULT_MAX_DOCUMENT_BYTES`], at least 1024.
     pub max_document_bytes: usize,
+    /// `source.serveWhileCatchingUp`, default `true`: a start on a store that completed an
+    /// initial sync of the same source is ready at once and catches up behind; `false`: ready
+    /// only once the initial sync is applied.
+    pub serve_while_catching_up: bool,
     /// Feature flags (`FEATURE_*_ENABLED`); a disabled kind is not projected.
     pub features: Features,
     /// `--now`: pins the clock for time-dependent fields and projection times (tests, demos);
@@ -898,6 +910,7 @@ impl Draft {
                 periodic_resync: Duration::ZERO,
             },
             max_document_bytes: 0,
+            serve_while_catching_up: false,
             features: Features { pubsub: false, permission: false, ai_gateway: false, file_manager: false },
             now: None,
         };

@@ -22,7 +22,7 @@ use poem_openapi::auth::Bearer;
 use poem_openapi::payload::{Binary, Json};
 use poem_openapi::{ApiResponse, Enum, Object, OpenApi, OpenApiService, SecurityScheme};
 use query::viewer::{Access, Viewer};
-use schema::{KindId, Timestamp};
+use schema::Timestamp;
 use std::sync::Arc;
 use storage::Store;
 
@@ -31,15 +31,13 @@ pub struct AdminEndpoint {
     store: Store,
     auth: Authenticator,
     readiness: Readiness,
-    /// Per kind, in [`KindId::ALL`] order: the readiness phase that ends its initial sync, or
-    /// `None` when a feature flag switches the kind off.
-    phases: Vec<(KindId, Option<String>)>,
 }
 
 impl AdminEndpoint {
-    /// `phases`: per kind, the readiness phase that ends its initial sync (`None`: disabled).
-    pub fn new(store: Store, auth: Authenticator, readiness: Readiness, phases: Vec<(KindId, Option<String>)>) -> AdminEndpoint {
-        AdminEndpoint { store, auth, readiness, phases }
+    /// The admin API over `store`, with the sync state of each kind from `readiness` (a kind it
+    /// does not track is switched off).
+    pub fn new(store: Store, auth: Authenticator, readiness: Readiness) -> AdminEndpoint {
+        AdminEndpoint { store, auth, readiness }
     }
 }
 
@@ -133,8 +131,10 @@ enum SnapshotResponse {
 enum KindSyncState {
     /// Switched off by a feature flag.
     Disabled,
-    /// Initial sync running.
+    /// Initial sync running; not served before it ends (a cold start).
     Syncing,
+    /// Served from the store while the initial sync after a warm start runs behind.
+    CatchingUp,
     /// Initial sync applied; following changes.
     Synced,
     /// CRD not installed (kube source); retried.
@@ -146,6 +146,7 @@ impl From<SyncState> for KindSyncState {
         match s {
             SyncState::Disabled => KindSyncState::Disabled,
             SyncState::Syncing => KindSyncState::Syncing,
+            SyncState::CatchingUp => KindSyncState::CatchingUp,
             SyncState::Synced => KindSyncState::Synced,
             SyncState::CrdMissing => KindSyncState::CrdMissing,
         }
@@ -168,8 +169,13 @@ struct KindStatus {
 #[derive(Object)]
 #[oai(rename_all = "camelCase")]
 struct Readyz {
-    /// Whether the initial sync of every enabled kind is applied.
+    /// Whether the server answers: the initial sync of every enabled kind is applied, or the
+    /// store completed one of the same source before (a warm start, then catching up).
     ready: bool,
+    /// Kinds served while they catch up after a warm start.
+    catching_up: Vec<String>,
+    /// Kinds being re-derived after an upgrade changed their derivation version.
+    rederiving: Vec<String>,
     /// Phases still running.
     pending_phases: Vec<String>,
     /// Documents or objects not yet processed.
@@ -184,6 +190,8 @@ impl From<ReadyStatus> for Readyz {
     fn from(s: ReadyStatus) -> Readyz {
         Readyz {
             ready: s.ready,
+            catching_up: s.catching_up,
+            rederiving: s.rederiving,
             pending_phases: s.pending_phases,
             pending_count: s.pending_count as u64,
             missing_kinds: s.missing_kinds,
@@ -334,11 +342,8 @@ impl AdminApi {
             let records = view.record_counts()?;
             let mut kinds = Vec::new();
             let mut counts = std::collections::BTreeMap::new();
-            for ((kind, phase), (_, n)) in state.phases.iter().zip(records) {
-                let sync = match phase {
-                    None => SyncState::Disabled,
-                    Some(p) => state.readiness.kind_state(kind.name(), p),
-                };
+            for (kind, n) in records {
+                let sync = state.readiness.kind_state(kind.name());
                 kinds.push(KindStatus { kind: kind.name().to_string(), records: n, sync: sync.into() });
                 counts.insert(kind.name().to_string(), n);
             }

@@ -5,14 +5,20 @@
 //! read. The answers, as problem JSON (RFC 9457): missing or invalid token → HTTP 401 with
 //! detail "invalid token" and `WWW-Authenticate: Bearer` (which check failed is never said);
 //! unusable claims of a valid token → HTTP 403 naming the claim; the issuer's keys cannot be
-//! fetched for a key that is not cached → HTTP 503 with `Retry-After`. While the store re-derives
-//! kinds whose derivation version changed ([`storage::versions`]), every query gets HTTP 503
-//! with `Retry-After` and code `UNAVAILABLE`: those kinds are incomplete until then.
+//! fetched for a key that is not cached → HTTP 503 with `Retry-After`.
+//!
+//! **Freshness.** While the server catches up after a warm start (kinds whose initial sync is
+//! not applied yet) or re-derives kinds after an upgrade, every answer carries
+//! `extensions.freshness`: `{"lastChangeAt": <time of the last change the store holds, RFC 3339,
+//! or null>, "catchingUp": [kinds], "rederiving": [kinds]}`. A field of a kind being re-derived
+//! whose records are not back yet answers code `UNAVAILABLE` with `extensions.kind`; the other
+//! kinds answer normally.
 
 use super::executor::{Executor, Lost, Refusal};
 use crate::auth::{AuthError, Authenticator};
 use crate::config::Config;
 use crate::metrics::Metrics;
+use crate::readiness::Readiness;
 use async_graphql_poem::{GraphQLRequest, GraphQLResponse};
 use poem::http::{Method, StatusCode};
 use poem::web::Data;
@@ -39,6 +45,8 @@ struct GraphqlEndpoint {
     sending: Arc<tokio::sync::Semaphore>,
     /// The pool's size in KiB permits (an answer takes at most all of it).
     sending_kib: usize,
+    /// What `extensions.freshness` reports ([`freshness`]).
+    readiness: Readiness,
 }
 
 /// How many answers of the largest size (`graphql.maxResponseBytes`) may be in flight to
@@ -97,6 +105,7 @@ pub fn routes(
     services: Services,
     auth: Authenticator,
     metrics: Metrics,
+    readiness: Readiness,
     shutdown: Arc<AtomicBool>,
 ) -> Route {
     let api =
@@ -114,7 +123,8 @@ pub fn routes(
     let subscriptions = Arc::new(subscriptions);
     let pool_kib = (ANSWERS_IN_FLIGHT * config.graphql.max_response_bytes).div_ceil(1024).min(tokio::sync::Semaphore::MAX_PERMITS);
     let sending = Arc::new(tokio::sync::Semaphore::new(pool_kib));
-    let state = Arc::new(GraphqlEndpoint { api, subscriptions, store, auth, limits, metrics, executor, sending, sending_kib: pool_kib });
+    let state =
+        Arc::new(GraphqlEndpoint { api, subscriptions, store, auth, limits, metrics, executor, sending, sending_kib: pool_kib, readiness });
     let mut route = Route::new().at("/graphql/query", get(graphql).post(graphql).data(state));
     if config.graphql.playground_enabled {
         route =
@@ -196,16 +206,6 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
             return (code, if req.method() == Method::POST { closing(resp) } else { resp });
         }
     };
-    let rederiving = state.store.rederiving();
-    if !rederiving.is_empty() {
-        // Those kinds are incomplete until the source has handed them over again.
-        let kinds: Vec<&str> = rederiving.iter().map(|k| k.name()).collect();
-        let resp = async_graphql::Response::from_errors(vec![query::error::rederiving(&kinds.join(", "))]);
-        let mut resp = GraphQLResponse::from(resp).into_response();
-        resp.set_status(StatusCode::SERVICE_UNAVAILABLE);
-        resp.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("1"));
-        return ("UNAVAILABLE", if req.method() == Method::POST { closing(resp) } else { resp });
-    }
     let request = if req.method() == Method::POST {
         let bytes = match body.into_bytes_limit(state.limits.max_body_bytes).await {
             Ok(b) => b,
@@ -260,6 +260,10 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
         Err(Refusal::Overloaded) => return ("OVERLOADED", overloaded("too many queries are waiting; retry later")),
     };
     let code = outcome(&resp);
+    let mut resp = resp;
+    if let Some(f) = freshness(&state.store, &state.readiness) {
+        resp.extensions.insert("freshness".into(), f);
+    }
     let mut http = GraphQLResponse::from(resp).into_response();
     if code == "MUTATION_OVER_GET" {
         http.set_status(StatusCode::NOT_ACCEPTABLE);
@@ -268,6 +272,19 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
         Some(resp) => (code, resp),
         None => ("OVERLOADED", overloaded("too many answers are being sent; retry later")),
     }
+}
+
+/// `extensions.freshness` (see the module docs) while kinds catch up or are re-derived; `None`
+/// otherwise.
+fn freshness(store: &Store, readiness: &Readiness) -> Option<async_graphql::Value> {
+    let catching_up = readiness.catching_up();
+    let rederiving: Vec<&str> = store.rederiving().iter().map(|k| k.name()).collect();
+    if catching_up.is_empty() && rederiving.is_empty() {
+        return None;
+    }
+    let last_change = store.read().and_then(|v| v.last_commit()).ok().flatten().map(|t| t.to_rfc3339());
+    let value = serde_json::json!({"lastChangeAt": last_change, "catchingUp": catching_up, "rederiving": rederiving});
+    async_graphql::Value::from_json(value).ok()
 }
 
 /// `request` with the `operationName` of the query string `query`: GraphQL over HTTP (and

@@ -9,15 +9,14 @@ pub mod graphql;
 pub mod subscriptions;
 
 use crate::app::App;
-use crate::config::SourceConfig;
 use poem::endpoint::make_sync;
 use poem::http::StatusCode;
 use poem::{get, Response};
-use schema::KindId;
 
 /// Every route of the server.
 pub fn routes(app: &App) -> poem::Route {
     let readiness = app.readiness().clone();
+    let scraped = readiness.clone();
     let metrics = app.metrics().clone();
     let data_dir = app.config().storage.data_dir.clone();
     let secrets = app.secret_manager().map(|m| m.resolver());
@@ -27,20 +26,10 @@ pub fn routes(app: &App) -> poem::Route {
         graphql::Services { secrets, commands: app.command_sink() },
         app.authenticator().clone(),
         metrics.clone(),
+        readiness.clone(),
         app.shutdown_flag(),
     );
-    let config = app.config();
-    let phases = KindId::ALL
-        .iter()
-        .map(|&kind| {
-            let phase = schema::registry::enabled(kind, &config.features).then(|| match &config.source {
-                SourceConfig::Manifests(dir) => crate::source::manifests::initial_phase(dir),
-                SourceConfig::Kube(_) => crate::source::kube::initial_phase(kind),
-            });
-            (kind, phase)
-        })
-        .collect();
-    let admin = admin::AdminEndpoint::new(app.store().clone(), app.authenticator().clone(), app.readiness().clone(), phases);
+    let admin = admin::AdminEndpoint::new(app.store().clone(), app.authenticator().clone(), app.readiness().clone());
     admin::mount(route, admin)
         .at("/healthz", get(make_sync(|_| Response::builder().content_type("text/plain; charset=utf-8").body("ok\n"))))
         .at(
@@ -56,6 +45,7 @@ pub fn routes(app: &App) -> poem::Route {
             "/metrics",
             get(make_sync(move |_| {
                 metrics.store_bytes.set(crate::metrics::dir_bytes(&data_dir) as i64);
+                metrics.observe_readiness(&scraped);
                 Response::builder().content_type("text/plain; version=0.0.4; charset=utf-8").body(metrics.encode())
             })),
         )

@@ -58,6 +58,13 @@ pub enum Change {
         kinds: Vec<KindId>,
         /// The objects the list contained.
         present: Arc<HashSet<SourceRef>>,
+        /// A list that may be older than the store (the API server's watch cache): only objects
+        /// whose stored version is a number at most this one (the newest version the list
+        /// holds) are deleted; the others may have been created after the list was taken and
+        /// are kept, and reported. `None`: every object not listed is deleted.
+        keep_newer_than: Option<u64>,
+        /// Told, once the sweep is committed, the objects it kept (see `keep_newer_than`).
+        report: Option<SweepReport>,
         /// Readiness item.
         token: Option<Token>,
     },
@@ -95,6 +102,33 @@ impl Change {
             Change::Checkpoint { .. } => "checkpoint",
         }
     }
+}
+
+/// Where a sweep tells which objects it kept ([`Change::Sweep`]`::keep_newer_than`). Cheap to
+/// clone; told once.
+#[derive(Clone, Debug)]
+pub struct SweepReport(Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<Vec<SourceRef>>>>>);
+
+impl SweepReport {
+    /// A report and the receiver it is told through.
+    pub fn new() -> (SweepReport, tokio::sync::oneshot::Receiver<Vec<SourceRef>>) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (SweepReport(Arc::new(std::sync::Mutex::new(Some(tx)))), rx)
+    }
+
+    fn tell(&self, kept: Vec<SourceRef>) {
+        if let Some(tx) = self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            let _ = tx.send(kept);
+        }
+    }
+}
+
+/// Whether the source version `incoming` is older than `stored`: both are numbers (Kubernetes
+/// `resourceVersion`s, which the API server issues in increasing order) and `incoming` is the
+/// smaller. Versions that are not numbers (the manifests source's SHA-256 hex digests) are never
+/// older.
+pub fn older(incoming: &str, stored: &str) -> bool {
+    matches!((incoming.parse::<u64>(), stored.parse::<u64>()), (Ok(a), Ok(b)) if a < b)
 }
 
 /// The writer's acknowledgement of one change: set once the change is committed. Cheap to
@@ -255,6 +289,7 @@ impl Writer {
             orders_retry_at: None,
             rederiving,
             orders_built: 0,
+            synced_marked: false,
         };
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
         Ok(Writer { tx, queue, stop, thread: Some(thread) })
@@ -330,7 +365,11 @@ enum Done {
     Conflict(SourceRef),
     /// Deleted (the record's kind and natural key), or nothing was stored.
     Deleted(Option<(KindId, Key)>),
-    Swept(Vec<SourceRef>),
+    /// Not applied: the store holds a newer version of the object (a list from the API
+    /// server's watch cache that is older than the store).
+    Outdated,
+    /// The objects a sweep deleted, and those it kept as possibly newer than its list.
+    Swept { gone: Vec<SourceRef>, kept: Vec<SourceRef> },
     Checkpointed,
 }
 
@@ -340,7 +379,9 @@ impl Done {
     fn wait(&self) -> Option<Wait> {
         match self {
             Done::Unlinked | Done::DependencyMissing(_) | Done::Conflict(_) => Some(Wait::Dependency),
-            Done::Written | Done::Unchanged | Done::Superseded | Done::Deleted(_) | Done::Swept(_) | Done::Checkpointed => None,
+            Done::Written | Done::Unchanged | Done::Outdated | Done::Superseded | Done::Deleted(_) | Done::Swept { .. } | Done::Checkpointed => {
+                None
+            }
         }
     }
 
@@ -349,10 +390,10 @@ impl Done {
     /// checkpoint nothing).
     fn outcome(&self) -> Option<&'static str> {
         match self {
-            Done::Written | Done::Unchanged | Done::Superseded => Some(outcome::SUCCESS),
+            Done::Written | Done::Unchanged | Done::Outdated | Done::Superseded => Some(outcome::SUCCESS),
             Done::Unlinked | Done::DependencyMissing(_) | Done::Conflict(_) => Some(outcome::DEPENDENCY_MISSING),
             Done::Deleted(_) => Some(outcome::DELETE_SUCCESS),
-            Done::Swept(_) | Done::Checkpointed => None,
+            Done::Swept { .. } | Done::Checkpointed => None,
         }
     }
 }
@@ -387,6 +428,8 @@ struct WriterState {
     rederiving: bool,
     /// Ordering indexes built since the last time none was left to build (for the log).
     orders_built: usize,
+    /// Whether the store records this run's initial sync as complete ([`Store::mark_synced`]).
+    synced_marked: bool,
 }
 
 /// The wait after a failed build of ordering indexes before the next try.
@@ -417,6 +460,9 @@ impl WriterState {
             }
             if self.rederiving && self.readiness.synced() {
                 self.finish_rederivation();
+            }
+            if !self.synced_marked && !self.rederiving && self.readiness.synced() {
+                self.mark_synced();
             }
             // Builds wait for the initial sync: the load goes first (reads sort in memory
             // meanwhile).
@@ -479,6 +525,15 @@ impl WriterState {
                 }
             }
             Err(e) => tracing::warn!(error = %e, "ending the re-derivation failed; trying again"),
+        }
+    }
+
+    /// Records in the store that the initial sync of its source completed (the next start with
+    /// that source is warm, `storage::sync`). After a failure, the next loop tries again.
+    fn mark_synced(&mut self) {
+        match self.store.mark_synced() {
+            Ok(()) => self.synced_marked = true,
+            Err(e) => tracing::warn!(error = %e, "recording the completed initial sync failed; trying again"),
         }
     }
 
@@ -695,8 +750,12 @@ impl WriterState {
     fn apply(&self, wb: &mut WriteBatch<'_>, c: &Change, now: Timestamp) -> Result<Done, StorageError> {
         Ok(match c {
             Change::Apply { src, version, record, .. } => {
-                if !record.retry_unlinked() && wb.source_version(src)?.as_deref() == Some(version.as_str()) {
+                let stored = wb.source_version(src)?;
+                if !record.retry_unlinked() && stored.as_deref() == Some(version.as_str()) {
                     return Ok(Done::Unchanged);
+                }
+                if stored.as_deref().is_some_and(|stored| older(version, stored)) {
+                    return Ok(Done::Outdated);
                 }
                 match record.upsert(wb, src, version, now)? {
                     Outcome::Written => Done::Written,
@@ -713,17 +772,23 @@ impl WriterState {
                     _ => Done::Deleted(None),
                 }
             }
-            Change::Sweep { kinds, present, .. } => {
-                let mut gone = Vec::new();
+            Change::Sweep { kinds, present, keep_newer_than, .. } => {
+                let (mut gone, mut kept) = (Vec::new(), Vec::new());
                 for &kind in kinds {
-                    for (src, _) in wb.sources(kind)? {
-                        if !present.contains(&src) {
-                            wb.delete(&src, now)?;
-                            gone.push(src);
+                    for (src, version) in wb.sources(kind)? {
+                        if present.contains(&src) {
+                            continue;
+                        }
+                        match keep_newer_than {
+                            Some(newest) if !version.parse::<u64>().is_ok_and(|v| v <= *newest) => kept.push(src),
+                            _ => {
+                                wb.delete(&src, now)?;
+                                gone.push(src);
+                            }
                         }
                     }
                 }
-                Done::Swept(gone)
+                Done::Swept { gone, kept }
             }
             Change::Checkpoint { key, value, .. } => {
                 wb.put_checkpoint(key, value.as_deref())?;
@@ -867,10 +932,21 @@ impl WriterState {
                 }
             }
             Done::Superseded => {}
-            Done::Swept(gone) => {
+            Done::Outdated => {
+                if let Change::Apply { src, version, .. } = &work.change {
+                    tracing::debug!(object = %src, resource_version = %version, "the store holds a newer version; not applied");
+                }
+            }
+            Done::Swept { gone, kept } => {
                 for src in gone {
                     tracing::info!(object = %src, "deleted: no longer in the source");
                     self.reconciled(src.kind.module(), outcome::DELETE_SUCCESS, 0.0);
+                }
+                if !kept.is_empty() {
+                    tracing::info!(objects = kept.len(), first = %kept[0], "not listed, but possibly newer than the list: kept");
+                }
+                if let Change::Sweep { report: Some(report), .. } = &work.change {
+                    report.tell(kept);
                 }
             }
         }
@@ -898,7 +974,15 @@ mod tests {
         assert_eq!(Done::Unlinked.wait(), Some(Wait::Dependency));
         assert_eq!(Done::DependencyMissing(vec![missing]).wait(), Some(Wait::Dependency));
         assert_eq!(Done::Conflict(src.clone()).wait(), Some(Wait::Dependency));
-        for done in [Done::Written, Done::Unchanged, Done::Superseded, Done::Deleted(None), Done::Swept(vec![src]), Done::Checkpointed] {
+        for done in [
+            Done::Written,
+            Done::Unchanged,
+            Done::Outdated,
+            Done::Superseded,
+            Done::Deleted(None),
+            Done::Swept { gone: vec![src.clone()], kept: vec![src] },
+            Done::Checkpointed,
+        ] {
             assert_eq!(done.wait(), None);
         }
     }
@@ -918,13 +1002,14 @@ mod tests {
             Done::DependencyMissing(vec![missing]),
             Done::Conflict(src.clone()),
             Done::Deleted(None),
-            Done::Swept(vec![src]),
+            Done::Outdated,
+            Done::Swept { gone: vec![src], kept: vec![] },
             Done::Checkpointed,
         ];
         let labels: Vec<Option<&str>> = all.iter().map(Done::outcome).collect();
         let s = Some(outcome::SUCCESS);
         let d = Some(outcome::DEPENDENCY_MISSING);
-        assert_eq!(labels, [s, s, s, d, d, d, Some(outcome::DELETE_SUCCESS), None, None]);
+        assert_eq!(labels, [s, s, s, d, d, d, Some(outcome::DELETE_SUCCESS), s, None, None]);
         for done in &all {
             assert_eq!(done.wait().is_some(), done.outcome() == d, "a retry is counted as dependency_missing");
         }

@@ -16,7 +16,18 @@
 //! * **Lists and lost deletes.** `Init` starts a list, `InitApply` objects are applied as they
 //!   come, `InitDone` sends a [`Change::Sweep`] of the kind with every listed object: records of
 //!   the kind that were not listed are deleted (DESIGN decision 5; kube-rs documents that delete
-//!   events can be lost). `410 Gone` and dropped watches are recovered by the watcher (re-watch
+//!   events can be lost).
+//! * **Lists from the watch cache** (DESIGN decision 20). A restart of a store synced from the
+//!   same API server ([`Wiring::warm`]), and every relist after the first list (a `410 Gone`, a
+//!   periodic resync), list with `resourceVersion=0` (kube-rs `ListSemantic::Any`): the API
+//!   server answers from its watch cache, without a quorum read paged from etcd. Such a list
+//!   may be older than the store: an object's older version never replaces a newer stored one
+//!   (the writer compares `resourceVersion`s, [`crate::projector::writer::older`]), and its
+//!   sweep deletes only objects whose stored version is at most the newest one listed (they
+//!   existed before the list and are gone from it). An object not listed whose stored version is
+//!   newer may have been created after the list was taken: it is kept, and the kind is listed
+//!   again at once with a quorum read, whose sweep settles it. A first start (a cold store) lists
+//!   with a quorum read. `410 Gone` and dropped watches are recovered by the watcher (re-watch
 //!   from the last resourceVersion, or a re-list) behind `default_backoff()` (0.8 s doubling to
 //!   30 s, with jitter, reset by the next event).
 //! * **Missing CRDs.** A `404` on list or watch means the kind's CRD is not installed: logged
@@ -41,7 +52,7 @@
 use crate::config::{Clock, KubeSourceConfig, ProjectorConfig};
 use crate::metrics::{outcome, Metrics};
 use crate::projector::handlers::{Handlers, Lookup, Rejection};
-use crate::projector::writer::{Change, ChangeSender};
+use crate::projector::writer::{Change, ChangeSender, SweepReport};
 use crate::readiness::{Readiness, Token};
 use futures::{Stream, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
@@ -125,6 +136,22 @@ pub enum ConnectError {
     Client(#[from] kube::Error),
 }
 
+/// A Kubernetes client and the API server it talks to.
+#[derive(Clone)]
+pub struct Cluster {
+    /// The client.
+    pub client: kube::Client,
+    /// The API server's URL (`https://host:6443`, `https://kubernetes.default.svc`): the
+    /// source's identity in the store ([`source_identity`]).
+    pub url: String,
+}
+
+/// The identity the store records for the kube source of `cluster` (`storage::sync`): a store
+/// synced from the same API server URL starts warm.
+pub fn source_identity(url: &str) -> String {
+    format!("kube:{}", url.trim_end_matches('/'))
+}
+
 /// Builds the Kubernetes client: `config.url` without credentials when set, otherwise
 /// `kube::Config::infer()` (kubeconfig, else in cluster). Needs a tokio runtime (the client
 /// spawns its connection tasks on it). Does not contact the API server.
@@ -132,7 +159,7 @@ pub enum ConnectError {
 /// # Errors
 /// [`ConnectError`] for an invalid URL, no usable configuration, or a client that cannot be
 /// built.
-pub async fn connect(config: &KubeSourceConfig) -> Result<kube::Client, ConnectError> {
+pub async fn connect(config: &KubeSourceConfig) -> Result<Cluster, ConnectError> {
     let kube_config = match &config.url {
         Some(url) => {
             let uri: http::Uri =
@@ -141,7 +168,8 @@ pub async fn connect(config: &KubeSourceConfig) -> Result<kube::Client, ConnectE
         }
         None => kube::Config::infer().await?,
     };
-    Ok(kube::Client::try_from(kube_config)?)
+    let url = kube_config.cluster_url.to_string();
+    Ok(Cluster { client: kube::Client::try_from(kube_config)?, url })
 }
 
 /// Timing of the kube source.
@@ -252,6 +280,9 @@ pub struct Wiring {
     pub kube_metrics: KubeMetrics,
     /// Timing.
     pub settings: Settings,
+    /// Whether the store completed an initial sync of this API server before: then even the
+    /// first lists read the API server's watch cache (see the module docs).
+    pub warm: bool,
 }
 
 /// The running kube source: one tokio task per watched kind.
@@ -325,13 +356,25 @@ pub enum Ended {
     Resync,
     /// The event stream ended (a real watcher never ends; test streams do).
     StreamEnded,
+    /// A list from the watch cache was older than the store: the caller lists again with a
+    /// quorum read.
+    QuorumRelist,
 }
 
 /// A list in progress (between `Init` and `InitDone`).
+#[derive(Default)]
 struct Listing {
     present: HashSet<SourceRef>,
     seen: u64,
-    started: Instant,
+    /// The newest `resourceVersion` listed (when they are numbers).
+    newest: Option<u64>,
+    started: Option<Instant>,
+}
+
+impl Listing {
+    fn new() -> Listing {
+        Listing { started: Some(Instant::now()), ..Listing::default() }
+    }
 }
 
 /// A skipped object, kept for `SKIP_REQUEUE`.
@@ -357,11 +400,23 @@ pub struct KindWatch {
     crd_missing: bool,
     origin_list: Arc<str>,
     origin_watch: Arc<str>,
+    /// Whether the current watcher lists from the API server's watch cache (`resourceVersion=0`)
+    /// rather than with a quorum read.
+    cached: bool,
+    /// Whether the next watcher lists with a quorum read (a first start, or a list from the
+    /// watch cache that was older than the store).
+    quorum_next: bool,
+    /// The sweep of a list from the watch cache, until it reports what it kept.
+    checking: Option<tokio::sync::oneshot::Receiver<Vec<SourceRef>>>,
+    /// The readiness item of the initial list's check, until it is settled (the quorum
+    /// relist's sweep takes it over when one is needed).
+    check_token: Option<Token>,
 }
 
 impl KindWatch {
     /// The state of a kind that has not been listed yet.
     pub fn new(watched: WatchedKind, wiring: Wiring) -> KindWatch {
+        let wiring_warm = wiring.warm;
         let r = &watched.resource;
         let origin_list = Arc::from(format!("list of {}.{}", r.plural, r.group));
         let origin_watch = Arc::from(format!("watch of {}.{}", r.plural, r.group));
@@ -378,6 +433,10 @@ impl KindWatch {
             crd_missing: false,
             origin_list,
             origin_watch,
+            cached: false,
+            quorum_next: !wiring_warm,
+            checking: None,
+            check_token: None,
         }
     }
 
@@ -391,13 +450,23 @@ impl KindWatch {
         let r = &self.watched.resource;
         tracing::info!(kind = self.name(), resource = %format!("{}.{}/{}", r.plural, r.group, r.version), "watching");
         loop {
-            let events = watcher::watcher(api.clone(), watcher::Config::default()).default_backoff();
+            self.cached = !std::mem::take(&mut self.quorum_next);
+            let config = match self.cached {
+                // Unpaged: kube-rs sends `resourceVersion=0` only without a limit (the watch
+                // cache answers a list whole, whatever the limit).
+                true => watcher::Config { page_size: None, ..watcher::Config::default().any_semantic() },
+                false => watcher::Config::default(),
+            };
+            let events = watcher::watcher(api.clone(), config).default_backoff();
             let resync = match self.wiring.settings.periodic_resync {
                 d if d.is_zero() => None,
                 d => Some(Instant::now() + d.mul_f64(0.8 + 0.4 * rand::rng().random::<f64>())),
             };
             match self.drive(events, resync).await {
                 Ended::Resync => tracing::info!(kind = self.name(), "periodic resync (PERIODIC_RESYNC): re-listing"),
+                Ended::QuorumRelist => {
+                    tracing::info!(kind = self.name(), "the watch cache's list was older than the store: listing again with a quorum read")
+                }
                 Ended::StreamEnded => {
                     tracing::warn!(kind = self.name(), "the watch stream ended; restarting it");
                     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -419,11 +488,24 @@ impl KindWatch {
             let skip_due = self.skipped.values().map(|s| s.due).min();
             let check_sync = (self.initial || self.applying).then_some(next_check);
             tokio::select! {
+                kept = until_told(&mut self.checking) => {
+                    self.checking = None;
+                    if self.checked(kept) {
+                        return Ended::QuorumRelist;
+                    }
+                }
                 ev = events.next() => match ev {
                     Some(Ok(ev)) => self.event(ev),
                     Some(Err(e)) => self.error(&e),
                     None => {
                         self.check_sync(&mut next_log, true);
+                        // A sweep's report that came with the end is not lost.
+                        if let Some(kept) = self.checking.as_mut().and_then(|rx| rx.try_recv().ok()) {
+                            self.checking = None;
+                            if self.checked(Some(kept)) {
+                                return Ended::QuorumRelist;
+                            }
+                        }
                         return Ended::StreamEnded;
                     }
                 },
@@ -446,15 +528,18 @@ impl KindWatch {
                 if !self.initial {
                     tracing::info!(kind = name, "re-listing (after a lost watch, 410 Gone or a periodic resync)");
                 }
-                self.listing = Some(Listing { present: HashSet::new(), seen: 0, started: Instant::now() });
+                self.listing = Some(Listing::new());
             }
             Event::InitApply(obj) => {
                 self.available();
                 m.events.with_label_values(&[name, "listed"]).inc();
                 let Some(src) = self.source_ref(&obj) else { return };
-                let listing = self.listing.get_or_insert_with(|| Listing { present: HashSet::new(), seen: 0, started: Instant::now() });
+                let listing = self.listing.get_or_insert_with(Listing::new);
                 listing.seen += 1;
                 listing.present.insert(src.clone());
+                if let Some(v) = obj.metadata.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok()) {
+                    listing.newest = Some(listing.newest.map_or(v, |n| n.max(v)));
+                }
                 let token = if self.initial {
                     self.seen_initial += 1;
                     Some(self.wiring.readiness.expect_in(name, src.to_string()))
@@ -465,10 +550,10 @@ impl KindWatch {
             }
             Event::InitDone => {
                 self.available();
-                let listing = self.listing.take().unwrap_or(Listing { present: HashSet::new(), seen: 0, started: Instant::now() });
+                let listing = self.listing.take().unwrap_or_else(Listing::new);
                 m.lists.with_label_values(&[name]).inc();
                 self.skipped.retain(|src, _| listing.present.contains(src));
-                let secs = listing.started.elapsed().as_secs_f64();
+                let secs = listing.started.map_or(0.0, |t| t.elapsed().as_secs_f64());
                 tracing::info!(
                     kind = name,
                     objects = listing.seen,
@@ -479,9 +564,28 @@ impl KindWatch {
                 let token = if self.initial {
                     Some(self.wiring.readiness.expect_in(name, format!("sweep of {name} after the initial list")))
                 } else {
-                    None
+                    // The initial list's check that needed this (quorum) list ends with its sweep.
+                    self.check_token.take()
                 };
-                self.wiring.sender.send(Change::Sweep { kinds: vec![self.watched.kind], present: Arc::new(listing.present), token });
+                let (keep_newer_than, report) = match self.cached {
+                    true => {
+                        let (report, told) = SweepReport::new();
+                        self.checking = Some(told);
+                        if self.initial {
+                            self.check_token =
+                                Some(self.wiring.readiness.expect_in(name, format!("check of {name}'s list from the watch cache")));
+                        }
+                        (Some(listing.newest.unwrap_or(0)), Some(report))
+                    }
+                    false => (None, None),
+                };
+                self.wiring.sender.send(Change::Sweep {
+                    kinds: vec![self.watched.kind],
+                    present: Arc::new(listing.present),
+                    keep_newer_than,
+                    report,
+                    token,
+                });
                 if self.initial {
                     self.initial = false;
                     self.applying = true;
@@ -500,6 +604,29 @@ impl KindWatch {
                     self.skipped.remove(&src);
                     self.wiring.sender.send(Change::Delete { src, origin: self.origin_watch.clone(), token: None });
                 }
+            }
+        }
+    }
+
+    /// Settles the sweep of a list from the watch cache, which kept `kept` (`None`: the writer
+    /// stopped first); returns whether the kind must be listed again with a quorum read.
+    fn checked(&mut self, kept: Option<Vec<SourceRef>>) -> bool {
+        match kept {
+            Some(kept) if !kept.is_empty() => {
+                tracing::info!(
+                    kind = self.name(),
+                    objects = kept.len(),
+                    first = %kept[0],
+                    "objects not in the list from the watch cache are newer than it; listing again with a quorum read"
+                );
+                self.quorum_next = true;
+                true
+            }
+            _ => {
+                if let Some(t) = self.check_token.take() {
+                    self.wiring.readiness.done(t);
+                }
+                false
             }
         }
     }
@@ -678,6 +805,14 @@ impl KindWatch {
                 "initial sync in progress"
             );
         }
+    }
+}
+
+/// What the sweep `checking` reports, once it does; never returns for `None`.
+async fn until_told(checking: &mut Option<tokio::sync::oneshot::Receiver<Vec<SourceRef>>>) -> Option<Vec<SourceRef>> {
+    match checking {
+        Some(rx) => rx.await.ok(),
+        None => std::future::pending().await,
     }
 }
 

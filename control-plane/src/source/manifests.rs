@@ -798,6 +798,13 @@ pub fn initial_phase(dir: &Path) -> String {
     format!("initial scan of {}", dir.display())
 }
 
+/// The identity the store records for the manifests source of `dir` (`storage::sync`): the
+/// directory's absolute path, so a store synced from the same directory starts warm.
+pub fn source_identity(dir: &Path) -> String {
+    let absolute = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    format!("manifests:{}", absolute.display())
+}
+
 impl ManifestsSource {
     /// Starts polling `dir` every `interval`. The first scan hands every document to the writer
     /// with a readiness item each, then a sweep of every registered kind (objects stored from an
@@ -896,7 +903,7 @@ fn run(
     } else if !warm.store_empty {
         let kinds = schema::registry::registered();
         let token = Some(readiness.expect("sweep of objects no longer in the directory".into()));
-        sender.send(Change::Sweep { kinds, present: Arc::new(state.present()), token });
+        sender.send(Change::Sweep { kinds, present: Arc::new(state.present()), keep_newer_than: None, report: None, token });
     }
     for c in state.take_checkpoints() {
         sender.send(c);

@@ -6,8 +6,9 @@
 /// `poc`); unsigned, accepted only with `--auth mock`.
 pub const ADMIN: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBsYXRmb3JtLS1vcHMtLWNvbnNvbGUiLCJzY29wZSI6InRhcmRpczphZG1pbjphbGwiLCJlbnYiOiJwb2MifQ.mock";
 
-/// What the server logs as the last step of its start (`app::start`), once `/readyz` is 200.
-pub const READY_LINE: &str = "ready: the initial sync is applied";
+/// What the server logs as the last step of its start (`app::start`), once the initial sync is
+/// applied: when `/readyz` turns 200 on a cold start, when catching up ends on a warm one.
+pub const READY_LINE: &str = "the initial sync is applied";
 
 /// A child server's stderr, read line by line on a thread of its own, so a test waits on what
 /// the server says (the product's barrier) instead of polling.

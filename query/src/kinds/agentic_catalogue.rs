@@ -12,7 +12,6 @@ use super::edges;
 use super::info::team_info;
 use crate::column::Column;
 use crate::entity::{connection_field, field, nested_rows, rf, string, strs, Builder, Entity};
-use crate::error::internal;
 use crate::filter::EdgeFilter;
 use async_graphql::dynamic::{Field, TypeRef};
 use schema::keys::{index, natural};
@@ -69,7 +68,7 @@ pub fn register_all<K: Entity<Record = AgenticCatalogueRecord>>(bld: &mut Builde
         "Team",
         vec![connection_field::<K, Stored<TeamRecord>>(team_field, w, |rq, team, order, pred| {
             // Catalogue keys are (env, team, basePath): the team's key is their prefix.
-            let candidates = rq.view.with_prefix::<K>(&team.key).map_err(internal)?;
+            let candidates = rq.view.with_prefix::<K>(&team.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<K>(rq, candidates, order, &pred)))
         })],
     );

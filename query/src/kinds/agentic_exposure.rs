@@ -18,7 +18,6 @@ use crate::entity::{
     boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, obj, objs, register, rf, string, Builder, Entity,
     RequestContext,
 };
-use crate::error::internal;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::Error;
 use schema::common::Visibility;
@@ -84,7 +83,7 @@ impl Entity for AgenticExposure {
             }),
             field::<S>("subscriptions", TypeRef::named_nn_list_nn("AgenticSubscriptionInfo"), |p, rq| {
                 let subs =
-                    rq.view.lookup_records::<AgenticSubscription>(index::AGENTIC_SUBSCRIPTION_BY_TARGET, &p.key).map_err(internal)?;
+                    rq.view.lookup_records::<AgenticSubscription>(index::AGENTIC_SUBSCRIPTION_BY_TARGET, &p.key).map_err(crate::error::storage)?;
                 Ok(objs(subs.into_iter().map(AgenticSubscriptionInfo)))
             }),
         ]
@@ -128,7 +127,7 @@ fn active_catalogue<K: Entity<Record = AgenticCatalogueRecord>>(
     active_index: schema::IndexName,
     r: &AgenticExposureRecord,
 ) -> Result<Option<Stored<AgenticCatalogueRecord>>, Error> {
-    let found = rq.view.lookup_records::<K>(active_index, &natural::in_env(&r.meta.environment, &r.base_path)).map_err(internal)?;
+    let found = rq.view.lookup_records::<K>(active_index, &natural::in_env(&r.meta.environment, &r.base_path)).map_err(crate::error::storage)?;
     Ok(found.into_iter().find(|c| rq.visible::<K>(c)))
 }
 
@@ -147,7 +146,7 @@ pub fn register_all(bld: &mut Builder) {
         vec![connection_field::<AgenticExposure, Stored<ApplicationRecord>>("agenticExposures", w, |rq, app, order, pred| {
             // AgenticExposure keys are (env, team, application, basePath): the application's key
             // is their prefix.
-            let candidates = rq.view.with_prefix::<AgenticExposure>(&app.key).map_err(internal)?;
+            let candidates = rq.view.with_prefix::<AgenticExposure>(&app.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<AgenticExposure>(rq, candidates, order, &pred)))
         })],
     );
@@ -171,7 +170,7 @@ pub fn active_exposure(rq: &RequestContext, env: &str, base_path: &str, agent: b
     let found = rq
         .view
         .lookup_records::<AgenticExposure>(index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH, &natural::in_env(env, base_path))
-        .map_err(internal)?;
+        .map_err(crate::error::storage)?;
     Ok(found.into_iter().find(|x| x.record.variant.is_agent() == agent).and_then(|x| obj(AgenticExposureInfo(x))))
 }
 

@@ -9,7 +9,6 @@ use super::common::mixin_columns;
 use super::info::team_info;
 use crate::column::Column;
 use crate::entity::{field, register, rf, string, strs, Builder, Entity, RequestContext};
-use crate::error::internal;
 use async_graphql::dynamic::{Field, FieldValue, Object, ResolverContext, TypeRef};
 use async_graphql::Error;
 use schema::kinds::api::{Api, ApiRecord};
@@ -67,8 +66,8 @@ impl Entity for Api {
 fn api_categories(rq: &RequestContext) -> Result<Vec<String>, Error> {
     let mut out = BTreeSet::new();
     for scope in rq.viewer.scopes(Api::TEAM_OWNED) {
-        for entry in rq.view.scan(Api::ID, OrderField::Key, &scope, Bound::Unbounded, false).map_err(internal)? {
-            let (_, key) = entry.map_err(internal)?;
+        for entry in rq.view.scan(Api::ID, OrderField::Key, &scope, Bound::Unbounded, false).map_err(crate::error::storage)? {
+            let (_, key) = entry.map_err(crate::error::storage)?;
             if let Some(api) = rq.load_visible::<Api>(&key)? {
                 out.extend(api.record.category.filter(|c| !c.is_empty()));
             }

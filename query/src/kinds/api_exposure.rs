@@ -11,7 +11,6 @@ use crate::entity::{
     boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, obj, objs, register, rf, string, Builder, Entity,
     RequestContext,
 };
-use crate::error::internal;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::Error;
 use schema::keys::{index, natural};
@@ -55,11 +54,11 @@ impl Entity for ApiExposure {
                 let apis = rq
                     .view
                     .lookup_records::<Api>(index::API_ACTIVE_BY_BASE_PATH, &natural::in_env(&r.meta.environment, &r.base_path))
-                    .map_err(internal)?;
+                    .map_err(crate::error::storage)?;
                 Ok(apis.into_iter().find(|a| rq.visible::<Api>(a)).map(node_value::<Api>))
             }),
             field::<S>("subscriptions", TypeRef::named_nn_list_nn("ApiSubscriptionInfo"), |p, rq| {
-                let subs = rq.view.lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_TARGET, &p.key).map_err(internal)?;
+                let subs = rq.view.lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_TARGET, &p.key).map_err(crate::error::storage)?;
                 Ok(objs(subs.into_iter().map(ApiSubscriptionInfo)))
             }),
         ]
@@ -107,7 +106,7 @@ pub fn register_all(bld: &mut Builder) {
         vec![connection_field::<ApiExposure, Stored<ApplicationRecord>>("exposedApis", w, |rq, app, order, pred| {
             // ApiExposure keys are (env, team, application, basePath): the application's key is
             // their prefix.
-            let candidates = rq.view.with_prefix::<ApiExposure>(&app.key).map_err(internal)?;
+            let candidates = rq.view.with_prefix::<ApiExposure>(&app.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<ApiExposure>(rq, candidates, order, &pred)))
         })],
     );
@@ -128,7 +127,7 @@ pub fn active_exposure(rq: &RequestContext, env: &str, base_path: &str) -> Resul
     let found = rq
         .view
         .lookup_records::<ApiExposure>(index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, &natural::in_env(env, base_path))
-        .map_err(internal)?;
+        .map_err(crate::error::storage)?;
     Ok(found.into_iter().next().and_then(|x| obj(ApiExposureInfo(x))))
 }
 

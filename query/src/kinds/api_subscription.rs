@@ -10,7 +10,6 @@ use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::column::Column;
 use crate::entity::{connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, string, strs, Builder, Entity};
-use crate::error::internal;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
@@ -76,7 +75,7 @@ pub fn register_all(bld: &mut Builder) {
     bld.extend(
         "Application",
         vec![connection_field::<ApiSubscription, Stored<ApplicationRecord>>("subscribedApis", w, |rq, app, order, pred| {
-            let candidates = rq.view.lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_OWNER, &app.key).map_err(internal)?;
+            let candidates = rq.view.lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_OWNER, &app.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<ApiSubscription>(rq, candidates, order, &pred)))
         })],
     );

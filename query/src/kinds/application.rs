@@ -11,7 +11,6 @@ use super::common::{mixin_columns, query_escape};
 use super::info::{external_ids, team_info};
 use crate::column::Column;
 use crate::entity::{field, node_value, nullable_string, obj, register, rf, strs, Builder, Entity, RequestContext};
-use crate::error::internal;
 use crate::filter::{FilterType, FilterValue};
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use async_graphql::Error;
@@ -34,7 +33,7 @@ pub fn permissions_url(rq: &RequestContext, r: &ApplicationRecord) -> Result<Opt
     let Some(zone) = rq.load_system::<Zone>(&natural::zone(env, &r.zone))? else { return Ok(None) };
     let Some(base) = zone.record.permissions_url.filter(|u| !u.is_empty()) else { return Ok(None) };
     let app_key = natural::application(env, &r.team, &r.meta.name);
-    if !rq.view.contains(KindId::PermissionSet, &app_key).map_err(internal)? {
+    if !rq.view.contains(KindId::PermissionSet, &app_key).map_err(crate::error::storage)? {
         return Ok(None);
     }
     Ok(Some(format!("{base}?application={}", query_escape(client_id))))

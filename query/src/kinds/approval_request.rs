@@ -6,7 +6,6 @@
 use super::approval::{shared_columns, shared_edge_filters, shared_fields, ApprovalEntity};
 use crate::column::Column;
 use crate::entity::{field, node_value, Builder, Entity};
-use crate::error::internal;
 use crate::filter::EdgeFilter;
 use async_graphql::dynamic::{Field, TypeRef};
 use schema::common::Meta;
@@ -44,7 +43,7 @@ impl Entity for ApprovalRequest {
             let found = rq
                 .view
                 .lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &sub.index_key(&p.record.meta.environment))
-                .map_err(internal)?;
+                .map_err(crate::error::storage)?;
             Ok(found.into_iter().find(|a| rq.visible::<Approval>(a)).map(node_value::<Approval>))
         }));
         f

@@ -17,7 +17,6 @@ use crate::entity::{
     boolean, connection_field, enum_item, field, global_id, integer, nested_rows, node_value, obj, objs, register, rf, string, strs,
     Builder, Entity, RequestContext,
 };
-use crate::error::internal;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::indexmap::IndexMap;
 use async_graphql::{Error, Name, Value};
@@ -57,11 +56,11 @@ impl Entity for EventExposure {
                 let found = rq
                     .view
                     .lookup_records::<EventType>(index::EVENT_TYPE_ACTIVE_BY_TYPE, &natural::in_env(&r.meta.environment, &r.event_type))
-                    .map_err(internal)?;
+                    .map_err(crate::error::storage)?;
                 Ok(found.into_iter().find(|t| rq.visible::<EventType>(t)).map(node_value::<EventType>))
             }),
             field::<S>("subscriptions", TypeRef::named_nn_list_nn("EventSubscriptionInfo"), |p, rq| {
-                let subs = rq.view.lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_TARGET, &p.key).map_err(internal)?;
+                let subs = rq.view.lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_TARGET, &p.key).map_err(crate::error::storage)?;
                 Ok(objs(subs.into_iter().map(EventSubscriptionInfo)))
             }),
         ]
@@ -110,7 +109,7 @@ pub fn register_all(bld: &mut Builder) {
         vec![connection_field::<EventExposure, Stored<ApplicationRecord>>("exposedEvents", w, |rq, app, order, pred| {
             // EventExposure keys are (env, team, application, eventType): the application's key
             // is their prefix.
-            let candidates = rq.view.with_prefix::<EventExposure>(&app.key).map_err(internal)?;
+            let candidates = rq.view.with_prefix::<EventExposure>(&app.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<EventExposure>(rq, candidates, order, &pred)))
         })],
     );
@@ -131,7 +130,7 @@ pub fn active_exposure(rq: &RequestContext, env: &str, event_type: &str) -> Resu
     let found = rq
         .view
         .lookup_records::<EventExposure>(index::EVENT_EXPOSURE_ACTIVE_BY_TYPE, &natural::in_env(env, event_type))
-        .map_err(internal)?;
+        .map_err(crate::error::storage)?;
     Ok(found.into_iter().next().and_then(|x| obj(EventExposureInfo(x))))
 }
 

@@ -9,7 +9,6 @@ use super::event_exposure::{register_values, EventExposureInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::column::Column;
 use crate::entity::{connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, string, strs, Builder, Entity};
-use crate::error::internal;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
@@ -73,7 +72,7 @@ pub fn register_all(bld: &mut Builder) {
     bld.extend(
         "Application",
         vec![connection_field::<EventSubscription, Stored<ApplicationRecord>>("subscribedEvents", w, |rq, app, order, pred| {
-            let candidates = rq.view.lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_OWNER, &app.key).map_err(internal)?;
+            let candidates = rq.view.lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_OWNER, &app.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<EventSubscription>(rq, candidates, order, &pred)))
         })],
     );

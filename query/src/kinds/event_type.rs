@@ -9,7 +9,6 @@ use super::common::mixin_columns;
 use super::info::team_info;
 use crate::column::Column;
 use crate::entity::{connection_field, field, nested_rows, register, Builder, Entity};
-use crate::error::internal;
 use async_graphql::dynamic::{Field, TypeRef};
 use schema::kinds::event_type::{EventType, EventTypeRecord};
 use schema::kinds::team::TeamRecord;
@@ -66,7 +65,7 @@ pub fn register_all(bld: &mut Builder) {
         "Team",
         vec![connection_field::<EventType, Stored<TeamRecord>>("eventTypes", w, |rq, team, order, pred| {
             // EventType keys are (env, team, type): the team's key is their prefix.
-            let rows = rq.view.with_prefix::<EventType>(&team.key).map_err(internal)?;
+            let rows = rq.view.with_prefix::<EventType>(&team.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<EventType>(rq, rows, order, &pred)))
         })],
     );

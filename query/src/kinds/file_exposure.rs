@@ -12,7 +12,6 @@ use crate::entity::{
     boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, nullable_string, obj, objs, register, rf, string,
     Builder, Entity,
 };
-use crate::error::internal;
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use schema::common::Visibility;
 use schema::keys::{index, natural};
@@ -73,7 +72,7 @@ impl Entity for FileExposure {
                 Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
             }),
             field::<S>("subscriptions", TypeRef::named_nn_list_nn("FileSubscriptionInfo"), |p, rq| {
-                let subs = rq.view.lookup_records::<FileSubscription>(index::FILE_SUBSCRIPTION_BY_TARGET, &p.key).map_err(internal)?;
+                let subs = rq.view.lookup_records::<FileSubscription>(index::FILE_SUBSCRIPTION_BY_TARGET, &p.key).map_err(crate::error::storage)?;
                 Ok(objs(subs.into_iter().map(FileSubscriptionInfo)))
             }),
         ]
@@ -119,7 +118,7 @@ pub fn register_all(bld: &mut Builder) {
         vec![connection_field::<FileExposure, Stored<ApplicationRecord>>("fileExposures", w, |rq, app, order, pred| {
             // FileExposure keys are (env, team, application, fileType): the application's key is
             // their prefix.
-            let candidates = rq.view.with_prefix::<FileExposure>(&app.key).map_err(internal)?;
+            let candidates = rq.view.with_prefix::<FileExposure>(&app.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<FileExposure>(rq, candidates, order, &pred)))
         })],
     );

@@ -11,7 +11,6 @@ use crate::column::Column;
 use crate::entity::{
     connection_field, enum_item, field, global_id, nested_rows, nullable_string, obj, register, rf, string, Builder, Entity,
 };
-use crate::error::internal;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
@@ -71,7 +70,7 @@ pub fn register_all(bld: &mut Builder) {
     bld.extend(
         Application::TYPE,
         vec![connection_field::<FileSubscription, Stored<ApplicationRecord>>("fileSubscriptions", w, |rq, app, order, pred| {
-            let candidates = rq.view.lookup_records::<FileSubscription>(index::FILE_SUBSCRIPTION_BY_OWNER, &app.key).map_err(internal)?;
+            let candidates = rq.view.lookup_records::<FileSubscription>(index::FILE_SUBSCRIPTION_BY_OWNER, &app.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<FileSubscription>(rq, candidates, order, &pred)))
         })],
     );

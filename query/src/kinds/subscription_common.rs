@@ -5,7 +5,6 @@
 //! [`SubscriptionEntity`] once; no family repeats these resolvers.
 
 use crate::entity::{field, node_value, Entity};
-use crate::error::internal;
 use crate::filter::EdgeFilter;
 use crate::kinds::edges;
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
@@ -52,14 +51,14 @@ pub fn link_fields<K: SubscriptionEntity>() -> Vec<Field> {
         }),
         field::<Stored<K::Record>>("approval", TypeRef::named("Approval"), |p, rq| {
             let found =
-                rq.view.lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &approval_key::<K>(&p.record)).map_err(internal)?;
+                rq.view.lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &approval_key::<K>(&p.record)).map_err(crate::error::storage)?;
             Ok(found.into_iter().find(|a| rq.visible::<Approval>(a)).map(node_value::<Approval>))
         }),
         field::<Stored<K::Record>>("approvalRequests", TypeRef::named_nn_list("ApprovalRequest"), |p, rq| {
             let found = rq
                 .view
                 .lookup_records::<ApprovalRequest>(index::APPROVAL_REQUEST_BY_SUBSCRIPTION, &approval_key::<K>(&p.record))
-                .map_err(internal)?;
+                .map_err(crate::error::storage)?;
             Ok(Some(FieldValue::list(found.into_iter().filter(|a| rq.visible::<ApprovalRequest>(a)).map(node_value::<ApprovalRequest>))))
         }),
         field::<Stored<K::Record>>("target", TypeRef::named(K::TARGET_INFO), |p, rq| match p.links.first() {

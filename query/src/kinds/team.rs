@@ -12,7 +12,6 @@
 use super::common::{mixin_columns, non_empty};
 use crate::column::Column;
 use crate::entity::{connection_field, field, nested_rows, node_value, objs, register, string, Builder, Entity, Loader, RequestContext};
-use crate::error::internal;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::api::Api;
@@ -63,12 +62,12 @@ impl Entity for Team {
         ];
         let apps = b.where_type::<Application>();
         v.push(connection_field::<Application, Stored<TeamRecord>>("applications", apps, |rq, p, order, pred| {
-            let rows = rq.view.with_prefix::<Application>(&p.key).map_err(internal)?;
+            let rows = rq.view.with_prefix::<Application>(&p.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<Application>(rq, rows, order, &pred)))
         }));
         let apis = b.where_type::<Api>();
         v.push(connection_field::<Api, Stored<TeamRecord>>("apis", apis, |rq, p, order, pred| {
-            let rows = rq.view.with_prefix::<Api>(&p.key).map_err(internal)?;
+            let rows = rq.view.with_prefix::<Api>(&p.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<Api>(rq, rows, order, &pred)))
         }));
         v
@@ -131,7 +130,7 @@ pub fn register_team(b: &mut Builder) {
         "Group",
         vec![field::<Stored<GroupRecord>>("teams", TypeRef::named_nn_list(Team::TYPE), |p, rq| {
             let lookup = natural::in_env(&p.record.meta.environment, &p.record.meta.name);
-            let teams = rq.view.lookup_records::<Team>(index::TEAM_BY_GROUP, &lookup).map_err(internal)?;
+            let teams = rq.view.lookup_records::<Team>(index::TEAM_BY_GROUP, &lookup).map_err(crate::error::storage)?;
             Ok(Some(FieldValue::list(teams.into_iter().filter(|t| rq.visible::<Team>(t)).map(node_value::<Team>))))
         })],
     );

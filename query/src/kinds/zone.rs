@@ -5,7 +5,6 @@
 
 use crate::column::Column;
 use crate::entity::{field, list_field, node_value, register, rf, string, Builder, Entity};
-use crate::error::internal;
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::application::Application;
@@ -28,7 +27,7 @@ impl Entity for Zone {
             }),
             field::<Stored<ZoneRecord>>("applications", TypeRef::named_nn_list("Application"), |p, rq| {
                 let lookup = natural::in_env(&p.record.meta.environment, &p.record.meta.name);
-                let apps = rq.view.lookup_records::<Application>(index::APPLICATION_BY_ZONE, &lookup).map_err(internal)?;
+                let apps = rq.view.lookup_records::<Application>(index::APPLICATION_BY_ZONE, &lookup).map_err(crate::error::storage)?;
                 Ok(Some(FieldValue::list(apps.into_iter().filter(|a| rq.visible::<Application>(a)).map(node_value::<Application>))))
             }),
         ]

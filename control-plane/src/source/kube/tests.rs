@@ -96,6 +96,7 @@ impl Harness {
                 periodic_resync: Duration::ZERO,
                 progress_every: Duration::from_millis(10),
             },
+            warm: false,
         };
         Harness { _dir: None, store, writer: Some(writer), wiring }
     }
@@ -103,6 +104,14 @@ impl Harness {
     fn watch(&self, kind: KindId) -> KindWatch {
         let w = resources().into_iter().find(|w| w.kind == kind).unwrap();
         KindWatch::new(w, self.wiring.clone())
+    }
+
+    /// A watch whose lists come from the API server's watch cache, as `run` makes them once
+    /// the store is warm.
+    fn cached_watch(&self, kind: KindId) -> KindWatch {
+        let mut w = self.watch(kind);
+        (w.cached, w.quorum_next) = (true, false);
+        w
     }
 
     fn count(&self, kind: KindId) -> u64 {
@@ -123,7 +132,7 @@ impl Harness {
     /// sweep of no kind with a readiness item and waits for it.
     async fn settle(&self) {
         let token = self.wiring.readiness.expect("settle".into());
-        self.wiring.sender.send(Change::Sweep { kinds: vec![], present: Arc::new(HashSet::new()), token: Some(token) });
+        self.wiring.sender.send(Change::Sweep { kinds: vec![], present: Arc::new(HashSet::new()), keep_newer_than: None, report: None, token: Some(token) });
         self.wait_until("the writer to catch up", || !self.wiring.readiness.status().pending.iter().any(|p| p == "settle")).await;
     }
 
@@ -367,4 +376,89 @@ async fn an_oversized_object_is_skipped_and_its_stored_record_stays() {
     assert_eq!(h.metric("projector_reconcile_total{module=\"group\",outcome=\"skip\"}"), 1.0);
     assert_eq!(h.count(KindId::Group), groups.len() as u64, "the stored record stays");
     assert_eq!(h.revision(), revision, "nothing was written");
+}
+
+/// The stored `resourceVersion` of each of the world's groups (`None`: not stored), in order.
+fn group_versions(h: &Harness) -> Vec<Option<String>> {
+    let view = h.store.read().unwrap();
+    world(KindId::Group)
+        .iter()
+        .map(|g| {
+            let (ns, name) = (g["metadata"]["namespace"].as_str().unwrap(), g["metadata"]["name"].as_str().unwrap());
+            view.source_version(KindId::Group, ns, name).unwrap().map(|(_, v)| v)
+        })
+        .collect()
+}
+
+/// A list from the API server's watch cache can be older than the store. An older version of a
+/// listed object never replaces the stored one; an object not listed whose stored version is at
+/// most the newest listed one is deleted (it existed before the list and is gone from it); one
+/// whose stored version is newer may have been created after the list was taken: it is kept and
+/// the kind is listed again with a quorum read, whose sweep settles it. The initial list's check
+/// holds the kind's sync until then.
+#[tokio::test]
+async fn a_list_from_the_watch_cache_never_takes_the_store_back_in_time() {
+    let h = Harness::new(&[KindId::Group]);
+    let groups = world(KindId::Group);
+    assert!(groups.len() >= 4, "the world has four groups");
+    // The store, from an earlier run: groups 0..4 at versions 10, 20, 30, 15.
+    let mut earlier = vec![Ok(Event::Init)];
+    earlier.extend([(0, 10), (1, 20), (2, 30), (3, 15)].map(|(i, rv)| Ok(Event::InitApply(obj(&groups[i], rv)))));
+    earlier.push(Ok(Event::InitDone));
+    let mut w = h.watch(KindId::Group);
+    feed(&mut w, earlier).await;
+    h.settle().await;
+    let before = group_versions(&h);
+    assert!(before[..4].iter().all(Option::is_some), "{before:?}");
+
+    // A restart whose first list comes from a cache at version 20: group 0 at an older version
+    // (with another display name), group 1 as stored; 2 (stored at 30) and 3 (stored at 15) not
+    // listed.
+    let h2 = Harness { _dir: None, store: h.store.clone(), writer: None, wiring: h.wiring.clone() };
+    let mut w = h2.cached_watch(KindId::Group);
+    let mut stale = groups[0].clone();
+    stale["spec"]["displayName"] = Value::from("From a stale cache");
+    let cached = vec![Ok(Event::Init), Ok(Event::InitApply(obj(&stale, 5))), Ok(Event::InitApply(obj(&groups[1], 20))), Ok(Event::InitDone)];
+    let ended = w.drive(stream::iter(cached).chain(stream::pending()), None).await;
+    assert_eq!(ended, Ended::QuorumRelist, "group 2 may be newer than the list");
+    let after = group_versions(&h);
+    assert_eq!(after[0], before[0], "an older version never replaces the stored one");
+    assert_eq!(after[2].as_deref(), Some("30"), "kept: possibly created after the list");
+    assert_eq!(after[3], None, "stored at 15, not in a list of version 20 or more: gone");
+    assert!(w.quorum_next);
+    let view = h.store.read().unwrap();
+    let records = view.with_prefix::<schema::kinds::group::Group>(&schema::Key::new::<&str>(&[])).unwrap();
+    assert!(records.iter().all(|s| !format!("{:?}", s.record).contains("From a stale cache")));
+    drop(view);
+    assert!(!h.wiring.readiness.is_settled(), "the initial list's check waits for the quorum relist");
+
+    // The quorum relist (what `run` starts next) does not hold group 2 either: it is gone.
+    w.cached = false;
+    let quorum = list(&[groups[0].clone(), groups[1].clone()], 40);
+    feed(&mut w, quorum).await;
+    h.settle().await;
+    let settled = group_versions(&h);
+    assert_eq!(settled[..4], [Some("40".to_string()), Some("40".to_string()), None, None]);
+    h.wait_until("the check to settle", || h.wiring.readiness.is_settled()).await;
+    assert!(h.store.read().unwrap().check_invariants().unwrap().is_empty());
+}
+
+/// A list from the watch cache that holds every stored object, or only newer versions, needs no
+/// quorum read.
+#[tokio::test]
+async fn a_list_from_the_watch_cache_as_new_as_the_store_needs_no_quorum_read() {
+    let h = Harness::new(&[KindId::Group]);
+    let groups = world(KindId::Group);
+    let mut w = h.watch(KindId::Group);
+    feed(&mut w, list(&groups, 10)).await;
+    h.settle().await;
+    let mut w = h.cached_watch(KindId::Group);
+    // The last group was deleted meanwhile; the others are listed as stored. The stream ends once
+    // the writer has processed the sweep (and told what it kept).
+    let cached = list(&groups[..groups.len() - 1], 10);
+    let processed = stream::once(h.settle()).filter_map(|()| async { None });
+    assert_eq!(w.drive(stream::iter(cached).chain(processed), None).await, Ended::StreamEnded, "no quorum relist");
+    assert!(!w.quorum_next && w.checking.is_none());
+    assert!(h.wiring.readiness.is_settled());
+    assert_eq!(h.count(KindId::Group), groups.len() as u64 - 1);
 }
