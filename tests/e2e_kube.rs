@@ -80,19 +80,15 @@ impl Cp {
         text.lines().find(|l| l.starts_with(needle)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok()).unwrap_or(0.0)
     }
 
+    /// An admin query: the HTTP status and the whole answer (`data`, `errors`, `extensions`).
+    async fn answer(&self, query: &str) -> (u16, Value) {
+        let r = self.http.post(format!("{}/graphql/query", self.base)).bearer_auth(admin()).json(&json!({ "query": query })).send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap())
+    }
+
     /// An admin query that must succeed.
     async fn query(&self, query: &str) -> Value {
-        let body: Value = self
-            .http
-            .post(format!("{}/graphql/query", self.base))
-            .bearer_auth(admin())
-            .json(&json!({ "query": query }))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let (_, body) = self.answer(query).await;
         assert!(body["errors"].is_null(), "{query}: {body}");
         body["data"].clone()
     }
@@ -428,17 +424,7 @@ async fn a_restart_on_the_same_data_is_ready_at_once_reads_the_watch_cache_and_w
     let kinds: Vec<&str> = schema::registry::registered().iter().map(|k| k.name()).collect();
     assert_eq!(body["catchingUp"], json!(kinds), "{body}");
     assert_eq!(cp.metric("controlplane_catching_up{kind=\"Application\"}").await, 1.0);
-    let answer: Value = cp
-        .http
-        .post(format!("{}/graphql/query", cp.base))
-        .bearer_auth(admin())
-        .json(&json!({ "query": "{ applications { totalCount } }" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, answer) = cp.answer("{ applications { totalCount } }").await;
     assert_eq!(
         answer["data"]["applications"]["totalCount"],
         expected.keys().filter(|k| k.starts_with("Application ")).count(),
@@ -455,17 +441,7 @@ async fn a_restart_on_the_same_data_is_ready_at_once_reads_the_watch_cache_and_w
     let (code, body) = cp.readyz().await;
     assert_eq!((code, &body["catchingUp"]), (200, &json!([])), "{body}");
     assert_eq!(cp.metric("controlplane_catching_up{kind=\"Application\"}").await, 0.0);
-    let answer: Value = cp
-        .http
-        .post(format!("{}/graphql/query", cp.base))
-        .bearer_auth(admin())
-        .json(&json!({ "query": "{ zones { name } }" }))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, answer) = cp.answer("{ zones { name } }").await;
     assert!(answer.get("extensions").is_none(), "no freshness once caught up: {answer}");
     assert!(cp.metric("projector_reconcile_total{module=\"application\",outcome=\"success\"}").await > 0.0, "the relist was processed");
     // Objects waiting for a target that never comes are retried with a backoff: wait until
@@ -560,18 +536,11 @@ async fn a_kind_of_another_version_is_re_derived_from_the_relist() {
     fake.hold_lists(KindId::ApiExposure);
     let cp = Cp::start(&fake, data.path()).await;
     assert_eq!(cp.store().rederiving(), vec![KindId::ApiExposure]);
-    let post = |query: &'static str| {
-        let cp = &cp;
-        async move {
-            let r = cp.http.post(format!("{}/graphql/query", cp.base)).bearer_auth(admin()).json(&json!({ "query": query })).send().await.unwrap();
-            (r.status().as_u16(), r.json::<Value>().await.unwrap())
-        }
-    };
-    let (code, body) = post("{ apiExposures { totalCount } }").await;
+    let (code, body) = cp.answer("{ apiExposures { totalCount } }").await;
     assert_eq!(code, 200, "{body}");
     assert_eq!(body["errors"][0]["extensions"]["code"], "UNAVAILABLE", "{body}");
     assert_eq!(body["errors"][0]["extensions"]["kind"], "ApiExposure", "{body}");
-    let (code, body) = post("{ applications { totalCount } }").await;
+    let (code, body) = cp.answer("{ applications { totalCount } }").await;
     assert_eq!(code, 200);
     assert!(body["errors"].is_null(), "another kind answers: {body}");
     assert!(body["data"]["applications"]["totalCount"].as_u64().unwrap() > 0, "{body}");

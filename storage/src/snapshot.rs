@@ -152,6 +152,36 @@ struct HeaderV3 {
     kind_versions: Vec<(String, u32)>,
 }
 
+impl From<HeaderV2> for HeaderV3 {
+    /// Format 2 predates derivation versions: version 1 of every kind.
+    fn from(h: HeaderV2) -> HeaderV3 {
+        let implicit = KindId::ALL.iter().map(|k| (k.name().to_string(), crate::versions::IMPLICIT_VERSION)).collect();
+        HeaderV3 {
+            schema_version: h.schema_version,
+            revision: h.revision,
+            created_at: h.created_at,
+            last_commit: h.last_commit,
+            counts: h.counts,
+            kind_versions: implicit,
+        }
+    }
+}
+
+impl From<HeaderV3> for Header {
+    /// Format 3 predates the source: never synced.
+    fn from(h: HeaderV3) -> Header {
+        Header {
+            schema_version: h.schema_version,
+            revision: h.revision,
+            created_at: h.created_at,
+            last_commit: h.last_commit,
+            counts: h.counts,
+            kind_versions: h.kind_versions,
+            synced_from: None,
+        }
+    }
+}
+
 /// One unit of the decompressed body (see the module docs).
 #[derive(Serialize, Deserialize)]
 enum Frame<'a> {
@@ -424,33 +454,11 @@ fn decode(bytes: &[u8], check_records: bool) -> Result<Snapshot, SnapshotError> 
 /// [`SnapshotError::Malformed`] for a header or body that does not decode,
 /// [`SnapshotError::SchemaVersion`] for a store layout this build does not read.
 fn decode_header_and_body(format: u32, header_bytes: &[u8], compressed: &[u8]) -> Result<(Header, Body), SnapshotError> {
+    let malformed = |e: StorageError| SnapshotError::Malformed(e.to_string());
     let header: Header = match format {
-        2 => {
-            let h: HeaderV2 = decode_record(header_bytes, "snapshot header").map_err(|e| SnapshotError::Malformed(e.to_string()))?;
-            let implicit = KindId::ALL.iter().map(|k| (k.name().to_string(), crate::versions::IMPLICIT_VERSION)).collect();
-            Header {
-                schema_version: h.schema_version,
-                revision: h.revision,
-                created_at: h.created_at,
-                last_commit: h.last_commit,
-                counts: h.counts,
-                kind_versions: implicit,
-                synced_from: None,
-            }
-        }
-        3 => {
-            let h: HeaderV3 = decode_record(header_bytes, "snapshot header").map_err(|e| SnapshotError::Malformed(e.to_string()))?;
-            Header {
-                schema_version: h.schema_version,
-                revision: h.revision,
-                created_at: h.created_at,
-                last_commit: h.last_commit,
-                counts: h.counts,
-                kind_versions: h.kind_versions,
-                synced_from: None,
-            }
-        }
-        _ => decode_record(header_bytes, "snapshot header").map_err(|e| SnapshotError::Malformed(e.to_string()))?,
+        2 => Header::from(HeaderV3::from(decode_record::<HeaderV2>(header_bytes, "snapshot header").map_err(malformed)?)),
+        3 => Header::from(decode_record::<HeaderV3>(header_bytes, "snapshot header").map_err(malformed)?),
+        _ => decode_record(header_bytes, "snapshot header").map_err(malformed)?,
     };
     if header.synced_from.as_ref().is_some_and(|s| s.len() > crate::sync::MAX_SOURCE_BYTES) {
         return Err(SnapshotError::Malformed(format!("the header's source is longer than {} bytes", crate::sync::MAX_SOURCE_BYTES)));
