@@ -156,7 +156,7 @@ impl App {
             (false, _) => tracing::info!(source = %identity, "cold start: ready once the initial sync of this source is applied"),
         }
         let reporting = store.clone();
-        readiness.report_rederiving(move || reporting.rederiving().iter().map(|k| k.name().to_string()).collect());
+        readiness.report_rederiving(move || reporting.rederivations().iter().map(|k| k.name().to_string()).collect());
         // A kind whose derivation version changed was purged on open ([`storage::versions`]):
         // ready once the source brought it back and the writer ended its re-derivation.
         let rederiving = store.rederiving();
@@ -189,8 +189,11 @@ impl App {
             _ => None,
         };
         let clock = config.clock();
-        let writer_settings =
-            WriterSettings { prebuild_orders: config.storage.prebuild_orders, ..WriterSettings::new(config.projector, clock) };
+        let writer_settings = WriterSettings {
+            prebuild_orders: config.storage.prebuild_orders,
+            features: config.features,
+            ..WriterSettings::new(config.projector, clock)
+        };
         let writer =
             Writer::spawn(store.clone(), metrics.clone(), readiness.clone(), writer_settings).context("starting the writer thread")?;
         let source = match (&config.source, client) {

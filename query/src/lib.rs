@@ -610,7 +610,7 @@ pub(crate) fn request_context(
     deadline.limit_response(limits.max_response_bytes);
     let stop = deadline.clone();
     view.interrupt_when(move || stop.passed());
-    view.refuse_while_rederiving(store.rederiving());
+    view.refuse_while_rederiving(store.unavailable());
     RequestContext {
         view,
         viewer,

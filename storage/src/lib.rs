@@ -19,6 +19,7 @@
 //! 2. Counters equal the number of records per (kind, scope).
 //! 3. The revision strictly increases: every commit that changed something bumps it by one.
 //! 4. Every source entry points to a record whose envelope names that source.
+//! 5. Every source document ([`documents`]) belongs to a source entry.
 //!
 //! # Derivation versions
 //! The records of each kind are written under its [`schema::Kind::VERSION`]; a kind stored
@@ -31,6 +32,8 @@
 
 pub mod checkpoint;
 mod codec;
+pub mod documents;
+pub mod rebuild;
 mod error;
 mod read;
 pub mod search;
@@ -118,6 +121,9 @@ pub struct Store {
     wanted: Arc<Wanted>,
     /// The kinds whose re-derivation has not ended ([`versions`]).
     rederiving: Arc<std::sync::Mutex<Vec<schema::KindId>>>,
+    /// The kinds re-derived from the volume, with whether their records are served meanwhile
+    /// ([`rebuild`]).
+    rebuilding: Arc<std::sync::Mutex<Vec<(schema::KindId, bool)>>>,
 }
 
 /// The open database, and the signal that it was closed: fields drop in declaration order, so
@@ -279,6 +285,7 @@ impl Store {
             search: Arc::default(),
             wanted: Arc::default(),
             rederiving: Arc::default(),
+            rebuilding: Arc::default(),
         };
         store.init()?;
         Ok(store)
@@ -370,7 +377,7 @@ impl Store {
             }
             tables::open_all(&txn)?;
         }
-        let (purged, rederiving) = versions::reconcile(&txn, &self.kinds)?;
+        let versions::Reconciled { purged, rederiving, rebuilding } = versions::reconcile(&txn, &self.kinds)?;
         if !purged.is_empty() {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
             txn.open_table(tables::META)?.insert("last_commit", now)?;
@@ -385,7 +392,15 @@ impl Store {
                 "the store holds this kind under another derivation version: its records were removed and are re-derived from the source"
             );
         }
+        for &(kind, served) in &rebuilding {
+            tracing::warn!(
+                kind = kind.name(),
+                served_meanwhile = served,
+                "the store holds this kind under another derivation version: it is re-derived from its stored source documents"
+            );
+        }
         *self.rederiving.lock().unwrap_or_else(|e| e.into_inner()) = rederiving;
+        *self.rebuilding.lock().unwrap_or_else(|e| e.into_inner()) = rebuilding;
         let building = !self.db.begin_read()?.open_table(tables::BUILDING)?.is_empty()?;
         self.wanted.building.store(building, std::sync::atomic::Ordering::SeqCst);
         Ok(())
@@ -640,6 +655,7 @@ impl Store {
         let txn = self.db.begin_write()?;
         let (result, finished) = {
             let mut batch = WriteBatch::new(&txn, self.kinds.clone(), self.feed.clone(), self.rederiving())?;
+            batch.rebuilding = self.rebuilding().into_iter().map(|(k, _)| k).collect();
             let result = apply(&mut batch)?;
             (result, batch.finish(now)?)
         };
@@ -705,7 +721,15 @@ pub(crate) mod test_support {
             permissions_url: None,
         };
         let src = SourceRef { kind: KindId::Zone, namespace: "poc".into(), name: name.into() };
-        batch.upsert::<Zone>(&src, version, &rec, now).unwrap();
+        // The document a source hands over for it (what a re-derivation translates again).
+        let doc = serde_json::json!({
+            "apiVersion": "admin.cp.ei.telekom.de/v1",
+            "kind": "Zone",
+            "metadata": {"name": name, "namespace": "poc", "resourceVersion": version},
+            "spec": {"visibility": "World", "gateway": {"url": rec.gateway_url}},
+        });
+        let encoded = crate::Encoded::<Zone>::new(rec).with_document(crate::documents::encode(&doc));
+        batch.upsert_encoded::<Zone>(&src, version, &encoded, now).unwrap();
     }
 }
 

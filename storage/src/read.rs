@@ -460,6 +460,17 @@ impl ReadView {
                 }
             }
         }
+        let sources = self.txn.open_table(tables::SOURCES)?;
+        let mut orphans = 0;
+        for item in self.txn.open_table(crate::documents::DOCUMENTS)?.iter()? {
+            let (k, _) = item?;
+            if sources.get(k.value())?.is_none() {
+                orphans += 1;
+            }
+        }
+        if orphans > 0 {
+            problems.push(format!("source documents: {orphans} without a source entry"));
+        }
         let actual_order: std::collections::BTreeSet<Vec<u8>> =
             self.order.iter()?.map(|i| i.map(|(k, _)| k.value().to_vec())).collect::<Result<_, _>>()?;
         let actual_refs: std::collections::BTreeSet<Vec<u8>> =

@@ -19,7 +19,7 @@
 //! | format version | `u32` ([`FORMAT_VERSION`]) |
 //! | header length | `u32` |
 //! | header | postcard [`Header`]: read-model [`crate::SCHEMA_VERSION`], revision, creation time, last commit time, per-kind record counts, per-kind derivation versions, the source the store completed an initial sync of |
-//! | body | one zstd frame; decompressed, a sequence of frames, each a `u32` length and a postcard `Frame`: per kind (in [`KindId::ALL`] order) a `Section` naming it, its records as `Record(natural key bytes, envelope bytes)` in key order, its `sources` entries as `Source(Key(namespace, name) bytes, source entry bytes)`; then one `End` |
+//! | body | one zstd frame; decompressed, a sequence of frames, each a `u32` length and a postcard `Frame`: per kind (in [`KindId::ALL`] order) a `Section` naming it, its records as `Record(natural key bytes, envelope bytes)` in key order, its `sources` entries as `Source(Key(namespace, name) bytes, source entry bytes)`, its source documents as `Document(Key(namespace, name) bytes, stored document)`; then one `End` |
 //! | end marker | 8: `CPSNEND\n`, then `u64`: the offset of the end marker (file length − 48) |
 //! | trailer | 32: SHA-256 of every byte before it |
 //!
@@ -47,7 +47,9 @@
 //!   of ([`Header::synced_from`], at most [`crate::sync::MAX_SOURCE_BYTES`]); a restore records
 //!   it ([`crate::sync`]), so a server started on the restored store with that same source
 //!   serves at once and catches up behind. Format 2 and 3 files restore as never synced: the
-//!   first start waits for its initial sync.
+//!   first start waits for its initial sync. The body carries each kind's source documents
+//!   (`Document` frames, [`crate::documents`]; each belongs to a source entry of its section),
+//!   so a restored store re-derives a kind from the volume; older files have none.
 //!
 //! The header's read-model schema version says how records and source entries are encoded. A
 //! snapshot from [`OLDEST_SCHEMA_VERSION`] up to [`crate::SCHEMA_VERSION`] is restored (the
@@ -189,6 +191,9 @@ enum Frame<'a> {
     Record(&'a [u8], &'a [u8]),
     Source(&'a [u8], &'a [u8]),
     End,
+    /// A source document ([`crate::documents`]): `Key(namespace, name)` bytes and the stored
+    /// value (format 4).
+    Document(&'a [u8], &'a [u8]),
 }
 
 #[derive(Clone)]
@@ -196,6 +201,7 @@ struct Section {
     kind: KindId,
     records: Vec<(Vec<u8>, Vec<u8>)>,
     sources: Vec<(Vec<u8>, Vec<u8>)>,
+    documents: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 struct Body {
@@ -522,7 +528,7 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)], limit: u64
                 if sections.iter().any(|s| s.kind == kind) {
                     return Err(malformed(format!("{name}: a second section")));
                 }
-                sections.push(Section { kind, records: Vec::new(), sources: Vec::new() });
+                sections.push(Section { kind, records: Vec::new(), sources: Vec::new(), documents: Vec::new() });
             }
             Frame::Record(k, v) => {
                 let section = sections.last_mut().ok_or_else(|| malformed("a record before any section".into()))?;
@@ -542,6 +548,14 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)], limit: u64
                     )));
                 }
                 section.sources.push((k.to_vec(), v.to_vec()))
+            }
+            Frame::Document(k, v) => {
+                let section = sections.last_mut().ok_or_else(|| malformed("a document before any section".into()))?;
+                let counted = counted(counts, section.kind).unwrap_or(0);
+                if section.documents.len() as u64 >= counted {
+                    return Err(malformed(format!("{}: more source documents than the header counts records ({counted})", section.kind.name())));
+                }
+                section.documents.push((k.to_vec(), v.to_vec()))
             }
             Frame::End => {
                 let mut after = [0u8; 1];
@@ -609,6 +623,7 @@ impl ReadView {
     /// [`KindId::ALL`] order a section, its records in key order, its sources.
     fn visit_raw(&self, mut visit: impl FnMut(Frame<'_>) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
         let sources = self.txn().open_table(tables::SOURCES).map_err(StorageError::from)?;
+        let documents = self.txn().open_table(crate::documents::DOCUMENTS).map_err(StorageError::from)?;
         for &kind in KindId::ALL {
             visit(Frame::Section(kind.name()))?;
             let t = self.txn().open_table(tables::records(kind)).map_err(StorageError::from)?;
@@ -620,6 +635,10 @@ impl ReadView {
             for item in sources.range(&start[..]..&end[..]).map_err(StorageError::from)? {
                 let (k, v) = item.map_err(StorageError::from)?;
                 visit(Frame::Source(&k.value()[1..], v.value()))?;
+            }
+            for item in documents.range(&start[..]..&end[..]).map_err(StorageError::from)? {
+                let (k, v) = item.map_err(StorageError::from)?;
+                visit(Frame::Document(&k.value()[1..], v.value()))?;
             }
         }
         Ok(())
@@ -683,11 +702,25 @@ impl Store {
                 return Err(SnapshotError::NotEmpty);
             }
         }
-        let rederived = snap.header.rederived_kinds();
+        // A kind of another derivation version whose every object carries its document is
+        // restored as it is and re-derived from the volume when the store is next opened
+        // (`crate::rebuild`); any other is left out and brought back by the source.
+        let (from_volume, rederived): (Vec<KindId>, Vec<KindId>) = snap.header.rederived_kinds().into_iter().partition(|&kind| {
+            let version = snap.header.kind_version(kind).unwrap_or(crate::versions::UNKNOWN_VERSION);
+            let section = snap.body.sections.iter().find(|s| s.kind == kind);
+            version != crate::versions::UNKNOWN_VERSION && section.is_none_or(|s| s.documents.len() == s.sources.len())
+        });
         let sections: Vec<&Section> = snap.body.sections.iter().filter(|s| !rederived.contains(&s.kind)).collect();
         let txn = self.db.begin_write().map_err(StorageError::from)?;
         for &kind in &rederived {
             crate::versions::mark_rederiving(&txn, kind)?;
+        }
+        for &kind in &from_volume {
+            let version = snap.header.kind_version(kind).unwrap_or(crate::versions::UNKNOWN_VERSION);
+            txn.open_table(tables::META)
+                .map_err(StorageError::from)?
+                .insert(crate::versions::version_key(kind).as_str(), u64::from(version))
+                .map_err(StorageError::from)?;
         }
         // Two threads: one decodes every record and derives (and sorts) its entries, while this
         // one writes the records and sources as they are; the entries follow once derived.
@@ -752,7 +785,19 @@ fn write_records(txn: &redb::WriteTransaction, sections: &[&Section]) -> Result<
     }
     sources.sort_unstable_by(|a, b| a.0.cmp(&b.0));
     let mut table = txn.open_table(tables::SOURCES).map_err(StorageError::from)?;
-    append(&mut table, "sources", sources.iter().map(|(k, v)| (k.as_slice(), *v)))
+    append(&mut table, "sources", sources.iter().map(|(k, v)| (k.as_slice(), *v)))?;
+    // Kind by kind: the sections come in code order, so the keys ascend across them.
+    let mut table = txn.open_table(crate::documents::DOCUMENTS).map_err(StorageError::from)?;
+    let mut documents: Vec<(Vec<u8>, &[u8])> = Vec::new();
+    for s in sections {
+        documents.extend(s.documents.iter().map(|(k, v)| {
+            let mut sk = vec![s.kind.code()];
+            sk.extend_from_slice(k);
+            (sk, v.as_slice())
+        }));
+    }
+    documents.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    append(&mut table, "source documents", documents.iter().map(|(k, v)| (k.as_slice(), *v)))
 }
 
 /// The index entries and counters of a snapshot's records, each list sorted and free of
@@ -811,7 +856,7 @@ fn derive(kinds: &KindTable, sections: &[&Section]) -> Result<Derived, SnapshotE
 fn check_section(s: &Section, mut each: impl FnMut(&Key, &Envelope) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
     let malformed = |m: String| SnapshotError::Malformed(m);
     let kind = s.kind;
-    for (what, list) in [("records", &s.records), ("sources", &s.sources)] {
+    for (what, list) in [("records", &s.records), ("sources", &s.sources), ("source documents", &s.documents)] {
         if !list.windows(2).all(|w| w[0].0 < w[1].0) {
             return Err(malformed(format!("{} {what} are not in strictly ascending key order", kind.name())));
         }
@@ -834,6 +879,12 @@ fn check_section(s: &Section, mut each: impl FnMut(&Key, &Envelope) -> Result<()
                 kind.name(),
                 Key::from_bytes(sk.clone())
             )));
+        }
+    }
+    // Store invariant 5: a document belongs to a source entry.
+    for (dk, _) in &s.documents {
+        if s.sources.binary_search_by(|(sk, _)| sk.as_slice().cmp(dk)).is_err() {
+            return Err(malformed(format!("{} source document {}: no source entry", kind.name(), Key::from_bytes(dk.clone()))));
         }
     }
     Ok(())
@@ -902,6 +953,10 @@ fn write_for_tests(format: u32, header: &Header, sections: &[Section]) -> Vec<u8
         }
         for (k, v) in &s.sources {
             write_frame(&mut z, &Frame::Source(k, v)).expect("writes to memory");
+        }
+        // Format 3 had no documents (a format 3 file of this build's content leaves them out).
+        for (k, v) in s.documents.iter().filter(|_| format >= 4) {
+            write_frame(&mut z, &Frame::Document(k, v)).expect("writes to memory");
         }
     }
     write_frame(&mut z, &Frame::End).expect("writes to memory");
@@ -1008,6 +1063,7 @@ mod tests {
             kind: KindId::Zone,
             records: (0..80u32).map(|i| (i.to_be_bytes().to_vec(), zeros.clone())).collect(),
             sources: Vec::new(),
+            documents: Vec::new(),
         };
         let lying = write_for_tests(FORMAT_VERSION, &header, &[section]);
         assert!(lying.len() < 1 << 20, "{} bytes", lying.len());
@@ -1250,6 +1306,59 @@ mod tests {
         let long = Header { synced_from: Some("x".repeat(crate::sync::MAX_SOURCE_BYTES + 1)), ..summary.header.clone() };
         let hostile = write_for_tests(FORMAT_VERSION, &long, &decode_file(&synced).unwrap().body.sections);
         assert!(matches!(decode_file(&hostile), Err(SnapshotError::Malformed(m)) if m.contains("source")));
+    }
+
+    /// Source documents travel with their section and are restored as stored; one without a
+    /// source entry, or out of order, refuses the file.
+    #[test]
+    fn source_documents_round_trip_and_each_belongs_to_a_source_entry() {
+        let mut snap = zones_snapshot();
+        assert_eq!(zones(&mut snap).documents.len(), 2, "a document per zone");
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.restore(&snap).unwrap();
+        let view = store.read().unwrap();
+        assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
+        let stored: Vec<Vec<u8>> = view
+            .txn()
+            .open_table(crate::documents::DOCUMENTS)
+            .unwrap()
+            .iter()
+            .unwrap()
+            .map(|i| i.unwrap().1.value().to_vec())
+            .collect();
+        assert_eq!(stored, zones(&mut snap).documents.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>());
+        drop(view);
+        let mut orphan = zones_snapshot();
+        zones(&mut orphan).documents[0].0 = Key::new(&["poc", "nobody"]).as_bytes().to_vec();
+        zones(&mut orphan).documents.sort();
+        let mut unordered = zones_snapshot();
+        zones(&mut unordered).documents.swap(0, 1);
+        for (what, snap, expected) in [("orphan", orphan, "no source entry"), ("unordered", unordered, "not in strictly ascending key order")] {
+            match decode_file(&write_for_tests(FORMAT_VERSION, &snap.header, &snap.body.sections)) {
+                Err(SnapshotError::Malformed(m)) => assert!(m.contains(expected), "{what}: {m}"),
+                other => panic!("{what}: {:?}", other.map(|_| ())),
+            }
+        }
+    }
+
+    /// A kind of another version whose every object carries its document is restored as it
+    /// is, under its version, and re-derived from the volume when the store is next opened.
+    #[test]
+    fn a_kind_of_another_version_with_its_documents_is_restored_and_re_derived_from_the_volume() {
+        let mut bytes = Vec::new();
+        let (_dir, source) = zones_store();
+        export(&source.read().unwrap(), Timestamp(7), &mut bytes).unwrap();
+        let old = decode_file(&downgrade_for_tests(&bytes, KindId::Zone, 7, <[u8]>::to_vec)).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.restore(&old).unwrap();
+        assert!(store.rederiving().is_empty());
+        assert_eq!(store.read().unwrap().count(KindId::Zone, &schema::Scope::All).unwrap(), 2, "restored as it is");
+        drop(store);
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.rebuilding(), vec![(KindId::Zone, true)]);
+        assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
     }
 
     /// Each broken snapshot is refused with its message and leaves the store empty.

@@ -86,25 +86,65 @@ pub struct Purged {
     pub records: u64,
 }
 
-/// Purges every kind whose stored version is not this build's and marks it re-deriving (see
-/// the module docs). Returns what was purged and every kind marked re-deriving (including kinds
-/// marked by an earlier open whose re-derivation did not end).
+/// What [`reconcile`] found.
+pub(crate) struct Reconciled {
+    /// The kinds purged now.
+    pub purged: Vec<Purged>,
+    /// Every kind marked re-deriving from the source (including kinds marked by an earlier open
+    /// whose re-derivation did not end).
+    pub rederiving: Vec<KindId>,
+    /// Every kind re-derived from the volume ([`crate::rebuild`]), with whether its stored
+    /// records are served meanwhile.
+    pub rebuilding: Vec<(KindId, bool)>,
+}
+
+/// Reconciles each kind's stored version with this build's (see the module docs): a kind of
+/// another version whose every source entry has its document is re-derived from the volume
+/// ([`crate::rebuild`]: marked, its records kept); any other is purged and marked re-deriving
+/// from the source. A kind of this build's version keeps its records, and loses the staging a
+/// build of another version left.
 ///
 /// # Errors
 /// [`StorageError`] on redb failures (the transaction should then be dropped).
-pub(crate) fn reconcile(txn: &WriteTransaction, kinds: &KindTable) -> Result<(Vec<Purged>, Vec<KindId>), StorageError> {
+pub(crate) fn reconcile(txn: &WriteTransaction, kinds: &KindTable) -> Result<Reconciled, StorageError> {
     let mut purged = Vec::new();
-    let mut meta = txn.open_table(tables::META)?;
+    let mut rebuilding = Vec::new();
     for (kind, version) in kinds.versions() {
-        let stored = meta.get(version_key(kind).as_str())?.map(|v| v.value());
+        let (stored, target, waiting) = {
+            let meta = txn.open_table(tables::META)?;
+            let stored = meta.get(version_key(kind).as_str())?.map(|v| v.value());
+            let target = meta.get(crate::rebuild::mark_key(kind).as_str())?.map(|v| v.value());
+            let waiting = meta.get(rederiving_key(kind).as_str())?.is_some();
+            (stored, target, waiting)
+        };
         if stored == Some(u64::from(version)) {
+            if target.is_some() {
+                // A build of another version began re-deriving it: this build's records stand.
+                crate::rebuild::clear(txn, kind)?;
+                txn.open_table(tables::META)?.remove(crate::rebuild::mark_key(kind).as_str())?;
+            }
             continue;
         }
+        if target == Some(u64::from(version)) {
+            rebuilding.push(kind);
+            continue;
+        }
+        crate::rebuild::clear(txn, kind)?;
+        let mut meta = txn.open_table(tables::META)?;
+        if stored.is_some() && !waiting && crate::rebuild::documents_complete(txn, kind)? {
+            meta.insert(crate::rebuild::mark_key(kind).as_str(), u64::from(version))?;
+            rebuilding.push(kind);
+            continue;
+        }
+        meta.remove(crate::rebuild::mark_key(kind).as_str())?;
+        drop(meta);
         let records = purge(txn, kind)?;
+        let mut meta = txn.open_table(tables::META)?;
         meta.insert(version_key(kind).as_str(), u64::from(version))?;
         meta.insert(rederiving_key(kind).as_str(), 1)?;
         purged.push(Purged { kind, from: stored, to: version, records });
     }
+    let mut meta = txn.open_table(tables::META)?;
     if !purged.is_empty() {
         let revision = meta.get("revision")?.map(|r| r.value()).unwrap_or(0);
         meta.insert("revision", revision + 1)?;
@@ -115,7 +155,12 @@ pub(crate) fn reconcile(txn: &WriteTransaction, kinds: &KindTable) -> Result<(Ve
             rederiving.push(kind);
         }
     }
-    Ok((purged, rederiving))
+    drop(meta);
+    let rebuilding = rebuilding
+        .into_iter()
+        .map(|kind| Ok((kind, crate::rebuild::servable(txn, kinds, kind)?)))
+        .collect::<Result<Vec<_>, StorageError>>()?;
+    Ok(Reconciled { purged, rederiving, rebuilding })
 }
 
 /// Marks `kind` re-deriving (a restore that left its records out).
@@ -146,7 +191,8 @@ fn purge(txn: &WriteTransaction, kind: KindId) -> Result<u64, StorageError> {
     let range = &start[..]..&end[..];
     txn.open_table(tables::ORDER)?.retain_in::<&[u8], _>(range.clone(), |_, _| false)?;
     txn.open_table(tables::COUNTS)?.retain_in::<&[u8], _>(range.clone(), |_, _| false)?;
-    txn.open_table(tables::SOURCES)?.retain_in::<&[u8], _>(range, |_, _| false)?;
+    txn.open_table(tables::SOURCES)?.retain_in::<&[u8], _>(range.clone(), |_, _| false)?;
+    txn.open_table(crate::documents::DOCUMENTS)?.retain_in::<&[u8], _>(range, |_, _| false)?;
     if !keys.is_empty() {
         txn.open_table(tables::INDEX_ENTRIES)?.retain(|entry, _| !tables::ref_entry_of(entry, kind, &keys))?;
     }
@@ -186,8 +232,23 @@ pub fn downgrade_for_tests(
     Ok(())
 }
 
+/// Test support: removes the source documents of `kind` from the store in the closed data
+/// directory `dir`, as a build before documents were kept would have left it.
+///
+/// # Errors
+/// [`StorageError`] on redb failures.
+#[doc(hidden)]
+pub fn forget_documents_for_tests(dir: &std::path::Path, kind: KindId) -> Result<(), StorageError> {
+    let db = redb::Database::open(dir.join(crate::DB_FILE)).map_err(|e| StorageError::Database(e.to_string()))?;
+    let txn = db.begin_write()?;
+    let (start, end) = ([kind.code()], [kind.code() + 1]);
+    txn.open_table(crate::documents::DOCUMENTS)?.retain_in::<&[u8], _>(&start[..]..&end[..], |_, _| false)?;
+    txn.commit()?;
+    Ok(())
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::{Outcome, SourceRef, Store, WriteBatch};
     use schema::kind::{Context, Features};
@@ -206,7 +267,7 @@ mod tests {
     }
 
     /// Every document of the example world, in file order.
-    pub(super) fn world_docs() -> Vec<Value> {
+    pub(crate) fn world_docs() -> Vec<Value> {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/world");
         let mut files: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).collect();
         files.sort();

@@ -54,6 +54,10 @@ pub enum Outcome {
     Deleted,
     /// Delete of an object the store does not know (already gone): success.
     NotFound,
+    /// The kind is being re-derived from the volume ([`crate::rebuild`]): the change is kept
+    /// with the new derivation and the stored record (of the previous one) stays until the
+    /// switch.
+    Staged,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -150,6 +154,11 @@ pub(crate) trait ErasedKind: Send + Sync {
     fn orders(&self) -> &'static [OrderField];
     /// The kind's derivation version ([`Kind::VERSION`]).
     fn version(&self) -> u32;
+    /// Whether a stored record decodes as this build's record and encodes back to the same
+    /// bytes (a record of another derivation version that this build can serve as it is).
+    fn round_trips(&self, record: &[u8]) -> bool;
+    /// [`WriteBatch::upsert`] of an encoded record of this kind.
+    fn upsert_bytes(&self, b: &mut WriteBatch<'_>, src: &SourceRef, version: &str, record: &[u8], now: Timestamp) -> Result<Outcome, StorageError>;
 }
 
 /// The index entries and scopes of one record.
@@ -270,6 +279,8 @@ struct Parts<'a> {
     bytes: &'a [u8],
     requires: &'a [Parent],
     links: &'a [Link],
+    /// The source document, as stored ([`crate::documents::encode`]).
+    document: Option<&'a [u8]>,
 }
 
 /// A record of kind `K` with what its write derives from the record alone: its natural key,
@@ -282,12 +293,21 @@ pub struct Encoded<K: Kind> {
     bytes: Vec<u8>,
     requires: Vec<Parent>,
     links: Vec<Link>,
+    document: Option<Vec<u8>>,
 }
 
 impl<K: Kind> Encoded<K> {
     /// Derives the natural key, encoding, parents and links of `record`.
     pub fn new(record: K::Record) -> Encoded<K> {
-        Encoded { key: K::key(&record), bytes: encode(&record), requires: K::requires(&record), links: K::links(&record), record }
+        let (key, bytes, requires, links) = (K::key(&record), encode(&record), K::requires(&record), K::links(&record));
+        Encoded { key, bytes, requires, links, record, document: None }
+    }
+
+    /// The record with the document it was translated from, as stored
+    /// ([`crate::documents::encode`]): the upsert keeps it with the object's source entry.
+    pub fn with_document(mut self, document: Vec<u8>) -> Encoded<K> {
+        self.document = Some(document);
+        self
     }
 
     /// The record.
@@ -303,6 +323,11 @@ impl<K: Kind> Encoded<K> {
     /// Its required parents ([`Kind::requires`]).
     pub fn requires(&self) -> &[Parent] {
         &self.requires
+    }
+
+    /// Its encoding, as stored.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
     }
 }
 
@@ -359,6 +384,15 @@ impl<K: Kind> ErasedKind for Erased<K> {
     fn version(&self) -> u32 {
         K::VERSION
     }
+
+    fn round_trips(&self, record: &[u8]) -> bool {
+        decode::<K::Record>(record, K::ID.name()).is_ok_and(|r| encode(&r) == record)
+    }
+
+    fn upsert_bytes(&self, b: &mut WriteBatch<'_>, src: &SourceRef, version: &str, record: &[u8], now: Timestamp) -> Result<Outcome, StorageError> {
+        let rec: K::Record = decode(record, K::ID.name())?;
+        b.upsert::<K>(src, version, &rec, now)
+    }
 }
 
 /// A group of changes applied in one redb write transaction (DESIGN decision 4), handed to the
@@ -389,6 +423,9 @@ pub struct WriteBatch<'txn> {
     /// The kinds being re-derived ([`crate::Store::rederiving`]): while any is, no write
     /// re-links dependents (see [`WriteBatch::relink_all`]).
     rederiving: Vec<KindId>,
+    /// The kinds being re-derived from the volume ([`crate::Store::rebuilding`]): their
+    /// changes are staged, their stored records stay until the switch.
+    pub(crate) rebuilding: Vec<KindId>,
 }
 
 /// How many found parents a batch remembers ([`WriteBatch::exists`]).
@@ -406,6 +443,8 @@ struct OpenTables<'txn> {
     order: Table<'txn, Bytes, ()>,
     index_entries: Table<'txn, Bytes, ()>,
     sources: Table<'txn, Bytes, Bytes>,
+    /// `source_documents` ([`crate::documents`]).
+    documents: Table<'txn, Bytes, Bytes>,
     /// The records tables, indexed by [`KindId::code`], each opened on first use.
     records: Vec<OnceCell<Table<'txn, Bytes, Bytes>>>,
 }
@@ -418,6 +457,7 @@ impl<'txn> OpenTables<'txn> {
             order: txn.open_table(tables::ORDER)?,
             index_entries: txn.open_table(tables::INDEX_ENTRIES)?,
             sources: txn.open_table(tables::SOURCES)?,
+            documents: txn.open_table(crate::documents::DOCUMENTS)?,
             records,
         })
     }
@@ -527,6 +567,7 @@ impl<'txn> WriteBatch<'txn> {
             existing: std::cell::RefCell::new(Vec::with_capacity(RECENT_PARENTS)),
             maintained,
             rederiving,
+            rebuilding: Vec::new(),
         })
     }
 
@@ -646,7 +687,7 @@ impl<'txn> WriteBatch<'txn> {
     /// # Errors
     /// [`StorageError`] on redb or decoding failures (the batch should then be dropped).
     pub fn upsert<K: Kind>(&mut self, src: &SourceRef, version: &str, rec: &K::Record, now: Timestamp) -> Result<Outcome, StorageError> {
-        let parts = Parts { key: &K::key(rec), bytes: &encode(rec), requires: &K::requires(rec), links: &K::links(rec) };
+        let parts = Parts { key: &K::key(rec), bytes: &encode(rec), requires: &K::requires(rec), links: &K::links(rec), document: None };
         self.upsert_parts::<K>(src, version, rec, parts, now)
     }
 
@@ -662,7 +703,8 @@ impl<'txn> WriteBatch<'txn> {
         rec: &Encoded<K>,
         now: Timestamp,
     ) -> Result<Outcome, StorageError> {
-        let parts = Parts { key: &rec.key, bytes: &rec.bytes, requires: &rec.requires, links: &rec.links };
+        let parts =
+            Parts { key: &rec.key, bytes: &rec.bytes, requires: &rec.requires, links: &rec.links, document: rec.document.as_deref() };
         self.upsert_parts::<K>(src, version, &rec.record, parts, now)
     }
 
@@ -675,6 +717,17 @@ impl<'txn> WriteBatch<'txn> {
         now: Timestamp,
     ) -> Result<Outcome, StorageError> {
         self.now = now;
+        if self.rebuilding.contains(&K::ID) {
+            let staged = crate::rebuild::Staged {
+                version: version.to_string(),
+                record: Some(parts.bytes.to_vec()),
+                document: parts.document.map(<[u8]>::to_vec),
+                live: true,
+            };
+            crate::rebuild::stage(self.tables.txn, src, &staged)?;
+            self.sources_changed = true;
+            return Ok(Outcome::Staged);
+        }
         let key = parts.key.clone();
         let skey = tables::source_key(src.kind, &src.namespace, &src.name);
         let previous = self.source_at(&skey)?;
@@ -726,6 +779,17 @@ impl<'txn> WriteBatch<'txn> {
             let entry = SourceEntry { key, version: version.to_string() };
             self.source_memo.replace(None);
             self.tables.sources.insert(skey.as_slice(), encode(&entry).as_slice())?;
+            // The document goes with its source entry: one of an older version never stays.
+            let same_version = previous.as_ref().is_some_and(|p| p.version == version);
+            match parts.document {
+                Some(doc) => {
+                    self.tables.documents.insert(skey.as_slice(), doc)?;
+                }
+                None if !same_version => {
+                    self.tables.documents.remove(skey.as_slice())?;
+                }
+                None => {}
+            }
             self.sources_changed = true;
         }
         Ok(match (unlinked, written) {
@@ -858,10 +922,18 @@ impl<'txn> WriteBatch<'txn> {
     /// [`StorageError`] on redb or decoding failures.
     pub fn delete(&mut self, src: &SourceRef, now: Timestamp) -> Result<Outcome, StorageError> {
         self.now = now;
+        if self.rebuilding.contains(&src.kind) {
+            let gone = crate::rebuild::Staged { version: String::new(), record: None, document: None, live: true };
+            crate::rebuild::stage(self.tables.txn, src, &gone)?;
+            self.sources_changed = true;
+            return Ok(Outcome::Deleted);
+        }
         let Some(entry) = self.source(src)? else { return Ok(Outcome::NotFound) };
         self.remove_owned(src, &entry.key, 0)?;
         self.source_memo.replace(None);
-        self.tables.sources.remove(tables::source_key(src.kind, &src.namespace, &src.name).as_slice())?;
+        let skey = tables::source_key(src.kind, &src.namespace, &src.name);
+        self.tables.sources.remove(skey.as_slice())?;
+        self.tables.documents.remove(skey.as_slice())?;
         self.changed = true;
         Ok(Outcome::Deleted)
     }
@@ -904,6 +976,40 @@ impl<'txn> WriteBatch<'txn> {
             checked += linked.len() as u64;
         }
         Ok(checked)
+    }
+
+    /// Removes every record of `kind` and what is derived from them (ordering and secondary
+    /// entries, counters) without decoding any, keeping the kind's source entries and documents:
+    /// the switch of a kind whose previous records this build cannot read
+    /// ([`crate::rebuild`]). Each removal is told to the feed as a record no viewer could see
+    /// (its scopes are unknown). Returns how many were removed.
+    pub(crate) fn forget_records(&mut self, kind: KindId) -> Result<usize, StorageError> {
+        let keys: std::collections::HashSet<Vec<u8>> = {
+            let t = self.tables.records(kind)?;
+            t.iter()?.map(|item| item.map(|(k, _)| k.value().to_vec())).collect::<Result<_, _>>()?
+        };
+        let t = self.tables.records_mut(kind)?;
+        for k in &keys {
+            t.remove(k.as_slice())?;
+        }
+        let (start, end) = ([kind.code()], [kind.code() + 1]);
+        self.tables.order.retain_in::<&[u8], _>(&start[..]..&end[..], |_, _| false)?;
+        self.tables.index_entries.retain(|entry, _| !tables::ref_entry_of(entry, kind, &keys))?;
+        self.tables.txn.open_table(tables::COUNTS)?.retain_in::<&[u8], _>(&start[..]..&end[..], |_, _| false)?;
+        self.counts.retain(|k, _| k.first() != Some(&kind.code()));
+        self.existing.borrow_mut().clear();
+        if let Some(t) = &mut self.touched {
+            t.extend(keys.iter().map(|k| RecordChange { kind, key: Key::from_bytes(k.clone()), before: Some(Vec::new()), after: None }));
+        }
+        self.changed |= !keys.is_empty();
+        Ok(keys.len())
+    }
+
+    /// Stores `document` as the source document of the `sources` key `skey`.
+    pub(crate) fn put_document(&mut self, skey: &[u8], document: &[u8]) -> Result<(), StorageError> {
+        self.tables.documents.insert(skey, document)?;
+        self.sources_changed = true;
+        Ok(())
     }
 
     /// Whether anything was written so far.

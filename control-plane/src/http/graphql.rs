@@ -278,7 +278,7 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
 /// otherwise.
 fn freshness(store: &Store, readiness: &Readiness) -> Option<async_graphql::Value> {
     let catching_up = readiness.catching_up();
-    let rederiving: Vec<&str> = store.rederiving().iter().map(|k| k.name()).collect();
+    let rederiving: Vec<&str> = store.rederivations().iter().map(|k| k.name()).collect();
     if catching_up.is_empty() && rederiving.is_empty() {
         return None;
     }

@@ -3,8 +3,9 @@
 //! generic [`Typed<K>`].
 //!
 //! Pipeline of one document: typed decode (a failure names the field path, from
-//! `serde_path_to_error`) → [`schema::Kind::translate`] → a [`Prepared`] record, applied later by
-//! the writer with [`storage::WriteBatch::upsert`].
+//! `serde_path_to_error`) → [`schema::Kind::translate`] → a [`Prepared`] record with its source
+//! document ([`storage::documents`]), applied later by the writer with
+//! [`storage::WriteBatch::upsert_encoded`].
 
 use schema::kind::{Context, Features};
 use schema::registry::{self, KindVisitor};
@@ -86,6 +87,8 @@ pub trait Prepared: Send + Sync {
     /// # Errors
     /// [`StorageError`] from the store; the batch must then be dropped.
     fn upsert(&self, batch: &mut WriteBatch<'_>, src: &SourceRef, version: &str, now: Timestamp) -> Result<Outcome, StorageError>;
+    /// The record's encoding, as stored (a re-derivation stages it, `storage::rebuild`).
+    fn encoded(&self) -> &[u8];
 }
 
 /// The erased operations of one kind.
@@ -121,6 +124,9 @@ impl<K: Kind> Prepared for Record<K> {
     fn upsert(&self, batch: &mut WriteBatch<'_>, src: &SourceRef, version: &str, now: Timestamp) -> Result<Outcome, StorageError> {
         batch.upsert_encoded::<K>(src, version, &self.0, now)
     }
+    fn encoded(&self) -> &[u8] {
+        self.0.bytes()
+    }
 }
 
 impl<K: Kind> Handler for Typed<K> {
@@ -136,7 +142,9 @@ impl<K: Kind> Handler for Typed<K> {
             Err(_) => serde_path_to_error::deserialize(doc).map_err(|e| Rejection::Decode(e.to_string()))?,
         };
         let rec = K::translate(&cr, ctx).map_err(Rejection::Skip)?;
-        Ok(Arc::new(Record::<K>(storage::Encoded::new(rec))))
+        // Kept with the record, so that a later derivation needs nothing but the volume.
+        let document = storage::documents::encode(doc);
+        Ok(Arc::new(Record::<K>(storage::Encoded::new(rec).with_document(document))))
     }
 }
 
@@ -234,6 +242,20 @@ impl Handlers {
     /// The registry position of `kind` (parents before children); unregistered kinds last.
     pub fn position(&self, kind: KindId) -> usize {
         self.positions[usize::from(kind.code())]
+    }
+
+    /// The new derivation of a stored source document (its JSON) of `kind`: the record's
+    /// encoding, or why it is not projected (a re-derivation from the volume,
+    /// `storage::rebuild`).
+    ///
+    /// # Errors
+    /// The reason, as a message: not JSON, a kind switched off, or a [`Rejection`].
+    pub fn rederive(&self, kind: KindId, json: &[u8], ctx: &Context) -> Result<Vec<u8>, String> {
+        let doc: Value = serde_json::from_slice(json).map_err(|e| format!("the stored document is not JSON: {e}"))?;
+        match self.get(kind) {
+            Lookup::Kind(h) => h.prepare(&doc, ctx).map(|p| p.encoded().to_vec()).map_err(|r| r.to_string()),
+            Lookup::Disabled(_) | Lookup::Unknown => Err(format!("{} is switched off", kind.name())),
+        }
     }
 
     /// Registered kinds, in registry order, with whether each is enabled.

@@ -222,6 +222,13 @@ pub struct WriterSettings {
     pub order_build_chunk: usize,
     /// Time after which a step reads no more records (default 20 ms; its commit follows).
     pub order_build_time: Duration,
+    /// Feature flags: a kind re-derived from the volume (`storage::rebuild`) is translated as
+    /// the sources translate it.
+    pub features: schema::kind::Features,
+    /// Most documents one step of a re-derivation from the volume translates (default 1024;
+    /// also at most [`WriterSettings::order_build_time`] of reading): changes wait for one step
+    /// at most.
+    pub rebuild_chunk: usize,
 }
 
 impl WriterSettings {
@@ -235,6 +242,8 @@ impl WriterSettings {
             prebuild_orders: true,
             order_build_chunk: 1024,
             order_build_time: Duration::from_millis(20),
+            features: schema::kind::Features::default(),
+            rebuild_chunk: 1024,
         }
     }
 }
@@ -261,6 +270,7 @@ impl Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let queue = Arc::new(Queue::default());
         let rederiving = !store.rederiving().is_empty();
+        let handlers = crate::projector::handlers::Handlers::new(&settings.features);
         if settings.prebuild_orders {
             // Asked for now, built once the initial sync is processed: `orders_pending` is true
             // from the start until every order is built.
@@ -290,6 +300,9 @@ impl Writer {
             rederiving,
             orders_built: 0,
             synced_marked: false,
+            handlers,
+            rebuild_retry_at: None,
+            rebuild_started: None,
         };
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
         Ok(Writer { tx, queue, stop, thread: Some(thread) })
@@ -430,6 +443,12 @@ struct WriterState {
     orders_built: usize,
     /// Whether the store records this run's initial sync as complete ([`Store::mark_synced`]).
     synced_marked: bool,
+    /// Translates the documents of a kind re-derived from the volume.
+    handlers: crate::projector::handlers::Handlers,
+    /// After a failed step of a re-derivation from the volume, no new try before this instant.
+    rebuild_retry_at: Option<Instant>,
+    /// When this process began the re-derivation in progress, and the documents it translated.
+    rebuild_started: Option<(Instant, usize)>,
 }
 
 /// The wait after a failed build of ordering indexes before the next try.
@@ -464,6 +483,12 @@ impl WriterState {
             if !self.synced_marked && !self.rederiving && self.readiness.synced() {
                 self.mark_synced();
             }
+            // Re-derivations from the volume need no source: they run from the start, a step
+            // between two batches.
+            let rebuilding = !self.store.rebuilding().is_empty() && self.rebuild_retry_at.is_none_or(|at| Instant::now() >= at);
+            if rebuilding {
+                self.rebuild_step();
+            }
             // Builds wait for the initial sync: the load goes first (reads sort in memory
             // meanwhile).
             let building =
@@ -473,7 +498,7 @@ impl WriterState {
             }
             // While a build has chunks left, only look for changes that are already there: a
             // change waits for one chunk at most.
-            let wait = if building && self.store.orders_pending() {
+            let wait = if (building && self.store.orders_pending()) || (rebuilding && !self.store.rebuilding().is_empty()) {
                 Duration::ZERO
             } else {
                 self.next_due().map(|d| d.saturating_duration_since(Instant::now())).unwrap_or(Duration::from_secs(1))
@@ -526,6 +551,50 @@ impl WriterState {
             }
             Err(e) => tracing::warn!(error = %e, "ending the re-derivation failed; trying again"),
         }
+    }
+
+    /// One step of the re-derivation of a kind from the volume ([`Store::rebuild_step`]: at most
+    /// [`WriterSettings::rebuild_chunk`] documents and [`WriterSettings::order_build_time`]);
+    /// once every document is translated, the switch ([`Store::switch_rebuilt`], one commit).
+    /// After a failure, the next try waits [`ORDERS_RETRY`] (the kind keeps its records).
+    fn rebuild_step(&mut self) {
+        self.rebuild_retry_at = None;
+        let ctx = schema::kind::Context { now: self.settings.clock.now(), features: self.settings.features };
+        let handlers = &self.handlers;
+        let mut translate = |kind: KindId, json: &[u8]| handlers.rederive(kind, json, &ctx);
+        let step = match self.store.rebuild_step(self.settings.rebuild_chunk, self.settings.order_build_time, &mut translate) {
+            Ok(Some(step)) => step,
+            Ok(None) => return,
+            Err(e) => return self.rebuild_failed(&e),
+        };
+        let (began, documents) = self.rebuild_started.get_or_insert_with(|| (Instant::now(), 0));
+        *documents += step.documents;
+        let (began, documents) = (*began, *documents);
+        if !step.complete {
+            return;
+        }
+        match self.store.switch_rebuilt(self.settings.clock.now()) {
+            Ok(s) => {
+                self.rebuild_started = None;
+                tracing::info!(
+                    kind = s.kind.map(|k| k.name()).unwrap_or_default(),
+                    documents,
+                    written = s.written,
+                    deleted = s.deleted,
+                    kept = s.kept,
+                    seconds = format!("{:.3}", began.elapsed().as_secs_f64()),
+                    "re-derived from the stored source documents; switched to the new derivation"
+                );
+                self.update_counts();
+                self.metrics.notify_waiters();
+            }
+            Err(e) => self.rebuild_failed(&e),
+        }
+    }
+
+    fn rebuild_failed(&mut self, e: &StorageError) {
+        self.rebuild_retry_at = Some(Instant::now() + ORDERS_RETRY);
+        tracing::warn!(error = %e, retry_in_s = ORDERS_RETRY.as_secs(), "re-deriving from the stored source documents failed; the previous records are served meanwhile");
     }
 
     /// Records in the store that the initial sync of its source completed (the next start with
@@ -759,7 +828,7 @@ impl WriterState {
                 }
                 match record.upsert(wb, src, version, now)? {
                     Outcome::Written => Done::Written,
-                    Outcome::Unchanged | Outcome::Deleted | Outcome::NotFound => Done::Unchanged,
+                    Outcome::Unchanged | Outcome::Deleted | Outcome::NotFound | Outcome::Staged => Done::Unchanged,
                     Outcome::Unlinked { .. } => Done::Unlinked,
                     Outcome::DependencyMissing(parents) => Done::DependencyMissing(parents),
                     Outcome::Conflict(holder) => Done::Conflict(holder),
