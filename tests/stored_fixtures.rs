@@ -417,3 +417,141 @@ async fn a_kind_whose_record_gained_a_field_is_re_derived_and_answers_as_a_clean
         assert_eq!(restored_digests[i], before[i], "{kind:?} differs from the old store after the restore");
     }
 }
+
+/// The newest recorded pair: written by a build that keeps source documents.
+fn newest_pair() -> PathBuf {
+    recorded().into_iter().last().expect("a recorded store")
+}
+
+/// An Application record as a build of version 0 whose rule read every status message as
+/// `previous derivation` wrote it: the same shape, other values.
+fn previous_application_rule(bytes: &[u8]) -> Vec<u8> {
+    let mut rec: schema::kinds::application::ApplicationRecord = postcard::from_bytes(bytes).unwrap();
+    rec.status.message = "previous derivation".into();
+    postcard::to_stdvec(&rec).unwrap()
+}
+
+const APPLICATIONS: &str = "{ applications(first: 100) { totalCount edges { node { id name statusMessage ownerTeam { name } } } } }";
+
+/// The answer of [`APPLICATIONS`] for an admin from the store in `data`, in process.
+async fn applications_in_process(data: &Path) -> Value {
+    let store = storage::Store::open(data).unwrap();
+    let api = query::build_schema(query::QueryConfig::default()).unwrap();
+    let answer = api.execute(&store, viewer("admin"), async_graphql::Request::new(APPLICATIONS)).await;
+    let answer = serde_json::to_value(answer).unwrap();
+    assert!(answer.get("errors").is_none(), "{answer}");
+    answer["data"].clone()
+}
+
+/// Sends [`APPLICATIONS`] to the server at `base` again and again from its start until the
+/// re-derivation of Application in `store` has ended; every answer must be 200 with the data of
+/// the previous derivation or of the new one, never an error, a partial or an empty list.
+/// Returns how many answers came of each.
+async fn applications_while_rederiving(base: &str, store: &storage::Store, previous: &Value, new: &Value) -> (usize, usize) {
+    let http = reqwest::Client::new();
+    let (mut old_answers, mut new_answers) = (0, 0);
+    loop {
+        let rederiving = !store.rebuilding().is_empty();
+        let resp = http.post(format!("{base}/graphql/query")).bearer_auth(viewer_token("admin")).json(&json!({"query": APPLICATIONS})).send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let body: Value = resp.json().await.unwrap();
+        assert!(body.get("errors").is_none(), "an error while re-deriving: {body}");
+        if &body["data"] == previous {
+            old_answers += 1;
+        } else if &body["data"] == new {
+            new_answers += 1;
+        } else {
+            panic!("an answer of neither derivation: {body}");
+        }
+        if !rederiving {
+            return (old_answers, new_answers);
+        }
+    }
+}
+
+/// Upgrades keep serving (issue 34): on a store written by a build that keeps source documents,
+/// a test-only bump of Application's derivation version (the store says version 0, whose rule
+/// gave every status message another value, in the same record shape) is re-derived from the
+/// volume in the background. A query of that kind sent again and again from the server's start
+/// until the re-derivation ends answers 200 with the previous derivation or the new one, never
+/// an error or an empty list; at the end every recorded query answers as the clean load did and
+/// no record of another kind was rewritten. The same from a snapshot of that version, and with
+/// the kube source whose API server is unreachable (the volume alone suffices).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgraded_kind_is_re_derived_from_the_volume_while_every_query_answers() {
+    use schema::KindId;
+    let pair = newest_pair();
+    let answers = read_answers(&pair);
+    let manifests = pair.join("manifests");
+    let tmp = tempfile::tempdir().unwrap();
+    let clean = tmp.path().join("clean");
+    copy_dir(&pair.join("data"), &clean);
+    let new = applications_in_process(&clean).await;
+    let before = digests(&clean);
+
+    let prepare = |name: &str| {
+        let data = tmp.path().join(name);
+        copy_dir(&pair.join("data"), &data);
+        storage::versions::downgrade_for_tests(&data, KindId::Application, 0, previous_application_rule).unwrap();
+        data
+    };
+    let check = |data: &Path, what: &str| {
+        let after = digests(data);
+        for (i, kind) in KindId::ALL.iter().enumerate().filter(|(_, k)| **k != KindId::Application) {
+            assert_eq!(after[i], before[i], "{what}: {kind:?} was rewritten");
+        }
+        let store = storage::Store::open(data).unwrap();
+        assert!(store.rebuilding().is_empty() && store.rederiving().is_empty(), "{what}");
+        assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new(), "{what}");
+    };
+
+    // The manifests source.
+    let data = prepare("manifests-source");
+    let previous = applications_in_process(&data).await;
+    assert_ne!(previous, new, "the previous derivation answers differently");
+    assert!(previous["applications"]["edges"].as_array().unwrap().iter().all(|e| e["node"]["statusMessage"] == "previous derivation"));
+    {
+        let store = storage::Store::open(&data).unwrap();
+        assert_eq!(store.rebuilding(), vec![(KindId::Application, true)], "served while it is re-derived");
+    }
+    let mut config = control_plane::config::Config::for_manifests(&manifests, &data);
+    config.now = Some(schema::Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap());
+    let running = control_plane::start(config).await.unwrap();
+    let base = format!("http://{}", running.local_addr());
+    let (old_answers, new_answers) = applications_while_rederiving(&base, running.app().store(), &previous, &new).await;
+    println!("manifests source: {old_answers} answers of the previous derivation, {new_answers} of the new one");
+    assert!(new_answers >= 1);
+    running.shutdown().await.unwrap();
+    check(&data, "manifests source");
+    let wrong = answer_over_http(&manifests, &data, &answers).await;
+    assert!(wrong.is_empty(), "after the re-derivation the server answers differently:\n{}", wrong.join("\n"));
+
+    // A snapshot of that version, restored by the CLI: the same path.
+    let old = storage::snapshot::downgrade_for_tests(&std::fs::read(pair.join("world.snap")).unwrap(), KindId::Application, 3, previous_application_rule);
+    let snap = tmp.path().join("old.snap");
+    std::fs::write(&snap, old).unwrap();
+    let restored = tmp.path().join("restored");
+    control_plane::snapshot::restore(&snap, &restored, false).unwrap();
+    assert_eq!(applications_in_process(&restored).await, previous, "restored as it was");
+    let mut config = control_plane::config::Config::for_manifests(&manifests, &restored);
+    config.now = Some(schema::Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap());
+    let running = control_plane::start(config).await.unwrap();
+    let base = format!("http://{}", running.local_addr());
+    applications_while_rederiving(&base, running.app().store(), &previous, &new).await;
+    running.shutdown().await.unwrap();
+    assert_eq!(applications_in_process(&restored).await, new);
+
+    // The kube source, its API server unreachable: the volume alone re-derives the kind.
+    let data = prepare("kube-source");
+    let unreachable = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", unreachable.local_addr().unwrap());
+    drop(unreachable);
+    let mut config = control_plane::config::Config::for_kube(&url, &data);
+    config.now = Some(schema::Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap());
+    let running = control_plane::start(config).await.unwrap();
+    let base = format!("http://{}", running.local_addr());
+    applications_while_rederiving(&base, running.app().store(), &previous, &new).await;
+    running.shutdown().await.unwrap();
+    check(&data, "kube source, API server unreachable");
+    assert_eq!(applications_in_process(&data).await, new);
+}
