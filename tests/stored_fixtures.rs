@@ -555,3 +555,26 @@ async fn an_upgraded_kind_is_re_derived_from_the_volume_while_every_query_answer
     check(&data, "kube source, API server unreachable");
     assert_eq!(applications_in_process(&data).await, new);
 }
+
+/// A store written before source documents were kept gets them on its first start by this build
+/// (every file is read once, nothing is rewritten), and from then on an upgrade re-derives from
+/// the volume.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_of_an_earlier_release_gets_its_documents_on_its_first_start() {
+    use schema::KindId;
+    let pair = recorded().into_iter().next().expect("a recorded store");
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    copy_dir(&pair.join("data"), &data);
+    assert!(storage::Store::open(&data).unwrap().filling_documents(), "no documents yet");
+    let before = digests(&data);
+    let wrong = answer_over_http(&pair.join("manifests"), &data, &read_answers(&pair)).await;
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    assert_eq!(digests(&data), before, "filling documents in rewrites no record");
+    let store = storage::Store::open(&data).unwrap();
+    assert!(!store.filling_documents(), "every document is stored");
+    assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+    drop(store);
+    storage::versions::downgrade_for_tests(&data, KindId::Application, 0, previous_application_rule).unwrap();
+    assert_eq!(storage::Store::open(&data).unwrap().rebuilding(), vec![(KindId::Application, true)], "re-derived from the volume");
+}

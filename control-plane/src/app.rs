@@ -198,6 +198,12 @@ impl App {
             Writer::spawn(store.clone(), metrics.clone(), readiness.clone(), writer_settings).context("starting the writer thread")?;
         let source = match (&config.source, client) {
             (SourceConfig::Manifests(dir), _) => {
+                if store.filling_documents() {
+                    // Unchanged files taken over from their checkpoints would not hand over their
+                    // objects' documents: read every file once.
+                    let dropped = store.drop_checkpoints("manifests/").context("dropping the manifests checkpoints")?;
+                    tracing::info!(checkpoints = dropped, "the store lacks source documents (written by an earlier release): every file is read once to keep them");
+                }
                 let state = ManifestsState::new(dir, handlers, config.features, clock).with_checkpoints(store.clone());
                 let source =
                     ManifestsSource::spawn(dir, state, writer.sender(), readiness.clone(), metrics.clone(), manifests::POLL_INTERVAL)

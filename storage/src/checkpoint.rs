@@ -66,6 +66,28 @@ impl WriteBatch<'_> {
     }
 }
 
+impl crate::Store {
+    /// Removes every checkpoint whose key starts with `prefix`, in one commit (a source whose
+    /// checkpoints must not be trusted then reads everything again). No revision.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn drop_checkpoints(&self, prefix: &str) -> Result<usize, StorageError> {
+        let txn = self.db.begin_write()?;
+        let mut dropped = 0;
+        {
+            let mut t = txn.open_table(CHECKPOINTS)?;
+            t.retain_in::<&str, _>(prefix.., |k, _| {
+                let keep = !k.starts_with(prefix);
+                dropped += usize::from(!keep);
+                keep
+            })?;
+        }
+        txn.commit()?;
+        Ok(dropped)
+    }
+}
+
 impl ReadView {
     /// Calls `f(key, bytes)` for every checkpoint whose key starts with `prefix`, in key order,
     /// without copying the values. Calls nothing for a store that has none (also one created

@@ -90,6 +90,59 @@ impl Serialize for Kept<'_> {
     }
 }
 
+/// The `meta` key present once every source entry of every kind has its document: set when a
+/// store is created, after a restore of a snapshot that carries every document, and once the
+/// documents of a store written before they were kept have been filled in
+/// ([`crate::Store::complete_documents`]).
+pub(crate) const COMPLETE: &str = "documents_complete";
+
+/// Whether every source entry in `txn`'s store has its document.
+///
+/// # Errors
+/// [`StorageError`] on redb failures.
+pub(crate) fn all_present(txn: &redb::ReadTransaction) -> Result<bool, StorageError> {
+    use redb::ReadableTable;
+    let sources = txn.open_table(crate::tables::SOURCES)?;
+    let documents = txn.open_table(DOCUMENTS)?;
+    for item in sources.iter()? {
+        let (k, _) = item?;
+        if documents.get(k.value())?.is_none() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+impl crate::Store {
+    /// Whether documents are being filled in: the store was written before source documents
+    /// were kept (or restored from such a snapshot), so some source entries lack theirs. The
+    /// sources then hand over every object once more ([`crate::WriteBatch::fill_document`]),
+    /// and [`crate::Store::complete_documents`] ends it.
+    pub fn filling_documents(&self) -> bool {
+        self.read()
+            .and_then(|v| Ok(v.txn().open_table(crate::tables::META)?.get(COMPLETE)?.is_none()))
+            .unwrap_or(false)
+    }
+
+    /// Ends the filling in of documents ([`crate::Store::filling_documents`]) when every source
+    /// entry has its document now; returns whether it did.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn complete_documents(&self) -> Result<bool, StorageError> {
+        if !self.filling_documents() {
+            return Ok(true);
+        }
+        if !all_present(self.read()?.txn())? {
+            return Ok(false);
+        }
+        let txn = self.db.begin_write()?;
+        txn.open_table(crate::tables::META)?.insert(COMPLETE, 1)?;
+        txn.commit()?;
+        Ok(true)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -341,6 +341,8 @@ impl Store {
                 None => {
                     meta.insert("schema_version", SCHEMA_VERSION)?;
                     meta.insert("revision", 0)?;
+                    // A new store keeps every document from its first write.
+                    meta.insert(documents::COMPLETE, 1)?;
                     versions::record_all(&mut meta, &self.kinds, |v| v)?;
                 }
                 Some(v) if v == SCHEMA_VERSION => {}

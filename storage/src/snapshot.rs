@@ -748,6 +748,12 @@ impl Store {
             meta.insert("revision", snap.header.revision).map_err(StorageError::from)?;
             let last_commit = snap.header.last_commit.unwrap_or(snap.header.created_at);
             meta.insert("last_commit", last_commit.0.max(0) as u64).map_err(StorageError::from)?;
+            // The restored documents are complete when every section carries one per source entry
+            // (a snapshot written before documents were kept carries none).
+            match snap.body.sections.iter().all(|s| s.documents.len() == s.sources.len()) {
+                true => meta.insert(crate::documents::COMPLETE, 1).map_err(StorageError::from)?,
+                false => meta.remove(crate::documents::COMPLETE).map_err(StorageError::from)?,
+            };
             let synced = crate::SyncState { synced_at: snap.header.synced_from.is_some().then_some(snap.header.revision), source: snap.header.synced_from.clone() };
             crate::sync::write(&mut txn.open_table(crate::sync::SYNC_STATE).map_err(StorageError::from)?, &synced)?;
             Ok(())

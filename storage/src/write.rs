@@ -329,6 +329,11 @@ impl<K: Kind> Encoded<K> {
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
+
+    /// The source document it was translated from, as stored ([`Encoded::with_document`]).
+    pub fn document(&self) -> Option<&[u8]> {
+        self.document.as_deref()
+    }
 }
 
 /// Re-linking cascades at most this deep (exposure → subscription → approval needs 2).
@@ -976,6 +981,21 @@ impl<'txn> WriteBatch<'txn> {
             checked += linked.len() as u64;
         }
         Ok(checked)
+    }
+
+    /// Stores `document` for the source object `src` when the store has none for it (a store
+    /// written before documents were kept, [`crate::Store::filling_documents`]): called for an
+    /// object the source hands over unchanged.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn fill_document(&mut self, src: &SourceRef, document: &[u8]) -> Result<(), StorageError> {
+        let skey = tables::source_key(src.kind, &src.namespace, &src.name);
+        if self.tables.documents.get(skey.as_slice())?.is_none() && self.tables.sources.get(skey.as_slice())?.is_some() {
+            self.tables.documents.insert(skey.as_slice(), document)?;
+            self.sources_changed = true;
+        }
+        Ok(())
     }
 
     /// Removes every record of `kind` and what is derived from them (ordering and secondary

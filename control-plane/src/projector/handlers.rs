@@ -89,6 +89,8 @@ pub trait Prepared: Send + Sync {
     fn upsert(&self, batch: &mut WriteBatch<'_>, src: &SourceRef, version: &str, now: Timestamp) -> Result<Outcome, StorageError>;
     /// The record's encoding, as stored (a re-derivation stages it, `storage::rebuild`).
     fn encoded(&self) -> &[u8];
+    /// The source document it was translated from, as stored (`storage::documents`).
+    fn document(&self) -> Option<&[u8]>;
 }
 
 /// The erased operations of one kind.
@@ -126,6 +128,9 @@ impl<K: Kind> Prepared for Record<K> {
     }
     fn encoded(&self) -> &[u8] {
         self.0.bytes()
+    }
+    fn document(&self) -> Option<&[u8]> {
+        self.0.document()
     }
 }
 

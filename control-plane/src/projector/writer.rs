@@ -271,6 +271,7 @@ impl Writer {
         let queue = Arc::new(Queue::default());
         let rederiving = !store.rederiving().is_empty();
         let handlers = crate::projector::handlers::Handlers::new(&settings.features);
+        let filling_documents = store.filling_documents();
         if settings.prebuild_orders {
             // Asked for now, built once the initial sync is processed: `orders_pending` is true
             // from the start until every order is built.
@@ -303,6 +304,7 @@ impl Writer {
             handlers,
             rebuild_retry_at: None,
             rebuild_started: None,
+            filling_documents,
         };
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
         Ok(Writer { tx, queue, stop, thread: Some(thread) })
@@ -449,6 +451,9 @@ struct WriterState {
     rebuild_retry_at: Option<Instant>,
     /// When this process began the re-derivation in progress, and the documents it translated.
     rebuild_started: Option<(Instant, usize)>,
+    /// Whether source documents are being filled in ([`Store::filling_documents`]): an object
+    /// handed over unchanged leaves its document.
+    filling_documents: bool,
 }
 
 /// The wait after a failed build of ordering indexes before the next try.
@@ -600,6 +605,16 @@ impl WriterState {
     /// Records in the store that the initial sync of its source completed (the next start with
     /// that source is warm, `storage::sync`). After a failure, the next loop tries again.
     fn mark_synced(&mut self) {
+        if self.filling_documents {
+            match self.store.complete_documents() {
+                Ok(true) => {
+                    self.filling_documents = false;
+                    tracing::info!("every object's source document is stored: later upgrades re-derive from the volume")
+                }
+                Ok(false) => tracing::info!("some objects still lack their source document; they are filled in as they change"),
+                Err(e) => tracing::warn!(error = %e, "checking the source documents failed"),
+            }
+        }
         match self.store.mark_synced() {
             Ok(()) => self.synced_marked = true,
             Err(e) => tracing::warn!(error = %e, "recording the completed initial sync failed; trying again"),
@@ -821,12 +836,20 @@ impl WriterState {
             Change::Apply { src, version, record, .. } => {
                 let stored = wb.source_version(src)?;
                 if !record.retry_unlinked() && stored.as_deref() == Some(version.as_str()) {
+                    if let Some(document) = record.document().filter(|_| self.filling_documents) {
+                        wb.fill_document(src, document)?;
+                    }
                     return Ok(Done::Unchanged);
                 }
                 if stored.as_deref().is_some_and(|stored| older(version, stored)) {
                     return Ok(Done::Outdated);
                 }
-                match record.upsert(wb, src, version, now)? {
+                let outcome = record.upsert(wb, src, version, now)?;
+                if let Some(document) = record.document().filter(|_| self.filling_documents) {
+                    // Stored unchanged (a retried link, the same version): its document is missing.
+                    wb.fill_document(src, document)?;
+                }
+                match outcome {
                     Outcome::Written => Done::Written,
                     Outcome::Unchanged | Outcome::Deleted | Outcome::NotFound | Outcome::Staged => Done::Unchanged,
                     Outcome::Unlinked { .. } => Done::Unlinked,
