@@ -92,6 +92,17 @@ pub(crate) fn stage(txn: &WriteTransaction, src: &SourceRef, staged: &Staged) ->
     Ok(())
 }
 
+/// The change of the object `src` staged while its kind is frozen (`live`), if any.
+///
+/// # Errors
+/// [`StorageError`] on redb or decoding failures.
+pub(crate) fn staged_change(txn: &WriteTransaction, src: &SourceRef) -> Result<Option<Staged>, StorageError> {
+    let key = staged_key(src.kind, Key::new(&[src.namespace.as_str(), src.name.as_str()]).as_bytes());
+    let staging = txn.open_table(REBUILD)?;
+    let staged = staging.get(key.as_slice())?.map(|v| crate::codec::decode::<Staged>(v.value(), "staged record")).transpose()?;
+    Ok(staged.filter(|s| s.live))
+}
+
 /// Removes the staging and the cursor of `kind`.
 ///
 /// # Errors
@@ -241,8 +252,10 @@ impl crate::Store {
                     Some(e) => crate::write::decode_source_entry(e.value(), kind)?.1,
                     None => continue,
                 };
-                let json = crate::documents::decode(v.value())?;
-                let record = match translate(kind, &json) {
+                // A damaged document is one object the new derivation cannot have (its record goes
+                // at the switch, and the source hands it over again), never a step that fails
+                // for ever.
+                let record = match crate::documents::decode(v.value()).map_err(|e| e.to_string()).and_then(|json| translate(kind, &json)) {
                     Ok(bytes) => Some(bytes),
                     Err(reason) => {
                         tracing::warn!(kind = kind.name(), object = %Key::from_bytes(source.to_vec()), %reason, "not projected by the new derivation: its record goes at the switch");
@@ -473,6 +486,15 @@ mod tests {
         let gone = SourceRef { kind: KindId::ApiExposure, namespace: gone["namespace"].as_str().unwrap().into(), name: gone["name"].as_str().unwrap().into() };
         store.write(now(), |b| b.delete(&gone, now())).unwrap();
         assert_eq!(messages(&store), previous, "the stored records do not move");
+        // The versions the writer compares with are the staged ones: the change's, and none for
+        // the delete.
+        let changed_src = SourceRef {
+            kind: KindId::ApiExposure,
+            namespace: changed["metadata"]["namespace"].as_str().unwrap().into(),
+            name: changed["metadata"]["name"].as_str().unwrap().into(),
+        };
+        let versions = store.write(now(), |b| Ok((b.source_version(&changed_src)?, b.source_version(&gone)?))).unwrap().0;
+        assert_eq!(versions, (Some("2".to_string()), None));
         assert_eq!(store.read().unwrap().revision().unwrap(), revision, "staging is no change of the read model");
 
         let mut steps = 1;

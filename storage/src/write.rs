@@ -585,11 +585,19 @@ impl<'txn> WriteBatch<'txn> {
         }
     }
 
-    /// The version recorded for a source object by its last successful upsert.
+    /// The version recorded for a source object by its last successful upsert (while its kind
+    /// is re-derived from the volume, by the change staged meanwhile; `None` when that was a
+    /// delete).
     ///
     /// # Errors
     /// [`StorageError`] on redb or decoding failures.
     pub fn source_version(&self, src: &SourceRef) -> Result<Option<String>, StorageError> {
+        if self.rebuilding.contains(&src.kind) {
+            // A change staged while the kind is frozen is the version the store holds now.
+            if let Some(staged) = crate::rebuild::staged_change(self.tables.txn, src)? {
+                return Ok(staged.record.map(|_| staged.version));
+            }
+        }
         let skey = tables::source_key(src.kind, &src.namespace, &src.name);
         let entry = self.source_at(&skey)?;
         let version = entry.as_ref().map(|e| e.version.clone());
