@@ -105,7 +105,10 @@ impl Progress {
 
     /// The tracked kinds served while their initial sync is not applied yet (warm starts).
     fn catching_up(&self) -> Vec<String> {
-        self.kinds.iter().filter(|(k, p)| self.kind_state(k, p) != SyncState::Synced).map(|(k, _)| k.clone()).filter(|_| self.warm).collect()
+        if !self.warm {
+            return Vec::new();
+        }
+        self.kinds.iter().filter(|(k, p)| self.kind_state(k, p) != SyncState::Synced).map(|(k, _)| k.clone()).collect()
     }
 
     fn insert(&mut self, label: String, group: Option<usize>) -> Token {
