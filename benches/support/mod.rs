@@ -1,4 +1,5 @@
-//! Shared support of the world benches (`projection`, `http_queries`, `restart`; issue 10):
+//! Shared support of the world benches (`projection`, `http_queries`, `restart`,
+//! `restart_kube`, …; issue 10):
 //! generated worlds, the in-process projector load, mock tokens, GraphQL over HTTP, percentiles
 //! and the machine-readable results.
 //!
@@ -170,7 +171,18 @@ pub fn percentile_us(v: &mut [Duration], p: f64) -> f64 {
 /// `CP_STORAGE_CACHE_SIZE` (bytes) and the GraphQL workers from `CP_GRAPHQL_WORKERS`, as in the
 /// server, else the defaults.
 pub fn config(manifests: &Path, data_dir: &Path) -> Config {
-    let mut c = Config::for_manifests(manifests, data_dir);
+    from_env(Config::for_manifests(manifests, data_dir))
+}
+
+/// [`config`] with the kube source reading the API server at `url` (a fake one, see
+/// `tests/support/fake_k8s.rs`) instead of a manifests directory.
+pub fn kube_config(url: &str, data_dir: &Path) -> Config {
+    from_env(Config::for_kube(url, data_dir))
+}
+
+/// The clock pinned to [`NOW`] and the settings the benches take from the environment (see
+/// [`config`]).
+fn from_env(mut c: Config) -> Config {
     c.now = Some(schema::Timestamp::parse_rfc3339(NOW).unwrap());
     if let Ok(v) = std::env::var("CP_STORAGE_CACHE_SIZE") {
         c.storage.cache_bytes = v.parse().unwrap_or_else(|_| panic!("CP_STORAGE_CACHE_SIZE={v}: not a number of bytes"));
