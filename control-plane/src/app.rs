@@ -224,6 +224,7 @@ impl App {
                     kube_metrics,
                     settings: kube_source::Settings::new(&config.projector),
                     warm,
+                    lists: kube_source::ListBudget::new(store.read().and_then(|v| v.record_counts()).unwrap_or_default()),
                 };
                 tracing::info!(
                     api_server = k.url.as_deref().unwrap_or("(kubeconfig or in cluster)"),

@@ -158,6 +158,18 @@ enum Msg {
 struct Queue {
     depth: AtomicUsize,
     closed: AtomicBool,
+    /// Told when the depth falls to [`PACED_QUEUE_DEPTH`], and when the writer stops
+    /// ([`ChangeSender::room`]).
+    room: tokio::sync::Notify,
+}
+
+impl Queue {
+    /// Counts one change taken by the writer.
+    fn taken(&self) {
+        if self.depth.fetch_sub(1, Ordering::Relaxed) == PACED_QUEUE_DEPTH + 1 {
+            self.room.notify_waiters();
+        }
+    }
 }
 
 /// The writer's own maps (object identities and keys, hashed per change): foldhash, not SipHash.
@@ -191,6 +203,21 @@ impl ChangeSender {
             std::thread::sleep(Duration::from_millis(2));
         }
         self.send(c)
+    }
+
+    /// Waits (asynchronously: for sources on an async runtime) until at most
+    /// [`PACED_QUEUE_DEPTH`] changes are queued, or the writer has stopped: what
+    /// [`ChangeSender::send_paced`] does on a thread of its own.
+    pub async fn room(&self) {
+        loop {
+            let told = self.queue.room.notified();
+            let mut told = std::pin::pin!(told);
+            told.as_mut().enable();
+            if self.queue.depth.load(Ordering::Relaxed) <= PACED_QUEUE_DEPTH || self.queue.closed.load(Ordering::Relaxed) {
+                return;
+            }
+            told.await;
+        }
     }
 
     /// Changes queued and not yet taken by the writer.
@@ -471,6 +498,7 @@ impl Drop for WriterState {
     /// However the thread ends (stop, disconnect, panic), paced senders stop waiting.
     fn drop(&mut self) {
         self.queue.closed.store(true, Ordering::Relaxed);
+        self.queue.room.notify_waiters();
     }
 }
 
@@ -510,7 +538,7 @@ impl WriterState {
             };
             match rx.recv_timeout(wait) {
                 Ok(Msg::Change(c)) => {
-                    self.queue.depth.fetch_sub(1, Ordering::Relaxed);
+                    self.queue.taken();
                     self.accept(c, &mut batch)
                 }
                 Ok(Msg::Wake) => continue,
@@ -529,7 +557,7 @@ impl WriterState {
                 }
                 match rx.recv_timeout(left) {
                     Ok(Msg::Change(c)) => {
-                        self.queue.depth.fetch_sub(1, Ordering::Relaxed);
+                        self.queue.taken();
                         self.accept(c, &mut batch)
                     }
                     Ok(Msg::Wake) | Err(_) => break,
@@ -1109,6 +1137,31 @@ mod tests {
 
     fn checkpoint(i: usize) -> Change {
         Change::Checkpoint { key: format!("test/{i}"), value: Some(Arc::from(&b"x"[..])), committed: None }
+    }
+
+    /// An async source that waits for room before each send keeps the queue within the paced
+    /// depth, and never waits for a stopped writer.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_async_source_waits_for_room_in_the_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let settings = WriterSettings::new(ProjectorConfig::default(), Clock(None));
+        let metrics = Metrics::new();
+        let writer = Writer::spawn(store.clone(), metrics.clone(), Readiness::new(["test"]), settings).unwrap();
+        let tx = writer.sender();
+        let mut deepest = 0;
+        for i in 0..3 * PACED_QUEUE_DEPTH {
+            tx.room().await;
+            assert!(tx.send(checkpoint(i)));
+            deepest = deepest.max(tx.queued());
+        }
+        assert!(deepest <= PACED_QUEUE_DEPTH + 1, "queue reached {deepest}");
+        let tx2 = tx.clone();
+        tokio::task::spawn_blocking(move || writer.shutdown()).await.unwrap();
+        for i in 0..PACED_QUEUE_DEPTH + 2 {
+            let _ = tx2.send(checkpoint(i));
+        }
+        tx2.room().await;
     }
 
     #[test]

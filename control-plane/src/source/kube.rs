@@ -27,7 +27,11 @@
 //!   existed before the list and are gone from it). An object not listed whose stored version is
 //!   newer may have been created after the list was taken: it is kept, and the kind is listed
 //!   again at once with a quorum read, whose sweep settles it. A first start (a cold store) lists
-//!   with a quorum read. `410 Gone` and dropped watches are recovered by the watcher (re-watch
+//!   with a quorum read.
+//! * **Bounded memory.** A list from the watch cache arrives whole: the lists in progress hold at
+//!   most [`LIST_BUDGET`] objects, a kind weighing what the store holds of it ([`ListBudget`]),
+//!   so the kinds of a warm start are listed a few at a time; and each kind's task waits for
+//!   room in the writer's queue before it takes its next event ([`ChangeSender::room`]). `410 Gone` and dropped watches are recovered by the watcher (re-watch
 //!   from the last resourceVersion, or a re-list) behind `default_backoff()` (0.8 s doubling to
 //!   30 s, with jitter, reset by the next event).
 //! * **Missing CRDs.** A `404` on list or watch means the kind's CRD is not installed: logged
@@ -283,6 +287,39 @@ pub struct Wiring {
     /// Whether the store completed an initial sync of this API server before: then even the
     /// first lists read the API server's watch cache (see the module docs).
     pub warm: bool,
+    /// How many listed objects may be held at once ([`ListBudget`]).
+    pub lists: ListBudget,
+}
+
+/// The objects the kube source may hold in lists at once: a list from the watch cache arrives
+/// whole, so a kind's list takes as many permits as the store holds records of it (at least
+/// one, at most [`LIST_BUDGET`]) from its `Init` to its `InitDone`. On a warm start the kinds
+/// are then listed a few at a time, and the largest alone; paged quorum lists (500 objects a
+/// page) hold little and take one permit. Cheap to clone.
+#[derive(Clone)]
+pub struct ListBudget {
+    permits: Arc<tokio::sync::Semaphore>,
+    weights: Arc<HashMap<KindId, u32>>,
+}
+
+/// The listed objects held at once by [`ListBudget`] (about 0.4 GB of decoded objects and
+/// their queued changes).
+pub const LIST_BUDGET: u32 = 100_000;
+
+impl ListBudget {
+    /// A budget of [`LIST_BUDGET`] objects; a kind's list weighs what `stored` says the store
+    /// holds of it.
+    pub fn new(stored: impl IntoIterator<Item = (KindId, u64)>) -> ListBudget {
+        let weights = stored.into_iter().map(|(k, n)| (k, u32::try_from(n).unwrap_or(u32::MAX).clamp(1, LIST_BUDGET))).collect();
+        ListBudget { permits: Arc::new(tokio::sync::Semaphore::new(LIST_BUDGET as usize)), weights: Arc::new(weights) }
+    }
+
+    /// Waits for the permits of a list of `kind` (`cached`: from the watch cache, whole; else
+    /// paged, one permit).
+    async fn acquire(&self, kind: KindId, cached: bool) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let weight = if cached { self.weights.get(&kind).copied().unwrap_or(1) } else { 1 };
+        self.permits.clone().acquire_many_owned(weight).await.ok()
+    }
 }
 
 /// The running kube source: one tokio task per watched kind.
@@ -411,6 +448,8 @@ pub struct KindWatch {
     /// The readiness item of the initial list's check, until it is settled (the quorum
     /// relist's sweep takes it over when one is needed).
     check_token: Option<Token>,
+    /// The list budget held by the list in progress ([`ListBudget`]).
+    list_permit: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl KindWatch {
@@ -437,6 +476,7 @@ impl KindWatch {
             quorum_next: !wiring_warm,
             checking: None,
             check_token: None,
+            list_permit: None,
         }
     }
 
@@ -485,6 +525,8 @@ impl KindWatch {
         let mut next_log = Instant::now() + self.wiring.settings.progress_every;
         let mut next_check = Instant::now() + SYNC_CHECK;
         loop {
+            // The writer's queue bounds what a list hands over ahead of it.
+            self.wiring.sender.room().await;
             let skip_due = self.skipped.values().map(|s| s.due).min();
             let check_sync = (self.initial || self.applying).then_some(next_check);
             tokio::select! {
@@ -495,8 +537,23 @@ impl KindWatch {
                     }
                 }
                 ev = events.next() => match ev {
-                    Some(Ok(ev)) => self.event(ev),
-                    Some(Err(e)) => self.error(&e),
+                    Some(Ok(Event::Init)) => {
+                        // Before the list is asked for: the watcher sends it once polled again.
+                        self.list_permit = None;
+                        self.list_permit = self.wiring.lists.acquire(self.watched.kind, self.cached).await;
+                        self.event(Event::Init);
+                    }
+                    Some(Ok(ev)) => {
+                        let done = matches!(ev, Event::InitDone);
+                        self.event(ev);
+                        if done {
+                            self.list_permit = None;
+                        }
+                    }
+                    Some(Err(e)) => {
+                        self.list_permit = None;
+                        self.error(&e);
+                    }
                     None => {
                         self.check_sync(&mut next_log, true);
                         // A sweep's report that came with the end is not lost.

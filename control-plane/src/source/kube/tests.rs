@@ -97,6 +97,7 @@ impl Harness {
                 progress_every: Duration::from_millis(10),
             },
             warm: false,
+            lists: ListBudget::new([]),
         };
         Harness { _dir: None, store, writer: Some(writer), wiring }
     }
@@ -461,4 +462,21 @@ async fn a_list_from_the_watch_cache_as_new_as_the_store_needs_no_quorum_read() 
     assert!(!w.quorum_next && w.checking.is_none());
     assert!(h.wiring.readiness.is_settled());
     assert_eq!(h.count(KindId::Group), groups.len() as u64 - 1);
+}
+
+/// Lists from the watch cache hold at most [`LIST_BUDGET`] objects at once: a kind's list weighs
+/// what the store holds of it, so two large kinds list one after the other, and a paged list
+/// weighs one.
+#[tokio::test]
+async fn the_list_budget_lets_large_cached_lists_run_one_after_the_other() {
+    use futures::FutureExt;
+    let budget = ListBudget::new([(KindId::Approval, 80_000), (KindId::ApprovalRequest, 3_000_000), (KindId::Zone, 0)]);
+    let approvals = budget.acquire(KindId::Approval, true).await.unwrap();
+    assert!(budget.acquire(KindId::ApprovalRequest, true).now_or_never().is_none(), "the largest waits for the whole budget");
+    assert!(budget.acquire(KindId::Zone, true).now_or_never().unwrap().is_some(), "an empty kind weighs one");
+    assert!(budget.acquire(KindId::ApprovalRequest, false).now_or_never().unwrap().is_some(), "a paged list weighs one");
+    drop(approvals);
+    let all = budget.acquire(KindId::ApprovalRequest, true).now_or_never().unwrap().unwrap();
+    assert_eq!(all.num_permits(), LIST_BUDGET as usize, "clamped to the budget");
+    assert!(budget.acquire(KindId::Group, true).now_or_never().is_none(), "nothing else while it lists");
 }
