@@ -224,7 +224,11 @@ pub fn print_summary(out: &mut impl Write, s: &Summary) -> std::io::Result<()> {
     }
     for kind in s.header.rederived_kinds() {
         let version = s.header.kind_version(kind).map_or("none".to_string(), |v| v.to_string());
-        writeln!(out, "re-derived on restore: {} (derivation version {version} in the snapshot; read again from the source)", kind.name())?;
+        writeln!(
+            out,
+            "re-derived after restore: {} (derivation version {version} in the snapshot; from its source documents when the snapshot carries them, else read again from the source)",
+            kind.name()
+        )?;
     }
     Ok(())
 }

@@ -210,3 +210,20 @@ fn serve_becomes_ready_and_stops_on_sigterm() {
     assert!(log.contains("MOCK MODE") && log.contains("\"level\":\"WARN\""), "mock mode is announced loudly (JSON logs): {log}");
     assert!(log.contains("stopped"), "{log}");
 }
+
+/// An environment value that is not UTF-8 is refused naming its variable (exit 1, as any invalid
+/// value), never taken as unset: a manifests directory must not silently become the kube source.
+#[test]
+fn a_setting_that_is_not_utf8_is_refused_naming_its_variable() {
+    use std::os::unix::ffi::OsStrExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    for (var, value) in [("CP_SOURCE_SERVE_WHILE_CATCHING_UP", &b"\xff\xfe"[..]), ("CP_GRAPHQL_MAX_PAGE_SIZE", &b"1\xff"[..])] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_control-plane"));
+        cmd.args(["serve", "--auth", "mock", "--manifests"]).arg(repo().join("examples/world")).arg("--data-dir").arg(&data);
+        cmd.env(var, std::ffi::OsStr::from_bytes(value));
+        let o = cmd.output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{var}: {}", stderr(&o));
+        assert!(stderr(&o).contains(var), "{var}: {}", stderr(&o));
+    }
+}

@@ -657,7 +657,9 @@ impl Store {
         let txn = self.db.begin_write()?;
         let (result, finished) = {
             let mut batch = WriteBatch::new(&txn, self.kinds.clone(), self.feed.clone(), self.rederiving())?;
-            batch.rebuilding = self.rebuilding().into_iter().map(|(k, _)| k).collect();
+            let rebuilding = self.rebuilding();
+            batch.rebuilding = rebuilding.iter().map(|(k, _)| *k).collect();
+            batch.unreadable = rebuilding.iter().filter(|(_, served)| !served).map(|(k, _)| *k).collect();
             let result = apply(&mut batch)?;
             (result, batch.finish(now)?)
         };

@@ -63,6 +63,10 @@ pub(crate) struct Staged {
     /// Staged from a change of the source while frozen: newer than the stored document, so
     /// the build does not translate that document over it.
     pub live: bool,
+    /// The stored document could not be read (a damaged volume): the switch keeps the
+    /// object's previous record when this build reads it (else removes the object, which its
+    /// source hands over again) and drops the document, so the next start fills it in.
+    pub damaged: bool,
 }
 
 /// The `meta` key of a kind being re-derived from the volume: its target version.
@@ -156,6 +160,8 @@ pub struct RebuildStep {
     pub documents: usize,
     /// Of those, the ones translation did not project (their records go at the switch).
     pub skipped: usize,
+    /// Of those, the ones whose stored document could not be read ([`Staged`]`::damaged`).
+    pub damaged: usize,
     /// Whether every document of the kind is translated: the switch is next.
     pub complete: bool,
 }
@@ -170,7 +176,8 @@ pub struct Switched {
     /// Objects deleted (deleted meanwhile, no longer projected, or without a document).
     pub deleted: usize,
     /// Records kept in their previous derivation because the new one could not be written
-    /// (a required parent missing, or its key held by another object): logged.
+    /// (a required parent missing, its key held by another object, or its document damaged):
+    /// logged.
     pub kept: usize,
     /// The revision of the commit, when a record changed.
     pub revision: Option<u64>,
@@ -252,18 +259,24 @@ impl crate::Store {
                     Some(e) => crate::write::decode_source_entry(e.value(), kind)?.1,
                     None => continue,
                 };
-                // A damaged document is one object the new derivation cannot have (its record goes
-                // at the switch, and the source hands it over again), never a step that fails
-                // for ever.
-                let record = match crate::documents::decode(v.value()).map_err(|e| e.to_string()).and_then(|json| translate(kind, &json)) {
-                    Ok(bytes) => Some(bytes),
-                    Err(reason) => {
-                        tracing::warn!(kind = kind.name(), object = %Key::from_bytes(source.to_vec()), %reason, "not projected by the new derivation: its record goes at the switch");
-                        step.skipped += 1;
-                        None
+                // A damaged document is one object the new derivation cannot have, never a step
+                // that fails for ever.
+                let (record, damaged) = match crate::documents::decode(v.value()) {
+                    Err(e) => {
+                        tracing::error!(kind = kind.name(), object = %Key::from_bytes(source.to_vec()), error = %e, "a stored source document is damaged: the object keeps its previous record where this build reads it; the document is read again from the source on the next start");
+                        step.damaged += 1;
+                        (None, true)
                     }
+                    Ok(json) => match translate(kind, &json) {
+                        Ok(bytes) => (Some(bytes), false),
+                        Err(reason) => {
+                            tracing::warn!(kind = kind.name(), object = %Key::from_bytes(source.to_vec()), %reason, "not projected by the new derivation: its record goes at the switch");
+                            step.skipped += 1;
+                            (None, false)
+                        }
+                    },
                 };
-                let staged = Staged { version, record, document: None, live: false };
+                let staged = Staged { version, record, document: None, live: false, damaged };
                 staging.insert(key.as_slice(), crate::codec::encode(&staged).as_slice())?;
             }
             drop(range);
@@ -288,6 +301,7 @@ impl crate::Store {
         let ops = kinds.get(kind).ok_or_else(|| StorageError::Corrupt(format!("{} is not registered", kind.name())))?;
         let (mut switched, revision) = self.write(now, |batch| {
             batch.rebuilding.retain(|&k| k != kind);
+            batch.unreadable.retain(|&k| k != kind);
             let mut switched = Switched { kind: Some(kind), ..Switched::default() };
             if !served {
                 // This build cannot read the previous records: they go without being decoded,
@@ -315,6 +329,13 @@ impl crate::Store {
             for (raw, s) in &staged {
                 let src = source_of(raw)?;
                 seen.insert(raw.clone());
+                if s.damaged && served {
+                    // The previous record stays; the document is filled in by the next start.
+                    let skey = tables::source_key(kind, &src.namespace, &src.name);
+                    batch.drop_document(&skey)?;
+                    switched.kept += 1;
+                    continue;
+                }
                 match &s.record {
                     Some(record) => match ops.upsert_bytes(batch, &src, &s.version, record, now)? {
                         crate::Outcome::Written | crate::Outcome::Unlinked { written: true } => switched.written += 1,
@@ -343,6 +364,9 @@ impl crate::Store {
                 }
             }
             let txn = batch.txn_for_other_tables();
+            if staged.iter().any(|(_, s)| s.damaged) {
+                txn.open_table(tables::META)?.remove(crate::documents::COMPLETE)?;
+            }
             clear(txn, kind)?;
             let mut meta = txn.open_table(tables::META)?;
             meta.insert(crate::versions::version_key(kind).as_str(), u64::from(target))?;
@@ -588,5 +612,105 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         assert!(store.rebuilding().is_empty());
         assert_eq!(store.rederiving(), vec![KindId::ApiExposure], "purged: the source brings it back");
+    }
+
+    /// Runs every step and switch until no kind is re-derived from the volume.
+    fn rebuild_all(store: &Store) {
+        while !store.rebuilding().is_empty() {
+            while !store.rebuild_step(1000, std::time::Duration::MAX, &mut translate).unwrap().unwrap().complete {}
+            store.switch_rebuilt(now()).unwrap();
+        }
+    }
+
+    /// Two linked kinds whose records changed shape (an exposure and its subscriptions) are
+    /// both re-derived: the first switch re-links no record of the other, which it cannot read,
+    /// and the store ends as a clean load with its invariants.
+    #[test]
+    fn linked_kinds_that_changed_shape_are_re_derived_one_after_the_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        apply(&store, &crate::versions::tests::world_docs());
+        let records = |s: &Store| {
+            let view = s.read().unwrap();
+            let exposures: Vec<_> = view.with_prefix::<ApiExposure>(&Key::new::<&str>(&[])).unwrap().into_iter().map(|s| (s.key, s.record, s.links)).collect();
+            let subs: Vec<_> = view
+                .with_prefix::<schema::kinds::api_subscription::ApiSubscription>(&Key::new::<&str>(&[]))
+                .unwrap()
+                .into_iter()
+                .map(|s| (s.key, s.record, s.links))
+                .collect();
+            (exposures, subs)
+        };
+        let clean = records(&store);
+        drop(store);
+        for kind in [KindId::ApiExposure, KindId::ApiSubscription] {
+            crate::versions::downgrade_for_tests(dir.path(), kind, 0, |b| b[..b.len() / 2].to_vec()).unwrap();
+        }
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(store.rebuilding(), vec![(KindId::ApiExposure, false), (KindId::ApiSubscription, false)]);
+        assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new(), "the unreadable kinds are left out");
+        rebuild_all(&store);
+        assert_eq!(records(&store), clean);
+        assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+    }
+
+    /// A snapshot exported while a kind this build cannot read is re-derived restores (its
+    /// records as they are, marked), and the restored store re-derives it from the volume.
+    #[test]
+    fn a_snapshot_of_an_unreadable_kind_restores_and_is_re_derived() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        apply(&store, &crate::versions::tests::world_docs());
+        let clean = messages(&store);
+        drop(store);
+        // Version 7: a real one (0 means unknown in a snapshot's header).
+        crate::versions::downgrade_for_tests(dir.path(), KindId::ApiExposure, 7, |b| b[..b.len() - 1].to_vec()).unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let mut bytes = Vec::new();
+        crate::snapshot::export(&store.read().unwrap(), now(), &mut bytes).unwrap();
+        drop(store);
+        let snap = crate::snapshot::decode_file(&bytes).unwrap();
+        let restored = tempfile::tempdir().unwrap();
+        let store = Store::open(restored.path()).unwrap();
+        store.restore(&snap).unwrap();
+        assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+        drop(store);
+        let store = Store::open(restored.path()).unwrap();
+        assert_eq!(store.rebuilding(), vec![(KindId::ApiExposure, false)]);
+        rebuild_all(&store);
+        assert_eq!(messages(&store), clean);
+        assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+    }
+
+    /// A damaged source document: the object keeps its previous record (this build reads it),
+    /// the document is dropped, and the store is marked as lacking documents (the next start
+    /// fills it in).
+    #[test]
+    fn a_damaged_document_keeps_its_previous_record() {
+        let dir = tempfile::tempdir().unwrap();
+        previous_build(dir.path());
+        let damaged = {
+            let db = redb::Database::open(dir.path().join(crate::DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            let key = {
+                let mut t = txn.open_table(crate::documents::DOCUMENTS).unwrap();
+                let start = [KindId::ApiExposure.code()];
+                let key = t.range(&start[..]..).unwrap().next().unwrap().unwrap().0.value().to_vec();
+                t.insert(key.as_slice(), b"damaged".as_slice()).unwrap();
+                key
+            };
+            txn.commit().unwrap();
+            key
+        };
+        let store = Store::open(dir.path()).unwrap();
+        assert!(!store.filling_documents());
+        rebuild_all(&store);
+        let now_messages = messages(&store);
+        assert_eq!(now_messages.iter().filter(|m| *m == "previous derivation").count(), 1, "{now_messages:?}");
+        let view = store.read().unwrap();
+        assert!(view.txn().open_table(crate::documents::DOCUMENTS).unwrap().get(damaged.as_slice()).unwrap().is_none(), "dropped");
+        assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
+        drop(view);
+        assert!(store.filling_documents(), "the next start fills it in");
     }
 }

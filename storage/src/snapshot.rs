@@ -711,23 +711,39 @@ impl Store {
             version != crate::versions::UNKNOWN_VERSION && section.is_none_or(|s| s.documents.len() == s.sources.len())
         });
         let sections: Vec<&Section> = snap.body.sections.iter().filter(|s| !rederived.contains(&s.kind)).collect();
+        // Of those kept, a kind whose records this build cannot read is written as it is, without
+        // the entries derived from its records, and marked re-deriving from the volume: its
+        // switch writes every record anew.
+        let unreadable: Vec<KindId> = from_volume
+            .iter()
+            .copied()
+            .filter(|&kind| {
+                let Some(ops) = self.kinds.get(kind) else { return true };
+                sections.iter().filter(|s| s.kind == kind).flat_map(|s| &s.records).any(|(_, v)| {
+                    decode_record::<Envelope>(v, kind.name()).map_or(true, |env| !ops.round_trips(&env.record))
+                })
+            })
+            .collect();
+        let derived_sections: Vec<&Section> = sections.iter().copied().filter(|s| !unreadable.contains(&s.kind)).collect();
         let txn = self.db.begin_write().map_err(StorageError::from)?;
         for &kind in &rederived {
             crate::versions::mark_rederiving(&txn, kind)?;
         }
         for &kind in &from_volume {
             let version = snap.header.kind_version(kind).unwrap_or(crate::versions::UNKNOWN_VERSION);
-            txn.open_table(tables::META)
-                .map_err(StorageError::from)?
-                .insert(crate::versions::version_key(kind).as_str(), u64::from(version))
-                .map_err(StorageError::from)?;
+            let mut meta = txn.open_table(tables::META).map_err(StorageError::from)?;
+            meta.insert(crate::versions::version_key(kind).as_str(), u64::from(version)).map_err(StorageError::from)?;
+            if unreadable.contains(&kind) {
+                let target = self.kinds.get(kind).map(|ops| ops.version()).unwrap_or_default();
+                meta.insert(crate::rebuild::mark_key(kind).as_str(), u64::from(target)).map_err(StorageError::from)?;
+            }
         }
         // Two threads: one decodes every record and derives (and sorts) its entries, while this
         // one writes the records and sources as they are; the entries follow once derived.
         let started = std::time::Instant::now();
         std::thread::scope(|scope| -> Result<(), SnapshotError> {
             let deriving = scope.spawn(|| {
-                let derived = derive(&self.kinds, &sections);
+                let derived = derive(&self.kinds, &derived_sections);
                 tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: index entries derived and sorted");
                 derived
             });

@@ -99,12 +99,21 @@ impl crate::Store {
 
     /// Records that the store follows the source `identity` from now on and returns whether
     /// this start is warm ([`SyncState::warm_for`]). A new identity forgets the completed sync
-    /// of the previous one, durably, before any object of the new source is written.
+    /// of the previous one, durably, before any object of the new source is written; a damaged
+    /// record is rewritten (the start is cold).
     ///
     /// # Errors
     /// [`StorageError`] on redb failures.
     pub fn follow_source(&self, identity: &str) -> Result<bool, StorageError> {
-        let state = self.sync_state()?;
+        let state = match self.sync_state() {
+            Ok(state) => state,
+            // Bookkeeping, not read-model data: a damaged row only makes this start cold.
+            Err(StorageError::Corrupt(what)) => {
+                tracing::warn!(%what, "the store's record of its source is damaged: this start is cold (ready once the source is read)");
+                SyncState::default()
+            }
+            Err(e) => return Err(e),
+        };
         if state.warm_for(identity) {
             return Ok(true);
         }
@@ -177,6 +186,21 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         assert!(!store.follow_source("manifests:/a").unwrap(), "the first source's sync was forgotten");
         assert_eq!(store.sync_state().unwrap().synced_at, None);
+    }
+
+    /// A damaged record of the source makes the start cold, never a store that cannot open.
+    #[test]
+    fn a_damaged_record_of_the_source_makes_the_start_cold() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.follow_source("manifests:/a").unwrap();
+        store.mark_synced().unwrap();
+        let txn = store.db.begin_write().unwrap();
+        txn.open_table(SYNC_STATE).unwrap().insert(SYNCED, b"xyz".as_slice()).unwrap();
+        txn.commit().unwrap();
+        assert!(matches!(store.sync_state(), Err(StorageError::Corrupt(_))));
+        assert!(!store.follow_source("manifests:/a").unwrap(), "cold");
+        assert_eq!(store.sync_state().unwrap(), SyncState { source: Some("manifests:/a".into()), synced_at: None });
     }
 
     /// A hostile identity (megabytes, multi-byte characters at the cut) is stored bounded and

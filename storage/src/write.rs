@@ -431,6 +431,9 @@ pub struct WriteBatch<'txn> {
     /// The kinds being re-derived from the volume ([`crate::Store::rebuilding`]): their
     /// changes are staged, their stored records stay until the switch.
     pub(crate) rebuilding: Vec<KindId>,
+    /// Of those, the kinds whose stored records this build cannot read: no write re-links one
+    /// of their records (their switch writes every one of them anew, links resolved).
+    pub(crate) unreadable: Vec<KindId>,
 }
 
 /// How many found parents a batch remembers ([`WriteBatch::exists`]).
@@ -573,6 +576,7 @@ impl<'txn> WriteBatch<'txn> {
             maintained,
             rederiving,
             rebuilding: Vec::new(),
+            unreadable: Vec::new(),
         })
     }
 
@@ -736,6 +740,7 @@ impl<'txn> WriteBatch<'txn> {
                 record: Some(parts.bytes.to_vec()),
                 document: parts.document.map(<[u8]>::to_vec),
                 live: true,
+                damaged: false,
             };
             crate::rebuild::stage(self.tables.txn, src, &staged)?;
             self.sources_changed = true;
@@ -918,7 +923,8 @@ impl<'txn> WriteBatch<'txn> {
             }
         }
         let kinds = self.kinds.clone();
-        for (kind, key) in targets {
+        let unreadable = self.unreadable.clone();
+        for (kind, key) in targets.into_iter().filter(|(kind, _)| !unreadable.contains(kind)) {
             if let Some(ops) = kinds.get(kind) {
                 ops.relink(self, &key, depth + 1)?;
             }
@@ -936,7 +942,7 @@ impl<'txn> WriteBatch<'txn> {
     pub fn delete(&mut self, src: &SourceRef, now: Timestamp) -> Result<Outcome, StorageError> {
         self.now = now;
         if self.rebuilding.contains(&src.kind) {
-            let gone = crate::rebuild::Staged { version: String::new(), record: None, document: None, live: true };
+            let gone = crate::rebuild::Staged { version: String::new(), record: None, document: None, live: true, damaged: false };
             crate::rebuild::stage(self.tables.txn, src, &gone)?;
             self.sources_changed = true;
             return Ok(Outcome::Deleted);
@@ -973,7 +979,8 @@ impl<'txn> WriteBatch<'txn> {
         self.rederiving.clear();
         let kinds = self.kinds.clone();
         let mut checked = 0;
-        for (kind, _) in kinds.versions() {
+        let unreadable = self.unreadable.clone();
+        for (kind, _) in kinds.versions().into_iter().filter(|(kind, _)| !unreadable.contains(kind)) {
             let Some(ops) = kinds.get(kind) else { continue };
             let mut linked = Vec::new();
             for item in self.tables.records(kind)?.iter()? {
@@ -1036,6 +1043,13 @@ impl<'txn> WriteBatch<'txn> {
     /// Stores `document` as the source document of the `sources` key `skey`.
     pub(crate) fn put_document(&mut self, skey: &[u8], document: &[u8]) -> Result<(), StorageError> {
         self.tables.documents.insert(skey, document)?;
+        self.sources_changed = true;
+        Ok(())
+    }
+
+    /// Removes the source document of the `sources` key `skey`.
+    pub(crate) fn drop_document(&mut self, skey: &[u8]) -> Result<(), StorageError> {
+        self.tables.documents.remove(skey)?;
         self.sources_changed = true;
         Ok(())
     }

@@ -1358,7 +1358,9 @@ pub fn features_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Feature
 /// # Errors
 /// [`ConfigError`] for an unreadable config file or any invalid value.
 pub fn load_from_process(args: &ServeArgs) -> Result<Config, ConfigError> {
-    let env = |k: &str| std::env::var(k).ok();
+    // A value that is not UTF-8 is read lossily, so it fails its setting's check (naming the
+    // variable) instead of counting as unset.
+    let env = |k: &str| std::env::var_os(k).map(|v| v.to_string_lossy().into_owned());
     match &args.config {
         None => load(args, &env, None),
         Some(path) => {

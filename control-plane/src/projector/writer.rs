@@ -41,6 +41,11 @@ pub enum Change {
         origin: Arc<str>,
         /// Readiness item finished once this change was processed once.
         token: Option<Token>,
+        /// The source's current state, applied even when its version is a smaller number than
+        /// the stored one (an object of a quorum list: a recreated cluster, an etcd restore);
+        /// otherwise (a watch event, a list from the API server's watch cache) a smaller
+        /// version is older than the store and not applied ([`older`]).
+        authoritative: bool,
     },
     /// Delete the record of `src`.
     Delete {
@@ -104,19 +109,36 @@ impl Change {
     }
 }
 
-/// Where a sweep tells which objects it kept ([`Change::Sweep`]`::keep_newer_than`). Cheap to
-/// clone; told once.
+/// What a sweep of a list that may be older than the store tells its source
+/// ([`Change::Sweep`]`::report`): whether the store is newer than the list.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SweepOutcome {
+    /// The objects not listed that it kept (see [`Change::Sweep`]`::keep_newer_than`).
+    pub kept: Vec<SourceRef>,
+    /// How many listed objects of its kinds, since the previous sweep of them, were not applied
+    /// because the store holds a newer version ([`older`]).
+    pub outdated: usize,
+}
+
+impl SweepOutcome {
+    /// Whether the store holds anything newer than the list: then list again with a quorum read.
+    pub fn store_is_newer(&self) -> bool {
+        !self.kept.is_empty() || self.outdated > 0
+    }
+}
+
+/// Where a sweep tells its [`SweepOutcome`]. Cheap to clone; told once.
 #[derive(Clone, Debug)]
-pub struct SweepReport(Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<Vec<SourceRef>>>>>);
+pub struct SweepReport(Arc<std::sync::Mutex<Option<tokio::sync::oneshot::Sender<SweepOutcome>>>>);
 
 impl SweepReport {
     /// A report and the receiver it is told through.
-    pub fn new() -> (SweepReport, tokio::sync::oneshot::Receiver<Vec<SourceRef>>) {
+    pub fn new() -> (SweepReport, tokio::sync::oneshot::Receiver<SweepOutcome>) {
         let (tx, rx) = tokio::sync::oneshot::channel();
         (SweepReport(Arc::new(std::sync::Mutex::new(Some(tx)))), rx)
     }
 
-    fn tell(&self, kept: Vec<SourceRef>) {
+    fn tell(&self, kept: SweepOutcome) {
         if let Some(tx) = self.0.lock().unwrap_or_else(|e| e.into_inner()).take() {
             let _ = tx.send(kept);
         }
@@ -332,6 +354,7 @@ impl Writer {
             rebuild_retry_at: None,
             rebuild_started: None,
             filling_documents,
+            outdated: FastMap::default(),
         };
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
         Ok(Writer { tx, queue, stop, thread: Some(thread) })
@@ -481,6 +504,9 @@ struct WriterState {
     /// Whether source documents are being filled in ([`Store::filling_documents`]): an object
     /// handed over unchanged leaves its document.
     filling_documents: bool,
+    /// Per kind, the changes not applied since its last sweep because the store held a newer
+    /// version ([`Done::Outdated`]), for that sweep's report.
+    outdated: FastMap<KindId, usize>,
 }
 
 /// The wait after a failed build of ordering indexes before the next try.
@@ -627,7 +653,9 @@ impl WriterState {
 
     fn rebuild_failed(&mut self, e: &StorageError) {
         self.rebuild_retry_at = Some(Instant::now() + ORDERS_RETRY);
-        tracing::warn!(error = %e, retry_in_s = ORDERS_RETRY.as_secs(), "re-deriving from the stored source documents failed; the previous records are served meanwhile");
+        let served = self.store.rebuilding().first().is_some_and(|(_, served)| *served);
+        let meanwhile = if served { "its previous records are served meanwhile" } else { "it answers UNAVAILABLE meanwhile" };
+        tracing::warn!(error = %e, retry_in_s = ORDERS_RETRY.as_secs(), "re-deriving a kind from the stored source documents failed; {meanwhile}");
     }
 
     /// Records in the store that the initial sync of its source completed (the next start with
@@ -861,7 +889,7 @@ impl WriterState {
 
     fn apply(&self, wb: &mut WriteBatch<'_>, c: &Change, now: Timestamp) -> Result<Done, StorageError> {
         Ok(match c {
-            Change::Apply { src, version, record, .. } => {
+            Change::Apply { src, version, record, authoritative, .. } => {
                 let stored = wb.source_version(src)?;
                 if !record.retry_unlinked() && stored.as_deref() == Some(version.as_str()) {
                     if let Some(document) = record.document().filter(|_| self.filling_documents) {
@@ -869,7 +897,7 @@ impl WriterState {
                     }
                     return Ok(Done::Unchanged);
                 }
-                if stored.as_deref().is_some_and(|stored| older(version, stored)) {
+                if !authoritative && stored.as_deref().is_some_and(|stored| older(version, stored)) {
                     return Ok(Done::Outdated);
                 }
                 let outcome = record.upsert(wb, src, version, now)?;
@@ -1055,6 +1083,7 @@ impl WriterState {
             Done::Outdated => {
                 if let Change::Apply { src, version, .. } = &work.change {
                     tracing::debug!(object = %src, resource_version = %version, "the store holds a newer version; not applied");
+                    *self.outdated.entry(src.kind).or_default() += 1;
                 }
             }
             Done::Swept { gone, kept } => {
@@ -1065,8 +1094,11 @@ impl WriterState {
                 if !kept.is_empty() {
                     tracing::info!(objects = kept.len(), first = %kept[0], "not listed, but possibly newer than the list: kept");
                 }
-                if let Change::Sweep { report: Some(report), .. } = &work.change {
-                    report.tell(kept);
+                if let Change::Sweep { report, kinds, .. } = &work.change {
+                    let outdated = kinds.iter().filter_map(|k| self.outdated.remove(k)).sum();
+                    if let Some(report) = report {
+                        report.tell(SweepOutcome { kept, outdated });
+                    }
                 }
             }
         }

@@ -56,7 +56,7 @@
 use crate::config::{Clock, KubeSourceConfig, ProjectorConfig};
 use crate::metrics::{outcome, Metrics};
 use crate::projector::handlers::{Handlers, Lookup, Rejection};
-use crate::projector::writer::{Change, ChangeSender, SweepReport};
+use crate::projector::writer::{Change, ChangeSender, SweepOutcome, SweepReport};
 use crate::readiness::{Readiness, Token};
 use futures::{Stream, StreamExt};
 use kube::api::{Api, ApiResource, DynamicObject, TypeMeta};
@@ -444,7 +444,7 @@ pub struct KindWatch {
     /// watch cache that was older than the store).
     quorum_next: bool,
     /// The sweep of a list from the watch cache, until it reports what it kept.
-    checking: Option<tokio::sync::oneshot::Receiver<Vec<SourceRef>>>,
+    checking: Option<tokio::sync::oneshot::Receiver<SweepOutcome>>,
     /// The readiness item of the initial list's check, until it is settled (the quorum
     /// relist's sweep takes it over when one is needed).
     check_token: Option<Token>,
@@ -665,16 +665,16 @@ impl KindWatch {
         }
     }
 
-    /// Settles the sweep of a list from the watch cache, which kept `kept` (`None`: the writer
-    /// stopped first); returns whether the kind must be listed again with a quorum read.
-    fn checked(&mut self, kept: Option<Vec<SourceRef>>) -> bool {
-        match kept {
-            Some(kept) if !kept.is_empty() => {
+    /// Settles the sweep of a list from the watch cache, which told `outcome` (`None`: the
+    /// writer stopped first); returns whether the kind must be listed again with a quorum read.
+    fn checked(&mut self, outcome: Option<SweepOutcome>) -> bool {
+        match outcome {
+            Some(outcome) if outcome.store_is_newer() => {
                 tracing::info!(
                     kind = self.name(),
-                    objects = kept.len(),
-                    first = %kept[0],
-                    "objects not in the list from the watch cache are newer than it; listing again with a quorum read"
+                    kept = outcome.kept.len(),
+                    outdated = outcome.outdated,
+                    "the list from the watch cache is older than the store; listing again with a quorum read"
                 );
                 self.quorum_next = true;
                 true
@@ -761,10 +761,12 @@ impl KindWatch {
             }
         };
         let origin = if listed { self.origin_list.clone() } else { self.origin_watch.clone() };
-        self.prepare(src, version, doc, token, origin);
+        // A quorum list is the cluster as it is: applied even where its versions went back.
+        let authoritative = listed && !self.cached;
+        self.prepare(src, version, doc, token, origin, authoritative);
     }
 
-    fn prepare(&mut self, src: SourceRef, version: String, doc: Value, token: Option<Token>, origin: Arc<str>) {
+    fn prepare(&mut self, src: SourceRef, version: String, doc: Value, token: Option<Token>, origin: Arc<str>, authoritative: bool) {
         let handler = match self.wiring.handlers.get(src.kind) {
             Lookup::Kind(h) => h,
             Lookup::Disabled(_) | Lookup::Unknown => {
@@ -782,7 +784,7 @@ impl KindWatch {
         match prepared {
             Ok(record) => {
                 self.skipped.remove(&src);
-                self.wiring.sender.send(Change::Apply { src, version, record, origin, token });
+                self.wiring.sender.send(Change::Apply { src, version, record, origin, token, authoritative });
             }
             Err(reason) => {
                 self.wiring.metrics.reconciled(src.kind.module(), outcome::SKIP, t0.elapsed().as_secs_f64());
@@ -816,7 +818,7 @@ impl KindWatch {
             if let Some(s) = self.skipped.get(&src) {
                 let (version, doc) = (s.version.clone(), s.doc.clone());
                 let origin = self.origin_watch.clone();
-                self.prepare(src, version, doc, None, origin);
+                self.prepare(src, version, doc, None, origin, false);
             }
         }
     }
@@ -866,7 +868,7 @@ impl KindWatch {
 }
 
 /// What the sweep `checking` reports, once it does; never returns for `None`.
-async fn until_told(checking: &mut Option<tokio::sync::oneshot::Receiver<Vec<SourceRef>>>) -> Option<Vec<SourceRef>> {
+async fn until_told(checking: &mut Option<tokio::sync::oneshot::Receiver<SweepOutcome>>) -> Option<SweepOutcome> {
     match checking {
         Some(rx) => rx.await.ok(),
         None => std::future::pending().await,

@@ -480,3 +480,28 @@ async fn the_list_budget_lets_large_cached_lists_run_one_after_the_other() {
     assert_eq!(all.num_permits(), LIST_BUDGET as usize, "clamped to the budget");
     assert!(budget.acquire(KindId::Group, true).now_or_never().is_none(), "nothing else while it lists");
 }
+
+/// A quorum list is the cluster as it is: an object whose `resourceVersion` went back (a
+/// recreated cluster, an etcd restore) is applied, where a watch event or a list from the watch
+/// cache of that version is not.
+#[tokio::test]
+async fn a_quorum_list_applies_an_object_whose_version_went_back() {
+    let h = Harness::new(&[KindId::Group]);
+    let groups = world(KindId::Group);
+    let mut w = h.watch(KindId::Group);
+    (w.cached, w.quorum_next) = (false, false);
+    feed(&mut w, list(&groups, 1000)).await;
+    h.settle().await;
+    let mut restored = groups[0].clone();
+    restored["spec"]["displayName"] = Value::from("From the restored cluster");
+    // A watch event of that smaller version is older than the store.
+    feed(&mut w, vec![Ok(Event::Apply(obj(&restored, 7)))]).await;
+    h.settle().await;
+    assert_eq!(group_versions(&h)[0].as_deref(), Some("1000"));
+    // The quorum list of the restored cluster is applied.
+    let mut relist = groups.clone();
+    relist[0] = restored;
+    feed(&mut w, list(&relist, 7)).await;
+    h.settle().await;
+    assert!(group_versions(&h).iter().all(|v| v.as_deref() == Some("7")), "{:?}", group_versions(&h));
+}

@@ -360,7 +360,14 @@ pub(super) fn send_docs(handlers: &Handlers, docs: &mut [Document], send: &mut d
 
 /// The change that sends document `d` with its translated `record`.
 pub(super) fn apply_of(d: &Document, record: Arc<dyn Prepared>) -> Change {
-    Change::Apply { src: (*d.src).clone(), version: d.version.hex(), record, origin: Arc::from(d.origin.to_string()), token: None }
+    Change::Apply {
+        src: (*d.src).clone(),
+        version: d.version.hex(),
+        record,
+        origin: Arc::from(d.origin.to_string()),
+        token: None,
+        authoritative: true,
+    }
 }
 
 #[cfg(test)]
