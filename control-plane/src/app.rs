@@ -124,7 +124,9 @@ impl App {
         let auth = Authenticator::new(&config.security, metrics.registry()).context("setting up authentication")?;
         let secrets =
             crate::secrets::SecretManager::new(&config.secret_manager, metrics.registry()).context("setting up the secret manager")?;
-        let handlers = Arc::new(Handlers::new(&config.features).with_max_document_bytes(config.max_document_bytes));
+        let handlers = Arc::new(
+            Handlers::new(&config.features).with_max_document_bytes(config.max_document_bytes).with_dictionaries(store.dictionaries()),
+        );
         for (kind, enabled) in handlers.kinds() {
             if !enabled {
                 tracing::info!(kind = kind.name(), "kind switched off by a feature flag: not projected");

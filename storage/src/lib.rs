@@ -124,6 +124,8 @@ pub struct Store {
     /// The kinds re-derived from the volume, with whether their records are served meanwhile
     /// ([`rebuild`]).
     rebuilding: Arc<std::sync::Mutex<Vec<(schema::KindId, bool)>>>,
+    /// The dictionaries source documents are compressed with ([`documents`]).
+    dictionaries: documents::Dictionaries,
 }
 
 /// The open database, and the signal that it was closed: fields drop in declaration order, so
@@ -286,6 +288,7 @@ impl Store {
             wanted: Arc::default(),
             rederiving: Arc::default(),
             rebuilding: Arc::default(),
+            dictionaries: documents::Dictionaries::default(),
         };
         store.init()?;
         Ok(store)
@@ -403,6 +406,10 @@ impl Store {
         }
         *self.rederiving.lock().unwrap_or_else(|e| e.into_inner()) = rederiving;
         *self.rebuilding.lock().unwrap_or_else(|e| e.into_inner()) = rebuilding;
+        let read = self.db.begin_read()?;
+        for (kind, id, bytes) in documents::Dictionaries::read(&read.open_table(documents::DICTIONARIES)?)?.all() {
+            self.dictionaries.insert(kind, id, bytes)?;
+        }
         let building = !self.db.begin_read()?.open_table(tables::BUILDING)?.is_empty()?;
         self.wanted.building.store(building, std::sync::atomic::Ordering::SeqCst);
         Ok(())
@@ -715,6 +722,11 @@ pub(crate) mod test_support {
     /// Writes zone `name` (source `poc/name`) at source version `version` and time `now`; a
     /// version other than `1` also changes the record (its gateway URL names the version).
     pub(crate) fn zone_version(batch: &mut WriteBatch, name: &str, version: &str, now: Timestamp) {
+        zone_compressed(batch, name, version, now, &crate::documents::Dictionaries::default());
+    }
+
+    /// [`zone_version`], its document compressed with `dictionaries`.
+    pub(crate) fn zone_compressed(batch: &mut WriteBatch, name: &str, version: &str, now: Timestamp, dictionaries: &crate::documents::Dictionaries) {
         let meta = Meta { environment: "poc".into(), namespace: "poc".into(), name: name.into(), creation_timestamp: None };
         let rec = ZoneRecord {
             meta,
@@ -730,9 +742,14 @@ pub(crate) mod test_support {
             "apiVersion": "admin.cp.ei.telekom.de/v1",
             "kind": "Zone",
             "metadata": {"name": name, "namespace": "poc", "resourceVersion": version},
-            "spec": {"visibility": "World", "gateway": {"url": rec.gateway_url}},
+            "spec": {"visibility": "World"},
         });
-        let encoded = crate::Encoded::<Zone>::new(rec).with_document(crate::documents::encode(&doc));
+        let mut doc = doc;
+        if version != "1" {
+            let url = serde_json::json!({"hostname": format!("{version}.example"), "basePath": "", "hidden": false});
+            doc["spec"]["gateway"] = serde_json::json!({"presets": [{"name": "default", "default": true, "urls": [url]}]});
+        }
+        let encoded = crate::Encoded::<Zone>::new(rec).with_document(dictionaries.encode(KindId::Zone, &doc));
         batch.upsert_encoded::<Zone>(&src, version, &encoded, now).unwrap();
     }
 }

@@ -261,7 +261,7 @@ impl crate::Store {
                 };
                 // A damaged document is one object the new derivation cannot have, never a step
                 // that fails for ever.
-                let (record, damaged) = match crate::documents::decode(v.value()) {
+                let (record, damaged) = match self.dictionaries.decode(kind, v.value()) {
                     Err(e) => {
                         tracing::error!(kind = kind.name(), object = %Key::from_bytes(source.to_vec()), error = %e, "a stored source document is damaged: the object keeps its previous record where this build reads it; the document is read again from the source on the next start");
                         step.damaged += 1;
@@ -410,7 +410,8 @@ mod tests {
                 return;
             }
             let m = &self.doc["metadata"];
-            let src = SourceRef { kind: K::ID, namespace: m["namespace"].as_str().unwrap().into(), name: m["name"].as_str().unwrap().into() };
+            let src =
+                SourceRef { kind: K::ID, namespace: m["namespace"].as_str().unwrap().into(), name: m["name"].as_str().unwrap().into() };
             let version = m["resourceVersion"].as_str().unwrap_or("1").to_string();
             let cr: K::Cr = serde_json::from_value(self.doc.clone()).unwrap();
             let rec = Encoded::<K>::new(K::translate(&cr, &ctx()).unwrap()).with_document(crate::documents::encode(self.doc));
@@ -507,7 +508,11 @@ mod tests {
         changed["status"]["conditions"] = serde_json::json!([{"type": "Ready", "status": "True", "message": "changed meanwhile"}]);
         assert_eq!(apply(&store, &[changed.clone()]), vec![Outcome::Staged]);
         let gone = &exposures[1]["metadata"];
-        let gone = SourceRef { kind: KindId::ApiExposure, namespace: gone["namespace"].as_str().unwrap().into(), name: gone["name"].as_str().unwrap().into() };
+        let gone = SourceRef {
+            kind: KindId::ApiExposure,
+            namespace: gone["namespace"].as_str().unwrap().into(),
+            name: gone["name"].as_str().unwrap().into(),
+        };
         store.write(now(), |b| b.delete(&gone, now())).unwrap();
         assert_eq!(messages(&store), previous, "the stored records do not move");
         // The versions the writer compares with are the staged ones: the change's, and none for
@@ -549,16 +554,27 @@ mod tests {
         // The store equals a clean load of the same documents.
         let clean_dir = tempfile::tempdir().unwrap();
         let fresh = Store::open(clean_dir.path()).unwrap();
-        let mut now_docs: Vec<Value> = docs.iter().filter(|d| d["metadata"]["name"] != exposures[1]["metadata"]["name"] || d["kind"] != "ApiExposure").cloned().collect();
+        let mut now_docs: Vec<Value> = docs
+            .iter()
+            .filter(|d| d["metadata"]["name"] != exposures[1]["metadata"]["name"] || d["kind"] != "ApiExposure")
+            .cloned()
+            .collect();
         for d in now_docs.iter_mut() {
-            if d["kind"] == "ApiExposure" && d["metadata"]["name"] == changed["metadata"]["name"] && d["metadata"]["namespace"] == changed["metadata"]["namespace"] {
+            if d["kind"] == "ApiExposure"
+                && d["metadata"]["name"] == changed["metadata"]["name"]
+                && d["metadata"]["namespace"] == changed["metadata"]["namespace"]
+            {
                 *d = changed.clone();
             }
         }
         apply(&fresh, &now_docs);
         let records = |s: &Store| {
             let view = s.read().unwrap();
-            view.with_prefix::<ApiExposure>(&Key::new::<&str>(&[])).unwrap().into_iter().map(|s| (s.key, s.record, s.links)).collect::<Vec<_>>()
+            view.with_prefix::<ApiExposure>(&Key::new::<&str>(&[]))
+                .unwrap()
+                .into_iter()
+                .map(|s| (s.key, s.record, s.links))
+                .collect::<Vec<_>>()
         };
         assert_eq!(records(&store), records(&fresh));
         drop(store);
@@ -632,7 +648,8 @@ mod tests {
         apply(&store, &crate::versions::tests::world_docs());
         let records = |s: &Store| {
             let view = s.read().unwrap();
-            let exposures: Vec<_> = view.with_prefix::<ApiExposure>(&Key::new::<&str>(&[])).unwrap().into_iter().map(|s| (s.key, s.record, s.links)).collect();
+            let exposures: Vec<_> =
+                view.with_prefix::<ApiExposure>(&Key::new::<&str>(&[])).unwrap().into_iter().map(|s| (s.key, s.record, s.links)).collect();
             let subs: Vec<_> = view
                 .with_prefix::<schema::kinds::api_subscription::ApiSubscription>(&Key::new::<&str>(&[]))
                 .unwrap()
@@ -679,6 +696,48 @@ mod tests {
         assert_eq!(store.rebuilding(), vec![(KindId::ApiExposure, false)]);
         rebuild_all(&store);
         assert_eq!(messages(&store), clean);
+        assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+    }
+
+    /// Documents compressed with their kind's dictionary travel in a snapshot with it: the
+    /// restored store reads them and re-derives the kind from them (a record the dictionary
+    /// could not decode would keep its previous derivation, and differ from the clean load).
+    #[test]
+    fn documents_with_a_dictionary_restore_and_re_derive() {
+        use schema::kinds::zone::{Zone, ZoneRecord};
+        let zones = |store: &Store| -> Vec<(Key, Vec<u8>)> {
+            let view = store.read().unwrap();
+            view.with_prefix::<Zone>(&Key::new::<&str>(&[]))
+                .unwrap()
+                .into_iter()
+                .map(|s| (s.key, crate::codec::encode(&s.record)))
+                .collect()
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::documents::tests::store_with_dictionary(dir.path());
+        let clean = zones(&store);
+        let mut bytes = Vec::new();
+        crate::snapshot::export(&store.read().unwrap(), now(), &mut bytes).unwrap();
+        drop(store);
+        let snap = crate::snapshot::decode_file(&bytes).unwrap();
+        let restored = tempfile::tempdir().unwrap();
+        let store = Store::open(restored.path()).unwrap();
+        store.restore(&snap).unwrap();
+        assert!(store.dictionaries().has(KindId::Zone), "restored with the store");
+        drop(store);
+        crate::versions::downgrade_for_tests(restored.path(), KindId::Zone, 7, |b| {
+            let mut r: ZoneRecord = crate::codec::decode(b, "Zone").unwrap();
+            r.gateway_url = Some("https://previous.example".into());
+            crate::codec::encode(&r)
+        })
+        .unwrap();
+        let store = Store::open(restored.path()).unwrap();
+        assert_eq!(store.rebuilding(), vec![(KindId::Zone, true)]);
+        assert!(zones(&store) != clean, "the previous derivation is served");
+        rebuild_all(&store);
+        let rederived = zones(&store);
+        assert_eq!(rederived.len(), clean.len());
+        assert!(rederived == clean, "the re-derivation equals the clean load");
         assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
     }
 

@@ -19,7 +19,7 @@
 //! | format version | `u32` ([`FORMAT_VERSION`]) |
 //! | header length | `u32` |
 //! | header | postcard [`Header`]: read-model [`crate::SCHEMA_VERSION`], revision, creation time, last commit time, per-kind record counts, per-kind derivation versions, the source the store completed an initial sync of |
-//! | body | one zstd frame; decompressed, a sequence of frames, each a `u32` length and a postcard `Frame`: per kind (in [`KindId::ALL`] order) a `Section` naming it, its records as `Record(natural key bytes, envelope bytes)` in key order, its `sources` entries as `Source(Key(namespace, name) bytes, source entry bytes)`, its source documents as `Document(Key(namespace, name) bytes, stored document)`; then one `End` |
+//! | body | one zstd frame; decompressed, a sequence of frames, each a `u32` length and a postcard `Frame`: per kind (in [`KindId::ALL`] order) a `Section` naming it, its records as `Record(natural key bytes, envelope bytes)` in key order, its `sources` entries as `Source(Key(namespace, name) bytes, source entry bytes)`, its source documents as `Document(Key(namespace, name) bytes, stored document)` (after its `Dictionary(id, bytes)` when the kind has one); then one `End` |
 //! | end marker | 8: `CPSNEND\n`, then `u64`: the offset of the end marker (file length − 48) |
 //! | trailer | 32: SHA-256 of every byte before it |
 //!
@@ -50,6 +50,10 @@
 //!   first start waits for its initial sync. The body carries each kind's source documents
 //!   (`Document` frames, [`crate::documents`]; each belongs to a source entry of its section),
 //!   so a restored store re-derives a kind from the volume; older files have none.
+//! - Format version 5: a section carries its kind's document dictionary (`Dictionary` frame,
+//!   [`crate::documents::Dictionaries`]) when the kind has one; a document compressed with it
+//!   names it, and a document naming a dictionary its section lacks is refused. Older files
+//!   have none (their documents are compressed alone).
 //!
 //! The header's read-model schema version says how records and source entries are encoded. A
 //! snapshot from [`OLDEST_SCHEMA_VERSION`] up to [`crate::SCHEMA_VERSION`] is restored (the
@@ -78,7 +82,7 @@ pub const END_MAGIC: &[u8; 8] = b"CPSNEND\n";
 /// changes).
 pub const OLDEST_SCHEMA_VERSION: u64 = 1;
 /// The snapshot file format version this build writes.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 /// The oldest snapshot file format version this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 2;
 const TRAILER: usize = 32;
@@ -194,6 +198,8 @@ enum Frame<'a> {
     /// A source document ([`crate::documents`]): `Key(namespace, name)` bytes and the stored
     /// value (format 4).
     Document(&'a [u8], &'a [u8]),
+    /// The kind's document dictionary ([`crate::documents`]): its id and bytes (format 5).
+    Dictionary(u32, &'a [u8]),
 }
 
 #[derive(Clone)]
@@ -202,6 +208,8 @@ struct Section {
     records: Vec<(Vec<u8>, Vec<u8>)>,
     sources: Vec<(Vec<u8>, Vec<u8>)>,
     documents: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The kind's document dictionary: id and bytes.
+    dictionary: Option<(u32, Vec<u8>)>,
 }
 
 struct Body {
@@ -321,8 +329,15 @@ pub fn export(view: &ReadView, created_at: Timestamp, out: impl std::io::Write) 
     let kind_versions = view.kind_versions()?.into_iter().map(|(k, v)| (k.name().to_string(), v)).collect();
     let sync = view.sync_state()?;
     let synced_from = sync.synced_at.and(sync.source);
-    let header =
-        Header { schema_version: SCHEMA_VERSION, revision, created_at, last_commit: view.last_commit()?, counts, kind_versions, synced_from };
+    let header = Header {
+        schema_version: SCHEMA_VERSION,
+        revision,
+        created_at,
+        last_commit: view.last_commit()?,
+        counts,
+        kind_versions,
+        synced_from,
+    };
     let mut w = Hashing { inner: out, hasher: Sha256::new(), written: 0 };
     write_prefix(&mut w, FORMAT_VERSION, &header)?;
     let mut z = zstd::stream::Encoder::new(&mut w, ZSTD_LEVEL)?;
@@ -528,7 +543,7 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)], limit: u64
                 if sections.iter().any(|s| s.kind == kind) {
                     return Err(malformed(format!("{name}: a second section")));
                 }
-                sections.push(Section { kind, records: Vec::new(), sources: Vec::new(), documents: Vec::new() });
+                sections.push(Section { kind, records: Vec::new(), sources: Vec::new(), documents: Vec::new(), dictionary: None });
             }
             Frame::Record(k, v) => {
                 let section = sections.last_mut().ok_or_else(|| malformed("a record before any section".into()))?;
@@ -553,9 +568,27 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)], limit: u64
                 let section = sections.last_mut().ok_or_else(|| malformed("a document before any section".into()))?;
                 let counted = counted(counts, section.kind).unwrap_or(0);
                 if section.documents.len() as u64 >= counted {
-                    return Err(malformed(format!("{}: more source documents than the header counts records ({counted})", section.kind.name())));
+                    return Err(malformed(format!(
+                        "{}: more source documents than the header counts records ({counted})",
+                        section.kind.name()
+                    )));
                 }
                 section.documents.push((k.to_vec(), v.to_vec()))
+            }
+            Frame::Dictionary(id, bytes) => {
+                let section = sections.last_mut().ok_or_else(|| malformed("a document dictionary before any section".into()))?;
+                if section.dictionary.is_some() {
+                    return Err(malformed(format!("{}: a second document dictionary", section.kind.name())));
+                }
+                if bytes.len() > crate::documents::MAX_DICTIONARY_BYTES {
+                    return Err(malformed(format!(
+                        "{}: a document dictionary of {} bytes, larger than {}",
+                        section.kind.name(),
+                        bytes.len(),
+                        crate::documents::MAX_DICTIONARY_BYTES
+                    )));
+                }
+                section.dictionary = Some((id, bytes.to_vec()))
             }
             Frame::End => {
                 let mut after = [0u8; 1];
@@ -624,8 +657,13 @@ impl ReadView {
     fn visit_raw(&self, mut visit: impl FnMut(Frame<'_>) -> Result<(), SnapshotError>) -> Result<(), SnapshotError> {
         let sources = self.txn().open_table(tables::SOURCES).map_err(StorageError::from)?;
         let documents = self.txn().open_table(crate::documents::DOCUMENTS).map_err(StorageError::from)?;
+        let dictionaries = self.txn().open_table(crate::documents::DICTIONARIES).map_err(StorageError::from)?;
         for &kind in KindId::ALL {
             visit(Frame::Section(kind.name()))?;
+            if let Some(v) = dictionaries.get(kind.code()).map_err(StorageError::from)? {
+                let (id, bytes) = crate::codec::decode::<(u32, Vec<u8>)>(v.value(), "document dictionary")?;
+                visit(Frame::Dictionary(id, &bytes))?;
+            }
             let t = self.txn().open_table(tables::records(kind)).map_err(StorageError::from)?;
             for item in t.iter().map_err(StorageError::from)? {
                 let (k, v) = item.map_err(StorageError::from)?;
@@ -719,9 +757,11 @@ impl Store {
             .copied()
             .filter(|&kind| {
                 let Some(ops) = self.kinds.get(kind) else { return true };
-                sections.iter().filter(|s| s.kind == kind).flat_map(|s| &s.records).any(|(_, v)| {
-                    decode_record::<Envelope>(v, kind.name()).map_or(true, |env| !ops.round_trips(&env.record))
-                })
+                sections
+                    .iter()
+                    .filter(|s| s.kind == kind)
+                    .flat_map(|s| &s.records)
+                    .any(|(_, v)| decode_record::<Envelope>(v, kind.name()).map_or(true, |env| !ops.round_trips(&env.record)))
             })
             .collect();
         let derived_sections: Vec<&Section> = sections.iter().copied().filter(|s| !unreadable.contains(&s.kind)).collect();
@@ -770,13 +810,27 @@ impl Store {
                 true => meta.insert(crate::documents::COMPLETE, 1).map_err(StorageError::from)?,
                 false => meta.remove(crate::documents::COMPLETE).map_err(StorageError::from)?,
             };
-            let synced = crate::SyncState { synced_at: snap.header.synced_from.is_some().then_some(snap.header.revision), source: snap.header.synced_from.clone() };
+            let mut dictionaries = txn.open_table(crate::documents::DICTIONARIES).map_err(StorageError::from)?;
+            for s in &sections {
+                if let Some((id, bytes)) = &s.dictionary {
+                    dictionaries.insert(s.kind.code(), encode(&(*id, bytes)).as_slice()).map_err(StorageError::from)?;
+                }
+            }
+            let synced = crate::SyncState {
+                synced_at: snap.header.synced_from.is_some().then_some(snap.header.revision),
+                source: snap.header.synced_from.clone(),
+            };
             crate::sync::write(&mut txn.open_table(crate::sync::SYNC_STATE).map_err(StorageError::from)?, &synced)?;
             Ok(())
         })?;
         tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: index entries written");
         txn.commit().map_err(StorageError::from)?;
         tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: committed");
+        for s in &sections {
+            if let Some((id, bytes)) = &s.dictionary {
+                self.dictionaries.insert(s.kind, *id, bytes.clone())?;
+            }
+        }
         if !rederived.is_empty() {
             tracing::warn!(
                 kinds = ?rederived.iter().map(|k| k.name()).collect::<Vec<_>>(),
@@ -903,11 +957,25 @@ fn check_section(s: &Section, mut each: impl FnMut(&Key, &Envelope) -> Result<()
             )));
         }
     }
-    // Store invariant 5: a document belongs to a source entry.
-    for (dk, _) in &s.documents {
+    // Store invariant 5: a document belongs to a source entry; one compressed with a
+    // dictionary names the section's.
+    let dictionary = s.dictionary.as_ref().map(|(id, _)| *id);
+    for (dk, dv) in &s.documents {
         if s.sources.binary_search_by(|(sk, _)| sk.as_slice().cmp(dk)).is_err() {
             return Err(malformed(format!("{} source document {}: no source entry", kind.name(), Key::from_bytes(dk.clone()))));
         }
+        if let Some(id) = crate::documents::dictionary_of(dv).filter(|id| Some(*id) != dictionary) {
+            return Err(malformed(format!(
+                "{} source document {}: compressed with dictionary {id}, which the section does not carry",
+                kind.name(),
+                Key::from_bytes(dk.clone())
+            )));
+        }
+    }
+    if let Some((id, bytes)) = &s.dictionary {
+        crate::documents::Dictionaries::default()
+            .insert(kind, *id, bytes.clone())
+            .map_err(|e| malformed(format!("{} document dictionary {id}: {e}", kind.name())))?;
     }
     Ok(())
 }
@@ -977,6 +1045,9 @@ fn write_for_tests(format: u32, header: &Header, sections: &[Section]) -> Vec<u8
             write_frame(&mut z, &Frame::Source(k, v)).expect("writes to memory");
         }
         // Format 3 had no documents (a format 3 file of this build's content leaves them out).
+        if let Some((id, bytes)) = s.dictionary.as_ref().filter(|_| format >= 5) {
+            write_frame(&mut z, &Frame::Dictionary(*id, bytes)).expect("writes to memory");
+        }
         for (k, v) in s.documents.iter().filter(|_| format >= 4) {
             write_frame(&mut z, &Frame::Document(k, v)).expect("writes to memory");
         }
@@ -1086,6 +1157,7 @@ mod tests {
             records: (0..80u32).map(|i| (i.to_be_bytes().to_vec(), zeros.clone())).collect(),
             sources: Vec::new(),
             documents: Vec::new(),
+            dictionary: None,
         };
         let lying = write_for_tests(FORMAT_VERSION, &header, &[section]);
         assert!(lying.len() < 1 << 20, "{} bytes", lying.len());
@@ -1313,7 +1385,7 @@ mod tests {
         source.mark_synced().unwrap();
         let mut synced = Vec::new();
         let summary = export(&source.read().unwrap(), Timestamp(8), &mut synced).unwrap();
-        assert_eq!(summary.format, 4);
+        assert_eq!(summary.format, FORMAT_VERSION);
         assert_eq!(summary.header.synced_from.as_deref(), Some("manifests:/world"));
         let (_kept, state) = restored(&synced);
         assert!(state.warm_for("manifests:/world"), "{state:?}");
@@ -1341,14 +1413,8 @@ mod tests {
         store.restore(&snap).unwrap();
         let view = store.read().unwrap();
         assert_eq!(view.check_invariants().unwrap(), Vec::<String>::new());
-        let stored: Vec<Vec<u8>> = view
-            .txn()
-            .open_table(crate::documents::DOCUMENTS)
-            .unwrap()
-            .iter()
-            .unwrap()
-            .map(|i| i.unwrap().1.value().to_vec())
-            .collect();
+        let stored: Vec<Vec<u8>> =
+            view.txn().open_table(crate::documents::DOCUMENTS).unwrap().iter().unwrap().map(|i| i.unwrap().1.value().to_vec()).collect();
         assert_eq!(stored, zones(&mut snap).documents.iter().map(|(_, v)| v.clone()).collect::<Vec<_>>());
         drop(view);
         let mut orphan = zones_snapshot();
@@ -1356,7 +1422,9 @@ mod tests {
         zones(&mut orphan).documents.sort();
         let mut unordered = zones_snapshot();
         zones(&mut unordered).documents.swap(0, 1);
-        for (what, snap, expected) in [("orphan", orphan, "no source entry"), ("unordered", unordered, "not in strictly ascending key order")] {
+        for (what, snap, expected) in
+            [("orphan", orphan, "no source entry"), ("unordered", unordered, "not in strictly ascending key order")]
+        {
             match decode_file(&write_for_tests(FORMAT_VERSION, &snap.header, &snap.body.sections)) {
                 Err(SnapshotError::Malformed(m)) => assert!(m.contains(expected), "{what}: {m}"),
                 other => panic!("{what}: {:?}", other.map(|_| ())),
@@ -1456,5 +1524,41 @@ mod tests {
         assert!(matches!(err, SnapshotError::Io(ref m) if m.contains("client went away")), "{err}");
         assert_eq!(w.out.len(), full.len() - 10);
         assert!(matches!(decode_file(&w.out), Err(SnapshotError::Truncated(_))));
+    }
+
+    /// A snapshot's document dictionary is checked as a restore needs it: a document naming a
+    /// dictionary its section lacks, a second dictionary, or one too large is refused.
+    #[test]
+    fn a_document_dictionary_is_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::documents::tests::store_with_dictionary(dir.path());
+        let mut bytes = Vec::new();
+        export(&store.read().unwrap(), Timestamp(9), &mut bytes).unwrap();
+        let snap = decode_file(&bytes).unwrap();
+        assert_eq!(zones(&mut decode_file(&bytes).unwrap()).dictionary.as_ref().map(|(id, _)| *id), Some(1));
+        let refused = |snap: &Snapshot| match decode_file(&write_for_tests(FORMAT_VERSION, &snap.header, &snap.body.sections)) {
+            Err(SnapshotError::Malformed(m)) => m,
+            other => panic!("{:?}", other.map(|s| s.header)),
+        };
+        let mut lacking = decode_file(&bytes).unwrap();
+        zones(&mut lacking).dictionary = None;
+        assert!(refused(&lacking).contains("which the section does not carry"));
+        let mut huge = decode_file(&bytes).unwrap();
+        zones(&mut huge).dictionary = Some((1, vec![7; crate::documents::MAX_DICTIONARY_BYTES + 1]));
+        assert!(refused(&huge).contains("larger than"));
+        // A second Dictionary frame in one section.
+        let mut w = Hashing { inner: Vec::new(), hasher: Sha256::new(), written: 0 };
+        write_prefix(&mut w, FORMAT_VERSION, &snap.header).unwrap();
+        let mut z = zstd::stream::Encoder::new(&mut w, ZSTD_LEVEL).unwrap();
+        write_frame(&mut z, &Frame::Section(KindId::Zone.name())).unwrap();
+        write_frame(&mut z, &Frame::Dictionary(1, b"one")).unwrap();
+        write_frame(&mut z, &Frame::Dictionary(2, b"two")).unwrap();
+        write_frame(&mut z, &Frame::End).unwrap();
+        z.finish().unwrap();
+        finish(&mut w).unwrap();
+        assert!(matches!(decode_file(&w.inner), Err(SnapshotError::Malformed(m)) if m.contains("a second document dictionary")));
+        // A format 4 file leaves the dictionary out: its documents written with it are refused.
+        let old = write_for_tests(4, &snap.header, &snap.body.sections);
+        assert!(matches!(decode_file(&old), Err(SnapshotError::Malformed(m)) if m.contains("which the section does not carry")));
     }
 }

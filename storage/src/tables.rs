@@ -12,6 +12,7 @@
 //! | `built_orders` | `kind u8 · order u8` | `u64` store revision when the ordering index was built |
 //! | `building_orders` | `kind u8 · order u8` | the natural key of the last record the build has covered (empty: none yet) |
 //! | `source_documents` | the `sources` key | zstd of the source document's JSON ([`crate::documents`]) |
+//! | `document_dictionaries` | `kind u8` | postcard (id, bytes): the zstd dictionary of the kind's documents |
 //! | `sync_state` | `"source"`, `"synced"` | the source followed and the revision of its completed initial sync ([`crate::sync`]; not read-model data) |
 //!
 //! The natural-key order of [`Scope::All`] has no `order_index` entries: every record is in that
@@ -82,6 +83,7 @@ pub(crate) fn open_all(txn: &WriteTransaction) -> Result<(), StorageError> {
     txn.open_table(crate::checkpoint::CHECKPOINTS)?;
     txn.open_table(crate::sync::SYNC_STATE)?;
     txn.open_table(crate::documents::DOCUMENTS)?;
+    txn.open_table(crate::documents::DICTIONARIES)?;
     for &k in KindId::ALL {
         txn.open_table(records(k))?;
     }

@@ -97,11 +97,17 @@ pub trait Prepared: Send + Sync {
 pub trait Handler: Send + Sync {
     /// The kind.
     fn kind(&self) -> KindId;
-    /// Decodes and translates one document.
+    /// Decodes and translates one document; the record keeps the document, compressed with
+    /// `dictionaries`.
     ///
     /// # Errors
     /// [`Rejection`] when the document does not decode or translation skips it.
-    fn prepare(&self, doc: &Value, ctx: &Context) -> Result<Arc<dyn Prepared>, Rejection>;
+    fn prepare_with(
+        &self,
+        doc: &Value,
+        ctx: &Context,
+        dictionaries: &storage::documents::Dictionaries,
+    ) -> Result<Arc<dyn Prepared>, Rejection>;
 }
 
 struct Typed<K>(PhantomData<K>);
@@ -138,7 +144,12 @@ impl<K: Kind> Handler for Typed<K> {
     fn kind(&self) -> KindId {
         K::ID
     }
-    fn prepare(&self, doc: &Value, ctx: &Context) -> Result<Arc<dyn Prepared>, Rejection> {
+    fn prepare_with(
+        &self,
+        doc: &Value,
+        ctx: &Context,
+        dictionaries: &storage::documents::Dictionaries,
+    ) -> Result<Arc<dyn Prepared>, Rejection> {
         // Path tracking allocates the name of every key it passes (a fifth of the scan's CPU), so
         // it only runs again on a document that fails: it decodes exactly as the plain decode
         // does and names the field path in the message.
@@ -148,7 +159,7 @@ impl<K: Kind> Handler for Typed<K> {
         };
         let rec = K::translate(&cr, ctx).map_err(Rejection::Skip)?;
         // Kept with the record, so that a later derivation needs nothing but the volume.
-        let document = storage::documents::encode(doc);
+        let document = dictionaries.encode(K::ID, doc);
         Ok(Arc::new(Record::<K>(storage::Encoded::new(rec).with_document(document))))
     }
 }
@@ -177,6 +188,8 @@ pub struct Handlers {
     positions: Vec<usize>,
     /// The largest document or object projected, in bytes (`source.maxDocumentBytes`).
     max_document_bytes: usize,
+    /// What documents are compressed with ([`Handlers::with_dictionaries`]).
+    dictionaries: storage::documents::Dictionaries,
 }
 
 impl Handlers {
@@ -208,13 +221,35 @@ impl Handlers {
                 positions[usize::from(kind.code())] = e.position;
             }
         }
-        Handlers { by_type: v.by_type, by_kind: v.by_kind, positions, max_document_bytes: crate::config::DEFAULT_MAX_DOCUMENT_BYTES }
+        Handlers {
+            by_type: v.by_type,
+            by_kind: v.by_kind,
+            positions,
+            max_document_bytes: crate::config::DEFAULT_MAX_DOCUMENT_BYTES,
+            dictionaries: storage::documents::Dictionaries::default(),
+        }
     }
 
     /// The table with another document size limit (`source.maxDocumentBytes`, in bytes).
     pub fn with_max_document_bytes(mut self, bytes: usize) -> Handlers {
         self.max_document_bytes = bytes;
         self
+    }
+
+    /// The table with the store's document dictionaries (`storage::documents`): the documents
+    /// records keep are compressed with them.
+    pub fn with_dictionaries(mut self, dictionaries: storage::documents::Dictionaries) -> Handlers {
+        self.dictionaries = dictionaries;
+        self
+    }
+
+    /// Decodes and translates one document of the handler `h` (see [`Handler::prepare_with`]),
+    /// keeping the document compressed with this table's dictionaries.
+    ///
+    /// # Errors
+    /// [`Rejection`] when the document does not decode or translation skips it.
+    pub fn prepare(&self, h: &dyn Handler, doc: &Value, ctx: &Context) -> Result<Arc<dyn Prepared>, Rejection> {
+        h.prepare_with(doc, ctx, &self.dictionaries)
     }
 
     /// The largest document (manifests) or object (kube, as JSON) projected, in bytes; a
@@ -258,7 +293,7 @@ impl Handlers {
     pub fn rederive(&self, kind: KindId, json: &[u8], ctx: &Context) -> Result<Vec<u8>, String> {
         let doc: Value = serde_json::from_slice(json).map_err(|e| format!("the stored document is not JSON: {e}"))?;
         match self.get(kind) {
-            Lookup::Kind(h) => h.prepare(&doc, ctx).map(|p| p.encoded().to_vec()).map_err(|r| r.to_string()),
+            Lookup::Kind(h) => self.prepare(h, &doc, ctx).map(|p| p.encoded().to_vec()).map_err(|r| r.to_string()),
             Lookup::Disabled(_) | Lookup::Unknown => Err(format!("{} is switched off", kind.name())),
         }
     }

@@ -303,6 +303,8 @@ pub struct Writer {
     queue: Arc<Queue>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
+    /// Trains the store's document dictionaries ([`spawn_trainer`]); ends after the writer.
+    trainer: Option<JoinHandle<()>>,
 }
 
 impl Writer {
@@ -319,7 +321,8 @@ impl Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let queue = Arc::new(Queue::default());
         let rederiving = !store.rederiving().is_empty();
-        let handlers = crate::projector::handlers::Handlers::new(&settings.features);
+        let handlers = crate::projector::handlers::Handlers::new(&settings.features).with_dictionaries(store.dictionaries());
+        let (train, trainer) = spawn_trainer(store.clone())?;
         let filling_documents = store.filling_documents();
         if settings.prebuild_orders {
             // Asked for now, built once the initial sync is processed: `orders_pending` is true
@@ -355,9 +358,10 @@ impl Writer {
             rebuild_started: None,
             filling_documents,
             outdated: FastMap::default(),
+            train,
         };
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
-        Ok(Writer { tx, queue, stop, thread: Some(thread) })
+        Ok(Writer { tx, queue, stop, thread: Some(thread), trainer: Some(trainer) })
     }
 
     /// A sender for sources.
@@ -379,7 +383,33 @@ impl Writer {
                 tracing::error!("the writer thread panicked");
             }
         }
+        // The writer's end dropped the trainer's channel.
+        if let Some(t) = self.trainer.take() {
+            if t.join().is_err() {
+                tracing::error!("the dictionary trainer thread panicked");
+            }
+        }
     }
+}
+
+/// Starts the thread that trains the store's document dictionaries
+/// ([`Store::train_dictionaries`], a fraction of a second per kind, off the writer): woken after
+/// commits (wakes coalesce), it ends once the returned sender is dropped.
+fn spawn_trainer(store: Store) -> std::io::Result<(mpsc::SyncSender<()>, JoinHandle<()>)> {
+    let (tx, rx) = mpsc::sync_channel::<()>(1);
+    let thread = std::thread::Builder::new().name("cp-dictionaries".into()).spawn(move || {
+        let mut given_up = std::collections::HashSet::new();
+        while rx.recv().is_ok() {
+            match store.train_dictionaries(&mut given_up) {
+                Ok(kinds) if !kinds.is_empty() => {
+                    tracing::info!(kinds = ?kinds.iter().map(|k| k.name()).collect::<Vec<_>>(), "document dictionaries trained: later documents of these kinds are stored smaller");
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "training document dictionaries failed; documents are compressed alone meanwhile"),
+            }
+        }
+    })?;
+    Ok((tx, thread))
 }
 
 impl Drop for Writer {
@@ -434,7 +464,10 @@ enum Done {
     /// server's watch cache that is older than the store).
     Outdated,
     /// The objects a sweep deleted, and those it kept as possibly newer than its list.
-    Swept { gone: Vec<SourceRef>, kept: Vec<SourceRef> },
+    Swept {
+        gone: Vec<SourceRef>,
+        kept: Vec<SourceRef>,
+    },
     Checkpointed,
 }
 
@@ -444,9 +477,13 @@ impl Done {
     fn wait(&self) -> Option<Wait> {
         match self {
             Done::Unlinked | Done::DependencyMissing(_) | Done::Conflict(_) => Some(Wait::Dependency),
-            Done::Written | Done::Unchanged | Done::Outdated | Done::Superseded | Done::Deleted(_) | Done::Swept { .. } | Done::Checkpointed => {
-                None
-            }
+            Done::Written
+            | Done::Unchanged
+            | Done::Outdated
+            | Done::Superseded
+            | Done::Deleted(_)
+            | Done::Swept { .. }
+            | Done::Checkpointed => None,
         }
     }
 
@@ -507,6 +544,8 @@ struct WriterState {
     /// Per kind, the changes not applied since its last sweep because the store held a newer
     /// version ([`Done::Outdated`]), for that sweep's report.
     outdated: FastMap<KindId, usize>,
+    /// Wakes the dictionary trainer ([`spawn_trainer`]) after a commit.
+    train: mpsc::SyncSender<()>,
 }
 
 /// The wait after a failed build of ordering indexes before the next try.
@@ -881,6 +920,7 @@ impl WriterState {
         })?;
         self.metrics.store_commit_seconds.observe(committing.elapsed().as_secs_f64());
         if let Some(rev) = revision {
+            let _ = self.train.try_send(());
             self.metrics.store_revision.set(rev as i64);
             self.update_counts();
         }

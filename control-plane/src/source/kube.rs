@@ -28,9 +28,11 @@
 //!   newer may have been created after the list was taken: it is kept, and the kind is listed
 //!   again at once with a quorum read, whose sweep settles it. A first start (a cold store) lists
 //!   with a quorum read.
-//! * **Bounded memory.** A list from the watch cache arrives whole: the lists in progress hold at
-//!   most [`LIST_BUDGET`] objects, a kind weighing what the store holds of it ([`ListBudget`]),
-//!   so the kinds of a warm start are listed a few at a time; and each kind's task waits for
+//! * **Bounded memory.** A list from the watch cache arrives whole, and decodes into 6–8 times
+//!   its JSON: the lists in progress hold at most [`LIST_BUDGET`] objects, a kind weighing what
+//!   the store holds of it (then what its last list held) ([`ListBudget`]), so the kinds of a
+//!   warm start are listed a few at a time; a kind larger than the budget is never listed whole
+//!   but with quorum reads in pages of 500, like a first start; and each kind's task waits for
 //!   room in the writer's queue before it takes its next event ([`ChangeSender::room`]). `410 Gone` and dropped watches are recovered by the watcher (re-watch
 //!   from the last resourceVersion, or a re-list) behind `default_backoff()` (0.8 s doubling to
 //!   30 s, with jitter, reset by the next event).
@@ -292,32 +294,55 @@ pub struct Wiring {
 }
 
 /// The objects the kube source may hold in lists at once: a list from the watch cache arrives
-/// whole, so a kind's list takes as many permits as the store holds records of it (at least
-/// one, at most [`LIST_BUDGET`]) from its `Init` to its `InitDone`. On a warm start the kinds
-/// are then listed a few at a time, and the largest alone; paged quorum lists (500 objects a
-/// page) hold little and take one permit. Cheap to clone.
+/// whole, so a kind's list takes as many permits as the kind weighs (what the store held of it
+/// at the start, then what its last list held; at least one) from its `Init` to its
+/// `InitDone`. On a warm start the kinds are then listed a few at a time. A kind that weighs
+/// more than [`LIST_BUDGET`] is never listed whole ([`ListBudget::whole`]): it is listed with
+/// quorum reads in pages of 500, which hold little and take one permit. Cheap to clone.
 #[derive(Clone)]
 pub struct ListBudget {
     permits: Arc<tokio::sync::Semaphore>,
-    weights: Arc<HashMap<KindId, u32>>,
+    weights: Arc<std::sync::Mutex<HashMap<KindId, u64>>>,
 }
 
-/// The listed objects held at once by [`ListBudget`] (about 0.4 GB of decoded objects and
-/// their queued changes).
-pub const LIST_BUDGET: u32 = 100_000;
+/// The listed objects held at once by [`ListBudget`], and the largest kind listed whole from
+/// the watch cache. Measured (BENCHMARKS.md, P4-kube): a list of these kinds decodes into
+/// 8–12 KB an object beside its JSON, so 50,000 objects are about 0.5–0.6 GB while they decode.
+pub const LIST_BUDGET: u32 = 50_000;
 
 impl ListBudget {
     /// A budget of [`LIST_BUDGET`] objects; a kind's list weighs what `stored` says the store
     /// holds of it.
     pub fn new(stored: impl IntoIterator<Item = (KindId, u64)>) -> ListBudget {
-        let weights = stored.into_iter().map(|(k, n)| (k, u32::try_from(n).unwrap_or(u32::MAX).clamp(1, LIST_BUDGET))).collect();
-        ListBudget { permits: Arc::new(tokio::sync::Semaphore::new(LIST_BUDGET as usize)), weights: Arc::new(weights) }
+        let weights = stored.into_iter().collect();
+        ListBudget {
+            permits: Arc::new(tokio::sync::Semaphore::new(LIST_BUDGET as usize)),
+            weights: Arc::new(std::sync::Mutex::new(weights)),
+        }
+    }
+
+    fn weight(&self, kind: KindId) -> u64 {
+        self.weights.lock().unwrap_or_else(|e| e.into_inner()).get(&kind).copied().unwrap_or(0)
+    }
+
+    /// Whether `kind` may be listed whole from the watch cache: it weighs at most
+    /// [`LIST_BUDGET`] objects.
+    pub fn whole(&self, kind: KindId) -> bool {
+        self.weight(kind) <= u64::from(LIST_BUDGET)
+    }
+
+    /// Records that a list of `kind` held `objects`: its weight from now on.
+    pub fn listed(&self, kind: KindId, objects: u64) {
+        self.weights.lock().unwrap_or_else(|e| e.into_inner()).insert(kind, objects);
     }
 
     /// Waits for the permits of a list of `kind` (`cached`: from the watch cache, whole; else
     /// paged, one permit).
     async fn acquire(&self, kind: KindId, cached: bool) -> Option<tokio::sync::OwnedSemaphorePermit> {
-        let weight = if cached { self.weights.get(&kind).copied().unwrap_or(1) } else { 1 };
+        let weight = match cached {
+            true => u32::try_from(self.weight(kind)).unwrap_or(u32::MAX).clamp(1, LIST_BUDGET),
+            false => 1,
+        };
         self.permits.clone().acquire_many_owned(weight).await.ok()
     }
 }
@@ -396,6 +421,9 @@ pub enum Ended {
     /// A list from the watch cache was older than the store: the caller lists again with a
     /// quorum read.
     QuorumRelist,
+    /// The kind weighs more than [`LIST_BUDGET`] objects: the caller lists it with quorum reads
+    /// in pages rather than whole from the watch cache (ended before the list was asked for).
+    TooLargeToListWhole,
 }
 
 /// A list in progress (between `Init` and `InitDone`).
@@ -490,7 +518,7 @@ impl KindWatch {
         let r = &self.watched.resource;
         tracing::info!(kind = self.name(), resource = %format!("{}.{}/{}", r.plural, r.group, r.version), "watching");
         loop {
-            self.cached = !std::mem::take(&mut self.quorum_next);
+            self.cached = !std::mem::take(&mut self.quorum_next) && self.wiring.lists.whole(self.watched.kind);
             let config = match self.cached {
                 // Unpaged: kube-rs sends `resourceVersion=0` only without a limit (the watch
                 // cache answers a list whole, whatever the limit).
@@ -507,6 +535,11 @@ impl KindWatch {
                 Ended::QuorumRelist => {
                     tracing::info!(kind = self.name(), "the watch cache's list was older than the store: listing again with a quorum read")
                 }
+                Ended::TooLargeToListWhole => tracing::info!(
+                    kind = self.name(),
+                    budget = LIST_BUDGET,
+                    "more objects than a list from the watch cache may hold: listing with quorum reads in pages"
+                ),
                 Ended::StreamEnded => {
                     tracing::warn!(kind = self.name(), "the watch stream ended; restarting it");
                     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -539,6 +572,11 @@ impl KindWatch {
                 ev = events.next() => match ev {
                     Some(Ok(Event::Init)) => {
                         // Before the list is asked for: the watcher sends it once polled again.
+                        // A relist of the same watcher (after `410 Gone`) of a kind grown past
+                        // the budget is paged instead.
+                        if self.cached && !self.wiring.lists.whole(self.watched.kind) {
+                            return Ended::TooLargeToListWhole;
+                        }
                         self.list_permit = None;
                         self.list_permit = self.wiring.lists.acquire(self.watched.kind, self.cached).await;
                         self.event(Event::Init);
@@ -609,6 +647,7 @@ impl KindWatch {
                 self.available();
                 let listing = self.listing.take().unwrap_or_else(Listing::new);
                 m.lists.with_label_values(&[name]).inc();
+                self.wiring.lists.listed(self.watched.kind, listing.seen);
                 self.skipped.retain(|src, _| listing.present.contains(src));
                 let secs = listing.started.map_or(0.0, |t| t.elapsed().as_secs_f64());
                 tracing::info!(
@@ -780,7 +819,8 @@ impl KindWatch {
         let ctx = Context { now: self.wiring.clock.now(), features: self.wiring.features };
         let max = self.wiring.handlers.max_document_bytes();
         let bytes = crate::projector::handlers::json_len(&doc, max);
-        let prepared = if bytes > max { Err(Rejection::TooLarge { bytes, max }) } else { handler.prepare(&doc, &ctx) };
+        let prepared =
+            if bytes > max { Err(Rejection::TooLarge { bytes, max }) } else { self.wiring.handlers.prepare(handler, &doc, &ctx) };
         match prepared {
             Ok(record) => {
                 self.skipped.remove(&src);

@@ -649,7 +649,7 @@ fn scan_value(origin: DocumentPosition, value: &Value, handlers: &Handlers, ctx:
     let src =
         Arc::new(SourceRef { kind: handler.kind(), namespace: namespace.unwrap_or_default().to_string(), name: obj_name.to_string() });
     let version = version_of(value);
-    let record = match handler.prepare(value, ctx) {
+    let record = match handlers.prepare(handler, value, ctx) {
         Ok(r) => Some(r),
         Err(Rejection::Decode(m)) => {
             scan.skips.push(report(SkipReason::Decode(m)));

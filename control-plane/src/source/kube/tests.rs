@@ -133,7 +133,13 @@ impl Harness {
     /// sweep of no kind with a readiness item and waits for it.
     async fn settle(&self) {
         let token = self.wiring.readiness.expect("settle".into());
-        self.wiring.sender.send(Change::Sweep { kinds: vec![], present: Arc::new(HashSet::new()), keep_newer_than: None, report: None, token: Some(token) });
+        self.wiring.sender.send(Change::Sweep {
+            kinds: vec![],
+            present: Arc::new(HashSet::new()),
+            keep_newer_than: None,
+            report: None,
+            token: Some(token),
+        });
         self.wait_until("the writer to catch up", || !self.wiring.readiness.status().pending.iter().any(|p| p == "settle")).await;
     }
 
@@ -419,7 +425,8 @@ async fn a_list_from_the_watch_cache_never_takes_the_store_back_in_time() {
     let mut w = h2.cached_watch(KindId::Group);
     let mut stale = groups[0].clone();
     stale["spec"]["displayName"] = Value::from("From a stale cache");
-    let cached = vec![Ok(Event::Init), Ok(Event::InitApply(obj(&stale, 5))), Ok(Event::InitApply(obj(&groups[1], 20))), Ok(Event::InitDone)];
+    let cached =
+        vec![Ok(Event::Init), Ok(Event::InitApply(obj(&stale, 5))), Ok(Event::InitApply(obj(&groups[1], 20))), Ok(Event::InitDone)];
     let ended = w.drive(stream::iter(cached).chain(stream::pending()), None).await;
     assert_eq!(ended, Ended::QuorumRelist, "group 2 may be newer than the list");
     let after = group_versions(&h);
@@ -466,19 +473,52 @@ async fn a_list_from_the_watch_cache_as_new_as_the_store_needs_no_quorum_read() 
 
 /// Lists from the watch cache hold at most [`LIST_BUDGET`] objects at once: a kind's list weighs
 /// what the store holds of it, so two large kinds list one after the other, and a paged list
-/// weighs one.
+/// weighs one; a kind larger than the budget is not listed whole at all, and a list's count is
+/// the kind's weight from then on.
 #[tokio::test]
 async fn the_list_budget_lets_large_cached_lists_run_one_after_the_other() {
     use futures::FutureExt;
-    let budget = ListBudget::new([(KindId::Approval, 80_000), (KindId::ApprovalRequest, 3_000_000), (KindId::Zone, 0)]);
+    let half = u64::from(LIST_BUDGET) / 2;
+    let budget = ListBudget::new([(KindId::Approval, half + 1), (KindId::ApprovalRequest, u64::from(LIST_BUDGET)), (KindId::Zone, 0)]);
     let approvals = budget.acquire(KindId::Approval, true).await.unwrap();
     assert!(budget.acquire(KindId::ApprovalRequest, true).now_or_never().is_none(), "the largest waits for the whole budget");
     assert!(budget.acquire(KindId::Zone, true).now_or_never().unwrap().is_some(), "an empty kind weighs one");
     assert!(budget.acquire(KindId::ApprovalRequest, false).now_or_never().unwrap().is_some(), "a paged list weighs one");
     drop(approvals);
     let all = budget.acquire(KindId::ApprovalRequest, true).now_or_never().unwrap().unwrap();
-    assert_eq!(all.num_permits(), LIST_BUDGET as usize, "clamped to the budget");
+    assert_eq!(all.num_permits(), LIST_BUDGET as usize);
     assert!(budget.acquire(KindId::Group, true).now_or_never().is_none(), "nothing else while it lists");
+    drop(all);
+    assert!(budget.whole(KindId::ApprovalRequest) && budget.whole(KindId::Group));
+    budget.listed(KindId::ApprovalRequest, u64::from(LIST_BUDGET) + 1);
+    assert!(!budget.whole(KindId::ApprovalRequest), "grown past the budget: paged from now on");
+    budget.listed(KindId::ApprovalRequest, 3);
+    assert!(budget.whole(KindId::ApprovalRequest));
+}
+
+/// A kind larger than the budget is never listed whole: a watcher from the watch cache ends at
+/// its `Init` (before the list is asked for), and a list that found the kind grown past the
+/// budget makes the next `Init` end too.
+#[tokio::test]
+async fn a_kind_larger_than_the_list_budget_is_listed_in_pages() {
+    let h = Harness::new(&[KindId::Group]);
+    let groups = world(KindId::Group);
+    let mut w = h.cached_watch(KindId::Group);
+    w.wiring.lists.listed(KindId::Group, u64::from(LIST_BUDGET) + 1);
+    assert_eq!(w.drive(stream::iter(list(&groups, 10)), None).await, Ended::TooLargeToListWhole);
+    assert_eq!(w.seen_initial, 0, "nothing was listed");
+    // Listed whole while small; the list's count is the kind's weight.
+    w.wiring.lists.listed(KindId::Group, 1);
+    let processed = stream::once(h.settle()).filter_map(|()| async { None });
+    assert_eq!(w.drive(stream::iter(list(&groups, 10)).chain(processed), None).await, Ended::StreamEnded);
+    assert_eq!(w.seen_initial, groups.len() as u64);
+    w.wiring.lists.listed(KindId::Group, u64::from(LIST_BUDGET) + 1);
+    assert_eq!(w.drive(stream::iter(vec![Ok(Event::Init)]), None).await, Ended::TooLargeToListWhole, "the relist is paged");
+    // A paged watcher lists it.
+    w.cached = false;
+    let processed = stream::once(h.settle()).filter_map(|()| async { None });
+    assert_eq!(w.drive(stream::iter(list(&groups, 11)).chain(processed), None).await, Ended::StreamEnded);
+    assert_eq!(h.count(KindId::Group), groups.len() as u64);
 }
 
 /// A quorum list is the cluster as it is: an object whose `resourceVersion` went back (a
