@@ -15,7 +15,8 @@
 //! - **memory**: `VmRSS` at ready and at caught up, `VmHWM` (the start's peak) from
 //!   `/proc/self/status`. Each start runs in a fresh process of this bench binary, so these are
 //!   that server's own numbers (the measuring client is in it, nothing else); the fake API
-//!   server runs in another process, so its copy of the world is not in them;
+//!   server runs in another process, so its copy of the world is not in them (its own VmRSS
+//!   once seeded and VmHWM at the end are the measure `fake API server`);
 //! - **stop**: `Running::shutdown` after caught up (what SIGTERM runs);
 //! - **lists**: every list request the start made, from `FakeK8s::list_requests`: from the watch
 //!   cache (`resourceVersion=0`, unpaged) or quorum reads (pages of 500).
@@ -105,7 +106,14 @@ fn bench_size(c: &mut criterion::Criterion, size: support::Size) {
     let mut results = support::Results::new("restart_kube", size.name);
 
     let mut fake = FakeProcess::spawn(&world.dir, &logs.join("fake.log"));
-    eprintln!("{}: the fake API server holds {} objects, seeded in {:.1} s", size.name, fake.objects, fake.seeded.as_secs_f64());
+    let fake_seeded_mb = fake.status_mb("VmRSS:");
+    eprintln!(
+        "{}: the fake API server holds {} objects in {:.0} MB (VmRSS), seeded in {:.1} s",
+        size.name,
+        fake.objects,
+        fake_seeded_mb,
+        fake.seeded.as_secs_f64()
+    );
 
     // The first start: cold (paged quorum lists), lists answered at once; stopped once every
     // ordering index is built, as a store settles before it is restarted.
@@ -141,6 +149,16 @@ fn bench_size(c: &mut criterion::Criterion, size: support::Size) {
     if !runs.is_empty() {
         emit(&mut results, "cold, 3 s per list page", PAGE_LATENCY, &world, &runs);
     }
+    // The fake's own memory: the world as it keeps it, and its peak while it answered.
+    let fake_memory = json!({
+        "objects": fake.objects,
+        "seededSeconds": fake.seeded.as_secs_f64(),
+        "vmRssSeededMb": fake_seeded_mb,
+        "vmRssEndMb": fake.status_mb("VmRSS:"),
+        "vmHwmMb": fake.status_mb("VmHWM:"),
+    });
+    eprintln!("{}: the fake API server: {fake_memory}", size.name);
+    results.emit("fake API server", fake_memory);
     results.write();
     drop(fake);
     let _ = std::fs::remove_dir_all(&data);
@@ -356,6 +374,11 @@ impl FakeProcess {
         line.trim_end().to_string()
     }
 
+    /// A field of the fake process's `/proc/<pid>/status` in MB.
+    fn status_mb(&self, field: &str) -> f64 {
+        proc_status_mb(&format!("/proc/{}/status", self.child.id()), field)
+    }
+
     fn set_page_latency(&mut self, latency: Duration) {
         assert_eq!(self.ask(&format!("latency {}", latency.as_millis())), "OK");
     }
@@ -410,7 +433,12 @@ fn fake_role() {
 
 /// A field of `/proc/self/status` in MB.
 fn status_mb(field: &str) -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    proc_status_mb("/proc/self/status", field)
+}
+
+/// A field of the `/proc/<pid>/status` file at `path` in MB (0 when absent).
+fn proc_status_mb(path: &str, field: &str) -> f64 {
+    let status = std::fs::read_to_string(path).unwrap_or_default();
     let kb: u64 =
         status.lines().find_map(|l| l.strip_prefix(field)).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok()).unwrap_or(0);
     kb as f64 / 1024.0

@@ -32,6 +32,11 @@
 //! Every object gets `metadata.resourceVersion` (one counter for the whole server, like etcd)
 //! and a `uid`. Seeded from `examples/world/*.yaml` ([`FakeK8s::start_world`]), or silently from
 //! any directory of manifests such as a generated world of the benches ([`FakeK8s::seed_dir`]).
+//!
+//! Each object is kept as its JSON text (shared, never copied to answer) beside its key and
+//! resourceVersion, and each history entry as its event line: a list answer is streamed from
+//! the texts in chunks of [`LIST_CHUNK`] bytes, so a list of the benches' 1M world costs the
+//! server a pointer per object, not a copy of the kind.
 
 #![allow(dead_code)]
 
@@ -50,6 +55,10 @@ use tokio::sync::{broadcast, mpsc};
 /// Interval of `BOOKMARK` events on watches that allow them.
 pub const BOOKMARK_EVERY: Duration = Duration::from_millis(500);
 
+/// The size of the pieces a list answer is streamed in (about: a piece ends after the object
+/// that reaches it).
+pub const LIST_CHUNK: usize = 64 * 1024;
+
 /// A message to every open watch.
 #[derive(Clone, Debug)]
 enum Signal {
@@ -61,14 +70,29 @@ enum Signal {
     Drop,
 }
 
+/// One stored object: its JSON text as served (with `metadata.resourceVersion` and `uid`), and
+/// its resourceVersion. A collection keys it by `(namespace, name)`.
+#[derive(Clone)]
+struct Stored {
+    json: Arc<str>,
+    rv: u64,
+}
+
+impl Stored {
+    /// The object as a JSON value (parsed anew).
+    fn value(&self) -> Value {
+        serde_json::from_str(&self.json).expect("a stored object is JSON")
+    }
+}
+
 /// One collection.
 struct Collection {
     group: String,
     kind: String,
     installed: bool,
-    objects: BTreeMap<(String, String), Value>,
-    /// `(revision, event type, object)` since the last compaction.
-    history: Vec<(u64, &'static str, Value)>,
+    objects: BTreeMap<(String, String), Stored>,
+    /// `(revision, event line)` since the last compaction: the line a watch sends.
+    history: Vec<(u64, Arc<str>)>,
     /// `true` while list responses are held back ([`FakeK8s::hold_lists`]).
     lists_held: tokio::sync::watch::Sender<bool>,
     lists: u64,
@@ -76,8 +100,9 @@ struct Collection {
     refused_watches: u64,
     /// The parameters of every list request answered, in order.
     list_requests: Vec<ListRequest>,
-    /// What `resourceVersion=0` lists answer while frozen: the objects and the revision then.
-    cache: Option<(BTreeMap<(String, String), Value>, u64)>,
+    /// What `resourceVersion=0` lists answer while frozen: the objects (in key order) and the
+    /// revision then.
+    cache: Option<(Vec<Arc<str>>, u64)>,
 }
 
 /// The parameters of one list request.
@@ -214,9 +239,9 @@ impl FakeK8s {
     /// Adds the registered kinds' objects of the manifests in `dir` (its `*.yaml` files in name
     /// order, e.g. a generated world `target/genworld/<size>/` of the benches) as
     /// [`FakeK8s::silently`] does: no events and no history, as if the server had held them
-    /// before any watch started: the server keeps nothing but the objects (as JSON values,
-    /// about 6.5 times their text: 10.8 GB for the benches' 1M world). A document that is one
-    /// JSON object is parsed as JSON, any other as YAML; documents of other kinds are left out.
+    /// before any watch started: the server keeps nothing but the objects (as their compact
+    /// JSON text, about their size on disk, plus their keys). A document that is one JSON
+    /// object is parsed as JSON, any other as YAML; documents of other kinds are left out.
     /// Returns the number of objects added or replaced.
     pub fn seed_dir(&self, dir: &Path) -> usize {
         let mut files: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
@@ -252,7 +277,7 @@ impl FakeK8s {
     pub fn apply(&self, doc: Value) -> u64 {
         let mut s = self.inner.lock();
         let (plural, rv, ty, obj) = upsert(&mut s, doc);
-        record(&self.inner, &mut s, &plural, rv, ty, obj);
+        record(&self.inner, &mut s, &plural, rv, ty, &obj);
         rv
     }
 
@@ -262,9 +287,8 @@ impl FakeK8s {
         s.rv += 1;
         let rv = s.rv;
         let c = s.collections.get_mut(kind.plural()).unwrap();
-        let Some(mut obj) = c.objects.remove(&(namespace.to_string(), name.to_string())) else { return false };
-        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
-        record(&self.inner, &mut s, kind.plural(), rv, "DELETED", obj);
+        let Some(obj) = c.objects.remove(&(namespace.to_string(), name.to_string())) else { return false };
+        record(&self.inner, &mut s, kind.plural(), rv, "DELETED", &deleted(&obj, rv));
         true
     }
 
@@ -334,7 +358,7 @@ impl FakeK8s {
         let mut s = self.inner.lock();
         let rv = s.rv;
         let c = s.collections.get_mut(kind.plural()).unwrap();
-        c.cache = Some((c.objects.clone(), rv));
+        c.cache = Some((c.objects.values().map(|o| o.json.clone()).collect(), rv));
     }
 
     /// The parameters of every list request answered for `kind`, in order.
@@ -358,13 +382,13 @@ impl FakeK8s {
         self.inner.lock().refuse_writes = refusal.map(|(c, r)| (c, r.to_string()));
     }
 
-    /// List requests served for `kind` (answered 200).
     /// A receiver marked changed after each request the server answers (lists, watches and
     /// refusals are counted by then): what tests wait on for the fake's own counters.
     pub fn requests(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.answered.subscribe()
     }
 
+    /// List requests served for `kind` (answered 200).
     pub fn lists(&self, kind: KindId) -> u64 {
         self.inner.lock().collections[kind.plural()].lists
     }
@@ -381,12 +405,12 @@ impl FakeK8s {
 
     /// Every object of the server, as stored (with resourceVersion and uid).
     pub fn objects(&self) -> Vec<Value> {
-        self.inner.lock().collections.values().flat_map(|c| c.objects.values().cloned()).collect()
+        self.inner.lock().collections.values().flat_map(|c| c.objects.values().map(Stored::value)).collect()
     }
 
     /// One object.
     pub fn get(&self, kind: KindId, namespace: &str, name: &str) -> Option<Value> {
-        self.inner.lock().collections[kind.plural()].objects.get(&(namespace.to_string(), name.to_string())).cloned()
+        self.inner.lock().collections[kind.plural()].objects.get(&(namespace.to_string(), name.to_string())).map(Stored::value)
     }
 
     /// Writes every object as one JSON manifest into `dir` (for a reference projection with
@@ -417,8 +441,8 @@ impl Objects<'_> {
     }
 }
 
-/// Stores `doc` with a new revision; returns (plural, rv, event type, stored object).
-fn upsert(s: &mut State, mut doc: Value) -> (String, u64, &'static str, Value) {
+/// Stores `doc` with a new revision; returns (plural, rv, event type, stored object's text).
+fn upsert(s: &mut State, mut doc: Value) -> (String, u64, &'static str, Arc<str>) {
     let api_version = doc["apiVersion"].as_str().unwrap_or_default().to_string();
     let kind = doc["kind"].as_str().unwrap_or_default().to_string();
     let group = api_version.split_once('/').map(|(g, _)| g.to_string()).unwrap_or_default();
@@ -431,16 +455,25 @@ fn upsert(s: &mut State, mut doc: Value) -> (String, u64, &'static str, Value) {
     if doc["metadata"]["uid"].is_null() {
         doc["metadata"]["uid"] = json!(format!("uid-{plural}-{ns}-{name}"));
     }
+    let json: Arc<str> = Arc::from(doc.to_string());
     let c = s.collections.get_mut(&plural).unwrap();
-    let ty = if c.objects.insert((ns, name), doc.clone()).is_some() { "MODIFIED" } else { "ADDED" };
-    (plural, rv, ty, doc)
+    let ty = if c.objects.insert((ns, name), Stored { json: json.clone(), rv }).is_some() { "MODIFIED" } else { "ADDED" };
+    (plural, rv, ty, json)
 }
 
-/// Appends an event to the history and signals it to open watches (under the state lock, so a
-/// bookmark never overtakes an event).
-fn record(inner: &Inner, s: &mut State, plural: &str, rv: u64, ty: &'static str, obj: Value) {
-    let line: Arc<str> = Arc::from(json!({"type": ty, "object": obj}).to_string() + "\n");
-    s.collections.get_mut(plural).unwrap().history.push((rv, ty, obj));
+/// The text of a deleted object: `obj` with the deletion's resourceVersion (what the `DELETED`
+/// event and the `DELETE` answer carry).
+fn deleted(obj: &Stored, rv: u64) -> Arc<str> {
+    let mut v = obj.value();
+    v["metadata"]["resourceVersion"] = json!(rv.to_string());
+    Arc::from(v.to_string())
+}
+
+/// Appends an event (`obj`: the object's JSON text) to the history and signals it to open
+/// watches (under the state lock, so a bookmark never overtakes an event).
+fn record(inner: &Inner, s: &mut State, plural: &str, rv: u64, ty: &'static str, obj: &str) {
+    let line: Arc<str> = Arc::from(format!("{{\"type\":\"{ty}\",\"object\":{obj}}}\n"));
+    s.collections.get_mut(plural).unwrap().history.push((rv, line.clone()));
     let _ = inner.signals.send(Signal::Event { plural: plural.to_string(), rv, line });
 }
 
@@ -469,7 +502,51 @@ fn status(code: u16, reason: &str, message: &str) -> Value {
 }
 
 fn respond(code: u16, body: Value) -> Response {
-    Response::builder().status(poem::http::StatusCode::from_u16(code).unwrap()).content_type("application/json").body(body.to_string())
+    respond_text(code, &body.to_string())
+}
+
+/// A JSON answer whose body is `json`, a stored object's text.
+fn respond_text(code: u16, json: &str) -> Response {
+    Response::builder().status(poem::http::StatusCode::from_u16(code).unwrap()).content_type("application/json").body(json.to_string())
+}
+
+/// A list answer (`<Kind>List` of `group` with `metadata`), streamed: the objects' texts are
+/// shared with the store, and the body is written in pieces of about [`LIST_CHUNK`] bytes.
+fn list_response(group: &str, kind: &str, metadata: Value, items: Vec<Arc<str>>) -> Response {
+    let head = format!("{{\"apiVersion\":\"{group}/v1\",\"kind\":\"{kind}List\",\"metadata\":{metadata},\"items\":[");
+    let body = ListBody { head: Some(head), items: items.into_iter(), first: true, done: false };
+    Response::builder().content_type("application/json").body(Body::from_bytes_stream(futures::stream::iter(body)))
+}
+
+/// The pieces of a list answer's body (see [`list_response`]).
+struct ListBody {
+    head: Option<String>,
+    items: std::vec::IntoIter<Arc<str>>,
+    first: bool,
+    done: bool,
+}
+
+impl Iterator for ListBody {
+    type Item = Result<Vec<u8>, std::io::Error>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let mut piece = self.head.take().map(String::into_bytes).unwrap_or_default();
+        while piece.len() < LIST_CHUNK {
+            let Some(item) = self.items.next() else {
+                piece.extend_from_slice(b"]}");
+                self.done = true;
+                break;
+            };
+            if !std::mem::take(&mut self.first) {
+                piece.push(b',');
+            }
+            piece.extend_from_slice(item.as_bytes());
+        }
+        Some(Ok(piece))
+    }
 }
 
 async fn handle(inner: Arc<Inner>, mut req: Request) -> Response {
@@ -532,13 +609,11 @@ async fn list(inner: Arc<Inner>, plural: &str, query: &BTreeMap<String, String>)
     c.list_requests.push(request);
     if from_cache {
         // The watch cache: one page, whatever the limit.
-        let (objects, cache_rv) = c.cache.clone().unwrap_or_else(|| (c.objects.clone(), rv));
-        let items: Vec<Value> = objects.into_values().collect();
+        let (items, cache_rv) = c.cache.clone().unwrap_or_else(|| (c.objects.values().map(|o| o.json.clone()).collect(), rv));
         let metadata = json!({"resourceVersion": cache_rv.to_string()});
-        return respond(
-            200,
-            json!({"apiVersion": format!("{}/v1", c.group), "kind": format!("{}List", c.kind), "metadata": metadata, "items": items}),
-        );
+        let (group, kind) = (c.group.clone(), c.kind.clone());
+        drop(s);
+        return list_response(&group, &kind, metadata, items);
     }
     let limit = query.get("limit").and_then(|l| l.parse::<usize>().ok()).filter(|l| *l > 0).unwrap_or(usize::MAX);
     // The continue token is "<list revision>-<offset>".
@@ -546,13 +621,15 @@ async fn list(inner: Arc<Inner>, plural: &str, query: &BTreeMap<String, String>)
         Some((r, o)) => (r.parse().unwrap_or(rv), o.parse().unwrap_or(0)),
         None => (rv, 0),
     };
-    let items: Vec<Value> = c.objects.values().skip(offset).take(limit).cloned().collect();
+    let items: Vec<Arc<str>> = c.objects.values().skip(offset).take(limit).map(|o| o.json.clone()).collect();
     let next = offset + items.len();
     let mut metadata = json!({"resourceVersion": list_rv.to_string()});
     if next < c.objects.len() {
         metadata["continue"] = json!(format!("{list_rv}-{next}"));
     }
-    respond(200, json!({"apiVersion": format!("{}/v1", c.group), "kind": format!("{}List", c.kind), "metadata": metadata, "items": items}))
+    let (group, kind) = (c.group.clone(), c.kind.clone());
+    drop(s);
+    list_response(&group, &kind, metadata, items)
 }
 
 /// One object request: `GET`, `PUT` or `DELETE` of `name`, or a `POST` to the collection.
@@ -586,12 +663,12 @@ fn object_request(
             let pending = (plural.to_string(), ns.to_string(), name.to_string());
             if let Some(i) = s.change_after_get.iter().position(|p| *p == pending) {
                 s.change_after_get.remove(i);
-                let mut changed = obj.clone();
+                let mut changed = obj.value();
                 changed["metadata"]["annotations"]["fake/concurrent-writer"] = json!(s.rv.to_string());
                 let (plural, rv, ty, stored) = upsert(&mut s, changed);
-                record(inner, &mut s, &plural, rv, ty, stored);
+                record(inner, &mut s, &plural, rv, ty, &stored);
             }
-            respond(200, obj)
+            respond_text(200, &obj.json)
         }
         (Method::POST, None) => {
             let Some(mut doc) = parsed() else { return respond(400, status(400, "BadRequest", "the body is not an object")) };
@@ -603,31 +680,31 @@ fn object_request(
             }
             doc["metadata"]["namespace"] = json!(ns);
             let (plural, rv, ty, stored) = upsert(&mut s, doc);
-            record(inner, &mut s, &plural, rv, ty, stored.clone());
-            respond(201, stored)
+            record(inner, &mut s, &plural, rv, ty, &stored);
+            respond_text(201, &stored)
         }
         (Method::PUT, Some(name)) => {
             let Some(mut doc) = parsed() else { return respond(400, status(400, "BadRequest", "the body is not an object")) };
             let Some(current) = s.collections[plural].objects.get(&key(name)).cloned() else { return not_found() };
             let sent = doc["metadata"]["resourceVersion"].as_str().unwrap_or_default().to_string();
-            if !sent.is_empty() && Some(sent.as_str()) != current["metadata"]["resourceVersion"].as_str() {
+            if !sent.is_empty() && sent != current.rv.to_string() {
                 let message = format!("Operation cannot be fulfilled on {plural} \"{name}\": the object has been modified; please apply your changes to the latest version and try again");
                 return respond(409, status(409, "Conflict", &message));
             }
             doc["metadata"]["namespace"] = json!(ns);
             doc["metadata"]["name"] = json!(name);
-            doc["metadata"]["uid"] = current["metadata"]["uid"].clone();
+            doc["metadata"]["uid"] = current.value()["metadata"]["uid"].take();
             let (plural, rv, ty, stored) = upsert(&mut s, doc);
-            record(inner, &mut s, &plural, rv, ty, stored.clone());
-            respond(200, stored)
+            record(inner, &mut s, &plural, rv, ty, &stored);
+            respond_text(200, &stored)
         }
         (Method::DELETE, Some(name)) => {
             s.rv += 1;
             let rv = s.rv;
-            let Some(mut obj) = s.collections.get_mut(plural).unwrap().objects.remove(&key(name)) else { return not_found() };
-            obj["metadata"]["resourceVersion"] = json!(rv.to_string());
-            record(inner, &mut s, plural, rv, "DELETED", obj.clone());
-            respond(200, obj)
+            let Some(obj) = s.collections.get_mut(plural).unwrap().objects.remove(&key(name)) else { return not_found() };
+            let obj = deleted(&obj, rv);
+            record(inner, &mut s, plural, rv, "DELETED", &obj);
+            respond_text(200, &obj)
         }
         _ => respond(405, status(405, "MethodNotAllowed", "not supported by the fake")),
     }
@@ -654,8 +731,8 @@ fn watch(inner: Arc<Inner>, plural: &str, query: &BTreeMap<String, String>) -> R
         let gone = status(410, "Expired", &format!("too old resource version: {from} ({compacted})"));
         let _ = tx.send(Ok((json!({"type": "ERROR", "object": gone}).to_string() + "\n").into_bytes()));
     } else {
-        for (_, ty, obj) in c.history.iter().filter(|(rv, _, _)| *rv > from) {
-            let _ = tx.send(Ok((json!({"type": ty, "object": obj}).to_string() + "\n").into_bytes()));
+        for (_, line) in c.history.iter().filter(|(rv, _)| *rv > from) {
+            let _ = tx.send(Ok(line.as_bytes().to_vec()));
         }
         let mut signals = inner.signals.subscribe();
         let plural = plural.to_string();
