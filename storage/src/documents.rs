@@ -10,8 +10,10 @@
 //! of one kind share their structure, which a small document compresses badly alone: once the
 //! store holds [`TRAIN_AFTER`] documents of a kind, a dictionary is trained from them (off the
 //! writer: [`crate::Store::train_dictionaries`]) and every later document of the kind is
-//! compressed with it (about four times smaller). A kind has one dictionary for good; documents
-//! written before it stay as they are. Snapshots carry the dictionaries with the documents.
+//! compressed with it (about four times smaller). A kind has one dictionary for good; the
+//! documents written before it are recompressed with it, a short transaction at a time, once per
+//! store ([`crate::Store::recompress_documents`]). Snapshots carry the dictionaries with the
+//! documents.
 //!
 //! **What is kept.** The document as the source handed it to translation, without what no
 //! translation reads and Kubernetes adds in bulk: `metadata.managedFields` and the
@@ -62,6 +64,11 @@ pub fn decode(bytes: &[u8]) -> Result<Vec<u8>, StorageError> {
     Dictionaries::default().decode(KindId::Zone, bytes)
 }
 
+/// The `meta` key marking that `kind`'s documents were all recompressed with its dictionary.
+fn recompressed_key(kind: KindId) -> String {
+    format!("documents_recompressed:{}", kind.name())
+}
+
 /// The tag of a document compressed with its kind's dictionary.
 const WITH_DICTIONARY: u8 = 0x01;
 
@@ -73,6 +80,16 @@ const TRAIN_SAMPLES: usize = 2000;
 
 /// The size of a trained dictionary, in bytes.
 const DICTIONARY_BYTES: usize = 32 << 10;
+
+/// The first bytes of a trained zstd dictionary.
+const DICTIONARY_MAGIC: [u8; 4] = 0xEC30_A437u32.to_le_bytes();
+
+/// Documents recompressed per write transaction by [`crate::Store::recompress_documents`] (a
+/// few milliseconds of the writer's time).
+const RECOMPRESS_CHUNK: usize = 500;
+
+/// Documents [`crate::Store::recompress_documents`] looks at per call, at most.
+const RECOMPRESS_SCAN: usize = 20 * RECOMPRESS_CHUNK;
 
 /// The largest dictionary a store or a snapshot may hold, in bytes.
 pub const MAX_DICTIONARY_BYTES: usize = 1 << 20;
@@ -130,6 +147,10 @@ impl Dictionaries {
                 bytes.len()
             )));
         }
+        // zstd would take any bytes as a raw-content dictionary; a trained one starts with its magic.
+        if !bytes.starts_with(&DICTIONARY_MAGIC) {
+            return Err(StorageError::Corrupt(format!("{} document dictionary: not a trained zstd dictionary", kind.name())));
+        }
         let encoder = zstd::dict::EncoderDictionary::try_copy(&bytes, LEVEL).map_err(bad)?;
         let decoder = zstd::dict::DecoderDictionary::try_copy(&bytes).map_err(bad)?;
         let d = Arc::new(Dictionary { id, bytes, encoder, decoder });
@@ -161,9 +182,19 @@ impl Dictionaries {
     /// The compact JSON of `doc` of `kind` as kept ([`document_json`]), compressed with the
     /// kind's dictionary when it has one.
     pub fn encode(&self, kind: KindId, doc: &Value) -> Vec<u8> {
-        let json = document_json(doc);
-        let Some(d) = self.get(kind) else { return compress(&json) };
-        let frame = zstd::bulk::Compressor::with_prepared_dictionary(&d.encoder).and_then(|mut c| c.compress(&json));
+        self.compress(kind, &document_json(doc))
+    }
+
+    /// The kinds with a dictionary.
+    pub fn kinds(&self) -> Vec<KindId> {
+        let map = self.0.read().unwrap_or_else(|e| e.into_inner());
+        KindId::ALL.iter().copied().filter(|k| map.contains_key(k)).collect()
+    }
+
+    /// `json` (a document's JSON text) compressed with `kind`'s dictionary when it has one.
+    fn compress(&self, kind: KindId, json: &[u8]) -> Vec<u8> {
+        let Some(d) = self.get(kind) else { return compress(json) };
+        let frame = zstd::bulk::Compressor::with_prepared_dictionary(&d.encoder).and_then(|mut c| c.compress(json));
         match frame {
             Ok(frame) => {
                 let mut out = Vec::with_capacity(5 + frame.len());
@@ -172,7 +203,7 @@ impl Dictionaries {
                 out.extend_from_slice(&frame);
                 out
             }
-            Err(_) => compress(&json),
+            Err(_) => compress(json),
         }
     }
 
@@ -316,6 +347,68 @@ impl crate::Store {
         Ok(trained)
     }
 
+    /// Recompresses with `kind`'s dictionary the documents of `kind` written before it (compressed
+    /// alone), in one write transaction: at most [`RECOMPRESS_CHUNK`] documents, looking at at
+    /// most [`RECOMPRESS_SCAN`], from the key after `after` (`None`: the kind's first). Returns
+    /// the last key looked at, to pass as `after` next; `None` once the kind's last document is
+    /// behind (a pass is then complete, and recorded in `meta`: see
+    /// [`crate::Store::documents_recompressed`]). A document that does not decode is left as it
+    /// is. Meant for the dictionary thread; no revision moves.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn recompress_documents(&self, kind: KindId, after: Option<&[u8]>) -> Result<Option<Vec<u8>>, StorageError> {
+        use redb::ReadableTable;
+        use std::ops::Bound::{Excluded, Included};
+        if !self.dictionaries.has(kind) {
+            return Ok(None);
+        }
+        let (start, end) = ([kind.code()], [kind.code() + 1]);
+        let from = match after {
+            Some(key) => Excluded(key),
+            None => Included(&start[..]),
+        };
+        let txn = self.db.begin_write()?;
+        let mut last = None;
+        let more = {
+            let mut docs = txn.open_table(DOCUMENTS)?;
+            let mut rewritten = Vec::new();
+            for item in docs.range::<&[u8]>((from, Excluded(&end[..])))?.take(RECOMPRESS_SCAN) {
+                let (k, v) = item?;
+                last = Some(k.value().to_vec());
+                if dictionary_of(v.value()).is_none() {
+                    if let Ok(json) = self.dictionaries.decode(kind, v.value()) {
+                        rewritten.push((k.value().to_vec(), self.dictionaries.compress(kind, &json)));
+                    }
+                    if rewritten.len() >= RECOMPRESS_CHUNK {
+                        break;
+                    }
+                }
+            }
+            for (k, v) in &rewritten {
+                docs.insert(k.as_slice(), v.as_slice())?;
+            }
+            match &last {
+                Some(key) => docs.range::<&[u8]>((Excluded(key.as_slice()), Excluded(&end[..])))?.next().is_some(),
+                None => false,
+            }
+        };
+        if !more {
+            txn.open_table(crate::tables::META)?.insert(recompressed_key(kind).as_str(), 1)?;
+        }
+        txn.commit()?;
+        Ok(if more { last } else { None })
+    }
+
+    /// Whether every document of `kind` written before its dictionary was recompressed with it
+    /// ([`crate::Store::recompress_documents`]).
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn documents_recompressed(&self, kind: KindId) -> Result<bool, StorageError> {
+        Ok(self.db.begin_read()?.open_table(crate::tables::META)?.get(recompressed_key(kind).as_str())?.is_some())
+    }
+
     /// Whether documents are being filled in: the store was written before source documents
     /// were kept (or restored from such a snapshot), so some source entries lack theirs. The
     /// sources then hand over every object once more ([`crate::WriteBatch::fill_document`]),
@@ -436,6 +529,36 @@ pub(crate) mod tests {
         let json = |bytes: &[u8]| serde_json::from_slice::<Value>(&dictionaries.decode(KindId::Zone, bytes).unwrap()).unwrap();
         assert_eq!(json(&with)["metadata"]["name"], zone_name(TRAIN_AFTER));
         assert_eq!(json(&alone)["metadata"]["name"], zone_name(0));
+    }
+
+    /// The documents written before the kind's dictionary are recompressed with it, a bounded
+    /// transaction at a time, into the same JSON; no revision moves, and the pass is recorded.
+    #[test]
+    fn documents_written_before_the_dictionary_are_recompressed_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_dictionary(dir.path());
+        let before = stored(&store, &zone_name(0));
+        let revision = store.read().unwrap().revision().unwrap();
+        assert!(!store.documents_recompressed(KindId::Zone).unwrap());
+        let mut after = None;
+        let mut calls = 0;
+        while let Some(last) = store.recompress_documents(KindId::Zone, after.as_deref()).unwrap() {
+            after = Some(last);
+            calls += 1;
+        }
+        assert_eq!(
+            calls,
+            (TRAIN_AFTER as usize).div_ceil(RECOMPRESS_CHUNK),
+            "{RECOMPRESS_CHUNK} documents a transaction, then the rest looked at"
+        );
+        assert!(store.documents_recompressed(KindId::Zone).unwrap());
+        assert_eq!(store.read().unwrap().revision().unwrap(), revision);
+        let now = stored(&store, &zone_name(0));
+        assert_eq!(dictionary_of(&now), Some(1));
+        assert!(now.len() * 2 < before.len(), "{} bytes, {} before", now.len(), before.len());
+        let dictionaries = store.dictionaries();
+        assert_eq!(dictionaries.decode(KindId::Zone, &now).unwrap(), dictionaries.decode(KindId::Zone, &before).unwrap());
+        assert_eq!(store.recompress_documents(KindId::Team, None).unwrap(), None, "a kind without a dictionary has nothing to do");
     }
 
     /// A document naming a dictionary its kind lacks (or another id) is an error, never a

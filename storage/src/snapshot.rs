@@ -465,6 +465,9 @@ fn decode(bytes: &[u8], check_records: bool) -> Result<Snapshot, SnapshotError> 
                     .map_err(|e| SnapshotError::Malformed(format!("{} {key}: {e}", s.kind.name())))
             })?;
         }
+        if check_records {
+            check_documents(s)?;
+        }
     }
     Ok(Snapshot { format, header, body })
 }
@@ -976,6 +979,27 @@ fn check_section(s: &Section, mut each: impl FnMut(&Key, &Envelope) -> Result<()
         crate::documents::Dictionaries::default()
             .insert(kind, *id, bytes.clone())
             .map_err(|e| malformed(format!("{} document dictionary {id}: {e}", kind.name())))?;
+    }
+    Ok(())
+}
+
+/// `verify`'s check of a section's source documents: each decompresses (with the section's
+/// dictionary when it names one). A restore does not decompress them (a document damaged
+/// nonetheless is one object a later re-derivation lacks, filled in again from the source).
+///
+/// # Errors
+/// [`SnapshotError::Malformed`] naming the first document that does not decompress.
+fn check_documents(s: &Section) -> Result<(), SnapshotError> {
+    let dictionaries = crate::documents::Dictionaries::default();
+    if let Some((id, bytes)) = &s.dictionary {
+        dictionaries
+            .insert(s.kind, *id, bytes.clone())
+            .map_err(|e| SnapshotError::Malformed(format!("{} document dictionary {id}: {e}", s.kind.name())))?;
+    }
+    for (k, v) in &s.documents {
+        dictionaries
+            .decode(s.kind, v)
+            .map_err(|e| SnapshotError::Malformed(format!("{} source document {}: {e}", s.kind.name(), Key::from_bytes(k.clone()))))?;
     }
     Ok(())
 }
@@ -1543,6 +1567,17 @@ mod tests {
         let mut lacking = decode_file(&bytes).unwrap();
         zones(&mut lacking).dictionary = None;
         assert!(refused(&lacking).contains("which the section does not carry"));
+        let mut garbage = decode_file(&bytes).unwrap();
+        zones(&mut garbage).dictionary = Some((1, b"not a dictionary".to_vec()));
+        assert!(refused(&garbage).contains("not a trained zstd dictionary"));
+        let mut damaged = decode_file(&bytes).unwrap();
+        let doc = zones(&mut damaged).documents.iter_mut().rev().find(|(_, v)| v[0] == 1).unwrap();
+        doc.1.truncate(doc.1.len() - 8);
+        assert!(refused(&damaged).contains("source document"), "verify decompresses every document");
+        assert!(
+            decode_for_restore(&write_for_tests(FORMAT_VERSION, &damaged.header, &damaged.body.sections)).is_ok(),
+            "a restore does not"
+        );
         let mut huge = decode_file(&bytes).unwrap();
         zones(&mut huge).dictionary = Some((1, vec![7; crate::documents::MAX_DICTIONARY_BYTES + 1]));
         assert!(refused(&huge).contains("larger than"));

@@ -392,24 +392,82 @@ impl Writer {
     }
 }
 
-/// Starts the thread that trains the store's document dictionaries
-/// ([`Store::train_dictionaries`], a fraction of a second per kind, off the writer): woken after
-/// commits (wakes coalesce), it ends once the returned sender is dropped.
+/// Starts the thread that keeps the store's documents small ([`storage::documents`]): it trains
+/// each kind's dictionary once the store holds enough of its documents
+/// ([`Store::train_dictionaries`], a fraction of a second per kind), then recompresses with it
+/// the kind's documents written before ([`Store::recompress_documents`], one short write
+/// transaction at a time, once per store). Off the writer; woken at its start and after commits
+/// (wakes coalesce), it ends once the returned sender is dropped, between two transactions.
 fn spawn_trainer(store: Store) -> std::io::Result<(mpsc::SyncSender<()>, JoinHandle<()>)> {
     let (tx, rx) = mpsc::sync_channel::<()>(1);
+    // A store trained before (or a start cut short) finishes its recompression.
+    let _ = tx.try_send(());
     let thread = std::thread::Builder::new().name("cp-dictionaries".into()).spawn(move || {
-        let mut given_up = std::collections::HashSet::new();
-        while rx.recv().is_ok() {
-            match store.train_dictionaries(&mut given_up) {
-                Ok(kinds) if !kinds.is_empty() => {
-                    tracing::info!(kinds = ?kinds.iter().map(|k| k.name()).collect::<Vec<_>>(), "document dictionaries trained: later documents of these kinds are stored smaller");
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "training document dictionaries failed; documents are compressed alone meanwhile"),
-            }
-        }
+        let mut done = DictionaryWork::default();
+        while rx.recv().is_ok() && keep_documents_small(&store, &mut done, &rx) {}
     })?;
     Ok((tx, thread))
+}
+
+/// What [`keep_documents_small`] gave up on or finished, in this process.
+#[derive(Default)]
+struct DictionaryWork {
+    /// Kinds whose documents trained no dictionary.
+    given_up: std::collections::HashSet<KindId>,
+    /// Kinds whose documents written before their dictionary are recompressed.
+    recompressed: std::collections::HashSet<KindId>,
+}
+
+/// One round of the dictionary thread ([`spawn_trainer`]): trains the dictionaries due, then
+/// recompresses what each kind with a dictionary wrote before it. `false` when the writer ended
+/// meanwhile (`rx` disconnected).
+fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Receiver<()>) -> bool {
+    match store.train_dictionaries(&mut done.given_up) {
+        Ok(kinds) if !kinds.is_empty() => {
+            tracing::info!(kinds = ?kinds.iter().map(|k| k.name()).collect::<Vec<_>>(), "document dictionaries trained: the documents of these kinds are stored smaller");
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "training document dictionaries failed; documents are compressed alone meanwhile"),
+    }
+    for kind in store.dictionaries().kinds() {
+        if done.recompressed.contains(&kind) {
+            continue;
+        }
+        match recompress(store, kind, rx) {
+            Ok(true) => {}
+            Ok(false) => return false,
+            Err(e) => {
+                tracing::warn!(kind = kind.name(), error = %e, "recompressing documents failed; they stay as they are until the next start")
+            }
+        }
+        done.recompressed.insert(kind);
+    }
+    true
+}
+
+/// Recompresses `kind`'s documents written before its dictionary, a transaction at a time;
+/// `Ok(false)` when the writer ended meanwhile (`rx` disconnected).
+fn recompress(store: &Store, kind: KindId, rx: &mpsc::Receiver<()>) -> Result<bool, storage::StorageError> {
+    if store.documents_recompressed(kind)? {
+        return Ok(true);
+    }
+    let started = Instant::now();
+    let mut after = None;
+    loop {
+        if let Err(mpsc::TryRecvError::Disconnected) = rx.try_recv() {
+            return Ok(false);
+        }
+        match store.recompress_documents(kind, after.as_deref())? {
+            Some(last) => after = Some(last),
+            None => break,
+        }
+    }
+    tracing::info!(
+        kind = kind.name(),
+        seconds = format!("{:.2}", started.elapsed().as_secs_f64()),
+        "documents written before the kind's dictionary recompressed with it"
+    );
+    Ok(true)
 }
 
 impl Drop for Writer {
@@ -1263,5 +1321,55 @@ mod tests {
         }
         assert!(tx.queued() > PACED_QUEUE_DEPTH);
         assert!(!tx.send_paced(checkpoint(0)));
+    }
+
+    /// Writes `n` zones with their documents, as the sources hand them over.
+    fn zones_with_documents(store: &Store, n: usize) {
+        use schema::Kind;
+        let ctx = schema::kind::Context { now: Timestamp(5), features: schema::kind::Features::default() };
+        store
+            .write(Timestamp(5), |batch| {
+                for i in 0..n {
+                    let name = format!("zone-{i:05}");
+                    let doc = serde_json::json!({
+                        "apiVersion": "admin.cp.ei.telekom.de/v1",
+                        "kind": "Zone",
+                        "metadata": {"name": name, "namespace": "poc", "resourceVersion": "1"},
+                        "spec": {"visibility": "World"},
+                    });
+                    let cr = serde_json::from_value(doc.clone()).unwrap();
+                    let rec = schema::kinds::zone::Zone::translate(&cr, &ctx).unwrap();
+                    let encoded = storage::Encoded::new(rec).with_document(storage::documents::encode(&doc));
+                    let src = SourceRef { kind: KindId::Zone, namespace: "poc".into(), name };
+                    batch.upsert_encoded::<schema::kinds::zone::Zone>(&src, "1", &encoded, Timestamp(5))?;
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    /// The dictionary thread's round trains a kind's dictionary once the store holds enough of
+    /// its documents and recompresses those written before; it stops between transactions once
+    /// the writer is gone.
+    #[test]
+    fn the_dictionary_round_trains_and_recompresses() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        zones_with_documents(&store, storage::documents::TRAIN_AFTER as usize + 1);
+        let (tx, rx) = mpsc::sync_channel::<()>(1);
+        let mut done = DictionaryWork::default();
+        assert!(keep_documents_small(&store, &mut done, &rx));
+        assert_eq!(store.dictionaries().kinds(), vec![KindId::Zone]);
+        assert!(store.documents_recompressed(KindId::Zone).unwrap());
+        assert!(done.recompressed.contains(&KindId::Zone));
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        zones_with_documents(&store, storage::documents::TRAIN_AFTER as usize);
+        drop(tx);
+        let mut done = DictionaryWork::default();
+        assert!(!keep_documents_small(&store, &mut done, &rx), "the writer is gone: the round ends before recompressing");
+        assert_eq!(store.dictionaries().kinds(), vec![KindId::Zone], "trained");
+        assert!(!store.documents_recompressed(KindId::Zone).unwrap());
     }
 }
