@@ -191,6 +191,19 @@ impl Dictionaries {
         KindId::ALL.iter().copied().filter(|k| map.contains_key(k)).collect()
     }
 
+    /// `stored` (a stored document of `kind`) compressed with the kind's dictionary: as it is
+    /// when it already is, when the kind has none, or when it does not decode (a document
+    /// prepared before the dictionary was trained, stored after).
+    pub(crate) fn with_dictionary<'a>(&self, kind: KindId, stored: &'a [u8]) -> std::borrow::Cow<'a, [u8]> {
+        if dictionary_of(stored).is_some() || !self.has(kind) {
+            return std::borrow::Cow::Borrowed(stored);
+        }
+        match self.decode(kind, stored) {
+            Ok(json) => std::borrow::Cow::Owned(self.compress(kind, &json)),
+            Err(_) => std::borrow::Cow::Borrowed(stored),
+        }
+    }
+
     /// `json` (a document's JSON text) compressed with `kind`'s dictionary when it has one.
     fn compress(&self, kind: KindId, json: &[u8]) -> Vec<u8> {
         let Some(d) = self.get(kind) else { return compress(json) };
@@ -559,6 +572,20 @@ pub(crate) mod tests {
         let dictionaries = store.dictionaries();
         assert_eq!(dictionaries.decode(KindId::Zone, &now).unwrap(), dictionaries.decode(KindId::Zone, &before).unwrap());
         assert_eq!(store.recompress_documents(KindId::Team, None).unwrap(), None, "a kind without a dictionary has nothing to do");
+    }
+
+    /// A document compressed alone (prepared before the dictionary was trained) is stored
+    /// compressed with it.
+    #[test]
+    fn a_document_compressed_alone_is_stored_with_the_dictionary() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_dictionary(dir.path());
+        let at = schema::Timestamp(6);
+        store.write(at, |b| Ok(crate::test_support::zone_version(b, "late", "2", at))).unwrap();
+        let late = stored(&store, "late");
+        assert_eq!(dictionary_of(&late), Some(1));
+        let json: Value = serde_json::from_slice(&store.dictionaries().decode(KindId::Zone, &late).unwrap()).unwrap();
+        assert_eq!(json["metadata"]["resourceVersion"], "2");
     }
 
     /// A document naming a dictionary its kind lacks (or another id) is an error, never a

@@ -33,9 +33,9 @@
 pub mod checkpoint;
 mod codec;
 pub mod documents;
-pub mod rebuild;
 mod error;
 mod read;
+pub mod rebuild;
 pub mod search;
 pub mod snapshot;
 pub mod sync;
@@ -667,6 +667,7 @@ impl Store {
             let rebuilding = self.rebuilding();
             batch.rebuilding = rebuilding.iter().map(|(k, _)| *k).collect();
             batch.unreadable = rebuilding.iter().filter(|(_, served)| !served).map(|(k, _)| *k).collect();
+            batch.dictionaries = self.dictionaries.clone();
             let result = apply(&mut batch)?;
             (result, batch.finish(now)?)
         };
@@ -726,7 +727,13 @@ pub(crate) mod test_support {
     }
 
     /// [`zone_version`], its document compressed with `dictionaries`.
-    pub(crate) fn zone_compressed(batch: &mut WriteBatch, name: &str, version: &str, now: Timestamp, dictionaries: &crate::documents::Dictionaries) {
+    pub(crate) fn zone_compressed(
+        batch: &mut WriteBatch,
+        name: &str,
+        version: &str,
+        now: Timestamp,
+        dictionaries: &crate::documents::Dictionaries,
+    ) {
         let meta = Meta { environment: "poc".into(), namespace: "poc".into(), name: name.into(), creation_timestamp: None };
         let rec = ZoneRecord {
             meta,

@@ -158,7 +158,14 @@ pub(crate) trait ErasedKind: Send + Sync {
     /// bytes (a record of another derivation version that this build can serve as it is).
     fn round_trips(&self, record: &[u8]) -> bool;
     /// [`WriteBatch::upsert`] of an encoded record of this kind.
-    fn upsert_bytes(&self, b: &mut WriteBatch<'_>, src: &SourceRef, version: &str, record: &[u8], now: Timestamp) -> Result<Outcome, StorageError>;
+    fn upsert_bytes(
+        &self,
+        b: &mut WriteBatch<'_>,
+        src: &SourceRef,
+        version: &str,
+        record: &[u8],
+        now: Timestamp,
+    ) -> Result<Outcome, StorageError>;
 }
 
 /// The index entries and scopes of one record.
@@ -394,7 +401,14 @@ impl<K: Kind> ErasedKind for Erased<K> {
         decode::<K::Record>(record, K::ID.name()).is_ok_and(|r| encode(&r) == record)
     }
 
-    fn upsert_bytes(&self, b: &mut WriteBatch<'_>, src: &SourceRef, version: &str, record: &[u8], now: Timestamp) -> Result<Outcome, StorageError> {
+    fn upsert_bytes(
+        &self,
+        b: &mut WriteBatch<'_>,
+        src: &SourceRef,
+        version: &str,
+        record: &[u8],
+        now: Timestamp,
+    ) -> Result<Outcome, StorageError> {
         let rec: K::Record = decode(record, K::ID.name())?;
         b.upsert::<K>(src, version, &rec, now)
     }
@@ -434,6 +448,9 @@ pub struct WriteBatch<'txn> {
     /// Of those, the kinds whose stored records this build cannot read: no write re-links one
     /// of their records (their switch writes every one of them anew, links resolved).
     pub(crate) unreadable: Vec<KindId>,
+    /// The store's document dictionaries: a document compressed alone is stored compressed with
+    /// its kind's ([`crate::documents::Dictionaries::with_dictionary`]).
+    pub(crate) dictionaries: crate::documents::Dictionaries,
 }
 
 /// How many found parents a batch remembers ([`WriteBatch::exists`]).
@@ -577,6 +594,7 @@ impl<'txn> WriteBatch<'txn> {
             rederiving,
             rebuilding: Vec::new(),
             unreadable: Vec::new(),
+            dictionaries: crate::documents::Dictionaries::default(),
         })
     }
 
@@ -801,7 +819,7 @@ impl<'txn> WriteBatch<'txn> {
             let same_version = previous.as_ref().is_some_and(|p| p.version == version);
             match parts.document {
                 Some(doc) => {
-                    self.tables.documents.insert(skey.as_slice(), doc)?;
+                    self.tables.documents.insert(skey.as_slice(), &*self.dictionaries.with_dictionary(K::ID, doc))?;
                 }
                 None if !same_version => {
                     self.tables.documents.remove(skey.as_slice())?;
@@ -1007,7 +1025,7 @@ impl<'txn> WriteBatch<'txn> {
     pub fn fill_document(&mut self, src: &SourceRef, document: &[u8]) -> Result<(), StorageError> {
         let skey = tables::source_key(src.kind, &src.namespace, &src.name);
         if self.tables.documents.get(skey.as_slice())?.is_none() && self.tables.sources.get(skey.as_slice())?.is_some() {
-            self.tables.documents.insert(skey.as_slice(), document)?;
+            self.tables.documents.insert(skey.as_slice(), &*self.dictionaries.with_dictionary(src.kind, document))?;
             self.sources_changed = true;
         }
         Ok(())
@@ -1042,7 +1060,11 @@ impl<'txn> WriteBatch<'txn> {
 
     /// Stores `document` as the source document of the `sources` key `skey`.
     pub(crate) fn put_document(&mut self, skey: &[u8], document: &[u8]) -> Result<(), StorageError> {
-        self.tables.documents.insert(skey, document)?;
+        let document = match skey.first().and_then(|c| KindId::from_code(*c)) {
+            Some(kind) => self.dictionaries.with_dictionary(kind, document),
+            None => std::borrow::Cow::Borrowed(document),
+        };
+        self.tables.documents.insert(skey, &*document)?;
         self.sources_changed = true;
         Ok(())
     }
