@@ -107,7 +107,8 @@ fn no_test_sleeps() {
         for line in tests.lines() {
             // The fake API server's page latency stands for etcd's time to read a page: there,
             // a delay is the point (`FakeK8s::set_page_latency`).
-            let page_latency = path.ends_with("tests/support/fake_k8s.rs") && line.trim() == ["tokio::time::", &needle, "latency).await;"].concat();
+            let page_latency =
+                path.ends_with("tests/support/fake_k8s.rs") && line.trim() == ["tokio::time::", &needle, "latency).await;"].concat();
             if line.contains(&needle) && !line.trim_start().starts_with("//") && !page_latency {
                 sleeping.push(format!("{}: {}", path.display(), line.trim()));
             }

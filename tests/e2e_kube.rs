@@ -82,7 +82,14 @@ impl Cp {
 
     /// An admin query: the HTTP status and the whole answer (`data`, `errors`, `extensions`).
     async fn answer(&self, query: &str) -> (u16, Value) {
-        let r = self.http.post(format!("{}/graphql/query", self.base)).bearer_auth(admin()).json(&json!({ "query": query })).send().await.unwrap();
+        let r = self
+            .http
+            .post(format!("{}/graphql/query", self.base))
+            .bearer_auth(admin())
+            .json(&json!({ "query": query }))
+            .send()
+            .await
+            .unwrap();
         (r.status().as_u16(), r.json().await.unwrap())
     }
 
@@ -191,9 +198,10 @@ async fn first_start(fake: &FakeK8s, data: &Path) -> (Cp, BTreeMap<String, Strin
 async fn synced_except(app: &App, held: &[KindId]) {
     let readiness = app.readiness();
     let others = || {
-        schema::registry::registered().into_iter().filter(|k| !held.contains(k)).all(|k| {
-            readiness.kind_state(k.name()) == control_plane::readiness::SyncState::Synced
-        })
+        schema::registry::registered()
+            .into_iter()
+            .filter(|k| !held.contains(k))
+            .all(|k| readiness.kind_state(k.name()) == control_plane::readiness::SyncState::Synced)
     };
     assert!(app.metrics().wait_until(Duration::from_secs(30), |_| others()).await, "the other kinds did not sync");
 }

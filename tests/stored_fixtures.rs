@@ -452,7 +452,13 @@ async fn applications_while_rederiving(base: &str, store: &storage::Store, previ
     let (mut old_answers, mut new_answers) = (0, 0);
     loop {
         let rederiving = !store.rebuilding().is_empty();
-        let resp = http.post(format!("{base}/graphql/query")).bearer_auth(viewer_token("admin")).json(&json!({"query": APPLICATIONS})).send().await.unwrap();
+        let resp = http
+            .post(format!("{base}/graphql/query"))
+            .bearer_auth(viewer_token("admin"))
+            .json(&json!({"query": APPLICATIONS}))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(resp.status(), 200);
         let body: Value = resp.json().await.unwrap();
         assert!(body.get("errors").is_none(), "an error while re-deriving: {body}");
@@ -527,7 +533,12 @@ async fn an_upgraded_kind_is_re_derived_from_the_volume_while_every_query_answer
     assert!(wrong.is_empty(), "after the re-derivation the server answers differently:\n{}", wrong.join("\n"));
 
     // A snapshot of that version, restored by the CLI: the same path.
-    let old = storage::snapshot::downgrade_for_tests(&std::fs::read(pair.join("world.snap")).unwrap(), KindId::Application, 3, previous_application_rule);
+    let old = storage::snapshot::downgrade_for_tests(
+        &std::fs::read(pair.join("world.snap")).unwrap(),
+        KindId::Application,
+        3,
+        previous_application_rule,
+    );
     let snap = tmp.path().join("old.snap");
     std::fs::write(&snap, old).unwrap();
     let restored = tmp.path().join("restored");

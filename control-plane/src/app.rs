@@ -154,7 +154,9 @@ impl App {
                 tracing::info!(source = %identity, "warm start: the store completed a sync of this source; serving it now and reading the source again behind it");
                 readiness.serve_warm();
             }
-            (true, false) => tracing::info!(source = %identity, "source.serveWhileCatchingUp is off: unready until the source has been read again"),
+            (true, false) => {
+                tracing::info!(source = %identity, "source.serveWhileCatchingUp is off: unready until the source has been read again")
+            }
             (false, _) => tracing::info!(source = %identity, "cold start: ready once the initial sync of this source is applied"),
         }
         let reporting = store.clone();
@@ -204,7 +206,10 @@ impl App {
                     // Unchanged files taken over from their checkpoints would not hand over their
                     // objects' documents: read every file once.
                     let dropped = store.drop_checkpoints("manifests/").context("dropping the manifests checkpoints")?;
-                    tracing::info!(checkpoints = dropped, "the store lacks source documents (written by an earlier release): every file is read once to keep them");
+                    tracing::info!(
+                        checkpoints = dropped,
+                        "the store lacks source documents (written by an earlier release): every file is read once to keep them"
+                    );
                 }
                 let state = ManifestsState::new(dir, handlers, config.features, clock).with_checkpoints(store.clone());
                 let source =
@@ -239,7 +244,13 @@ impl App {
                 let off: Vec<_> =
                     kube_source::resources().into_iter().map(|w| w.kind).filter(|k| !watched.iter().any(|w| w.kind == *k)).collect();
                 if !off.is_empty() {
-                    writer.sender().send(Change::Sweep { kinds: off, present: Arc::default(), keep_newer_than: None, report: None, token: None });
+                    writer.sender().send(Change::Sweep {
+                        kinds: off,
+                        present: Arc::default(),
+                        keep_newer_than: None,
+                        report: None,
+                        token: None,
+                    });
                 }
                 Source::Kube(KubeSource::spawn(client, watched, wiring, &runtime))
             }
@@ -478,7 +489,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
             }
         }
         if !readiness.is_warm() {
-            tracing::info!(ms = started.elapsed().as_millis() as u64, "ready: the initial sync is applied and the search index has caught up");
+            tracing::info!(
+                ms = started.elapsed().as_millis() as u64,
+                "ready: the initial sync is applied and the search index has caught up"
+            );
             return;
         }
         tracing::info!(ms = started.elapsed().as_millis() as u64, catching_up = ?readiness.catching_up(), "ready (warm start): serving the stored read model while catching up");
@@ -487,7 +501,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
                 return;
             }
         }
-        tracing::info!(ms = started.elapsed().as_millis() as u64, "caught up: the initial sync is applied and the search index has caught up");
+        tracing::info!(
+            ms = started.elapsed().as_millis() as u64,
+            "caught up: the initial sync is applied and the search index has caught up"
+        );
     });
     Ok(Running { app, addr, stop, server, ready_log })
 }

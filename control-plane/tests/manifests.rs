@@ -263,7 +263,11 @@ fn a_restart_on_a_store_synced_from_the_same_directory_is_ready_at_once() {
     let app = start(&w);
     assert!(!app.readiness().is_warm(), "a new store is cold");
     app.shutdown();
-    assert!(storage::Store::open(&w.data).unwrap().sync_state().unwrap().warm_for(&control_plane::source::manifests::source_identity(&w.manifests)));
+    assert!(storage::Store::open(&w.data)
+        .unwrap()
+        .sync_state()
+        .unwrap()
+        .warm_for(&control_plane::source::manifests::source_identity(&w.manifests)));
 
     let app = App::start(config(&w)).unwrap();
     assert!(app.readiness().is_warm() && app.readiness().is_ready(), "warm: ready once open");

@@ -82,8 +82,10 @@ impl Entity for AgenticExposure {
                 Ok(found.map(node_value::<AgentCard>))
             }),
             field::<S>("subscriptions", TypeRef::named_nn_list_nn("AgenticSubscriptionInfo"), |p, rq| {
-                let subs =
-                    rq.view.lookup_records::<AgenticSubscription>(index::AGENTIC_SUBSCRIPTION_BY_TARGET, &p.key).map_err(crate::error::storage)?;
+                let subs = rq
+                    .view
+                    .lookup_records::<AgenticSubscription>(index::AGENTIC_SUBSCRIPTION_BY_TARGET, &p.key)
+                    .map_err(crate::error::storage)?;
                 Ok(objs(subs.into_iter().map(AgenticSubscriptionInfo)))
             }),
         ]
@@ -127,7 +129,8 @@ fn active_catalogue<K: Entity<Record = AgenticCatalogueRecord>>(
     active_index: schema::IndexName,
     r: &AgenticExposureRecord,
 ) -> Result<Option<Stored<AgenticCatalogueRecord>>, Error> {
-    let found = rq.view.lookup_records::<K>(active_index, &natural::in_env(&r.meta.environment, &r.base_path)).map_err(crate::error::storage)?;
+    let found =
+        rq.view.lookup_records::<K>(active_index, &natural::in_env(&r.meta.environment, &r.base_path)).map_err(crate::error::storage)?;
     Ok(found.into_iter().find(|c| rq.visible::<K>(c)))
 }
 

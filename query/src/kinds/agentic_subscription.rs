@@ -82,8 +82,10 @@ pub fn register_all(bld: &mut Builder) {
     bld.extend(
         "Application",
         vec![connection_field::<AgenticSubscription, Stored<ApplicationRecord>>("agenticSubscriptions", w, |rq, app, order, pred| {
-            let candidates =
-                rq.view.lookup_records::<AgenticSubscription>(index::AGENTIC_SUBSCRIPTION_BY_OWNER, &app.key).map_err(crate::error::storage)?;
+            let candidates = rq
+                .view
+                .lookup_records::<AgenticSubscription>(index::AGENTIC_SUBSCRIPTION_BY_OWNER, &app.key)
+                .map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<AgenticSubscription>(rq, candidates, order, &pred)))
         })],
     );

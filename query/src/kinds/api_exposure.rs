@@ -58,7 +58,8 @@ impl Entity for ApiExposure {
                 Ok(apis.into_iter().find(|a| rq.visible::<Api>(a)).map(node_value::<Api>))
             }),
             field::<S>("subscriptions", TypeRef::named_nn_list_nn("ApiSubscriptionInfo"), |p, rq| {
-                let subs = rq.view.lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_TARGET, &p.key).map_err(crate::error::storage)?;
+                let subs =
+                    rq.view.lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_TARGET, &p.key).map_err(crate::error::storage)?;
                 Ok(objs(subs.into_iter().map(ApiSubscriptionInfo)))
             }),
         ]

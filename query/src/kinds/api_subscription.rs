@@ -75,7 +75,8 @@ pub fn register_all(bld: &mut Builder) {
     bld.extend(
         "Application",
         vec![connection_field::<ApiSubscription, Stored<ApplicationRecord>>("subscribedApis", w, |rq, app, order, pred| {
-            let candidates = rq.view.lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_OWNER, &app.key).map_err(crate::error::storage)?;
+            let candidates =
+                rq.view.lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_OWNER, &app.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<ApiSubscription>(rq, candidates, order, &pred)))
         })],
     );

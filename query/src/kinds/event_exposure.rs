@@ -60,7 +60,10 @@ impl Entity for EventExposure {
                 Ok(found.into_iter().find(|t| rq.visible::<EventType>(t)).map(node_value::<EventType>))
             }),
             field::<S>("subscriptions", TypeRef::named_nn_list_nn("EventSubscriptionInfo"), |p, rq| {
-                let subs = rq.view.lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_TARGET, &p.key).map_err(crate::error::storage)?;
+                let subs = rq
+                    .view
+                    .lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_TARGET, &p.key)
+                    .map_err(crate::error::storage)?;
                 Ok(objs(subs.into_iter().map(EventSubscriptionInfo)))
             }),
         ]

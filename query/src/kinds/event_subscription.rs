@@ -72,7 +72,8 @@ pub fn register_all(bld: &mut Builder) {
     bld.extend(
         "Application",
         vec![connection_field::<EventSubscription, Stored<ApplicationRecord>>("subscribedEvents", w, |rq, app, order, pred| {
-            let candidates = rq.view.lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_OWNER, &app.key).map_err(crate::error::storage)?;
+            let candidates =
+                rq.view.lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_OWNER, &app.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<EventSubscription>(rq, candidates, order, &pred)))
         })],
     );

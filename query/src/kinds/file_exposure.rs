@@ -72,7 +72,10 @@ impl Entity for FileExposure {
                 Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
             }),
             field::<S>("subscriptions", TypeRef::named_nn_list_nn("FileSubscriptionInfo"), |p, rq| {
-                let subs = rq.view.lookup_records::<FileSubscription>(index::FILE_SUBSCRIPTION_BY_TARGET, &p.key).map_err(crate::error::storage)?;
+                let subs = rq
+                    .view
+                    .lookup_records::<FileSubscription>(index::FILE_SUBSCRIPTION_BY_TARGET, &p.key)
+                    .map_err(crate::error::storage)?;
                 Ok(objs(subs.into_iter().map(FileSubscriptionInfo)))
             }),
         ]

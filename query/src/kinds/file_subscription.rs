@@ -70,7 +70,8 @@ pub fn register_all(bld: &mut Builder) {
     bld.extend(
         Application::TYPE,
         vec![connection_field::<FileSubscription, Stored<ApplicationRecord>>("fileSubscriptions", w, |rq, app, order, pred| {
-            let candidates = rq.view.lookup_records::<FileSubscription>(index::FILE_SUBSCRIPTION_BY_OWNER, &app.key).map_err(crate::error::storage)?;
+            let candidates =
+                rq.view.lookup_records::<FileSubscription>(index::FILE_SUBSCRIPTION_BY_OWNER, &app.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<FileSubscription>(rq, candidates, order, &pred)))
         })],
     );

@@ -50,8 +50,10 @@ pub fn link_fields<K: SubscriptionEntity>() -> Vec<Field> {
             Ok(rq.load_visible::<Application>(&owner_key::<K>(&p.record))?.map(node_value::<Application>))
         }),
         field::<Stored<K::Record>>("approval", TypeRef::named("Approval"), |p, rq| {
-            let found =
-                rq.view.lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &approval_key::<K>(&p.record)).map_err(crate::error::storage)?;
+            let found = rq
+                .view
+                .lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &approval_key::<K>(&p.record))
+                .map_err(crate::error::storage)?;
             Ok(found.into_iter().find(|a| rq.visible::<Approval>(a)).map(node_value::<Approval>))
         }),
         field::<Stored<K::Record>>("approvalRequests", TypeRef::named_nn_list("ApprovalRequest"), |p, rq| {
