@@ -631,6 +631,18 @@ mod tests {
     }
 
     /// Runs every step and switch until no kind is re-derived from the volume.
+    /// `store` exported (then closed) and restored into a new directory.
+    fn restored_copy(store: Store) -> (tempfile::TempDir, Store) {
+        let mut bytes = Vec::new();
+        crate::snapshot::export(&store.read().unwrap(), now(), &mut bytes).unwrap();
+        drop(store);
+        let snap = crate::snapshot::decode_file(&bytes).unwrap();
+        let restored = tempfile::tempdir().unwrap();
+        let store = Store::open(restored.path()).unwrap();
+        store.restore(&snap).unwrap();
+        (restored, store)
+    }
+
     fn rebuild_all(store: &Store) {
         while !store.rebuilding().is_empty() {
             while !store.rebuild_step(1000, std::time::Duration::MAX, &mut translate).unwrap().unwrap().complete {}
@@ -682,14 +694,7 @@ mod tests {
         drop(store);
         // Version 7: a real one (0 means unknown in a snapshot's header).
         crate::versions::downgrade_for_tests(dir.path(), KindId::ApiExposure, 7, |b| b[..b.len() - 1].to_vec()).unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let mut bytes = Vec::new();
-        crate::snapshot::export(&store.read().unwrap(), now(), &mut bytes).unwrap();
-        drop(store);
-        let snap = crate::snapshot::decode_file(&bytes).unwrap();
-        let restored = tempfile::tempdir().unwrap();
-        let store = Store::open(restored.path()).unwrap();
-        store.restore(&snap).unwrap();
+        let (restored, store) = restored_copy(Store::open(dir.path()).unwrap());
         assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
         drop(store);
         let store = Store::open(restored.path()).unwrap();
@@ -716,13 +721,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::documents::tests::store_with_dictionary(dir.path());
         let clean = zones(&store);
-        let mut bytes = Vec::new();
-        crate::snapshot::export(&store.read().unwrap(), now(), &mut bytes).unwrap();
-        drop(store);
-        let snap = crate::snapshot::decode_file(&bytes).unwrap();
-        let restored = tempfile::tempdir().unwrap();
-        let store = Store::open(restored.path()).unwrap();
-        store.restore(&snap).unwrap();
+        let (restored, store) = restored_copy(store);
         assert!(store.dictionaries().has(KindId::Zone), "restored with the store");
         drop(store);
         crate::versions::downgrade_for_tests(restored.path(), KindId::Zone, 7, |b| {

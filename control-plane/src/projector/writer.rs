@@ -1265,6 +1265,15 @@ mod tests {
         }
     }
 
+    /// A writer with default settings on a new store in `dir`.
+    fn writer_on(dir: &std::path::Path) -> (Store, Metrics, Writer) {
+        let store = Store::open(dir).unwrap();
+        let settings = WriterSettings::new(ProjectorConfig::default(), Clock(None));
+        let metrics = Metrics::new();
+        let writer = Writer::spawn(store.clone(), metrics.clone(), Readiness::new(["test"]), settings).unwrap();
+        (store, metrics, writer)
+    }
+
     fn checkpoint(i: usize) -> Change {
         Change::Checkpoint { key: format!("test/{i}"), value: Some(Arc::from(&b"x"[..])), committed: None }
     }
@@ -1274,10 +1283,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_async_source_waits_for_room_in_the_queue() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let settings = WriterSettings::new(ProjectorConfig::default(), Clock(None));
-        let metrics = Metrics::new();
-        let writer = Writer::spawn(store.clone(), metrics.clone(), Readiness::new(["test"]), settings).unwrap();
+        let (_store, _metrics, writer) = writer_on(dir.path());
         let tx = writer.sender();
         let mut deepest = 0;
         for i in 0..3 * PACED_QUEUE_DEPTH {
@@ -1297,10 +1303,7 @@ mod tests {
     #[test]
     fn a_paced_sender_keeps_the_queue_bounded_and_never_waits_for_a_stopped_writer() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        let settings = WriterSettings::new(ProjectorConfig::default(), Clock(None));
-        let metrics = Metrics::new();
-        let writer = Writer::spawn(store.clone(), metrics.clone(), Readiness::new(["test"]), settings).unwrap();
+        let (store, metrics, writer) = writer_on(dir.path());
         let tx = writer.sender();
         let mut deepest = 0;
         for i in 0..3 * PACED_QUEUE_DEPTH {
