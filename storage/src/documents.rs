@@ -56,14 +56,6 @@ fn compress(json: &[u8]) -> Vec<u8> {
     zstd::bulk::compress(json, LEVEL).unwrap_or_else(|_| json.to_vec())
 }
 
-/// The JSON text of a stored document written without a dictionary.
-///
-/// # Errors
-/// [`StorageError::Corrupt`] when it does not decompress within [`MAX_DOCUMENT_BYTES`].
-pub fn decode(bytes: &[u8]) -> Result<Vec<u8>, StorageError> {
-    Dictionaries::default().decode(KindId::Zone, bytes)
-}
-
 /// The `meta` key marking that `kind`'s documents were all recompressed with its dictionary.
 fn recompressed_key(kind: KindId) -> String {
     format!("documents_recompressed:{}", kind.name())
@@ -453,6 +445,11 @@ impl crate::Store {
 pub(crate) mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A stored document of a kind without a dictionary, decoded.
+    fn decode(bytes: &[u8]) -> Result<Vec<u8>, StorageError> {
+        Dictionaries::default().decode(KindId::Group, bytes)
+    }
 
     /// A document keeps everything translation may read and drops Kubernetes' bookkeeping; it
     /// reads back as the same JSON.
