@@ -138,8 +138,9 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     let snap = snapshot::decode_for_restore(&bytes).with_context(|| format!("refusing to restore {}", file.display()))?;
     tracing::info!(seconds = started.elapsed().as_secs_f64(), bytes = bytes.len(), "snapshot read, checked and decompressed");
     let search = storage::search::SEARCH_DIR;
-    let staging_name = format!(".restore-{}", std::process::id());
+    let staging_name = format!("{STAGING_PREFIX}{}", std::process::id());
     if data_dir.exists() {
+        remove_restore_leftovers(data_dir)?;
         let mut entries = Vec::new();
         for e in std::fs::read_dir(data_dir).with_context(|| format!("reading {}", data_dir.display()))? {
             entries.push(e.with_context(|| format!("reading {}", data_dir.display()))?.file_name().to_string_lossy().into_owned());
@@ -149,7 +150,7 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
         }
         // `lost+found`: the root of an ext4-formatted volume (the chart mounts one here).
         let ours = |n: &str| {
-            n == DB_FILE || n == search || n == "lost+found" || n.starts_with(&format!("{DB_FILE}.")) || n.starts_with(".restore-")
+            n == DB_FILE || n == search || n == "lost+found" || n.starts_with(&format!("{DB_FILE}."))
         };
         let mut foreign: Vec<&String> = entries.iter().filter(|n| !ours(n)).collect();
         if !foreign.is_empty() {
@@ -164,9 +165,6 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
             if let Err(StorageError::Locked(path)) = Store::open(data_dir) {
                 bail!("the database {path} is held by a running server; stop it before restoring");
             }
-        }
-        for stale in entries.iter().filter(|n| n.starts_with(".restore-")) {
-            std::fs::remove_dir_all(data_dir.join(stale)).with_context(|| format!("removing the stale {stale}"))?;
         }
     }
     let created = !data_dir.exists();
@@ -205,6 +203,64 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     swap().with_context(|| format!("moving the restored store into {}", data_dir.display()))?;
     tracing::info!(seconds = started.elapsed().as_secs_f64(), data_dir = %data_dir.display(), "snapshot restored");
     Ok(Summary { format: snap.format, header: snap.header, bytes: bytes.len() as u64 })
+}
+
+/// The name of a restore's staging directory inside the data directory, before the restoring
+/// process's id (`DIR/.restore-<pid>`).
+pub const STAGING_PREFIX: &str = ".restore-";
+
+/// Removes the staging directories (`DIR/.restore-<pid>`) that killed restores left in
+/// `data_dir`, logging each one with its size; returns their paths. A staging directory whose
+/// process is alive and is this program (`/proc/<pid>/comm`) belongs to a restore in progress:
+/// refused rather than removed. Called by `restore` (with or without `--force`) and by `serve`
+/// before the store is opened.
+///
+/// # Errors
+/// A restore in progress into `data_dir`, or a leftover that cannot be read or removed.
+pub fn remove_restore_leftovers(data_dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut removed = Vec::new();
+    let entries = match std::fs::read_dir(data_dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(removed),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", data_dir.display())),
+    };
+    for entry in entries {
+        let entry = entry.with_context(|| format!("reading {}", data_dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix(STAGING_PREFIX) else { continue };
+        let path = entry.path();
+        if restoring(pid) {
+            bail!("{} belongs to a restore in progress (process {pid}); wait for it to end", path.display());
+        }
+        let bytes = size_of_tree(&path);
+        std::fs::remove_dir_all(&path).with_context(|| format!("removing {}, left by a restore that did not end", path.display()))?;
+        tracing::warn!(path = %path.display(), bytes, "removed the staging directory of a restore that did not end (killed or crashed)");
+        removed.push(path);
+    }
+    Ok(removed)
+}
+
+/// Whether process `pid` (of a staging directory's name) is alive, is not this process, and
+/// runs this program: a restore in progress. Without `/proc`, never.
+fn restoring(pid: &str) -> bool {
+    let Ok(pid) = pid.parse::<u32>() else { return false };
+    if pid == std::process::id() {
+        return false;
+    }
+    let comm = |p: &str| std::fs::read_to_string(format!("/proc/{p}/comm")).ok();
+    matches!((comm(&pid.to_string()), comm("self")), (Some(theirs), Some(ours)) if theirs == ours)
+}
+
+/// The bytes of the files under `path` (for the log; unreadable entries count 0).
+fn size_of_tree(path: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(path) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => size_of_tree(&e.path()),
+            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+        })
+        .sum()
 }
 
 /// Prints a summary (for `verify`, `export` and `restore`).

@@ -169,6 +169,62 @@ fn export_verify_restore_and_refusals() {
     assert_eq!(run(&["snapshot", "verify", f, "--in", f]).status.code(), Some(2), "FILE and --in together");
 }
 
+/// What a restore killed while building leaves in `dir`: a staging directory named after a
+/// process that is gone, holding a complete store and a search index directory.
+fn leave_killed_restore(dir: &Path, store: &Path) -> PathBuf {
+    let mut gone = Command::new("true").spawn().unwrap();
+    gone.wait().unwrap();
+    let staging = dir.join(format!("{}{}", control_plane::snapshot::STAGING_PREFIX, gone.id()));
+    std::fs::create_dir_all(staging.join(storage::search::SEARCH_DIR)).unwrap();
+    std::fs::copy(store.join(storage::DB_FILE), staging.join(storage::DB_FILE)).unwrap();
+    std::fs::write(staging.join(storage::search::SEARCH_DIR).join("meta.json"), "{").unwrap();
+    staging
+}
+
+#[test]
+fn a_killed_restores_staging_directory_is_removed_by_the_next_restore_and_by_serve() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let file = tmp.path().join("world.snap");
+    let (d, f) = (data.to_str().unwrap(), file.to_str().unwrap());
+    let app = App::start(Config::for_manifests(&repo().join("examples/world"), &data)).unwrap();
+    let waiting = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    assert!(waiting.block_on(app.wait_caught_up(Duration::from_secs(30))), "initial sync");
+    app.shutdown();
+    let o = run(&["snapshot", "export", "--data-dir", d, "--out", f]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let original = counts(&data);
+
+    // A directory holding only the leftover: restored without --force, the leftover named.
+    let target = tmp.path().join("target");
+    std::fs::create_dir(&target).unwrap();
+    let leftover = leave_killed_restore(&target, &data);
+    let o = run(&["snapshot", "restore", "--in", f, "--data-dir", target.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&leftover.display().to_string()), "the removal is logged with the path: {}", stderr(&o));
+    assert!(!leftover.exists());
+    assert_eq!(counts(&target), original);
+
+    // Beside a store: the plain restore refuses the store, and still removes the leftover.
+    let leftover = leave_killed_restore(&target, &data);
+    let o = run(&["snapshot", "restore", "--in", f, "--data-dir", target.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("not empty") && stderr(&o).contains(&leftover.display().to_string()), "{}", stderr(&o));
+    assert!(!leftover.exists());
+
+    // `serve` removes it before opening the store, and serves the store as it was.
+    let leftover = leave_killed_restore(&data, &data);
+    let app = App::start(Config::for_manifests(&repo().join("examples/world"), &data)).unwrap();
+    assert!(!leftover.exists());
+    assert!(waiting.block_on(app.wait_caught_up(Duration::from_secs(30))), "initial sync");
+    app.shutdown();
+    assert_eq!(counts(&data), original);
+    let mut names: Vec<String> =
+        std::fs::read_dir(&data).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    assert_eq!(names, vec![storage::DB_FILE.to_string(), storage::search::SEARCH_DIR.to_string()]);
+}
+
 const TEAM: &str = "eyJhbGciOiJub25lIiwidHlwIjoiSldUIn0.eyJjbGllbnRJZCI6InBheW1lbnRzLS1jaGVja291dC0tY29uc29sZSIsInNjb3BlIjoidGFyZGlzOnRlYW06cmVhZCIsImVudiI6InBvYyJ9.mock";
 
 #[tokio::test(flavor = "multi_thread")]
