@@ -15,7 +15,6 @@ use crate::source::kube as kube_source;
 use crate::source::kube::{KubeMetrics, KubeSource};
 use crate::source::manifests::{self, ManifestsSource, ManifestsState, SkipReport};
 use anyhow::{bail, Context as _};
-use poem::listener::{Acceptor, Listener, TcpListener};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -463,13 +462,10 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         SourceConfig::Manifests(_) => None,
     };
     let address = config.server.address.clone();
-    let acceptor =
-        TcpListener::bind(address.clone()).into_acceptor().await.with_context(|| format!("cannot listen on {address} (server.address)"))?;
-    let addr = acceptor
-        .local_addr()
-        .first()
-        .and_then(|a| a.as_socket_addr().copied())
-        .with_context(|| format!("no socket address for {address}"))?;
+    let listener =
+        tokio::net::TcpListener::bind(address.clone()).await.with_context(|| format!("cannot listen on {address} (server.address)"))?;
+    let addr = listener.local_addr().with_context(|| format!("no socket address for {address}"))?;
+    let limits = crate::http::server::ConnectionLimits::of(&config.server);
     let app = tokio::task::spawn_blocking(move || App::start_with(config, cluster)).await.context("starting")??;
     let routes = app.routes();
     let stop = Arc::new(Notify::new());
@@ -477,8 +473,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         let stop = stop.clone();
         async move { stop.notified().await }
     };
-    let server =
-        tokio::spawn(poem::Server::new_with_acceptor(acceptor).run_with_graceful_shutdown(routes, signal, Some(Duration::from_secs(5))));
+    let server = tokio::spawn(crate::http::server::serve(listener, routes, limits, app.metrics().clone(), signal, Duration::from_secs(5)));
     tracing::info!(address = %addr, "listening");
     // One line when `/readyz` turns 200, for operators reading the log.
     let (readiness, metrics) = (app.readiness().clone(), app.metrics().clone());

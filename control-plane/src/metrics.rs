@@ -42,6 +42,18 @@ pub struct Metrics {
     pub order_build_step_seconds: Histogram,
     /// `controlplane_order_builds_left`: ordering indexes asked for and not built yet.
     pub order_builds_left: IntGauge,
+    /// `controlplane_store_write_failing`: 1 while store writes fail on the volume (no space,
+    /// I/O error, read-only; the store serves what it holds and retries), else 0.
+    pub store_write_failing: IntGauge,
+    /// `controlplane_store_write_failures_total`: store writes (commits, reopens) that failed
+    /// on the volume.
+    pub store_write_failures: prometheus::IntCounter,
+    /// `controlplane_http_connections`: open HTTP connections, WebSockets included.
+    pub http_connections: IntGauge,
+    /// `controlplane_http_connections_closed_total{reason}`: connections the server closed or
+    /// refused by its limits (`idle`, `header_timeout`, `evicted`, `refused`; see
+    /// `http::server`).
+    pub http_connections_closed: IntCounterVec,
     /// `controlplane_store_records{kind}`: records per kind after the last commit.
     pub store_records: IntGaugeVec,
     /// `controlplane_store_bytes`: bytes on disk of the data directory (the redb file and the
@@ -51,7 +63,7 @@ pub struct Metrics {
     /// error), the `extensions.code` of the first error (`BAD_USER_INPUT`, `NOT_FOUND`,
     /// `FORBIDDEN`, `INTERNAL`, `TIMEOUT`, …; `INVALID_QUERY` for parse and validation errors
     /// without a code), or the HTTP refusal before execution (`UNAUTHENTICATED`, `FORBIDDEN`,
-    /// `UNAVAILABLE`, `PAYLOAD_TOO_LARGE`, `BAD_REQUEST`).
+    /// `UNAVAILABLE`, `PAYLOAD_TOO_LARGE`, `REQUEST_TIMEOUT`, `BAD_REQUEST`).
     pub graphql_requests: IntCounterVec,
     /// `controlplane_graphql_request_seconds`: time from receiving a GraphQL request to its
     /// answer, authentication included (seconds).
@@ -116,6 +128,29 @@ impl Metrics {
         .expect("metric definition is valid");
         let order_builds_left = IntGauge::new("controlplane_order_builds_left", "Ordering indexes asked for and not built yet.")
             .expect("metric definition is valid");
+        let store_write_failing = IntGauge::new(
+            "controlplane_store_write_failing",
+            "1 while store writes fail on the volume (no space, I/O error, read-only) and are retried, else 0.",
+        )
+        .expect("metric definition is valid");
+        let store_write_failures = prometheus::IntCounter::new(
+            "controlplane_store_write_failures_total",
+            "Store writes (commits, reopens) that failed on the volume.",
+        )
+        .expect("metric definition is valid");
+        let http_connections = IntGauge::new("controlplane_http_connections", "Open HTTP connections, WebSockets included.")
+            .expect("metric definition is valid");
+        let http_connections_closed = IntCounterVec::new(
+            Opts::new(
+                "controlplane_http_connections_closed_total",
+                "HTTP connections closed or refused by the server's limits, by reason (idle, header_timeout, evicted, refused).",
+            ),
+            &["reason"],
+        )
+        .expect("metric definition is valid");
+        for reason in ["idle", "header_timeout", "evicted", "refused"] {
+            http_connections_closed.with_label_values(&[reason]);
+        }
         let store_records = IntGaugeVec::new(Opts::new("controlplane_store_records", "Records in the store, by kind."), &["kind"])
             .expect("metric definition is valid");
         let store_bytes = IntGauge::new("controlplane_store_bytes", "Bytes on disk of the data directory (redb file and search index).")
@@ -161,6 +196,10 @@ impl Metrics {
             Box::new(order_build_step_seconds.clone()),
             Box::new(order_builds_left.clone()),
             Box::new(store_records.clone()),
+            Box::new(store_write_failing.clone()),
+            Box::new(http_connections.clone()),
+            Box::new(http_connections_closed.clone()),
+            Box::new(store_write_failures.clone()),
             Box::new(store_bytes.clone()),
             Box::new(graphql_requests.clone()),
             Box::new(graphql_seconds.clone()),
@@ -179,6 +218,10 @@ impl Metrics {
             order_build_step_seconds,
             order_builds_left,
             store_records,
+            store_write_failing,
+            store_write_failures,
+            http_connections,
+            http_connections_closed,
             store_bytes,
             graphql_requests,
             graphql_seconds,

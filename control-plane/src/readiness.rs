@@ -47,6 +47,8 @@ struct Progress {
     warm: bool,
     /// The kinds being re-derived ([`Readiness::report_rederiving`]).
     rederiving: Option<KindsOf>,
+    /// Why store writes fail, while they do ([`Readiness::set_store_fault`]).
+    store_fault: Option<String>,
 }
 
 /// The kinds being re-derived, by name.
@@ -93,11 +95,15 @@ impl Progress {
         if self.missing.contains(kind) {
             SyncState::CrdMissing
         } else if self.phases.contains(phase) || unprocessed {
-            if self.warm {
+            if self.warm && self.store_fault.is_some() {
+                SyncState::Stale
+            } else if self.warm {
                 SyncState::CatchingUp
             } else {
                 SyncState::Syncing
             }
+        } else if self.store_fault.is_some() {
+            SyncState::Stale
         } else {
             SyncState::Synced
         }
@@ -149,6 +155,12 @@ pub struct ReadyStatus {
     /// Kinds being re-derived after an upgrade changed their derivation version (their queries
     /// may answer `UNAVAILABLE` until it ends). Empty normally.
     pub rederiving: Vec<String>,
+    /// While store writes fail (a full or failing volume): the cause, the data directory and
+    /// since when, e.g. `store write failed: No space left on device (os error 28); data
+    /// directory /data; since 2026-12-05T10:00:00Z; retried with backoff`. A store that
+    /// completed a sync stays ready and serves what it holds (stale); one whose initial sync
+    /// cannot complete is not ready. `None` normally.
+    pub store_fault: Option<String>,
 }
 
 /// The sync state of one kind (`GET /admin/v1/status`).
@@ -164,6 +176,9 @@ pub enum SyncState {
     CatchingUp,
     /// Initial sync applied; changes follow as they come.
     Synced,
+    /// Served from the store while its writes fail (a full or failing volume): changes since
+    /// the last applied one are not in it yet; they are applied once writes succeed again.
+    Stale,
     /// The kind's CRD is not installed (kube source); retried.
     CrdMissing,
 }
@@ -203,6 +218,18 @@ impl Readiness {
     /// lock held: it must not block or call back into this).
     pub fn report_rederiving(&self, rederiving: impl Fn() -> Vec<String> + Send + 'static) {
         self.lock().rederiving = Some(Box::new(rederiving));
+    }
+
+    /// Records why store writes fail (`Some`, shown as [`ReadyStatus::store_fault`]) or that
+    /// they succeed again (`None`).
+    pub fn set_store_fault(&self, fault: Option<String>) {
+        self.lock().store_fault = fault;
+        self.changed();
+    }
+
+    /// Why store writes fail, while they do ([`Readiness::set_store_fault`]).
+    pub fn store_fault(&self) -> Option<String> {
+        self.lock().store_fault.clone()
     }
 
     /// Whether this is a warm start ([`Readiness::serve_warm`]).
@@ -362,6 +389,7 @@ impl Readiness {
             pending: s.items.values().take(ReadyStatus::LIST_LIMIT).map(|(l, _)| l.clone()).collect(),
             missing_kinds: s.missing.iter().cloned().collect(),
             notes: s.notes.clone(),
+            store_fault: s.store_fault.clone(),
         }
     }
 }
@@ -392,7 +420,8 @@ mod tests {
                 missing_kinds: vec![],
                 notes: vec![],
                 catching_up: vec![],
-                rederiving: vec![]
+                rederiving: vec![],
+                store_fault: None
             }
         );
     }

@@ -149,9 +149,7 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
             bail!("the data directory {} is not empty; pass --force to replace it", data_dir.display());
         }
         // `lost+found`: the root of an ext4-formatted volume (the chart mounts one here).
-        let ours = |n: &str| {
-            n == DB_FILE || n == search || n == "lost+found" || n.starts_with(&format!("{DB_FILE}."))
-        };
+        let ours = |n: &str| n == DB_FILE || n == search || n == "lost+found" || n.starts_with(&format!("{DB_FILE}."));
         let mut foreign: Vec<&String> = entries.iter().filter(|n| !ours(n)).collect();
         if !foreign.is_empty() {
             foreign.sort();

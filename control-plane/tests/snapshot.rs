@@ -219,8 +219,7 @@ fn a_killed_restores_staging_directory_is_removed_by_the_next_restore_and_by_ser
     assert!(waiting.block_on(app.wait_caught_up(Duration::from_secs(30))), "initial sync");
     app.shutdown();
     assert_eq!(counts(&data), original);
-    let mut names: Vec<String> =
-        std::fs::read_dir(&data).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(&data).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     names.sort();
     assert_eq!(names, vec![storage::DB_FILE.to_string(), storage::search::SEARCH_DIR.to_string()]);
 }

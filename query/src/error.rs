@@ -39,6 +39,12 @@ pub fn storage(e: storage::StorageError) -> Error {
             x.set("code", "UNAVAILABLE");
             x.set("kind", kind.name());
         }),
+        // A read cut off by a reopen of the store after a volume fault: retry.
+        storage::StorageError::Volume(_) => {
+            tracing::warn!(error = %e, "a read failed on the volume");
+            Error::new("the store is being reopened after a volume fault; retry the request")
+                .extend_with(|_, x| x.set("code", "UNAVAILABLE"))
+        }
         e => internal(e),
     }
 }

@@ -73,7 +73,7 @@ impl crate::Store {
     /// # Errors
     /// [`StorageError`] on redb failures.
     pub fn drop_checkpoints(&self, prefix: &str) -> Result<usize, StorageError> {
-        let txn = self.db.begin_write()?;
+        let txn = self.database()?.begin_write()?;
         let mut dropped = 0;
         {
             let mut t = txn.open_table(CHECKPOINTS)?;

@@ -320,7 +320,7 @@ impl crate::Store {
                 continue;
             }
             let samples: Vec<Vec<u8>> = {
-                let txn = self.db.begin_read()?;
+                let txn = self.database()?.begin_read()?;
                 let docs = txn.open_table(DOCUMENTS)?;
                 let (start, end) = ([kind.code()], [kind.code() + 1]);
                 if (docs.range(&start[..]..&end[..])?.take(TRAIN_AFTER as usize).count() as u64) < TRAIN_AFTER {
@@ -343,7 +343,7 @@ impl crate::Store {
                     continue;
                 }
             };
-            let txn = self.db.begin_write()?;
+            let txn = self.database()?.begin_write()?;
             txn.open_table(DICTIONARIES)?.insert(kind.code(), crate::codec::encode(&(1u32, &bytes)).as_slice())?;
             txn.commit()?;
             self.dictionaries.insert(kind, 1, bytes)?;
@@ -373,7 +373,7 @@ impl crate::Store {
             Some(key) => Excluded(key),
             None => Included(&start[..]),
         };
-        let txn = self.db.begin_write()?;
+        let txn = self.database()?.begin_write()?;
         let mut last = None;
         let more = {
             let mut docs = txn.open_table(DOCUMENTS)?;
@@ -411,7 +411,7 @@ impl crate::Store {
     /// # Errors
     /// [`StorageError`] on redb failures.
     pub fn documents_recompressed(&self, kind: KindId) -> Result<bool, StorageError> {
-        Ok(self.db.begin_read()?.open_table(crate::tables::META)?.get(recompressed_key(kind).as_str())?.is_some())
+        Ok(self.database()?.begin_read()?.open_table(crate::tables::META)?.get(recompressed_key(kind).as_str())?.is_some())
     }
 
     /// Whether documents are being filled in: the store was written before source documents
@@ -434,7 +434,7 @@ impl crate::Store {
         if !all_present(self.read()?.txn())? {
             return Ok(false);
         }
-        let txn = self.db.begin_write()?;
+        let txn = self.database()?.begin_write()?;
         txn.open_table(crate::tables::META)?.insert(COMPLETE, 1)?;
         txn.commit()?;
         Ok(true)

@@ -43,17 +43,56 @@ pub enum StorageError {
     /// ([`crate::ReadView::refuse_while_rederiving`]). Reaction: retry shortly.
     #[error("{} is being re-derived after an upgrade changed its derivation version; retry shortly", .0.name())]
     Rederiving(schema::KindId),
+    /// The volume failed a write or a read — no space left, an I/O error, a read-only file
+    /// system — or the database must be reopened after such a failure (redb refuses every
+    /// later write of that handle). Nothing of the failed transaction is kept. Reaction: the
+    /// writer keeps the change and reopens the store ([`crate::Store::reopen`]) until a write
+    /// succeeds; an operator frees or grows the volume.
+    #[error("{0}")]
+    Volume(String),
     /// A long read stopped because its reader asked it to ([`crate::ReadView::interrupt_when`]).
     /// Reaction: the reader's own (its request's deadline passed).
     #[error("the read was interrupted by its reader")]
     Interrupted,
 }
 
+impl StorageError {
+    /// Whether this is a fault of the volume rather than of the data or the caller
+    /// ([`StorageError::Volume`], [`StorageError::Io`]): retrying after the store is reopened,
+    /// once space or the volume is back, may succeed.
+    pub fn is_volume_fault(&self) -> bool {
+        matches!(self, StorageError::Volume(_) | StorageError::Io(_))
+    }
+}
+
+/// The message of [`StorageError::Volume`] for a write refused because an earlier one of the
+/// same database handle failed (redb's `PreviousIo`).
+pub const PREVIOUS_FAULT: &str = "an earlier write of the store failed on the volume; the store must be reopened";
+
+use std::io::ErrorKind;
+
+/// A redb error as a [`StorageError`]: failures of the file ([`redb::Error::Io`] but for data
+/// errors — a short or invalid file —, and
+/// [`redb::Error::PreviousIo`] / [`redb::Error::DatabaseClosed`] that follow one) are
+/// [`StorageError::Volume`], the rest [`StorageError::Database`].
+fn from_redb(e: redb::Error) -> StorageError {
+    match e {
+        // What the file holds, not the volume: a file that is not a database, cut short.
+        redb::Error::Io(io) if matches!(io.kind(), ErrorKind::UnexpectedEof | ErrorKind::InvalidData | ErrorKind::InvalidInput) => {
+            StorageError::Database(io.to_string())
+        }
+        redb::Error::Io(io) => StorageError::Volume(io.to_string()),
+        redb::Error::PreviousIo => StorageError::Volume(PREVIOUS_FAULT.into()),
+        e @ redb::Error::DatabaseClosed => StorageError::Volume(e.to_string()),
+        e => StorageError::Database(e.to_string()),
+    }
+}
+
 macro_rules! from_redb {
     ($($t:ty),*) => {$(
         impl From<$t> for StorageError {
             fn from(e: $t) -> StorageError {
-                StorageError::Database(e.to_string())
+                from_redb(e.into())
             }
         }
     )*};

@@ -40,10 +40,11 @@ pub mod search;
 pub mod snapshot;
 pub mod sync;
 pub mod tables;
+pub mod throttle;
 pub mod versions;
 mod write;
 
-pub use error::StorageError;
+pub use error::{StorageError, PREVIOUS_FAULT};
 pub use read::{OrderEntry, ReadView, Stored};
 pub use sync::SyncState;
 pub use tables::{Maintained, OrderField, OrderSet};
@@ -52,7 +53,7 @@ pub use write::{Committed, Encoded, Outcome, RecordChange, SourceRef, WriteBatch
 use redb::{Database, ReadableDatabase, ReadableTable, ReadableTableMetadata};
 use schema::{Key, Timestamp};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// redb's page cache size unless configured ([`Store::open_with_cache`]): 64 MiB. Pages that miss
@@ -128,19 +129,42 @@ pub struct Store {
     dictionaries: documents::Dictionaries,
 }
 
-/// The open database, and the signal that it was closed: fields drop in declaration order, so
-/// the sender goes (and [`Store::close`] returns) only once the database file is released.
+/// The open database — `None` while [`Store::reopen`] could not open it again — and the signal
+/// that it was closed: fields drop in declaration order, so the sender goes (and
+/// [`Store::close`] returns) only once the database file is released.
 struct OpenDatabase {
-    database: Database,
+    database: std::sync::RwLock<Option<Database>>,
+    /// Held by every read view of the database open now; [`Store::reopen`] waits for the
+    /// views of the database it closes.
+    readers: std::sync::Mutex<Arc<()>>,
+    path: PathBuf,
+    cache_bytes: usize,
     _released: std::sync::mpsc::Sender<()>,
 }
 
-impl std::ops::Deref for OpenDatabase {
+/// The database open now, borrowed for one call ([`Store::database`]).
+struct Opened<'a>(std::sync::RwLockReadGuard<'a, Option<Database>>);
+
+impl std::ops::Deref for Opened<'_> {
     type Target = Database;
 
     fn deref(&self) -> &Database {
-        &self.database
+        match self.0.as_ref() {
+            Some(database) => database,
+            None => unreachable!("Store::database hands out open databases only"),
+        }
     }
+}
+
+/// What [`Store::reopen`] did.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reopened {
+    /// Read views of the closed database still alive when the wait for them ended (their later
+    /// reads fail with [`StorageError::Volume`]).
+    pub readers_cut: usize,
+    /// Seconds the database file took to open again (redb recovers a file whose last commit
+    /// failed).
+    pub seconds: f64,
 }
 
 /// What [`Store::finish_rederivation`] did.
@@ -273,14 +297,25 @@ impl Store {
         Store::open_file(&path, cache_bytes)
     }
 
-    fn open_file(path: &Path, cache_bytes: usize) -> Result<Store, StorageError> {
-        let db = redb::Builder::new().set_cache_size(cache_bytes).create(path).map_err(|e| match e {
+    fn open_database(path: &Path, cache_bytes: usize) -> Result<Database, StorageError> {
+        redb::Builder::new().set_cache_size(cache_bytes).create(path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StorageError::Locked(path.display().to_string()),
+            e @ redb::DatabaseError::Storage(_) => StorageError::from(e),
             e => StorageError::Database(e.to_string()),
-        })?;
+        })
+    }
+
+    fn open_file(path: &Path, cache_bytes: usize) -> Result<Store, StorageError> {
+        let db = Store::open_database(path, cache_bytes)?;
         let (released, on_release) = std::sync::mpsc::channel();
         let store = Store {
-            db: Arc::new(OpenDatabase { database: db, _released: released }),
+            db: Arc::new(OpenDatabase {
+                database: std::sync::RwLock::new(Some(db)),
+                readers: std::sync::Mutex::default(),
+                path: path.to_path_buf(),
+                cache_bytes,
+                _released: released,
+            }),
             released: Arc::new(std::sync::Mutex::new(Some(on_release))),
             kinds: Arc::new(write::KindTable::new()),
             feed: Arc::default(),
@@ -336,7 +371,7 @@ impl Store {
     }
 
     fn init(&self) -> Result<(), StorageError> {
-        let txn = self.db.begin_write()?;
+        let txn = self.database()?.begin_write()?;
         {
             let mut meta = txn.open_table(tables::META)?;
             let version = meta.get("schema_version")?.map(|v| v.value());
@@ -406,11 +441,11 @@ impl Store {
         }
         *self.rederiving.lock().unwrap_or_else(|e| e.into_inner()) = rederiving;
         *self.rebuilding.lock().unwrap_or_else(|e| e.into_inner()) = rebuilding;
-        let read = self.db.begin_read()?;
+        let read = self.database()?.begin_read()?;
         for (kind, id, bytes) in documents::Dictionaries::read(&read.open_table(documents::DICTIONARIES)?)?.all() {
             self.dictionaries.insert(kind, id, bytes)?;
         }
-        let building = !self.db.begin_read()?.open_table(tables::BUILDING)?.is_empty()?;
+        let building = !self.database()?.begin_read()?.open_table(tables::BUILDING)?.is_empty()?;
         self.wanted.building.store(building, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
@@ -435,6 +470,76 @@ impl Store {
                 Err(StorageError::StillOpen { handles: handles.strong_count() })
             }
         }
+    }
+
+    /// The database open now.
+    ///
+    /// # Errors
+    /// [`StorageError::Volume`] when it is closed: a [`Store::reopen`] failed to open it again.
+    fn database(&self) -> Result<Opened<'_>, StorageError> {
+        let guard = self.db.database.read().unwrap_or_else(|e| e.into_inner());
+        if guard.is_none() {
+            return Err(StorageError::Volume(format!(
+                "the store {} is closed after a volume fault and is being reopened",
+                self.db.path.display()
+            )));
+        }
+        Ok(Opened(guard))
+    }
+
+    /// The database file (`DIR/readmodel.redb`).
+    pub fn path(&self) -> &Path {
+        &self.db.path
+    }
+
+    /// Bytes available to this process on the volume of the database file (`statvfs`).
+    ///
+    /// # Errors
+    /// [`StorageError::Io`] when the file system cannot be asked.
+    pub fn available_space(&self) -> Result<u64, StorageError> {
+        let dir = self.db.path.parent().unwrap_or(Path::new("."));
+        fs4::available_space(dir).map_err(|e| StorageError::Io(format!("asking the free space of {}: {e}", dir.display())))
+    }
+
+    /// Closes the database file and opens it again: after a failed write redb refuses every
+    /// later write of its handle (`Previous I/O error occurred`) until the file is reopened,
+    /// and opening it recovers the last durable commit. New reads and writes wait while it
+    /// runs; read views of the closed database are waited for at most `readers_wait`, then cut
+    /// off (their next read fails with [`StorageError::Volume`]). The in-memory state (kinds,
+    /// dictionaries, subscribers) is kept: a failed commit changed none of it. Call it from the
+    /// thread that writes, with no write transaction of its own alive.
+    ///
+    /// # Errors
+    /// The error of opening the file again ([`StorageError::Volume`] when the volume still
+    /// fails); the store then stays closed — reads and writes fail with
+    /// [`StorageError::Volume`] — until a later call succeeds.
+    pub fn reopen(&self, readers_wait: std::time::Duration) -> Result<Reopened, StorageError> {
+        let mut slot = self.db.database.write().unwrap_or_else(|e| e.into_inner());
+        let readers = std::mem::take(&mut *self.db.readers.lock().unwrap_or_else(|e| e.into_inner()));
+        let deadline = std::time::Instant::now() + readers_wait;
+        while Arc::strong_count(&readers) > 1 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let readers_cut = Arc::strong_count(&readers) - 1;
+        // A handle whose write failed cannot record a clean shutdown: its file is recovered
+        // by the open below.
+        drop(slot.take());
+        let started = std::time::Instant::now();
+        *slot = Some(Store::open_database(&self.db.path, self.db.cache_bytes)?);
+        Ok(Reopened { readers_cut, seconds: started.elapsed().as_secs_f64() })
+    }
+
+    /// Commits a write that changes no record (the time, in `meta`): whether the volume takes
+    /// writes again after a fault.
+    ///
+    /// # Errors
+    /// The [`StorageError`] of the failed write.
+    pub fn check_writable(&self) -> Result<(), StorageError> {
+        let txn = self.database()?.begin_write()?;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+        txn.open_table(tables::META)?.insert("last_write_check", now)?;
+        txn.commit()?;
+        Ok(())
     }
 
     /// The kinds whose re-derivation has not ended ([`versions`]): purged on open because their
@@ -473,7 +578,9 @@ impl Store {
     /// # Errors
     /// [`StorageError`] when redb cannot start the transaction.
     pub fn read(&self) -> Result<ReadView, StorageError> {
-        ReadView::new(self.db.begin_read()?, self.kinds.clone(), self.wanted.clone())
+        let database = self.database()?;
+        let reader = self.db.readers.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        ReadView::new(database.begin_read()?, self.kinds.clone(), self.wanted.clone(), reader)
     }
 
     /// Calls `wake` (on the reading thread, so it should only signal) when a read first sorts
@@ -563,7 +670,7 @@ impl Store {
         let began = std::time::Instant::now();
         let out_of_time = || began.elapsed() >= max_time;
         let mut step = OrderBuildStep::default();
-        let txn = self.db.begin_write()?;
+        let txn = self.database()?.begin_write()?;
         let mut chunks = Vec::new();
         {
             let revision = txn.open_table(tables::META)?.get("revision")?.map(|r| r.value()).unwrap_or(0);
@@ -661,7 +768,7 @@ impl Store {
         now: Timestamp,
         apply: impl FnOnce(&mut WriteBatch<'_>) -> Result<R, StorageError>,
     ) -> Result<(R, Option<u64>), StorageError> {
-        let txn = self.db.begin_write()?;
+        let txn = self.database()?.begin_write()?;
         let (result, finished) = {
             let mut batch = WriteBatch::new(&txn, self.kinds.clone(), self.feed.clone(), self.rederiving())?;
             let rebuilding = self.rebuilding();
@@ -781,6 +888,45 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().1.parts().unwrap().last().unwrap().to_string())
             .collect()
+    }
+
+    /// A reopen keeps what was committed and the in-memory state, waits for read views (cut off
+    /// after the wait), and every clone of the store reads and writes the reopened database;
+    /// `close` still releases the file.
+    #[test]
+    fn a_reopened_store_keeps_its_data_and_serves_every_handle() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let clone = store.clone();
+        zone_at(&store, "a", "1", 10);
+        let view = store.read().unwrap();
+        let r = store.reopen(std::time::Duration::ZERO).unwrap();
+        assert_eq!(r.readers_cut, 1, "the view alive during the reopen");
+        drop(view);
+        let view = clone.read().unwrap();
+        let r = store.reopen(std::time::Duration::from_millis(50)).unwrap();
+        assert_eq!(r.readers_cut, 1);
+        drop(view);
+        assert_eq!(store.reopen(std::time::Duration::from_secs(5)).unwrap().readers_cut, 0, "no view alive");
+        assert_eq!(clone.read().unwrap().revision().unwrap(), 1);
+        zone_at(&clone, "b", "1", 11);
+        assert_eq!(store.read().unwrap().revision().unwrap(), 2);
+        assert_eq!(zones_by(&store.read().unwrap(), OrderField::Key, std::ops::Bound::Unbounded, false), vec!["a", "b"]);
+        drop(clone);
+        store.close(std::time::Duration::from_secs(5)).unwrap();
+        assert_eq!(Store::open(dir.path()).unwrap().read().unwrap().revision().unwrap(), 2);
+    }
+
+    /// Volume faults are told apart from the rest: they are retried after a reopen.
+    #[test]
+    fn failures_of_the_volume_are_volume_faults() {
+        let full = redb::Error::Io(std::io::Error::from_raw_os_error(28));
+        assert!(StorageError::from(full).is_volume_fault());
+        let previous = StorageError::from(redb::Error::PreviousIo);
+        assert!(previous.is_volume_fault());
+        assert_eq!(previous.to_string(), PREVIOUS_FAULT);
+        assert!(!StorageError::from(redb::Error::DatabaseAlreadyOpen).is_volume_fault());
+        assert!(!StorageError::Corrupt("x".into()).is_volume_fault());
     }
 
     /// An empty store file (a volume that lost its data) opens as a new store, which is written.
@@ -1040,7 +1186,7 @@ mod tests {
             .unwrap()
             .map(|e| e.unwrap().1.as_bytes().to_vec())
             .collect();
-        let txn = store.db.begin_write().unwrap();
+        let txn = store.database().unwrap().begin_write().unwrap();
         {
             if version == 1 {
                 let mut order = txn.open_table(tables::ORDER).unwrap();
@@ -1095,7 +1241,7 @@ mod tests {
     fn a_store_of_a_newer_layout_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let txn = store.db.begin_write().unwrap();
+        let txn = store.database().unwrap().begin_write().unwrap();
         txn.open_table(tables::META).unwrap().insert("schema_version", SCHEMA_VERSION + 1).unwrap();
         txn.commit().unwrap();
         drop(store);

@@ -43,6 +43,8 @@ pub struct ReadView {
     /// Kinds whose records this view refuses to read ([`ReadView::refuse_while_rederiving`]).
     refused: OnceLock<Vec<KindId>>,
     wanted: Arc<Wanted>,
+    /// Counted by [`crate::Store::reopen`], which waits for the views of the database it closes.
+    _reader: Arc<()>,
 }
 
 type RecordsTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
@@ -52,7 +54,7 @@ type CountsTable = redb::ReadOnlyTable<&'static [u8], u64>;
 pub type OrderEntry = (Vec<u8>, Key);
 
 impl ReadView {
-    pub(crate) fn new(txn: ReadTransaction, kinds: Arc<KindTable>, wanted: Arc<Wanted>) -> Result<ReadView, StorageError> {
+    pub(crate) fn new(txn: ReadTransaction, kinds: Arc<KindTable>, wanted: Arc<Wanted>, reader: Arc<()>) -> Result<ReadView, StorageError> {
         let order = txn.open_table(tables::ORDER)?;
         let index_entries = txn.open_table(tables::INDEX_ENTRIES)?;
         let codes = KindId::ALL.iter().map(|k| usize::from(k.code())).max().unwrap_or(0) + 1;
@@ -68,6 +70,7 @@ impl ReadView {
             interrupt: OnceLock::new(),
             refused: OnceLock::new(),
             wanted,
+            _reader: reader,
         })
     }
 

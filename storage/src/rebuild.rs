@@ -223,7 +223,7 @@ impl crate::Store {
     ) -> Result<Option<RebuildStep>, StorageError> {
         let Some((kind, _)) = self.rebuilding().first().copied() else { return Ok(None) };
         let began = std::time::Instant::now();
-        let txn = self.db.begin_write()?;
+        let txn = self.database()?.begin_write()?;
         let mut step = RebuildStep { kind: Some(kind), ..RebuildStep::default() };
         {
             let mut staging = txn.open_table(REBUILD)?;

@@ -374,6 +374,7 @@ impl Catalogue {
             pending_rev: revision,
             stop: stop.clone(),
             committed: committed.clone(),
+            failures: crate::throttle::LogThrottle::new(FAILURE_LOG_INTERVAL),
         };
         let thread = std::thread::Builder::new()
             .name("cp-search".into())
@@ -594,7 +595,12 @@ struct Job {
     pending_rev: u64,
     stop: Arc<AtomicBool>,
     committed: Arc<CommittedRevision>,
+    /// Failed commits, logged once per cause and [`FAILURE_LOG_INTERVAL`].
+    failures: crate::throttle::LogThrottle,
 }
+
+/// How often the same failure of the index's commits is logged again (with the count since).
+const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
 impl Job {
     fn run(&mut self, feed: Receiver<Committed>) {
@@ -622,11 +628,17 @@ impl Job {
             let due = first_pending.is_some_and(|t| t.elapsed() >= COMMIT_INTERVAL);
             if (due || stopping || disconnected) && self.pending_rev > self.done {
                 match self.flush() {
-                    Ok(()) => first_pending = None,
+                    Ok(()) => {
+                        first_pending = None;
+                        self.failures.reset();
+                    }
                     Err(e) => {
                         // The pending changes stay; the next flush retries them. A persistent
                         // failure leaves the index stale, which the next start repairs.
-                        tracing::error!(error = %e, "search index commit failed; retrying");
+                        let cause = e.to_string();
+                        if let Some(since) = self.failures.admit(&cause) {
+                            tracing::error!(error = %cause, failures_since_last_line = since, "search index commit failed; retrying");
+                        }
                         first_pending = Some(Instant::now());
                         let _ = self.writer.rollback();
                     }

@@ -768,7 +768,7 @@ impl Store {
             })
             .collect();
         let derived_sections: Vec<&Section> = sections.iter().copied().filter(|s| !unreadable.contains(&s.kind)).collect();
-        let txn = self.db.begin_write().map_err(StorageError::from)?;
+        let txn = self.database()?.begin_write().map_err(StorageError::from)?;
         for &kind in &rederived {
             crate::versions::mark_rederiving(&txn, kind)?;
         }

@@ -89,7 +89,7 @@ impl crate::Store {
     /// # Errors
     /// [`StorageError`] on redb failures or a corrupt row.
     pub fn sync_state(&self) -> Result<SyncState, StorageError> {
-        let txn = self.db.begin_read()?;
+        let txn = self.database()?.begin_read()?;
         match txn.open_table(SYNC_STATE) {
             Ok(t) => read(&t),
             Err(redb::TableError::TableDoesNotExist(_)) => Ok(SyncState::default()),
@@ -118,7 +118,7 @@ impl crate::Store {
             return Ok(true);
         }
         if state.source.as_deref() != Some(bounded(identity)) {
-            let txn = self.db.begin_write()?;
+            let txn = self.database()?.begin_write()?;
             write(&mut txn.open_table(SYNC_STATE)?, &SyncState { source: Some(identity.to_string()), synced_at: None })?;
             txn.commit()?;
         }
@@ -135,7 +135,7 @@ impl crate::Store {
         if self.sync_state()?.synced_at.is_some() {
             return Ok(());
         }
-        let txn = self.db.begin_write()?;
+        let txn = self.database()?.begin_write()?;
         {
             let revision = txn.open_table(tables::META)?.get("revision")?.map(|r| r.value()).unwrap_or(0);
             let mut t = txn.open_table(SYNC_STATE)?;
@@ -195,7 +195,7 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         store.follow_source("manifests:/a").unwrap();
         store.mark_synced().unwrap();
-        let txn = store.db.begin_write().unwrap();
+        let txn = store.database().unwrap().begin_write().unwrap();
         txn.open_table(SYNC_STATE).unwrap().insert(SYNCED, b"xyz".as_slice()).unwrap();
         txn.commit().unwrap();
         assert!(matches!(store.sync_state(), Err(StorageError::Corrupt(_))));

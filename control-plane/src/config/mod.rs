@@ -122,6 +122,38 @@ pub const SETTINGS: &[Setting] = &[
         set(&mut d.config.server.address, parse_address(one(v)?))
     })
     .long("listen"),
+    Setting::file(
+        "server.headerTimeout",
+        "CP_SERVER_HEADER_TIMEOUT",
+        "DURATION",
+        "10s",
+        "Time from a request's first byte to the end of its header (1s to 5m); a connection that sends less is closed.",
+        |d, v| set(&mut d.config.server.header_timeout, parse_duration_between(one(v)?, Duration::from_secs(1), Duration::from_secs(300))),
+    ),
+    Setting::file(
+        "server.bodyTimeout",
+        "CP_SERVER_BODY_TIMEOUT",
+        "DURATION",
+        "30s",
+        "Time to receive a request's body once its header is read (1s to 1h); a slower body is answered 408 and its connection closed.",
+        |d, v| set(&mut d.config.server.body_timeout, parse_duration_between(one(v)?, Duration::from_secs(1), Duration::from_secs(3600))),
+    ),
+    Setting::file(
+        "server.idleTimeout",
+        "CP_SERVER_IDLE_TIMEOUT",
+        "DURATION",
+        "60s",
+        "A keep-alive connection without a request in progress is closed after this (1s to 1h); WebSockets keep the subscriptions.* limits instead.",
+        |d, v| set(&mut d.config.server.idle_timeout, parse_duration_between(one(v)?, Duration::from_secs(1), Duration::from_secs(3600))),
+    ),
+    Setting::file(
+        "server.maxConnections",
+        "CP_SERVER_MAX_CONNECTIONS",
+        "N",
+        "0",
+        "Open connections, WebSockets included (0 = the open-file limit less an eighth, at least 256, kept for the store, the sources and the log; at most 10000; else at least 16). At the cap the oldest idle connection is closed for a new one; with none idle, 32 more are accepted for /healthz and /readyz only.",
+        |d, v| set(&mut d.config.server.max_connections, parse_max_connections(one(v)?)),
+    ),
     Setting::file("storage.dataDir", "CP_STORAGE_DATA_DIR", "DIR", "./data", "Data directory (holds readmodel.redb); created when missing.", |d, v| {
         set(&mut d.config.storage.data_dir, non_empty_path(one(v)?))
     })
@@ -611,6 +643,15 @@ pub struct ServerConfig {
     /// `server.address`: `HOST:PORT` (validated shape; resolved when binding). Default
     /// `0.0.0.0:8080`.
     pub address: String,
+    /// `server.headerTimeout`, default 10 s: from a request's first byte to the end of its header.
+    pub header_timeout: Duration,
+    /// `server.bodyTimeout`, default 30 s: reading a request's body (answered 408 after it).
+    pub body_timeout: Duration,
+    /// `server.idleTimeout`, default 60 s: a keep-alive connection with no request in progress.
+    pub idle_timeout: Duration,
+    /// `server.maxConnections`: open connections, WebSockets included; 0 (the default) = from
+    /// the open-file limit ([`crate::http::server::default_max_connections`]).
+    pub max_connections: usize,
 }
 
 /// `storage.*`.
@@ -847,7 +888,13 @@ impl Draft {
     /// replaced by those defaults, or are what an unset setting means.
     fn defaults() -> Draft {
         let config = Config {
-            server: ServerConfig { address: String::new() },
+            server: ServerConfig {
+                address: String::new(),
+                header_timeout: Duration::ZERO,
+                body_timeout: Duration::ZERO,
+                idle_timeout: Duration::ZERO,
+                max_connections: 0,
+            },
             storage: StorageConfig { data_dir: PathBuf::new(), cache_bytes: 0, prebuild_orders: false },
             source: SourceConfig::Kube(KubeSourceConfig::default()),
             security: SecurityConfig {
@@ -1214,6 +1261,14 @@ fn parse_scope_prefix(s: &str) -> Result<String, String> {
 }
 
 /// A duration from `min` to `max`.
+/// `server.maxConnections`: 0 (from the open-file limit) or at least 16.
+fn parse_max_connections(s: &str) -> Result<usize, String> {
+    match parse_at_least(s, 0)? {
+        n @ 1..16 => Err(format!("expected 0 (from the open-file limit) or at least 16, got {n}")),
+        n => Ok(n),
+    }
+}
+
 fn parse_duration_between(s: &str, min: Duration, max: Duration) -> Result<Duration, String> {
     let d = duration::parse(s)?;
     if d < min || d > max {

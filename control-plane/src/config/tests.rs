@@ -148,6 +148,18 @@ fn invalid_values_name_the_key_and_origin() {
         (&[("CP_GRAPHQL_PLAYGROUND_ENABLED", "maybe")], None, mock(), "graphql.playgroundEnabled", "CP_GRAPHQL_PLAYGROUND_ENABLED"),
         (&[("CP_SERVER_ADDRESS", "localhost")], None, mock(), "server.address", "CP_SERVER_ADDRESS"),
         (&[], None, serve(&["--auth", "mock", "--listen", "host:99999"]), "server.address", "--listen"),
+        (&[("CP_SERVER_HEADER_TIMEOUT", "0s")], None, mock(), "server.headerTimeout", "CP_SERVER_HEADER_TIMEOUT"),
+        (&[("CP_SERVER_HEADER_TIMEOUT", "6m")], None, mock(), "server.headerTimeout", "CP_SERVER_HEADER_TIMEOUT"),
+        (&[("CP_SERVER_BODY_TIMEOUT", "2h")], None, mock(), "server.bodyTimeout", "CP_SERVER_BODY_TIMEOUT"),
+        (&[], Some("server:\n  idleTimeout: 500ms\n"), mock(), "server.idleTimeout", "config file cp.yaml"),
+        (&[("CP_SERVER_MAX_CONNECTIONS", "15")], None, mock(), "server.maxConnections", "CP_SERVER_MAX_CONNECTIONS"),
+        (
+            &[],
+            None,
+            serve(&["--auth", "mock", "--server-max-connections", "99999999999999999999999"]),
+            "server.maxConnections",
+            "--server-max-connections",
+        ),
         (&[], None, serve(&["--auth", "basic"]), "security.mode", "--auth"),
         (&[("CP_SECURITY_TRUSTED_ISSUERS", "not-a-url")], None, mock(), "security.trustedIssuers", "CP_SECURITY_TRUSTED_ISSUERS"),
         (&[("CP_SECURITY_SCOPE_PREFIX", "a:b")], None, mock(), "security.scopePrefix", "CP_SECURITY_SCOPE_PREFIX"),
@@ -337,6 +349,7 @@ fn sample(s: &Setting) -> String {
         "roverServer.baseUrl" => Some("https://rover.example"),
         "roverServer.tokenFile" => Some("/tmp/cp-sample-rover-token"),
         "roverServer.caFile" => Some("/tmp/cp-sample-rover-ca.pem"),
+        "server.maxConnections" => Some("100"),
         _ => None,
     };
     if let Some(v) = special {

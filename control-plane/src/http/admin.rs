@@ -139,6 +139,9 @@ enum KindSyncState {
     Synced,
     /// CRD not installed (kube source); retried.
     CrdMissing,
+    /// Served from the store while its writes fail (a full or failing volume; see
+    /// `sync.storeFault`): changes since the last commit are applied once writes succeed.
+    Stale,
 }
 
 impl From<SyncState> for KindSyncState {
@@ -149,6 +152,7 @@ impl From<SyncState> for KindSyncState {
             SyncState::CatchingUp => KindSyncState::CatchingUp,
             SyncState::Synced => KindSyncState::Synced,
             SyncState::CrdMissing => KindSyncState::CrdMissing,
+            SyncState::Stale => KindSyncState::Stale,
         }
     }
 }
@@ -184,6 +188,9 @@ struct Readyz {
     missing_kinds: Vec<String>,
     /// Operator notes (e.g. mock authentication).
     notes: Vec<String>,
+    /// While store writes fail (a full or failing volume): the cause, the data directory and
+    /// since when; the store serves what it holds meanwhile. Null normally.
+    store_fault: Option<String>,
 }
 
 impl From<ReadyStatus> for Readyz {
@@ -196,6 +203,7 @@ impl From<ReadyStatus> for Readyz {
             pending_count: s.pending_count as u64,
             missing_kinds: s.missing_kinds,
             notes: s.notes,
+            store_fault: s.store_fault,
         }
     }
 }

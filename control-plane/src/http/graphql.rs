@@ -10,7 +10,9 @@
 //! **Freshness.** While the server catches up after a warm start (kinds whose initial sync is
 //! not applied yet) or re-derives kinds after an upgrade, every answer carries
 //! `extensions.freshness`: `{"lastChangeAt": <time of the last change the store holds, RFC 3339,
-//! or null>, "catchingUp": [kinds], "rederiving": [kinds]}`. A field of a kind being re-derived
+//! or null>, "catchingUp": [kinds], "rederiving": [kinds]}`, and while store writes fail (a full
+//! or failing volume) `"storeFault": "<cause, data directory, since when>"`: the answer is what
+//! the store held at `lastChangeAt`. A field of a kind being re-derived
 //! whose records are not back yet answers code `UNAVAILABLE` with `extensions.kind`; the other
 //! kinds answer normally.
 
@@ -111,7 +113,11 @@ pub fn routes(
     let api =
         query::build_schema(QueryConfig { secret_resolver: services.secrets, command_sink: services.commands, ..query_config(config) })
             .expect("invariant: the generated schema is valid (see query/schema.graphql test)");
-    let limits = Limits { max_body_bytes: config.graphql.max_body_bytes, timeout: config.graphql.request_timeout };
+    let limits = Limits {
+        max_body_bytes: config.graphql.max_body_bytes,
+        timeout: config.graphql.request_timeout,
+        body_timeout: config.server.body_timeout,
+    };
     let executor = Executor::new(config.graphql.workers, config.graphql.queue_length, shutdown.clone(), metrics.clone());
     let timeout = config.graphql.request_timeout;
     let stop = shutdown.clone();
@@ -138,12 +144,14 @@ pub fn print_schema() -> String {
     query::build_schema(QueryConfig::default()).expect("invariant: the generated schema is valid").sdl()
 }
 
-/// Per-request limits (`graphql.maxBodyBytes`, `graphql.requestTimeout`).
+/// Per-request limits (`graphql.maxBodyBytes`, `graphql.requestTimeout`, `server.bodyTimeout`).
 #[derive(Clone, Copy, Debug)]
 struct Limits {
     max_body_bytes: usize,
     /// Zero = no limit.
     timeout: std::time::Duration,
+    /// Time to read the body once the header is read.
+    body_timeout: std::time::Duration,
 }
 
 #[handler]
@@ -207,9 +215,15 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
         }
     };
     let request = if req.method() == Method::POST {
-        let bytes = match body.into_bytes_limit(state.limits.max_body_bytes).await {
-            Ok(b) => b,
+        let read = tokio::time::timeout(state.limits.body_timeout, body.into_bytes_limit(state.limits.max_body_bytes));
+        let bytes = match read.await {
+            Ok(Ok(b)) => b,
             Err(_) => {
+                let detail = format!("the request body was not received within {:?} (server.bodyTimeout)", state.limits.body_timeout);
+                let resp = problem(StatusCode::REQUEST_TIMEOUT, "Request Timeout", &detail);
+                return ("REQUEST_TIMEOUT", closing(resp));
+            }
+            Ok(Err(_)) => {
                 let detail = format!("the request body exceeds {} bytes", state.limits.max_body_bytes);
                 let resp = problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", &detail);
                 return ("PAYLOAD_TOO_LARGE", closing(resp));
@@ -279,11 +293,15 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
 fn freshness(store: &Store, readiness: &Readiness) -> Option<async_graphql::Value> {
     let catching_up = readiness.catching_up();
     let rederiving: Vec<&str> = store.rederivations().iter().map(|k| k.name()).collect();
-    if catching_up.is_empty() && rederiving.is_empty() {
+    let store_fault = readiness.store_fault();
+    if catching_up.is_empty() && rederiving.is_empty() && store_fault.is_none() {
         return None;
     }
     let last_change = store.read().and_then(|v| v.last_commit()).ok().flatten().map(|t| t.to_rfc3339());
-    let value = serde_json::json!({"lastChangeAt": last_change, "catchingUp": catching_up, "rederiving": rederiving});
+    let mut value = serde_json::json!({"lastChangeAt": last_change, "catchingUp": catching_up, "rederiving": rederiving});
+    if let Some(fault) = store_fault {
+        value["storeFault"] = fault.into();
+    }
     async_graphql::Value::from_json(value).ok()
 }
 

@@ -6,6 +6,7 @@ pub mod admin;
 pub mod executor;
 pub mod graphiql;
 pub mod graphql;
+pub mod server;
 pub mod subscriptions;
 
 use crate::app::App;

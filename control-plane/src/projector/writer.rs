@@ -9,6 +9,16 @@
 //! parent is written (children listed before their parents converge without waiting out the
 //! delay). A store error never panics: the batch is retried change by change, and
 //! a change that still fails is parked with a growing delay and counted as outcome `error`.
+//!
+//! **Volume faults** ([`StorageError::is_volume_fault`]: no space left, an I/O error, a
+//! read-only volume) are not the change's fault: the writer keeps the batch that failed
+//! ([`VolumeFault`]), takes no new change (the sources wait for room in the queue), and tries
+//! again — reopening the store first, since redb refuses every write of a handle after a failed
+//! one — as soon as the volume has room again ([`FAULT_MIN_FREE`] more than at the failure),
+//! else after a backoff of 1 s doubling to 60 s. Nothing is dropped: the batch's readiness items
+//! end only once it is committed. Meanwhile the store serves what it holds, and readiness,
+//! `extensions.freshness`, `/admin/v1/status` and `controlplane_store_write_failing` say why;
+//! the failure is logged once per cause and minute, with a count.
 
 use crate::config::{Clock, ProjectorConfig};
 use crate::metrics::{outcome, Metrics};
@@ -359,6 +369,8 @@ impl Writer {
             filling_documents,
             outdated: FastMap::default(),
             train,
+            fault: None,
+            failure_log: storage::throttle::LogThrottle::new(FAILURE_LOG_INTERVAL),
         };
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
         Ok(Writer { tx, queue, stop, thread: Some(thread), trainer: Some(trainer) })
@@ -404,7 +416,8 @@ fn spawn_trainer(store: Store) -> std::io::Result<(mpsc::SyncSender<()>, JoinHan
     let _ = tx.try_send(());
     let thread = std::thread::Builder::new().name("cp-dictionaries".into()).spawn(move || {
         let mut done = DictionaryWork::default();
-        while rx.recv().is_ok() && keep_documents_small(&store, &mut done, &rx) {}
+        // A wake taken while recompressing (a commit meanwhile) runs another round at once.
+        while (std::mem::take(&mut done.woken) || rx.recv().is_ok()) && keep_documents_small(&store, &mut done, &rx) {}
     })?;
     Ok((tx, thread))
 }
@@ -416,6 +429,8 @@ struct DictionaryWork {
     given_up: std::collections::HashSet<KindId>,
     /// Kinds whose documents written before their dictionary are recompressed.
     recompressed: std::collections::HashSet<KindId>,
+    /// Whether a wake arrived during the round (commits whose kinds may now be due).
+    woken: bool,
 }
 
 /// One round of the dictionary thread ([`spawn_trainer`]): trains the dictionaries due, then
@@ -433,9 +448,14 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
         if done.recompressed.contains(&kind) {
             continue;
         }
-        match recompress(store, kind, rx) {
+        match recompress(store, kind, rx, &mut done.woken) {
             Ok(true) => {}
             Ok(false) => return false,
+            Err(e) if e.is_volume_fault() => {
+                // Tried again after the next commit, once writes succeed.
+                tracing::warn!(kind = kind.name(), error = %e, "recompressing documents failed on the volume; tried again after the next commit");
+                continue;
+            }
             Err(e) => {
                 tracing::warn!(kind = kind.name(), error = %e, "recompressing documents failed; they stay as they are until the next start")
             }
@@ -446,16 +466,19 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
 }
 
 /// Recompresses `kind`'s documents written before its dictionary, a transaction at a time;
-/// `Ok(false)` when the writer ended meanwhile (`rx` disconnected).
-fn recompress(store: &Store, kind: KindId, rx: &mpsc::Receiver<()>) -> Result<bool, storage::StorageError> {
+/// `Ok(false)` when the writer ended meanwhile (`rx` disconnected). A wake taken meanwhile sets
+/// `woken`.
+fn recompress(store: &Store, kind: KindId, rx: &mpsc::Receiver<()>, woken: &mut bool) -> Result<bool, storage::StorageError> {
     if store.documents_recompressed(kind)? {
         return Ok(true);
     }
     let started = Instant::now();
     let mut after = None;
     loop {
-        if let Err(mpsc::TryRecvError::Disconnected) = rx.try_recv() {
-            return Ok(false);
+        match rx.try_recv() {
+            Err(mpsc::TryRecvError::Disconnected) => return Ok(false),
+            Ok(()) => *woken = true,
+            Err(mpsc::TryRecvError::Empty) => {}
         }
         match store.recompress_documents(kind, after.as_deref())? {
             Some(last) => after = Some(last),
@@ -604,10 +627,46 @@ struct WriterState {
     outdated: FastMap<KindId, usize>,
     /// Wakes the dictionary trainer ([`spawn_trainer`]) after a commit.
     train: mpsc::SyncSender<()>,
+    /// While store writes fail on the volume: the batch held and the retry schedule.
+    fault: Option<VolumeFault>,
+    /// Store errors, logged once per cause and [`FAILURE_LOG_INTERVAL`].
+    failure_log: storage::throttle::LogThrottle,
 }
 
 /// The wait after a failed build of ordering indexes before the next try.
 const ORDERS_RETRY: Duration = Duration::from_secs(60);
+
+/// Free bytes a volume needs before a write is tried again after a volume fault, and how many
+/// more than at the failure count as "space is back" (a retry at once, not after the backoff).
+pub const FAULT_MIN_FREE: u64 = 16 << 20;
+
+/// How often the writer looks at the volume's free space while its writes fail.
+const FAULT_POLL: Duration = Duration::from_millis(200);
+
+/// How long a reopen of the store waits for the reads of the closed database to end.
+const REOPEN_READERS_WAIT: Duration = Duration::from_secs(5);
+
+/// How often the same failure is logged again (with the count since).
+const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Store writes failing on the volume (see the module docs): the batch kept for the next try,
+/// and what readiness and the log say.
+struct VolumeFault {
+    /// The last failure's message, e.g. `No space left on device (os error 28)`.
+    cause: String,
+    /// When writes began to fail.
+    since: Instant,
+    /// What [`Readiness::set_store_fault`] shows.
+    report: String,
+    /// Failed tries since `since`.
+    attempts: u32,
+    /// When the backoff allows the next try.
+    next_try: Instant,
+    /// Free bytes of the volume at the last failure.
+    free_then: u64,
+    /// The changes of the batch that failed, tried first.
+    held: Vec<Work>,
+}
 
 /// Starts the thread that frees the writer's finished changes; it ends when the writer drops
 /// the sender.
@@ -632,6 +691,10 @@ impl WriterState {
         loop {
             if self.stop.load(Ordering::SeqCst) {
                 break;
+            }
+            if self.fault.is_some() {
+                self.ride_out_fault();
+                continue;
             }
             if self.rederiving && self.readiness.synced() {
                 self.finish_rederivation();
@@ -705,6 +768,7 @@ impl WriterState {
                     self.metrics.notify_waiters();
                 }
             }
+            Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new()),
             Err(e) => tracing::warn!(error = %e, "ending the re-derivation failed; trying again"),
         }
     }
@@ -749,6 +813,9 @@ impl WriterState {
     }
 
     fn rebuild_failed(&mut self, e: &StorageError) {
+        if e.is_volume_fault() {
+            return self.enter_fault(e, Vec::new());
+        }
         self.rebuild_retry_at = Some(Instant::now() + ORDERS_RETRY);
         let served = self.store.rebuilding().first().is_some_and(|(_, served)| *served);
         let meanwhile = if served { "its previous records are served meanwhile" } else { "it answers UNAVAILABLE meanwhile" };
@@ -770,6 +837,7 @@ impl WriterState {
         }
         match self.store.mark_synced() {
             Ok(()) => self.synced_marked = true,
+            Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new()),
             Err(e) => tracing::warn!(error = %e, "recording the completed initial sync failed; trying again"),
         }
     }
@@ -801,6 +869,7 @@ impl WriterState {
                     self.orders_built = 0;
                 }
             }
+            Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new()),
             Err(e) => {
                 self.orders_retry_at = Some(Instant::now() + ORDERS_RETRY);
                 tracing::warn!(error = %e, retry_in_s = ORDERS_RETRY.as_secs(), "building ordering indexes failed; reads sort in memory meanwhile");
@@ -913,6 +982,7 @@ impl WriterState {
                 }
                 self.release(finished);
             }
+            Err(e) if e.is_volume_fault() => self.enter_fault(&e, batch),
             Err(e) if batch.len() > 1 => {
                 tracing::error!(error = %e, changes = batch.len(), "store write failed; retrying the batch change by change");
                 let superseded = superseded(&batch);
@@ -946,9 +1016,13 @@ impl WriterState {
             Some(s) => s.to_string(),
             None => work.change.module().to_string(),
         };
-        tracing::error!(error = %e, object = %what, retry_in = ?delay, "store write failed; will retry");
+        let cause = e.to_string();
+        if let Some(since) = self.failure_log.admit(&cause) {
+            tracing::error!(error = %cause, object = %what, retry_in = ?delay, failures_since_last_line = since, "store write failed; will retry");
+        }
         self.reconciled(work.change.module(), outcome::ERROR, 0.0);
-        if let Some(t) = work.change.token() {
+        // A change the volume could not take is not processed: readiness waits for its retry.
+        if let Some(t) = work.change.token().filter(|_| !e.is_volume_fault()) {
             self.readiness.done(t);
         }
         if work.change.src().is_some() {
@@ -959,10 +1033,127 @@ impl WriterState {
         }
     }
 
+    /// Enters (or, after another failed try, continues) the volume fault of the module docs:
+    /// `held` waits for the next try, readiness and the metrics say why, the log says it once
+    /// per cause and [`FAILURE_LOG_INTERVAL`].
+    fn enter_fault(&mut self, e: &StorageError, held: Vec<Work>) {
+        self.metrics.store_write_failures.inc();
+        let free = self.store.available_space().unwrap_or(0);
+        // A write refused after another thread's failed one: name the likely first cause.
+        let cause = match e.to_string() {
+            c if c == storage::PREVIOUS_FAULT && free < FAULT_MIN_FREE => format!("No space left on device ({free} bytes free; {c})"),
+            c => c,
+        };
+        let dir = self.store.path().parent().map(|d| d.display().to_string()).unwrap_or_default();
+        let logged = self.failure_log.admit(&cause);
+        match &mut self.fault {
+            Some(fault) => {
+                fault.attempts = fault.attempts.saturating_add(1);
+                let delay = retry::delay(Wait::StoreError, fault.attempts, &self.settings.projector, 0.0);
+                fault.next_try = Instant::now() + delay;
+                fault.free_then = free;
+                fault.held.extend(held);
+                if let Some(since) = logged {
+                    tracing::error!(
+                        error = %cause, data_dir = %dir, attempts = fault.attempts, failing_for_s = fault.since.elapsed().as_secs(),
+                        failures_since_last_line = since, free_bytes = free, "store writes still fail; the store serves what it holds and retries"
+                    );
+                }
+                if fault.cause != cause {
+                    fault.report = fault.report.replacen(&fault.cause, &cause, 1);
+                    fault.cause = cause;
+                    self.readiness.set_store_fault(Some(fault.report.clone()));
+                }
+            }
+            None => {
+                let report = format!(
+                    "store write failed: {cause}; data directory {dir}; since {}; retried once space is back, else with backoff",
+                    self.settings.clock.now().to_rfc3339()
+                );
+                tracing::error!(
+                    error = %cause, data_dir = %dir, changes_held = held.len(), free_bytes = free,
+                    "store write failed on the volume; the store serves what it holds, keeps the changes, and retries once space is back"
+                );
+                self.readiness.set_store_fault(Some(report.clone()));
+                self.metrics.store_write_failing.set(1);
+                let delay = retry::delay(Wait::StoreError, 0, &self.settings.projector, 0.0);
+                self.fault = Some(VolumeFault {
+                    cause,
+                    since: Instant::now(),
+                    report,
+                    attempts: 1,
+                    next_try: Instant::now() + delay,
+                    free_then: free,
+                    held,
+                });
+            }
+        }
+        self.metrics.notify_waiters();
+    }
+
+    /// One turn of the loop while store writes fail: waits at most [`FAULT_POLL`]; once the
+    /// volume has room again or the backoff has passed, reopens the store and tries the held
+    /// batch (a failure continues the fault, a success ends it).
+    fn ride_out_fault(&mut self) {
+        let Some(fault) = &self.fault else { return };
+        std::thread::sleep(FAULT_POLL.min(fault.next_try.saturating_duration_since(Instant::now())));
+        let free = self.store.available_space().ok();
+        let space_back = free.is_some_and(|f| f >= FAULT_MIN_FREE && f >= fault.free_then.saturating_add(FAULT_MIN_FREE));
+        if !space_back && Instant::now() < fault.next_try {
+            return;
+        }
+        if let Some(free) = free.filter(|&f| f < FAULT_MIN_FREE) {
+            // Not tried: the reopen would stop reads for nothing.
+            let Some(fault) = &mut self.fault else { return };
+            fault.attempts = fault.attempts.saturating_add(1);
+            fault.next_try = Instant::now() + retry::delay(Wait::StoreError, fault.attempts, &self.settings.projector, 0.0);
+            fault.free_then = free;
+            if let Some(since) = self.failure_log.admit(&fault.cause) {
+                tracing::error!(
+                    error = %fault.cause, attempts = fault.attempts, failing_for_s = fault.since.elapsed().as_secs(),
+                    failures_since_last_line = since, free_bytes = free, "store writes still fail: the volume is full; the store serves what it holds"
+                );
+            }
+            return;
+        }
+        match self.store.reopen(REOPEN_READERS_WAIT) {
+            Ok(r) => tracing::info!(
+                seconds = format!("{:.3}", r.seconds),
+                readers_cut = r.readers_cut,
+                "store reopened after a volume fault; trying the held changes again"
+            ),
+            Err(e) => return self.enter_fault(&e, Vec::new()),
+        }
+        let held = self.fault.as_mut().map(|f| std::mem::take(&mut f.held)).unwrap_or_default();
+        if !held.is_empty() {
+            return self.process(held);
+        }
+        // Nothing held (a build or a mark failed): a write of its own says whether writes work.
+        match self.store.check_writable() {
+            Ok(()) => self.fault_cleared(),
+            Err(e) => self.enter_fault(&e, Vec::new()),
+        }
+    }
+
+    /// Ends the volume fault after a successful commit.
+    fn fault_cleared(&mut self) {
+        let Some(fault) = self.fault.take() else { return };
+        tracing::info!(
+            failing_for_s = fault.since.elapsed().as_secs(),
+            attempts = fault.attempts,
+            "store writes succeed again; the changes held meanwhile are committed"
+        );
+        self.failure_log.reset();
+        self.metrics.store_write_failing.set(0);
+        self.readiness.set_store_fault(None);
+    }
+
     /// One write transaction over `batch`; returns each change's result and duration.
-    fn attempt(&self, batch: &[Work], now: Timestamp) -> Result<Vec<(Done, f64)>, StorageError> {
+    /// A volume fault ends here once a transaction succeeds (or fails for another reason: the
+    /// volume takes writes again), before anything reports the commit.
+    fn attempt(&mut self, batch: &[Work], now: Timestamp) -> Result<Vec<(Done, f64)>, StorageError> {
         let mut committing = Instant::now();
-        let (out, revision) = self.store.write(now, |wb| {
+        let written = self.store.write(now, |wb| {
             let mut out = Vec::with_capacity(batch.len());
             for (w, superseded) in batch.iter().zip(superseded(batch)) {
                 if superseded {
@@ -975,7 +1166,11 @@ impl WriterState {
             }
             committing = Instant::now();
             Ok(out)
-        })?;
+        });
+        if self.fault.is_some() && !matches!(&written, Err(e) if e.is_volume_fault()) {
+            self.fault_cleared();
+        }
+        let (out, revision) = written?;
         self.metrics.store_commit_seconds.observe(committing.elapsed().as_secs_f64());
         if let Some(rev) = revision {
             let _ = self.train.try_send(());

@@ -1,0 +1,516 @@
+//! The HTTP server loop: the routes (poem endpoints) served by hyper with a deadline on every
+//! connection and a cap on their number — what poem's own server loop does not offer (a
+//! connection that never finishes its header, or never sends another request, would hold its
+//! socket and file descriptor for good).
+//!
+//! - `server.headerTimeout` (default 10 s): from the first byte of a request (for a new
+//!   connection: from its accept) to the end of its header; a connection that sends less is
+//!   closed.
+//! - `server.bodyTimeout` (default 30 s): reading a request's body, answered 408 by the GraphQL
+//!   endpoint (the only one that takes a body, [`super::graphql`]).
+//! - `server.idleTimeout` (default 60 s): a keep-alive connection with no request in progress and
+//!   no byte received since its last answer is closed. A connection upgraded to a WebSocket is
+//!   never idle here: the `subscriptions.*` limits apply to it.
+//! - `server.maxConnections` ([`default_max_connections`] unless set): every open connection
+//!   counts, WebSockets included, until its socket is closed. At the cap the oldest idle
+//!   connection is closed for a new one. With none idle, [`PROBE_ROOM`] more connections are
+//!   accepted for probes: they answer `/healthz` and `/readyz` only (503 for anything else), one
+//!   request each. Beyond that a new connection is closed at once.
+//!
+//! `controlplane_http_connections` counts the open connections,
+//! `controlplane_http_connections_closed_total{reason}` those closed by these rules (`idle`,
+//! `header_timeout`, `evicted`, `refused`).
+
+use crate::metrics::Metrics;
+use bytes::Bytes;
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use poem::Endpoint;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+
+/// Connections accepted beyond `server.maxConnections` when none is idle, for the kubelet's
+/// probes (`/healthz`, `/readyz`; one request each).
+pub const PROBE_ROOM: usize = 32;
+
+/// The paths a connection accepted into [`PROBE_ROOM`] answers.
+const PROBE_PATHS: &[&str] = &["/healthz", "/readyz"];
+
+/// The most connections [`default_max_connections`] allows (about 32 KiB of buffers each).
+pub const MAX_DEFAULT_CONNECTIONS: usize = 10_000;
+
+/// The deadlines and the cap of [`serve`] (`server.*`).
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionLimits {
+    /// `server.headerTimeout`.
+    pub header_timeout: Duration,
+    /// `server.idleTimeout`.
+    pub idle_timeout: Duration,
+    /// `server.maxConnections`, resolved (never 0).
+    pub max_connections: usize,
+}
+
+impl ConnectionLimits {
+    /// The limits of `config` (`server.maxConnections` 0 resolved by
+    /// [`default_max_connections`]).
+    pub fn of(config: &crate::config::ServerConfig) -> ConnectionLimits {
+        let max_connections = match config.max_connections {
+            0 => default_max_connections(open_file_limit()),
+            n => n,
+        };
+        ConnectionLimits { header_timeout: config.header_timeout, idle_timeout: config.idle_timeout, max_connections }
+    }
+}
+
+/// `server.maxConnections` by default: the open-file limit `nofile` (`RLIMIT_NOFILE`) less an
+/// eighth of it, at least 256 descriptors kept for the store, the search index, the sources and
+/// the log (and [`PROBE_ROOM`]), at most [`MAX_DEFAULT_CONNECTIONS`], at least 16.
+pub fn default_max_connections(nofile: u64) -> usize {
+    let kept = (nofile / 8).max(256) + PROBE_ROOM as u64;
+    usize::try_from(nofile.saturating_sub(kept)).unwrap_or(usize::MAX).clamp(16, MAX_DEFAULT_CONNECTIONS)
+}
+
+/// The process's soft open-file limit (1024 when it cannot be read).
+pub fn open_file_limit() -> u64 {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX).min(1 << 30)
+}
+
+/// What a connection is doing, for its deadline.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Phase {
+    /// No request in progress since this instant (the end of the last answer), and no byte
+    /// received since.
+    Idle(Instant),
+    /// Waiting for a request's header since this instant: its first bytes arrived then, or the
+    /// connection was accepted then.
+    Header(Instant),
+    /// Requests in progress (their answers not sent yet).
+    Busy(usize),
+    /// Switched to another protocol (a WebSocket): no deadline here.
+    Upgraded,
+}
+
+/// Why [`serve`] closed a connection (the `reason` label).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Closed {
+    Idle,
+    HeaderTimeout,
+}
+
+/// One open connection.
+struct Connection {
+    phase: Mutex<Phase>,
+    /// Told when the phase changes or the connection is asked to close.
+    changed: Notify,
+    /// Asked to close (evicted for a new one, or the server stops).
+    closing: AtomicBool,
+    /// Evicted for a new connection (counted in [`Open::evicted`]).
+    evicted: AtomicBool,
+    /// Accepted into [`PROBE_ROOM`].
+    probe_only: bool,
+}
+
+impl Connection {
+    fn phase(&self) -> std::sync::MutexGuard<'_, Phase> {
+        self.phase.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn set(&self, phase: Phase) {
+        *self.phase() = phase;
+        self.changed.notify_waiters();
+    }
+
+    /// Bytes arrived: an idle connection starts a request's header.
+    fn received(&self) {
+        let mut phase = self.phase();
+        if let Phase::Idle(_) = *phase {
+            *phase = Phase::Header(Instant::now());
+            drop(phase);
+            self.changed.notify_waiters();
+        }
+    }
+
+    fn request_started(&self) {
+        let mut phase = self.phase();
+        *phase = match *phase {
+            Phase::Busy(n) => Phase::Busy(n + 1),
+            Phase::Upgraded => Phase::Upgraded,
+            Phase::Idle(_) | Phase::Header(_) => Phase::Busy(1),
+        };
+        drop(phase);
+        self.changed.notify_waiters();
+    }
+
+    fn request_ended(&self) {
+        let mut phase = self.phase();
+        *phase = match *phase {
+            Phase::Busy(n) if n > 1 => Phase::Busy(n - 1),
+            Phase::Upgraded => Phase::Upgraded,
+            _ => Phase::Idle(Instant::now()),
+        };
+        drop(phase);
+        self.changed.notify_waiters();
+    }
+
+    fn close(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    /// When the current phase ends the connection, if nothing changes before.
+    fn deadline(&self, limits: &ConnectionLimits) -> Option<Instant> {
+        match *self.phase() {
+            Phase::Idle(since) => Some(since + limits.idle_timeout),
+            Phase::Header(since) => Some(since + limits.header_timeout),
+            Phase::Busy(_) | Phase::Upgraded => None,
+        }
+    }
+
+    /// Why the connection is to be closed now, if its deadline passed.
+    fn expired(&self, limits: &ConnectionLimits) -> Option<Closed> {
+        let now = Instant::now();
+        match *self.phase() {
+            Phase::Idle(since) if now >= since + limits.idle_timeout => Some(Closed::Idle),
+            Phase::Header(since) if now >= since + limits.header_timeout => Some(Closed::HeaderTimeout),
+            _ => None,
+        }
+    }
+}
+
+/// The open connections (until their sockets are closed: an upgraded one lives on in its
+/// WebSocket's task).
+#[derive(Default)]
+struct Registry {
+    open: Mutex<Open>,
+}
+
+#[derive(Default)]
+struct Open {
+    /// The last connection id given.
+    last_id: u64,
+    connections: HashMap<u64, Arc<Connection>>,
+    /// Of those, the ones evicted and not closed yet: they do not count against the cap (each
+    /// was evicted for one new connection).
+    evicted: usize,
+}
+
+/// How a new connection is taken.
+enum Admission {
+    Served(Registered),
+    Refused,
+}
+
+impl Registry {
+    /// Admits a connection under `max` (closing the oldest idle one at the cap, else into
+    /// [`PROBE_ROOM`]), or refuses it.
+    fn admit(self: &Arc<Registry>, max: usize, metrics: &Metrics) -> Admission {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let count = open.connections.len() - open.evicted;
+        let mut probe_only = false;
+        if count >= max {
+            let oldest_idle = open
+                .connections
+                .values()
+                .filter(|c| !c.closing.load(Ordering::SeqCst))
+                .filter_map(|c| match *c.phase() {
+                    Phase::Idle(since) => Some((since, c.clone())),
+                    _ => None,
+                })
+                .min_by_key(|(since, _)| *since);
+            match oldest_idle {
+                Some((_, c)) => {
+                    c.evicted.store(true, Ordering::SeqCst);
+                    c.close();
+                    open.evicted += 1;
+                    metrics.http_connections_closed.with_label_values(&["evicted"]).inc();
+                }
+                None if count < max + PROBE_ROOM => probe_only = true,
+                None => {
+                    metrics.http_connections_closed.with_label_values(&["refused"]).inc();
+                    return Admission::Refused;
+                }
+            }
+        }
+        open.last_id += 1;
+        let id = open.last_id;
+        let connection = Arc::new(Connection {
+            phase: Mutex::new(Phase::Header(Instant::now())),
+            changed: Notify::new(),
+            closing: AtomicBool::new(false),
+            evicted: AtomicBool::new(false),
+            probe_only,
+        });
+        open.connections.insert(id, connection.clone());
+        metrics.http_connections.set(open.connections.len() as i64);
+        Admission::Served(Registered { registry: self.clone(), id, connection, metrics: metrics.clone() })
+    }
+
+    fn close_all(&self) {
+        for c in self.open.lock().unwrap_or_else(|e| e.into_inner()).connections.values() {
+            c.close();
+        }
+    }
+}
+
+/// A connection's place in the [`Registry`], given up when its socket is closed.
+struct Registered {
+    registry: Arc<Registry>,
+    id: u64,
+    connection: Arc<Connection>,
+    metrics: Metrics,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        let mut open = self.registry.open.lock().unwrap_or_else(|e| e.into_inner());
+        if open.connections.remove(&self.id).is_some_and(|c| c.evicted.load(Ordering::SeqCst)) {
+            open.evicted -= 1;
+        }
+        self.metrics.http_connections.set(open.connections.len() as i64);
+    }
+}
+
+/// The socket of a connection: notes received bytes, and holds the connection's registration
+/// until it is closed.
+struct TrackedStream {
+    stream: TcpStream,
+    registered: Registered,
+}
+
+impl AsyncRead for TrackedStream {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.registered.connection.received();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for TrackedStream {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[std::io::IoSlice<'_>]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+}
+
+/// Ends its request (the connection may turn idle) when dropped: once the answer's body is
+/// sent or abandoned.
+struct InProgress(Arc<Connection>);
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0.request_ended();
+    }
+}
+
+/// An answer's body that keeps its request [`InProgress`] until its last frame is handed to
+/// the connection (or the body is dropped): a client that has read the whole answer finds the
+/// connection idle.
+struct AnswerBody {
+    body: PoemBody,
+    request: Option<InProgress>,
+}
+
+impl Body for AnswerBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None) | Poll::Ready(Some(Err(_)))) || self.body.is_end_stream() {
+            self.request = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// The body type poem's responses convert into.
+type PoemBody = http_body_util::combinators::BoxBody<Bytes, std::io::Error>;
+
+/// Serves `routes` on `listener` until `shutdown` completes, with the deadlines and the cap of
+/// `limits` (module docs). Then stops accepting, asks every connection to close after its
+/// request in progress, and waits at most `grace` for them.
+///
+/// # Errors
+/// None today: accept failures (such as running out of file descriptors) are logged once per
+/// cause and minute, with a count, and accepting goes on.
+pub async fn serve(
+    listener: TcpListener,
+    routes: poem::Route,
+    limits: ConnectionLimits,
+    metrics: Metrics,
+    shutdown: impl Future<Output = ()>,
+    grace: Duration,
+) -> std::io::Result<()> {
+    let endpoint = Arc::new(routes);
+    let registry = Arc::new(Registry::default());
+    let local = listener.local_addr()?;
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut accept_failures = storage::throttle::LogThrottle::new(Duration::from_secs(60));
+    tokio::pin!(shutdown);
+    tracing::info!(addr = %local, max_connections = limits.max_connections, "server started");
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+            // Finished connections are reaped as they go, so the set stays as large as what is open.
+            Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+        };
+        let (stream, remote) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                if let Some(since) = accept_failures.admit(&e.to_string()) {
+                    tracing::error!(error = %e, failures_since_last_line = since, "accepting a connection failed");
+                }
+                // Out of descriptors: let connections close before trying again.
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            }
+        };
+        let registered = match registry.admit(limits.max_connections, &metrics) {
+            Admission::Served(r) => r,
+            Admission::Refused => continue,
+        };
+        let _ = stream.set_nodelay(true);
+        let connection = registered.connection.clone();
+        let stream = TrackedStream { stream, registered };
+        tasks.spawn(serve_connection(stream, connection, endpoint.clone(), local, remote, limits, metrics.clone()));
+    }
+    drop(listener);
+    registry.close_all();
+    if tokio::time::timeout(grace, async { while tasks.join_next().await.is_some() {} }).await.is_err() {
+        tracing::info!(left = tasks.len(), "connections still busy after the grace period are closed");
+        tasks.abort_all();
+    }
+    tracing::info!("server stopped");
+    Ok(())
+}
+
+/// Serves one connection until it ends, its deadline passes, or it is asked to close.
+async fn serve_connection(
+    stream: TrackedStream,
+    connection: Arc<Connection>,
+    endpoint: Arc<poem::Route>,
+    local: std::net::SocketAddr,
+    remote: std::net::SocketAddr,
+    limits: ConnectionLimits,
+    metrics: Metrics,
+) {
+    let service = {
+        let connection = connection.clone();
+        hyper::service::service_fn(move |req: http::Request<Incoming>| {
+            let (endpoint, connection) = (endpoint.clone(), connection.clone());
+            async move {
+                connection.request_started();
+                let request = InProgress(connection.clone());
+                let probe_only = connection.probe_only;
+                let response = if probe_only && !PROBE_PATHS.contains(&req.uri().path()) {
+                    poem::Response::builder()
+                        .status(http::StatusCode::SERVICE_UNAVAILABLE)
+                        .header("retry-after", "1")
+                        .body("too many connections; retry later\n")
+                } else {
+                    let req = poem::Request::from((
+                        req,
+                        poem::web::LocalAddr(poem::Addr::SocketAddr(local)),
+                        poem::web::RemoteAddr(poem::Addr::SocketAddr(remote)),
+                        poem::http::uri::Scheme::HTTP,
+                    ));
+                    endpoint.get_response(req).await
+                };
+                if response.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+                    connection.set(Phase::Upgraded);
+                }
+                let mut response: http::Response<PoemBody> = response.into();
+                if probe_only {
+                    response.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+                }
+                Ok::<_, Infallible>(response.map(|body| AnswerBody { body, request: Some(request) }))
+            }
+        })
+    };
+    let builder = auto::Builder::new(TokioExecutor::new());
+    let served = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+    tokio::pin!(served);
+    let mut shutting_down = false;
+    loop {
+        let changed = connection.changed.notified();
+        tokio::pin!(changed);
+        changed.as_mut().enable();
+        if connection.closing.load(Ordering::SeqCst) && !shutting_down {
+            shutting_down = true;
+            served.as_mut().graceful_shutdown();
+        }
+        let deadline = connection.deadline(&limits);
+        let expiry = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = served.as_mut() => return,
+            _ = changed => {}
+            _ = expiry => {
+                if let Some(why) = connection.expired(&limits) {
+                    let reason = match why {
+                        Closed::Idle => "idle",
+                        Closed::HeaderTimeout => "header_timeout",
+                    };
+                    metrics.http_connections_closed.with_label_values(&[reason]).inc();
+                    // Dropping the connection closes its socket.
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_cap_leaves_room_for_the_store_the_sources_and_the_log() {
+        assert_eq!(default_max_connections(20_000), 10_000, "at most 10,000");
+        assert_eq!(default_max_connections(8_192), 8_192 - 1_024 - 32);
+        assert_eq!(default_max_connections(1_024), 1_024 - 256 - 32);
+        assert_eq!(default_max_connections(100), 16, "at least 16");
+        assert!(open_file_limit() >= 16);
+    }
+}

@@ -1,0 +1,278 @@
+//! A full volume (issue 35), on a real size-limited file system: the data directory on a tmpfs
+//! too small for the world. The server, a child process as in production:
+//! - on a first start, cannot complete its initial sync: `/readyz` answers 503 naming the disk
+//!   and the data directory, and the failure is logged a bounded number of times;
+//! - once the tmpfs is remounted larger, without a restart, reaches exactly the state of a clean
+//!   load of the same world before `/readyz` answers 200;
+//! - when the volume fills again after the sync, keeps serving what it holds, reported stale
+//!   (`/readyz`, `/admin/v1/status`, `extensions.freshness`), and catches up once space is back.
+//!
+//! Mounting a tmpfs needs root; elsewhere the test says so and checks nothing.
+
+mod common;
+
+use common::{ServerLog, ADMIN, READY_LINE};
+use serde_json::{json, Value};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+fn spawn(world: &Path, data: &Path, port: u16) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_control-plane"))
+        .args(["serve", "--auth", "mock", "--listen", &format!("127.0.0.1:{port}")])
+        .arg("--manifests")
+        .arg(world)
+        .arg("--data-dir")
+        .arg(data)
+        .env("RUST_LOG", "info")
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// `count` groups named `bulk-<prefix>-<i>`, each with a description of about 1 KiB: enough
+/// documents that the store outgrows a small volume.
+fn groups(prefix: &str, count: usize) -> String {
+    let filler = "storage faults are faults ".repeat(40);
+    (0..count)
+        .map(|i| {
+            format!(
+                "---\napiVersion: organization.cp.ei.telekom.de/v1\nkind: Group\nmetadata:\n  name: bulk-{prefix}-{i}\n  namespace: poc\n  \
+                 labels:\n    cp.ei.telekom.de/environment: poc\nspec:\n  displayName: Bulk {prefix} {i}\n  description: {filler}{i}\n"
+            )
+        })
+        .collect()
+}
+
+/// A tmpfs mounted on a directory, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, bytes: u64) -> Option<Tmpfs> {
+        std::fs::create_dir_all(dir).unwrap();
+        let ok = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={bytes}")]).arg("tmpfs").arg(dir).status();
+        ok.is_ok_and(|s| s.success()).then(|| Tmpfs(dir.to_path_buf()))
+    }
+
+    fn resize(&self, bytes: u64) {
+        let ok = Command::new("mount").args(["-o", &format!("remount,size={bytes}")]).arg(&self.0).status().unwrap();
+        assert!(ok.success(), "remounting {}", self.0.display());
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .is_ok_and(|s| s.lines().any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0")))
+}
+
+/// Bytes of the files under `dir`.
+fn bytes_under(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                bytes_under(&e.path())
+            } else {
+                e.metadata().unwrap().len()
+            }
+        })
+        .sum()
+}
+
+/// Writes zeros into `path` until the volume is full.
+fn fill(path: &Path) {
+    use std::io::Write;
+    let mut f = std::fs::File::create(path).unwrap();
+    let chunk = vec![0u8; 64 << 10];
+    while f.write_all(&chunk).and_then(|_| f.sync_data()).is_ok() {}
+}
+
+struct Client {
+    base: String,
+    http: reqwest::Client,
+}
+
+impl Client {
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self.http.get(format!("{}{path}", self.base)).bearer_auth(ADMIN).send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn graphql(&self, query: &str) -> Value {
+        let q = json!({ "query": query });
+        self.http.post(format!("{}/graphql/query", self.base)).bearer_auth(ADMIN).json(&q).send().await.unwrap().json().await.unwrap()
+    }
+
+    /// Records per kind and every group's and application's answer, sorted.
+    async fn state(&self) -> (Value, Vec<String>) {
+        let (_, status) = self.get("/admin/v1/status").await;
+        let body = self
+            .graphql("{ groups { name displayName description } applications(first: 1000) { edges { node { name statusMessage } } } }")
+            .await;
+        let mut answers: Vec<String> =
+            body["data"]["groups"].as_array().unwrap_or_else(|| panic!("{body}")).iter().map(|g| g.to_string()).collect();
+        answers.extend(body["data"]["applications"]["edges"].as_array().unwrap().iter().map(|e| e["node"].to_string()));
+        answers.sort();
+        (status["counts"].clone(), answers)
+    }
+}
+
+type Ws = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A `changes` subscription on groups (graphql-transport-ws), acknowledged.
+async fn subscribe_to_groups(base: &str) -> Ws {
+    use futures::SinkExt;
+    use tokio_tungstenite::tungstenite::{client::IntoClientRequest, Message};
+    let mut request = format!("{}/graphql/query", base.replacen("http", "ws", 1)).into_client_request().unwrap();
+    request.headers_mut().insert("sec-websocket-protocol", "graphql-transport-ws".parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    let init = json!({"type": "connection_init", "payload": {"Authorization": format!("Bearer {ADMIN}")}});
+    ws.send(Message::text(init.to_string())).await.unwrap();
+    assert_eq!(frame(&mut ws).await["type"], "connection_ack");
+    let subscribe = json!({"id": "1", "type": "subscribe", "payload": {"query": "subscription { changes(kinds: [GROUP]) { operation } }"}});
+    ws.send(Message::text(subscribe.to_string())).await.unwrap();
+    ws
+}
+
+/// The next JSON text frame.
+async fn frame(ws: &mut Ws) -> Value {
+    use futures::StreamExt;
+    use tokio_tungstenite::tungstenite::Message;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(120), ws.next()).await.expect("a frame within 120 s") {
+            Some(Ok(Message::Text(t))) => return serde_json::from_str(&t).unwrap(),
+            Some(Ok(_)) => continue,
+            other => panic!("the subscription ended: {other:?}"),
+        }
+    }
+}
+
+/// Waits for `n` group creations on `ws`.
+async fn wait_for_created(ws: &mut Ws, n: usize) {
+    let mut created = 0;
+    while created < n {
+        let f = frame(ws).await;
+        assert_eq!(f["type"], "next", "{f}");
+        created += usize::from(f["payload"]["data"]["changes"]["operation"] == "CREATED");
+    }
+}
+
+/// The size of the full volume, below `control_plane::projector::writer::FAULT_MIN_FREE`.
+const VOLUME: u64 = 4 << 20;
+
+fn error_lines(log: &str) -> usize {
+    log.lines().filter(|l| l.contains("ERROR")).count()
+}
+
+#[test]
+fn a_full_volume_keeps_every_change_and_catches_up_once_space_is_back() {
+    if !is_root() {
+        eprintln!("skipped: mounting a tmpfs needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let world = tmp.path().join("world");
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/world");
+    std::fs::create_dir_all(&world).unwrap();
+    for entry in std::fs::read_dir(&example).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, world.join(path.file_name().unwrap())).unwrap();
+    }
+    std::fs::write(world.join("90-bulk-groups.yaml"), groups("a", 3000)).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+
+    // A clean load of the same world on the ordinary disk: what the recovered store must hold.
+    let clean_dir = tmp.path().join("clean");
+    let port = free_port();
+    let mut clean = spawn(&world, &clean_dir, port);
+    let log = ServerLog::follow(&mut clean);
+    log.wait_for(READY_LINE, Duration::from_secs(120));
+    let client = Client { base: format!("http://127.0.0.1:{port}"), http: reqwest::Client::new() };
+    let expected = rt.block_on(client.state());
+    clean.kill().unwrap();
+    clean.wait().unwrap();
+    let groups_loaded = expected.0["Group"].as_u64().unwrap();
+    assert!(groups_loaded >= 3000, "{expected:?}");
+    let needed = bytes_under(&clean_dir);
+
+    // A first start on a volume of 4 MiB, less than the world needs and less than the free
+    // space a retry waits for: the initial sync cannot complete.
+    assert!(needed > 3 * VOLUME, "the world must not fit: {needed} bytes");
+    assert!(VOLUME < control_plane::projector::writer::FAULT_MIN_FREE, "no retry before the remount");
+    let volume = Tmpfs::mount(&tmp.path().join("volume"), VOLUME).expect("mounting a tmpfs as root");
+    let data = volume.0.join("data");
+    let port = free_port();
+    let mut server = spawn(&world, &data, port);
+    let log = ServerLog::follow(&mut server);
+    let client = Client { base: format!("http://127.0.0.1:{port}"), http: reqwest::Client::new() };
+    log.wait_for("store write failed on the volume", Duration::from_secs(120));
+    rt.block_on(async {
+        let (code, readyz) = client.get("/readyz").await;
+        assert_eq!(code, 503, "{readyz}\n{}\nneeded {needed}", log.text());
+        let fault = readyz["storeFault"].as_str().unwrap_or_else(|| panic!("{readyz}"));
+        assert!(fault.contains("No space left on device") && fault.contains(&data.display().to_string()), "{fault}");
+        assert_eq!(client.get("/healthz").await.0, 200);
+        let metrics = client.http.get(format!("{}/metrics", client.base)).send().await.unwrap().text().await.unwrap();
+        assert!(metrics.contains("controlplane_store_write_failing 1"), "{metrics}");
+    });
+
+    // Space is back: no restart, the same state as the clean load, then ready.
+    volume.resize(needed * 4 + (64 << 20));
+    log.wait_for(READY_LINE, Duration::from_secs(120));
+    let recovered = rt.block_on(client.state());
+    assert_eq!(recovered.0, expected.0, "records per kind");
+    assert!(recovered.1 == expected.1, "the answers differ from the clean load's");
+    rt.block_on(async {
+        let (code, readyz) = client.get("/readyz").await;
+        assert_eq!(code, 200, "{readyz}");
+        assert_eq!(readyz["storeFault"], Value::Null);
+    });
+    assert!(log.text().contains("store writes succeed again"), "{}", log.text());
+
+    // Full again after the sync: served stale, the new objects kept until space is back.
+    let mut changes = rt.block_on(subscribe_to_groups(&client.base));
+    let filler = volume.0.join("filler");
+    fill(&filler);
+    std::fs::write(world.join("91-more-groups.yaml"), groups("b", 1000)).unwrap();
+    log.wait_until("a second volume fault", Duration::from_secs(120), |l| l.matches("store write failed on the volume").count() >= 2);
+    rt.block_on(async {
+        let (code, readyz) = client.get("/readyz").await;
+        assert_eq!(code, 200, "a store that completed its sync keeps serving: {readyz}");
+        assert!(readyz["storeFault"].as_str().is_some_and(|f| f.contains("No space left on device")), "{readyz}");
+        let (_, status) = client.get("/admin/v1/status").await;
+        let group = status["kinds"].as_array().unwrap().iter().find(|k| k["kind"] == "Group").cloned().unwrap();
+        assert_eq!(group["sync"], "stale", "{status}");
+        let answer = client.graphql("{ zones { name } }").await;
+        assert!(answer["extensions"]["freshness"]["storeFault"].is_string(), "{answer}");
+        assert!(answer["extensions"]["freshness"]["lastChangeAt"].is_string(), "{answer}");
+        assert!(answer["data"]["zones"].as_array().is_some_and(|z| !z.is_empty()), "{answer}");
+    });
+    std::fs::remove_file(&filler).unwrap();
+    rt.block_on(wait_for_created(&mut changes, 1000));
+    log.wait_until("writes succeeding again", Duration::from_secs(120), |l| l.matches("store writes succeed again").count() >= 2);
+    rt.block_on(async {
+        let (_, status) = client.get("/admin/v1/status").await;
+        assert_eq!(status["counts"]["Group"], json!(groups_loaded + 1000), "{status}");
+        let (code, readyz) = client.get("/readyz").await;
+        assert_eq!(code, 200, "{readyz}");
+        assert_eq!(readyz["storeFault"], Value::Null, "{readyz}");
+    });
+    // Each cause is logged once per minute with a count, not once per object or retry.
+    let errors = error_lines(&log.text());
+    assert!(errors <= 20, "{errors} ERROR lines:\n{}", log.text());
+    server.kill().unwrap();
+    server.wait().unwrap();
+}
