@@ -227,6 +227,11 @@ pub fn remove_restore_leftovers(data_dir: &Path) -> Result<Vec<PathBuf>> {
         let name = entry.file_name().to_string_lossy().into_owned();
         let Some(pid) = name.strip_prefix(STAGING_PREFIX) else { continue };
         let path = entry.path();
+        // Only directories are staging directories (a symbolic link is never followed).
+        if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+            tracing::warn!(path = %path.display(), "not a staging directory (not a directory); left alone");
+            continue;
+        }
         if restoring(pid) {
             bail!("{} belongs to a restore in progress (process {pid}); wait for it to end", path.display());
         }

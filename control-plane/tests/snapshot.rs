@@ -212,10 +212,18 @@ fn a_killed_restores_staging_directory_is_removed_by_the_next_restore_and_by_ser
     assert!(stderr(&o).contains("not empty") && stderr(&o).contains(&leftover.display().to_string()), "{}", stderr(&o));
     assert!(!leftover.exists());
 
-    // `serve` removes it before opening the store, and serves the store as it was.
+    // `serve` removes it before opening the store, and serves the store as it was; what only
+    // looks like one (a symbolic link to a directory elsewhere) is left alone.
     let leftover = leave_killed_restore(&data, &data);
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    std::fs::write(elsewhere.join("precious"), "kept").unwrap();
+    let link = data.join(format!("{}1", control_plane::snapshot::STAGING_PREFIX));
+    std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
     let app = App::start(Config::for_manifests(&repo().join("examples/world"), &data)).unwrap();
     assert!(!leftover.exists());
+    assert_eq!(std::fs::read_to_string(elsewhere.join("precious")).unwrap(), "kept");
+    std::fs::remove_file(&link).unwrap();
     assert!(waiting.block_on(app.wait_caught_up(Duration::from_secs(30))), "initial sync");
     app.shutdown();
     assert_eq!(counts(&data), original);

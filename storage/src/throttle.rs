@@ -20,18 +20,20 @@ impl LogThrottle {
         LogThrottle { interval, last: None, suppressed: 0 }
     }
 
-    /// Counts one occurrence of `cause`; `Some(n)` when it is to be logged now, `n` being the
-    /// occurrences of the same cause left unlogged since its last line. A new cause is logged
-    /// at once.
+    /// Counts one occurrence of `cause` (an error message; what it quotes in double quotes,
+    /// such as a temporary file's path, does not make another cause); `Some(n)` when it is to
+    /// be logged now, `n` being the occurrences of the same cause left unlogged since its last
+    /// line. A new cause is logged at once.
     pub fn admit(&mut self, cause: &str) -> Option<u64> {
+        let cause = without_quoted(cause);
         let now = Instant::now();
         match &self.last {
-            Some((last, at)) if last == cause && now.duration_since(*at) < self.interval => {
+            Some((last, at)) if *last == cause && now.duration_since(*at) < self.interval => {
                 self.suppressed += 1;
                 None
             }
             _ => {
-                self.last = Some((cause.to_string(), now));
+                self.last = Some((cause, now));
                 Some(std::mem::take(&mut self.suppressed))
             }
         }
@@ -42,6 +44,11 @@ impl LogThrottle {
         self.last = None;
         self.suppressed = 0;
     }
+}
+
+/// `text` without what it quotes in double quotes.
+fn without_quoted(text: &str) -> String {
+    text.split('"').step_by(2).collect::<Vec<_>>().join("\"\"")
 }
 
 #[cfg(test)]
@@ -59,6 +66,10 @@ mod tests {
         let mut short = LogThrottle::new(Duration::ZERO);
         assert_eq!(short.admit("a"), Some(0));
         assert_eq!(short.admit("a"), Some(0), "after the interval the same cause is logged again");
+        let full = |path: &str| format!("An IO error occurred: 'No space left on device (os error 28) at path \"{path}\"'");
+        let mut search = LogThrottle::new(Duration::from_secs(3600));
+        assert_eq!(search.admit(&full("/data/search/.tmpYpLEEd")), Some(0));
+        assert_eq!(search.admit(&full("/data/search/.tmpc5givC")), None, "another temporary file, the same cause");
         t.reset();
         assert_eq!(t.admit("Read-only file system"), Some(0));
     }
