@@ -442,6 +442,8 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
             tracing::info!(kinds = ?kinds.iter().map(|k| k.name()).collect::<Vec<_>>(), "document dictionaries trained: the documents of these kinds are stored smaller");
         }
         Ok(_) => {}
+        // The writer reports a failing volume; this round ends and the next commit wakes it again.
+        Err(e) if e.is_volume_fault() => return true,
         Err(e) => tracing::warn!(error = %e, "training document dictionaries failed; documents are compressed alone meanwhile"),
     }
     for kind in store.dictionaries().kinds() {
@@ -453,8 +455,8 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
             Ok(false) => return false,
             Err(e) if e.is_volume_fault() => {
                 // Tried again after the next commit, once writes succeed.
-                tracing::warn!(kind = kind.name(), error = %e, "recompressing documents failed on the volume; tried again after the next commit");
-                continue;
+                tracing::debug!(kind = kind.name(), error = %e, "recompressing documents failed on the volume; tried again after the next commit");
+                return true;
             }
             Err(e) => {
                 tracing::warn!(kind = kind.name(), error = %e, "recompressing documents failed; they stay as they are until the next start")
