@@ -37,7 +37,7 @@ pub fn export_offline(data_dir: &Path, out: &Path) -> Result<Summary> {
     let result = (|| -> Result<Summary> {
         let file = std::fs::File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
         let mut w = std::io::BufWriter::new(file);
-        let summary = snapshot::export(&view, now(), &mut w)?;
+        let summary = snapshot::export(&view, now(), &mut w).with_context(|| format!("writing the snapshot to {}", partial.display()))?;
         let file = w.into_inner().map_err(|e| e.into_error()).context("writing the snapshot")?;
         file.sync_all().context("syncing the snapshot")?;
         std::fs::rename(&partial, out).with_context(|| format!("renaming to {}", out.display()))?;
@@ -171,7 +171,7 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     let built = (|| -> Result<()> {
         let store = Store::open(&staging).with_context(|| format!("creating {}", staging.display()))?;
         let writing = std::time::Instant::now();
-        store.restore(&snap)?;
+        store.restore(&snap).with_context(|| format!("store write failed while restoring into {}", staging.display()))?;
         tracing::info!(seconds = writing.elapsed().as_secs_f64(), revision = snap.header.revision, "store written and committed");
         // The catalogue search index is derived data: build it now, so the first start after a
         // restore serves search at once (it would otherwise be rebuilt on that start).

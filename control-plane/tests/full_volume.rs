@@ -275,4 +275,34 @@ fn a_full_volume_keeps_every_change_and_catches_up_once_space_is_back() {
     assert!(errors <= 20, "{errors} ERROR lines:\n{}", log.text());
     server.kill().unwrap();
     server.wait().unwrap();
+
+    // Snapshots on a full volume: the disk named, nothing half-written left behind.
+    fill(&filler);
+    let run = |args: &[&std::ffi::OsStr]| Command::new(env!("CARGO_BIN_EXE_control-plane")).args(args).output().unwrap();
+    let out = volume.0.join("world.snap");
+    let export =
+        run(&["snapshot".as_ref(), "export".as_ref(), "--data-dir".as_ref(), clean_dir.as_os_str(), "--out".as_ref(), out.as_os_str()]);
+    let stderr = String::from_utf8_lossy(&export.stderr);
+    assert_eq!(export.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("No space left on device") && stderr.contains(&volume.0.display().to_string()), "{stderr}");
+    let snapshot = tmp.path().join("world.snap");
+    let export = run(&[
+        "snapshot".as_ref(),
+        "export".as_ref(),
+        "--data-dir".as_ref(),
+        clean_dir.as_os_str(),
+        "--out".as_ref(),
+        snapshot.as_os_str(),
+    ]);
+    assert_eq!(export.status.code(), Some(0), "{}", String::from_utf8_lossy(&export.stderr));
+    let target = volume.0.join("restored");
+    let restore =
+        run(&["snapshot".as_ref(), "restore".as_ref(), "--in".as_ref(), snapshot.as_os_str(), "--data-dir".as_ref(), target.as_os_str()]);
+    let stderr = String::from_utf8_lossy(&restore.stderr);
+    assert_eq!(restore.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("No space left on device") && stderr.contains(&target.display().to_string()), "{stderr}");
+    let mut left: Vec<String> =
+        std::fs::read_dir(&volume.0).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    left.sort();
+    assert_eq!(left, vec!["data", "filler"], "no partial snapshot, no staging directory");
 }
