@@ -32,7 +32,10 @@ async fn assert_rejected(server: &Server, token: &str) {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(
         body,
-        json!({"type": "Unauthorized", "status": 401, "title": "Unauthorized", "detail": "invalid token", "instance": ""}),
+        json!({
+            "type": "Unauthorized", "status": 401, "title": "Unauthorized", "detail": "invalid token", "instance": "",
+            "errors": [{"message": "invalid token", "extensions": {"code": "UNAUTHENTICATED"}}]
+        }),
         "a 401 says nothing about which check failed"
     );
 }

@@ -175,6 +175,8 @@ impl App {
                 move || if follower.rederiving().is_empty() { u64::MAX } else { 0 },
             );
         }
+        let searching = catalogue.clone();
+        readiness.report_search_failure(move || searching.failure());
         // Ready means searchable: the index has caught up with the initial sync.
         let (leader, follower) = (store.clone(), catalogue.clone());
         readiness.follow("search index", move || leader.read().and_then(|v| v.revision()).unwrap_or(0), move || follower.revision());
@@ -349,6 +351,11 @@ impl App {
     }
 
     fn stop(&mut self) {
+        // The writer first: a source waiting for room in its queue must not wait for the writer
+        // to write a whole block (seconds on a large first load).
+        if let Some(w) = &self.writer {
+            w.begin_shutdown();
+        }
         if let Some(s) = self.source.take() {
             s.shutdown();
         }
@@ -462,8 +469,7 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
         SourceConfig::Manifests(_) => None,
     };
     let address = config.server.address.clone();
-    let listener =
-        tokio::net::TcpListener::bind(address.clone()).await.with_context(|| format!("cannot listen on {address} (server.address)"))?;
+    let listener = crate::http::server::bind(&address).await.with_context(|| format!("cannot listen on {address} (server.address)"))?;
     let addr = listener.local_addr().with_context(|| format!("no socket address for {address}"))?;
     let limits = crate::http::server::ConnectionLimits::of(&config.server);
     let app = tokio::task::spawn_blocking(move || App::start_with(config, cluster)).await.context("starting")??;

@@ -164,6 +164,9 @@ impl Args for SettingFlags {
             let arg = clap::Arg::new(s.key)
                 .long(flag.trim_start_matches('-').to_string())
                 .value_name(s.value_name)
+                // A value that starts with `-` (`-1s`) is the setting's value, refused by its
+                // parser with the setting named, not taken for a flag.
+                .allow_hyphen_values(true)
                 .help(format!("{} [{}, {}, default: {}]", s.doc, s.key, s.env, s.default))
                 .action(if s.list { clap::ArgAction::Append } else { clap::ArgAction::Set });
             cmd.arg(s.conflicts_with.iter().fold(arg, |arg, id| arg.conflicts_with(*id)))

@@ -49,6 +49,23 @@ struct Progress {
     rederiving: Option<KindsOf>,
     /// Why store writes fail, while they do ([`Readiness::set_store_fault`]).
     store_fault: Option<String>,
+    /// Whether the store cannot even be read (it could not be reopened after a failed write).
+    store_closed: bool,
+    /// Why the search index's commits fail ([`Readiness::report_search_failure`]).
+    search_failure: Option<FailureOf>,
+}
+
+/// Why something fails, while it does.
+type FailureOf = Box<dyn Fn() -> Option<String> + Send>;
+
+impl Progress {
+    /// The store's fault, else the search index's failure.
+    fn store_fault(&self) -> Option<String> {
+        self.store_fault.clone().or_else(|| {
+            let failure = self.search_failure.as_ref().and_then(|f| f())?;
+            Some(format!("search index write failed: {failure}; searches answer as of its last commit and it is retried"))
+        })
+    }
 }
 
 /// The kinds being re-derived, by name.
@@ -95,9 +112,7 @@ impl Progress {
         if self.missing.contains(kind) {
             SyncState::CrdMissing
         } else if self.phases.contains(phase) || unprocessed {
-            if self.warm && self.store_fault.is_some() {
-                SyncState::Stale
-            } else if self.warm {
+            if self.warm {
                 SyncState::CatchingUp
             } else {
                 SyncState::Syncing
@@ -114,7 +129,7 @@ impl Progress {
         if !self.warm {
             return Vec::new();
         }
-        self.kinds.iter().filter(|(k, p)| self.kind_state(k, p) != SyncState::Synced).map(|(k, _)| k.clone()).collect()
+        self.kinds.iter().filter(|(k, p)| self.kind_state(k, p) == SyncState::CatchingUp).map(|(k, _)| k.clone()).collect()
     }
 
     fn insert(&mut self, label: String, group: Option<usize>) -> Token {
@@ -221,15 +236,26 @@ impl Readiness {
     }
 
     /// Records why store writes fail (`Some`, shown as [`ReadyStatus::store_fault`]) or that
-    /// they succeed again (`None`).
-    pub fn set_store_fault(&self, fault: Option<String>) {
-        self.lock().store_fault = fault;
+    /// they succeed again (`None`), and whether the store cannot be read meanwhile (`closed`:
+    /// not ready, whatever the sync).
+    pub fn set_store_fault(&self, fault: Option<String>, closed: bool) {
+        let mut s = self.lock();
+        s.store_fault = fault;
+        s.store_closed = closed;
+        drop(s);
         self.changed();
     }
 
-    /// Why store writes fail, while they do ([`Readiness::set_store_fault`]).
+    /// Why store writes fail, while they do ([`Readiness::set_store_fault`]); else why the
+    /// search index's commits fail ([`Readiness::report_search_failure`]).
     pub fn store_fault(&self) -> Option<String> {
-        self.lock().store_fault.clone()
+        self.lock().store_fault()
+    }
+
+    /// Names, in `storeFault` while store writes succeed, why the search index's commits fail
+    /// (`failure()` is called with the readiness lock held: it must not block or call back).
+    pub fn report_search_failure(&self, failure: impl Fn() -> Option<String> + Send + 'static) {
+        self.lock().search_failure = Some(Box::new(failure));
     }
 
     /// Whether this is a warm start ([`Readiness::serve_warm`]).
@@ -370,10 +396,10 @@ impl Readiness {
     }
 
     /// Whether the server is ready: a warm start, or the initial sync is complete and every
-    /// follower has caught up with it.
+    /// follower has caught up with it; never while the store cannot be read.
     pub fn is_ready(&self) -> bool {
         let mut s = self.lock();
-        s.warm || s.settled().0
+        !s.store_closed && (s.warm || s.settled().0)
     }
 
     /// The current status.
@@ -381,7 +407,7 @@ impl Readiness {
         let mut s = self.lock();
         let (settled, behind) = s.settled();
         ReadyStatus {
-            ready: s.warm || settled,
+            ready: !s.store_closed && (s.warm || settled),
             catching_up: s.catching_up(),
             rederiving: s.rederiving.as_ref().map(|f| f()).unwrap_or_default(),
             pending_phases: s.phases.iter().cloned().chain(behind).collect(),
@@ -389,7 +415,7 @@ impl Readiness {
             pending: s.items.values().take(ReadyStatus::LIST_LIMIT).map(|(l, _)| l.clone()).collect(),
             missing_kinds: s.missing.iter().cloned().collect(),
             notes: s.notes.clone(),
-            store_fault: s.store_fault.clone(),
+            store_fault: s.store_fault(),
         }
     }
 }
@@ -397,6 +423,30 @@ impl Readiness {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_fault_is_reported_stale_or_unready_and_a_search_failure_is_named_below_it() {
+        let r = Readiness::new(Vec::<String>::new());
+        r.track_kinds([("Zone".to_string(), "list Zone".to_string())]);
+        assert!(r.is_ready());
+        let failing = Arc::new(Mutex::new(Some("No space left on device".to_string())));
+        let reported = failing.clone();
+        r.report_search_failure(move || reported.lock().unwrap().clone());
+        assert!(r.is_ready(), "a failing search index does not make the server unready");
+        assert!(r.status().store_fault.is_some_and(|f| f.starts_with("search index write failed: No space left on device")));
+        assert_eq!(r.kind_state("Zone"), SyncState::Synced);
+        r.set_store_fault(Some("store write failed: No space left on device".into()), false);
+        assert!(r.is_ready(), "a store that completed its sync keeps serving");
+        assert_eq!(r.status().store_fault.as_deref(), Some("store write failed: No space left on device"));
+        assert_eq!(r.kind_state("Zone"), SyncState::Stale);
+        r.set_store_fault(Some("store write failed: Read-only file system".into()), true);
+        assert!(!r.is_ready() && !r.status().ready, "a store that cannot be read is not ready");
+        r.set_store_fault(None, false);
+        *failing.lock().unwrap() = None;
+        assert!(r.is_ready());
+        assert_eq!(r.status().store_fault, None);
+        assert_eq!(r.kind_state("Zone"), SyncState::Synced);
+    }
 
     #[test]
     fn ready_after_phases_and_items() {

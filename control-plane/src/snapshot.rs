@@ -244,14 +244,17 @@ pub fn remove_restore_leftovers(data_dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// Whether process `pid` (of a staging directory's name) is alive, is not this process, and
-/// runs this program: a restore in progress. Without `/proc`, never.
+/// runs this program's `snapshot restore`: a restore in progress. Without `/proc`, never.
 fn restoring(pid: &str) -> bool {
     let Ok(pid) = pid.parse::<u32>() else { return false };
     if pid == std::process::id() {
         return false;
     }
     let comm = |p: &str| std::fs::read_to_string(format!("/proc/{p}/comm")).ok();
-    matches!((comm(&pid.to_string()), comm("self")), (Some(theirs), Some(ours)) if theirs == ours)
+    let same_program = matches!((comm(&pid.to_string()), comm("self")), (Some(theirs), Some(ours)) if theirs == ours);
+    let args = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let mut args = args.split(|b| *b == 0);
+    same_program && args.any(|a| a == b"snapshot") && args.any(|a| a == b"restore")
 }
 
 /// The bytes of the files under `path` (for the log; unreadable entries count 0).

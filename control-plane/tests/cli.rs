@@ -74,6 +74,11 @@ fn refusals_exit_1_with_a_clear_message() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("kube source") && stderr(&o).contains("--manifests"), "{}", stderr(&o));
 
+    // A value that starts with `-` is the setting's value, refused naming the setting.
+    let o = run(&["serve", "--auth", "mock", "--manifests", world, "--data-dir", data, "--secret-manager-cache-ttl", "-1s"], &[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("`secretManager.cacheTtl`") && stderr(&o).contains("--secret-manager-cache-ttl"), "{}", stderr(&o));
+
     let o = run(&["serve", "--auth", "mock", "--manifests", world, "--data-dir", data], &[("CP_GRAPHQL_MAX_PAGE_SIZE", "lots")]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("`graphql.maxPageSize`") && stderr(&o).contains("CP_GRAPHQL_MAX_PAGE_SIZE"), "{}", stderr(&o));

@@ -707,7 +707,7 @@ impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
                 Err(e) => return Some(Err(rq.storage_error(e))),
             };
             match rq.view.get::<K>(&key) {
-                Err(e) => Some(Err(internal(e))),
+                Err(e) => Some(Err(rq.storage_error(e))),
                 Ok(None) => None,
                 Ok(Some(s)) => pred.eval(&s, rq).then_some(Ok((suffix, s))),
             }

@@ -41,8 +41,9 @@ pub fn storage(e: storage::StorageError) -> Error {
         }),
         // A read cut off by a reopen of the store after a volume fault: retry.
         storage::StorageError::Volume(_) => {
-            tracing::warn!(error = %e, "a read failed on the volume");
-            Error::new("the store is being reopened after a volume fault; retry the request")
+            // The writer logs the fault, once per cause and minute.
+            tracing::debug!(error = %e, "a read failed on the volume");
+            Error::new("the store cannot be read after a volume fault (it is reopened); retry the request")
                 .extend_with(|_, x| x.set("code", "UNAVAILABLE"))
         }
         e => internal(e),

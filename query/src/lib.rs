@@ -356,10 +356,10 @@ impl Api {
             }
         };
         limits::check_variables(&request.variables, &self.limits).map_err(refuse)?;
-        let internal =
-            |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::internal(e).into_server_error(Default::default())]);
-        let view = store.read().map_err(internal)?;
-        viewer.resolve(&view).map_err(internal)?;
+        let unreadable =
+            |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::storage(e).into_server_error(Default::default())]);
+        let view = store.read().map_err(unreadable)?;
+        viewer.resolve(&view).map_err(unreadable)?;
         let op = parsed.as_ref().and_then(|p| operation_type(&p.doc, request.operation_name.as_deref()));
         if op == Some(OperationType::Subscription) {
             return Err(Box::new(async_graphql::Response::from_errors(vec![error::subscription_over_http()])));
@@ -431,12 +431,12 @@ impl Api {
         if root_fields(&doc, request.operation_name.as_deref(), 1, true) != 1 {
             return Err(Box::new(async_graphql::Response::from_errors(vec![error::not_one_root_field()])));
         }
-        let internal =
-            |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::internal(e).into_server_error(Default::default())]);
+        let unreadable =
+            |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::storage(e).into_server_error(Default::default())]);
         {
-            let view = store.read().map_err(internal)?;
+            let view = store.read().map_err(unreadable)?;
             let mut measured = viewer.clone();
-            measured.resolve(&view).map_err(internal)?;
+            measured.resolve(&view).map_err(unreadable)?;
             let cost = self.measure(&doc, &request, &view, &measured).map_err(refuse)?;
             // Events are resolved as they come, on the connection's task: light work only.
             if cost.nodes > LIGHT_NODES || cost.searches || cost.edge_filters {
@@ -528,15 +528,15 @@ impl Api {
         if !run.ran() {
             return with_codes(cap_errors(first), &self.limits);
         }
-        let internal =
-            |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::internal(e).into_server_error(Default::default())]);
+        let unreadable =
+            |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::storage(e).into_server_error(Default::default())]);
         let view = match store.read() {
             Ok(v) => v,
-            Err(e) => return internal(e),
+            Err(e) => return unreadable(e),
         };
         let mut viewer = viewer;
         if let Err(e) = viewer.resolve(&view) {
-            return internal(e);
+            return unreadable(e);
         }
         let rq = request_context(&store, view, viewer, deadline.clone(), self.config.now, self.config.max_page_size, &self.limits);
         let answer = self.plain.strict.execute(again.data(rq).data(run.answer())).await;

@@ -487,6 +487,12 @@ impl Store {
         Ok(Opened(guard))
     }
 
+    /// Whether the database is open: `false` after a [`Store::reopen`] that could not open it
+    /// again (reads and writes fail with [`StorageError::Volume`] until one succeeds).
+    pub fn is_open(&self) -> bool {
+        self.db.database.read().unwrap_or_else(|e| e.into_inner()).is_some()
+    }
+
     /// The database file (`DIR/readmodel.redb`).
     pub fn path(&self) -> &Path {
         &self.db.path

@@ -85,11 +85,20 @@ pub enum SearchError {
     /// Reading the store failed while (re)building the index.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// Writing the index failed on the volume (no space left, an I/O error; a writer thread
+    /// killed by one). Reaction: the index keeps its last commit and the write is retried.
+    #[error("search index write failed: {0}")]
+    Io(String),
 }
 
 impl From<tantivy::TantivyError> for SearchError {
     fn from(e: tantivy::TantivyError) -> SearchError {
-        SearchError::Index(e.to_string())
+        match e {
+            tantivy::TantivyError::IoError(_) | tantivy::TantivyError::ErrorInThread(_) | tantivy::TantivyError::OpenWriteError(_) => {
+                SearchError::Io(e.to_string())
+            }
+            e => SearchError::Index(e.to_string()),
+        }
     }
 }
 
@@ -280,6 +289,8 @@ struct Shared {
     indexer: Mutex<Option<Indexer>>,
     /// Revision of the last index commit.
     committed: Arc<CommittedRevision>,
+    /// Why the last commit failed, until one succeeds ([`Catalogue::failure`]).
+    failure: Arc<Mutex<Option<String>>>,
 }
 
 /// Called with the revision after each index commit ([`Catalogue::on_commit`]).
@@ -334,6 +345,10 @@ pub enum Opened {
     UpToDate,
     /// The index was missing, unreadable or stale and was rebuilt with this many entries.
     Rebuilt(usize),
+    /// The index is stale and its rebuild failed on the volume (a full disk): it answers as of
+    /// its last commit, and the indexer thread rebuilds it once it can (retried like a failed
+    /// commit; readiness waits for it on a first start).
+    RebuildPending,
 }
 
 impl Catalogue {
@@ -363,6 +378,7 @@ impl Catalogue {
         };
         let committed = Arc::new(CommittedRevision::new(revision));
         let stop = Arc::new(AtomicBool::new(false));
+        let failure = Arc::new(Mutex::new((opened == Opened::RebuildPending).then(|| "its rebuild failed on the volume".to_string())));
         let mut job = Job {
             writer,
             f,
@@ -375,15 +391,27 @@ impl Catalogue {
             stop: stop.clone(),
             committed: committed.clone(),
             failures: crate::throttle::LogThrottle::new(FAILURE_LOG_INTERVAL),
+            rebuild: opened == Opened::RebuildPending,
+            failure: failure.clone(),
         };
+        if job.rebuild {
+            // Whatever the store holds now is what the rebuild must reach.
+            job.pending_rev = store.read()?.revision()?.max(revision + 1);
+        }
         let thread = std::thread::Builder::new()
             .name("cp-search".into())
             .spawn(move || job.run(feed))
             .map_err(|e| SearchError::Index(format!("starting the indexer thread: {e}")))?;
-        let shared = Shared { reader, f, dir: dir.to_path_buf(), indexer: Mutex::new(Some(Indexer { stop, thread })), committed };
+        let shared = Shared { reader, f, dir: dir.to_path_buf(), indexer: Mutex::new(Some(Indexer { stop, thread })), committed, failure };
         let shared = Arc::new(shared);
         store.search.set(&shared);
         Ok((Catalogue(shared), opened))
+    }
+
+    /// Why the index's last commit failed (a full volume), until one succeeds: it answers as of
+    /// its last commit meanwhile. `None` normally.
+    pub fn failure(&self) -> Option<String> {
+        self.0.failure.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The index directory.
@@ -549,18 +577,40 @@ fn open_at_revision(dir: &Path, schema: &Schema, f: Fields, store: &Store) -> Re
         Opened::UpToDate
     } else {
         let t0 = Instant::now();
-        writer.delete_all_documents()?;
-        let n = add_all(&writer, &f, &view)?;
-        let mut prepared = writer.prepare_commit()?;
-        prepared.set_payload(&payload_of(revision));
-        prepared.commit()?;
-        tracing::info!(entries = n, revision, seconds = t0.elapsed().as_secs_f64(), found = ?payload, "search index rebuilt");
-        Opened::Rebuilt(n)
+        match rebuild(&mut writer, &f, &view, revision) {
+            Ok(n) => {
+                tracing::info!(entries = n, revision, seconds = t0.elapsed().as_secs_f64(), found = ?payload, "search index rebuilt");
+                Opened::Rebuilt(n)
+            }
+            // The volume refused the new segments: the index stays as committed, and the
+            // indexer thread rebuilds it later.
+            Err(SearchError::Io(e)) => {
+                tracing::error!(error = %e, revision, "rebuilding the search index failed; it answers as of its last commit and is rebuilt once the volume takes it");
+                let _ = writer.rollback();
+                Opened::RebuildPending
+            }
+            Err(e) => return Err(e),
+        }
     };
     drop(view);
     // Opening the reader opens every segment's files: a damaged one fails here.
     let reader: IndexReader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+    let revision = match opened {
+        Opened::RebuildPending => payload.as_deref().and_then(|p| p.strip_prefix(PAYLOAD_PREFIX)?.parse().ok()).unwrap_or(0),
+        _ => revision,
+    };
     Ok((writer, reader, revision, opened))
+}
+
+/// Replaces every entry of the index by the catalogue of `view` (at `revision`) in one commit;
+/// returns the entries written.
+fn rebuild(writer: &mut IndexWriter, f: &Fields, view: &ReadView, revision: u64) -> Result<usize, SearchError> {
+    writer.delete_all_documents()?;
+    let n = add_all(writer, f, view)?;
+    let mut prepared = writer.prepare_commit()?;
+    prepared.set_payload(&payload_of(revision));
+    prepared.commit()?;
+    Ok(n)
 }
 
 fn open_index(dir: &Path, schema: &Schema) -> Result<Index, SearchError> {
@@ -597,6 +647,11 @@ struct Job {
     committed: Arc<CommittedRevision>,
     /// Failed commits, logged once per cause and [`FAILURE_LOG_INTERVAL`].
     failures: crate::throttle::LogThrottle,
+    /// The index must be rebuilt from the store (its rebuild at open failed): the next flush
+    /// rebuilds it instead of applying `pending`.
+    rebuild: bool,
+    /// Why the last commit failed ([`Catalogue::failure`]).
+    failure: Arc<Mutex<Option<String>>>,
 }
 
 /// How often the same failure of the index's commits is logged again (with the count since).
@@ -605,6 +660,8 @@ const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
 impl Job {
     fn run(&mut self, feed: Receiver<Committed>) {
         let mut first_pending: Option<Instant> = None;
+        // Consecutive failed commits.
+        let mut failed: u32 = 0;
         loop {
             let stopping = self.stop.load(Ordering::SeqCst);
             let wait = match first_pending {
@@ -631,15 +688,21 @@ impl Job {
                     Ok(()) => {
                         first_pending = None;
                         self.failures.reset();
+                        failed = 0;
+                        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
                     }
                     Err(e) => {
+                        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
                         // The pending changes stay; the next flush retries them. A persistent
                         // failure leaves the index stale, which the next start repairs.
                         let cause = e.to_string();
                         if let Some(since) = self.failures.admit(&cause) {
                             tracing::error!(error = %cause, failures_since_last_line = since, "search index commit failed; retrying");
                         }
-                        first_pending = Some(Instant::now());
+                        // Backs off (doubling to 32 s): a full volume fails every try, and a
+                        // rebuild reads the whole catalogue.
+                        failed = (failed + 1).min(7);
+                        first_pending = Some(Instant::now() + COMMIT_INTERVAL * ((1 << failed) - 1));
                         let _ = self.writer.rollback();
                     }
                 }
@@ -661,6 +724,18 @@ impl Job {
 
     fn flush(&mut self) -> Result<(), SearchError> {
         let view = self.store.read()?;
+        if self.rebuild {
+            let revision = view.revision()?;
+            let n = rebuild(&mut self.writer, &self.f, &view, revision)?;
+            tracing::info!(entries = n, revision, "search index rebuilt");
+            self.reader.reload()?;
+            self.rebuild = false;
+            self.done = revision.max(self.pending_rev);
+            self.pending_rev = self.done;
+            self.committed.set(self.done);
+            self.pending.clear();
+            return Ok(());
+        }
         let mut seen = std::collections::HashSet::new();
         for (kind, key) in &self.pending {
             if !seen.insert((*kind, key.clone())) {

@@ -245,9 +245,8 @@ enum StatusResponse {
     #[oai(status = 500, content_type = "application/problem+json")]
     Internal(Json<Problem>),
     /// The token issuer's keys cannot be fetched (jwt mode); retry after `Retry-After` seconds
-    /// (answered by the token check; listed for the document).
+    /// (answered by the token check), or the store cannot be read after a volume fault.
     #[oai(status = 503, content_type = "application/problem+json")]
-    #[allow(dead_code)]
     Unavailable(Json<Problem>),
 }
 
@@ -367,6 +366,17 @@ impl AdminApi {
         };
         match read() {
             Ok(s) => StatusResponse::Ok(Json(s)),
+            // A failing volume (the writer reports it): readiness says why.
+            Err(e) if e.is_volume_fault() => StatusResponse::Unavailable(Json(Problem {
+                ty: "ServiceUnavailable".into(),
+                status: 503,
+                title: "Service Unavailable".into(),
+                detail: format!(
+                    "the store cannot be read after a volume fault; see /readyz: {}",
+                    state.readiness.store_fault().unwrap_or_default()
+                ),
+                instance: String::new(),
+            })),
             Err(e) => {
                 tracing::error!(error = %e, "status: reading the store failed");
                 StatusResponse::Internal(internal("the store cannot be read"))

@@ -9,8 +9,8 @@
 //! on `/graphql/query` (`graphql-transport-ws`) with those headers as `connection_init` payload.
 
 use poem::http::StatusCode;
-use poem::web::{Html, Path};
-use poem::{handler, IntoResponse, Response};
+use poem::web::Html;
+use poem::{handler, IntoResponse, Request, Response};
 
 /// Where the assets are served.
 pub const ASSETS: &str = "/graphql/assets";
@@ -84,9 +84,12 @@ pub fn page() -> Html<&'static str> {
     Html(PAGE)
 }
 
-/// `GET /graphql/assets/<file>`: an embedded asset (cached a day), or 404.
+/// `GET /graphql/assets/<file>`: an embedded asset (cached a day), or 404 — for any other
+/// name, one that does not decode (`%ff`) included: the raw path is compared, the assets' names
+/// need no escaping.
 #[handler]
-pub fn asset(Path(name): Path<String>) -> Response {
+pub fn asset(req: &Request) -> Response {
+    let name = req.uri().path().strip_prefix(ASSETS).and_then(|p| p.strip_prefix('/')).unwrap_or_default();
     match FILES.iter().find(|a| a.name == name) {
         Some(a) => Response::builder().content_type(a.content_type).header("Cache-Control", "public, max-age=86400").body(a.bytes),
         None => StatusCode::NOT_FOUND.into_response(),

@@ -195,6 +195,7 @@ const OUTCOME_CODES: &[&str] = &[
     "TOO_MANY_ERRORS",
     "TOO_MANY_MUTATIONS",
     "MUTATION_OVER_GET",
+    "BAD_REQUEST",
     query::persisted::NOT_FOUND,
 ];
 
@@ -215,6 +216,12 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
         }
     };
     let request = if req.method() == Method::POST {
+        // A declared length over the limit is refused before waiting for the body.
+        let declared = req.headers().get(poem::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > state.limits.max_body_bytes as u64) {
+            let detail = format!("the request body exceeds {} bytes", state.limits.max_body_bytes);
+            return ("PAYLOAD_TOO_LARGE", closing(problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", &detail)));
+        }
         let read = tokio::time::timeout(state.limits.body_timeout, body.into_bytes_limit(state.limits.max_body_bytes));
         let bytes = match read.await {
             Ok(Ok(b)) => b,
@@ -229,7 +236,17 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
                 return ("PAYLOAD_TOO_LARGE", closing(resp));
             }
         };
+        // One JSON object: serde would also read a struct from an array, positionally.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            let detail = "the body is not a GraphQL request (a JSON object with a `query`)";
+            return ("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", detail));
+        }
         match serde_json::from_slice::<async_graphql::Request>(&bytes) {
+            // Neither a query nor a persisted query's hash (`{}`): nothing to execute.
+            Ok(r) if r.query.is_empty() && !r.extensions.contains_key("persistedQuery") => {
+                let detail = "the request has no `query` (and no `extensions.persistedQuery`)";
+                return ("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", detail));
+            }
             Ok(r) => r,
             // Variables nested beyond what the JSON reader follows (128 levels).
             Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
@@ -275,6 +292,10 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
     };
     let code = outcome(&resp);
     let mut resp = resp;
+    // Every root field skipped (`@skip`/`@include`): an empty selection's answer is `{}`.
+    if resp.data == async_graphql::Value::Null && resp.errors.is_empty() {
+        resp.data = async_graphql::Value::Object(Default::default());
+    }
     if let Some(f) = freshness(&state.store, &state.readiness) {
         resp.extensions.insert("freshness".into(), f);
     }
@@ -362,8 +383,25 @@ pub(crate) fn problem(status: StatusCode, title: &str, detail: &str) -> Response
         "title": title,
         "detail": detail,
         "instance": "",
+        // What a GraphQL client reads: the same refusal as a GraphQL error with its code.
+        "errors": [{"message": detail, "extensions": {"code": refusal_code(status)}}],
     });
     Response::builder().status(status).content_type("application/problem+json").body(body.to_string())
+}
+
+/// The `extensions.code` of a refusal at the HTTP level, by its status.
+pub(crate) fn refusal_code(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::UNAUTHORIZED => "UNAUTHENTICATED",
+        StatusCode::FORBIDDEN => "FORBIDDEN",
+        StatusCode::NOT_FOUND => "NOT_FOUND",
+        StatusCode::REQUEST_TIMEOUT => "REQUEST_TIMEOUT",
+        StatusCode::PAYLOAD_TOO_LARGE => "PAYLOAD_TOO_LARGE",
+        StatusCode::URI_TOO_LONG => "URI_TOO_LONG",
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "HEADERS_TOO_LARGE",
+        StatusCode::SERVICE_UNAVAILABLE => "UNAVAILABLE",
+        _ => "BAD_REQUEST",
+    }
 }
 
 /// `resp` with `Connection: close`, for an answer sent before the request body was read to its

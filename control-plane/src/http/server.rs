@@ -14,8 +14,9 @@
 //! - `server.maxConnections` ([`default_max_connections`] unless set): every open connection
 //!   counts, WebSockets included, until its socket is closed. At the cap the oldest idle
 //!   connection is closed for a new one. With none idle, [`PROBE_ROOM`] more connections are
-//!   accepted for probes: they answer `/healthz` and `/readyz` only (503 for anything else), one
-//!   request each. Beyond that a new connection is closed at once.
+//!   accepted for probes: they answer `/healthz`, `/readyz` and `/metrics` only (503 for anything
+//!   else), one request each, and must send their header within [`PROBE_HEADER_TIMEOUT`].
+//!   Beyond that a new connection is closed at once.
 //!
 //! `controlplane_http_connections` counts the open connections,
 //! `controlplane_http_connections_closed_total{reason}` those closed by these rules (`idle`,
@@ -43,8 +44,24 @@ use tokio::sync::Notify;
 /// probes (`/healthz`, `/readyz`; one request each).
 pub const PROBE_ROOM: usize = 32;
 
-/// The paths a connection accepted into [`PROBE_ROOM`] answers.
-const PROBE_PATHS: &[&str] = &["/healthz", "/readyz"];
+/// The longest request target answered (longer: 414 with a problem JSON and code
+/// `URI_TOO_LONG`; the HTTP layer itself refuses beyond 64 KiB with a bare 414).
+pub const MAX_URI_BYTES: usize = 16 << 10;
+
+/// The most bytes of request headers answered (more: 431 with a problem JSON and code
+/// `HEADERS_TOO_LARGE`; the HTTP layer itself refuses beyond about 400 KiB with a bare 431).
+pub const MAX_HEADER_BYTES: usize = 64 << 10;
+
+/// The paths a connection accepted into [`PROBE_ROOM`] answers: the kubelet's probes and the
+/// metrics that show the connections.
+const PROBE_PATHS: &[&str] = &["/healthz", "/readyz", "/metrics"];
+
+/// How long a connection accepted into [`PROBE_ROOM`] may take to send its request header (a
+/// probe sends it at once; a silent connection must not hold the room).
+pub const PROBE_HEADER_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The listen backlog: connections the kernel completes before the server accepts them.
+pub const LISTEN_BACKLOG: u32 = 1024;
 
 /// The most connections [`default_max_connections`] allows (about 32 KiB of buffers each).
 pub const MAX_DEFAULT_CONNECTIONS: usize = 10_000;
@@ -64,8 +81,19 @@ impl ConnectionLimits {
     /// The limits of `config` (`server.maxConnections` 0 resolved by
     /// [`default_max_connections`]).
     pub fn of(config: &crate::config::ServerConfig) -> ConnectionLimits {
+        let nofile = open_file_limit();
         let max_connections = match config.max_connections {
-            0 => default_max_connections(open_file_limit()),
+            0 => default_max_connections(nofile),
+            n if n as u64 + PROBE_ROOM as u64 + 256 > nofile => {
+                let fitting = usize::try_from(nofile.saturating_sub(PROBE_ROOM as u64 + 256)).unwrap_or(usize::MAX).max(16);
+                tracing::warn!(
+                    configured = n,
+                    open_file_limit = nofile,
+                    using = fitting,
+                    "server.maxConnections leaves no room in the open-file limit for the store, the sources and the log; using less"
+                );
+                fitting
+            }
             n => n,
         };
         ConnectionLimits { header_timeout: config.header_timeout, idle_timeout: config.idle_timeout, max_connections }
@@ -83,6 +111,22 @@ pub fn default_max_connections(nofile: u64) -> usize {
 /// The process's soft open-file limit (1024 when it cannot be read).
 pub fn open_file_limit() -> u64 {
     rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX).min(1 << 30)
+}
+
+/// Binds `address` (`HOST:PORT`, the first address it resolves to) with a listen backlog of
+/// [`LISTEN_BACKLOG`] (tokio's default is 128: a burst of connections would lose some).
+///
+/// # Errors
+/// The address does not resolve, or cannot be bound.
+pub async fn bind(address: &str) -> std::io::Result<TcpListener> {
+    let addr = tokio::net::lookup_host(address)
+        .await?
+        .next()
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{address} resolves to no address")))?;
+    let socket = if addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
 }
 
 /// What a connection is doing, for its deadline.
@@ -171,8 +215,16 @@ impl Connection {
     fn deadline(&self, limits: &ConnectionLimits) -> Option<Instant> {
         match *self.phase() {
             Phase::Idle(since) => Some(since + limits.idle_timeout),
-            Phase::Header(since) => Some(since + limits.header_timeout),
+            Phase::Header(since) => Some(since + self.header_timeout(limits)),
             Phase::Busy(_) | Phase::Upgraded => None,
+        }
+    }
+
+    fn header_timeout(&self, limits: &ConnectionLimits) -> Duration {
+        if self.probe_only {
+            limits.header_timeout.min(PROBE_HEADER_TIMEOUT)
+        } else {
+            limits.header_timeout
         }
     }
 
@@ -181,7 +233,7 @@ impl Connection {
         let now = Instant::now();
         match *self.phase() {
             Phase::Idle(since) if now >= since + limits.idle_timeout => Some(Closed::Idle),
-            Phase::Header(since) if now >= since + limits.header_timeout => Some(Closed::HeaderTimeout),
+            Phase::Header(since) if now >= since + self.header_timeout(limits) => Some(Closed::HeaderTimeout),
             _ => None,
         }
     }
@@ -421,6 +473,12 @@ pub async fn serve(
     Ok(())
 }
 
+/// `response` with `Connection: close` (its request's body is not read).
+fn closing(mut response: poem::Response) -> poem::Response {
+    response.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+    response
+}
+
 /// Serves one connection until it ends, its deadline passes, or it is asked to close.
 async fn serve_connection(
     stream: TrackedStream,
@@ -439,7 +497,16 @@ async fn serve_connection(
                 connection.request_started();
                 let request = InProgress(connection.clone());
                 let probe_only = connection.probe_only;
-                let response = if probe_only && !PROBE_PATHS.contains(&req.uri().path()) {
+                let uri_bytes = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+                let header_bytes: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
+                let response = if uri_bytes > MAX_URI_BYTES {
+                    let detail = format!("the request target is longer than {MAX_URI_BYTES} bytes");
+                    closing(super::graphql::problem(http::StatusCode::URI_TOO_LONG, "URI Too Long", &detail))
+                } else if header_bytes > MAX_HEADER_BYTES {
+                    let detail = format!("the request headers are larger than {MAX_HEADER_BYTES} bytes");
+                    let status = http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+                    closing(super::graphql::problem(status, "Request Header Fields Too Large", &detail))
+                } else if probe_only && !PROBE_PATHS.contains(&req.uri().path()) {
                     poem::Response::builder()
                         .status(http::StatusCode::SERVICE_UNAVAILABLE)
                         .header("retry-after", "1")

@@ -12,10 +12,10 @@
 //!
 //! **Volume faults** ([`StorageError::is_volume_fault`]: no space left, an I/O error, a
 //! read-only volume) are not the change's fault: the writer keeps the batch that failed
-//! ([`VolumeFault`]), takes no new change (the sources wait for room in the queue), and tries
-//! again — reopening the store first, since redb refuses every write of a handle after a failed
-//! one — as soon as the volume has room again ([`FAULT_MIN_FREE`] more than at the failure),
-//! else after a backoff of 1 s doubling to 60 s. Nothing is dropped: the batch's readiness items
+//! ([`VolumeFault`]), takes no new change (the sources wait for room in the queue), reopens the
+//! store at once (redb refuses every later write of a handle whose write failed, and the reads
+//! its cache cannot answer), and tries again as soon as the volume has [`FAULT_SPACE_STEP`] more
+//! free than at the failure, else after a backoff of 1 s doubling to 60 s. Nothing is dropped: the batch's readiness items
 //! end only once it is committed. Meanwhile the store serves what it holds, and readiness,
 //! `extensions.freshness`, `/admin/v1/status` and `controlplane_store_write_failing` say why;
 //! the failure is logged once per cause and minute, with a count.
@@ -183,6 +183,9 @@ impl Committed {
 enum Msg {
     Change(Change),
     Wake,
+    /// Another thread's write failed on the volume (its message): the store's reads fail too
+    /// until the writer reopens it.
+    Fault(String),
 }
 
 /// Changes sent and not yet taken by the writer, and whether the writer has stopped.
@@ -332,7 +335,7 @@ impl Writer {
         let queue = Arc::new(Queue::default());
         let rederiving = !store.rederiving().is_empty();
         let handlers = crate::projector::handlers::Handlers::new(&settings.features).with_dictionaries(store.dictionaries());
-        let (train, trainer) = spawn_trainer(store.clone())?;
+        let (train, trainer) = spawn_trainer(store.clone(), tx.clone())?;
         let filling_documents = store.filling_documents();
         if settings.prebuild_orders {
             // Asked for now, built once the initial sync is processed: `orders_pending` is true
@@ -371,6 +374,7 @@ impl Writer {
             train,
             fault: None,
             failure_log: storage::throttle::LogThrottle::new(FAILURE_LOG_INTERVAL),
+            recovering: None,
         };
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
         Ok(Writer { tx, queue, stop, thread: Some(thread), trainer: Some(trainer) })
@@ -385,6 +389,16 @@ impl Writer {
     /// are dropped (the source replays them on the next start). Blocks until the thread ends.
     pub fn shutdown(mut self) {
         self.stop_and_join();
+    }
+
+    /// Asks the writer to stop after the batch in progress, without waiting: paced senders stop
+    /// waiting for room at once (a source that is stopping then sends what it holds and ends,
+    /// instead of waiting for the writer to write it). [`Writer::shutdown`] then joins.
+    pub fn begin_shutdown(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.queue.closed.store(true, Ordering::Relaxed);
+        self.queue.room.notify_waiters();
+        let _ = self.tx.send(Msg::Wake);
     }
 
     fn stop_and_join(&mut self) {
@@ -410,14 +424,14 @@ impl Writer {
 /// the kind's documents written before ([`Store::recompress_documents`], one short write
 /// transaction at a time, once per store). Off the writer; woken at its start and after commits
 /// (wakes coalesce), it ends once the returned sender is dropped, between two transactions.
-fn spawn_trainer(store: Store) -> std::io::Result<(mpsc::SyncSender<()>, JoinHandle<()>)> {
+fn spawn_trainer(store: Store, writer: mpsc::Sender<Msg>) -> std::io::Result<(mpsc::SyncSender<()>, JoinHandle<()>)> {
     let (tx, rx) = mpsc::sync_channel::<()>(1);
     // A store trained before (or a start cut short) finishes its recompression.
     let _ = tx.try_send(());
     let thread = std::thread::Builder::new().name("cp-dictionaries".into()).spawn(move || {
         let mut done = DictionaryWork::default();
         // A wake taken while recompressing (a commit meanwhile) runs another round at once.
-        while (std::mem::take(&mut done.woken) || rx.recv().is_ok()) && keep_documents_small(&store, &mut done, &rx) {}
+        while (std::mem::take(&mut done.woken) || rx.recv().is_ok()) && keep_documents_small(&store, &mut done, &rx, &writer) {}
     })?;
     Ok((tx, thread))
 }
@@ -436,14 +450,17 @@ struct DictionaryWork {
 /// One round of the dictionary thread ([`spawn_trainer`]): trains the dictionaries due, then
 /// recompresses what each kind with a dictionary wrote before it. `false` when the writer ended
 /// meanwhile (`rx` disconnected).
-fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Receiver<()>) -> bool {
+fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Receiver<()>, writer: &mpsc::Sender<Msg>) -> bool {
     match store.train_dictionaries(&mut done.given_up) {
         Ok(kinds) if !kinds.is_empty() => {
             tracing::info!(kinds = ?kinds.iter().map(|k| k.name()).collect::<Vec<_>>(), "document dictionaries trained: the documents of these kinds are stored smaller");
         }
         Ok(_) => {}
-        // The writer reports a failing volume; this round ends and the next commit wakes it again.
-        Err(e) if e.is_volume_fault() => return true,
+        // The writer reopens the store and reports the fault; the next commit wakes this again.
+        Err(e) if e.is_volume_fault() => {
+            let _ = writer.send(Msg::Fault(e.to_string()));
+            return true;
+        }
         Err(e) => tracing::warn!(error = %e, "training document dictionaries failed; documents are compressed alone meanwhile"),
     }
     for kind in store.dictionaries().kinds() {
@@ -456,6 +473,7 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
             Err(e) if e.is_volume_fault() => {
                 // Tried again after the next commit, once writes succeed.
                 tracing::debug!(kind = kind.name(), error = %e, "recompressing documents failed on the volume; tried again after the next commit");
+                let _ = writer.send(Msg::Fault(e.to_string()));
                 return true;
             }
             Err(e) => {
@@ -633,20 +651,30 @@ struct WriterState {
     fault: Option<VolumeFault>,
     /// Store errors, logged once per cause and [`FAILURE_LOG_INTERVAL`].
     failure_log: storage::throttle::LogThrottle,
+    /// After a volume fault, writes succeed again: when the fault began and the tries it took,
+    /// until the queue is empty ([`WriterState::end_recovery`]).
+    recovering: Option<Recovering>,
 }
 
 /// The wait after a failed build of ordering indexes before the next try.
 const ORDERS_RETRY: Duration = Duration::from_secs(60);
 
-/// Free bytes a volume needs before a write is tried again after a volume fault, and how many
-/// more than at the failure count as "space is back" (a retry at once, not after the backoff).
-pub const FAULT_MIN_FREE: u64 = 16 << 20;
+/// How many more free bytes than at the last failure count as "space is freed": the held
+/// changes are tried at once, not after the backoff.
+pub const FAULT_SPACE_STEP: u64 = 1 << 20;
 
 /// How often the writer looks at the volume's free space while its writes fail.
 const FAULT_POLL: Duration = Duration::from_millis(200);
 
 /// How long a reopen of the store waits for the reads of the closed database to end.
 const REOPEN_READERS_WAIT: Duration = Duration::from_secs(5);
+
+/// Writes succeed again after a volume fault, and the changes queued meanwhile are written.
+struct Recovering {
+    since: Instant,
+    since_at: String,
+    attempts: u32,
+}
 
 /// How often the same failure is logged again (with the count since).
 const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
@@ -658,8 +686,8 @@ struct VolumeFault {
     cause: String,
     /// When writes began to fail.
     since: Instant,
-    /// What [`Readiness::set_store_fault`] shows.
-    report: String,
+    /// When writes began to fail (RFC 3339, wall clock).
+    since_at: String,
     /// Failed tries since `since`.
     attempts: u32,
     /// When the backoff allows the next try.
@@ -698,6 +726,9 @@ impl WriterState {
                 self.ride_out_fault();
                 continue;
             }
+            if self.recovering.is_some() && batch.is_empty() && self.queue.depth.load(Ordering::Relaxed) == 0 {
+                self.end_recovery();
+            }
             if self.rederiving && self.readiness.synced() {
                 self.finish_rederivation();
             }
@@ -730,6 +761,12 @@ impl WriterState {
                     self.accept(c, &mut batch)
                 }
                 Ok(Msg::Wake) => continue,
+                Ok(Msg::Fault(cause)) => {
+                    if self.fault.is_none() {
+                        self.enter_fault(&StorageError::Volume(cause), Vec::new(), true);
+                    }
+                    continue;
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
@@ -748,7 +785,8 @@ impl WriterState {
                         self.queue.taken();
                         self.accept(c, &mut batch)
                     }
-                    Ok(Msg::Wake) | Err(_) => break,
+                    // A fault told by another thread: this batch's commit meets it.
+                    Ok(Msg::Wake) | Ok(Msg::Fault(_)) | Err(_) => break,
                 }
             }
             self.process(std::mem::take(&mut batch));
@@ -770,7 +808,7 @@ impl WriterState {
                     self.metrics.notify_waiters();
                 }
             }
-            Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new()),
+            Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new(), true),
             Err(e) => tracing::warn!(error = %e, "ending the re-derivation failed; trying again"),
         }
     }
@@ -816,7 +854,7 @@ impl WriterState {
 
     fn rebuild_failed(&mut self, e: &StorageError) {
         if e.is_volume_fault() {
-            return self.enter_fault(e, Vec::new());
+            return self.enter_fault(e, Vec::new(), true);
         }
         self.rebuild_retry_at = Some(Instant::now() + ORDERS_RETRY);
         let served = self.store.rebuilding().first().is_some_and(|(_, served)| *served);
@@ -839,7 +877,7 @@ impl WriterState {
         }
         match self.store.mark_synced() {
             Ok(()) => self.synced_marked = true,
-            Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new()),
+            Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new(), true),
             Err(e) => tracing::warn!(error = %e, "recording the completed initial sync failed; trying again"),
         }
     }
@@ -871,7 +909,7 @@ impl WriterState {
                     self.orders_built = 0;
                 }
             }
-            Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new()),
+            Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new(), true),
             Err(e) => {
                 self.orders_retry_at = Some(Instant::now() + ORDERS_RETRY);
                 tracing::warn!(error = %e, retry_in_s = ORDERS_RETRY.as_secs(), "building ordering indexes failed; reads sort in memory meanwhile");
@@ -984,7 +1022,7 @@ impl WriterState {
                 }
                 self.release(finished);
             }
-            Err(e) if e.is_volume_fault() => self.enter_fault(&e, batch),
+            Err(e) if e.is_volume_fault() => self.enter_fault(&e, batch, true),
             Err(e) if batch.len() > 1 => {
                 tracing::error!(error = %e, changes = batch.len(), "store write failed; retrying the batch change by change");
                 let superseded = superseded(&batch);
@@ -1037,13 +1075,15 @@ impl WriterState {
 
     /// Enters (or, after another failed try, continues) the volume fault of the module docs:
     /// `held` waits for the next try, readiness and the metrics say why, the log says it once
-    /// per cause and [`FAILURE_LOG_INTERVAL`].
-    fn enter_fault(&mut self, e: &StorageError, held: Vec<Work>) {
+    /// per cause and [`FAILURE_LOG_INTERVAL`]. Then, unless `e` came from reopening, the store
+    /// is reopened at once: redb refuses the reads of a handle whose write failed too (pages not
+    /// in its cache), and the reopened handle serves them while writes wait.
+    fn enter_fault(&mut self, e: &StorageError, held: Vec<Work>, reopen: bool) {
         self.metrics.store_write_failures.inc();
         let free = self.store.available_space().unwrap_or(0);
         // A write refused after another thread's failed one: name the likely first cause.
         let cause = match e.to_string() {
-            c if c == storage::PREVIOUS_FAULT && free < FAULT_MIN_FREE => format!("No space left on device ({free} bytes free; {c})"),
+            c if c == storage::PREVIOUS_FAULT && free < FAULT_SPACE_STEP => format!("No space left on device ({free} bytes free; {c})"),
             c => c,
         };
         let dir = self.store.path().parent().map(|d| d.display().to_string()).unwrap_or_default();
@@ -1051,8 +1091,7 @@ impl WriterState {
         match &mut self.fault {
             Some(fault) => {
                 fault.attempts = fault.attempts.saturating_add(1);
-                let delay = retry::delay(Wait::StoreError, fault.attempts, &self.settings.projector, 0.0);
-                fault.next_try = Instant::now() + delay;
+                fault.next_try = Instant::now() + retry::delay(Wait::StoreError, fault.attempts, &self.settings.projector, 0.0);
                 fault.free_then = free;
                 fault.held.extend(held);
                 if let Some(since) = logged {
@@ -1061,70 +1100,113 @@ impl WriterState {
                         failures_since_last_line = since, free_bytes = free, "store writes still fail; the store serves what it holds and retries"
                     );
                 }
-                if fault.cause != cause {
-                    fault.report = fault.report.replacen(&fault.cause, &cause, 1);
-                    fault.cause = cause;
-                    self.readiness.set_store_fault(Some(fault.report.clone()));
-                }
+                fault.cause = cause;
             }
-            None => {
-                let report = format!(
-                    "store write failed: {cause}; data directory {dir}; since {}; retried once space is back, else with backoff",
-                    self.settings.clock.now().to_rfc3339()
-                );
-                tracing::error!(
-                    error = %cause, data_dir = %dir, changes_held = held.len(), free_bytes = free,
-                    "store write failed on the volume; the store serves what it holds, keeps the changes, and retries once space is back"
-                );
-                self.readiness.set_store_fault(Some(report.clone()));
-                self.metrics.store_write_failing.set(1);
-                let delay = retry::delay(Wait::StoreError, 0, &self.settings.projector, 0.0);
-                self.fault = Some(VolumeFault {
-                    cause,
-                    since: Instant::now(),
-                    report,
-                    attempts: 1,
-                    next_try: Instant::now() + delay,
-                    free_then: free,
-                    held,
-                });
+            None => match self.recovering.take() {
+                // Failing again before the queue drained: the same fault goes on.
+                Some(Recovering { since, since_at, attempts }) => {
+                    if let Some(n) = logged {
+                        tracing::error!(
+                            error = %cause, data_dir = %dir, attempts, failing_for_s = since.elapsed().as_secs(),
+                            failures_since_last_line = n, free_bytes = free, "store writes still fail; the store serves what it holds and retries"
+                        );
+                    }
+                    self.metrics.store_write_failing.set(1);
+                    self.fault = Some(VolumeFault {
+                        cause,
+                        since,
+                        since_at,
+                        attempts: attempts.saturating_add(1),
+                        next_try: Instant::now() + retry::delay(Wait::StoreError, attempts, &self.settings.projector, 0.0),
+                        free_then: free,
+                        held,
+                    })
+                }
+                None => {
+                    tracing::error!(
+                        error = %cause, data_dir = %dir, changes_held = held.len(), free_bytes = free,
+                        "store write failed on the volume; the store serves what it holds, keeps the changes, and retries once space is back"
+                    );
+                    self.metrics.store_write_failing.set(1);
+                    let delay = retry::delay(Wait::StoreError, 0, &self.settings.projector, 0.0);
+                    self.fault = Some(VolumeFault {
+                        cause,
+                        since: Instant::now(),
+                        since_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                        attempts: 1,
+                        next_try: Instant::now() + delay,
+                        free_then: free,
+                        held,
+                    })
+                }
+            },
+        };
+        self.report_fault();
+        if reopen {
+            self.reopen_store();
+            // Measured after the reopen (recovery may give back what the failed write took): only
+            // space freed later counts as space being back.
+            if let (Some(fault), Ok(free)) = (&mut self.fault, self.store.available_space()) {
+                fault.free_then = free;
             }
         }
+        self.report_fault();
+    }
+
+    /// Tells readiness about the fault as it is now (its cause, whether the store can be read).
+    fn report_fault(&mut self) {
+        let Some(fault) = &self.fault else { return };
+        let dir = self.store.path().parent().map(|d| d.display().to_string()).unwrap_or_default();
+        let closed = !self.store.is_open();
+        let report = format!(
+            "store write failed: {}; data directory {dir}; since {}; retried with backoff, and at once when space is freed{}",
+            fault.cause,
+            fault.since_at,
+            if closed { "; the store cannot be read until it is reopened" } else { "" }
+        );
+        self.readiness.set_store_fault(Some(report), closed);
         self.metrics.notify_waiters();
     }
 
-    /// One turn of the loop while store writes fail: waits at most [`FAULT_POLL`]; once the
-    /// volume has room again or the backoff has passed, reopens the store and tries the held
-    /// batch (a failure continues the fault, a success ends it).
+    /// Reopens the store after a failed write (its reads fail too until then), logging how long
+    /// reads waited; a failure leaves it closed, tried again at the next turn.
+    fn reopen_store(&mut self) -> bool {
+        match self.store.reopen(REOPEN_READERS_WAIT) {
+            Ok(r) => {
+                tracing::info!(seconds = format!("{:.3}", r.seconds), readers_cut = r.readers_cut, "store reopened after a failed write");
+                true
+            }
+            Err(e) => {
+                let cause = e.to_string();
+                if let Some(since) = self.failure_log.admit(&cause) {
+                    tracing::error!(error = %cause, failures_since_last_line = since, "reopening the store failed; it cannot be read until it is reopened");
+                }
+                false
+            }
+        }
+    }
+
+    /// One turn of the loop while store writes fail: waits at most [`FAULT_POLL`]; reopens a
+    /// store left closed; once the volume has [`FAULT_SPACE_STEP`] more free than at the last
+    /// failure, or the backoff has passed, tries the held batch (a failure continues the fault,
+    /// a success ends it).
     fn ride_out_fault(&mut self) {
         let Some(fault) = &self.fault else { return };
         std::thread::sleep(FAULT_POLL.min(fault.next_try.saturating_duration_since(Instant::now())));
         let free = self.store.available_space().ok();
-        let space_back = free.is_some_and(|f| f >= FAULT_MIN_FREE && f >= fault.free_then.saturating_add(FAULT_MIN_FREE));
+        let space_back = free.is_some_and(|f| f >= fault.free_then.saturating_add(FAULT_SPACE_STEP));
         if !space_back && Instant::now() < fault.next_try {
             return;
         }
-        if let Some(free) = free.filter(|&f| f < FAULT_MIN_FREE) {
-            // Not tried: the reopen would stop reads for nothing.
-            let Some(fault) = &mut self.fault else { return };
-            fault.attempts = fault.attempts.saturating_add(1);
-            fault.next_try = Instant::now() + retry::delay(Wait::StoreError, fault.attempts, &self.settings.projector, 0.0);
-            fault.free_then = free;
-            if let Some(since) = self.failure_log.admit(&fault.cause) {
-                tracing::error!(
-                    error = %fault.cause, attempts = fault.attempts, failing_for_s = fault.since.elapsed().as_secs(),
-                    failures_since_last_line = since, free_bytes = free, "store writes still fail: the volume is full; the store serves what it holds"
-                );
+        if !self.store.is_open() {
+            if !self.reopen_store() {
+                if let Some(fault) = &mut self.fault {
+                    fault.attempts = fault.attempts.saturating_add(1);
+                    fault.next_try = Instant::now() + retry::delay(Wait::StoreError, fault.attempts, &self.settings.projector, 0.0);
+                }
+                return;
             }
-            return;
-        }
-        match self.store.reopen(REOPEN_READERS_WAIT) {
-            Ok(r) => tracing::info!(
-                seconds = format!("{:.3}", r.seconds),
-                readers_cut = r.readers_cut,
-                "store reopened after a volume fault; trying the held changes again"
-            ),
-            Err(e) => return self.enter_fault(&e, Vec::new()),
+            return self.report_fault();
         }
         let held = self.fault.as_mut().map(|f| std::mem::take(&mut f.held)).unwrap_or_default();
         if !held.is_empty() {
@@ -1133,21 +1215,41 @@ impl WriterState {
         // Nothing held (a build or a mark failed): a write of its own says whether writes work.
         match self.store.check_writable() {
             Ok(()) => self.fault_cleared(),
-            Err(e) => self.enter_fault(&e, Vec::new()),
+            Err(e) => self.enter_fault(&e, Vec::new(), true),
         }
     }
 
     /// Ends the volume fault after a successful commit.
+    /// The report stays until the changes queued meanwhile are written too
+    /// ([`WriterState::end_recovery`]): a nearly full volume may take one batch and refuse the
+    /// next.
     fn fault_cleared(&mut self) {
         let Some(fault) = self.fault.take() else { return };
-        tracing::info!(
+        tracing::debug!(
             failing_for_s = fault.since.elapsed().as_secs(),
             attempts = fault.attempts,
-            "store writes succeed again; the changes held meanwhile are committed"
+            "a store write succeeded after a volume fault"
+        );
+        self.metrics.store_write_failing.set(0);
+        let dir = self.store.path().parent().map(|d| d.display().to_string()).unwrap_or_default();
+        let report = format!(
+            "store write failed: {}; data directory {dir}; since {}; writes resumed, the changes queued meanwhile are being written",
+            fault.cause, fault.since_at
+        );
+        self.readiness.set_store_fault(Some(report), false);
+        self.recovering = Some(Recovering { since: fault.since, since_at: fault.since_at, attempts: fault.attempts });
+    }
+
+    /// Ends the report of a volume fault once writes succeed and nothing is queued.
+    fn end_recovery(&mut self) {
+        let Some(recovering) = self.recovering.take() else { return };
+        tracing::info!(
+            failing_for_s = recovering.since.elapsed().as_secs(),
+            attempts = recovering.attempts,
+            "store writes succeed again; the changes held and queued meanwhile are committed"
         );
         self.failure_log.reset();
-        self.metrics.store_write_failing.set(0);
-        self.readiness.set_store_fault(None);
+        self.readiness.set_store_fault(None, false);
     }
 
     /// One write transaction over `batch`; returns each change's result and duration.
@@ -1557,8 +1659,9 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         zones_with_documents(&store, storage::documents::TRAIN_AFTER as usize + 1);
         let (tx, rx) = mpsc::sync_channel::<()>(1);
+        let (writer, faults) = mpsc::channel();
         let mut done = DictionaryWork::default();
-        assert!(keep_documents_small(&store, &mut done, &rx));
+        assert!(keep_documents_small(&store, &mut done, &rx, &writer));
         assert_eq!(store.dictionaries().kinds(), vec![KindId::Zone]);
         assert!(store.documents_recompressed(KindId::Zone).unwrap());
         assert!(done.recompressed.contains(&KindId::Zone));
@@ -1568,8 +1671,9 @@ mod tests {
         zones_with_documents(&store, storage::documents::TRAIN_AFTER as usize);
         drop(tx);
         let mut done = DictionaryWork::default();
-        assert!(!keep_documents_small(&store, &mut done, &rx), "the writer is gone: the round ends before recompressing");
+        assert!(!keep_documents_small(&store, &mut done, &rx, &writer), "the writer is gone: the round ends before recompressing");
         assert_eq!(store.dictionaries().kinds(), vec![KindId::Zone], "trained");
         assert!(!store.documents_recompressed(KindId::Zone).unwrap());
+        assert!(faults.try_recv().is_err(), "no volume fault was told");
     }
 }

@@ -1,0 +1,94 @@
+//! How requests are read (issue 36, item 4): only a JSON object with a query (or a persisted
+//! query's hash) is executed; refusals at the HTTP level carry a GraphQL `extensions.code`; a
+//! subscription sent over HTTP is counted under its code; an asset name that does not decode is
+//! 404; an answer whose every root field is skipped is `{}`.
+
+mod common;
+
+use common::ADMIN;
+use control_plane::config::Config;
+use serde_json::{json, Value};
+use std::path::Path;
+
+async fn server() -> (control_plane::app::Running, String, reqwest::Client) {
+    let tmp = tempfile::tempdir().unwrap();
+    let world = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/world");
+    let running = control_plane::start(Config::for_manifests(&world, &tmp.keep().join("data"))).await.unwrap();
+    let base = format!("http://{}", running.local_addr());
+    (running, base, reqwest::Client::new())
+}
+
+async fn post(client: &reqwest::Client, base: &str, body: &str) -> (u16, Value) {
+    let r = client
+        .post(format!("{base}/graphql/query"))
+        .bearer_auth(ADMIN)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn only_a_json_object_with_a_query_is_executed_and_every_refusal_has_a_code() {
+    let (running, base, client) = server().await;
+    for body in [r#"["{ zones { name } }"]"#, "[]", "{}", r#"{"variables": {}}"#, "  \n[{\"query\": \"{ zones { name } }\"}]"] {
+        let (status, answer) = post(&client, &base, body).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert_eq!(answer["errors"][0]["extensions"]["code"], "BAD_REQUEST", "{body}: {answer}");
+        assert!(answer["data"].is_null(), "nothing executed for {body}: {answer}");
+    }
+    // A persisted query's hash alone is a request (answered PERSISTED_QUERY_NOT_FOUND here).
+    let hash = json!({"extensions": {"persistedQuery": {"version": 1, "sha256Hash": "a".repeat(64)}}}).to_string();
+    let (status, answer) = post(&client, &base, &hash).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["errors"][0]["extensions"]["code"], "PERSISTED_QUERY_NOT_FOUND", "{answer}");
+
+    // Refusals at the HTTP level: problem JSON with a GraphQL code.
+    let unauthenticated: Value = client
+        .post(format!("{base}/graphql/query"))
+        .json(&json!({"query": "{ zones { name } }"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(unauthenticated["errors"][0]["extensions"]["code"], "UNAUTHENTICATED", "{unauthenticated}");
+    let large = format!(r#"{{"query": "{}"}}"#, " ".repeat(2 << 20));
+    let (status, answer) = post(&client, &base, &large).await;
+    assert_eq!((status, answer["errors"][0]["extensions"]["code"].clone()), (413, json!("PAYLOAD_TOO_LARGE")), "{answer}");
+    let long = client.get(format!("{base}/graphql/query?query={}", "x".repeat(20 << 10))).bearer_auth(ADMIN).send().await.unwrap();
+    assert_eq!(long.status(), 414);
+    let long: Value = long.json().await.unwrap();
+    assert_eq!(long["errors"][0]["extensions"]["code"], "URI_TOO_LONG", "{long}");
+    let mut headers = reqwest::header::HeaderMap::new();
+    for i in 0..20 {
+        headers
+            .insert(reqwest::header::HeaderName::from_bytes(format!("x-pad-{i}").as_bytes()).unwrap(), "y".repeat(4000).parse().unwrap());
+    }
+    let big = client.get(format!("{base}/healthz")).headers(headers).send().await.unwrap();
+    assert_eq!(big.status(), 431);
+    let big: Value = big.json().await.unwrap();
+    assert_eq!(big["errors"][0]["extensions"]["code"], "HEADERS_TOO_LARGE", "{big}");
+
+    // A subscription over HTTP: refused, and counted under its code.
+    let (_, answer) = post(&client, &base, &json!({"query": "subscription { changes { id } }"}).to_string()).await;
+    assert_eq!(answer["errors"][0]["extensions"]["code"], "BAD_REQUEST", "{answer}");
+    let metrics = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
+    assert!(!metrics.contains("controlplane_graphql_requests_total{code=\"OTHER\"}"), "{metrics}");
+
+    // Every root field skipped: `{}`, not null.
+    let (status, answer) = post(&client, &base, &json!({"query": "{ zones @skip(if: true) { name } }"}).to_string()).await;
+    assert_eq!(status, 200);
+    assert_eq!(answer["data"], json!({}), "{answer}");
+
+    // An asset name that does not decode is one that does not exist.
+    for name in ["%ff", "..%2f..%2fetc%2fpasswd", "nope.js"] {
+        let r = client.get(format!("{base}/graphql/assets/{name}")).send().await.unwrap();
+        assert_eq!(r.status(), 404, "{name}");
+    }
+    assert_eq!(client.get(format!("{base}/graphql/assets/graphiql.min.css")).send().await.unwrap().status(), 200);
+    running.shutdown().await.unwrap();
+}
