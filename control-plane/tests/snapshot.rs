@@ -46,6 +46,14 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
+/// The server on the example world and `data`, once its initial sync is applied.
+fn synced(data: &Path) -> App {
+    let app = App::start(Config::for_manifests(&repo().join("examples/world"), data)).unwrap();
+    let waiting = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    assert!(waiting.block_on(app.wait_caught_up(Duration::from_secs(30))), "initial sync");
+    app
+}
+
 #[test]
 fn export_verify_restore_and_refusals() {
     let tmp = tempfile::tempdir().unwrap();
@@ -53,9 +61,7 @@ fn export_verify_restore_and_refusals() {
     let file = tmp.path().join("world.snap");
     let (d, f) = (data.to_str().unwrap(), file.to_str().unwrap());
 
-    let app = App::start(Config::for_manifests(&repo().join("examples/world"), &data)).unwrap();
-    let waiting = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    assert!(waiting.block_on(app.wait_caught_up(Duration::from_secs(30))), "initial sync");
+    let app = synced(&data);
     // Held by a running server: exit 1, pointing to the online export.
     let o = run(&["snapshot", "export", "--data-dir", d, "--out", f]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
@@ -187,10 +193,7 @@ fn a_killed_restores_staging_directory_is_removed_by_the_next_restore_and_by_ser
     let data = tmp.path().join("data");
     let file = tmp.path().join("world.snap");
     let (d, f) = (data.to_str().unwrap(), file.to_str().unwrap());
-    let app = App::start(Config::for_manifests(&repo().join("examples/world"), &data)).unwrap();
-    let waiting = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
-    assert!(waiting.block_on(app.wait_caught_up(Duration::from_secs(30))), "initial sync");
-    app.shutdown();
+    synced(&data).shutdown();
     let o = run(&["snapshot", "export", "--data-dir", d, "--out", f]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let original = counts(&data);
@@ -220,11 +223,10 @@ fn a_killed_restores_staging_directory_is_removed_by_the_next_restore_and_by_ser
     std::fs::write(elsewhere.join("precious"), "kept").unwrap();
     let link = data.join(format!("{}1", control_plane::snapshot::STAGING_PREFIX));
     std::os::unix::fs::symlink(&elsewhere, &link).unwrap();
-    let app = App::start(Config::for_manifests(&repo().join("examples/world"), &data)).unwrap();
+    let app = synced(&data);
     assert!(!leftover.exists());
     assert_eq!(std::fs::read_to_string(elsewhere.join("precious")).unwrap(), "kept");
     std::fs::remove_file(&link).unwrap();
-    assert!(waiting.block_on(app.wait_caught_up(Duration::from_secs(30))), "initial sync");
     app.shutdown();
     assert_eq!(counts(&data), original);
     let mut names: Vec<String> = std::fs::read_dir(&data).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
