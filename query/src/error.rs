@@ -40,7 +40,7 @@ pub fn storage(e: storage::StorageError) -> Error {
             x.set("kind", kind.name());
         }),
         // A read cut off by a reopen of the store after a volume fault: retry.
-        storage::StorageError::Volume(_) => {
+        storage::StorageError::Volume(_) | storage::StorageError::Reopened => {
             // The writer logs the fault, once per cause and minute.
             tracing::debug!(error = %e, "a read failed on the volume");
             Error::new("the store cannot be read after a volume fault (it is reopened); retry the request")

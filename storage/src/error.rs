@@ -50,6 +50,10 @@ pub enum StorageError {
     /// succeeds; an operator frees or grows the volume.
     #[error("{0}")]
     Volume(String),
+    /// A read or write of a database handle that [`crate::Store::reopen`] closed meanwhile
+    /// (it began before the reopen). Reaction: retry; the store is open again.
+    #[error("the store was reopened while this read ran; retry")]
+    Reopened,
     /// A long read stopped because its reader asked it to ([`crate::ReadView::interrupt_when`]).
     /// Reaction: the reader's own (its request's deadline passed).
     #[error("the read was interrupted by its reader")]
@@ -83,7 +87,7 @@ fn from_redb(e: redb::Error) -> StorageError {
         }
         redb::Error::Io(io) => StorageError::Volume(io.to_string()),
         redb::Error::PreviousIo => StorageError::Volume(PREVIOUS_FAULT.into()),
-        e @ redb::Error::DatabaseClosed => StorageError::Volume(e.to_string()),
+        redb::Error::DatabaseClosed => StorageError::Reopened,
         e => StorageError::Database(e.to_string()),
     }
 }

@@ -932,6 +932,8 @@ mod tests {
         assert!(previous.is_volume_fault());
         assert_eq!(previous.to_string(), PREVIOUS_FAULT);
         assert!(!StorageError::from(redb::Error::DatabaseAlreadyOpen).is_volume_fault());
+        let cut = StorageError::from(redb::Error::DatabaseClosed);
+        assert!(matches!(cut, StorageError::Reopened) && !cut.is_volume_fault(), "a read of a handle closed by a reopen: retried");
         assert!(!StorageError::Corrupt("x".into()).is_volume_fault());
     }
 

@@ -699,9 +699,9 @@ impl Job {
                         if let Some(since) = self.failures.admit(&cause) {
                             tracing::error!(error = %cause, failures_since_last_line = since, "search index commit failed; retrying");
                         }
-                        // Backs off (doubling to 32 s): a full volume fails every try, and a
-                        // rebuild reads the whole catalogue.
-                        failed = (failed + 1).min(7);
+                        // Backs off (doubling to about 4 s): a full volume fails every try, and
+                        // a rebuild reads the whole catalogue.
+                        failed = (failed + 1).min(4);
                         first_pending = Some(Instant::now() + COMMIT_INTERVAL * ((1 << failed) - 1));
                         let _ = self.writer.rollback();
                     }

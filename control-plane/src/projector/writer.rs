@@ -456,6 +456,8 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
             tracing::info!(kinds = ?kinds.iter().map(|k| k.name()).collect::<Vec<_>>(), "document dictionaries trained: the documents of these kinds are stored smaller");
         }
         Ok(_) => {}
+        // Cut off by a reopen: the next commit wakes this again.
+        Err(StorageError::Reopened) => return true,
         // The writer reopens the store and reports the fault; the next commit wakes this again.
         Err(e) if e.is_volume_fault() => {
             let _ = writer.send(Msg::Fault(e.to_string()));
@@ -470,6 +472,7 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
         match recompress(store, kind, rx, &mut done.woken) {
             Ok(true) => {}
             Ok(false) => return false,
+            Err(StorageError::Reopened) => return true,
             Err(e) if e.is_volume_fault() => {
                 // Tried again after the next commit, once writes succeed.
                 tracing::debug!(kind = kind.name(), error = %e, "recompressing documents failed on the volume; tried again after the next commit");
