@@ -63,7 +63,8 @@ impl Progress {
     fn store_fault(&self) -> Option<String> {
         self.store_fault.clone().or_else(|| {
             let failure = self.search_failure.as_ref().and_then(|f| f())?;
-            Some(format!("search index write failed: {failure}; searches answer as of its last commit and it is retried"))
+            let failure = if failure.starts_with("search index") { failure } else { format!("search index: {failure}") };
+            Some(format!("{failure}; searches answer as of its last commit and it is retried"))
         })
     }
 }
@@ -433,7 +434,7 @@ mod tests {
         let reported = failing.clone();
         r.report_search_failure(move || reported.lock().unwrap().clone());
         assert!(r.is_ready(), "a failing search index does not make the server unready");
-        assert!(r.status().store_fault.is_some_and(|f| f.starts_with("search index write failed: No space left on device")));
+        assert!(r.status().store_fault.is_some_and(|f| f.starts_with("search index: No space left on device")));
         assert_eq!(r.kind_state("Zone"), SyncState::Synced);
         r.set_store_fault(Some("store write failed: No space left on device".into()), false);
         assert!(r.is_ready(), "a store that completed its sync keeps serving");

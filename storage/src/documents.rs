@@ -314,6 +314,10 @@ impl crate::Store {
     /// # Errors
     /// [`StorageError`] on redb failures.
     pub fn train_dictionaries(&self, given_up: &mut std::collections::HashSet<KindId>) -> Result<Vec<KindId>, StorageError> {
+        self.noting_failure(|| self.train_dictionaries_now(given_up))
+    }
+
+    fn train_dictionaries_now(&self, given_up: &mut std::collections::HashSet<KindId>) -> Result<Vec<KindId>, StorageError> {
         let mut trained = Vec::new();
         for &kind in KindId::ALL {
             if self.dictionaries.has(kind) || given_up.contains(&kind) {
@@ -363,6 +367,10 @@ impl crate::Store {
     /// # Errors
     /// [`StorageError`] on redb failures.
     pub fn recompress_documents(&self, kind: KindId, after: Option<&[u8]>) -> Result<Option<Vec<u8>>, StorageError> {
+        self.noting_failure(|| self.recompress_documents_now(kind, after))
+    }
+
+    fn recompress_documents_now(&self, kind: KindId, after: Option<&[u8]>) -> Result<Option<Vec<u8>>, StorageError> {
         use redb::ReadableTable;
         use std::ops::Bound::{Excluded, Included};
         if !self.dictionaries.has(kind) {

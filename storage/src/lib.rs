@@ -139,8 +139,17 @@ struct OpenDatabase {
     readers: std::sync::Mutex<Arc<()>>,
     path: PathBuf,
     cache_bytes: usize,
+    /// Whether a write of the open handle failed on the volume ([`Store::noting_failure`]):
+    /// redb refuses its reads too, so new reads wait (bounded) for [`Store::reopen`].
+    failed: std::sync::Mutex<bool>,
+    /// Told when `failed` is cleared.
+    reopened: std::sync::Condvar,
     _released: std::sync::mpsc::Sender<()>,
 }
+
+/// How long a new read waits for the reopen that follows a failed write before it tries the
+/// failed handle anyway.
+pub const READ_WAITS_FOR_REOPEN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The database open now, borrowed for one call ([`Store::database`]).
 struct Opened<'a>(std::sync::RwLockReadGuard<'a, Option<Database>>);
@@ -314,6 +323,8 @@ impl Store {
                 readers: std::sync::Mutex::default(),
                 path: path.to_path_buf(),
                 cache_bytes,
+                failed: std::sync::Mutex::new(false),
+                reopened: std::sync::Condvar::new(),
                 _released: released,
             }),
             released: Arc::new(std::sync::Mutex::new(Some(on_release))),
@@ -531,7 +542,11 @@ impl Store {
         // by the open below.
         drop(slot.take());
         let started = std::time::Instant::now();
-        *slot = Some(Store::open_database(&self.db.path, self.db.cache_bytes)?);
+        let opened = Store::open_database(&self.db.path, self.db.cache_bytes);
+        // Opened or closed, waiting readers go on (a closed store fails them at once).
+        *self.db.failed.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.db.reopened.notify_all();
+        *slot = Some(opened?);
         Ok(Reopened { readers_cut, seconds: started.elapsed().as_secs_f64() })
     }
 
@@ -541,11 +556,23 @@ impl Store {
     /// # Errors
     /// The [`StorageError`] of the failed write.
     pub fn check_writable(&self) -> Result<(), StorageError> {
-        let txn = self.database()?.begin_write()?;
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
-        txn.open_table(tables::META)?.insert("last_write_check", now)?;
-        txn.commit()?;
-        Ok(())
+        self.noting_failure(|| {
+            let txn = self.database()?.begin_write()?;
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
+            txn.open_table(tables::META)?.insert("last_write_check", now)?;
+            txn.commit()?;
+            Ok(())
+        })
+    }
+
+    /// Runs the write `write`; when it fails on the volume, new reads wait for the reopen that
+    /// must follow ([`READ_WAITS_FOR_REOPEN`] at most): the failed handle refuses them.
+    pub(crate) fn noting_failure<R>(&self, write: impl FnOnce() -> Result<R, StorageError>) -> Result<R, StorageError> {
+        let written = write();
+        if matches!(&written, Err(e) if e.is_volume_fault()) {
+            *self.db.failed.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        }
+        written
     }
 
     /// The kinds whose re-derivation has not ended ([`versions`]): purged on open because their
@@ -584,6 +611,8 @@ impl Store {
     /// # Errors
     /// [`StorageError`] when redb cannot start the transaction.
     pub fn read(&self) -> Result<ReadView, StorageError> {
+        let failed = self.db.failed.lock().unwrap_or_else(|e| e.into_inner());
+        drop(self.db.reopened.wait_timeout_while(failed, READ_WAITS_FOR_REOPEN, |failed| *failed).unwrap_or_else(|e| e.into_inner()));
         let database = self.database()?;
         let reader = self.db.readers.lock().unwrap_or_else(|e| e.into_inner()).clone();
         ReadView::new(database.begin_read()?, self.kinds.clone(), self.wanted.clone(), reader)
@@ -774,17 +803,19 @@ impl Store {
         now: Timestamp,
         apply: impl FnOnce(&mut WriteBatch<'_>) -> Result<R, StorageError>,
     ) -> Result<(R, Option<u64>), StorageError> {
-        let txn = self.database()?.begin_write()?;
-        let (result, finished) = {
-            let mut batch = WriteBatch::new(&txn, self.kinds.clone(), self.feed.clone(), self.rederiving())?;
-            let rebuilding = self.rebuilding();
-            batch.rebuilding = rebuilding.iter().map(|(k, _)| *k).collect();
-            batch.unreadable = rebuilding.iter().filter(|(_, served)| !served).map(|(k, _)| *k).collect();
-            batch.dictionaries = self.dictionaries.clone();
-            let result = apply(&mut batch)?;
-            (result, batch.finish(now)?)
-        };
-        Ok((result, finished.commit(txn)?))
+        self.noting_failure(|| {
+            let txn = self.database()?.begin_write()?;
+            let (result, finished) = {
+                let mut batch = WriteBatch::new(&txn, self.kinds.clone(), self.feed.clone(), self.rederiving())?;
+                let rebuilding = self.rebuilding();
+                batch.rebuilding = rebuilding.iter().map(|(k, _)| *k).collect();
+                batch.unreadable = rebuilding.iter().filter(|(_, served)| !served).map(|(k, _)| *k).collect();
+                batch.dictionaries = self.dictionaries.clone();
+                let result = apply(&mut batch)?;
+                (result, batch.finish(now)?)
+            };
+            Ok((result, finished.commit(txn)?))
+        })
     }
 
     /// Subscribes to committed batches: every later commit that changed something is sent as a

@@ -692,7 +692,8 @@ impl Job {
                         *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = None;
                     }
                     Err(e) => {
-                        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(e.to_string());
+                        let cause = crate::throttle::without_quoted(&e.to_string());
+                        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(cause);
                         // The pending changes stay; the next flush retries them. A persistent
                         // failure leaves the index stale, which the next start repairs.
                         let cause = e.to_string();

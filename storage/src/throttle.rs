@@ -46,8 +46,8 @@ impl LogThrottle {
     }
 }
 
-/// `text` without what it quotes in double quotes.
-fn without_quoted(text: &str) -> String {
+/// `text` without what it quotes in double quotes (a temporary file's path, say).
+pub fn without_quoted(text: &str) -> String {
     text.split('"').step_by(2).collect::<Vec<_>>().join("\"\"")
 }
 

@@ -254,9 +254,10 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
                 let resp = async_graphql::Response::from_errors(vec![error]);
                 return ("INPUT_TOO_DEEP", GraphQLResponse::from(resp).into_response());
             }
-            Err(_) => {
-                let detail = "the body is not a GraphQL request (JSON with a `query`)";
-                return ("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", detail));
+            Err(e) => {
+                // serde's message (what was wrong, where), cut short.
+                let detail = format!("the body is not a valid GraphQL request: {}", e.to_string().chars().take(200).collect::<String>());
+                return ("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", &detail));
             }
         }
     } else {

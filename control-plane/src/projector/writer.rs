@@ -1162,7 +1162,7 @@ impl WriterState {
         let dir = self.store.path().parent().map(|d| d.display().to_string()).unwrap_or_default();
         let closed = !self.store.is_open();
         let report = format!(
-            "store write failed: {}; data directory {dir}; since {}; retried with backoff, and at once when space is freed{}",
+            "store write failed: {}; data directory {dir}; since {}; retried with backoff (at once when space is freed){}",
             fault.cause,
             fault.since_at,
             if closed { "; the store cannot be read until it is reopened" } else { "" }
