@@ -1144,9 +1144,10 @@ impl WriterState {
                 }
             },
         };
-        self.report_fault();
-        if reopen {
-            self.reopen_store();
+        // Reopened before readiness is told (new reads wait for the reopen, and readiness may
+        // read the store while it holds its lock); logged once told.
+        let reopened = if reopen { Some(self.reopen_store()) } else { None };
+        if reopened.is_some() {
             // Measured after the reopen (recovery may give back what the failed write took): only
             // space freed later counts as space being back.
             if let (Some(fault), Ok(free)) = (&mut self.fault, self.store.available_space()) {
@@ -1154,6 +1155,9 @@ impl WriterState {
             }
         }
         self.report_fault();
+        if let Some(Some(r)) = reopened {
+            tracing::info!(seconds = format!("{:.3}", r.seconds), readers_cut = r.readers_cut, "store reopened after a failed write");
+        }
     }
 
     /// Tells readiness about the fault as it is now (its cause, whether the store can be read).
@@ -1173,18 +1177,15 @@ impl WriterState {
 
     /// Reopens the store after a failed write (its reads fail too until then), logging how long
     /// reads waited; a failure leaves it closed, tried again at the next turn.
-    fn reopen_store(&mut self) -> bool {
+    fn reopen_store(&mut self) -> Option<storage::Reopened> {
         match self.store.reopen(REOPEN_READERS_WAIT) {
-            Ok(r) => {
-                tracing::info!(seconds = format!("{:.3}", r.seconds), readers_cut = r.readers_cut, "store reopened after a failed write");
-                true
-            }
+            Ok(r) => Some(r),
             Err(e) => {
                 let cause = e.to_string();
                 if let Some(since) = self.failure_log.admit(&cause) {
                     tracing::error!(error = %cause, failures_since_last_line = since, "reopening the store failed; it cannot be read until it is reopened");
                 }
-                false
+                None
             }
         }
     }
@@ -1202,14 +1203,16 @@ impl WriterState {
             return;
         }
         if !self.store.is_open() {
-            if !self.reopen_store() {
+            let Some(r) = self.reopen_store() else {
                 if let Some(fault) = &mut self.fault {
                     fault.attempts = fault.attempts.saturating_add(1);
                     fault.next_try = Instant::now() + retry::delay(Wait::StoreError, fault.attempts, &self.settings.projector, 0.0);
                 }
                 return;
-            }
-            return self.report_fault();
+            };
+            self.report_fault();
+            tracing::info!(seconds = format!("{:.3}", r.seconds), readers_cut = r.readers_cut, "store reopened after a failed write");
+            return;
         }
         let held = self.fault.as_mut().map(|f| std::mem::take(&mut f.held)).unwrap_or_default();
         if !held.is_empty() {
