@@ -17,20 +17,46 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+/// A server process, killed when dropped (a failed assertion must not leave it running).
+struct Server(Child);
+
+impl std::ops::Deref for Server {
+    type Target = Child;
+
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Server {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The server; its page cache is the smallest allowed (1 MiB), so reads go to the file.
-fn spawn(world: &Path, data: &Path, port: u16) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_control-plane"))
-        .args(["serve", "--auth", "mock", "--listen", &format!("127.0.0.1:{port}"), "--storage-cache-size", "1048576"])
-        .arg("--manifests")
-        .arg(world)
-        .arg("--data-dir")
-        .arg(data)
-        .env("RUST_LOG", "info")
-        .env("NO_COLOR", "1")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+fn spawn(world: &Path, data: &Path, port: u16) -> Server {
+    Server(
+        Command::new(env!("CARGO_BIN_EXE_control-plane"))
+            .args(["serve", "--auth", "mock", "--listen", &format!("127.0.0.1:{port}"), "--storage-cache-size", "1048576"])
+            .arg("--manifests")
+            .arg(world)
+            .arg("--data-dir")
+            .arg(data)
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 fn free_port() -> u16 {
