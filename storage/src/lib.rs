@@ -142,6 +142,8 @@ struct OpenDatabase {
     /// Whether a write of the open handle failed on the volume ([`Store::noting_failure`]):
     /// redb refuses its reads too, so new reads wait (bounded) for [`Store::reopen`].
     failed: std::sync::Mutex<bool>,
+    /// `failed`, read without the lock.
+    failing: std::sync::atomic::AtomicBool,
     /// Told when `failed` is cleared.
     reopened: std::sync::Condvar,
     _released: std::sync::mpsc::Sender<()>,
@@ -324,6 +326,7 @@ impl Store {
                 path: path.to_path_buf(),
                 cache_bytes,
                 failed: std::sync::Mutex::new(false),
+                failing: std::sync::atomic::AtomicBool::new(false),
                 reopened: std::sync::Condvar::new(),
                 _released: released,
             }),
@@ -509,12 +512,17 @@ impl Store {
         &self.db.path
     }
 
+    /// The data directory: the database file's directory.
+    pub fn dir(&self) -> &Path {
+        self.db.path.parent().unwrap_or(Path::new("."))
+    }
+
     /// Bytes available to this process on the volume of the database file (`statvfs`).
     ///
     /// # Errors
     /// [`StorageError::Io`] when the file system cannot be asked.
     pub fn available_space(&self) -> Result<u64, StorageError> {
-        let dir = self.db.path.parent().unwrap_or(Path::new("."));
+        let dir = self.dir();
         fs4::available_space(dir).map_err(|e| StorageError::Io(format!("asking the free space of {}: {e}", dir.display())))
     }
 
@@ -545,6 +553,7 @@ impl Store {
         let opened = Store::open_database(&self.db.path, self.db.cache_bytes);
         // Opened or closed, waiting readers go on (a closed store fails them at once).
         *self.db.failed.lock().unwrap_or_else(|e| e.into_inner()) = false;
+        self.db.failing.store(false, std::sync::atomic::Ordering::Release);
         self.db.reopened.notify_all();
         *slot = Some(opened?);
         Ok(Reopened { readers_cut, seconds: started.elapsed().as_secs_f64() })
@@ -571,6 +580,7 @@ impl Store {
         let written = write();
         if matches!(&written, Err(e) if e.is_volume_fault()) {
             *self.db.failed.lock().unwrap_or_else(|e| e.into_inner()) = true;
+            self.db.failing.store(true, std::sync::atomic::Ordering::Release);
         }
         written
     }
@@ -611,8 +621,11 @@ impl Store {
     /// # Errors
     /// [`StorageError`] when redb cannot start the transaction.
     pub fn read(&self) -> Result<ReadView, StorageError> {
-        let failed = self.db.failed.lock().unwrap_or_else(|e| e.into_inner());
-        drop(self.db.reopened.wait_timeout_while(failed, READ_WAITS_FOR_REOPEN, |failed| *failed).unwrap_or_else(|e| e.into_inner()));
+        // Every request reads: the lock is taken only after a failed write.
+        if self.db.failing.load(std::sync::atomic::Ordering::Acquire) {
+            let failed = self.db.failed.lock().unwrap_or_else(|e| e.into_inner());
+            drop(self.db.reopened.wait_timeout_while(failed, READ_WAITS_FOR_REOPEN, |failed| *failed).unwrap_or_else(|e| e.into_inner()));
+        }
         let database = self.database()?;
         let reader = self.db.readers.lock().unwrap_or_else(|e| e.into_inner()).clone();
         ReadView::new(database.begin_read()?, self.kinds.clone(), self.wanted.clone(), reader)

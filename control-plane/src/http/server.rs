@@ -108,7 +108,7 @@ pub fn default_max_connections(nofile: u64) -> usize {
     usize::try_from(nofile.saturating_sub(kept)).unwrap_or(usize::MAX).clamp(16, MAX_DEFAULT_CONNECTIONS)
 }
 
-/// The process's soft open-file limit (1024 when it cannot be read).
+/// The process's soft open-file limit (an unlimited one counts as 2^30).
 pub fn open_file_limit() -> u64 {
     rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX).min(1 << 30)
 }

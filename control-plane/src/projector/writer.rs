@@ -1089,8 +1089,21 @@ impl WriterState {
             c if c == storage::PREVIOUS_FAULT && free < FAULT_SPACE_STEP => format!("No space left on device ({free} bytes free; {c})"),
             c => c,
         };
-        let dir = self.store.path().parent().map(|d| d.display().to_string()).unwrap_or_default();
+        let dir = self.store.dir().display().to_string();
         let logged = self.failure_log.admit(&cause);
+        // Failing again before the queue drained after the last fault: the same fault goes on.
+        if let Some(Recovering { since, since_at, attempts }) = self.recovering.take().filter(|_| self.fault.is_none()) {
+            self.metrics.store_write_failing.set(1);
+            self.fault = Some(VolumeFault {
+                cause: cause.clone(),
+                since,
+                since_at,
+                attempts,
+                next_try: Instant::now(),
+                free_then: free,
+                held: Vec::new(),
+            });
+        }
         match &mut self.fault {
             Some(fault) => {
                 fault.attempts = fault.attempts.saturating_add(1);
@@ -1105,44 +1118,23 @@ impl WriterState {
                 }
                 fault.cause = cause;
             }
-            None => match self.recovering.take() {
-                // Failing again before the queue drained: the same fault goes on.
-                Some(Recovering { since, since_at, attempts }) => {
-                    if let Some(n) = logged {
-                        tracing::error!(
-                            error = %cause, data_dir = %dir, attempts, failing_for_s = since.elapsed().as_secs(),
-                            failures_since_last_line = n, free_bytes = free, "store writes still fail; the store serves what it holds and retries"
-                        );
-                    }
-                    self.metrics.store_write_failing.set(1);
-                    self.fault = Some(VolumeFault {
-                        cause,
-                        since,
-                        since_at,
-                        attempts: attempts.saturating_add(1),
-                        next_try: Instant::now() + retry::delay(Wait::StoreError, attempts, &self.settings.projector, 0.0),
-                        free_then: free,
-                        held,
-                    })
-                }
-                None => {
-                    tracing::error!(
-                        error = %cause, data_dir = %dir, changes_held = held.len(), free_bytes = free,
-                        "store write failed on the volume; the store serves what it holds, keeps the changes, and retries once space is back"
-                    );
-                    self.metrics.store_write_failing.set(1);
-                    let delay = retry::delay(Wait::StoreError, 0, &self.settings.projector, 0.0);
-                    self.fault = Some(VolumeFault {
-                        cause,
-                        since: Instant::now(),
-                        since_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-                        attempts: 1,
-                        next_try: Instant::now() + delay,
-                        free_then: free,
-                        held,
-                    })
-                }
-            },
+            None => {
+                tracing::error!(
+                    error = %cause, data_dir = %dir, changes_held = held.len(), free_bytes = free,
+                    "store write failed on the volume; the store serves what it holds, keeps the changes, and retries once space is back"
+                );
+                self.metrics.store_write_failing.set(1);
+                let delay = retry::delay(Wait::StoreError, 0, &self.settings.projector, 0.0);
+                self.fault = Some(VolumeFault {
+                    cause,
+                    since: Instant::now(),
+                    since_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                    attempts: 1,
+                    next_try: Instant::now() + delay,
+                    free_then: free,
+                    held,
+                })
+            }
         };
         // Reopened before readiness is told (new reads wait for the reopen, and readiness may
         // read the store while it holds its lock); logged once told.
@@ -1163,7 +1155,7 @@ impl WriterState {
     /// Tells readiness about the fault as it is now (its cause, whether the store can be read).
     fn report_fault(&mut self) {
         let Some(fault) = &self.fault else { return };
-        let dir = self.store.path().parent().map(|d| d.display().to_string()).unwrap_or_default();
+        let dir = self.store.dir().display().to_string();
         let closed = !self.store.is_open();
         let report = format!(
             "store write failed: {}; data directory {dir}; since {}; retried with backoff (at once when space is freed){}",
@@ -1237,7 +1229,7 @@ impl WriterState {
             "a store write succeeded after a volume fault"
         );
         self.metrics.store_write_failing.set(0);
-        let dir = self.store.path().parent().map(|d| d.display().to_string()).unwrap_or_default();
+        let dir = self.store.dir().display().to_string();
         let report = format!(
             "store write failed: {}; data directory {dir}; since {}; writes resumed, the changes queued meanwhile are being written",
             fault.cause, fault.since_at
