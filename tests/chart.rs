@@ -14,7 +14,7 @@
 
 use clap::Parser;
 use control_plane::cli::{Cli, Command as CliCommand, ServeArgs};
-use control_plane::config::{self, AuthMode, Config, ConfigError, SourceConfig};
+use control_plane::config::{self, AuthMode, Config, ConfigError, Setting, SourceConfig};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -894,7 +894,10 @@ fn custom_config_is_loaded_by_the_real_loader() {
     let r = Rendered::custom();
     let config = r.load_config(&[]).unwrap();
     assert_eq!(config.server.address, "0.0.0.0:9090");
+    assert_eq!((config.server.header_timeout, config.server.max_connections), (Duration::from_secs(20), 2000));
     assert_eq!(config.storage.data_dir, PathBuf::from("/data"));
+    assert_eq!(config.storage.cache_bytes, 128 << 20);
+    assert_eq!((config.subscriptions.max_connections, config.subscriptions.max_lifetime), (200, Duration::from_secs(3600)));
     assert!(matches!(config.source, SourceConfig::Kube(ref k) if k.url.is_none()), "in-cluster kube source");
     assert_eq!(config.security.mode, AuthMode::Jwt);
     assert_eq!(
@@ -949,4 +952,552 @@ fn chart_readme_documents_every_top_level_value() {
         assert!(schema["properties"].get(key).is_some(), "values.schema.json does not describe `{key}`");
     }
     assert_eq!(schema["additionalProperties"], false);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every row of `config::SETTINGS` and how the chart sets it (issue 36).
+// ---------------------------------------------------------------------------------------------
+
+/// How the chart sets one row of `config::SETTINGS`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChartSets {
+    /// The user sets it as `config.<key>` (values.yaml, values.schema.json).
+    Config,
+    /// The chart writes it into the config file from `value`, one of the chart's own values: a
+    /// test that gives `value` the values-file scalar `sample` expects the setting `gives`.
+    FromValue { value: &'static str, sample: &'static str, gives: &'static str },
+    /// The chart leaves it unset, for `reason`.
+    Unset { reason: &'static str },
+    /// The chart sets the environment variable from `value`, one of the chart's own values, as is.
+    EnvFromValue { value: &'static str },
+}
+
+/// The rows of `config::SETTINGS` the chart does not leave to `config.<key>`, by key; every other
+/// setting of the config file is `config.<key>`, and an environment-only setting missing here
+/// fails the tests.
+const SET_BY_THE_CHART: &[(&str, ChartSets)] = &[
+    ("server.address", ChartSets::FromValue { value: "containerPort", sample: "9090", gives: "0.0.0.0:9090" }),
+    ("storage.dataDir", ChartSets::FromValue { value: "persistence.mountPath", sample: "/data", gives: "/data" }),
+    ("source.manifests", ChartSets::Unset { reason: "the chart deploys the kube source" }),
+    ("source.kubeUrl", ChartSets::Unset { reason: "the kube source uses the pod's ServiceAccount" }),
+    ("DEPENDENCY_DELAY", ChartSets::EnvFromValue { value: "projector.dependencyDelay" }),
+    ("DEPENDENCY_DELAY_JITTER", ChartSets::EnvFromValue { value: "projector.dependencyDelayJitter" }),
+    ("SKIP_REQUEUE", ChartSets::EnvFromValue { value: "projector.skipRequeue" }),
+    ("PERIODIC_RESYNC", ChartSets::EnvFromValue { value: "projector.periodicResync" }),
+    ("FEATURE_PUBSUB_ENABLED", ChartSets::EnvFromValue { value: "features.pubsub" }),
+    ("FEATURE_PERMISSION_ENABLED", ChartSets::EnvFromValue { value: "features.permission" }),
+    ("FEATURE_AI_GATEWAY_ENABLED", ChartSets::EnvFromValue { value: "features.aiGateway" }),
+    ("FEATURE_FILE_MANAGER_ENABLED", ChartSets::EnvFromValue { value: "features.fileManager" }),
+];
+
+/// How the chart sets `s`: its row of [`SET_BY_THE_CHART`], else `config.<key>`.
+fn chart_sets(s: &Setting) -> ChartSets {
+    match SET_BY_THE_CHART.iter().find(|(key, _)| *key == s.key) {
+        Some((_, how)) => *how,
+        None => {
+            assert!(s.in_file, "the environment-only setting {} has no row in SET_BY_THE_CHART", s.key);
+            ChartSets::Config
+        }
+    }
+}
+
+/// The settings the chart leaves to the user, as `config.<key>`.
+fn user_settings() -> impl Iterator<Item = &'static Setting> {
+    config::SETTINGS.iter().filter(|s| chart_sets(s) == ChartSets::Config)
+}
+
+/// `charts/control-plane/values.schema.json`.
+fn values_schema() -> Value {
+    serde_json::from_str(&std::fs::read_to_string(chart_dir().join("values.schema.json")).unwrap()).unwrap()
+}
+
+/// `charts/control-plane/values.yaml`, as JSON.
+fn values_yaml() -> Value {
+    serde_saphyr::from_str(&std::fs::read_to_string(chart_dir().join("values.yaml")).unwrap()).unwrap()
+}
+
+/// The schema of `config.<key>` (`key` is `section.name`), if values.schema.json has one.
+fn config_property<'a>(schema: &'a Value, key: &str) -> Option<&'a Value> {
+    let (section, name) = key.split_once('.')?;
+    schema["properties"]["config"]["properties"][section]["properties"].get(name)
+}
+
+/// The subschema a local `$ref` (`#/definitions/name`) points to.
+fn definition<'a>(schema: &'a Value, reference: &str) -> &'a Value {
+    let name = reference.strip_prefix("#/definitions/").unwrap_or_else(|| panic!("a local reference, got {reference}"));
+    schema["definitions"].get(name).unwrap_or_else(|| panic!("values.schema.json has no definition {name}"))
+}
+
+/// `node` and every subschema it is made of through `$ref`, `allOf` and `anyOf`, recursively.
+fn parts<'a>(schema: &'a Value, node: &'a Value) -> Vec<&'a Value> {
+    let mut out = vec![node];
+    if let Some(reference) = node["$ref"].as_str() {
+        out.extend(parts(schema, definition(schema, reference)));
+    }
+    for combinator in ["allOf", "anyOf"] {
+        for sub in node[combinator].as_array().into_iter().flatten() {
+            out.extend(parts(schema, sub));
+        }
+    }
+    out
+}
+
+/// The JSON type name of a value (`string`, `integer`, …).
+fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// The types a property's schema allows, from its `type`, `enum` and `const` keywords through
+/// `$ref`, `allOf` and `anyOf`; `const ""` (the empty string meaning "the server's default") is
+/// not counted.
+fn declared_types(schema: &Value, node: &Value) -> BTreeSet<String> {
+    let mut types = BTreeSet::new();
+    for part in parts(schema, node) {
+        match &part["type"] {
+            Value::String(t) => {
+                types.insert(t.clone());
+            }
+            Value::Array(ts) => types.extend(ts.iter().map(|t| t.as_str().unwrap().to_string())),
+            _ => {}
+        }
+        for v in part["enum"].as_array().into_iter().flatten() {
+            types.insert(json_type(v).to_string());
+        }
+        if let Some(c) = part.get("const").filter(|c| *c != "") {
+            types.insert(json_type(c).to_string());
+        }
+    }
+    types
+}
+
+/// The type values.schema.json must give a setting with this value name: N and BYTES are
+/// integers, BOOL booleans, a list an array, anything else (durations, URLs, paths, words) a string.
+fn expected_schema_type(s: &Setting) -> &'static str {
+    match (s.list, s.value_name) {
+        (true, _) => "array",
+        (false, "N" | "BYTES") => "integer",
+        (false, "BOOL") => "boolean",
+        _ => "string",
+    }
+}
+
+/// The intersection of two sets of closed integer ranges.
+fn intersect(a: &[(i128, i128)], b: &[(i128, i128)]) -> Vec<(i128, i128)> {
+    let mut out = Vec::new();
+    for &(a_lo, a_hi) in a {
+        for &(b_lo, b_hi) in b {
+            let (lo, hi) = (a_lo.max(b_lo), a_hi.min(b_hi));
+            if lo <= hi {
+                out.push((lo, hi));
+            }
+        }
+    }
+    out
+}
+
+/// The whole numbers a property's schema accepts, as closed ranges: its `minimum`, `maximum` and
+/// `const`, intersected with what its `$ref` and `allOf` members accept and with the union of
+/// what its `anyOf` members accept. An end without a bound is `i128::MIN` or `i128::MAX`.
+fn integer_ranges(schema: &Value, node: &Value) -> Vec<(i128, i128)> {
+    let bound = |key: &str| node.get(key).map(|b| i128::from(b.as_i64().unwrap_or_else(|| panic!("{key} {b} is a whole number"))));
+    let mut ranges = vec![(bound("minimum").unwrap_or(i128::MIN), bound("maximum").unwrap_or(i128::MAX))];
+    if let Some(c) = node.get("const") {
+        let c = c.as_i64().map(i128::from);
+        ranges = intersect(&ranges, &c.map(|c| vec![(c, c)]).unwrap_or_default());
+    }
+    if let Some(reference) = node["$ref"].as_str() {
+        ranges = intersect(&ranges, &integer_ranges(schema, definition(schema, reference)));
+    }
+    for sub in node["allOf"].as_array().into_iter().flatten() {
+        ranges = intersect(&ranges, &integer_ranges(schema, sub));
+    }
+    if let Some(any) = node["anyOf"].as_array() {
+        let union: Vec<(i128, i128)> = any.iter().flat_map(|sub| integer_ranges(schema, sub)).collect();
+        ranges = intersect(&ranges, &union);
+    }
+    ranges
+}
+
+/// The largest whole number a values file carries exactly (`definitions.wholeNumber.maximum`,
+/// 2^53−1): a maximum of the chart's, not the server's (one more arrives as 2^53 exactly, and
+/// larger ones as floats such as `1e+20`).
+fn largest_exact_whole_number(schema: &Value) -> i128 {
+    i128::from(schema["definitions"]["wholeNumber"]["maximum"].as_i64().unwrap())
+}
+
+/// A value's text as an environment variable carries it: a string as is, a list comma-separated.
+fn env_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(items) => items.iter().map(env_text).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
+
+/// Whether a values.yaml value means "the server's default": `""` or `[]`.
+fn means_the_default(v: &Value) -> bool {
+    *v == json!("") || *v == json!([])
+}
+
+/// A valid value of `s` other than its default, as a values file gives it: derived from its value
+/// name and default, whole numbers also from the schema's ranges of `config.<key>`; `None` when
+/// no sample can be derived (the tests then name the setting).
+fn sample_value(s: &Setting, schema: &Value) -> Option<Value> {
+    let value = match s.value_name {
+        "BOOL" => json!(s.default != "true"),
+        "DURATION" => json!(if s.default == "7s" { "8s" } else { "7s" }),
+        "N" | "BYTES" => {
+            let default: i128 = s.default.parse().ok()?;
+            let ranges = config_property(schema, s.key).map_or(vec![(0, i128::MAX)], |p| integer_ranges(schema, p));
+            let ends = ranges.iter().flat_map(|&(lo, hi)| [lo, hi]);
+            let n = [default + 1, default - 1]
+                .into_iter()
+                .chain(ends)
+                .find(|n| *n != default && ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(n)))?;
+            json!(i64::try_from(n).ok()?)
+        }
+        "URL" => json!(format!("https://{}.example", s.key.split('.').next()?.to_ascii_lowercase())),
+        "FILE" => json!(format!("/tmp/cp-sample/{}", s.key)),
+        "MODE" => json!(if s.default == "jwt" { "mock" } else { "jwt" }),
+        "WORD" => json!(format!("{}x", s.default)),
+        "TEXT" => json!("console"),
+        _ => return None,
+    };
+    Some(if s.list { json!([value]) } else { value })
+}
+
+/// Sets the dotted `path` (`config.server.headerTimeout`) of the JSON object `root` to `value`.
+fn put(root: &mut Value, path: &str, value: Value) {
+    let mut node = root;
+    let mut names = path.split('.').peekable();
+    while let Some(name) = names.next() {
+        if names.peek().is_none() {
+            node[name] = value;
+            return;
+        }
+        if node.get(name).is_none() {
+            node[name] = json!({});
+        }
+        node = &mut node[name];
+    }
+}
+
+/// Writes `values` as a values file (JSON, which is YAML) into `dir` and returns its path.
+fn values_file(dir: &Path, name: &str, values: &Value) -> String {
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, serde_json::to_string_pretty(values).unwrap()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Loads a configuration from environment variables alone, as `serve` without flags would.
+fn load_from_env(env: &BTreeMap<String, String>) -> Result<Config, ConfigError> {
+    config::load(&ServeArgs::default(), &|k: &str| env.get(k).cloned(), None)
+}
+
+/// The environment of a valid configuration to compare one setting against: mock mode, or jwt
+/// with an issuer when the mode is the setting.
+fn base_env(s: &Setting) -> BTreeMap<String, String> {
+    let (var, value) = match s.key {
+        "security.mode" => ("CP_SECURITY_TRUSTED_ISSUERS", "https://base.example"),
+        _ => ("CP_SECURITY_MODE", "mock"),
+    };
+    BTreeMap::from([(var.to_string(), value.to_string())])
+}
+
+/// values.schema.json and values.yaml have a `config.<key>` for every setting the chart leaves
+/// to the user and for nothing else: of the type its value name calls for, and in values.yaml at
+/// the server's default (or `""`/`[]`, meaning it).
+#[test]
+fn values_schema_and_values_yaml_have_exactly_the_settings_the_chart_leaves_to_the_user() {
+    for (key, _) in SET_BY_THE_CHART {
+        assert!(config::SETTINGS.iter().any(|s| s.key == *key), "SET_BY_THE_CHART names {key}, which is not a setting");
+    }
+    let schema = values_schema();
+    let values = values_yaml();
+    let mut problems = Vec::new();
+    for s in user_settings() {
+        let (section, name) = s.key.split_once('.').unwrap();
+        let Some(property) = config_property(&schema, s.key) else {
+            problems.push(format!("values.schema.json has no config.{}", s.key));
+            continue;
+        };
+        let types = declared_types(&schema, property);
+        let expected = expected_schema_type(s);
+        if types != BTreeSet::from([expected.to_string()]) {
+            problems.push(format!("config.{} ({}): the schema allows {types:?}, expected {expected}", s.key, s.value_name));
+        }
+        if s.value_name == "DURATION" && !parts(&schema, property).iter().any(|p| p.get("pattern").is_some()) {
+            problems.push(format!("config.{}: a duration without the duration pattern", s.key));
+        }
+        if s.list && declared_types(&schema, &property["items"]) != BTreeSet::from(["string".to_string()]) {
+            problems.push(format!("config.{}: list items are not strings", s.key));
+        }
+        match values["config"][section].get(name) {
+            None => problems.push(format!("values.yaml has no config.{}", s.key)),
+            Some(v) if means_the_default(v) => {}
+            Some(v) if env_text(v) != s.default => {
+                problems.push(format!("values.yaml has config.{}: {v}, the server's default is {}", s.key, s.default))
+            }
+            Some(_) => {}
+        }
+    }
+    let config_schema = &schema["properties"]["config"];
+    assert_eq!(config_schema["additionalProperties"], false);
+    let is_user_setting = |key: &str| user_settings().any(|s| s.key == key);
+    for (section, settings) in config_schema["properties"].as_object().unwrap() {
+        assert_eq!(settings["additionalProperties"], false, "config.{section} accepts unknown keys");
+        for name in settings["properties"].as_object().unwrap().keys() {
+            if !is_user_setting(&format!("{section}.{name}")) {
+                problems.push(format!("values.schema.json has config.{section}.{name}, not a setting the chart leaves to the user"));
+            }
+        }
+    }
+    for (section, settings) in values["config"].as_object().unwrap() {
+        for name in settings.as_object().unwrap().keys() {
+            if !is_user_setting(&format!("{section}.{name}")) {
+                problems.push(format!("values.yaml has config.{section}.{name}, not a setting the chart leaves to the user"));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "values.yaml / values.schema.json vs config::SETTINGS:\n{}", problems.join("\n"));
+}
+
+/// Every row of `config::SETTINGS` set through the chart's values (`config.<key>`, or the chart's
+/// own value it comes from) to a sample other than its default reaches the server: the rendered
+/// pod's configuration equals the one the same values give as environment variables, and each
+/// sample alone changes the configuration from the defaults.
+#[test]
+fn every_setting_set_through_the_chart_reaches_the_server_as_through_its_environment_variable() {
+    let schema = values_schema();
+    let mut values = json!({});
+    let mut env = BTreeMap::new();
+    let mut without_sample = Vec::new();
+    for s in config::SETTINGS {
+        let (path, value, env_value) = match chart_sets(s) {
+            ChartSets::Unset { .. } => continue,
+            ChartSets::FromValue { value, sample, gives } => {
+                (value.to_string(), serde_saphyr::from_str::<Value>(sample).unwrap(), gives.to_string())
+            }
+            how => {
+                let Some(sample) = sample_value(s, &schema) else {
+                    without_sample.push(s.key);
+                    continue;
+                };
+                let path = match how {
+                    ChartSets::EnvFromValue { value } => value.to_string(),
+                    _ => format!("config.{}", s.key),
+                };
+                let text = env_text(&sample);
+                (path, sample, text)
+            }
+        };
+        put(&mut values, &path, value);
+        let alone = load_from_env(&base_env(s).into_iter().chain([(s.env.to_string(), env_value.clone())]).collect());
+        let alone = alone.unwrap_or_else(|e| panic!("{}: the sample {env_value:?} is refused: {e}", s.key));
+        assert_ne!(alone, load_from_env(&base_env(s)).unwrap(), "{}: the sample {env_value:?} is the default", s.key);
+        env.insert(s.env.to_string(), env_value);
+    }
+    assert!(without_sample.is_empty(), "no sample value for {without_sample:?}: add one to sample_value");
+
+    let dir = tempfile::tempdir().unwrap();
+    let r = Rendered::new(&["-f", &values_file(dir.path(), "every-setting", &values)]);
+    let through_the_chart = r.load_config(&[]).unwrap_or_else(|e| panic!("the server refuses the rendered config: {e}"));
+    assert_eq!(through_the_chart, load_from_env(&env).unwrap(), "values:\n{values:#}");
+}
+
+/// Every `minimum` and `maximum` of an integer setting in values.schema.json is the server's: the
+/// schema and the server accept the bound, and both refuse one past it (naming the setting). The
+/// one exception is the values file's own limit, 2^53−1, which the server accepts beyond.
+#[test]
+fn integer_bounds_of_the_schema_are_the_servers_bounds() {
+    let schema = values_schema();
+    let exact = largest_exact_whole_number(&schema);
+    // Per integer setting: the ends of its ranges and the values just past them.
+    let mut ends: Vec<(&Setting, Vec<i128>)> = Vec::new();
+    let mut past: Vec<(&Setting, Vec<i128>)> = Vec::new();
+    for s in user_settings().filter(|s| expected_schema_type(s) == "integer") {
+        let property = config_property(&schema, s.key).unwrap_or_else(|| panic!("values.schema.json has no config.{}", s.key));
+        let ranges = integer_ranges(&schema, property);
+        assert!(!ranges.is_empty(), "config.{} accepts no whole number", s.key);
+        let mut at = BTreeSet::new();
+        let mut beyond = BTreeSet::new();
+        for &(lo, hi) in &ranges {
+            assert!(lo > i128::MIN && hi < i128::MAX, "config.{}: the schema bounds it on both ends ({ranges:?})", s.key);
+            at.extend([lo, hi]);
+            beyond.extend([lo - 1, hi + 1].into_iter().filter(|n| !ranges.iter().any(|&(lo, hi)| (lo..=hi).contains(n))));
+        }
+        ends.push((s, at.into_iter().collect()));
+        past.push((s, beyond.into_iter().collect()));
+    }
+    assert!(ends.len() >= 20, "the integer settings: {}", ends.len());
+    let dir = tempfile::tempdir().unwrap();
+    let rounds = |per_setting: &[(&Setting, Vec<i128>)]| per_setting.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
+
+    // Round k gives every setting its k-th bound at once: rendered, and loaded by the server
+    // exactly as the same numbers given as environment variables.
+    for k in 0..rounds(&ends) {
+        let mut values = json!({"config": {"security": {"mode": "mock"}}});
+        let mut env = BTreeMap::from([
+            ("CP_SECURITY_MODE".to_string(), "mock".to_string()),
+            ("CP_STORAGE_DATA_DIR".to_string(), "/var/lib/control-plane".to_string()),
+        ]);
+        for (s, bounds) in &ends {
+            if let Some(&n) = bounds.get(k) {
+                put(&mut values, &format!("config.{}", s.key), json!(i64::try_from(n).unwrap()));
+                env.insert(s.env.to_string(), n.to_string());
+            }
+        }
+        let r = Rendered::new(&["-f", &values_file(dir.path(), &format!("ends-{k}"), &values)]);
+        let config = r.load_config(&[]).unwrap_or_else(|e| panic!("the server refuses a bound of the schema: {e}\n{values:#}"));
+        assert_eq!(config, load_from_env(&env).unwrap(), "bounds reach the server intact:\n{values:#}");
+    }
+
+    // Round k gives every setting its k-th value past a bound: the schema refuses each, naming it.
+    for k in 0..rounds(&past) {
+        let mut values = json!({});
+        let mut paths = Vec::new();
+        for (s, beyond) in &past {
+            if let Some(&n) = beyond.get(k) {
+                put(&mut values, &format!("config.{}", s.key), json!(i64::try_from(n).unwrap()));
+                paths.push(format!("'/config/{}'", s.key.replace('.', "/")));
+            }
+        }
+        let err = try_render(&["-f", &values_file(dir.path(), &format!("past-{k}"), &values)]).expect_err("values past the bounds");
+        for path in paths {
+            assert!(err.contains(&path), "the schema does not refuse {path}:\n{err}\n{values:#}");
+        }
+    }
+
+    // The server refuses each of them as the chart would render it (schema skipped), naming it.
+    for (s, beyond) in &past {
+        for &n in beyond.iter().filter(|&&n| n != exact + 1) {
+            let set = format!("config.{}={n}", s.key);
+            let r = Rendered::new(&["--skip-schema-validation", "--set", "config.security.mode=mock", "--set", &set]);
+            match r.load_config(&[]) {
+                Err(ConfigError::Invalid { key, .. }) if key == s.key => {}
+                Ok(_) => panic!("{set}: the schema refuses it, the server accepts it"),
+                Err(e) => panic!("{set}: the schema refuses it, the server gives another error: {e}"),
+            }
+        }
+    }
+}
+
+/// The reported problem: `config.subscriptions.*` was refused by the schema (as were `server.*`
+/// and `storage.*`). Now it renders and reaches the server; the settings the chart sets itself
+/// cannot be set through `config` (and the chart's value wins even past the schema); values the
+/// server refuses are refused with their path.
+#[test]
+fn subscriptions_server_and_storage_settings_render_and_the_charts_own_cannot_be_overridden() {
+    let r = Rendered::new(&[
+        "--set",
+        "config.security.trustedIssuers={https://i.example.com}",
+        "--set",
+        "config.subscriptions.maxConnections=5",
+    ]);
+    let config = r.load_config(&[]).unwrap();
+    assert_eq!(config.subscriptions.max_connections, 5);
+    assert_eq!(config.security.trusted_issuers, ["https://i.example.com"]);
+
+    for (set, complaint) in [
+        ("config.server.address=0.0.0.0:9999", "additional properties 'address' not allowed"),
+        ("config.storage.dataDir=/elsewhere", "additional properties 'dataDir' not allowed"),
+        ("config.source.manifests=/manifests", "additional properties 'manifests' not allowed"),
+        ("config.source.kubeUrl=http://127.0.0.1:8001", "additional properties 'kubeUrl' not allowed"),
+        ("config.subscriptions.maxConnections=0", "'/config/subscriptions/maxConnections'"),
+        ("config.subscriptions.maxConnections=100001", "'/config/subscriptions/maxConnections'"),
+        ("config.subscriptions.maxTextBytes=1048575", "'/config/subscriptions/maxTextBytes'"),
+        ("config.subscriptions.sendTimeout=10", "'/config/subscriptions/sendTimeout'"),
+        ("config.server.headerTimeout=1 hour", "'/config/server/headerTimeout'"),
+        ("config.server.maxConnections=15", "'/config/server/maxConnections'"),
+        ("config.storage.cacheSize=1048575", "'/config/storage/cacheSize'"),
+        ("config.storage.prebuildOrders=maybe", "'/config/storage/prebuildOrders'"),
+    ] {
+        let err = try_render(&["--set", set]).expect_err(set);
+        assert!(err.contains(complaint), "--set {set}: expected {complaint:?} in:\n{err}");
+    }
+
+    // Past the schema, the chart's own values still win: user keys are merged into the sections.
+    let r = Rendered::new(&[
+        "--skip-schema-validation",
+        "--set",
+        "config.security.mode=mock",
+        "--set",
+        "config.server.address=0.0.0.0:9999",
+        "--set",
+        "config.server.headerTimeout=20s",
+        "--set",
+        "config.storage.dataDir=/elsewhere",
+        "--set",
+        "config.storage.cacheSize=2097152",
+    ]);
+    let config = r.load_config(&[]).unwrap();
+    assert_eq!((config.server.address.as_str(), config.server.header_timeout), ("0.0.0.0:8080", Duration::from_secs(20)));
+    assert_eq!((config.storage.data_dir, config.storage.cache_bytes), (PathBuf::from("/var/lib/control-plane"), 2097152));
+}
+
+/// The chart README's settings table, between these markers, is generated from `config::SETTINGS`
+/// and [`SET_BY_THE_CHART`].
+const SETTINGS_TABLE_BEGIN: &str = "<!-- settings-table:begin -->\n";
+const SETTINGS_TABLE_END: &str = "<!-- settings-table:end -->";
+
+/// Escapes text for a Markdown table cell: `|` everywhere, and outside code spans the characters
+/// Markdown would read as HTML or emphasis (`<`, `*`).
+fn markdown_cell(text: &str) -> String {
+    let mut out = String::new();
+    let mut in_code = false;
+    for c in text.chars() {
+        match c {
+            '`' => in_code = !in_code,
+            '|' => out.push('\\'),
+            '<' | '*' if !in_code => out.push('\\'),
+            _ => {}
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The settings table: one row per row of `config::SETTINGS`, with how the chart sets it, its
+/// default and its help line.
+fn expected_settings_table() -> String {
+    let mut table = String::from("| setting | how the chart sets it | server's default | meaning |\n|---|---|---|---|\n");
+    for s in config::SETTINGS {
+        let how = match chart_sets(s) {
+            ChartSets::Config => format!("`config.{}`", s.key),
+            ChartSets::FromValue { value, .. } => format!("set by the chart from `{value}`"),
+            ChartSets::Unset { reason } => format!("left unset by the chart: {reason}"),
+            ChartSets::EnvFromValue { value } => format!("environment `{}`, from `{value}`", s.env),
+        };
+        let default = if s.default == config::UNSET { "unset".to_string() } else { format!("`{}`", s.default) };
+        table.push_str(&format!("| `{}` | {how} | {default} | {} |\n", s.key, markdown_cell(s.doc)));
+    }
+    table
+}
+
+/// The chart README's settings table is exactly the generated one; `UPDATE_EXPECT=1` rewrites it.
+#[test]
+fn chart_readme_settings_table_is_generated_from_config_settings() {
+    let path = chart_dir().join("README.md");
+    let readme = std::fs::read_to_string(&path).unwrap();
+    let start = readme.find(SETTINGS_TABLE_BEGIN).expect("README.md has the settings-table:begin marker") + SETTINGS_TABLE_BEGIN.len();
+    let end = start + readme[start..].find(SETTINGS_TABLE_END).expect("README.md has the settings-table:end marker");
+    let expected = expected_settings_table();
+    if std::env::var("UPDATE_EXPECT").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, format!("{}{expected}{}", &readme[..start], &readme[end..])).unwrap();
+        return;
+    }
+    assert!(
+        readme[start..end] == expected,
+        "charts/control-plane/README.md's settings table is not the one generated from config::SETTINGS; rewrite it with \
+         `UPDATE_EXPECT=1 cargo test -p cp-suite --test chart chart_readme_settings_table`\n--- expected:\n{expected}\n--- found:\n{}",
+        &readme[start..end]
+    );
 }

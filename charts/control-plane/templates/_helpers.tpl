@@ -87,12 +87,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
-The config file (/etc/control-plane/config.yaml): server.address and storage.dataDir from the
-chart, the rest from .Values.config with empty strings, empty lists and nulls left out (an unset
-key means the built-in default).
+The config file (/etc/control-plane/config.yaml): the settings of .Values.config with empty
+strings, empty lists and nulls left out (an unset key means the built-in default), and the two the
+chart sets itself merged into their sections last, so they always win: server.address from
+containerPort and storage.dataDir from persistence.mountPath (values.schema.json does not allow
+them under config).
 */}}
 {{- define "control-plane.config" -}}
-{{- $cfg := dict "server" (dict "address" (printf "0.0.0.0:%v" .Values.containerPort)) "storage" (dict "dataDir" .Values.persistence.mountPath) -}}
+{{- $cfg := dict -}}
 {{- range $section, $settings := .Values.config }}
 {{- $out := dict }}
 {{- range $k, $v := $settings }}
@@ -104,6 +106,12 @@ key means the built-in default).
 {{- $_ := set $cfg $section $out }}
 {{- end }}
 {{- end }}
+{{- $server := (hasKey $cfg "server") | ternary (get $cfg "server") dict }}
+{{- $_ := set $server "address" (printf "0.0.0.0:%v" .Values.containerPort) }}
+{{- $_ = set $cfg "server" $server }}
+{{- $storage := (hasKey $cfg "storage") | ternary (get $cfg "storage") dict }}
+{{- $_ = set $storage "dataDir" .Values.persistence.mountPath }}
+{{- $_ = set $cfg "storage" $storage }}
 {{- toYaml $cfg }}
 {{- end }}
 
