@@ -163,3 +163,73 @@ async fn phase_counts_count_the_records_a_search_finds() {
     }
     server.stop().await;
 }
+
+/// An Api document (`fold-<i>`, base path `/fold/api<i>/v1`) with `category` and OAuth2 scopes
+/// as given, in its own file.
+fn add_api_with(manifests: &std::path::Path, i: usize, category: &str, scopes: &[&str]) {
+    // Plain YAML scalars: the texts are written as they are (no escapes).
+    let scopes: String = scopes.iter().map(|s| format!("\n    - {s}")).collect();
+    let doc = format!(
+        "apiVersion: api.cp.ei.telekom.de/v1\nkind: Api\nmetadata:\n  name: fold{i}-v1\n  namespace: poc--logistics--fleet\n  \
+         labels:\n    cp.ei.telekom.de/environment: poc\n    cp.ei.telekom.de/basepath: fold-api{i}-v1\n  \
+         creationTimestamp: \"2026-03-26T19:07:00Z\"\nspec:\n  version: \"1.0.0\"\n  basePath: /fold/api{i}/v1\n  category: {category}\n  \
+         xVendor: false\n  oauth2Scopes:{scopes}\nstatus:\n  active: true\n"
+    );
+    std::fs::write(manifests.join(format!("zz-fold-{i}.yaml")), doc).unwrap();
+}
+
+/// The base paths `apis(search:)` and `catalogueSearch(kinds: [API])` find for `text`, and
+/// their totalCounts: (apis, catalogueSearch).
+async fn both_searches(server: &Server, text: &str) -> ((u64, Vec<String>), (u64, Vec<String>)) {
+    // The text as it is: a JSON string in the request's variables.
+    let query = r#"query($text: String!) { apis(search: $text, first: 1000) { totalCount edges { node { basePath } } }
+        catalogueSearch(query: $text, kinds: [API], first: 1000) { totalCount edges { node { ...on Api { basePath } } } } }"#;
+    let (data, errors) =
+        server.query_raw(&support::team_token("payments--checkout", "poc"), query, serde_json::json!({ "text": text })).await;
+    assert!(errors.is_empty(), "{text:?}: {errors:?}");
+    let side = |conn: &Value| {
+        let mut paths: Vec<String> =
+            conn["edges"].as_array().unwrap().iter().map(|e| e["node"]["basePath"].as_str().unwrap().to_string()).collect();
+        paths.sort();
+        (conn["totalCount"].as_u64().unwrap(), paths)
+    };
+    (side(&data["apis"]), side(&data["catalogueSearch"]))
+}
+
+/// One rule for every search: `apis(search:)` and `catalogueSearch` agree on accents in any
+/// Unicode form and on case, on a word longer than 64 bytes, and on texts without a searchable
+/// word (which do not narrow: every API the viewer sees).
+#[tokio::test]
+async fn every_search_follows_one_rule_for_accents_long_words_and_texts_without_words() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifests = tmp.path().join("world");
+    support::copy_dir(&support::world_dir(), &manifests);
+    let long = format!("scope{}", "x".repeat(70));
+    // Precomposed in one document, decomposed (U + U+0308) in the other.
+    add_api_with(&manifests, 1, "Überweisungen", &["read"]);
+    add_api_with(&manifests, 2, "U\u{0308}berweisungen", &[long.as_str()]);
+    let server = Server::start(&manifests, None).await;
+    let both = vec!["/fold/api1/v1".to_string(), "/fold/api2/v1".to_string()];
+    for text in ["Überweisungen", "U\u{0308}berweisungen", "uberweisungen", "UBERWEISUNGEN", "überweisungen"] {
+        let (apis, catalogue) = both_searches(&server, text).await;
+        assert_eq!(apis, (2, both.clone()), "apis(search: {text:?})");
+        assert_eq!(catalogue, apis, "catalogueSearch(query: {text:?})");
+    }
+    // A word longer than 64 bytes still matches itself, and only itself.
+    let (apis, catalogue) = both_searches(&server, &long).await;
+    assert_eq!(apis, (1, vec!["/fold/api2/v1".to_string()]));
+    assert_eq!(catalogue, apis);
+    let (apis, catalogue) = both_searches(&server, &format!("other{}", "y".repeat(70))).await;
+    assert_eq!((apis.0, catalogue.0), (0, 0), "an unknown long word matches nothing");
+    // Texts without a letter or digit do not narrow, in both.
+    let (all, _) = both_searches(&server, "").await;
+    let visible: Value = server.query(&support::team_token("payments--checkout", "poc"), "{ apis { totalCount } }").await;
+    assert_eq!(all.0, visible["apis"]["totalCount"].as_u64().unwrap());
+    assert!(all.0 > 2, "{all:?}");
+    for text in ["", "   ", "*", "?", "\"", "🚀🔥", "\u{0301}", "-- / --"] {
+        let (apis, catalogue) = both_searches(&server, text).await;
+        assert_eq!(apis, all, "apis(search: {text:?}) lists as without search");
+        assert_eq!(catalogue, all, "catalogueSearch(query: {text:?}) answers every API the viewer sees");
+    }
+    server.stop().await;
+}

@@ -151,7 +151,7 @@ impl Builder {
     /// The `specificationUrl: String` field of a catalogue kind `K` whose specification (a
     /// file-manager ID) `spec` reads: `<fileManager.baseUrl>/files/<specification>`, the ID
     /// percent-encoded as one path segment; null when either is unset or empty
-    /// (reference-graphql.md §1.4).
+    /// (as the Go server computes it).
     pub fn specification_url_field<K: Kind>(&self, spec: fn(&K::Record) -> Option<&str>) -> Field {
         let base = self.file_manager_base_url.clone();
         rf::<K>("specificationUrl", TypeRef::named(TypeRef::STRING), move |r| {
@@ -468,7 +468,9 @@ pub fn register<K: Entity>(b: &mut Builder) {
         });
         if schema::catalogue::KINDS.contains(&K::ID) {
             // Full-text search, by relevance (read in `connection_field`, see `crate::search`).
-            root_field = root_field.argument(InputValue::new("search", TypeRef::named(TypeRef::STRING)));
+            root_field = root_field.argument(
+                InputValue::new("search", TypeRef::named(TypeRef::STRING)).description(crate::search::search_argument_description()),
+            );
         }
         b.query_fields.push(root_field);
     }
@@ -515,12 +517,13 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
                 }
             };
             let entries = parse_order(&ctx)?;
-            // A blank `search` (no letters or digits) lists as without it.
+            // A `search` without a word (no letter or digit) lists as without it, as
+            // `crate::search::SEARCH_TEXT_RULE` says.
             let search = ctx.args.get("search").filter(|v| !v.is_null()).map(|v| v.string().map(str::to_string)).transpose()?;
             if let Some(q) = &search {
                 crate::limits::check_search(q, &rq.limits).map_err(crate::limits::LimitError::into_error)?;
             }
-            let search = search.filter(|q| !storage::search::words(q).is_empty());
+            let search = search.filter(|q| !storage::analysis::words(q).is_empty());
             if search.is_some() && !entries.is_empty() {
                 return Err(bad_input("`search` cannot be combined with `orderBy`: search results are ordered by relevance"));
             }

@@ -1,4 +1,5 @@
-//! Request cost decided before execution (DESIGN decision 16): every request is measured against
+//! Request cost decided before execution (ARCHITECTURE.md, `query`: every request has a bounded
+//! cost): every request is measured against
 //! [`Limits`] before a resolver runs, and refused with one error whose `extensions.code` names
 //! the limit (`extensions.limit` names its setting, `extensions.max` its value).
 //!
@@ -196,7 +197,7 @@ pub fn check_search(text: &str, limits: &Limits) -> Result<(), LimitError> {
         let max = limits.max_search_bytes;
         return Err(LimitError::new(&SEARCH_BYTES, max, format!("a search text is longer than {max} bytes")));
     }
-    if storage::search::words(text).len() > limits.max_search_terms {
+    if storage::analysis::words(text).len() > limits.max_search_terms {
         let max = limits.max_search_terms;
         return Err(LimitError::new(&SEARCH_TERMS, max, format!("a search text has more than {max} words")));
     }

@@ -24,7 +24,23 @@ use schema::catalogue::{self, CatalogueDoc, CatalogueVisitor, Catalogued};
 use schema::{Key, Kind, KindId};
 use std::collections::HashMap;
 use std::sync::Arc;
-use storage::search::{highlights, words, Catalogue, Highlight, SearchRequest};
+use storage::analysis::words;
+use storage::search::{highlights, Catalogue, Highlight, SearchRequest};
+
+/// How a search text matches, in the SDL of every search (`search:` and `catalogueSearch`):
+/// the one rule of [`storage::analysis`].
+pub(crate) const SEARCH_TEXT_RULE: &str = "Words are runs of letters and digits, compared without accents and case \
+(`á`, `a` + U+0301, `A` and `a` are the same word; words longer than 64 bytes are cut to 64). Every word must match a \
+field: exactly, the last one also as a prefix, the first four also within a typo or two. A text without a letter \
+or digit (empty, blank, `*`, `?`, punctuation, emoji) does not narrow:";
+
+/// The description of the `search` argument of the catalogue kinds' root connections.
+pub(crate) fn search_argument_description() -> String {
+    format!(
+        "Full-text search, by relevance (not combinable with `orderBy`; at most `graphql.maxSearchLength` bytes and \
+         `graphql.maxSearchTerms` words). {SEARCH_TEXT_RULE} the connection lists as without `search`."
+    )
+}
 
 /// First byte of a `catalogueSearch` cursor (format version).
 const CURSOR_VERSION: u8 = 0xC1;
@@ -271,7 +287,13 @@ pub(crate) fn register(bld: &mut Builder) {
             })();
             crate::entity::ready(result)
         })
-        .argument(InputValue::new("query", TypeRef::named_nn(TypeRef::STRING)))
+        .description(
+            "Searches the catalogue (APIs, event types, MCP servers, agent cards) visible to the viewer, by score, then kind, then key.",
+        )
+        .argument(InputValue::new("query", TypeRef::named_nn(TypeRef::STRING)).description(format!(
+            "At most `graphql.maxSearchLength` bytes and `graphql.maxSearchTerms` words. {SEARCH_TEXT_RULE} every entry of \
+             `kinds` (and `activeOnly`) matches, with score 0."
+        )))
         .argument(InputValue::new("kinds", TypeRef::named_nn_list("CatalogueKind")))
         .argument(InputValue::new("activeOnly", TypeRef::named(TypeRef::BOOLEAN)).default_value(Value::Boolean(false)))
         .argument(InputValue::new("first", TypeRef::named(TypeRef::INT)))

@@ -30,6 +30,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod analysis;
 pub mod checkpoint;
 mod codec;
 pub mod documents;

@@ -9,23 +9,27 @@
 //!   (deleting the document, re-adding it when the record still exists) and commits at most
 //!   every [`COMMIT_INTERVAL`], so a change is searchable well within one second.
 //! - Each tantivy commit's payload ([`tantivy::indexer::PreparedCommit::set_payload`]) is
-//!   `cp-search-v1:<revision>`: the store revision whose changes it contains.
+//!   `cp-search-v2:<revision>`: the store revision whose changes it contains.
 //! - On open, a missing, unreadable or stale index (payload ≠ the store's revision) is rebuilt
 //!   from one read view. A crash between a store commit and the index commit therefore costs a
 //!   rebuild, never a wrong answer after restart.
 //! - Between commits the index may still list a deleted record: callers resolve every hit
 //!   against their own read view and drop what is gone (the GraphQL layer does).
 //!
-//! **Matching.** Texts are split at non-alphanumeric characters and lower-cased. Every query
+//! **Matching.** Texts and queries become words by one rule, [`crate::analysis`] (letters and
+//! digits, accents and case folded, long words cut to 64 bytes). Every query
 //! word must match (AND) one of three field classes (title ×4, tag ×2, body ×1): exactly (×1.0),
 //! as a prefix when it is the last word (search-as-you-type, ×0.6), or within an edit distance
 //! that grows with its length (×0.3; [`edit_distance`]: 0 for ≤ 2 characters, 1 for 3–5, 2
 //! for longer; a transposition counts one; only the first [`MAX_FUZZY_WORDS`] words). Scores are constant per tier, so an exact match
 //! always outranks a fuzzy one in the same field class. A query equal to an entry's base path or
-//! event type (case-insensitive) adds [`PATH_BONUS`]: that entry ranks first.
+//! event type (case-insensitive) adds [`PATH_BONUS`]: that entry ranks first. A query without
+//! a word (no letter or digit: empty, blank, `*`, punctuation, emoji) does not narrow: every
+//! entry that passes the request's filters matches, with score 0.
 //!
 //! **Architecture invariant:** generic over [`Catalogued`]; no kind has code here.
 
+use crate::analysis::{analyze, words, WordTokenizer};
 use crate::{Committed, ReadView, StorageError, Store};
 use schema::catalogue::{self, CatalogueDoc, CatalogueVisitor, Catalogued, FieldClass};
 use schema::{Key, KindId};
@@ -37,11 +41,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 use tantivy::collector::{Count, TopDocs};
 use tantivy::query::{
-    AutomatonWeight, BooleanQuery, ConstScoreQuery, DfaWrapper, DisjunctionMaxQuery, EnableScoring, FuzzyTermQuery, Occur, Query,
+    AllQuery, AutomatonWeight, BooleanQuery, ConstScoreQuery, DfaWrapper, DisjunctionMaxQuery, EnableScoring, FuzzyTermQuery, Occur, Query,
     TermQuery, Weight,
 };
 use tantivy::schema::{Field, IndexRecordOption, Schema, TextFieldIndexing, TextOptions, Value, STORED, STRING};
-use tantivy::tokenizer::{LowerCaser, RawTokenizer, RemoveLongFilter, SimpleTokenizer, TextAnalyzer};
+use tantivy::tokenizer::{LowerCaser, RawTokenizer, TextAnalyzer};
 use tantivy::{DocAddress, Index, IndexReader, IndexWriter, ReloadPolicy, Score, TantivyDocument, Term};
 
 /// The index directory inside a data directory.
@@ -60,7 +64,8 @@ pub const MAX_FUZZY_WORDS: usize = 4;
 pub const PATH_BONUS: Score = 1000.0;
 
 /// Payload prefix; another prefix (an older layout) means rebuild.
-const PAYLOAD_PREFIX: &str = "cp-search-v1:";
+/// v2: words analysed by [`crate::analysis`] (accents folded, long words cut instead of dropped).
+const PAYLOAD_PREFIX: &str = "cp-search-v2:";
 /// Memory budget of the index writer (bytes).
 const WRITER_HEAP: usize = 50_000_000;
 const WORDS: &str = "cp_words";
@@ -135,9 +140,7 @@ fn schema() -> (Schema, Fields) {
 }
 
 fn register_tokenizers(index: &Index) {
-    index
-        .tokenizers()
-        .register(WORDS, TextAnalyzer::builder(SimpleTokenizer::default()).filter(RemoveLongFilter::limit(64)).filter(LowerCaser).build());
+    index.tokenizers().register(WORDS, TextAnalyzer::builder(WordTokenizer).build());
     index.tokenizers().register(RAW, TextAnalyzer::builder(RawTokenizer::default()).filter(LowerCaser).build());
 }
 
@@ -450,16 +453,14 @@ impl Catalogue {
     }
 
     /// Searches. Returns at least `at_least` hits when that many match (more when scores tie at
-    /// the cut), all of them when fewer match. An empty query (no letters or digits) matches
-    /// nothing.
+    /// the cut), all of them when fewer match. A query without a word (no letter or digit, see
+    /// [`crate::analysis`]) does not narrow: every entry passing the request's kinds,
+    /// environment and `active_only` matches with score 0.
     ///
     /// # Errors
     /// [`SearchError::Index`] when tantivy fails.
     pub fn search(&self, req: &SearchRequest<'_>, at_least: usize) -> Result<Hits, SearchError> {
         let words = words(req.query);
-        if words.is_empty() {
-            return Ok(Hits::default());
-        }
         let query = self.query(&words, req)?;
         let searcher = self.0.reader.searcher();
         // One pass for the common case (a page): the best `limit + 1` and the count. The extra
@@ -517,6 +518,9 @@ impl Catalogue {
                 }
             }
             clauses.push((Occur::Must, Box::new(DisjunctionMaxQuery::with_tie_breaker(alts, 0.1))));
+        }
+        if words.is_empty() {
+            clauses.push((Occur::Must, Box::new(ConstScoreQuery::new(Box::new(AllQuery), 0.0))));
         }
         let whole = req.query.trim().to_lowercase();
         clauses.push((
@@ -768,31 +772,6 @@ impl Drop for Shared {
     }
 }
 
-/// The words of a text as the index sees them: maximal runs of alphanumeric characters,
-/// lower-cased, at most 64 bytes long (longer words are not indexed).
-pub fn words(text: &str) -> Vec<String> {
-    word_spans(text).into_iter().map(|(a, b)| text[a..b].to_lowercase()).filter(|w| w.len() <= 64).collect()
-}
-
-fn word_spans(text: &str) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    let mut start = None;
-    for (i, c) in text.char_indices() {
-        match (c.is_alphanumeric(), start) {
-            (true, None) => start = Some(i),
-            (false, Some(s)) => {
-                out.push((s, i));
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    if let Some(s) = start {
-        out.push((s, text.len()));
-    }
-    out
-}
-
 /// The edit distance a query word may be away from an indexed word: 0 for words of at most
 /// 2 characters, 1 for 3–5, 2 for longer ones.
 pub fn edit_distance(word: &str) -> u8 {
@@ -855,13 +834,13 @@ pub fn highlights(doc: &CatalogueDoc, query: &str) -> Vec<Highlight> {
     }
     for field in &doc.fields {
         let text = field.text.as_str();
-        let spans: Vec<(usize, usize)> = word_spans(text)
+        let mut spans: Vec<(usize, usize)> = analyze(text)
             .into_iter()
-            .filter(|&(a, b)| {
-                let w = text[a..b].to_lowercase();
-                q.iter().enumerate().any(|(i, qw)| word_matches(qw, &w, i + 1 == q.len()))
-            })
+            .filter(|w| q.iter().enumerate().any(|(i, qw)| word_matches(qw, &w.text, i + 1 == q.len())))
+            .map(|w| (w.span.start, w.span.end))
             .collect();
+        // Words that one run of the text splits into share its span.
+        spans.dedup();
         let Some(&(first, _)) = spans.first() else { continue };
         const WINDOW: usize = 160;
         let (mut from, mut to) = (0, text.len());
