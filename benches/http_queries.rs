@@ -1,4 +1,4 @@
-//! P2 console query latency and P6 mixed load over HTTP (issue 10), on a generated world
+//! P2 console query latency and P6 mixed load over HTTP, on a generated world
 //! (`target/genworld/<size>/`, see `benches/support/mod.rs`) loaded by the real server
 //! (`control_plane::start`, in process, manifests source, **mock authentication** — tokens are
 //! decoded, not verified, so signature checks are not in the numbers), queried with reqwest

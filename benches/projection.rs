@@ -1,4 +1,4 @@
-//! P1 projection throughput (issue 10): a generated world (`target/genworld/<size>/`, see
+//! P1 projection throughput: a generated world (`target/genworld/<size>/`, see
 //! `benches/support/mod.rs`) loaded into an empty store through the real projector path —
 //! `control_plane::App::start` with the manifests source and the one writer (durable redb
 //! commits, search index fed as in production) — timed from start until ready (every document

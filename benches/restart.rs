@@ -1,4 +1,4 @@
-//! P4 restart to ready on an existing store (issue 10): a generated world
+//! P4 restart to ready on an existing store: a generated world
 //! (`target/genworld/<size>/`, see `benches/support/mod.rs`) is loaded once in process into a
 //! data directory; then the release binary is started on it as a subprocess
 //! (`target/release/control-plane serve --manifests <world> --data-dir <dir> --auth mock

@@ -1,4 +1,4 @@
-//! P4-kube: restarts with the kube source at scale (issue 34). A generated world
+//! P4-kube: restarts with the kube source at scale. A generated world
 //! (`target/genworld/<size>/`, see `benches/support/mod.rs`) is served by the fake Kubernetes API
 //! server of the end-to-end tests (`tests/support/fake_k8s.rs`, seeded with
 //! `FakeK8s::seed_dir`); the server is started on it in process (`control_plane::start` with

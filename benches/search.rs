@@ -1,4 +1,4 @@
-//! Catalogue search on a generated world of 100k catalogue entries (issue 7): index build time
+//! Catalogue search on a generated world of 100k catalogue entries: index build time
 //! (a rebuild from redb, as on a start with a missing index), and search latency — p50/p99 over
 //! a mix of queries (exact words, typos, prefixes, several words, an exact base path) at the
 //! index level and through GraphQL `catalogueSearch(first: 20)`, plus criterion's own estimate

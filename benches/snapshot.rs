@@ -1,4 +1,4 @@
-//! P5 snapshot export / restore (issues 8 and 10) on a generated world (`target/genworld/<size>/`,
+//! P5 snapshot export / restore on a generated world (`target/genworld/<size>/`,
 //! see `benches/support/mod.rs`): the world is projected once into a data directory, then
 //!
 //! - **export**: `control_plane::snapshot::export_offline` — one read transaction streamed into

@@ -1,4 +1,4 @@
-//! P8 soak (issue 18): the release binary (`target/release/control-plane`, build it first) on the
+//! P8 soak: the release binary (`target/release/control-plane`, build it first) on the
 //! `100k` world, for `CP_SOAK_SECONDS` (default 600) seconds: 50 clients, each sending console
 //! queries (a team's applications page with nested connections, its approvals, `node`, zones)
 //! and, every fifth request, an abusive one (refused before running, or heavy work cut by its

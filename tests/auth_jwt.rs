@@ -1,4 +1,4 @@
-//! Authentication in `jwt` mode, end to end (issue 6): a discovery + JWKS server on 127.0.0.1
+//! Authentication in `jwt` mode, end to end: a discovery + JWKS server on 127.0.0.1
 //! (`support::jwt::Issuer`), real RS256/PS256/ES256 tokens, the server on the bundled world.
 //!
 //! Every attack is its own test and must get HTTP 401 with the one body that says nothing but

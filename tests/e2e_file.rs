@@ -1,4 +1,4 @@
-//! End to end over HTTP on the bundled world (issue 3, file and permission kinds): the server
+//! End to end over HTTP on the bundled world (file and permission kinds): the server
 //! started as the binary starts it (manifests source, mock tokens), queried with real HTTP
 //! requests. Expectations come from `examples/world.facts.json` and the world's manifests.
 

@@ -1,4 +1,4 @@
-//! The kube source end to end (issue 4 acceptance): the server started in-process against a
+//! The kube source end to end: the server started in-process against a
 //! fake Kubernetes API server (`support/fake_k8s.rs`, plain HTTP on 127.0.0.1) holding the
 //! bundled world, queried over HTTP. Stores are compared record by record (every kind, key,
 //! record, links and times) with a projection of the same objects by the manifests source.
@@ -291,7 +291,7 @@ async fn a_delete_while_the_watch_is_down_is_swept_after_the_relist() {
     let cp = Cp::start(&fake, data.path()).await;
     cp.ready().await;
     // An application nothing refers to (deleting a parent alone would leave its children's
-    // records, which a fresh projection would not write: DESIGN decision 2).
+    // records, which a fresh projection would not write: ARCHITECTURE.md "References by natural key").
     let mut app = fake.objects().into_iter().find(|o| o["kind"] == "Application").unwrap();
     app["metadata"]["name"] = json!("lonely");
     app["metadata"]["labels"]["cp.ei.telekom.de/application"] = json!("lonely");
@@ -334,7 +334,7 @@ async fn gone_leads_to_a_relist_and_the_store_equals_the_server() {
         // An update, a new team, and a subscription deleted with what Kubernetes' garbage
         // collector deletes with it (its approvals and approval requests, which name it in the
         // `cp.ei.telekom.de/target.name` label). A parent deleted alone leaves its children's
-        // records in place (DESIGN decision 2), which a fresh projection would not write.
+        // records in place (ARCHITECTURE.md "References by natural key"), which a fresh projection would not write.
         let mut team = of("Team")[0].clone();
         team["spec"]["displayName"] = json!("Changed while nobody watched");
         objs.apply(team);
@@ -503,7 +503,7 @@ async fn changes_made_while_down_show_once_caught_up_even_from_a_lagging_watch_c
     let mut app = apps[0].clone();
     app["status"]["conditions"] = json!([]);
     fake.apply(app);
-    // A leaf: deleting a parent never deletes its children (DESIGN decision 2).
+    // A leaf: deleting a parent never deletes its children (ARCHITECTURE.md "References by natural key").
     let requests: Vec<Value> = fake.objects().into_iter().filter(|o| o["kind"] == "ApprovalRequest").collect();
     let gone = &requests[0]["metadata"];
     assert!(fake.delete(KindId::ApprovalRequest, gone["namespace"].as_str().unwrap(), gone["name"].as_str().unwrap()));
@@ -550,6 +550,8 @@ async fn a_kind_of_another_version_is_re_derived_from_the_relist() {
     assert_eq!(code, 200, "{body}");
     assert_eq!(body["errors"][0]["extensions"]["code"], "UNAVAILABLE", "{body}");
     assert_eq!(body["errors"][0]["extensions"]["kind"], "ApiExposure", "{body}");
+    let at_field = body["errors"][0]["locations"].as_array().is_none_or(|l| l.iter().all(|p| p["line"].as_u64() >= Some(1)));
+    assert!(at_field, "no location, or a real one: {body}");
     let (code, body) = cp.answer("{ applications { totalCount } }").await;
     assert_eq!(code, 200);
     assert!(body["errors"].is_null(), "another kind answers: {body}");

@@ -1,4 +1,4 @@
-//! Mutations end to end (issue 23): the server in process on the kube source against the fake
+//! Mutations end to end: the server in process on the kube source against the fake
 //! Kubernetes API server (`support/fake_k8s.rs`) holding the bundled world, with
 //! `mutations.enabled`; GraphQL over HTTP; what reached the cluster read back from the fake.
 //!

@@ -1,4 +1,4 @@
-//! Secret resolution over HTTP (issue 21, reference-graphql.md §5.9): the server resolves `$<id>`
+//! Secret resolution over HTTP (ARCHITECTURE.md "Viewers and visibility"): the server resolves `$<id>`
 //! references through a fake secret manager over HTTPS with its own CA
 //! (`support::secret_manager`): resolved for the owner, cached, rotated, masked for obfuscated
 //! callers without a lookup, never looked up for a team that cannot read the secret, failures

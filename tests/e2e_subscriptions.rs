@@ -1,4 +1,4 @@
-//! GraphQL subscriptions over WebSocket (issue 22), end to end: the server on a copy of the
+//! GraphQL subscriptions over WebSocket, end to end: the server on a copy of the
 //! example world (manifests source), clients speaking `graphql-transport-ws` through a real
 //! client library (`graphql-ws-client`), the world's manifests edited while they listen.
 //!

@@ -1,4 +1,4 @@
-//! End to end over HTTP on the bundled world (issue 2 acceptance): the server started as the
+//! End to end over HTTP on the bundled world: the server started as the
 //! binary starts it (manifests source, mock tokens), queried with real HTTP requests.
 //!
 //! Expectations come from `examples/world.facts.json`, not from hand-written lists.
@@ -263,7 +263,7 @@ async fn requested_and_active_scopes_come_back_distinctly_for_three_families() {
     server.stop().await;
 }
 
-/// Every kind of the world is projected, per environment, as the facts count them (issue 3).
+/// Every kind of the world is projected, per environment, as the facts count them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_is_projected_with_the_facts_counts() {
     let server = Server::start(&support::world_dir(), None).await;
@@ -313,7 +313,7 @@ async fn every_kind_is_projected_with_the_facts_counts() {
     server.stop().await;
 }
 
-/// Query limits are configurable: depth, complexity, introspection, body size (issue 5).
+/// Query limits are configurable: depth, complexity, introspection, body size.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn query_limits_are_configurable() {
     let server = Server::start_with(&support::world_dir(), None, |c| {

@@ -1,4 +1,4 @@
-//! Cross-tenant probe suite (issue 6, DESIGN decision 9): with real JWTs over HTTP on the
+//! Cross-tenant probe suite (ARCHITECTURE.md "Viewers and visibility"): with real JWTs over HTTP on the
 //! bundled world, another team, a group outside the owner's group and a viewer of another
 //! environment see nothing of a team's data.
 //!
@@ -19,7 +19,7 @@
 //!   must answer `NOT_FOUND` without the entity, and no write may reach the cluster.
 //!
 //! What "a team's data" is: the full records the owner team itself sees, except those visible to
-//! a whole environment by design (DESIGN "Visibility": catalogue entries, zones, groups) and the
+//! a whole environment by design (catalogue entries, zones, groups) and the
 //! approvals (requests) the facts (`examples/world.facts.json`) make visible to the attacker's
 //! teams as well. A viewer of another environment may see none of them, shared or not. Reduced
 //! `…Info` types cross tenants by design and are not records here.
@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use support::jwt::{Issuer, Key, Publish};
 use support::{facts, Server};
 
-/// Types every viewer of an environment sees (DESIGN "Visibility").
+/// Types every viewer of an environment sees (ARCHITECTURE.md "Viewers and visibility").
 const ENV_WIDE: &[&str] = &["Zone", "Group", "Api", "EventType", "McpServer", "AgentCard"];
 /// Object hops a crawl query goes deep (connections and edges count as one hop).
 const DEPTH: usize = 4;

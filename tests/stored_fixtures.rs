@@ -1,4 +1,4 @@
-//! Stored data outlives the build (issue 19). Each directory under `tests/fixtures/stores/`
+//! Stored data outlives the build. Each directory under `tests/fixtures/stores/`
 //! holds what one earlier build wrote from the manifests beside it (`manifests/`, a copy of the
 //! example world of that day): its data directory (`data/`), an offline snapshot of it
 //! (`world.snap`), and the answers that build gave (`answers.json`: viewer, query, response).
@@ -475,7 +475,7 @@ async fn applications_while_rederiving(base: &str, store: &storage::Store, previ
     }
 }
 
-/// Upgrades keep serving (issue 34): on a store written by a build that keeps source documents,
+/// Upgrades keep serving: on a store written by a build that keeps source documents,
 /// a test-only bump of Application's derivation version (the store says version 0, whose rule
 /// gave every status message another value, in the same record shape) is re-derived from the
 /// volume in the background. A query of that kind sent again and again from the server's start

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""PostgreSQL baseline for issue 10 (not run in CI; started by run.sh).
+"""PostgreSQL baseline of the benchmarks (not run in CI; started by run.sh).
 
 Mirrors the reference design (Go projector + PostgreSQL + Go GraphQL server):
 
@@ -8,7 +8,7 @@ Mirrors the reference design (Go projector + PostgreSQL + Go GraphQL server):
       writes: one upsert per object (INSERT ... ON CONFLICT ... DO UPDATE ... RETURNING id), FK
       lookups through an edge cache / negative cache / DB like its IDResolver, and the reference's
       follow-up statements (member sync, target clear, back-link, approval FK fix), each statement
-      auto-committed except the Team transaction (reference-projector.md §2, §3.5, §3.6).
+      auto-committed except the Team transaction (as the Go projector does).
   P2  console queries as the SQL entgql/ent would send for the GraphQL operation (one statement per
       connection level, team isolation by the interceptor's IN-subqueries), warm, N times, client-side
       latency over loopback TCP (p50/p99).
@@ -35,7 +35,7 @@ from psycopg.types.json import Jsonb
 KIND_ORDER = ['Zone', 'Group', 'Team', 'Application', 'Api', 'ApiExposure', 'ApiSubscription', 'EventType',
               'EventExposure', 'EventSubscription', 'PermissionSet', 'FileExposure', 'FileSubscription', 'McpServer',
               'AgentCard', 'AgenticExposure', 'AgenticSubscription', 'Approval', 'ApprovalRequest']
-# kinds without a table in the reference schema (Appendix A): counted, not written
+# kinds without a table in the reference schema (schema.sql): counted, not written
 NO_TABLE = {'FileExposure', 'FileSubscription', 'McpServer', 'AgentCard', 'AgenticExposure', 'AgenticSubscription'}
 
 ENV_LABEL = 'cp.ei.telekom.de/environment'
@@ -95,7 +95,7 @@ class Skip(Exception):
 
 
 # ---------------------------------------------------------------------------------------------------
-# IDResolver: edge cache -> negative cache -> DB (reference-projector.md §3.5/§3.6)
+# IDResolver: edge cache -> negative cache -> DB (as the Go projector resolves foreign keys)
 class Resolver:
     """one per connection; the caches (edge, negative, stats) are shared by all workers like the
     reference's process-wide Ristretto cache"""
@@ -864,8 +864,8 @@ GRAPHQL = {
 # gqlgen + entgql would: ent edges selected in the document are eager-loaded (one IN query per level),
 # nested connections with `first` use entgql's ROW_NUMBER() window query plus a grouped COUNT for
 # totalCount, and the custom system-context resolvers (`ownerTeam`, `target`) run once per node (N+1),
-# loading the Info type's owner application -> team -> group (reference-graphql.md §5.6). MODELLED: the
-# Go resolvers' exact statements are not in the specs.
+# loading the Info type's owner application -> team -> group (as the Go server's Info types do). MODELLED:
+# the Go resolvers' exact statements are not known here.
 TEAM_COLS = ('id, created_at, last_modified_at, status_phase, status_message, environment, namespace, name, email, '
              'display_name, description, category, team_token, group_teams')
 GROUP_COLS = 'id, environment, namespace, name, display_name, description'

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PostgreSQL baseline for issue 10 (not run in CI). See benches/postgres/README.md.
+# PostgreSQL baseline of the benchmarks (not run in CI). See benches/postgres/README.md.
 #
 #   benches/postgres/run.sh [SIZE|WORLD_DIR] [ITERATIONS]
 #
@@ -23,7 +23,7 @@ TXMODE="${TXMODE:-reference}"
 WORKERS="${WORKERS:-1}"
 WARMUP="${WARMUP:-50}"
 TUNED="${TUNED:-1}"
-GENWORLD="$ROOT/tools/genworld/genworld.py"  # vendored copy of ../shared/tools/genworld.py
+GENWORLD="$ROOT/tools/genworld/genworld.py"  # vendored copy (tools/genworld/README.md)
 PSYCOPG_PIN='psycopg[binary]==3.2.10'
 
 log() { printf '[run.sh %s] %s\n' "$(date -u +%H:%M:%S)" "$*"; }

@@ -1,5 +1,5 @@
 //! Shared support of the world benches (`projection`, `http_queries`, `restart`,
-//! `restart_kube`, …; issue 10):
+//! `restart_kube`, …):
 //! generated worlds, the in-process projector load, mock tokens, GraphQL over HTTP, percentiles
 //! and the machine-readable results.
 //!

@@ -1,4 +1,5 @@
-//! Startup stage 2 (resolve, STYLE §15) and the running process: [`App::start`] checks what the
+//! Startup stage 2 (resolve: after [`crate::config::load`] parsed and validated without I/O, open
+//! the store, build the clients) and the running process: [`App::start`] checks what the
 //! validated [`Config`] asks for, opens the store, starts the writer and the source;
 //! [`start`] additionally binds the HTTP server; [`serve`] runs until SIGTERM/Ctrl-C.
 //!
@@ -116,7 +117,8 @@ impl App {
         crate::snapshot::remove_restore_leftovers(&config.storage.data_dir)?;
         let store = Store::open_with_cache(&config.storage.data_dir, config.storage.cache_bytes)
             .with_context(|| format!("opening the store in {}", config.storage.data_dir.display()))?;
-        // Derived data: rebuilt here from the store when missing or stale (DESIGN decision 11).
+        // Derived data: rebuilt here from the store when missing or stale (ARCHITECTURE.md,
+        // `storage` "Catalogue search").
         let search_dir = config.storage.data_dir.join(storage::search::SEARCH_DIR);
         let (catalogue, _) = storage::search::Catalogue::open(&search_dir, &store)
             .with_context(|| format!("opening the search index in {}", search_dir.display()))?;

@@ -15,6 +15,62 @@ use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 
+/// What `check` reports, one line each: the tag a report line starts with. `check --help` lists
+/// them from here ([`outcomes_help`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A document that would be projected.
+    Ok,
+    /// A document skipped deliberately.
+    Skip,
+    /// A document that fails to parse, decode or translate (exit 1).
+    Fail,
+    /// A document that is not a projected object.
+    Ignored,
+    /// An object defined twice.
+    Duplicate,
+    /// Two objects of one kind with one natural key.
+    Conflict,
+}
+
+impl Outcome {
+    /// Every outcome, in the order the report lists them.
+    pub const ALL: [Outcome; 6] = [Outcome::Ok, Outcome::Skip, Outcome::Fail, Outcome::Ignored, Outcome::Duplicate, Outcome::Conflict];
+
+    /// The tag a report line starts with.
+    pub fn tag(self) -> &'static str {
+        match self {
+            Outcome::Ok => "OK",
+            Outcome::Skip => "SKIP",
+            Outcome::Fail => "FAIL",
+            Outcome::Ignored => "IGNORED",
+            Outcome::Duplicate => "DUPLICATE",
+            Outcome::Conflict => "CONFLICT",
+        }
+    }
+
+    /// What a line with this tag says, for `check --help`.
+    pub fn meaning(self) -> &'static str {
+        match self {
+            Outcome::Ok => "a document that would be projected: its origin (file#N (line L)), kind, namespace/name, natural key and the parents it needs",
+            Outcome::Skip => "a document skipped deliberately, with the reason",
+            Outcome::Fail => "a document that fails to parse, decode or translate, with the reason (check exits 1)",
+            Outcome::Ignored => "a document that is not a projected object (a kind that is not projected, not an object), with the reason",
+            Outcome::Duplicate => "an object defined twice: which definition is overridden by which",
+            Outcome::Conflict => "two objects of one kind with one natural key: the later one is not projected while the earlier one holds the key",
+        }
+    }
+}
+
+/// The list of outcomes `check --help` shows after its options.
+pub fn outcomes_help() -> String {
+    let mut out = String::from("Report lines, one per document or finding, then a summary line:\n");
+    for o in Outcome::ALL {
+        out.push_str(&format!("  {:<10} {}\n", o.tag(), o.meaning()));
+    }
+    out
+}
+
 /// What `check` found.
 #[derive(Clone, Debug)]
 pub struct CheckReport {
@@ -74,26 +130,26 @@ impl CheckReport {
     /// The writer's I/O error.
     pub fn print(&self, out: &mut impl Write) -> std::io::Result<()> {
         for p in &self.projected {
-            write!(out, "OK {} {}: key {}", p.origin, p.object, p.key)?;
+            write!(out, "{} {} {}: key {}", Outcome::Ok.tag(), p.origin, p.object, p.key)?;
             if !p.requires.is_empty() {
                 write!(out, ", needs {}", p.requires.join(", "))?;
             }
             writeln!(out)?;
         }
         for s in &self.skips {
-            let tag = if s.reason.is_failure() { "FAIL" } else { "SKIP" };
+            let tag = if s.reason.is_failure() { Outcome::Fail } else { Outcome::Skip }.tag();
             writeln!(out, "{tag} {s}")?;
         }
         // Empty documents (comment-only sections) are counted, not listed.
         for i in self.ignored.iter().filter(|i| i.reason != EMPTY_DOCUMENT) {
-            writeln!(out, "IGNORED {}: {}", i.origin, i.reason)?;
+            writeln!(out, "{} {}: {}", Outcome::Ignored.tag(), i.origin, i.reason)?;
         }
         for d in &self.duplicates {
-            writeln!(out, "DUPLICATE {}: {} is overridden by {}", d.src, d.loser, d.winner)?;
+            writeln!(out, "{} {}: {} is overridden by {}", Outcome::Duplicate.tag(), d.src, d.loser, d.winner)?;
         }
         for c in &self.conflicts {
             let ((holder, at), (waiting, wat)) = (&c.holder, &c.waiting);
-            writeln!(out, "CONFLICT key {}: {waiting} ({wat}) is not projected while {holder} ({at}) holds it", c.key)?;
+            writeln!(out, "{} key {}: {waiting} ({wat}) is not projected while {holder} ({at}) holds it", Outcome::Conflict.tag(), c.key)?;
         }
         write!(
             out,

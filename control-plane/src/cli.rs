@@ -28,8 +28,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// Dry run over a manifests directory: parse and translate every document and print, per
     /// document, what would be projected (OK: kind, key, required parents) or why not (SKIP,
-    /// FAIL), objects defined twice (DUPLICATE) and a summary. Exits 1 when any document fails
-    /// to parse or translate.
+    /// FAIL, IGNORED), objects defined twice (DUPLICATE), objects of one kind with one natural
+    /// key (CONFLICT) and a summary. Exits 1 when any document fails to parse or translate.
+    #[command(after_long_help = crate::check::outcomes_help())]
     Check(CheckArgs),
     /// Schema commands.
     Schema {

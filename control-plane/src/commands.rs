@@ -1,4 +1,5 @@
-//! The command side of mutations (issue 23, DESIGN decision 19): [`KubeCommands`] writes the
+//! The command side of mutations (they write to Kubernetes, and the read model follows through
+//! the projector): [`KubeCommands`] writes the
 //! custom resources the query layer's mutations ask for ([`query::commands`]) through the kube
 //! source's Kubernetes client, then waits until the projector has applied the write.
 //!
@@ -7,7 +8,7 @@
 //!   Conflict`, answered as `CONFLICT` and never retried) and delete. Every written object gets
 //!   the label `cp.ei.telekom.de/environment` of its entity's environment. Each call to the API
 //!   server ends at the request's deadline at the latest.
-//! - **Errors**, as reference-graphql.md §6 maps them: NotFound → `NOT_FOUND` "resource not
+//! - **Errors**, as the Go server maps them: NotFound → `NOT_FOUND` "resource not
 //!   found", Conflict → `CONFLICT` "resource was modified concurrently, please retry",
 //!   AlreadyExists → `CONFLICT` "resource already exists", Forbidden → `FORBIDDEN` "operation
 //!   forbidden by cluster policy", Invalid → `VALIDATION_FAILED` "resource validation failed:

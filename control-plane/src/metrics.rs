@@ -1,4 +1,5 @@
-//! Prometheus metrics of the projector and the store (DESIGN "Metrics"). One [`Metrics`] per
+//! Prometheus metrics of the projector and the store (listed in README "What is there",
+//! "Operations"). One [`Metrics`] per
 //! process (its own registry, so tests can run several side by side), served at `/metrics`.
 
 use prometheus::core::Collector;

@@ -1,4 +1,4 @@
-//! Readiness (DESIGN "Readiness"): ready once the initial sync is done — every document of the
+//! Readiness: ready once the initial sync is done — every document of the
 //! initial scan processed once (written, skipped or parked for retry). Until then `/readyz`
 //! answers 503 with what is pending.
 //!

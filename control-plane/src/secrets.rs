@@ -1,4 +1,4 @@
-//! The secret manager client (`secretManager.*`, reference-graphql.md §5.9): resolves secret
+//! The secret manager client (`secretManager.*`; ARCHITECTURE.md "Viewers and visibility"): resolves secret
 //! references `$<id>` for [`query::secrets`] with `GET <secretManager.url>/v1/secrets/<id>`,
 //! answered `{"value": "<secret>"}`.
 //!

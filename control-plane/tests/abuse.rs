@@ -1,4 +1,4 @@
-//! The abuse suite (issue 18): every request that once crashed, hung or exhausted the server is
+//! The abuse suite: every request that once crashed, hung or exhausted the server is
 //! sent to the real binary on a generated world of about 100 000 objects (`tools/genworld`, the
 //! benches' `100k`), and the suite asserts bounds, never timings: the answer's code, that the
 //! process is alive and answers `/healthz` during and after, and that its peak resident memory

@@ -96,6 +96,16 @@ fn refusals_exit_1_with_a_clear_message() {
 
 #[test]
 fn check_exit_codes() {
+    // `check --help` names every outcome a report line can start with.
+    let o = run(&["check", "--help"], &[]);
+    assert_eq!(o.status.code(), Some(0));
+    let help = String::from_utf8_lossy(&o.stdout);
+    for tag in ["OK", "SKIP", "FAIL", "IGNORED", "DUPLICATE", "CONFLICT"] {
+        assert!(help.contains(tag), "{tag} missing in\n{help}");
+    }
+    for outcome in control_plane::check::Outcome::ALL {
+        assert!(help.lines().any(|l| l.trim_start().starts_with(outcome.tag())), "{} has no line in\n{help}", outcome.tag());
+    }
     let o = run(&["check", "--manifests", repo().join("examples/world").to_str().unwrap()], &[]);
     assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
     // A dry run: one OK line per document, in file order, with key and required parents.

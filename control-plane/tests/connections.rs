@@ -1,4 +1,4 @@
-//! Every connection has a deadline and their number a cap (issue 35; `http::server`): half a
+//! Every connection has a deadline and their number a cap (`http::server`): half a
 //! header, a header sent a byte at a time, a body that stops, an idle keep-alive connection,
 //! and more connections than `server.maxConnections` — idle ones evicted oldest first, probes
 //! served in the reserved room when none is idle, the rest refused.

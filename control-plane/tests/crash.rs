@@ -1,4 +1,4 @@
-//! Crash safety (issue 8, item 6): the process is killed with SIGKILL at many moments while
+//! Crash safety: the process is killed with SIGKILL at many moments while
 //! it projects and re-projects the world; after every kill the store opens and satisfies every
 //! invariant (indexes, counters, sources), the revision never goes backwards, and a restart
 //! converges to the manifests' state (per-kind counts of a clean run, every status message of the

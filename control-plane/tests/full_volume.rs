@@ -1,4 +1,4 @@
-//! A full volume (issue 35), on a real size-limited file system: the data directory on a tmpfs
+//! A full volume, on a real size-limited file system: the data directory on a tmpfs
 //! too small for the world. The server, a child process as in production:
 //! - on a first start, cannot complete its initial sync: `/readyz` answers 503 naming the disk
 //!   and the data directory, and the failure is logged a bounded number of times;

@@ -141,7 +141,7 @@ fn world_loads_with_the_counts_of_the_facts() {
     assert!(w.data.join("readmodel.redb").is_file(), "the missing data directory is created");
     let mut names: Vec<_> = std::fs::read_dir(&w.data).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
-    // DESIGN "Data directory": the store and the search index, nothing else.
+    // The data directory holds the store and the search index, nothing else (README "What is there").
     assert_eq!(names, vec!["readmodel.redb", "search"]);
     assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
     let metrics = app.metrics().encode();

@@ -1,4 +1,4 @@
-//! How requests are read (issue 36, item 4): only a JSON object with a query (or a persisted
+//! How requests are read: only a JSON object with a query (or a persisted
 //! query's hash) is executed; refusals at the HTTP level carry a GraphQL `extensions.code`; a
 //! subscription sent over HTTP is counted under its code; an asset name that does not decode is
 //! 404; an answer whose every root field is skipped is `{}`.

@@ -4,7 +4,7 @@
 //!
 //! Its requestor, security and traffic blocks have the shape of ApiSubscription's
 //! ([`Requestor`], [`SubscriberSecurity`], [`SubscriberTraffic`]). `status.activeScopes` is read as
-//! optional although the CRD lacks it (DESIGN "Where the seed is newer than the CRDs").
+//! optional although the CRD lacks it (ARCHITECTURE.md "Fields newer than the CRDs").
 
 use crate::api_subscription::{Requestor, SubscriberSecurity, SubscriberTraffic};
 use crate::common::{Condition, ObjectRef};

@@ -2,7 +2,7 @@
 //!
 //! The credential types are shared with ApiExposure ([`crate::api_exposure::BasicAuth`],
 //! [`crate::api_exposure::ClientCredentials`]). `status.activeScopes` is read as optional although
-//! the CRD lacks it (DESIGN "Where the seed is newer than the CRDs").
+//! the CRD lacks it (ARCHITECTURE.md "Fields newer than the CRDs").
 
 use crate::api_exposure::{BasicAuth, ClientCredentials};
 use crate::common::{Condition, ObjectRef};

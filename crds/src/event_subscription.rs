@@ -2,7 +2,7 @@
 //! `event.cp.ei.telekom.de_eventsubscriptions.yaml`).
 //!
 //! The trigger type is shared with EventExposure ([`crate::event_exposure::EventTrigger`]).
-//! `status.activeScopes` is read as optional although the CRD lacks it (DESIGN "Where the seed is
+//! `status.activeScopes` is read as optional although the CRD lacks it (ARCHITECTURE.md "Fields
 //! newer than the CRDs").
 
 use crate::common::{Condition, ObjectRef, TypedObjectRef};

@@ -1,5 +1,6 @@
 //! Rust types of every custom resource the read model watches (`*.cp.ei.telekom.de/v1`),
-//! faithful to the CRD schemas in `../shared/fixtures/crds/`.
+//! faithful to the platform's CRD schemas (read leniently: ARCHITECTURE.md "Fields newer than the
+//! CRDs").
 //!
 //! **Architecture invariant:** these are plain data types with `kube::CustomResource`. No
 //! translation logic lives here (that is `schema`), no client code (that is `control-plane`).

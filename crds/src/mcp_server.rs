@@ -1,7 +1,7 @@
 //! `agentic.cp.ei.telekom.de/v1` `McpServer` (CRD `agentic.cp.ei.telekom.de_mcpservers.yaml`): a
 //! catalogue entry of an MCP server.
 //!
-//! `spec.hash` is read as optional although the CRD lacks it (DESIGN "Where the seed is newer
+//! `spec.hash` is read as optional although the CRD lacks it (ARCHITECTURE.md "Fields newer
 //! than the CRDs"). Optional fields are not serialized when absent, so that serializing the spec
 //! gives back the fields the document carries (the catalogue hash is computed over it).
 

@@ -1,8 +1,8 @@
 //! `admin.cp.ei.telekom.de/v1` `Zone` (CRD `admin.cp.ei.telekom.de_zones.yaml`).
 //!
 //! Besides today's `spec.gateway` / `spec.aiGateway` this also reads the newer typed
-//! `spec.gateways[]` / `spec.presets[]` (type `API`/`AI`, not in the CRD yet; DESIGN "Where the
-//! seed is newer than the CRDs"), all optional so both generations of objects deserialize.
+//! `spec.gateways[]` / `spec.presets[]` (type `API`/`AI`, not in the CRD yet; ARCHITECTURE.md
+//! "Fields newer than the CRDs"), all optional so both generations of objects deserialize.
 //! Sub-structures no projection needs (`spec.identityProvider`, `spec.redis`,
 //! `spec.managedRoutes`, gateway admin credentials, the status object references) are not modelled
 //! and are ignored when present.

@@ -1,4 +1,4 @@
-//! Live updates (issue 22): the `changes` subscription over a bounded, in-memory change log.
+//! Live updates: the `changes` subscription over a bounded, in-memory change log.
 //!
 //! **The log.** [`ChangeLog::follow`] follows the store's commits ([`storage::Store::subscribe`])
 //! on a thread of its own and keeps, for each record a commit wrote or removed, its kind, key

@@ -1,6 +1,7 @@
-//! The command side's boundary (DESIGN decision 19, issue 23): what a mutation asks the server
+//! The command side's boundary (mutations write to Kubernetes and the read model follows through
+//! the projector: ARCHITECTURE.md, `query` "Mutations"): what a mutation asks the server
 //! to write to Kubernetes, and what comes back. The query layer decides *whether* a mutation may
-//! run (the viewer loads the entity, the permission rules of reference-graphql.md §6) and *what*
+//! run (the viewer loads the entity, the Go server's permission rule of each mutation) and *what*
 //! to write; the server's [`CommandSink`] writes it through its Kubernetes client, stamps the
 //! environment label, maps the API server's errors and waits until the projector has applied
 //! the write. Nothing here knows HTTP or a Kubernetes client.
@@ -170,7 +171,7 @@ pub trait CommandSink: Send + Sync + std::fmt::Debug {
     fn execute(&self, command: Command, caller: Caller, until: Option<std::time::Instant>) -> Writing;
 
     /// Before a team is deleted: `Err` when the team still has resources elsewhere (the rover
-    /// server's answer, reference-graphql.md §6), or they cannot be checked; `Ok` when none, or
+    /// server's answer, as the Go server asks it), or they cannot be checked; `Ok` when none, or
     /// when no such check is configured.
     fn check_team_resources(
         &self,

@@ -1,4 +1,4 @@
-//! The per-request deadline (DESIGN decision 16): every long loop of a request — scans, filter
+//! The per-request deadline (ARCHITECTURE.md, `query`: long loops ask the request's deadline): every long loop of a request — scans, filter
 //! evaluation, in-memory sorts' inputs, search hits, nested connections, counts, and every
 //! resolved field — asks its [`Deadline`], and stops with `TIMEOUT` once the request's time is
 //! up, it was cancelled (its client left, or its answer was already sent), or the server is

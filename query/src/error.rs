@@ -1,4 +1,5 @@
-//! GraphQL errors with `extensions.code` (DESIGN "GraphQL errors"). Produced in this crate only.
+//! GraphQL errors with `extensions.code` (`BAD_USER_INPUT`, `NOT_FOUND`, `FORBIDDEN`, `INTERNAL`,
+//! `TIMEOUT` and the limits' codes). Produced in this crate only.
 
 use async_graphql::{Error, ErrorExtensions};
 
@@ -48,6 +49,14 @@ pub fn storage(e: storage::StorageError) -> Error {
         }
         e => internal(e),
     }
+}
+
+/// [`storage`] for a whole request (no field is at fault): a request error without
+/// `locations`.
+pub fn storage_request_error(e: storage::StorageError) -> async_graphql::ServerError {
+    let mut error = storage(e).into_server_error(Default::default());
+    error.locations.clear();
+    error
 }
 
 impl From<storage::StorageError> for crate::QueryError {
@@ -141,4 +150,22 @@ fn request_error(message: impl Into<String>, code: &str) -> async_graphql::Serve
     ext.set("code", code);
     e.extensions = Some(ext);
     e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request refused as a whole points at no place in the query: no `locations` (not
+    /// `[{line: 0, column: 0}]`), and the answer's JSON has none.
+    #[test]
+    fn a_request_level_storage_error_has_no_locations() {
+        for e in [storage::StorageError::Reopened, storage::StorageError::Rederiving(schema::KindId::Api)] {
+            let error = storage_request_error(e);
+            assert!(error.locations.is_empty(), "{error:?}");
+            let json = serde_json::to_value(async_graphql::Response::from_errors(vec![error])).unwrap();
+            assert!(json["errors"][0].get("locations").is_none(), "{json}");
+            assert_eq!(json["errors"][0]["extensions"]["code"], "UNAVAILABLE", "{json}");
+        }
+    }
 }

@@ -1,11 +1,11 @@
-//! `where` inputs (reference-graphql.md §2.2): `<field><Suffix>` operators generated from one
+//! `where` inputs (the Go server's, ARCHITECTURE.md "GraphQL compatibility"): `<field><Suffix>` operators generated from one
 //! table of filterable fields per entity, `and`/`or`/`not`, evaluated per record.
 //!
 //! Edge predicates `has<Edge>: Boolean` and `has<Edge>With: [<Target>WhereInput!]` come from
 //! [`EdgeFilter`]s. **Isolation inside edges:** `has<Edge>With` only ever evaluates neighbours the
 //! viewer may see, so a team filtering its own records through an edge into another team's
-//! records gets an answer that never depends on that team's values (reference §11.1 is a leak we
-//! do not have). `has<Edge>` tests only the existence of a link, which the reduced `…Info` views
+//! records gets an answer that never depends on that team's values (the Go server did not filter
+//! inside edges: a team could probe another team's values, e.g. a team token by prefix). `has<Edge>` tests only the existence of a link, which the reduced `…Info` views
 //! already show.
 //!
 //! Secrets (`teamToken`, client secrets, hidden `specification`) never appear in a filter

@@ -1,5 +1,5 @@
-//! Mutations (issue 23; reference-graphql.md §6 and its `mutation.graphql`; DESIGN decision 19):
-//! the console's commands, written to Kubernetes through the server's [`CommandSink`] and
+//! Mutations (the Go server's twelve, with its input and payload types; ARCHITECTURE.md, `query`
+//! "Mutations"): the console's commands, written to Kubernetes through the server's [`CommandSink`] and
 //! answered once the projector has applied them.
 //!
 //! **Flow of every mutation field**, in this order (each failure is a payload error, never a
@@ -12,8 +12,9 @@
 //! 4. the entity loaded **with the caller's viewer** (`node(id:)`'s rules): absent, hidden or of
 //!    another type → `NOT_FOUND` ("team not found", …), so a hidden entity is not told apart
 //!    from an absent one;
-//! 5. the permission rule of §6 → `FORBIDDEN` with the reason;
-//! 6. the write ([`Command`]) and the sink's answer, its errors mapped as §6 maps Kubernetes'.
+//! 5. the mutation's permission rule (the Go server's) → `FORBIDDEN` with the reason;
+//! 6. the write ([`Command`]) and the sink's answer, its errors mapped as the Go server maps
+//!    Kubernetes' (`control_plane::commands`).
 //!
 //! **Answered after the write is projected.** A mutation request runs twice
 //! ([`crate::Api::run`]): the first pass executes the writes in document order (each waits,

@@ -1,4 +1,4 @@
-//! Renders the missing entries of `nodes(ids:)` as `null` (reference-graphql.md §4: a list as
+//! Renders the missing entries of `nodes(ids:)` as `null` (as the Go server does: a list as
 //! long as `ids`, `null` plus a `NOT_FOUND` error per unknown, malformed or invisible ID).
 //!
 //! async-graphql's dynamic schema resolves every element of a `[Node]` list as an interface

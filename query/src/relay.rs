@@ -1,4 +1,4 @@
-//! Relay connections (DESIGN decision 7): opaque versioned cursors, the four argument
+//! Relay connections: opaque versioned cursors, the four argument
 //! combinations per the Relay specification, a maximum page size, `totalCount`.
 //!
 //! Rows come from a [`Rows`] source that yields `(suffix, record)` pairs in index order; the

@@ -1,4 +1,4 @@
-//! Secret fields (DESIGN "Secrets", reference-graphql.md §5.9): `Team.teamToken`,
+//! Secret fields (ARCHITECTURE.md "Viewers and visibility"): `Team.teamToken`,
 //! `Application.clientSecret` and `rotatedClientSecret`, `BasicAuthCredentials.password`,
 //! `OAuth2ClientCredentials.clientSecret` and `clientKey`.
 //!
@@ -101,7 +101,7 @@ pub fn lookup_path(id: &str) -> String {
     out
 }
 
-/// "failed to resolve secret <field>", code `INTERNAL` (reference-graphql.md §5.9).
+/// "failed to resolve secret <field>", code `INTERNAL` (the Go server's wording).
 pub fn unresolved(field: &str) -> Error {
     Error::new(format!("failed to resolve secret {field}")).extend_with(|_, e| e.set("code", "INTERNAL"))
 }

@@ -1,4 +1,4 @@
-//! The viewer model and team isolation (DESIGN decision 9, reference-graphql.md §5.3–5.5).
+//! The viewer model and team isolation (ARCHITECTURE.md "Viewers and visibility").
 //!
 //! **Invariant: every read passes the viewer filter.** Root connections scan only the index
 //! ranges of the viewer's [`Scope`]s; every other way to reach a record (`node`, nested edges,
@@ -79,8 +79,7 @@ pub struct Viewer {
 pub const MAX_PERSON_CLAIM_BYTES: usize = 256;
 
 impl Viewer {
-    /// Builds a viewer from token claims (`clientId`, `scope`, `env`; reference §5.3 and
-    /// DESIGN "Tokens"). Only scopes whose first segment equals `scope_prefix` count; the
+    /// Builds a viewer from token claims (`clientId`, `scope`, `env`; ARCHITECTURE.md "Viewers and visibility"). Only scopes whose first segment equals `scope_prefix` count; the
     /// first such scope decides. Group viewers get their teams from [`Viewer::resolve`].
     ///
     /// # Errors

@@ -1,5 +1,6 @@
 //! `where` edge predicates (`has<Edge>`, `has<Edge>With`): they work on the viewer's own
-//! records, never depend on another team's values (reference §11.1 is a leak we must not have),
+//! records, never depend on another team's values (the Go server's edge filters
+//! leaked them),
 //! treat empty nested inputs as no-ops, and secrets are not filterable.
 
 mod support;

@@ -1,4 +1,4 @@
-//! Isolation per root query (issue 5 acceptance): for every root connection, two teams, their
+//! Isolation per root query: for every root connection, two teams, their
 //! group and an admin. Each viewer's `totalCount` equals what it lists; the group sees exactly
 //! the union of its teams; the admin sees a superset; every ID one team sees and the other does
 //! not resolves to null with `NOT_FOUND` through `node` and `nodes` for the other team; a viewer

@@ -1,4 +1,4 @@
-//! `phaseCounts` on every connection of a kind with `statusPhase` (issue 21): the same records
+//! `phaseCounts` on every connection of a kind with `statusPhase`: the same records
 //! as `totalCount` (viewer, `where`, `search`) counted per phase, from the store's maintained
 //! counters when nothing filters. Checked against `examples/world.facts.json` for teams, groups
 //! and an admin, against a scan of the same connection, and for isolation when another team's

@@ -1,4 +1,4 @@
-//! Translation helpers shared by several kinds (reference-projector.md §1): status from
+//! Translation helpers shared by several kinds, as the Go projector shares them: status from
 //! conditions, environment, team from namespace, case-insensitive enums, the common record
 //! metadata.
 
@@ -15,7 +15,7 @@ pub const ENVIRONMENT_LABEL: &str = "cp.ei.telekom.de/environment";
 pub const APPLICATION_LABEL: &str = "cp.ei.telekom.de/application";
 
 graphql_enum! {
-    /// `statusPhase` (reference-projector.md §1.1).
+    /// `statusPhase`, from the `Ready` condition ([`status_from_conditions`]).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
     pub enum StatusPhase {
         /// Ready condition `True`.
@@ -32,13 +32,14 @@ graphql_enum! {
 /// `statusPhase` + `statusMessage`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Status {
-    /// From the `Ready` condition (§1.1).
+    /// From the `Ready` condition ([`status_from_conditions`]).
     pub phase: StatusPhase,
     /// The `Ready` condition's message; `""` when there is no Ready condition.
     pub message: String,
 }
 
-/// Status from `status.conditions` (first condition of type exactly `Ready`), per §1.1.
+/// Status from `status.conditions` (first condition of type exactly `Ready`), as the Go projector
+/// derives it.
 pub fn status_from_conditions(conditions: &[Condition]) -> Status {
     match conditions.iter().find(|c| c.type_ == "Ready") {
         None => Status { phase: StatusPhase::Unknown, message: String::new() },
@@ -54,7 +55,8 @@ pub fn status_from_conditions(conditions: &[Condition]) -> Status {
     }
 }
 
-/// `TeamNameFromNamespace` (§1.2): everything after the first `--`, or the namespace itself.
+/// The owner team of a namespace (the Go projector's `TeamNameFromNamespace`): everything after
+/// the first `--`, or the namespace itself.
 pub fn team_from_namespace(ns: &str) -> &str {
     match ns.find("--") {
         Some(i) => &ns[i + 2..],
@@ -62,7 +64,7 @@ pub fn team_from_namespace(ns: &str) -> &str {
     }
 }
 
-/// The environment (DESIGN decision 1): the `cp.ei.telekom.de/environment` label when present
+/// The environment (ARCHITECTURE.md "Environments in one store"): the `cp.ei.telekom.de/environment` label when present
 /// and non-empty, else the namespace's first `--` segment (the whole namespace if it has none).
 pub fn environment(meta: &ObjectMeta) -> String {
     if let Some(env) = meta.labels.as_ref().and_then(|l| l.get(ENVIRONMENT_LABEL)) {
@@ -103,7 +105,7 @@ pub fn required<'a>(field: &'static str, value: &'a str) -> Result<&'a str, Skip
     }
 }
 
-/// Fields every record carries (DESIGN "Visibility" / "Time fields").
+/// Fields every record carries (ARCHITECTURE.md "Viewers and visibility": environment and times).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Meta {
     /// See [`environment`].
@@ -140,7 +142,7 @@ impl Meta {
 }
 
 graphql_enum! {
-    /// Approval strategy mapping (§1.5): `Auto`→`AUTO`, `Simple`→`SIMPLE`, `FourEyes`→`FOUR_EYES`.
+    /// Approval strategy mapping (the Go projector's): `Auto`→`AUTO`, `Simple`→`SIMPLE`, `FourEyes`→`FOUR_EYES`.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
     pub enum ApprovalStrategy {
         /// `Auto`.
@@ -168,7 +170,7 @@ impl ApprovalStrategy {
 }
 
 graphql_enum! {
-    /// Exposure visibility (§1.5): `World`/`Zone`/`Enterprise`.
+    /// Exposure visibility (upper-cased as the Go projector does): `World`/`Zone`/`Enterprise`.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
     pub enum Visibility {
         /// `World`.

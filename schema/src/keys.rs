@@ -1,6 +1,7 @@
 //! Identity: natural keys and Relay global IDs. **The single source of truth for key encodings.**
 //!
-//! A [`Key`] is an ordered tuple of strings, environment first (DESIGN decision 1), encoded so
+//! A [`Key`] is an ordered tuple of strings, environment first (ARCHITECTURE.md "Environments in
+//! one store"), encoded so
 //! that byte order equals tuple order: every component is escaped (`0x00` → `0x01 0x01`,
 //! `0x01` → `0x01 0x02`) and terminated by `0x00`. A key of a prefix tuple is therefore a byte
 //! prefix of every longer key, which the store uses for range scans.

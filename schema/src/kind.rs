@@ -70,7 +70,8 @@ kind_ids! {
     FileSubscription = 19, "filesubscription", "filesubscriptions", "file.cp.ei.telekom.de";
 }
 
-/// Feature flags that switch kinds off (DESIGN decision 13: all default to `true`).
+/// Feature flags that switch kinds off (ARCHITECTURE.md "Feature flags switch kinds off": all
+/// default to `true`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Features {
     /// `FEATURE_PUBSUB_ENABLED`: EventType, EventExposure, EventSubscription.

@@ -34,7 +34,7 @@ pub fn visit(v: &mut impl KindVisitor) {
     v.visit::<kinds::approval_request::ApprovalRequest>();
 }
 
-/// Whether `kind` is switched on by `features` (DESIGN decision 13).
+/// Whether `kind` is switched on by `features` (ARCHITECTURE.md "Feature flags switch kinds off").
 pub fn enabled(kind: KindId, features: &Features) -> bool {
     match kind {
         KindId::EventType | KindId::EventExposure | KindId::EventSubscription => features.pubsub,

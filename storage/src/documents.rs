@@ -1,6 +1,7 @@
 //! Source documents (table `source_documents`): the document each stored object was translated
 //! from, kept so that a build whose derivation of a kind changed re-derives it from the volume
-//! alone, without the source (DESIGN decision 20).
+//! alone, without the source (ARCHITECTURE.md, `storage`: upgrades keep
+//! serving).
 //!
 //! | key | value |
 //! |---|---|

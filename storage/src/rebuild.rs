@@ -1,4 +1,4 @@
-//! Re-deriving a kind from the volume (DESIGN decision 20): a build whose derivation of a kind
+//! Re-deriving a kind from the volume (ARCHITECTURE.md, `storage`: upgrades keep serving): a build whose derivation of a kind
 //! changed ([`schema::Kind::VERSION`]) translates the kind's source documents
 //! ([`crate::documents`]) again, in the background, without the source, and switches to the new
 //! records in one commit.

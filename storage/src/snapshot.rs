@@ -1,4 +1,4 @@
-//! Snapshots: a portable, checksummed copy of the whole read model (DESIGN decision 12).
+//! Snapshots: a portable, checksummed copy of the whole read model, for backups and analysis.
 //!
 //! [`export`] writes every record of every kind exactly as stored (natural key + [`Envelope`]
 //! bytes, which carry times, links and source) and the `sources` table, all read from ONE

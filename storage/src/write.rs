@@ -414,7 +414,7 @@ impl<K: Kind> ErasedKind for Erased<K> {
     }
 }
 
-/// A group of changes applied in one redb write transaction (DESIGN decision 4), handed to the
+/// A group of changes applied in one redb write transaction (of the one writer), handed to the
 /// closure of [`crate::Store::write`], which owns the transaction: committed when the closure
 /// returns `Ok`, discarded when it returns an error.
 pub struct WriteBatch<'txn> {

@@ -1,7 +1,7 @@
 //! Shared harness of the end-to-end tests: start the server on a manifests directory, send
 //! GraphQL over HTTP with mock tokens; `jwt` has a JWKS issuer and real signed tokens.
 //!
-//! Snapshot round trip on every query (issue 8): each query the suite sends through
+//! Snapshot round trip on every query: each query the suite sends through
 //! [`Server::query_raw`] is also answered by a *twin* — a store restored, through
 //! `control_plane::snapshot::restore` (the CLI's restore, search index included), from a snapshot
 //! of the server's store exported at the same revision — and both answers must be identical,

@@ -1,4 +1,5 @@
-//! Token authentication (DESIGN decision 10 and "Tokens"): the bearer token of a request →
+//! Token authentication (ARCHITECTURE.md, `control-plane`: authentication is fail-closed; the
+//! claims: "Viewers and visibility"): the bearer token of a request →
 //! a [`query::viewer::Viewer`], or why not.
 //!
 //! Two modes (`security.mode`):

@@ -1,4 +1,4 @@
-//! The admin API (`/admin/v1/...`, DESIGN "Ports and paths"), built with poem-openapi and
+//! The admin API (`/admin/v1/...`, admin token required), built with poem-openapi and
 //! documented by the OpenAPI 3 document it generates, served at `/admin/v1/openapi.json`:
 //!
 //! - `GET /admin/v1/snapshot` streams a snapshot ([`storage::snapshot`]) read from ONE read

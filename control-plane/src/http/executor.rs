@@ -1,4 +1,5 @@
-//! Where GraphQL requests execute (DESIGN decision 16), so that no query can take every
+//! Where GraphQL requests execute (ARCHITECTURE.md, `control-plane`: queries never take every
+//! async worker), so that no query can take every
 //! thread that serves HTTP, `/healthz`, `/readyz` and `/metrics`.
 //!
 //! A request is admitted while fewer than `workers + heavy slots + graphql.queueLength`

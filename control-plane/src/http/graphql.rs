@@ -1,4 +1,4 @@
-//! The GraphQL endpoint (DESIGN "Ports and paths"): `POST|GET /graphql/query` with a bearer
+//! The GraphQL endpoint: `POST|GET /graphql/query` with a bearer
 //! token, and the GraphiQL page at `/graphql` (the page needs no token; its queries do).
 //!
 //! Every request is authenticated first ([`crate::auth::Authenticator`]), before its body is

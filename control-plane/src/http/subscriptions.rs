@@ -1,4 +1,4 @@
-//! GraphQL subscriptions over WebSocket (issue 22) on `/graphql/query`: a `GET` with
+//! GraphQL subscriptions over WebSocket on `/graphql/query`: a `GET` with
 //! `Upgrade: websocket` and subprotocol `graphql-transport-ws` (the `graphql-ws` library) or
 //! the legacy `graphql-ws` (subscriptions-transport-ws). What runs is `query`'s `changes`
 //! subscription ([`query::changes`]); this module carries the connection.

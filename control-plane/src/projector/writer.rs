@@ -1,4 +1,5 @@
-//! The one writer (DESIGN decision 4): a thread that owns every store write. It drains a channel
+//! The one writer (every change funnels into it, so the store has one write transaction at a
+//! time and each commit a new revision): a thread that owns every store write. It drains a channel
 //! of [`Change`]s, groups them into one [`storage::WriteBatch`] per at most
 //! [`WriterSettings::max_batch`] changes or [`WriterSettings::max_wait`], commits durably, then
 //! records outcomes (metrics, readiness, retries).
@@ -66,8 +67,8 @@ pub enum Change {
         /// Readiness item.
         token: Option<Token>,
     },
-    /// Delete every stored object of `kinds` that is not in `present` (DESIGN decision 5: the
-    /// sweep after a (re)list).
+    /// Delete every stored object of `kinds` that is not in `present` (the sweep after a
+    /// (re)list: delete events can be lost, a list cannot).
     Sweep {
         /// The kinds the list covered.
         kinds: Vec<KindId>,

@@ -1,4 +1,4 @@
-//! The kube source (DESIGN decision 13): one kube-rs [`watcher`] per enabled kind, feeding the
+//! The kube source: one kube-rs [`watcher`] per enabled kind, feeding the
 //! one writer through the same [`Change`]s as the manifests source.
 //!
 //! * **Which kinds.** Every kind of [`schema::registry`] that [`registry::enabled`] allows (the
@@ -10,14 +10,14 @@
 //!   object is then decoded into the kind's CR type by its
 //!   [`Handler`](crate::projector::handlers::Handler). A typed watcher would fail a whole list when one object does not deserialize (and retry it forever); here a bad
 //!   object is one skip (logged with kind, namespace, name and reason, counted as outcome
-//!   `skip`) and every other object still projects (DESIGN decision 15).
+//!   `skip`) and every other object still projects (bad input never takes the process down).
 //! * **Versions.** A change's version is `metadata.resourceVersion`, so an object whose version
 //!   the store already holds causes no write (a restart re-lists everything and writes nothing).
 //! * **Lists and lost deletes.** `Init` starts a list, `InitApply` objects are applied as they
 //!   come, `InitDone` sends a [`Change::Sweep`] of the kind with every listed object: records of
-//!   the kind that were not listed are deleted (DESIGN decision 5; kube-rs documents that delete
+//!   the kind that were not listed are deleted (kube-rs documents that delete
 //!   events can be lost).
-//! * **Lists from the watch cache** (DESIGN decision 20). A restart of a store synced from the
+//! * **Lists from the watch cache** (restarts read the API server's cache, not etcd). A restart of a store synced from the
 //!   same API server ([`Wiring::warm`]), and every relist after the first list (a `410 Gone`, a
 //!   periodic resync), list with `resourceVersion=0` (kube-rs `ListSemantic::Any`): the API
 //!   server answers from its watch cache, without a quorum read paged from etcd. Such a list
@@ -48,7 +48,7 @@
 //!   gives objects seen and applied and the rate; `controlplane_kube_initial_sync_objects{kind,
 //!   state="seen"|"applied"}` exposes the same numbers.
 //!
-//! Reference-projector settings (reference-projector.md §3), as they apply here:
+//! The Go projector's settings, as they apply here:
 //! `DEPENDENCY_DELAY` and `DEPENDENCY_DELAY_JITTER` time the writer's retries of objects whose
 //! parent or target is missing (unchanged). `SKIP_REQUEUE` re-translates a skipped object after
 //! that delay (counted again as outcome `skip`; a changed object arrives as a watch event at

@@ -1,4 +1,4 @@
-//! The manifests source (DESIGN decision 13): a directory of YAML/JSON manifests, read
+//! The manifests source: a directory of YAML/JSON manifests, read
 //! recursively and polled for changes.
 //!
 //! * Files: `*.yaml`, `*.yml`, `*.json` (case-insensitive); other files (`FACTS.md`) and hidden

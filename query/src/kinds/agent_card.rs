@@ -1,4 +1,4 @@
-//! `AgentCard`, the catalogue entry of an (A2A) agent (reference-graphql.md §10.1): visible to
+//! `AgentCard`, the catalogue entry of an (A2A) agent visible to
 //! every viewer of its environment; root connection `agentCards` (`orderBy: AgentCardOrder`),
 //! `Team.agentCards`, `owner: TeamInfo!`, `activeExposure: AgenticExposureInfo` (the active
 //! `AGENT` exposure of its base path). Fields and filters are shared with `McpServer`

@@ -1,4 +1,4 @@
-//! What the GraphQL types of the two agentic catalogue kinds share (reference-graphql.md §10.1):
+//! What the GraphQL types of the two agentic catalogue kinds share:
 //! `McpServer` and `AgentCard` have the same fields and filters over the same record
 //! ([`AgenticCatalogueRecord`]), visible to every viewer of their environment, with
 //! `owner: TeamInfo!` and the `Team.mcpServers` / `Team.agentCards` connections.

@@ -1,5 +1,4 @@
-//! `AgenticExposure` (reference-graphql.md §10.2), its reduced cross-tenant view
-//! `AgenticExposureInfo` (§10.3), the value type `AgenticExposureSecurity`, and the edges defined
+//! `AgenticExposure`, its reduced cross-tenant view `AgenticExposureInfo`, the value type `AgenticExposureSecurity`, and the edges defined
 //! next to it: `Application.agenticExposures` and `McpServer.activeExposure` /
 //! `AgentCard.activeExposure`. Root query `agenticExposures`; visible to the owner application's
 //! team.

@@ -1,5 +1,5 @@
-//! `AgenticSubscription` (reference-graphql.md §10.2, scopes per §10.4), its reduced cross-tenant
-//! view `AgenticSubscriptionInfo` (§10.3; implements `SubscriptionInfo`), the value type
+//! `AgenticSubscription` (`requestedScopes` / `activeScopes`), its reduced cross-tenant view
+//! `AgenticSubscriptionInfo` (implements `SubscriptionInfo`), the value type
 //! `AgenticSubscriptionSecurity`, and the edge `Application.agenticSubscriptions`. Root query
 //! `agenticSubscriptions`; visible to the owner application's team. `target` is the
 //! cross-tenant `AgenticExposureInfo` of link 0, null without error while unlinked.

@@ -1,4 +1,4 @@
-//! `Api`, the catalogue entry of an API (reference-graphql.md §1.4): visible to every viewer of
+//! `Api`, the catalogue entry of an API visible to every viewer of
 //! its environment; root connection `apis` (`orderBy: ApiOrder`), `owner: TeamInfo!`, and the
 //! root `apiCategories: [ApiCategory!]!` (distinct non-empty categories of the Apis the viewer
 //! sees, sorted ascending).

@@ -1,5 +1,4 @@
-//! `ApiExposure` (reference-graphql.md §1.4), its reduced cross-tenant view `ApiExposureInfo`
-//! (§1.6, §10.3), and the edges defined next to it: `Application.exposedApis` and
+//! `ApiExposure`, its reduced cross-tenant view `ApiExposureInfo`, and the edges defined next to it: `Application.exposedApis` and
 //! `Api.activeExposure`. Root query `apiExposures`; visible to the owner application's team.
 
 use super::api_subscription::ApiSubscriptionInfo;

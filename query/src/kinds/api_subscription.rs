@@ -1,5 +1,5 @@
-//! `ApiSubscription` (reference-graphql.md §1.4, scopes per §10.4), its reduced cross-tenant
-//! view `ApiSubscriptionInfo` (§1.6, §10.3; implements `SubscriptionInfo`), and the edge
+//! `ApiSubscription` (`requestedScopes` / `activeScopes`), its reduced cross-tenant view
+//! `ApiSubscriptionInfo` (implements `SubscriptionInfo`), and the edge
 //! `Application.subscribedApis`. Root query `apiSubscriptions`; visible to the owner
 //! application's team. `target` is the cross-tenant `ApiExposureInfo` of link 0, null without
 //! error while unlinked.

@@ -1,4 +1,4 @@
-//! `Application` (reference-graphql.md §1.4): visible to its owner team's viewers; root
+//! `Application`: visible to its owner team's viewers; root
 //! connection `applications` with `orderBy: [ApplicationOrder!]`.
 //!
 //! Computed when read: `secretRotationPhase`/`secretRotationMessage` (from the stored
@@ -118,7 +118,8 @@ impl Entity for Application {
     }
 
     fn columns() -> Vec<Column<ApplicationRecord>> {
-        // Client secrets and `permissionsURL` are not filterable (§2.2); secrets never are.
+        // Client secrets and `permissionsURL` are not filterable (nor in the Go server); secrets
+        // never are.
         type C = Column<ApplicationRecord>;
         let mut c = mixin_columns::<Application>(|r| &r.meta);
         c.extend([

@@ -1,6 +1,6 @@
-//! `Approval` (reference-graphql.md §1.4): the standing decision on a subscription. Root query
+//! `Approval`: the standing decision on a subscription. Root query
 //! `approvals` (`orderBy: [ApprovalOrder!]`); visible to the subscriber's team and to the team of
-//! the subscription's target exposure (the record's scopes, §5.5). Also the fields and filters
+//! the subscription's target exposure (the record's scopes). Also the fields and filters
 //! Approval and ApprovalRequest share ([`ApprovalEntity`], [`shared_fields`], [`shared_columns`],
 //! [`shared_edge_filters`]).
 
@@ -54,7 +54,7 @@ pub fn shared_fields<K: ApprovalEntity>(bld: &mut Builder) -> Vec<Field> {
     ]
 }
 
-/// The exposed and filterable fields Approval and ApprovalRequest share (§2.2).
+/// The exposed and filterable fields Approval and ApprovalRequest share.
 pub fn shared_columns<K: ApprovalEntity>() -> Vec<Column<K::Record>> {
     let mut c = mixin_columns::<K>(K::record_meta);
     c.extend([
@@ -84,7 +84,8 @@ pub fn shared_edge_filters<K: ApprovalEntity>() -> Vec<EdgeFilter<K::Record>> {
 /// The `SubscriptionInfo` of an approval's subscription.
 ///
 /// # Errors
-/// An error naming the approval when its subscription does not exist (§5.6); storage failures
+/// An error naming the approval when its subscription does not exist (as the Go server
+/// answers); storage failures
 /// as `INTERNAL`.
 fn subscription(rq: &RequestContext, meta: &Meta, fields: &ApprovalFields) -> Result<Option<FieldValue<'static>>, Error> {
     match subscription_info::resolve(rq, &meta.environment, &fields.subscription)? {

@@ -1,4 +1,4 @@
-//! `ApprovalRequest` (reference-graphql.md §1.4): one request for approval of a subscription.
+//! `ApprovalRequest`: one request for approval of a subscription.
 //! Same shape as `Approval` ([`super::approval`]) without `expiresat`, with its own strategy and
 //! state enums, plus `approval: Approval` (the approval of the same subscription, when the
 //! viewer may see it). Root query `approvalRequests` (`orderBy: [ApprovalRequestOrder!]`).

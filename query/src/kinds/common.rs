@@ -1,5 +1,5 @@
-//! Helpers shared by the kinds' modules: the filterable mixins of reference-graphql.md §2.2
-//! (`statusPhase`, `statusMessage`, `environment`, `namespace`) and small value conversions.
+//! Helpers shared by the kinds' modules: the filterable mixins every kind with them
+//! shares, as in the Go server (`statusPhase`, `statusMessage`, `environment`, `namespace`) and small value conversions.
 
 use crate::column::Column;
 use crate::entity::{string, Entity};
@@ -28,7 +28,7 @@ fn status_of<K: Entity>(r: &K::Record) -> &Status {
     K::status(r).unwrap_or(&NO_STATUS)
 }
 
-/// The mixins of reference-graphql.md §2.2 of a kind with status and metadata: its
+/// The filterable mixins of a kind with status and metadata: its
 /// [`time_columns`], [`status_columns`] and [`meta_columns`], in that order.
 pub fn mixin_columns<K: Entity>(meta: fn(&K::Record) -> &Meta) -> Vec<Column<K::Record>> {
     let mut c = time_columns();

@@ -1,7 +1,6 @@
-//! `EventExposure` (reference-graphql.md §1.4), its reduced cross-tenant view
-//! `EventExposureInfo` (§1.6, §10.3), the event value types (§1.5: `EventScope`,
-//! `EventTrigger`, `ResponseFilter`, `SelectionFilter`, `EventDelivery`, with the enums of §1.3
-//! normalised), and the edges defined next to it: `Application.exposedEvents` and
+//! `EventExposure`, its reduced cross-tenant view `EventExposureInfo`, the event value types
+//! (`EventScope`, `EventTrigger`, `ResponseFilter`, `SelectionFilter`, `EventDelivery`, their enum
+//! values normalised to the GraphQL spelling where the Go server passed the CR's through), and the edges defined next to it: `Application.exposedEvents` and
 //! `EventType.activeExposure`. Root query `eventExposures`; visible to the owner application's
 //! team.
 //!

@@ -1,5 +1,5 @@
-//! `EventSubscription` (reference-graphql.md §1.4, scopes per §10.4), its reduced cross-tenant
-//! view `EventSubscriptionInfo` (§1.6, §10.3; implements `SubscriptionInfo`), and the edge
+//! `EventSubscription` (`requestedScopes` / `activeScopes`), its reduced cross-tenant view
+//! `EventSubscriptionInfo` (implements `SubscriptionInfo`), and the edge
 //! `Application.subscribedEvents`. Root query `eventSubscriptions`; visible to the owner
 //! application's team. `target` is the cross-tenant `EventExposureInfo` of link 0, null without
 //! error while unlinked. The deprecated `scopes` returns the requested scopes.
@@ -17,7 +17,7 @@ use schema::kinds::event_exposure::EventExposure;
 use schema::kinds::event_subscription::{EventSubscription, EventSubscriptionRecord};
 use storage::Stored;
 
-/// The deprecation reason of `EventSubscription.scopes` (§10.4).
+/// The deprecation reason of `EventSubscription.scopes` (still the requested scopes).
 pub const SCOPES_DEPRECATION: &str = "Use `requestedScopes` / `activeScopes`.";
 
 /// The parent value of an `EventSubscriptionInfo`.

@@ -1,4 +1,4 @@
-//! `EventType`, the catalogue entry of an event type (reference-graphql.md §1.4): visible to
+//! `EventType`, the catalogue entry of an event type visible to
 //! every viewer of its environment; root connection `eventTypes` (`orderBy: EventTypeOrder`),
 //! `owner: TeamInfo!`, and the edge `Team.eventTypes`. `activeExposure` is added next to
 //! EventExposure ([`super::event_exposure`]).

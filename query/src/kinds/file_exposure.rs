@@ -1,5 +1,5 @@
-//! `FileExposure` (reference-graphql.md §10.3 "File views": the upstream entity), its reduced
-//! cross-tenant view `FileExposureInfo` (§10.3), the SFTP value types `FileSFTP` /
+//! `FileExposure` (the entity behind the Go server's file views), its reduced cross-tenant view
+//! `FileExposureInfo`, the SFTP value types `FileSFTP` /
 //! `SSHPublicKey` it shares with `FileSubscription`, and the edge `Application.fileExposures`.
 //! Root query `fileExposures`; visible to the owner application's team. `subscriptions` lists
 //! every tenant's subscriptions linked to the exposure as `FileSubscriptionInfo`.

@@ -1,5 +1,5 @@
-//! `FileSubscription` (reference-graphql.md §10.3 "File views": the upstream entity), its
-//! reduced cross-tenant view `FileSubscriptionInfo` (§10.3; implements `SubscriptionInfo`), and
+//! `FileSubscription` (the entity behind the Go server's file views), its reduced cross-tenant
+//! view `FileSubscriptionInfo` (implements `SubscriptionInfo`), and
 //! the edge `Application.fileSubscriptions`. Root query `fileSubscriptions`; visible to the owner
 //! application's team. `target` is the cross-tenant `FileExposureInfo` of link 0, null without
 //! error while unlinked.

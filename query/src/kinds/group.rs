@@ -1,4 +1,4 @@
-//! `Group` (reference-graphql.md §1.4): `id`, `environment`, `namespace`, `name`,
+//! `Group`: `id`, `environment`, `namespace`, `name`,
 //! `displayName`, `description`, `teams`. Visible to every viewer of its environment.
 
 use super::common::meta_columns;

@@ -1,7 +1,7 @@
-//! Reduced cross-tenant types (reference-graphql.md §1.6, §5.6, §10.3): `TeamInfo` and
+//! Reduced cross-tenant types: `TeamInfo` and
 //! `ApplicationInfo`, plus the value type `ExternalId` they share with `Application`.
 //!
-//! These hops cross tenants (DESIGN decision 9), so they read with [`RequestContext::load_system`] and the
+//! These hops cross tenants (ARCHITECTURE.md "Viewers and visibility"), so they read with [`RequestContext::load_system`] and the
 //! types expose no secrets, no client IDs and no navigable edges besides the public `Zone` and
 //! the nested `TeamInfo`. Other modules build them with [`team_info`] and
 //! [`application_info`].

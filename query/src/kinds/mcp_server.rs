@@ -1,4 +1,4 @@
-//! `McpServer`, the catalogue entry of an MCP server (reference-graphql.md §10.1): visible to
+//! `McpServer`, the catalogue entry of an MCP server visible to
 //! every viewer of its environment; root connection `mcpServers` (`orderBy: McpServerOrder`),
 //! `Team.mcpServers`, `owner: TeamInfo!`, `activeExposure: AgenticExposureInfo` (the active MCP
 //! exposure of its base path). Fields and filters are shared with `AgentCard`

@@ -1,4 +1,4 @@
-//! `PermissionSet` (reference-graphql.md §1.4, §1.5 `Permission`): the permissions of one
+//! `PermissionSet` (its permissions are the value type `Permission`): the permissions of one
 //! application. Root query `permissionSets`; visible to the owner application's team. The owner
 //! edge is hidden, as in the reference; the set is reached from `Application.permissionSet`
 //! (defined here, visible records only).
@@ -24,7 +24,7 @@ impl Entity for PermissionSet {
                 .field(field::<Permission>("resource", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.resource))))
                 .field(field::<Permission>("actions", TypeRef::named_nn_list_nn(TypeRef::STRING), |p, _| Ok(strs(&p.actions)))),
         );
-        // `permissions` is a JSON column in the reference: not filterable (§2.2).
+        // `permissions` is a JSON column in the Go system: not filterable there either.
         vec![rf::<PermissionSet>("permissions", TypeRef::named_list("Permission"), |r| objs(r.permissions.clone()))]
     }
 

@@ -1,4 +1,4 @@
-//! The `SubscriptionInfo` interface (reference-graphql.md §10.3): `id: ID!` and
+//! The `SubscriptionInfo` interface: `id: ID!` and
 //! `ownerApplication: ApplicationInfo!`, implemented by the reduced subscription types
 //! `ApiSubscriptionInfo`, `EventSubscriptionInfo`, `AgenticSubscriptionInfo` and
 //! `FileSubscriptionInfo`. `Approval.subscription` / `ApprovalRequest.subscription` resolve through
@@ -43,7 +43,7 @@ pub type OwnerOf<T> = fn(&T) -> (&str, &str, &str);
 
 /// `ownerApplicationName: String!` (deprecated), `ownerTeam: TeamInfo!` (deprecated) and
 /// `ownerApplication: ApplicationInfo!` of a reduced type whose parent value is a `T`. Read
-/// regardless of the viewer: these are cross-tenant views (§5.6).
+/// regardless of the viewer: these are cross-tenant views (ARCHITECTURE.md "Viewers and visibility").
 pub fn owner_fields<T: Any + Send + Sync>(owner: OwnerOf<T>) -> Vec<Field> {
     vec![
         field::<T>("ownerApplicationName", TypeRef::named_nn(TypeRef::STRING), move |p, _| Ok(string(owner(p).2)))

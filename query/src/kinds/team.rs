@@ -1,4 +1,4 @@
-//! `Team` and `Member` (reference-graphql.md §1.4), plus `Group.teams`.
+//! `Team` and `Member`, plus `Group.teams`.
 //!
 //! A Team is visible to viewers acting for it (team viewer, its group's viewers, admins); the
 //! root connection `teams` takes `orderBy: [TeamOrder!]`. Its `teamToken` is a secret (never
@@ -89,7 +89,7 @@ impl Entity for Team {
     }
 
     fn columns() -> Vec<Column<TeamRecord>> {
-        // `teamToken` is a secret: never filterable (DESIGN decision 9).
+        // `teamToken` is a secret: never filterable (ARCHITECTURE.md "Viewers and visibility").
         type C = Column<TeamRecord>;
         let mut c = mixin_columns::<Team>(|r| &r.meta);
         c.extend([

@@ -1,10 +1,9 @@
-//! Embedded value types (reference-graphql.md §1.5) of exposures, subscriptions and approvals,
-//! and the enums they use (§1.3). Objects are registered once by name, from every entity that
+//! Embedded value types of exposures, subscriptions and approvals, and the enums they use. Objects are registered once by name, from every entity that
 //! needs them ([`register`]).
 //!
 //! Security types carry their owner ([`Owned`]) so that secret fields (`password`,
 //! `clientSecret`, `clientKey`) go through [`crate::entity::secret`]: plain values for the owning
-//! team, `**********` for obfuscated callers (reference-graphql.md §5.9), resolved when a
+//! team, `**********` for obfuscated callers (ARCHITECTURE.md "Viewers and visibility"), resolved when a
 //! secret manager is configured ([`crate::secrets`]).
 
 use crate::entity::{boolean, enum_item, enums, field, integer, nullable_string, obj, objs, string, strs, Builder};
@@ -22,7 +21,8 @@ use schema::kinds::api_subscription::{ApiSubscriptionSecurity, SubscriberMachine
 use schema::kinds::approval_common::{ApprovalAction, ApprovalState};
 use schema::kinds::approval_common::{AvailableTransition, DeciderInfo, Decision, RequesterInfo};
 
-/// The deprecation reason of `SubscriberMachine2MachineAuthentication.scopes` (§10.4).
+/// The deprecation reason of `SubscriberMachine2MachineAuthentication.scopes` (still the
+/// requested scopes).
 pub const SCOPES_DEPRECATION: &str = "Use `requestedScopes` / `activeScopes` of the subscription.";
 
 /// A value plus the (environment, team) owning the record it belongs to: secret fields below it
@@ -124,7 +124,7 @@ pub fn register(bld: &mut Builder) {
     bld.object(
         Object::new("BasicAuthCredentials")
             .field(field::<Owned<BasicAuthCredentials>>("username", string_nn(), |p, _| Ok(string(&p.v.username))))
-            // `String!`: a caller who may not read the secret gets "" (§1.5 "unresolvable → ''").
+            // `String!`: a caller who may not read the secret gets "", as in the Go server.
             .field(secret_field::<Owned<BasicAuthCredentials>>("password", string_nn(), Some(""), secrets.clone(), |p| {
                 p.site(Some(&p.v.password))
             })),

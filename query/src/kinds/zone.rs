@@ -1,4 +1,4 @@
-//! `Zone` (reference-graphql.md §1.4): `id`, `environment`, `name`, `gatewayURL`, `issuerURL`,
+//! `Zone`: `id`, `environment`, `name`, `gatewayURL`, `issuerURL`,
 //! `permissionsURL`, `visibility`, the computed `tokenURL` and `applications` (the viewer's
 //! applications in the zone). Visible to every viewer of its environment; listed by the root
 //! `zones: [Zone!]!` (no pagination, no ordering guarantee beyond key order).

@@ -1,5 +1,5 @@
-//! What the two agentic catalogue kinds share (reference-projector.md §6.1/§6.3, DESIGN "Catalogue
-//! hash"): McpServer and AgentCard carry the same fields, so they share one record type, its
+//! What the two agentic catalogue kinds share (kinds the Go projector does not project):
+//! McpServer and AgentCard carry the same fields, so they share one record type, its
 //! translation and the catalogue hash.
 //!
 //! Natural key `(environment, team, spec.basePath)` with team = [`team_from_namespace`]; the owner
@@ -22,7 +22,8 @@ pub struct AgenticCatalogueRecord {
     /// Common metadata; `meta.name` is the object name (`metadata.name`, derived from the base
     /// path, e.g. `mcp-parcels-v1`), GraphQL `name`.
     pub meta: Meta,
-    /// The owner team: `metadata.namespace` after its first `--` (§1.2); must be non-empty.
+    /// The owner team: `metadata.namespace` after its first `--`
+    /// ([`team_from_namespace`](crate::common::team_from_namespace)); must be non-empty.
     pub team: String,
     /// `spec.basePath`; must be non-empty.
     pub base_path: String,
@@ -43,7 +44,7 @@ pub struct AgenticCatalogueRecord {
     pub hash: String,
     /// `status.active`; `false` without status.
     pub active: bool,
-    /// From `status.conditions` (§1.1); `UNKNOWN` without status.
+    /// From `status.conditions`; `UNKNOWN` without status.
     pub status: Status,
 }
 
@@ -110,7 +111,8 @@ pub(crate) fn translate<S: Serialize>(src: &Source<'_, S>) -> Result<AgenticCata
     })
 }
 
-/// The catalogue hash when the CR carries no `spec.hash` (DESIGN "Catalogue hash"): lowercase hex
+/// The catalogue hash when the CR carries no `spec.hash` (ARCHITECTURE.md "Fields newer than the
+/// CRDs"): lowercase hex
 /// SHA-256 of the canonical JSON (object keys sorted, no whitespace) of the spec as the typed CR
 /// serializes it. Fields the CR type does not know (unknown to the CRD) are not part of it; absent
 /// optional fields and an empty `scopes` list are left out, as in the document.

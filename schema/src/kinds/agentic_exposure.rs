@@ -1,4 +1,4 @@
-//! AgenticExposure (reference-projector.md §6.1–§6.3): an Application exposing an MCP server or
+//! AgenticExposure (a kind the Go projector does not project): an Application exposing an MCP server or
 //! an agent on the AI gateway. Natural key `(environment, team, application, spec.basePath)`;
 //! owned by (and visible to) the team of its namespace; requires the owner Application. The
 //! *active* exposure of a base path is indexed in [`index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH`]
@@ -7,7 +7,7 @@
 //!
 //! The owner application is the `cp.ei.telekom.de/application` label, or `spec.provider.name`
 //! when the label is absent or empty (the operator sets the label to the provider's name). The
-//! value types are those of ApiExposure (§2.6): upstreams, approval config, security (§1.6) and
+//! value types are those of ApiExposure: upstreams, approval config, security and
 //! traffic.
 
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
@@ -32,7 +32,7 @@ pub struct AgenticExposure;
 pub struct AgenticExposureRecord {
     /// Common metadata; the owner team is `meta.team()` (from `metadata.namespace`).
     pub meta: Meta,
-    /// From `status.conditions` (§1.1); `UNKNOWN` when the CR has no status.
+    /// From `status.conditions`; `UNKNOWN` when the CR has no status.
     pub status: Status,
     /// The owner Application's name: label `cp.ei.telekom.de/application`, else
     /// `spec.provider.name` (one of them required, non-empty).
@@ -48,7 +48,7 @@ pub struct AgenticExposureRecord {
     pub active: bool,
     /// `spec.upstreams[]`, in CR order; weight `0` when absent.
     pub upstreams: Vec<Upstream>,
-    /// `spec.approval` (strategy per §1.5, `trustedTeams` `[]` when absent).
+    /// `spec.approval` (strategy matched case-insensitively, `trustedTeams` `[]` when absent).
     pub approval_config: ApprovalConfig,
     /// `spec.security`; `m2m` is `None` when `spec.security` or its `m2m` is absent.
     pub security: ApiExposureSecurity,
@@ -91,7 +91,7 @@ impl AgenticVariant {
     }
 }
 
-/// `spec.security` mapped per §1.6 (`tokenRequest` matched case-insensitively, `None` when
+/// `spec.security` mapped as ApiExposure maps it (`tokenRequest` matched case-insensitively, `None` when
 /// absent or empty; `grantType` `""` when absent; scopes `None` when absent or empty).
 fn security(spec: &cr::AgenticExposureSpec) -> Result<ApiExposureSecurity, Skip> {
     let Some(m2m) = spec.security.as_ref().and_then(|s| s.m2m.as_ref()) else {

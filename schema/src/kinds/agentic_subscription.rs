@@ -1,9 +1,10 @@
-//! AgenticSubscription (reference-projector.md §6.1–§6.3, scopes per §6.1): an Application
+//! AgenticSubscription (a kind the Go projector does not project; scopes as ApiSubscription's): an
+//! Application
 //! subscribing to an MCP server or agent by base path. Natural key `(environment, namespace,
 //! name)`; owned by (and visible to) the team of its namespace; requires the owner Application.
 //! Its target is the *active* AgenticExposure of the same environment and base path, linked by
 //! the writer (link 0); while there is none the record is written without target and retried
-//! (DESIGN decision 2). Approvals of the subscription re-resolve their provider scope when the
+//! (ARCHITECTURE.md "References by natural key"). Approvals of the subscription re-resolve their provider scope when the
 //! target changes.
 //!
 //! The security block has the shape of ApiSubscription's, so it maps to the same value types.
@@ -26,7 +27,7 @@ pub struct AgenticSubscription;
 pub struct AgenticSubscriptionRecord {
     /// Common metadata; the owner team is `meta.team()` (from `metadata.namespace`).
     pub meta: Meta,
-    /// From `status.conditions` (§1.1, reasons other than `Error`/`Failed` are `PENDING`);
+    /// From `status.conditions` (reasons other than `Error`/`Failed` are `PENDING`);
     /// `UNKNOWN` when the CR has no status or no Ready condition.
     pub status: Status,
     /// The owner Application's name: `spec.requestor.application.name` (required, non-empty).
@@ -138,7 +139,7 @@ mod tests {
     use crate::keys::natural;
     use crate::kinds::testing::{ctx, world_object};
 
-    // A subscription without target is written and retried until linked (DESIGN decision 2).
+    // A subscription without target is written and retried until linked (ARCHITECTURE.md "References by natural key").
     const _: () = assert!(AgenticSubscription::RETRY_UNLINKED);
 
     fn subscription(name: &str) -> crds::AgenticSubscription {

@@ -1,9 +1,9 @@
-//! Api, the catalogue entry of an API (reference-projector.md §2.5). Natural key
+//! Api, the catalogue entry of an API. Natural key
 //! `(environment, team, spec.basePath)` with team = [`team_from_namespace`]; requires the owner
 //! Team; visible to every viewer of its environment (catalogue). Active entries (`status.active`)
 //! are indexed under `(environment, basePath)` in [`index::API_ACTIVE_BY_BASE_PATH`].
 //!
-//! Quirk fixed (DESIGN decision 3, §7.2): an emptied `spec.category` or `spec.specification`
+//! Quirk fixed (ARCHITECTURE.md "The Go projector's quirks, fixed"): an emptied `spec.category` or `spec.specification`
 //! clears the stored value instead of keeping the old one.
 //!
 //! [`team_from_namespace`]: crate::common::team_from_namespace
@@ -24,7 +24,8 @@ pub struct ApiRecord {
     /// Common metadata; `meta.name` is the object name (`metadata.name`, derived from the base
     /// path, e.g. `payments-checkout-v1`).
     pub meta: Meta,
-    /// The owner team: `metadata.namespace` after its first `--` (§1.2); must be non-empty.
+    /// The owner team: `metadata.namespace` after its first `--`
+    /// ([`team_from_namespace`](crate::common::team_from_namespace)); must be non-empty.
     pub team: String,
     /// `spec.basePath`; must be non-empty.
     pub base_path: String,
@@ -41,7 +42,7 @@ pub struct ApiRecord {
     pub specification: Option<String>,
     /// `status.active`; `false` without status.
     pub active: bool,
-    /// From `status.conditions` (§1.1); `UNKNOWN` without status.
+    /// From `status.conditions`; `UNKNOWN` without status.
     pub status: Status,
 }
 

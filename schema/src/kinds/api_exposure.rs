@@ -1,10 +1,10 @@
-//! ApiExposure (reference-projector.md §2.6): an Application exposing an API base path on the
+//! ApiExposure: an Application exposing an API base path on the
 //! gateway. Natural key `(environment, team, application, basePath)`; owned by (and visible to) the
 //! team of its namespace; the *active* exposure of a base path is indexed so that subscriptions can
 //! link to it.
 //!
 //! Also home of the value types ApiSubscription shares ([`BasicAuthCredentials`],
-//! [`OAuth2ClientCredentials`]), mapped per §1.6.
+//! [`OAuth2ClientCredentials`]), mapped as the Go projector's shared mappers map them.
 
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
 use crate::graphql_enum::graphql_enum;
@@ -24,7 +24,7 @@ pub struct ApiExposure;
 pub struct ApiExposureRecord {
     /// Common metadata; the owner team is `meta.team()` (from `metadata.namespace`).
     pub meta: Meta,
-    /// From `status.conditions` (§1.1); `UNKNOWN` when the CR has no status.
+    /// From `status.conditions`; `UNKNOWN` when the CR has no status.
     pub status: Status,
     /// The owner Application's name: label `cp.ei.telekom.de/application` (required, non-empty).
     pub application: String,
@@ -34,7 +34,8 @@ pub struct ApiExposureRecord {
     pub visibility: Visibility,
     /// `status.active`; `false` when the CR has no status.
     pub active: bool,
-    /// Computed from security, traffic, upstreams and transformation, in the order of §2.6.
+    /// Computed from security, traffic, upstreams and transformation, in the Go projector's order
+    /// (`features` below).
     pub features: Vec<ApiExposureFeature>,
     /// `spec.upstreams[]`, in CR order; `[]` when none.
     pub upstreams: Vec<Upstream>,
@@ -84,7 +85,7 @@ pub struct Upstream {
 /// `spec.approval` (GraphQL `ApprovalConfig`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalConfig {
-    /// `spec.approval.strategy` (§1.5), matched case-insensitively.
+    /// `spec.approval.strategy`, matched case-insensitively.
     pub strategy: ApprovalStrategy,
     /// `spec.approval.trustedTeams[]`; `[]` when absent.
     pub trusted_teams: Vec<String>,
@@ -108,7 +109,7 @@ pub struct Machine2MachineAuthentication {
     pub scopes: Option<Vec<String>>,
 }
 
-/// `spec.security.m2m.externalIDP` (GraphQL `ExternalIdentityProvider`, §1.6).
+/// `spec.security.m2m.externalIDP` (GraphQL `ExternalIdentityProvider`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExternalIdentityProvider {
     /// `…externalIDP.tokenEndpoint`.
@@ -149,7 +150,7 @@ impl TokenRequestMethod {
     }
 }
 
-/// Basic credentials (GraphQL `BasicAuthCredentials`, §1.6): `…basic` of exposures and
+/// Basic credentials (GraphQL `BasicAuthCredentials`): `…basic` of exposures and
 /// subscriptions.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BasicAuthCredentials {
@@ -166,15 +167,15 @@ impl BasicAuthCredentials {
     }
 }
 
-/// OAuth2 client credentials (GraphQL `OAuth2ClientCredentials`, §1.6): `…externalIDP.client` of
+/// OAuth2 client credentials (GraphQL `OAuth2ClientCredentials`): `…externalIDP.client` of
 /// exposures, `spec.security.m2m.client` of subscriptions.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OAuth2ClientCredentials {
     /// `…client.clientId`.
     pub client_id: String,
-    /// `…client.clientSecret` (a secret or a reference `$<…>`); `""` when absent (§1.6).
+    /// `…client.clientSecret` (a secret or a reference `$<…>`); `""` when absent.
     pub client_secret: String,
-    /// `…client.clientKey`; `""` when absent (§1.6).
+    /// `…client.clientKey`; `""` when absent.
     pub client_key: String,
 }
 
@@ -322,7 +323,7 @@ pub(crate) fn traffic(t: &cr::Traffic) -> Traffic {
     }
 }
 
-/// The features list of §2.6, in its order.
+/// The features list, in the Go projector's order (the order below).
 fn features(spec: &cr::ApiExposureSpec) -> Vec<ApiExposureFeature> {
     use ApiExposureFeature as F;
     let m2m = spec.security.as_ref().and_then(|s| s.m2m.as_ref());

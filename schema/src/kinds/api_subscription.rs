@@ -1,8 +1,9 @@
-//! ApiSubscription (reference-projector.md §2.7, scopes per §6.1): an Application subscribing to
+//! ApiSubscription (scopes: `requested_scopes` from the spec, `active_scopes` from the newer
+//! `status.activeScopes`): an Application subscribing to
 //! an API base path. Natural key `(environment, namespace, name)`; owned by (and visible to) the
 //! team of its namespace. Its target is the *active* ApiExposure of the same environment and base
 //! path, linked by the writer; while there is none the record is written without target and
-//! retried (DESIGN decision 2).
+//! retried (ARCHITECTURE.md "References by natural key").
 
 use crate::common::{self, Meta, Status};
 use crate::graphql_enum::graphql_enum;
@@ -22,7 +23,7 @@ pub struct ApiSubscription;
 pub struct ApiSubscriptionRecord {
     /// Common metadata; the owner team is `meta.team()` (from `metadata.namespace`).
     pub meta: Meta,
-    /// From `status.conditions` (§1.1); `UNKNOWN` when the CR has no status.
+    /// From `status.conditions`; `UNKNOWN` when the CR has no status.
     pub status: Status,
     /// The owner Application's name: `spec.requestor.application.name` (required, non-empty).
     pub application: String,
@@ -178,7 +179,7 @@ mod tests {
     use crate::keys::natural;
     use crate::kinds::testing::{ctx, world_object};
 
-    // A subscription without target is written and retried until linked (DESIGN decision 2).
+    // A subscription without target is written and retried until linked (ARCHITECTURE.md "References by natural key").
     const _: () = assert!(ApiSubscription::RETRY_UNLINKED);
 
     fn subscription(env: &str, name: &str) -> crds::ApiSubscription {

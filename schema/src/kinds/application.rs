@@ -1,7 +1,7 @@
-//! Application (reference-projector.md §2.4). Natural key `(environment, spec.team, name)`;
+//! Application. Natural key `(environment, spec.team, name)`;
 //! visible to its owner team; requires its Team and its Zone (same environment).
 //!
-//! Quirks fixed (DESIGN decision 3): emptied fields clear the stored value (client ID and secret
+//! Quirks fixed (ARCHITECTURE.md "The Go projector's quirks, fixed"): emptied fields clear the stored value (client ID and secret
 //! included), and a changed `spec.zone` is reflected. The secret-rotation *phase* depends on the
 //! time, so the record keeps the raw `SecretRotation` condition and [`secret_rotation`] derives the
 //! phase at query time from an explicit `now`.
@@ -24,7 +24,7 @@ pub struct Application;
 pub const SECRET_ROTATION_CONDITION: &str = "SecretRotation";
 
 graphql_enum! {
-    /// `ApplicationSecretRotationPhase` (§2.4).
+    /// `ApplicationSecretRotationPhase`, computed at time `now` ([`secret_rotation`]).
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
     pub enum SecretRotationPhase {
         /// No rotation running (also: the grace period is over).
@@ -94,13 +94,13 @@ pub struct ApplicationRecord {
     /// `ipRestrictions`: `spec.security.ipRestrictions`; `None` unless `allow` or `deny` is
     /// non-empty.
     pub ip_restrictions: Option<IpRestrictions>,
-    /// From `status.conditions` (§1.1); `UNKNOWN` without status.
+    /// From `status.conditions`; `UNKNOWN` without status.
     pub status: Status,
     /// The `SecretRotation` condition; `None` when absent. See [`secret_rotation`].
     pub secret_rotation: Option<SecretRotationCondition>,
 }
 
-/// `secretRotationPhase` and `secretRotationMessage` at time `now` (§2.4):
+/// `secretRotationPhase` and `secretRotationMessage` at time `now`, as the Go projector derives them:
 ///
 /// | `SecretRotation` condition | phase | message |
 /// |---|---|---|

@@ -1,4 +1,4 @@
-//! Approval (reference-projector.md §2.8, target kinds per §6.1): the standing decision on a
+//! Approval (its target: a subscription of any family): the standing decision on a
 //! subscription. Natural key `(environment, namespace, name)`; requires its subscription; visible
 //! to the subscriber's team and to the target exposure's team. Skip rules, value types and the
 //! linking rules are shared with ApprovalRequest in [`super::approval_common`].
@@ -19,7 +19,7 @@ pub struct Approval;
 pub struct ApprovalRecord {
     /// Common metadata of the Approval itself.
     pub meta: Meta,
-    /// From `status.conditions` (§1.1); `UNKNOWN` when the CR has no status.
+    /// From `status.conditions`; `UNKNOWN` when the CR has no status.
     pub status: Status,
     /// Action, strategy, state, subscription, requester, decider, decisions, transitions
     /// (without those to `Expired`) and requested scopes.

@@ -1,4 +1,4 @@
-//! What Approval and ApprovalRequest share (reference-projector.md §2.8/§2.9): the skip rules,
+//! What Approval and ApprovalRequest share: the skip rules,
 //! the subscription reference, the requester/decider/decision/transition value types, the
 //! requested scopes, and the linking and isolation rules of both kinds.
 //!
@@ -219,7 +219,8 @@ pub struct Decision {
 }
 
 /// `status.availableTransitions[]` (GraphQL `AvailableTransition`), normalised to the GraphQL
-/// enums (reference-graphql.md §1.3 "Enum pass-through quirk").
+/// enums (the Go server passed the CR's spelling through unchanged, which its GraphQL enums do
+/// not accept).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AvailableTransition {
     /// `status.availableTransitions[].action`.
@@ -233,7 +234,7 @@ pub struct AvailableTransition {
 pub struct ApprovalFields {
     /// `spec.action` (non-empty: a skip rule), e.g. `subscribe`.
     pub action: String,
-    /// `spec.strategy` (§1.5), matched case-insensitively.
+    /// `spec.strategy`, matched case-insensitively.
     pub strategy: ApprovalStrategy,
     /// `spec.state`, matched case-insensitively.
     pub state: ApprovalState,
@@ -286,7 +287,8 @@ pub(crate) enum Flavor {
     Request,
 }
 
-/// Applies the skip rules (in the order of §2.8, with the target kinds of §6.1) and translates
+/// Applies the skip rules (in the Go projector's order; a target of any subscription family) and
+/// translates
 /// the shared fields.
 ///
 /// # Errors

@@ -1,4 +1,4 @@
-//! ApprovalRequest (reference-projector.md §2.9, target kinds per §6.1): one request for approval
+//! ApprovalRequest (its target: a subscription of any family): one request for approval
 //! of a subscription's current spec. Same rules as Approval ([`super::approval_common`]) except:
 //! four states only (`Pending`, `Semigranted`, `Granted`, `Rejected`), transitions are kept
 //! unfiltered, and there is no expiry. Natural key `(environment, namespace, name)`.
@@ -19,7 +19,7 @@ pub struct ApprovalRequest;
 pub struct ApprovalRequestRecord {
     /// Common metadata of the ApprovalRequest itself.
     pub meta: Meta,
-    /// From `status.conditions` (§1.1); `UNKNOWN` when the CR has no status.
+    /// From `status.conditions`; `UNKNOWN` when the CR has no status.
     pub status: Status,
     /// Action, strategy, state (one of four), subscription, requester, decider, decisions,
     /// transitions (unfiltered) and requested scopes.

@@ -1,16 +1,16 @@
-//! EventExposure (reference-projector.md §2.11): an Application publishing an event type. Natural
-//! key `(environment, team, application, spec.eventType)`; the owner application is the label
+//! EventExposure: an Application publishing an event type. Natural key `(environment, team, application, spec.eventType)`; the owner application is the label
 //! `cp.ei.telekom.de/application` (like ApiExposure), its team the namespace's; owned by (and
 //! visible to) that team. The *active* exposure of an event type is indexed so that
 //! subscriptions can link to it; every change re-links the subscriptions of its type.
 //!
 //! Also home of the trigger value types EventSubscription shares ([`EventTrigger`],
-//! [`ResponseFilter`], [`SelectionFilter`]), mapped per §1.6 with the enum normalisation of
-//! reference-graphql.md §1.3 (`Include` → `INCLUDE`).
+//! [`ResponseFilter`], [`SelectionFilter`]), mapped as the Go projector maps them, with enum
+//! values normalised to their GraphQL spelling (`Include` → `INCLUDE`; the Go server passed the
+//! CR's spelling through).
 //!
 //! The link to the catalogue EventType (GraphQL `eventTypeDef`) is not stored: it is the active
-//! EventType of the same environment and type, looked up at query time, so the reference's
-//! stale-link quirk (§7.2) cannot occur.
+//! EventType of the same environment and type, looked up at query time, so the Go projector's
+//! stale link (ARCHITECTURE.md "The Go projector's quirks, fixed") cannot occur.
 
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
 use crate::graphql_enum::graphql_enum;
@@ -32,7 +32,7 @@ pub struct EventExposure;
 pub struct EventExposureRecord {
     /// Common metadata; the owner team is `meta.team()` (from `metadata.namespace`).
     pub meta: Meta,
-    /// From `status.conditions` (§1.1); `UNKNOWN` when the CR has no status.
+    /// From `status.conditions`; `UNKNOWN` when the CR has no status.
     pub status: Status,
     /// The owner Application's name: label `cp.ei.telekom.de/application` (required, non-empty).
     pub application: String,
@@ -59,7 +59,7 @@ pub struct EventScope {
     pub trigger: EventTrigger,
 }
 
-/// An event trigger (GraphQL `EventTrigger`, §1.6): `spec.scopes[].trigger` of exposures,
+/// An event trigger (GraphQL `EventTrigger`): `spec.scopes[].trigger` of exposures,
 /// `spec.trigger` of subscriptions.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EventTrigger {
@@ -113,7 +113,7 @@ impl ResponseFilterMode {
 pub struct SelectionFilter {
     /// `…selectionFilter.attributes`: CloudEvents attribute equality matches; `None` when absent.
     pub attributes: Option<BTreeMap<String, String>>,
-    /// `…selectionFilter.expression` as compact JSON text (§1.6); `""` when absent or JSON `null`.
+    /// `…selectionFilter.expression` as compact JSON text; `""` when absent or JSON `null`.
     pub expression: String,
 }
 
@@ -332,7 +332,7 @@ mod tests {
     fn trigger_edge_cases() {
         let mut cr = exposure("poc", "checkout-api--de-telekom-payments-orderplaced-v1");
         // A response filter without mode takes the CRD default; a selection filter without
-        // expression has expression "" (§1.6); a bare trigger has neither filter.
+        // expression has expression ""; a bare trigger has neither filter.
         cr.spec.scopes[0].trigger.response_filter.as_mut().unwrap().mode = None;
         cr.spec.scopes[0].trigger.selection_filter.as_mut().unwrap().expression = None;
         cr.spec.scopes[1].trigger = Default::default();

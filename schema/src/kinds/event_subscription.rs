@@ -1,12 +1,12 @@
-//! EventSubscription (reference-projector.md §2.12, scopes per §6.1): an Application subscribing
+//! EventSubscription: an Application subscribing
 //! to an event type. Natural key `(environment, namespace, name)`; the owner application is
 //! `spec.requestor.name`, its team the namespace's; owned by (and visible to) that team. Its
 //! target is the *active* EventExposure of the same environment and event type, linked by the
-//! writer; while there is none the record is written without target and retried (DESIGN
-//! decision 2).
+//! writer; while there is none the record is written without target and retried
+//! (ARCHITECTURE.md "References by natural key").
 //!
-//! Quirk fixed (DESIGN decision 3, §7.2): an emptied `spec.delivery.callback` clears the stored
-//! callback URL. Scopes (§6.1): `requested_scopes` = `spec.scopes` (also served as the deprecated
+//! Quirk fixed (ARCHITECTURE.md "The Go projector's quirks, fixed"): an emptied `spec.delivery.callback` clears the stored
+//! callback URL. Scopes: `requested_scopes` = `spec.scopes` (also served as the deprecated
 //! GraphQL `scopes`), `active_scopes` = the newer `status.activeScopes`, read as optional.
 
 use crate::common::{self, Meta, Status};
@@ -27,7 +27,7 @@ pub struct EventSubscription;
 pub struct EventSubscriptionRecord {
     /// Common metadata; the owner team is `meta.team()` (from `metadata.namespace`).
     pub meta: Meta,
-    /// From `status.conditions` (§1.1); `UNKNOWN` when the CR has no status.
+    /// From `status.conditions`; `UNKNOWN` when the CR has no status.
     pub status: Status,
     /// The owner Application's name: `spec.requestor.name` (required, non-empty).
     pub application: String,
@@ -217,7 +217,7 @@ mod tests {
     use crate::kinds::testing::{ctx, world_object};
     use std::collections::BTreeMap;
 
-    // A subscription without target is written and retried until linked (DESIGN decision 2).
+    // A subscription without target is written and retried until linked (ARCHITECTURE.md "References by natural key").
     const _: () = assert!(EventSubscription::RETRY_UNLINKED);
 
     const ORDERS: &str = "de.telekom.payments.orderplaced.v1";

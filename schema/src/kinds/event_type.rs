@@ -1,10 +1,10 @@
-//! EventType, the catalogue entry of an event type (reference-projector.md §2.10). Natural key
+//! EventType, the catalogue entry of an event type. Natural key
 //! `(environment, team, spec.type)` with team = [`team_from_namespace`]; requires the owner Team
-//! (the reference README's "no FK" is wrong, §0.2); visible to every viewer of its environment
+//! (the Go projector requires it too, although its README says "no FK"); visible to every viewer of its environment
 //! (catalogue). Active entries (`status.active`, oldest wins per type) are indexed under
 //! `(environment, type)` in [`index::EVENT_TYPE_ACTIVE_BY_TYPE`].
 //!
-//! Quirk fixed (DESIGN decision 3, §7.2): an emptied `spec.description` or `spec.specification`
+//! Quirk fixed (ARCHITECTURE.md "The Go projector's quirks, fixed"): an emptied `spec.description` or `spec.specification`
 //! clears the stored value instead of keeping the old one. `spec.category` is not projected.
 //!
 //! [`team_from_namespace`]: crate::common::team_from_namespace
@@ -25,7 +25,8 @@ pub struct EventTypeRecord {
     /// Common metadata; `meta.name` is the object name (`metadata.name`, the type with dots
     /// replaced by hyphens, e.g. `de-telekom-payments-orderplaced-v1`).
     pub meta: Meta,
-    /// The owner team: `metadata.namespace` after its first `--` (§1.2); must be non-empty.
+    /// The owner team: `metadata.namespace` after its first `--`
+    /// ([`team_from_namespace`](crate::common::team_from_namespace)); must be non-empty.
     pub team: String,
     /// `spec.type`; must be non-empty, e.g. `de.telekom.payments.orderplaced.v1`.
     pub event_type: String,
@@ -38,7 +39,7 @@ pub struct EventTypeRecord {
     pub specification: Option<String>,
     /// `status.active`; `false` without status.
     pub active: bool,
-    /// From `status.conditions` (§1.1); `UNKNOWN` without status.
+    /// From `status.conditions`; `UNKNOWN` without status.
     pub status: Status,
 }
 

@@ -1,8 +1,7 @@
-//! FileExposure (reference-projector.md §6.1 "File subscriptions / exposures", feature
-//! `file_manager`): an Application providing a file type over SFTP. Natural key
+//! FileExposure (a kind the Go projector does not project; feature `file_manager`): an Application providing a file type over SFTP. Natural key
 //! `(environment, team, application, fileType)`; owned by (and visible to) the team of its
 //! namespace; the *active* exposure of a file type is indexed so that FileSubscriptions can link
-//! to it, exactly like ApiExposure (§2.6) by base path.
+//! to it, exactly like ApiExposure by base path.
 //!
 //! Also home of the value type FileSubscription shares ([`Sftp`]) and of the owner rule of both
 //! file kinds ([`owner_application`]).
@@ -25,7 +24,7 @@ pub struct FileExposure;
 pub struct FileExposureRecord {
     /// Common metadata; the owner team is `meta.team()` (from `metadata.namespace`).
     pub meta: Meta,
-    /// From `status.conditions` (§1.1); `UNKNOWN` when the CR has no status.
+    /// From `status.conditions`; `UNKNOWN` when the CR has no status.
     pub status: Status,
     /// The owner Application's name: label `cp.ei.telekom.de/application`, else
     /// `spec.provider.name` (see [`owner_application`]).

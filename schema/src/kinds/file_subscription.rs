@@ -1,9 +1,8 @@
-//! FileSubscription (reference-projector.md §6.1 "File subscriptions / exposures" and §6.2,
-//! feature `file_manager`): an Application subscribing to a file type. Natural key
+//! FileSubscription (a kind the Go projector does not project; feature `file_manager`): an Application subscribing to a file type. Natural key
 //! `(environment, namespace, name)`; owned by (and visible to) the team of its namespace. Its
 //! target is the *active* FileExposure of the same environment and file type, linked by the
-//! writer; while there is none the record is written without target and retried (DESIGN
-//! decision 2), exactly like ApiSubscription (§2.7) by base path.
+//! writer; while there is none the record is written without target and retried
+//! (ARCHITECTURE.md "References by natural key"), exactly like ApiSubscription by base path.
 
 use crate::common::{self, Meta, Status};
 use crate::keys::{index, Key};
@@ -22,7 +21,7 @@ pub struct FileSubscription;
 pub struct FileSubscriptionRecord {
     /// Common metadata; the owner team is `meta.team()` (from `metadata.namespace`).
     pub meta: Meta,
-    /// From `status.conditions` (§1.1); `UNKNOWN` when the CR has no status.
+    /// From `status.conditions`; `UNKNOWN` when the CR has no status.
     pub status: Status,
     /// The owner Application's name: label `cp.ei.telekom.de/application`, else
     /// `spec.requestor.name` (see [`owner_application`]).
@@ -124,7 +123,7 @@ mod tests {
     use crate::keys::natural;
     use crate::kinds::testing::{ctx, world_object};
 
-    // A subscription without target is written and retried until linked (DESIGN decision 2).
+    // A subscription without target is written and retried until linked (ARCHITECTURE.md "References by natural key").
     const _: () = assert!(FileSubscription::RETRY_UNLINKED);
 
     fn subscription(name: &str) -> crds::FileSubscription {

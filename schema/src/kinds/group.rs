@@ -1,4 +1,4 @@
-//! Group (reference-projector.md §2.2). Natural key `(environment, name)`; visible to every
+//! Group. Natural key `(environment, name)`; visible to every
 //! viewer of its environment. Zone and Group store no status (their tables have none).
 
 use crate::common::Meta;

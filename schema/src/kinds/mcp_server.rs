@@ -1,10 +1,10 @@
-//! McpServer, the catalogue entry of an MCP server (reference-projector.md §6.1/§6.3, DESIGN
-//! "Catalogue hash"). Natural key `(environment, team, spec.basePath)`; requires the owner Team;
+//! McpServer, the catalogue entry of an MCP server (a kind the Go projector does not
+//! project; `hash` per [`super::agentic_catalogue::spec_hash`]). Natural key `(environment, team, spec.basePath)`; requires the owner Team;
 //! visible to every viewer of its environment (catalogue). Active entries (`status.active`) are
 //! indexed under `(environment, basePath)` in [`index::MCP_SERVER_ACTIVE_BY_BASE_PATH`]. The
 //! fields and their translation are shared with AgentCard ([`agentic_catalogue`]).
 //!
-//! Quirk fixed (DESIGN decision 3, §7.2): emptied optional fields clear the stored value.
+//! Quirk fixed (ARCHITECTURE.md "The Go projector's quirks, fixed"): emptied optional fields clear the stored value.
 //!
 //! [`agentic_catalogue`]: crate::kinds::agentic_catalogue
 

@@ -1,5 +1,7 @@
 //! One module per kind: record, natural key, declared parents, links, scopes, index keys and the
-//! translation rule. Each module's doc cites the reference-projector.md section it implements.
+//! translation rule. Each follows the Go projector's rules for its kind; its doc says where it
+//! departs from them (ARCHITECTURE.md "The Go projector's quirks, fixed") or where the Go
+//! projector has no such kind.
 
 pub mod agent_card;
 pub mod agentic_catalogue;

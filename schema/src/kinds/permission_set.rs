@@ -1,4 +1,4 @@
-//! PermissionSet (reference-projector.md §2.13, feature `permission`): the permissions of one
+//! PermissionSet (feature `permission`): the permissions of one
 //! Application. Natural key `(environment, team, application)` — the owner Application's key
 //! tuple, one set per application; owned by (and visible to) the team of its namespace. The owner
 //! application is named by the label `cp.ei.telekom.de/application` (the CR name need not equal
@@ -19,7 +19,7 @@ pub struct PermissionSet;
 pub struct PermissionSetRecord {
     /// Common metadata; the owner team is `meta.team()` (from `metadata.namespace`).
     pub meta: Meta,
-    /// From `status.conditions` (§1.1); `UNKNOWN` when the CR has no status.
+    /// From `status.conditions`; `UNKNOWN` when the CR has no status.
     pub status: Status,
     /// The owner Application's name: label `cp.ei.telekom.de/application` (required,
     /// non-empty).
@@ -54,8 +54,8 @@ impl Kind for PermissionSet {
     }
 
     /// # Errors
-    /// [`Skip::Missing`] for an absent or empty label `cp.ei.telekom.de/application` (the skip
-    /// rule of §2.13) or metadata.
+    /// [`Skip::Missing`] for an absent or empty label `cp.ei.telekom.de/application` (the Go
+    /// projector's skip rule) or metadata.
     fn translate(cr: &crds::PermissionSet, _ctx: &Context) -> Result<PermissionSetRecord, Skip> {
         let application =
             common::required("metadata.labels[cp.ei.telekom.de/application]", common::label(&cr.metadata, common::APPLICATION_LABEL))?
@@ -179,7 +179,7 @@ mod tests {
     }
 
     /// The repository sample (`tests/fixtures/samples/PermissionSet/`) has neither the label nor a
-    /// namespace: skipped for the label, the rule §2.13 checks first.
+    /// namespace: skipped for the label, the rule checked first.
     #[test]
     fn repository_sample_is_skipped() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/samples/PermissionSet");

@@ -1,6 +1,6 @@
 //! How every exposure and subscription family (API, event, agentic, file) is keyed, linked,
-//! isolated and indexed — one definition, parameterised by the family's index names (DESIGN
-//! decisions 1–2, reference-projector.md §2.6–2.7, §2.11–2.12, §6.2). Subscriptions
+//! isolated and indexed — one definition, parameterised by the family's index names (ARCHITECTURE.md
+//! "Environments in one store" and "References by natural key"). Subscriptions
 //! ([`SubscriptionWiring`]):
 //!
 //! - key `(environment, namespace, name)`; requires the owner Application `(env, team, app)`

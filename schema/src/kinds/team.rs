@@ -1,8 +1,8 @@
-//! Team and its members (reference-projector.md §2.3). Natural key `(environment, name)` with
+//! Team and its members. Natural key `(environment, name)` with
 //! name = `metadata.name` = `<group>--<team>`; visible to the team itself. The Group is an
 //! optional reference: the team is indexed under `(environment, spec.group)` in
 //! [`index::TEAM_BY_GROUP`] and the Group is looked up by that name when read, so a team written
-//! before its group links up as soon as the group exists (no stale link, §7.2).
+//! before its group links up as soon as the group exists (no stale link: ARCHITECTURE.md "The Go projector's quirks, fixed").
 
 use crate::common::{parse_enum, required, status_from_conditions, Meta, Status};
 use crate::graphql_enum::graphql_enum;
@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 pub struct Team;
 
 graphql_enum! {
-    /// `TeamCategory` (§1.5): upper-case of `spec.category`.
+    /// `TeamCategory`: upper-case of `spec.category`.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
     pub enum TeamCategory {
         /// `Customer`.
@@ -71,7 +71,7 @@ pub struct TeamRecord {
     pub group: String,
     /// `spec.members[]`, in order; empty when none.
     pub members: Vec<TeamMember>,
-    /// From `status.conditions` (§1.1); `UNKNOWN` without status.
+    /// From `status.conditions`; `UNKNOWN` without status.
     pub status: Status,
 }
 

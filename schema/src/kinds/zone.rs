@@ -1,11 +1,11 @@
-//! Zone (reference-projector.md §2.1). Natural key `(environment, name)`; visible to every viewer
+//! Zone. Natural key `(environment, name)`; visible to every viewer
 //! of its environment. Zone and Group store no status (their tables have none).
 //!
 //! The gateway URL comes from the zone's default preset: of the newer typed `spec.presets[]` the
-//! first default preset of type `API` when one exists (DESIGN "Where the seed is newer than the
+//! first default preset of type `API` when one exists (ARCHITECTURE.md "Fields newer than the
 //! CRDs"), else the first default preset of `spec.gateway.presets`. Its first URL with
 //! `hidden: false` is rendered as `<scheme>://<hostname>[:<port>]<basePath>`. Quirk fixed
-//! (DESIGN decision 3, §7.3): a default preset whose URLs are all hidden gives `None`, not `""`.
+//! (ARCHITECTURE.md "The Go projector's quirks, fixed"): a default preset whose URLs are all hidden gives `None`, not `""`.
 
 use crate::common::{parse_enum, Meta};
 use crate::graphql_enum::graphql_enum;
@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 pub struct Zone;
 
 graphql_enum! {
-    /// `ZoneVisibility` (§1.5): upper-case of `spec.visibility`.
+    /// `ZoneVisibility`: upper-case of `spec.visibility`.
     #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
     pub enum ZoneVisibility {
         /// `World`.

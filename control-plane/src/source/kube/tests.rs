@@ -1,4 +1,4 @@
-//! The kube source without an API server (STYLE §12): watcher event sequences from
+//! The kube source without an API server: watcher event sequences from
 //! `stream::iter` drive [`KindWatch`] into a real writer and store — lists, watch events, lost
 //! deletes swept after a relist, unchanged resource versions, bad objects, missing CRDs and
 //! parked children of a relist that no longer holds them.
