@@ -137,19 +137,6 @@ const VERBATIM_COPIES: &[(&str, &str)] = &[
     ("tools/genworld/cpfixtures.py", "the world generator's vendored import, verbatim"),
 ];
 
-/// TEMPORARY, to be removed: files that others were editing when this test was written, whose
-/// references to documents outside the repository are replaced by those who edit them. Nothing
-/// is added here; a file leaves the list once it passes (the test says so).
-const PENDING_ELSEWHERE: &[&str] = &[
-    "control-plane/src/config/mod.rs",
-    "query/src/search.rs",
-    "query/tests/search.rs",
-    "schema/src/catalogue.rs",
-    "storage/src/search.rs",
-    "tests/chart.rs",
-    "tests/e2e_search.rs",
-];
-
 /// The repository stands on its own: no tracked text file refers to a document or file outside
 /// it (the design notes, style notes and reference descriptions it was written with, the shared
 /// fixtures' checkout, a machine's absolute paths) or to an issue tracker a reader does not have
@@ -178,10 +165,9 @@ fn no_reference_leaves_the_repository() {
     .iter()
     .map(|p| p.concat())
     .collect();
-    let exempt = |path: &str| VERBATIM_COPIES.iter().any(|(prefix, _)| path.starts_with(prefix)) || PENDING_ELSEWHERE.contains(&path);
+    let exempt = |path: &str| VERBATIM_COPIES.iter().any(|(prefix, _)| path.starts_with(prefix));
     let files = tracked_files();
     let mut found = Vec::new();
-    let mut passing_pending = PENDING_ELSEWHERE.to_vec();
     for path in &files {
         let Some(text) = text_of(path) else { continue };
         let markdown = path.ends_with(".md");
@@ -201,9 +187,6 @@ fn no_reference_leaves_the_repository() {
                 hits.push(format!("{path}:{}: {} — {}", n + 1, why.join(", "), line.trim()));
             }
         }
-        if PENDING_ELSEWHERE.contains(&path.as_str()) && !hits.is_empty() {
-            passing_pending.retain(|p| p != path);
-        }
         if !exempt(path) {
             found.extend(hits);
         }
@@ -213,7 +196,6 @@ fn no_reference_leaves_the_repository() {
         "references to places outside the repository (state the reason in place, or cite ARCHITECTURE.md by section):\n{}",
         found.join("\n")
     );
-    assert!(passing_pending.is_empty(), "these files pass now: remove them from PENDING_ELSEWHERE: {passing_pending:?}");
     for (prefix, why) in VERBATIM_COPIES {
         assert!(files.iter().any(|f| f.starts_with(prefix)), "VERBATIM_COPIES names `{prefix}` ({why}), which no file matches");
     }

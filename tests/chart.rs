@@ -1,4 +1,4 @@
-//! The Helm chart `charts/control-plane` (issue 9): linted and rendered by a real Helm (v4), every
+//! The Helm chart `charts/control-plane`: linted and rendered by a real Helm (v4), every
 //! rendered object validated by `kubernetes-validate` against the Kubernetes 1.33 schemas, and the
 //! rendered objects checked against the code they deploy: the ClusterRole against the kind
 //! registry, the ConfigMap's config file and the container's arguments and environment against
@@ -955,7 +955,7 @@ fn chart_readme_documents_every_top_level_value() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Every row of `config::SETTINGS` and how the chart sets it (issue 36).
+// Every row of `config::SETTINGS` and how the chart sets it.
 // ---------------------------------------------------------------------------------------------
 
 /// How the chart sets one row of `config::SETTINGS`.

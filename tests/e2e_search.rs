@@ -1,4 +1,4 @@
-//! Catalogue search end to end (issue 7): the server on a copy of the bundled world answers a
+//! Catalogue search end to end: the server on a copy of the bundled world answers a
 //! misspelled `catalogueSearch`, follows a removed manifest within a second, keeps its index in
 //! `DATA_DIR/search/`, and rebuilds that index on start after it was deleted on disk.
 
@@ -113,7 +113,7 @@ async fn zebras_at_ready(manifests: &std::path::Path, data: &std::path::Path) ->
     (at_ready, after)
 }
 
-/// Issue 19: ready means searchable. 20 starts on the example world — cold, warm after a new
+/// Ready means searchable. 20 starts on the example world — cold, warm after a new
 /// Api document each time, after a snapshot restore, after the index was deleted — and, with
 /// `source.serveWhileCatchingUp` off, a search sent right after `/readyz` turns 200 answers
 /// what the settled server answers, the new document included.

@@ -356,8 +356,7 @@ impl Api {
             }
         };
         limits::check_variables(&request.variables, &self.limits).map_err(refuse)?;
-        let unreadable =
-            |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::storage(e).into_server_error(Default::default())]);
+        let unreadable = |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::storage_request_error(e)]);
         let view = store.read().map_err(unreadable)?;
         viewer.resolve(&view).map_err(unreadable)?;
         let op = parsed.as_ref().and_then(|p| operation_type(&p.doc, request.operation_name.as_deref()));
@@ -431,8 +430,7 @@ impl Api {
         if root_fields(&doc, request.operation_name.as_deref(), 1, true) != 1 {
             return Err(Box::new(async_graphql::Response::from_errors(vec![error::not_one_root_field()])));
         }
-        let unreadable =
-            |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::storage(e).into_server_error(Default::default())]);
+        let unreadable = |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::storage_request_error(e)]);
         {
             let view = store.read().map_err(unreadable)?;
             let mut measured = viewer.clone();
@@ -528,8 +526,7 @@ impl Api {
         if !run.ran() {
             return with_codes(cap_errors(first), &self.limits);
         }
-        let unreadable =
-            |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::storage(e).into_server_error(Default::default())]);
+        let unreadable = |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::storage_request_error(e)]);
         let view = match store.read() {
             Ok(v) => v,
             Err(e) => return unreadable(e),

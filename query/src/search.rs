@@ -1,4 +1,4 @@
-//! Catalogue search in GraphQL (DESIGN decision 11, "Catalogue search SDL"): the `search`
+//! Catalogue search in GraphQL (ARCHITECTURE.md, `storage`, "Catalogue search"; the SDL is in `query/schema.graphql`): the `search`
 //! argument of the root `apis`, `eventTypes`, `mcpServers` and `agentCards` connections, and the
 //! root `catalogueSearch` across the four kinds with scores and highlighted snippets.
 //!

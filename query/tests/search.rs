@@ -1,4 +1,4 @@
-//! Catalogue full-text search (issue 7) on the example world: typo tolerance, prefix matching,
+//! Catalogue full-text search on the example world: typo tolerance, prefix matching,
 //! exact base path first, `active` (one entry per base path), visibility per environment,
 //! relevance-ordered pagination with query-bound cursors, highlights, a deleted entry that
 //! disappears at once (before the index commits), and an index rebuilt when deleted on disk or

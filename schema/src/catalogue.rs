@@ -1,9 +1,11 @@
-//! The catalogue document (DESIGN decision 11): what full-text search indexes of each catalogue
-//! kind (Api, EventType, McpServer, AgentCard). `storage::search` is generic over [`Catalogued`];
-//! this module is the one place that says which record field feeds which search field.
+//! The catalogue document (ARCHITECTURE.md, `storage`, "Catalogue search"): what full-text
+//! search indexes of each catalogue kind (Api, EventType, McpServer, AgentCard).
+//! `storage::search` is generic over [`Catalogued`]; this module is the one place that says
+//! which record field feeds which search field.
 //!
-//! Only fields the GraphQL types expose are indexed (issue 7, item 5): an Api has no `name`,
-//! `displayName` or `description` in GraphQL, so none is indexed for it. Field names are the
+//! Only fields the GraphQL types expose are indexed (a hit must be explained by what its reader
+//! can see): an Api has no `name`, `displayName` or `description` in GraphQL, so none is
+//! indexed for it. Field names are the
 //! GraphQL field names; they name the highlights of a hit.
 
 use crate::kind::{Kind, KindId};

@@ -1,4 +1,4 @@
-//! Catalogue full-text search (DESIGN decision 11, STYLE §14): a tantivy index over the
+//! Catalogue full-text search (derived data: ARCHITECTURE.md, `storage`, "Catalogue search"): a tantivy index over the
 //! catalogue kinds ([`schema::catalogue`]: Api, EventType, McpServer, AgentCard) in
 //! `DATA_DIR/search/`, next to `readmodel.redb`.
 //!

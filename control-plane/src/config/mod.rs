@@ -1,10 +1,10 @@
 //! Configuration: every setting declared once, as one row of [`SETTINGS`] (file key,
 //! environment variable, flag, default, help line and how its value is parsed and applied),
-//! layered as flags > environment > YAML config file > defaults (DESIGN "Configuration").
+//! layered as flags > environment > YAML config file > defaults (the README's "Configuration").
 //! `serve`'s flags ([`crate::cli::SettingFlags`]), [`Config::default`], the help text and the
 //! README's table all come from that row.
 //!
-//! Loading is the first of two startup stages (STYLE §15): [`load`] only parses and validates
+//! Loading is the first of two startup stages (the second, resolving, is [`crate::app`]): [`load`] only parses and validates
 //! (no store, no network); an invalid value is a [`ConfigError`] naming the key and where the
 //! value came from. Resolving (opening the store, starting the source) is [`crate::app::App::start`].
 //! The resulting [`Config`] is passed explicitly, never read from globals.
@@ -782,7 +782,7 @@ pub struct SecretManagerConfig {
     pub timeout: Duration,
 }
 
-/// The in-cluster trust bundle (reference-graphql.md §5.9): when this default is missing, the
+/// The in-cluster trust bundle (where the Go server reads the secret manager's CAs): when this default is missing, the
 /// system's CAs alone are trusted; any other configured CA file must exist.
 pub const DEFAULT_SECRET_MANAGER_CA_FILE: &str = "/var/run/secrets/trust-bundle/trust-bundle.pem";
 
@@ -813,7 +813,7 @@ pub struct SubscriptionsConfig {
     pub send_timeout: Duration,
 }
 
-/// `mutations.*`: the console's commands (issue 23).
+/// `mutations.*`: the console's commands (ARCHITECTURE.md, `query`, "Mutations").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MutationsConfig {
     /// `mutations.enabled`, default `false`: mutations write through the kube source's client
@@ -824,7 +824,7 @@ pub struct MutationsConfig {
     pub projection_timeout: Duration,
 }
 
-/// `roverServer.*`: the pre-check of `deleteTeam` (reference-graphql.md §6).
+/// `roverServer.*`: the pre-check of `deleteTeam` (the Go server asks the rover server before deleting a team).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RoverServerConfig {
     /// `roverServer.baseUrl`; `None` = teams are deleted without asking.
@@ -1088,7 +1088,7 @@ pub enum ConfigError {
         /// The accepted keys.
         known: String,
     },
-    /// Jwt mode without a trusted issuer (fail-closed, DESIGN decision 10).
+    /// Jwt mode without a trusted issuer (authentication is fail-closed: ARCHITECTURE.md, `control-plane`).
     #[error(
         "security.mode is jwt but no trusted issuer is configured: set security.trustedIssuers \
          (CP_SECURITY_TRUSTED_ISSUERS or --trusted-issuer URL), or use --auth mock for local use \
