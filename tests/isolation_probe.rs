@@ -75,99 +75,53 @@ struct Sdl {
     nodes: BTreeSet<String>,
 }
 
-/// Splits at top-level commas.
-fn split_args(s: &str) -> Vec<String> {
-    let (mut out, mut cur, mut depth, mut quoted) = (Vec::new(), String::new(), 0i32, false);
-    for c in s.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            '[' | '(' if !quoted => depth += 1,
-            ']' | ')' if !quoted => depth -= 1,
-            ',' if !quoted && depth == 0 => {
-                out.push(std::mem::take(&mut cur).trim().to_string());
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(c);
-    }
-    if !cur.trim().is_empty() {
-        out.push(cur.trim().to_string());
-    }
-    out
-}
-
+/// The schema's types from the SDL text, read by async-graphql's own parser.
 fn parse_sdl(text: &str) -> Sdl {
+    use async_graphql::parser::types::{FieldDefinition, InputValueDefinition, TypeKind, TypeSystemDefinition};
+    use async_graphql::Positioned;
+    let document = async_graphql::parser::parse_schema(text).unwrap_or_else(|e| panic!("query/schema.graphql does not parse: {e}"));
+    let arg = |a: &Positioned<InputValueDefinition>| {
+        let ty = a.node.ty.node.to_string();
+        Arg { name: a.node.name.node.to_string(), required: !a.node.ty.node.nullable && a.node.default_value.is_none(), ty }
+    };
+    let field = |f: &Positioned<FieldDefinition>| Field {
+        name: f.node.name.node.to_string(),
+        args: f.node.arguments.iter().map(arg).collect(),
+        ty: f.node.ty.node.to_string(),
+    };
     let mut sdl = Sdl::default();
-    let mut current: Option<(String, String)> = None; // (keyword, name)
-    let mut in_description = false;
-    for line in text.lines() {
-        let t = line.trim();
-        if t.starts_with("\"\"\"") {
-            if !(t.len() > 3 && t.ends_with("\"\"\"")) {
-                in_description = !in_description;
-            }
-            continue;
-        }
-        if in_description || t.is_empty() || t.starts_with('"') {
-            continue;
-        }
-        if let Some((kw, name)) = &current {
-            if t == "}" {
-                current = None;
-                continue;
-            }
-            if kw == "enum" {
-                continue;
-            }
-            let (head, ty) = match t.find("):") {
-                Some(i) => (&t[..=i], t[i + 2..].trim()),
-                None => {
-                    let (h, ty) = t.split_once(':').unwrap_or((t, ""));
-                    (h, ty.trim())
+    for definition in &document.definitions {
+        let TypeSystemDefinition::Type(t) = definition else { continue };
+        let name = t.node.name.node.to_string();
+        match &t.node.kind {
+            TypeKind::Object(o) => {
+                if o.implements.iter().any(|i| i.node == "Node") {
+                    sdl.nodes.insert(name.clone());
                 }
-            };
-            let ty = ty.split(" @").next().unwrap().split(" =").next().unwrap().trim().to_string();
-            let (fname, args) = match head.split_once('(') {
-                Some((n, rest)) => {
-                    let args = split_args(rest.trim_end_matches(')'))
-                        .into_iter()
-                        .map(|a| {
-                            let (n, rest) = a.split_once(':').unwrap();
-                            let (ty, default) = match rest.split_once('=') {
-                                Some((ty, _)) => (ty.trim(), true),
-                                None => (rest.trim(), false),
-                            };
-                            Arg { name: n.trim().into(), ty: ty.into(), required: ty.ends_with('!') && !default }
+                sdl.objects.insert(name, o.fields.iter().map(field).collect());
+            }
+            TypeKind::Interface(i) => {
+                if i.implements.iter().any(|i| i.node == "Node") {
+                    sdl.nodes.insert(name.clone());
+                }
+                sdl.objects.insert(name, i.fields.iter().map(field).collect());
+            }
+            TypeKind::InputObject(i) => {
+                sdl.inputs.insert(
+                    name,
+                    i.fields
+                        .iter()
+                        .map(|f| {
+                            let a = arg(f);
+                            Field { name: a.name, args: Vec::new(), ty: a.ty }
                         })
-                        .collect();
-                    (n.trim().to_string(), args)
-                }
-                None => (head.trim().to_string(), Vec::new()),
-            };
-            let field = Field { name: fname, args, ty };
-            if kw == "input" {
-                sdl.inputs.entry(name.clone()).or_default().push(field);
-            } else {
-                sdl.objects.entry(name.clone()).or_default().push(field);
+                        .collect(),
+                );
             }
-            continue;
-        }
-        let mut words = t.split_whitespace();
-        match (words.next(), words.next()) {
-            (Some(kw @ ("type" | "interface" | "input" | "enum")), Some(name)) if t.ends_with('{') => {
-                if t.contains("implements")
-                    && t.split("implements").nth(1).unwrap().split(|c: char| !c.is_alphanumeric()).any(|w| w == "Node")
-                {
-                    sdl.nodes.insert(name.to_string());
-                }
-                current = Some((kw.to_string(), name.to_string()));
+            TypeKind::Union(u) => {
+                sdl.unions.insert(name, u.members.iter().map(|m| m.node.to_string()).collect());
             }
-            (Some("union"), Some(name)) => {
-                let members = t.split_once('=').unwrap().1.split('|').map(|m| m.trim().to_string()).collect();
-                sdl.unions.insert(name.to_string(), members);
-            }
-            _ => {}
+            TypeKind::Scalar | TypeKind::Enum(_) => {}
         }
     }
     sdl
