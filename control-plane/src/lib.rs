@@ -9,6 +9,8 @@
 //! generic over [`schema::Kind`] through [`schema::registry`]. All store writes go through the one
 //! writer ([`projector::writer`]). Bad input is a logged, counted skip, never a crash.
 
+#![deny(unsafe_code)]
+
 pub mod app;
 pub mod auth;
 pub mod check;
@@ -44,6 +46,9 @@ pub fn release_free_memory() {
     // SAFETY: `mi_collect` has no preconditions (it walks mimalloc's own heaps and returns their
     // free pages to the OS); it is safe to call from any thread at any time. The project's only
     // `unsafe`: the library crates forbid it (`#![forbid(unsafe_code)]`, checked by
-    // tests/architecture.rs).
-    unsafe { libmimalloc_sys::mi_collect(true) }
+    // tests/architecture.rs); this crate denies it but here.
+    #[allow(unsafe_code)]
+    unsafe {
+        libmimalloc_sys::mi_collect(true)
+    }
 }

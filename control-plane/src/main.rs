@@ -1,6 +1,8 @@
 //! The `control-plane` binary: parses the command line and dispatches. Exit codes: 0 success,
 //! 1 failure (message on stderr), 2 usage error.
 
+#![forbid(unsafe_code)]
+
 use clap::Parser;
 use control_plane::cli::{Cli, Command, SchemaCommand, SnapshotCommand};
 use control_plane::config::{self, Clock};

@@ -70,6 +70,23 @@ kind_ids! {
     FileSubscription = 19, "filesubscription", "filesubscriptions", "file.cp.ei.telekom.de";
 }
 
+impl KindId {
+    /// The file that declares this kind's record, translation and `VERSION`, relative to the
+    /// workspace root: `schema/src/kinds/<kind in snake_case>.rs`, e.g.
+    /// `schema/src/kinds/api_subscription.rs` (not [`KindId::module`], the metric label
+    /// `apisubscription`).
+    pub fn source_path(self) -> String {
+        let mut file = String::new();
+        for (i, c) in self.name().chars().enumerate() {
+            if c.is_ascii_uppercase() && i > 0 {
+                file.push('_');
+            }
+            file.push(c.to_ascii_lowercase());
+        }
+        format!("schema/src/kinds/{file}.rs")
+    }
+}
+
 /// Feature flags that switch kinds off (ARCHITECTURE.md "Feature flags switch kinds off": all
 /// default to `true`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -279,5 +296,22 @@ pub trait Kind: Send + Sync + 'static {
     /// exposes and filters the two fields from it.
     fn status(_rec: &Self::Record) -> Option<&crate::common::Status> {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KindId;
+
+    /// Every kind's source path names a file that declares its `VERSION` (messages point there).
+    #[test]
+    fn every_kind_names_the_file_that_declares_it() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        assert_eq!(KindId::ApiSubscription.source_path(), "schema/src/kinds/api_subscription.rs");
+        for kind in KindId::ALL {
+            let path = root.join(kind.source_path());
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{kind:?}: {}: {e}", path.display()));
+            assert!(text.contains("const VERSION"), "{kind:?}: {} declares no VERSION", path.display());
+        }
     }
 }

@@ -130,6 +130,44 @@ pub struct Store {
     dictionaries: documents::Dictionaries,
 }
 
+/// The read views of one open database handle, counted so that [`Store::reopen`] can wait for
+/// them to end (told by the last one, never polled).
+#[derive(Default)]
+pub(crate) struct Readers {
+    alive: std::sync::atomic::AtomicUsize,
+    lock: std::sync::Mutex<()>,
+    gone: std::sync::Condvar,
+}
+
+/// Held by a read view ([`ReadView`]) while it lives: one of [`Readers`].
+pub(crate) struct ReaderGuard(Arc<Readers>);
+
+impl Readers {
+    /// Counts a new read view.
+    fn enter(self: &Arc<Readers>) -> ReaderGuard {
+        self.alive.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        ReaderGuard(self.clone())
+    }
+
+    /// Waits until no read view is alive, at most `timeout`; returns how many still are.
+    fn wait_gone(&self, timeout: std::time::Duration) -> usize {
+        let guard = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let alive = |_: &mut ()| self.alive.load(std::sync::atomic::Ordering::Acquire) > 0;
+        drop(self.gone.wait_timeout_while(guard, timeout, alive).unwrap_or_else(|e| e.into_inner()));
+        self.alive.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
+
+impl Drop for ReaderGuard {
+    fn drop(&mut self) {
+        if self.0.alive.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
+            // Under the lock, so a waiter between its check and its wait is not missed.
+            let _guard = self.0.lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.0.gone.notify_all();
+        }
+    }
+}
+
 /// The open database — `None` while [`Store::reopen`] could not open it again — and the signal
 /// that it was closed: fields drop in declaration order, so the sender goes (and
 /// [`Store::close`] returns) only once the database file is released.
@@ -137,7 +175,7 @@ struct OpenDatabase {
     database: std::sync::RwLock<Option<Database>>,
     /// Held by every read view of the database open now; [`Store::reopen`] waits for the
     /// views of the database it closes.
-    readers: std::sync::Mutex<Arc<()>>,
+    readers: std::sync::Mutex<Arc<Readers>>,
     path: PathBuf,
     cache_bytes: usize,
     /// Whether a write of the open handle failed on the volume ([`Store::noting_failure`]):
@@ -542,11 +580,7 @@ impl Store {
     pub fn reopen(&self, readers_wait: std::time::Duration) -> Result<Reopened, StorageError> {
         let mut slot = self.db.database.write().unwrap_or_else(|e| e.into_inner());
         let readers = std::mem::take(&mut *self.db.readers.lock().unwrap_or_else(|e| e.into_inner()));
-        let deadline = std::time::Instant::now() + readers_wait;
-        while Arc::strong_count(&readers) > 1 && std::time::Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        }
-        let readers_cut = Arc::strong_count(&readers) - 1;
+        let readers_cut = readers.wait_gone(readers_wait);
         // A handle whose write failed cannot record a clean shutdown: its file is recovered
         // by the open below.
         drop(slot.take());
@@ -628,7 +662,7 @@ impl Store {
             drop(self.db.reopened.wait_timeout_while(failed, READ_WAITS_FOR_REOPEN, |failed| *failed).unwrap_or_else(|e| e.into_inner()));
         }
         let database = self.database()?;
-        let reader = self.db.readers.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let reader = self.db.readers.lock().unwrap_or_else(|e| e.into_inner()).enter();
         ReadView::new(database.begin_read()?, self.kinds.clone(), self.wanted.clone(), reader)
     }
 

@@ -44,7 +44,7 @@ pub struct ReadView {
     refused: OnceLock<Vec<KindId>>,
     wanted: Arc<Wanted>,
     /// Counted by [`crate::Store::reopen`], which waits for the views of the database it closes.
-    _reader: Arc<()>,
+    _reader: crate::ReaderGuard,
 }
 
 type RecordsTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
@@ -54,7 +54,12 @@ type CountsTable = redb::ReadOnlyTable<&'static [u8], u64>;
 pub type OrderEntry = (Vec<u8>, Key);
 
 impl ReadView {
-    pub(crate) fn new(txn: ReadTransaction, kinds: Arc<KindTable>, wanted: Arc<Wanted>, reader: Arc<()>) -> Result<ReadView, StorageError> {
+    pub(crate) fn new(
+        txn: ReadTransaction,
+        kinds: Arc<KindTable>,
+        wanted: Arc<Wanted>,
+        reader: crate::ReaderGuard,
+    ) -> Result<ReadView, StorageError> {
         let order = txn.open_table(tables::ORDER)?;
         let index_entries = txn.open_table(tables::INDEX_ENTRIES)?;
         let codes = KindId::ALL.iter().map(|k| usize::from(k.code())).max().unwrap_or(0) + 1;

@@ -527,9 +527,9 @@ mod golden {
             if was_version == version.to_string() {
                 wrong.push(format!(
                     "{kind:?}: its records encode differently ({n} records, sha256 {hex}; committed: {was}) but {kind:?}::VERSION is still {version}: \
-                     bump `const VERSION` in schema/src/kinds/{}.rs (ARCHITECTURE.md, \"Changing a record or a rule\"), then record the new \
+                     bump `const VERSION` in {} (ARCHITECTURE.md, \"Changing a record or a rule\"), then record the new \
                      encodings with CP_UPDATE_GOLDEN=1",
-                    kind.module()
+                    kind.source_path()
                 ));
             } else {
                 wrong.push(format!(

@@ -235,9 +235,7 @@ impl ChangeSender {
     /// of their own, never on an async runtime) while more than [`PACED_QUEUE_DEPTH`] changes
     /// are queued, so the queue's memory stays bounded.
     pub fn send_paced(&self, c: Change) -> bool {
-        while self.queue.depth.load(Ordering::Relaxed) > PACED_QUEUE_DEPTH && !self.queue.closed.load(Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        futures::executor::block_on(self.room());
         self.send(c)
     }
 

@@ -517,6 +517,7 @@ impl KindWatch {
     async fn run(&mut self, api: Api<DynamicObject>) {
         let r = &self.watched.resource;
         tracing::info!(kind = self.name(), resource = %format!("{}.{}/{}", r.plural, r.group, r.version), "watching");
+        let mut restarts = watcher::DefaultBackoff::default();
         loop {
             self.cached = !std::mem::take(&mut self.quorum_next) && self.wiring.lists.whole(self.watched.kind);
             let config = match self.cached {
@@ -541,8 +542,11 @@ impl KindWatch {
                     "more objects than a list from the watch cache may hold: listing with quorum reads in pages"
                 ),
                 Ended::StreamEnded => {
-                    tracing::warn!(kind = self.name(), "the watch stream ended; restarting it");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    // A real watcher never ends; should one, kube-rs's own backoff spaces the
+                    // restarts (0.8 s doubling to 30 s, reset after 2 minutes without one).
+                    let delay = restarts.next().unwrap_or(Duration::from_secs(30));
+                    tracing::warn!(kind = self.name(), delay_s = delay.as_secs_f64(), "the watch stream ended; restarting it");
+                    tokio::time::sleep(delay).await;
                 }
             }
         }
