@@ -367,7 +367,7 @@ fn values_schema_rejects_huge_whole_numbers_from_values_files() {
     let file = dir.path().join("max.yaml");
     std::fs::write(&file, "config:\n  security:\n    mode: mock\n  graphql:\n    maxComplexity: 9007199254740991\n").unwrap();
     let r = Rendered::new(&["-f", file.to_str().unwrap()]);
-    assert_eq!(r.load_config(&[]).unwrap().graphql.max_complexity, 9007199254740991);
+    assert_eq!(r.load_config(&[]).unwrap().graphql.limits.max_complexity, 9007199254740991);
 }
 
 /// The schema and the server agree on `config.security.leeway` (at most 5m) and on the other
@@ -426,8 +426,8 @@ fn values_schema_matches_the_servers_limits() {
         "projector.periodicResync=0",
     ]);
     let config = r.load_config(&[]).unwrap();
-    assert_eq!(config.graphql.max_page_size, 2147483647);
-    assert_eq!((config.graphql.max_depth, config.graphql.max_complexity, config.graphql.max_body_bytes), (1, 1, 1024));
+    assert_eq!(config.graphql.limits.max_page_size, 2147483647);
+    assert_eq!((config.graphql.limits.max_depth, config.graphql.limits.max_complexity, config.graphql.max_body_bytes), (1, 1, 1024));
     assert_eq!(config.graphql.request_timeout, Duration::ZERO);
     assert_eq!(config.projector.dependency_delay, Duration::from_secs(5400));
     assert_eq!(config.projector.dependency_delay_jitter, Duration::from_millis(1500));
@@ -896,7 +896,7 @@ fn custom_config_is_loaded_by_the_real_loader() {
     assert_eq!(config.server.address, "0.0.0.0:9090");
     assert_eq!((config.server.header_timeout, config.server.max_connections), (Duration::from_secs(20), 2000));
     assert_eq!(config.storage.data_dir, PathBuf::from("/data"));
-    assert_eq!(config.storage.cache_bytes, 128 << 20);
+    assert_eq!(config.storage.cache_size, 128 << 20);
     assert_eq!((config.subscriptions.max_connections, config.subscriptions.max_lifetime), (200, Duration::from_secs(3600)));
     assert!(matches!(config.source, SourceConfig::Kube(ref k) if k.url.is_none()), "in-cluster kube source");
     assert_eq!(config.security.mode, AuthMode::Jwt);
@@ -906,7 +906,7 @@ fn custom_config_is_loaded_by_the_real_loader() {
     );
     assert_eq!(config.security.audience.as_deref(), Some("control-plane"));
     assert_eq!(config.security.leeway, Duration::from_secs(60));
-    assert_eq!(config.graphql.max_page_size, 500);
+    assert_eq!(config.graphql.limits.max_page_size, 500);
     assert!(!config.graphql.playground_enabled);
     assert_eq!(config.graphql.request_timeout, Duration::from_secs(30));
     assert_eq!(config.secret_manager.url.as_deref(), Some("https://secrets.example.com"));
@@ -1440,7 +1440,7 @@ fn subscriptions_server_and_storage_settings_render_and_the_charts_own_cannot_be
     ]);
     let config = r.load_config(&[]).unwrap();
     assert_eq!((config.server.address.as_str(), config.server.header_timeout), ("0.0.0.0:8080", Duration::from_secs(20)));
-    assert_eq!((config.storage.data_dir, config.storage.cache_bytes), (PathBuf::from("/var/lib/control-plane"), 2097152));
+    assert_eq!((config.storage.data_dir, config.storage.cache_size), (PathBuf::from("/var/lib/control-plane"), 2097152));
 }
 
 /// The chart README's settings table, between these markers, is generated from `config::SETTINGS`

@@ -317,8 +317,8 @@ async fn every_kind_is_projected_with_the_facts_counts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn query_limits_are_configurable() {
     let server = Server::start_with(&support::world_dir(), None, |c| {
-        c.graphql.max_depth = 4;
-        c.graphql.max_complexity = 40;
+        c.graphql.limits.max_depth = 4;
+        c.graphql.limits.max_complexity = 40;
         c.graphql.introspection_enabled = false;
         c.graphql.max_body_bytes = 4096;
     })

@@ -185,7 +185,7 @@ pub fn kube_config(url: &str, data_dir: &Path) -> Config {
 fn from_env(mut c: Config) -> Config {
     c.now = Some(schema::Timestamp::parse_rfc3339(NOW).unwrap());
     if let Ok(v) = std::env::var("CP_STORAGE_CACHE_SIZE") {
-        c.storage.cache_bytes = v.parse().unwrap_or_else(|_| panic!("CP_STORAGE_CACHE_SIZE={v}: not a number of bytes"));
+        c.storage.cache_size = v.parse().unwrap_or_else(|_| panic!("CP_STORAGE_CACHE_SIZE={v}: not a number of bytes"));
     }
     if let Ok(v) = std::env::var("CP_STORAGE_PREBUILD_ORDERS") {
         c.storage.prebuild_orders = v.parse().unwrap_or_else(|_| panic!("CP_STORAGE_PREBUILD_ORDERS={v}: not true or false"));

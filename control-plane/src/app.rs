@@ -115,7 +115,7 @@ impl App {
         };
         let client = cluster.map(|c| c.client);
         crate::snapshot::remove_restore_leftovers(&config.storage.data_dir)?;
-        let store = Store::open_with_cache(&config.storage.data_dir, config.storage.cache_bytes)
+        let store = Store::open_with_cache(&config.storage.data_dir, config.storage.cache_size)
             .with_context(|| format!("opening the store in {}", config.storage.data_dir.display()))?;
         // Derived data: rebuilt here from the store when missing or stale (ARCHITECTURE.md,
         // `storage` "Catalogue search").

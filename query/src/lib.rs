@@ -42,33 +42,14 @@ pub struct QueryError(pub async_graphql::Error);
 /// Settings of the GraphQL layer.
 #[derive(Clone, Debug)]
 pub struct QueryConfig {
-    /// Maximum `first`/`last`, also the page size when neither is given (default 1000).
-    pub max_page_size: usize,
+    /// The bounds of every request (`graphql.*` limit settings; see [`limits::Limits`]).
+    pub limits: limits::Limits,
     /// A pinned clock for time-dependent fields (`--now`); `None` = wall clock per request.
     pub now: Option<Timestamp>,
     /// Whether introspection is enabled (default true).
     pub introspection: bool,
-    /// Maximum query depth (default 20, at most [`limits::MAX_DEPTH_CEILING`]).
-    pub max_depth: usize,
-    /// Maximum query complexity, counted as selected fields with fragments expanded (default
-    /// 5000).
-    pub max_complexity: usize,
-    /// Maximum nesting of lists and input objects in one argument or variable (default 16).
-    pub max_input_depth: usize,
-    /// Maximum worst-case node estimate (default 2 500 000; see [`limits`]).
-    pub max_nodes: u64,
-    /// Maximum nesting of `has<Edge>With` filters (default 3).
-    pub max_filter_depth: usize,
-    /// Maximum bytes of a search text (default 256).
-    pub max_search_bytes: usize,
-    /// Maximum words of a search text (default 8).
-    pub max_search_terms: usize,
-    /// Maximum bytes of the operands of a request's `where` filters (default 1 048 576).
-    pub max_filter_bytes: usize,
-    /// Maximum bytes of an answer, counted while it is resolved (default 16 MiB).
-    pub max_response_bytes: usize,
-    /// Query texts kept for automatic persisted queries ([`persisted`]), default 1000, at
-    /// least 1.
+    /// Query texts kept for automatic persisted queries ([`persisted`]; default
+    /// [`persisted::DEFAULT_CAPACITY`]), at least 1.
     pub persisted_queries: usize,
     /// The file manager's base URL (`https://files.example`, no trailing `/`):
     /// `specificationUrl` is `<this>/files/<specification>`; `None` = always null.
@@ -83,42 +64,14 @@ pub struct QueryConfig {
 
 impl Default for QueryConfig {
     fn default() -> QueryConfig {
-        let l = limits::Limits::default();
         QueryConfig {
-            max_page_size: l.max_page_size,
+            limits: limits::Limits::default(),
             now: None,
             introspection: true,
-            max_depth: l.max_depth,
-            max_complexity: l.max_complexity,
-            max_input_depth: l.max_input_depth,
-            max_nodes: l.max_nodes,
-            max_filter_depth: l.max_filter_depth,
-            max_search_bytes: l.max_search_bytes,
-            max_search_terms: l.max_search_terms,
-            max_filter_bytes: l.max_filter_bytes,
-            max_response_bytes: l.max_response_bytes,
             file_manager_base_url: None,
-            persisted_queries: 1000,
+            persisted_queries: persisted::DEFAULT_CAPACITY,
             secret_resolver: None,
             command_sink: None,
-        }
-    }
-}
-
-impl QueryConfig {
-    /// The limits of one request.
-    pub fn limits(&self) -> limits::Limits {
-        limits::Limits {
-            max_depth: self.max_depth.min(limits::MAX_DEPTH_CEILING),
-            max_complexity: self.max_complexity,
-            max_input_depth: self.max_input_depth,
-            max_nodes: self.max_nodes,
-            max_filter_depth: self.max_filter_depth,
-            max_page_size: self.max_page_size,
-            max_search_bytes: self.max_search_bytes,
-            max_search_terms: self.max_search_terms,
-            max_filter_bytes: self.max_filter_bytes,
-            max_response_bytes: self.max_response_bytes,
         }
     }
 }
@@ -231,7 +184,7 @@ pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
     let subscriptions = build(&config, Extras { nullable_nodes: false, change_events: true }, ValidationMode::Strict)?.0;
     let shapes =
         limits::Shapes::new(&plain.strict.sdl(), records).map_err(|e| SchemaError(format!("the generated SDL does not parse: {e}")))?;
-    let limits = Arc::new(config.limits());
+    let limits = Arc::new(limits::Limits { max_depth: config.limits.max_depth.min(limits::MAX_DEPTH_CEILING), ..config.limits.clone() });
     let persisted = persisted::PersistedQueries::new(config.persisted_queries);
     Ok(Api { plain, nodes, subscriptions, config, limits, shapes, parsed: ParseCache::default(), persisted })
 }
@@ -281,8 +234,8 @@ fn build(
         .register(Scalar::new("Cursor").description("An opaque pagination cursor"))
         .register(Scalar::new("Map").description("A JSON object"))
         .register(query)
-        .limit_depth(config.max_depth.min(limits::MAX_DEPTH_CEILING))
-        .limit_complexity(config.max_complexity)
+        .limit_depth(config.limits.max_depth.min(limits::MAX_DEPTH_CEILING))
+        .limit_complexity(config.limits.max_complexity)
         .validation_mode(validation);
     for o in bld.take_objects() {
         sb = sb.register(o);
@@ -376,7 +329,7 @@ impl Api {
             cost = self.measure(&p.doc, &request, &view, &viewer).map_err(refuse)?;
             request.set_parsed_query(p.doc.clone());
         }
-        let rq = request_context(store, view, viewer, deadline, self.config.now, self.config.max_page_size, &self.limits);
+        let rq = request_context(store, view, viewer, deadline, self.config.now, self.config.limits.max_page_size, &self.limits);
         Ok(Prepared { rq, request, parsed, cost, store: store.clone(), mutation })
     }
 
@@ -390,7 +343,8 @@ impl Api {
         viewer: &Viewer,
     ) -> Result<limits::Cost, limits::LimitError> {
         let mut counts = std::collections::HashMap::new();
-        let mut bound = |r: limits::RecordList| *counts.entry(r).or_insert_with(|| list_bound(view, viewer, r, self.config.max_page_size));
+        let mut bound =
+            |r: limits::RecordList| *counts.entry(r).or_insert_with(|| list_bound(view, viewer, r, self.config.limits.max_page_size));
         limits::analyze(doc, request.operation_name.as_deref(), &request.variables, &self.shapes, &self.limits, &mut bound)
     }
 
@@ -449,7 +403,7 @@ impl Api {
             log,
             deadline,
             self.config.now,
-            self.config.max_page_size,
+            self.config.limits.max_page_size,
             self.limits.clone(),
         );
         Ok(request.data(data))
@@ -535,7 +489,7 @@ impl Api {
         if let Err(e) = viewer.resolve(&view) {
             return unreadable(e);
         }
-        let rq = request_context(&store, view, viewer, deadline.clone(), self.config.now, self.config.max_page_size, &self.limits);
+        let rq = request_context(&store, view, viewer, deadline.clone(), self.config.now, self.config.limits.max_page_size, &self.limits);
         let answer = self.plain.strict.execute(again.data(rq).data(run.answer())).await;
         if deadline.passed() {
             return timeout(&deadline);

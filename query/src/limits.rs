@@ -41,35 +41,36 @@ use async_graphql_value::{ConstValue, Value};
 use foldhash::HashMap;
 use schema::KindId;
 
-/// The bounds of one request (settings `graphql.*`, see the README's limits table).
+/// The bounds of one request: the `graphql.*` limit settings themselves (the README's limits
+/// table), held as they are by the configuration (`GraphqlConfig::limits`) and the query layer
+/// ([`crate::QueryConfig::limits`]); the defaults are [`Limits::DEFAULT`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// `graphql.maxDepth`: levels of nested fields, fragments expanded (default 20, at most
+    /// `graphql.maxDepth`: levels of nested fields, fragments expanded (at most
     /// [`MAX_DEPTH_CEILING`]).
     pub max_depth: usize,
-    /// `graphql.maxComplexity`: selected fields, fragments expanded (default 5000).
+    /// `graphql.maxComplexity`: selected fields, fragments expanded.
     pub max_complexity: usize,
     /// `graphql.maxInputDepth`: nesting of lists and input objects in one argument or variable
-    /// value (default 16).
+    /// value.
     pub max_input_depth: usize,
-    /// `graphql.maxNodes`: worst-case node estimate (default 2 500 000).
+    /// `graphql.maxNodes`: worst-case node estimate.
     pub max_nodes: u64,
-    /// `graphql.maxFilterDepth`: `has<Edge>With` filters nested in one `where` (default 3).
+    /// `graphql.maxFilterDepth`: `has<Edge>With` filters nested in one `where`.
     pub max_filter_depth: usize,
-    /// `graphql.maxPageSize`: the page size when neither `first` nor `last` is given, and the
-    /// most items of a list argument (`idIn`, `nodes(ids:)`).
+    /// `graphql.maxPageSize`: the page size when neither `first` nor `last` is given, the most
+    /// of either, and the most items of a list argument (`idIn`, `nodes(ids:)`).
     pub max_page_size: usize,
-    /// `graphql.maxSearchLength`: bytes of a `search` / `catalogueSearch(query:)` text
-    /// (default 256).
-    pub max_search_bytes: usize,
-    /// `graphql.maxSearchTerms`: words of a search text (default 8).
+    /// `graphql.maxSearchLength`: bytes of a `search` / `catalogueSearch(query:)` text.
+    pub max_search_length: usize,
+    /// `graphql.maxSearchTerms`: words of a search text.
     pub max_search_terms: usize,
     /// `graphql.maxFilterBytes`: the operands of every `where` of the request together, in
     /// bytes (strings by their length, other scalars 8 bytes), each use of a variable counted
-    /// again (default 1 048 576).
+    /// again.
     pub max_filter_bytes: usize,
-    /// `graphql.maxResponseBytes`: the answer's size, counted while it is resolved (default
-    /// 16 MiB; see [`crate::deadline::Deadline::charge`]).
+    /// `graphql.maxResponseBytes`: the answer's size, counted while it is resolved (see
+    /// [`crate::deadline::Deadline::charge`]).
     pub max_response_bytes: usize,
 }
 
@@ -77,20 +78,26 @@ pub struct Limits {
 /// than 32 selection levels with a message of its own.
 pub const MAX_DEPTH_CEILING: usize = 30;
 
+impl Limits {
+    /// The defaults: the one declaration of the `graphql.*` limit settings' defaults (the
+    /// configuration's table shows them from here).
+    pub const DEFAULT: Limits = Limits {
+        max_depth: 20,
+        max_complexity: 5000,
+        max_input_depth: 16,
+        max_nodes: 2_500_000,
+        max_filter_depth: 3,
+        max_page_size: 1000,
+        max_search_length: 256,
+        max_search_terms: 8,
+        max_filter_bytes: 1_048_576,
+        max_response_bytes: 16 << 20,
+    };
+}
+
 impl Default for Limits {
     fn default() -> Limits {
-        Limits {
-            max_depth: 20,
-            max_complexity: 5000,
-            max_input_depth: 16,
-            max_nodes: 2_500_000,
-            max_filter_depth: 3,
-            max_page_size: 1000,
-            max_search_bytes: 256,
-            max_search_terms: 8,
-            max_filter_bytes: 1_048_576,
-            max_response_bytes: 16 << 20,
-        }
+        Limits::DEFAULT
     }
 }
 
@@ -188,13 +195,13 @@ impl LimitError {
 }
 
 /// Checks a search text (`search:` of the catalogue connections, `catalogueSearch(query:)`):
-/// at most `max_search_bytes` bytes and `max_search_terms` words (as the index splits them).
+/// at most `max_search_length` bytes and `max_search_terms` words (as the index splits them).
 ///
 /// # Errors
 /// [`LimitError`] with code `BAD_USER_INPUT`.
 pub fn check_search(text: &str, limits: &Limits) -> Result<(), LimitError> {
-    if text.len() > limits.max_search_bytes {
-        let max = limits.max_search_bytes;
+    if text.len() > limits.max_search_length {
+        let max = limits.max_search_length;
         return Err(LimitError::new(&SEARCH_BYTES, max, format!("a search text is longer than {max} bytes")));
     }
     if storage::analysis::words(text).len() > limits.max_search_terms {

@@ -20,6 +20,9 @@ use std::sync::Mutex;
 /// The longest query text stored, in bytes.
 pub const MAX_TEXT: usize = 16 * 1024;
 
+/// Query texts kept by default (`graphql.persistedQueries`).
+pub const DEFAULT_CAPACITY: usize = 1000;
+
 /// The `extensions.code` of an unknown hash.
 pub const NOT_FOUND: &str = "PERSISTED_QUERY_NOT_FOUND";
 

@@ -79,10 +79,10 @@ async fn the_node_estimate_multiplies_pages_along_nested_connections() {
 #[tokio::test]
 async fn each_limit_has_its_code() {
     let world = world_with(|c| {
-        c.max_nodes = 100;
-        c.max_depth = 6;
-        c.max_complexity = 50;
-        c.max_filter_depth = 2;
+        c.limits.max_nodes = 100;
+        c.limits.max_depth = 6;
+        c.limits.max_complexity = 50;
+        c.limits.max_filter_depth = 2;
     });
     let admin = admin();
     let nodes =
@@ -121,7 +121,7 @@ async fn each_limit_has_its_code() {
 /// copied, while the same string used once is accepted and answers.
 #[tokio::test]
 async fn filter_operands_are_bounded_with_every_use_of_a_variable_counted() {
-    let world = world_with(|c| c.max_filter_bytes = 10_000);
+    let world = world_with(|c| c.limits.max_filter_bytes = 10_000);
     let team = team_viewer(CHECKOUT, "poc");
     let big = "É".repeat(3_000); // 6,000 bytes
     let once = "query($s: String!) { applications(first: 1, where: {nameContains: $s}) { totalCount } }";
@@ -154,14 +154,14 @@ async fn an_answer_beyond_its_byte_budget_is_one_error_without_data() {
     let bytes = answer.to_string().len();
     assert!(bytes > 4_000, "the full answer takes {bytes} bytes");
 
-    let small = world_with(|c| c.max_response_bytes = bytes / 2);
+    let small = world_with(|c| c.limits.max_response_bytes = bytes / 2);
     let r = small.run(&admin(), q).await;
     assert_eq!(r["data"], Value::Null, "{r}");
     assert_eq!(r["errors"].as_array().map(Vec::len), Some(1), "{r}");
     let ext = &r["errors"][0]["extensions"];
     assert_eq!(*ext, json!({"code": "RESPONSE_TOO_LARGE", "limit": "graphql.maxResponseBytes", "max": bytes / 2}));
     // The count is an estimate of the JSON: within twice the real size, the answer passes.
-    let roomy = world_with(|c| c.max_response_bytes = bytes * 2);
+    let roomy = world_with(|c| c.limits.max_response_bytes = bytes * 2);
     assert_eq!(roomy.data(&admin(), q).await, answer);
 }
 
@@ -185,7 +185,7 @@ async fn arguments_count_as_fields_and_errors_are_capped() {
     let world = World::load();
     let r = world.run(&admin(), &args(6_000)).await;
     assert_eq!(r["errors"][0]["extensions"]["code"], "QUERY_TOO_COMPLEX", "{}", r["errors"][0]);
-    let roomy = world_with(|c| c.max_complexity = 100_000);
+    let roomy = world_with(|c| c.limits.max_complexity = 100_000);
     let r = roomy.run(&admin(), &args(3_000)).await;
     let errors = r["errors"].as_array().unwrap();
     assert_eq!(errors.len(), query::MAX_ERRORS + 1);
@@ -235,14 +235,14 @@ async fn hostile_inputs_are_refused_before_execution() {
     assert_eq!(code(&doubling), "QUERY_TOO_COMPLEX");
     // Lists multiplying along a cycle of edges.
     let cycle = "{ applications(first: 1) { edges { node { zone { applications { zone { applications { zone { applications { zone { applications { name } } } } } } } } } } } }";
-    let world_small = world_with(|c| c.max_nodes = 1000);
+    let world_small = world_with(|c| c.limits.max_nodes = 1000);
     assert_eq!(code(&measure(&world_small, &admin(), cycle, json!({})).unwrap_err()), "TOO_MANY_NODES");
 }
 
 /// The refusals and the answers through the executor are the same.
 #[tokio::test]
 async fn refusals_reach_the_response() {
-    let world = world_with(|c| c.max_nodes = 10);
+    let world = world_with(|c| c.limits.max_nodes = 10);
     let r = world.run(&admin(), "{ applications(first: 11) { totalCount } }").await;
     assert_eq!(r["errors"][0]["extensions"]["code"], "TOO_MANY_NODES", "{r}");
     assert_eq!(r["data"], Value::Null);

@@ -61,7 +61,7 @@ use std::sync::Arc;
 /// it are read from the file (the OS page cache). Measured at 1M objects against redb's own
 /// default of 1 GiB (BENCHMARKS.md): the same restart time and query latencies, a faster initial
 /// load, and about 550 MB less memory.
-pub const DEFAULT_CACHE_BYTES: usize = 64 << 20;
+pub const DEFAULT_CACHE_SIZE: usize = 64 << 20;
 
 /// The file name of the store inside a data directory.
 pub const DB_FILE: &str = "readmodel.redb";
@@ -177,7 +177,7 @@ struct OpenDatabase {
     /// views of the database it closes.
     readers: std::sync::Mutex<Arc<Readers>>,
     path: PathBuf,
-    cache_bytes: usize,
+    cache_size: usize,
     /// Whether a write of the open handle failed on the volume ([`Store::noting_failure`]):
     /// redb refuses its reads too, so new reads wait (bounded) for [`Store::reopen`].
     failed: std::sync::Mutex<bool>,
@@ -322,15 +322,15 @@ impl Store {
     /// another process holds the database, [`StorageError::VersionMismatch`] for a store of
     /// another layout version, other variants for redb failures.
     pub fn open(dir: &Path) -> Result<Store, StorageError> {
-        Store::open_with_cache(dir, DEFAULT_CACHE_BYTES)
+        Store::open_with_cache(dir, DEFAULT_CACHE_SIZE)
     }
 
-    /// Like [`Store::open`], with redb's page cache limited to `cache_bytes` (reads beyond it
+    /// Like [`Store::open`], with redb's page cache limited to `cache_size` (reads beyond it
     /// come from the operating system's page cache).
     ///
     /// # Errors
     /// As [`Store::open`].
-    pub fn open_with_cache(dir: &Path, cache_bytes: usize) -> Result<Store, StorageError> {
+    pub fn open_with_cache(dir: &Path, cache_size: usize) -> Result<Store, StorageError> {
         std::fs::create_dir_all(dir).map_err(|e| StorageError::Io(format!("creating {}: {e}", dir.display())))?;
         let path = dir.join(DB_FILE);
         match std::fs::metadata(&path) {
@@ -344,26 +344,26 @@ impl Store {
             }
             Ok(_) => {}
         }
-        Store::open_file(&path, cache_bytes)
+        Store::open_file(&path, cache_size)
     }
 
-    fn open_database(path: &Path, cache_bytes: usize) -> Result<Database, StorageError> {
-        redb::Builder::new().set_cache_size(cache_bytes).create(path).map_err(|e| match e {
+    fn open_database(path: &Path, cache_size: usize) -> Result<Database, StorageError> {
+        redb::Builder::new().set_cache_size(cache_size).create(path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StorageError::Locked(path.display().to_string()),
             e @ redb::DatabaseError::Storage(_) => StorageError::from(e),
             e => StorageError::Database(e.to_string()),
         })
     }
 
-    fn open_file(path: &Path, cache_bytes: usize) -> Result<Store, StorageError> {
-        let db = Store::open_database(path, cache_bytes)?;
+    fn open_file(path: &Path, cache_size: usize) -> Result<Store, StorageError> {
+        let db = Store::open_database(path, cache_size)?;
         let (released, on_release) = std::sync::mpsc::channel();
         let store = Store {
             db: Arc::new(OpenDatabase {
                 database: std::sync::RwLock::new(Some(db)),
                 readers: std::sync::Mutex::default(),
                 path: path.to_path_buf(),
-                cache_bytes,
+                cache_size,
                 failed: std::sync::Mutex::new(false),
                 failing: std::sync::atomic::AtomicBool::new(false),
                 reopened: std::sync::Condvar::new(),
@@ -391,7 +391,7 @@ impl Store {
         if fresh.exists() {
             std::fs::remove_file(&fresh).map_err(|e| io("removing", &fresh, e))?;
         }
-        drop(Store::open_file(&fresh, DEFAULT_CACHE_BYTES)?);
+        drop(Store::open_file(&fresh, DEFAULT_CACHE_SIZE)?);
         std::fs::File::open(&fresh).and_then(|f| f.sync_all()).map_err(|e| io("syncing", &fresh, e))?;
         std::fs::rename(&fresh, path).map_err(|e| io("renaming into", path, e))?;
         std::fs::File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io("syncing", dir, e))
@@ -585,7 +585,7 @@ impl Store {
         // by the open below.
         drop(slot.take());
         let started = std::time::Instant::now();
-        let opened = Store::open_database(&self.db.path, self.db.cache_bytes);
+        let opened = Store::open_database(&self.db.path, self.db.cache_size);
         // Opened or closed, waiting readers go on (a closed store fails them at once).
         *self.db.failed.lock().unwrap_or_else(|e| e.into_inner()) = false;
         self.db.failing.store(false, std::sync::atomic::Ordering::Release);

@@ -12,6 +12,8 @@
 pub mod duration;
 
 use crate::cli::ServeArgs;
+use const_format::formatcp;
+use query::limits::Limits;
 use schema::kind::Features;
 use schema::Timestamp;
 use serde_json::Value;
@@ -162,9 +164,9 @@ pub const SETTINGS: &[Setting] = &[
         "storage.cacheSize",
         "CP_STORAGE_CACHE_SIZE",
         "BYTES",
-        "67108864",
+        formatcp!("{}", storage::DEFAULT_CACHE_SIZE),
         "redb page cache in bytes (at least 1048576). Pages beyond it are read from the file; raising it trades memory for fewer reads.",
-        |d, v| set(&mut d.config.storage.cache_bytes, parse_at_least(one(v)?, 1 << 20)),
+        |d, v| set(&mut d.config.storage.cache_size, parse_at_least(one(v)?, 1 << 20)),
     ),
     Setting::file(
         "storage.prebuildOrders",
@@ -231,9 +233,9 @@ pub const SETTINGS: &[Setting] = &[
         "graphql.maxPageSize",
         "CP_GRAPHQL_MAX_PAGE_SIZE",
         "N",
-        "1000",
+        formatcp!("{}", Limits::DEFAULT.max_page_size),
         "Maximum page size of a connection (records), also applied without first/last.",
-        |d, v| set(&mut d.config.graphql.max_page_size, parse_page_size(one(v)?)),
+        |d, v| set(&mut d.config.graphql.limits.max_page_size, parse_page_size(one(v)?)),
     ),
     Setting::file("graphql.playgroundEnabled", "CP_GRAPHQL_PLAYGROUND_ENABLED", "BOOL", "true", "Serve the GraphiQL page at /graphql.", |d, v| {
         set(&mut d.config.graphql.playground_enabled, parse_bool(one(v)?))
@@ -242,73 +244,73 @@ pub const SETTINGS: &[Setting] = &[
         "graphql.maxDepth",
         "CP_GRAPHQL_MAX_DEPTH",
         "N",
-        "20",
+        formatcp!("{}", Limits::DEFAULT.max_depth),
         "Maximum nesting depth of a query (levels of fields, fragments expanded; 1 to 30). Error code QUERY_TOO_DEEP.",
-        |d, v| set(&mut d.config.graphql.max_depth, parse_between(one(v)?, 1, query::limits::MAX_DEPTH_CEILING)),
+        |d, v| set(&mut d.config.graphql.limits.max_depth, parse_between(one(v)?, 1, query::limits::MAX_DEPTH_CEILING)),
     ),
     Setting::file(
         "graphql.maxComplexity",
         "CP_GRAPHQL_MAX_COMPLEXITY",
         "N",
-        "5000",
+        formatcp!("{}", Limits::DEFAULT.max_complexity),
         "Maximum selected fields of a query, fragments expanded (aliases count). Error code QUERY_TOO_COMPLEX.",
-        |d, v| set(&mut d.config.graphql.max_complexity, parse_at_least(one(v)?, 1)),
+        |d, v| set(&mut d.config.graphql.limits.max_complexity, parse_at_least(one(v)?, 1)),
     ),
     Setting::file(
         "graphql.maxNodes",
         "CP_GRAPHQL_MAX_NODES",
         "N",
-        "2500000",
+        formatcp!("{}", Limits::DEFAULT.max_nodes),
         "Maximum worst-case node estimate of a query: first/last (else maxPageSize) multiplied along nested connections, lists counted at their largest possible length. Error code TOO_MANY_NODES.",
-        |d, v| set(&mut d.config.graphql.max_nodes, parse_at_least(one(v)?, 1).map(|n| n as u64)),
+        |d, v| set(&mut d.config.graphql.limits.max_nodes, parse_at_least(one(v)?, 1).map(|n| n as u64)),
     ),
     Setting::file(
         "graphql.maxInputDepth",
         "CP_GRAPHQL_MAX_INPUT_DEPTH",
         "N",
-        "16",
+        formatcp!("{}", Limits::DEFAULT.max_input_depth),
         "Maximum nesting of lists and input objects in one argument or variable. Error code INPUT_TOO_DEEP.",
-        |d, v| set(&mut d.config.graphql.max_input_depth, parse_at_least(one(v)?, 1)),
+        |d, v| set(&mut d.config.graphql.limits.max_input_depth, parse_at_least(one(v)?, 1)),
     ),
     Setting::file(
         "graphql.maxFilterDepth",
         "CP_GRAPHQL_MAX_FILTER_DEPTH",
         "N",
-        "3",
+        formatcp!("{}", Limits::DEFAULT.max_filter_depth),
         "Maximum nesting of has<Edge>With filters in one where. Error code FILTER_TOO_DEEP.",
-        |d, v| set(&mut d.config.graphql.max_filter_depth, parse_at_least(one(v)?, 1)),
+        |d, v| set(&mut d.config.graphql.limits.max_filter_depth, parse_at_least(one(v)?, 1)),
     ),
     Setting::file(
         "graphql.maxSearchLength",
         "CP_GRAPHQL_MAX_SEARCH_LENGTH",
         "BYTES",
-        "256",
+        formatcp!("{}", Limits::DEFAULT.max_search_length),
         "Maximum bytes of a search text (search:, catalogueSearch(query:)). Error code BAD_USER_INPUT.",
-        |d, v| set(&mut d.config.graphql.max_search_bytes, parse_at_least(one(v)?, 1)),
+        |d, v| set(&mut d.config.graphql.limits.max_search_length, parse_at_least(one(v)?, 1)),
     ),
     Setting::file(
         "graphql.maxSearchTerms",
         "CP_GRAPHQL_MAX_SEARCH_TERMS",
         "N",
-        "8",
+        formatcp!("{}", Limits::DEFAULT.max_search_terms),
         "Maximum words of a search text. Error code BAD_USER_INPUT.",
-        |d, v| set(&mut d.config.graphql.max_search_terms, parse_at_least(one(v)?, 1)),
+        |d, v| set(&mut d.config.graphql.limits.max_search_terms, parse_at_least(one(v)?, 1)),
     ),
     Setting::file(
         "graphql.maxFilterBytes",
         "CP_GRAPHQL_MAX_FILTER_BYTES",
         "BYTES",
-        "1048576",
+        formatcp!("{}", Limits::DEFAULT.max_filter_bytes),
         "Maximum bytes of the operands of a request's where filters together, each use of a variable counted. Error code FILTER_TOO_LARGE.",
-        |d, v| set(&mut d.config.graphql.max_filter_bytes, parse_at_least(one(v)?, 1)),
+        |d, v| set(&mut d.config.graphql.limits.max_filter_bytes, parse_at_least(one(v)?, 1)),
     ),
     Setting::file(
         "graphql.maxResponseBytes",
         "CP_GRAPHQL_MAX_RESPONSE_BYTES",
         "BYTES",
-        "16777216",
+        formatcp!("{}", Limits::DEFAULT.max_response_bytes),
         "Maximum bytes of an answer (at least 1024), counted while it is resolved; a larger one ends with one error. Error code RESPONSE_TOO_LARGE.",
-        |d, v| set(&mut d.config.graphql.max_response_bytes, parse_at_least(one(v)?, 1024)),
+        |d, v| set(&mut d.config.graphql.limits.max_response_bytes, parse_at_least(one(v)?, 1024)),
     ),
     Setting::file(
         "graphql.workers",
@@ -330,7 +332,7 @@ pub const SETTINGS: &[Setting] = &[
         "graphql.persistedQueries",
         "CP_GRAPHQL_PERSISTED_QUERIES",
         "N",
-        "1000",
+        formatcp!("{}", query::persisted::DEFAULT_CAPACITY),
         "Query texts kept for automatic persisted queries (Apollo APQ), 100 to 10000; the least recently used goes first.",
         |d, v| set(&mut d.config.graphql.persisted_queries, parse_between(one(v)?, 100, 10_000)),
     ),
@@ -660,8 +662,8 @@ pub struct StorageConfig {
     /// `storage.dataDir`: holds `readmodel.redb`; created when missing. Default `./data`.
     pub data_dir: PathBuf,
     /// `storage.cacheSize`: redb's page cache in bytes, at least 1 MiB. Default 64 MiB
-    /// ([`storage::DEFAULT_CACHE_BYTES`]).
-    pub cache_bytes: usize,
+    /// ([`storage::DEFAULT_CACHE_SIZE`]).
+    pub cache_size: usize,
     /// `storage.prebuildOrders`, default `true`: every ordering index is built in the
     /// background once the initial sync is processed (else on first use).
     pub prebuild_orders: bool,
@@ -728,35 +730,18 @@ pub struct SecurityConfig {
 /// `graphql.*`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GraphqlConfig {
-    /// `graphql.maxPageSize` (records), default 1000, at least 1.
-    pub max_page_size: usize,
+    /// The limits of every request: `graphql.maxPageSize`, `maxDepth`, `maxComplexity`,
+    /// `maxNodes`, `maxInputDepth`, `maxFilterDepth`, `maxSearchLength`, `maxSearchTerms`,
+    /// `maxFilterBytes`, `maxResponseBytes` (one struct, the query layer's own).
+    pub limits: query::limits::Limits,
     /// `graphql.playgroundEnabled`, default `true`.
     pub playground_enabled: bool,
-    /// `graphql.maxDepth`: selection-set levels, default 20, at least 1.
-    pub max_depth: usize,
-    /// `graphql.maxComplexity`: selected fields over the document, default 5000, at least 1.
-    pub max_complexity: usize,
     /// `graphql.introspectionEnabled`, default `true`.
     pub introspection_enabled: bool,
     /// `graphql.requestTimeout`, default 10 s; zero = no limit.
     pub request_timeout: Duration,
     /// `graphql.maxBodyBytes`, default 1 MiB, at least 1 KiB.
     pub max_body_bytes: usize,
-    /// `graphql.maxNodes`: worst-case node estimate, default 2 500 000, at least 1.
-    pub max_nodes: u64,
-    /// `graphql.maxInputDepth`: nesting of one argument or variable, default 16, at least 1.
-    pub max_input_depth: usize,
-    /// `graphql.maxFilterDepth`: nested `has<Edge>With` filters, default 3, at least 1.
-    pub max_filter_depth: usize,
-    /// `graphql.maxSearchLength`: bytes of a search text, default 256, at least 1.
-    pub max_search_bytes: usize,
-    /// `graphql.maxSearchTerms`: words of a search text, default 8, at least 1.
-    pub max_search_terms: usize,
-    /// `graphql.maxFilterBytes`: operands of a request's `where` filters, default 1 048 576, at
-    /// least 1.
-    pub max_filter_bytes: usize,
-    /// `graphql.maxResponseBytes`: bytes of an answer, default 16 MiB, at least 1 KiB.
-    pub max_response_bytes: usize,
     /// `graphql.workers`: threads executing queries; 0 (default) = one per CPU core, at
     /// least 2.
     pub workers: usize,
@@ -895,7 +880,7 @@ impl Draft {
                 idle_timeout: Duration::ZERO,
                 max_connections: 0,
             },
-            storage: StorageConfig { data_dir: PathBuf::new(), cache_bytes: 0, prebuild_orders: false },
+            storage: StorageConfig { data_dir: PathBuf::new(), cache_size: 0, prebuild_orders: false },
             source: SourceConfig::Kube(KubeSourceConfig::default()),
             security: SecurityConfig {
                 mode: AuthMode::Jwt,
@@ -905,20 +890,11 @@ impl Draft {
                 leeway: Duration::ZERO,
             },
             graphql: GraphqlConfig {
-                max_page_size: 0,
+                limits: query::limits::Limits::default(),
                 playground_enabled: false,
-                max_depth: 0,
-                max_complexity: 0,
                 introspection_enabled: false,
                 request_timeout: Duration::ZERO,
                 max_body_bytes: 0,
-                max_nodes: 0,
-                max_input_depth: 0,
-                max_filter_depth: 0,
-                max_search_bytes: 0,
-                max_search_terms: 0,
-                max_filter_bytes: 0,
-                max_response_bytes: 0,
                 workers: 0,
                 queue_length: 0,
                 persisted_queries: 0,

@@ -34,14 +34,14 @@ fn defaults() {
     assert_eq!(c.storage.data_dir, PathBuf::from("./data"));
     assert_eq!(c.source, SourceConfig::Kube(KubeSourceConfig::default()));
     assert_eq!(c.security.scope_prefix, "tardis");
-    assert_eq!(c.graphql.max_page_size, 1000);
+    assert_eq!(c.graphql.limits.max_page_size, 1000);
     assert!(c.graphql.playground_enabled);
     assert_eq!(c.projector.dependency_delay, Duration::from_secs(2));
     assert_eq!(c.projector.dependency_delay_jitter, Duration::from_secs(3));
     assert_eq!(c.projector.skip_requeue, Duration::from_secs(300));
     assert_eq!(c.projector.periodic_resync, Duration::ZERO);
     assert_eq!(c.features, Features::default());
-    assert_eq!(c.storage.cache_bytes, 64 << 20, "64 MiB (storage::DEFAULT_CACHE_BYTES)");
+    assert_eq!(c.storage.cache_size, 64 << 20, "64 MiB (storage::DEFAULT_CACHE_SIZE)");
     assert!(c.storage.prebuild_orders);
 }
 
@@ -58,9 +58,9 @@ fn prebuilding_orders_is_a_boolean_that_can_be_turned_off() {
 #[test]
 fn the_store_cache_size_is_bytes_of_at_least_one_mebibyte() {
     let c = check(&mock(), &[("CP_STORAGE_CACHE_SIZE", "67108864")], Some("storage:\n  cacheSize: 268435456\n")).unwrap();
-    assert_eq!(c.storage.cache_bytes, 64 << 20, "env beats file");
+    assert_eq!(c.storage.cache_size, 64 << 20, "env beats file");
     let c = check(&mock(), &[], Some("storage:\n  cacheSize: 268435456\n")).unwrap();
-    assert_eq!(c.storage.cache_bytes, 256 << 20);
+    assert_eq!(c.storage.cache_size, 256 << 20);
     let err = check(&mock(), &[("CP_STORAGE_CACHE_SIZE", "1000")], None).unwrap_err().to_string();
     assert!(err.contains("CP_STORAGE_CACHE_SIZE") && err.contains("at least 1048576"), "{err}");
     assert!(check(&mock(), &[("CP_STORAGE_CACHE_SIZE", "64MiB")], None).is_err());
@@ -75,7 +75,7 @@ fn precedence_flags_over_env_over_file_over_defaults() {
     let c = check(&args, &env, Some(file)).unwrap();
     assert_eq!(c.server.address, "127.0.0.1:3000", "flag wins");
     assert_eq!(c.storage.data_dir, PathBuf::from("/env"), "env beats file");
-    assert_eq!(c.graphql.max_page_size, 20, "env beats file");
+    assert_eq!(c.graphql.limits.max_page_size, 20, "env beats file");
     assert!(!c.graphql.playground_enabled, "file beats default");
     assert_eq!(c.security.scope_prefix, "file", "file beats default");
 
@@ -297,9 +297,12 @@ fn query_limits_are_bounded_settings() {
     )
     .unwrap();
     let g = &c.graphql;
-    assert_eq!((g.max_nodes, g.max_depth, g.workers, c.max_document_bytes), (10, 30, 3, 1024));
-    assert_eq!((g.max_input_depth, g.max_filter_depth, g.max_search_bytes, g.max_search_terms, g.queue_length), (4, 1, 64, 2, 5));
-    assert_eq!((g.max_filter_bytes, g.max_response_bytes), (99, 2048));
+    assert_eq!((g.limits.max_nodes, g.limits.max_depth, g.workers, c.max_document_bytes), (10, 30, 3, 1024));
+    assert_eq!(
+        (g.limits.max_input_depth, g.limits.max_filter_depth, g.limits.max_search_length, g.limits.max_search_terms, g.queue_length),
+        (4, 1, 64, 2, 5)
+    );
+    assert_eq!((g.limits.max_filter_bytes, g.limits.max_response_bytes), (99, 2048));
     for (var, value, complaint) in [
         ("CP_GRAPHQL_MAX_DEPTH", "31", "from 1 to 30"),
         ("CP_GRAPHQL_MAX_DEPTH", "0", "from 1 to 30"),
@@ -327,7 +330,8 @@ fn query_limits_are_bounded_settings() {
 #[test]
 fn the_default_limits_are_the_query_layers() {
     let from_config = crate::http::graphql::query_config(&Config::default());
-    assert_eq!(from_config.limits(), query::QueryConfig::default().limits());
+    assert_eq!(from_config.limits, query::QueryConfig::default().limits);
+    assert_eq!(Config::default().graphql.limits, query::limits::Limits::default());
     assert_eq!(Config::default().max_document_bytes, crate::projector::handlers::Handlers::new(&Features::default()).max_document_bytes());
 }
 

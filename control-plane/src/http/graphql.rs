@@ -66,18 +66,9 @@ const SEND_CHUNK: usize = 64 << 10;
 /// The query settings derived from the configuration.
 pub fn query_config(config: &Config) -> QueryConfig {
     QueryConfig {
-        max_page_size: config.graphql.max_page_size,
+        limits: config.graphql.limits.clone(),
         now: config.now,
         introspection: config.graphql.introspection_enabled,
-        max_depth: config.graphql.max_depth,
-        max_complexity: config.graphql.max_complexity,
-        max_input_depth: config.graphql.max_input_depth,
-        max_nodes: config.graphql.max_nodes,
-        max_filter_depth: config.graphql.max_filter_depth,
-        max_search_bytes: config.graphql.max_search_bytes,
-        max_search_terms: config.graphql.max_search_terms,
-        max_filter_bytes: config.graphql.max_filter_bytes,
-        max_response_bytes: config.graphql.max_response_bytes,
         file_manager_base_url: config.file_manager.base_url.clone(),
         persisted_queries: config.graphql.persisted_queries,
         secret_resolver: None,
@@ -127,7 +118,7 @@ pub fn routes(
             .expect("the change log's thread starts");
     let api = Arc::new(api);
     let subscriptions = Arc::new(subscriptions);
-    let pool_kib = (ANSWERS_IN_FLIGHT * config.graphql.max_response_bytes).div_ceil(1024).min(tokio::sync::Semaphore::MAX_PERMITS);
+    let pool_kib = (ANSWERS_IN_FLIGHT * config.graphql.limits.max_response_bytes).div_ceil(1024).min(tokio::sync::Semaphore::MAX_PERMITS);
     let sending = Arc::new(tokio::sync::Semaphore::new(pool_kib));
     let state =
         Arc::new(GraphqlEndpoint { api, subscriptions, store, auth, limits, metrics, executor, sending, sending_kib: pool_kib, readiness });
