@@ -72,6 +72,21 @@ async fn only_a_json_object_with_a_query_is_executed_and_every_refusal_has_a_cod
     assert_eq!(big.status(), 431);
     let big: Value = big.json().await.unwrap();
     assert_eq!(big["errors"][0]["extensions"]["code"], "HEADERS_TOO_LARGE", "{big}");
+    // Many small fields: answered alike up to the fields the HTTP layer parses, beyond with its
+    // bare 431.
+    let many = |n: usize| {
+        let mut headers = reqwest::header::HeaderMap::new();
+        for i in 0..n {
+            headers.insert(reqwest::header::HeaderName::from_bytes(format!("x-{i}").as_bytes()).unwrap(), "y".parse().unwrap());
+        }
+        client.get(format!("{base}/healthz")).headers(headers).send()
+    };
+    assert_eq!(many(90).await.unwrap().status(), 200, "90 fields (and reqwest's own) are within the limit");
+    let fields = many(150).await.unwrap();
+    assert_eq!(fields.status(), 431);
+    let fields: Value = fields.json().await.unwrap();
+    assert_eq!(fields["errors"][0]["extensions"]["code"], "HEADERS_TOO_LARGE", "{fields}");
+    assert_eq!(many(2000).await.unwrap().status(), 431, "beyond the parsed table");
 
     // A subscription over HTTP: refused, and counted under its code.
     let (_, answer) = post(&client, &base, &json!({"query": "subscription { changes { id } }"}).to_string()).await;

@@ -22,6 +22,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The most query threads `graphql.workers` may ask for: each is an OS thread with its stack,
+/// and more than the cores of a large node only wait on each other.
+pub const MAX_WORKERS: usize = 256;
+
 /// The default of a setting that is unset unless given (shown as such in the help).
 pub const UNSET: &str = "-";
 
@@ -153,7 +157,7 @@ pub const SETTINGS: &[Setting] = &[
         "CP_SERVER_MAX_CONNECTIONS",
         "N",
         "0",
-        "Open connections, WebSockets included (0 = the open-file limit less an eighth, at least 256, kept for the store, the sources and the log; at most 10000; else at least 16). At the cap the oldest idle connection is closed for a new one; with none idle, 32 more are accepted for /healthz and /readyz only.",
+        "Open connections, WebSockets included (0 = the open-file limit less an eighth, at least 256, kept for the store, the sources and the log; at most 10000; else at least 16). At the cap the oldest idle connection is closed for a new one; with none idle, 32 more are accepted for /healthz, /readyz and /metrics only.",
         |d, v| set(&mut d.config.server.max_connections, parse_max_connections(one(v)?)),
     ),
     Setting::file("storage.dataDir", "CP_STORAGE_DATA_DIR", "DIR", "./data", "Data directory (holds readmodel.redb); created when missing.", |d, v| {
@@ -317,8 +321,8 @@ pub const SETTINGS: &[Setting] = &[
         "CP_GRAPHQL_WORKERS",
         "N",
         "0",
-        "Threads executing queries at once (0 = one per CPU the process may use, cgroup limits counted; at least 2); heavy queries (large node estimate, search, edge filters) use at most half of them (at least 1).",
-        |d, v| set(&mut d.config.graphql.workers, parse_at_least(one(v)?, 0)),
+        "Threads executing queries at once, 0 to 256 (0 = one per CPU the process may use, cgroup limits counted; at least 2); heavy queries (large node estimate, search, edge filters) use at most half of them (at least 1).",
+        |d, v| set(&mut d.config.graphql.workers, parse_between(one(v)?, 0, MAX_WORKERS)),
     ),
     Setting::file(
         "graphql.queueLength",

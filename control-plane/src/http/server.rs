@@ -49,8 +49,17 @@ pub const PROBE_ROOM: usize = 32;
 pub const MAX_URI_BYTES: usize = 16 << 10;
 
 /// The most bytes of request headers answered (more: 431 with a problem JSON and code
-/// `HEADERS_TOO_LARGE`; the HTTP layer itself refuses beyond about 400 KiB with a bare 431).
+/// `HEADERS_TOO_LARGE`; the HTTP layer itself refuses beyond about 400 KiB, or beyond
+/// [`PARSED_HEADER_FIELDS`] fields, with a bare 431).
 pub const MAX_HEADER_BYTES: usize = 64 << 10;
+
+/// The most header fields of a request answered (more: 431 with a problem JSON and code
+/// `HEADERS_TOO_LARGE`).
+pub const MAX_HEADER_FIELDS: usize = 100;
+
+/// The header fields the HTTP layer parses at most; beyond, it refuses the request itself with
+/// a bare 431 (the fields are parsed into a table of this size).
+pub const PARSED_HEADER_FIELDS: usize = 1024;
 
 /// The paths a connection accepted into [`PROBE_ROOM`] answers: the kubelet's probes and the
 /// metrics that show the connections.
@@ -502,8 +511,8 @@ async fn serve_connection(
                 let response = if uri_bytes > MAX_URI_BYTES {
                     let detail = format!("the request target is longer than {MAX_URI_BYTES} bytes");
                     closing(super::graphql::problem(http::StatusCode::URI_TOO_LONG, "URI Too Long", &detail))
-                } else if header_bytes > MAX_HEADER_BYTES {
-                    let detail = format!("the request headers are larger than {MAX_HEADER_BYTES} bytes");
+                } else if header_bytes > MAX_HEADER_BYTES || req.headers().len() > MAX_HEADER_FIELDS {
+                    let detail = format!("the request headers are larger than {MAX_HEADER_BYTES} bytes or {MAX_HEADER_FIELDS} fields");
                     let status = http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
                     closing(super::graphql::problem(status, "Request Header Fields Too Large", &detail))
                 } else if probe_only && !PROBE_PATHS.contains(&req.uri().path()) {
@@ -531,7 +540,8 @@ async fn serve_connection(
             }
         })
     };
-    let builder = auto::Builder::new(TokioExecutor::new());
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder.http1().max_headers(PARSED_HEADER_FIELDS);
     let served = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
     tokio::pin!(served);
     let mut shutting_down = false;
