@@ -670,3 +670,25 @@ fn test_code_is_cut_from_production_sources() {
     assert_eq!(code, "fn a() {}\nfn c() {}\nfn e() {}\n");
     assert_eq!(modules, vec!["testing".to_string()]);
 }
+
+/// Snapshot tests refresh with one variable, expect-test's `UPDATE_EXPECT`: no test reads
+/// another `UPDATE_*` variable.
+#[test]
+fn snapshot_tests_refresh_with_one_variable() {
+    let reads = ["var_os(\"", "var(\""];
+    let mut others = Vec::new();
+    for path in rust_files_in(&["tests", "crds", "schema", "storage", "query", "control-plane", "benches"]) {
+        let text = std::fs::read_to_string(&path).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            for read in reads {
+                for (at, _) in line.match_indices(read) {
+                    let name: String = line[at + read.len()..].chars().take_while(|c| *c != '"').collect();
+                    if name.contains("UPDATE") && name != "UPDATE_EXPECT" {
+                        others.push(format!("{}:{}: {name}", path.display(), n + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(others.is_empty(), "snapshot update variables other than UPDATE_EXPECT: {others:?}");
+}

@@ -1,7 +1,7 @@
 //! Console compatibility suite: GraphQL documents as consoles send them (nested connections,
 //! fragments on `SubscriptionInfo`, where/orderBy combinations), each with a viewer, mapped to a
 //! committed JSON answer on the example world (`query/tests/compat/NAME.graphql` →
-//! `NAME.json`). Refresh with `UPDATE_SNAPSHOTS=1 cargo test -p query --test compat` and review
+//! `NAME.json`). Refresh with `UPDATE_EXPECT=1 cargo test -p query --test compat` and review
 //! the diff.
 
 mod support;
@@ -16,8 +16,6 @@ async fn console_queries_answer_as_committed() {
         std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "graphql")).collect();
     files.sort();
     assert!(files.len() >= 5);
-    let update = std::env::var_os("UPDATE_SNAPSHOTS").is_some();
-    let mut mismatches = Vec::new();
     for path in files {
         let doc = std::fs::read_to_string(&path).unwrap();
         let header = doc.lines().next().unwrap().trim_start_matches("# viewer:").trim().to_string();
@@ -30,13 +28,7 @@ async fn console_queries_answer_as_committed() {
         };
         let answer = w.run(&viewer, &doc).await;
         assert!(answer.get("errors").is_none(), "{}: {answer:#}", path.display());
-        let expected_path = path.with_extension("json");
         let rendered = serde_json::to_string_pretty(&answer).unwrap() + "\n";
-        if update {
-            std::fs::write(&expected_path, &rendered).unwrap();
-        } else if std::fs::read_to_string(&expected_path).unwrap_or_default() != rendered {
-            mismatches.push(path.display().to_string());
-        }
+        expect_test::expect_file![path.with_extension("json")].assert_eq(&rendered);
     }
-    assert!(mismatches.is_empty(), "answers differ from the committed snapshots (UPDATE_SNAPSHOTS=1 to refresh): {mismatches:?}");
 }

@@ -498,7 +498,7 @@ mod golden {
 
     /// Fails, per kind, when the world's records of a kind encode differently from the committed
     /// encodings while the kind's version is the same (bump the version), or when the version
-    /// changed (record the new encodings: `CP_UPDATE_GOLDEN=1 cargo test -p storage golden`).
+    /// changed (record the new encodings: `UPDATE_EXPECT=1 cargo test -p storage golden`).
     #[test]
     fn a_record_encoding_changes_only_with_its_kind_version() {
         let docs = super::tests::world_docs();
@@ -506,7 +506,7 @@ mod golden {
         registry::visit(&mut e);
         assert_eq!(e.out.len(), KindId::ALL.len());
         let lines: Vec<String> = KindId::ALL.iter().map(|k| line(k.name(), &e.out[k.name()])).collect();
-        if std::env::var_os("CP_UPDATE_GOLDEN").is_some() {
+        if std::env::var_os("UPDATE_EXPECT").is_some() {
             std::fs::write(golden_file(), format!("{}\n", lines.join("\n"))).unwrap();
         }
         let committed = std::fs::read_to_string(golden_file()).unwrap();
@@ -517,7 +517,7 @@ mod golden {
             assert!(*n > 0, "{kind:?}: the example world has no object of this kind, so its encoding is not covered");
             let now = line(kind.name(), &e.out[kind.name()]);
             let Some(was) = committed.get(kind.name()) else {
-                wrong.push(format!("{kind:?}: no committed encoding; record it with CP_UPDATE_GOLDEN=1"));
+                wrong.push(format!("{kind:?}: no committed encoding; record it with UPDATE_EXPECT=1"));
                 continue;
             };
             let was_version = was.split(' ').next().and_then(|v| v.strip_prefix("version=")).unwrap_or("");
@@ -528,12 +528,12 @@ mod golden {
                 wrong.push(format!(
                     "{kind:?}: its records encode differently ({n} records, sha256 {hex}; committed: {was}) but {kind:?}::VERSION is still {version}: \
                      bump `const VERSION` in {} (ARCHITECTURE.md, \"Changing a record or a rule\"), then record the new \
-                     encodings with CP_UPDATE_GOLDEN=1",
+                     encodings with UPDATE_EXPECT=1",
                     kind.source_path()
                 ));
             } else {
                 wrong.push(format!(
-                    "{kind:?}: VERSION changed from {was_version} to {version}: record the new encodings with CP_UPDATE_GOLDEN=1 \
+                    "{kind:?}: VERSION changed from {was_version} to {version}: record the new encodings with UPDATE_EXPECT=1 \
                      (and a stored store for the release, tests/fixtures/stores/README.md)"
                 ));
             }
