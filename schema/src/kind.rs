@@ -2,8 +2,9 @@
 //! records: [`Parent`] (a required parent), [`Link`] (an optional reference resolved by the writer),
 //! [`IndexName`] (a secondary index) and [`Scope`] (who may see a record).
 //!
-//! Adding a kind = one file under `crate::kinds` implementing [`Kind`] + one line in
-//! `crate::registry`.
+//! Kinds are declared once, as rows of the table of kinds ([`crds::kind_table!`]): [`KindId`],
+//! the registry's order and the feature switch are generated from it; a kind's translation is
+//! its module under `crate::kinds` implementing [`Kind`] (ARCHITECTURE.md, "Adding a kind").
 
 use crate::keys::Key;
 use crate::time::Timestamp;
@@ -13,28 +14,44 @@ use serde::Serialize;
 use std::fmt::Debug;
 
 macro_rules! kind_ids {
-    ($( $variant:ident = $n:literal, $module:literal, $plural:literal, $group:literal; )*) => {
+    ($( $variant:ident = $code:literal, $module:ident, $label:literal, $plural:literal, $group:literal, $feature:ident; )*) => {
         /// Every custom-resource kind the read model knows, with its stable numeric id (used in
-        /// storage keys: never renumber).
+        /// storage keys: never renumber). Declared by the table of kinds, [`crds::kind_table!`].
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
         #[repr(u8)]
-        pub enum KindId { $( #[doc = concat!("`", stringify!($variant), "` (`", $group, "/v1`, plural `", $plural, "`).")] $variant = $n, )* }
+        pub enum KindId { $( #[doc = concat!("`", stringify!($variant), "` (`", $group, "/v1`, plural `", $plural, "`).")] $variant = $code, )* }
 
         impl KindId {
-            /// All kinds in registration (dependency) order.
-            pub const ALL: &'static [KindId] = &[ $( KindId::$variant, )* ];
+            /// All kinds, by [`KindId::code`].
+            pub const ALL: &'static [KindId] = &by_code([ $( KindId::$variant, )* ]);
+
+            /// All kinds in registration (dependency) order: the table's order.
+            pub const REGISTRATION_ORDER: &'static [KindId] = &[ $( KindId::$variant, )* ];
 
             /// The Kubernetes kind, e.g. `ApiSubscription`. Also the GraphQL type name.
             pub const fn name(self) -> &'static str { match self { $( KindId::$variant => stringify!($variant), )* } }
 
-            /// The lower-case module name used in metrics labels, e.g. `apisubscription`.
-            pub const fn module(self) -> &'static str { match self { $( KindId::$variant => $module, )* } }
+            /// The lower-case name used in metrics labels, e.g. `apisubscription`.
+            pub const fn module(self) -> &'static str { match self { $( KindId::$variant => $label, )* } }
 
             /// The resource plural, e.g. `apisubscriptions`.
             pub const fn plural(self) -> &'static str { match self { $( KindId::$variant => $plural, )* } }
 
             /// The API group, e.g. `api.cp.ei.telekom.de` (version is always `v1`).
             pub const fn group(self) -> &'static str { match self { $( KindId::$variant => $group, )* } }
+
+            /// The file that declares this kind's record, translation and `VERSION`, relative to
+            /// the workspace root, e.g. `schema/src/kinds/api_subscription.rs` (the metrics label
+            /// [`KindId::module`] is `apisubscription`).
+            pub const fn source_path(self) -> &'static str {
+                match self { $( KindId::$variant => concat!("schema/src/kinds/", stringify!($module), ".rs"), )* }
+            }
+
+            /// Whether `features` switch this kind on (ARCHITECTURE.md "Feature flags switch
+            /// kinds off").
+            pub const fn enabled(self, features: &Features) -> bool {
+                match self { $( KindId::$variant => feature_on!(features, $feature), )* }
+            }
 
             /// The stable numeric id.
             pub const fn code(self) -> u8 { self as u8 }
@@ -48,44 +65,35 @@ macro_rules! kind_ids {
     };
 }
 
-kind_ids! {
-    Zone = 1, "zone", "zones", "admin.cp.ei.telekom.de";
-    Group = 2, "group", "groups", "organization.cp.ei.telekom.de";
-    Team = 3, "team", "teams", "organization.cp.ei.telekom.de";
-    Application = 4, "application", "applications", "application.cp.ei.telekom.de";
-    Api = 5, "api", "apis", "api.cp.ei.telekom.de";
-    ApiExposure = 6, "apiexposure", "apiexposures", "api.cp.ei.telekom.de";
-    ApiSubscription = 7, "apisubscription", "apisubscriptions", "api.cp.ei.telekom.de";
-    Approval = 8, "approval", "approvals", "approval.cp.ei.telekom.de";
-    ApprovalRequest = 9, "approvalrequest", "approvalrequests", "approval.cp.ei.telekom.de";
-    EventType = 10, "eventtype", "eventtypes", "event.cp.ei.telekom.de";
-    EventExposure = 11, "eventexposure", "eventexposures", "event.cp.ei.telekom.de";
-    EventSubscription = 12, "eventsubscription", "eventsubscriptions", "event.cp.ei.telekom.de";
-    PermissionSet = 13, "permissionset", "permissionsets", "permission.cp.ei.telekom.de";
-    McpServer = 14, "mcpserver", "mcpservers", "agentic.cp.ei.telekom.de";
-    AgentCard = 15, "agentcard", "agentcards", "agentic.cp.ei.telekom.de";
-    AgenticExposure = 16, "agenticexposure", "agenticexposures", "agentic.cp.ei.telekom.de";
-    AgenticSubscription = 17, "agenticsubscription", "agenticsubscriptions", "agentic.cp.ei.telekom.de";
-    FileExposure = 18, "fileexposure", "fileexposures", "file.cp.ei.telekom.de";
-    FileSubscription = 19, "filesubscription", "filesubscriptions", "file.cp.ei.telekom.de";
+/// Whether a feature column of the table of kinds is on in `features`.
+macro_rules! feature_on {
+    ($features:expr, always) => {
+        true
+    };
+    ($features:expr, $flag:ident) => {
+        $features.$flag
+    };
 }
 
-impl KindId {
-    /// The file that declares this kind's record, translation and `VERSION`, relative to the
-    /// workspace root: `schema/src/kinds/<kind in snake_case>.rs`, e.g.
-    /// `schema/src/kinds/api_subscription.rs` (not [`KindId::module`], the metric label
-    /// `apisubscription`).
-    pub fn source_path(self) -> String {
-        let mut file = String::new();
-        for (i, c) in self.name().chars().enumerate() {
-            if c.is_ascii_uppercase() && i > 0 {
-                file.push('_');
+/// The kinds sorted by code (a selection sort, at compile time).
+const fn by_code<const N: usize>(mut kinds: [KindId; N]) -> [KindId; N] {
+    let mut i = 0;
+    while i < N {
+        let mut j = i + 1;
+        while j < N {
+            if (kinds[j] as u8) < (kinds[i] as u8) {
+                let earlier = kinds[i];
+                kinds[i] = kinds[j];
+                kinds[j] = earlier;
             }
-            file.push(c.to_ascii_lowercase());
+            j += 1;
         }
-        format!("schema/src/kinds/{file}.rs")
+        i += 1;
     }
+    kinds
 }
+
+crds::kind_table!(kind_ids);
 
 /// Feature flags that switch kinds off (ARCHITECTURE.md "Feature flags switch kinds off": all
 /// default to `true`).
@@ -302,6 +310,23 @@ pub trait Kind: Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::KindId;
+
+    /// The table's facts hold together: codes unique and `ALL` sorted by them, the registration
+    /// order a permutation of `ALL`, labels the lower-cased names, plurals the labels' plurals.
+    #[test]
+    fn the_table_of_kinds_holds_together() {
+        let codes: Vec<u8> = KindId::ALL.iter().map(|k| k.code()).collect();
+        assert!(codes.windows(2).all(|w| w[0] < w[1]), "ALL by code, codes unique: {codes:?}");
+        let mut registration = KindId::REGISTRATION_ORDER.to_vec();
+        registration.sort();
+        assert_eq!(registration, KindId::ALL, "the registration order holds every kind once");
+        for kind in KindId::ALL {
+            assert_eq!(kind.module(), kind.name().to_lowercase(), "{kind:?}: the metrics label");
+            assert!(kind.plural().starts_with(kind.module()), "{kind:?}: the plural");
+            assert_eq!(KindId::from_code(kind.code()), Some(*kind));
+            assert_eq!(KindId::from_name(kind.name()), Some(*kind));
+        }
+    }
 
     /// Every kind's source path names a file that declares its `VERSION` (messages point there).
     #[test]

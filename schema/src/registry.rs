@@ -10,39 +10,23 @@ pub trait KindVisitor {
     fn visit<K: Kind>(&mut self);
 }
 
-/// Visits every registered kind in dependency order (parents before children).
-pub fn visit(v: &mut impl KindVisitor) {
-    v.visit::<kinds::zone::Zone>();
-    v.visit::<kinds::group::Group>();
-    v.visit::<kinds::team::Team>();
-    v.visit::<kinds::application::Application>();
-    v.visit::<kinds::api::Api>();
-    v.visit::<kinds::api_exposure::ApiExposure>();
-    v.visit::<kinds::api_subscription::ApiSubscription>();
-    v.visit::<kinds::event_type::EventType>();
-    v.visit::<kinds::event_exposure::EventExposure>();
-    v.visit::<kinds::event_subscription::EventSubscription>();
-    v.visit::<kinds::permission_set::PermissionSet>();
-    v.visit::<kinds::file_exposure::FileExposure>();
-    v.visit::<kinds::file_subscription::FileSubscription>();
-    v.visit::<kinds::mcp_server::McpServer>();
-    v.visit::<kinds::agent_card::AgentCard>();
-    v.visit::<kinds::agentic_exposure::AgenticExposure>();
-    v.visit::<kinds::agentic_subscription::AgenticSubscription>();
-    // Approvals require their subscription (of any family): last.
-    v.visit::<kinds::approval::Approval>();
-    v.visit::<kinds::approval_request::ApprovalRequest>();
+/// The registry's visit, generated from the rows of the table of kinds.
+macro_rules! visit_rows {
+    ($( $variant:ident = $code:literal, $module:ident, $label:literal, $plural:literal, $group:literal, $feature:ident; )*) => {
+        /// Visits every registered kind in dependency order (parents before children): the
+        /// order of the table of kinds ([`crds::kind_table!`]).
+        pub fn visit(v: &mut impl KindVisitor) {
+            $( v.visit::<kinds::$module::$variant>(); )*
+        }
+    };
 }
 
-/// Whether `kind` is switched on by `features` (ARCHITECTURE.md "Feature flags switch kinds off").
+crds::kind_table!(visit_rows);
+
+/// Whether `kind` is switched on by `features` (ARCHITECTURE.md "Feature flags switch kinds
+/// off"): the feature column of the table of kinds.
 pub fn enabled(kind: KindId, features: &Features) -> bool {
-    match kind {
-        KindId::EventType | KindId::EventExposure | KindId::EventSubscription => features.pubsub,
-        KindId::PermissionSet => features.permission,
-        KindId::McpServer | KindId::AgentCard | KindId::AgenticExposure | KindId::AgenticSubscription => features.ai_gateway,
-        KindId::FileExposure | KindId::FileSubscription => features.file_manager,
-        _ => true,
-    }
+    kind.enabled(features)
 }
 
 /// The registered kinds, in [`visit`] order.

@@ -3,28 +3,18 @@
 //! departs from them (ARCHITECTURE.md "The Go projector's quirks, fixed") or where the Go
 //! projector has no such kind.
 
-pub mod agent_card;
+/// One module per kind of the table of kinds (`crds::kind_table!`).
+macro_rules! kind_modules {
+    ($( $variant:ident = $code:literal, $module:ident, $label:literal, $plural:literal, $group:literal, $feature:ident; )*) => {
+        $( pub mod $module; )*
+    };
+}
+
+crds::kind_table!(kind_modules);
+
 pub mod agentic_catalogue;
-pub mod agentic_exposure;
-pub mod agentic_subscription;
-pub mod api;
-pub mod api_exposure;
-pub mod api_subscription;
-pub mod application;
-pub mod approval;
 pub mod approval_common;
-pub mod approval_request;
-pub mod event_exposure;
-pub mod event_subscription;
-pub mod event_type;
-pub mod file_exposure;
-pub mod file_subscription;
-pub mod group;
-pub mod mcp_server;
-pub mod permission_set;
 pub mod subscription_wiring;
-pub mod team;
-pub mod zone;
 
 #[cfg(test)]
 pub(crate) mod testing;
