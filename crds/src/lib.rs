@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod agentic_catalogue;
 pub mod common;
 
 /// **The table of kinds**: one row per kind the read model projects — the one place a kind is

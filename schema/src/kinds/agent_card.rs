@@ -8,75 +8,20 @@
 //!
 //! [`agentic_catalogue`]: crate::kinds::agentic_catalogue
 
-use crate::keys::{index, natural, Key};
-use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
-use crate::kinds::agentic_catalogue::{self as catalogue, AgenticCatalogueRecord};
-use crate::time::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use crate::keys::{index, natural};
+use crate::kinds::agentic_catalogue::agentic_catalogue_kind;
 
-/// The AgentCard kind.
-pub struct AgentCard;
-
-/// A projected AgentCard (fields as documented on [`AgenticCatalogueRecord`]).
-pub type AgentCardRecord = AgenticCatalogueRecord;
-
-impl Kind for AgentCard {
-    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
-        Some(&rec.status)
-    }
-
-    const ID: KindId = KindId::AgentCard;
+agentic_catalogue_kind!(AgentCard, AgentCardRecord {
     const VERSION: u32 = 1;
-    type Cr = crds::AgentCard;
-    type Record = AgentCardRecord;
-
-    fn meta(cr: &crds::AgentCard) -> &ObjectMeta {
-        &cr.metadata
-    }
-
-    fn translate(cr: &crds::AgentCard, _ctx: &Context) -> Result<AgentCardRecord, Skip> {
-        let spec = &cr.spec;
-        let status = cr.status.as_ref();
-        catalogue::translate(&catalogue::Source {
-            meta: &cr.metadata,
-            spec,
-            base_path: &spec.base_path,
-            version: &spec.version,
-            title: &spec.name,
-            description: spec.description.as_ref(),
-            category: spec.category.as_ref(),
-            scopes: &spec.scopes,
-            specification: spec.specification.as_ref(),
-            hash: spec.hash.as_ref(),
-            active: status.is_some_and(|s| s.active),
-            conditions: status.map(|s| s.conditions.as_slice()).unwrap_or_default(),
-        })
-    }
-
-    fn key(rec: &AgentCardRecord) -> Key {
-        catalogue::key(rec, natural::agent_card)
-    }
-
-    fn requires(rec: &AgentCardRecord) -> Vec<Parent> {
-        catalogue::requires(rec)
-    }
-
-    fn scopes(rec: &AgentCardRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        catalogue::scopes(rec)
-    }
-
-    fn index_entries(rec: &AgentCardRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        catalogue::index_entries(rec, index::AGENT_CARD_ACTIVE_BY_BASE_PATH)
-    }
-
-    fn created_at(rec: &AgentCardRecord) -> Option<Timestamp> {
-        rec.meta.creation_timestamp
-    }
-}
+    natural_key: natural::agent_card,
+    active_index: index::AGENT_CARD_ACTIVE_BY_BASE_PATH,
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::Key;
+    use crate::kind::{Kind, KindId, Parent, Scope, Skip};
 
     use crate::kinds::testing::{ctx, world_object};
 

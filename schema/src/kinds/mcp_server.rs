@@ -8,76 +8,22 @@
 //!
 //! [`agentic_catalogue`]: crate::kinds::agentic_catalogue
 
-use crate::keys::{index, natural, Key};
-use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
-use crate::kinds::agentic_catalogue::{self as catalogue, AgenticCatalogueRecord};
-use crate::time::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use crate::keys::{index, natural};
+use crate::kinds::agentic_catalogue::agentic_catalogue_kind;
 
-/// The McpServer kind.
-pub struct McpServer;
-
-/// A projected McpServer (fields as documented on [`AgenticCatalogueRecord`]).
-pub type McpServerRecord = AgenticCatalogueRecord;
-
-impl Kind for McpServer {
-    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
-        Some(&rec.status)
-    }
-
-    const ID: KindId = KindId::McpServer;
+agentic_catalogue_kind!(McpServer, McpServerRecord {
     const VERSION: u32 = 1;
-    type Cr = crds::McpServer;
-    type Record = McpServerRecord;
-
-    fn meta(cr: &crds::McpServer) -> &ObjectMeta {
-        &cr.metadata
-    }
-
-    fn translate(cr: &crds::McpServer, _ctx: &Context) -> Result<McpServerRecord, Skip> {
-        let spec = &cr.spec;
-        let status = cr.status.as_ref();
-        catalogue::translate(&catalogue::Source {
-            meta: &cr.metadata,
-            spec,
-            base_path: &spec.base_path,
-            version: &spec.version,
-            title: &spec.name,
-            description: spec.description.as_ref(),
-            category: spec.category.as_ref(),
-            scopes: &spec.scopes,
-            specification: spec.specification.as_ref(),
-            hash: spec.hash.as_ref(),
-            active: status.is_some_and(|s| s.active),
-            conditions: status.map(|s| s.conditions.as_slice()).unwrap_or_default(),
-        })
-    }
-
-    fn key(rec: &McpServerRecord) -> Key {
-        catalogue::key(rec, natural::mcp_server)
-    }
-
-    fn requires(rec: &McpServerRecord) -> Vec<Parent> {
-        catalogue::requires(rec)
-    }
-
-    fn scopes(rec: &McpServerRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        catalogue::scopes(rec)
-    }
-
-    fn index_entries(rec: &McpServerRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        catalogue::index_entries(rec, index::MCP_SERVER_ACTIVE_BY_BASE_PATH)
-    }
-
-    fn created_at(rec: &McpServerRecord) -> Option<Timestamp> {
-        rec.meta.creation_timestamp
-    }
-}
+    natural_key: natural::mcp_server,
+    active_index: index::MCP_SERVER_ACTIVE_BY_BASE_PATH,
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::common::StatusPhase;
+    use crate::keys::Key;
+    use crate::kind::{Kind, KindId, Parent, Scope, Skip};
+    use crate::kinds::agentic_catalogue as catalogue;
     use crate::kinds::testing::{ctx, world_object};
 
     fn object(name: &str) -> crds::McpServer {
