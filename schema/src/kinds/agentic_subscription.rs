@@ -10,13 +10,11 @@
 //! The security block has the shape of ApiSubscription's, so it maps to the same value types.
 
 use crate::common::{self, Meta, Status};
-use crate::keys::{index, Key};
-use crate::kind::{Context, IndexName, Kind, KindId, Link, Parent, Scope, Skip};
+use crate::keys::index;
+use crate::kind::{Context, KindId, Skip};
 use crate::kinds::api_exposure::{BasicAuthCredentials, OAuth2ClientCredentials};
 use crate::kinds::api_subscription::{ApiSubscriptionSecurity, SubscriberMachine2MachineAuthentication};
-use crate::kinds::subscription_wiring::SubscriptionWiring;
-use crate::time::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use crate::kinds::subscription_wiring::{subscription_kind, SubscriptionWiring};
 use serde::{Deserialize, Serialize};
 
 /// The AgenticSubscription kind.
@@ -65,79 +63,43 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
     by_target: index::AGENTIC_SUBSCRIPTION_BY_TARGET,
 };
 
-impl Kind for AgenticSubscription {
-    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
-        Some(&rec.status)
-    }
-
-    const ID: KindId = KindId::AgenticSubscription;
-    const VERSION: u32 = 1;
-    const RETRY_UNLINKED: bool = true;
-    type Cr = crds::AgenticSubscription;
-    type Record = AgenticSubscriptionRecord;
-
-    fn meta(cr: &crds::AgenticSubscription) -> &ObjectMeta {
-        &cr.metadata
-    }
-
-    fn translate(cr: &crds::AgenticSubscription, _ctx: &Context) -> Result<AgenticSubscriptionRecord, Skip> {
-        let meta = Meta::from_object(&cr.metadata)?;
-        let spec = &cr.spec;
-        let application = common::required("spec.requestor.application.name", &spec.requestor.application.name)?.to_string();
-        let base_path = common::required("spec.basePath", &spec.base_path)?.to_string();
-        let security = security(spec);
-        let requested_scopes = security.as_ref().and_then(|s| s.m2m.as_ref()).and_then(|m| m.scopes.clone());
-        let status = cr.status.as_ref();
-        Ok(AgenticSubscriptionRecord {
-            meta,
-            status: common::status_from_conditions(status.map(|s| s.conditions.as_slice()).unwrap_or_default()),
-            application,
-            base_path,
-            security,
-            gateway_url: status.and_then(|s| s.gateway_url.clone()).unwrap_or_default(),
-            requested_scopes,
-            active_scopes: status.and_then(|s| s.active_scopes.clone()),
-        })
-    }
-
-    fn key(rec: &AgenticSubscriptionRecord) -> Key {
-        WIRING.key(&rec.meta)
-    }
-
-    fn requires(rec: &AgenticSubscriptionRecord) -> Vec<Parent> {
-        WIRING.requires(&rec.meta, &rec.application)
-    }
-
-    /// Link 0: the target, the active exposure of the environment and `base_path`.
-    fn links(rec: &AgenticSubscriptionRecord) -> Vec<Link> {
-        WIRING.links(&rec.meta, &rec.base_path)
-    }
-
-    fn scopes(rec: &AgenticSubscriptionRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        WIRING.scopes(&rec.meta)
-    }
-
-    fn index_entries(rec: &AgenticSubscriptionRecord, links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.index_entries(&rec.meta, &rec.application, &rec.base_path, links)
-    }
-
-    /// Approvals and approval requests of this subscription re-resolve the target exposure (and
-    /// so their provider-team scope) when it changes.
-    fn dependents(rec: &AgenticSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.dependents(&rec.meta)
-    }
-
-    fn created_at(rec: &AgenticSubscriptionRecord) -> Option<Timestamp> {
-        rec.meta.creation_timestamp
-    }
+/// The translation of a AgenticSubscription ([`Kind::translate`](crate::kind::Kind::translate)).
+fn translate(cr: &crds::AgenticSubscription, _ctx: &Context) -> Result<AgenticSubscriptionRecord, Skip> {
+    let meta = Meta::from_object(&cr.metadata)?;
+    let spec = &cr.spec;
+    let application = common::required("spec.requestor.application.name", &spec.requestor.application.name)?.to_string();
+    let base_path = common::required("spec.basePath", &spec.base_path)?.to_string();
+    let security = security(spec);
+    let requested_scopes = security.as_ref().and_then(|s| s.m2m.as_ref()).and_then(|m| m.scopes.clone());
+    let status = cr.status.as_ref();
+    Ok(AgenticSubscriptionRecord {
+        meta,
+        status: common::status_from_conditions(status.map(|s| s.conditions.as_slice()).unwrap_or_default()),
+        application,
+        base_path,
+        security,
+        gateway_url: status.and_then(|s| s.gateway_url.clone()).unwrap_or_default(),
+        requested_scopes,
+        active_scopes: status.and_then(|s| s.active_scopes.clone()),
+    })
 }
+
+subscription_kind!(AgenticSubscription, AgenticSubscriptionRecord {
+    const VERSION: u32 = 1;
+    wiring: WIRING,
+    target: base_path,
+    translate: translate,
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::common::StatusPhase;
     use crate::keys::natural;
+    use crate::keys::Key;
+    use crate::kind::{Kind, Link, Parent, Scope};
     use crate::kinds::testing::{ctx, world_object};
+    use crate::time::Timestamp;
 
     // A subscription without target is written and retried until linked (ARCHITECTURE.md "References by natural key").
     const _: () = assert!(AgenticSubscription::RETRY_UNLINKED);

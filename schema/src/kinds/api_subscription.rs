@@ -7,12 +7,10 @@
 
 use crate::common::{self, Meta, Status};
 use crate::graphql_enum::graphql_enum;
-use crate::keys::{index, Key};
-use crate::kind::{Context, IndexName, Kind, KindId, Link, Parent, Scope, Skip};
+use crate::keys::index;
+use crate::kind::{Context, KindId, Skip};
 use crate::kinds::api_exposure::{BasicAuthCredentials, OAuth2ClientCredentials};
-use crate::kinds::subscription_wiring::SubscriptionWiring;
-use crate::time::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use crate::kinds::subscription_wiring::{subscription_kind, SubscriptionWiring};
 use serde::{Deserialize, Serialize};
 
 /// The ApiSubscription kind.
@@ -104,79 +102,42 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
     by_target: index::API_SUBSCRIPTION_BY_TARGET,
 };
 
-impl Kind for ApiSubscription {
-    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
-        Some(&rec.status)
-    }
-
-    const ID: KindId = KindId::ApiSubscription;
-    const VERSION: u32 = 1;
-    const RETRY_UNLINKED: bool = true;
-    type Cr = crds::ApiSubscription;
-    type Record = ApiSubscriptionRecord;
-
-    fn meta(cr: &crds::ApiSubscription) -> &ObjectMeta {
-        &cr.metadata
-    }
-
-    fn translate(cr: &crds::ApiSubscription, _ctx: &Context) -> Result<ApiSubscriptionRecord, Skip> {
-        let meta = Meta::from_object(&cr.metadata)?;
-        let spec = &cr.spec;
-        let application = common::required("spec.requestor.application.name", &spec.requestor.application.name)?.to_string();
-        let base_path = common::required("spec.apiBasePath", &spec.api_base_path)?.to_string();
-        let (m2m_auth_method, security) = security(spec);
-        let requested_scopes = security.as_ref().and_then(|s| s.m2m.as_ref()).and_then(|m| m.scopes.clone());
-        let status = cr.status.as_ref();
-        Ok(ApiSubscriptionRecord {
-            meta,
-            status: common::status_from_conditions(status.map(|s| s.conditions.as_slice()).unwrap_or_default()),
-            application,
-            base_path,
-            m2m_auth_method,
-            security,
-            gateway_url: status.and_then(|s| s.gateway_url.clone()).unwrap_or_default(),
-            requested_scopes,
-            active_scopes: status.and_then(|s| s.active_scopes.clone()),
-        })
-    }
-
-    fn key(rec: &ApiSubscriptionRecord) -> Key {
-        WIRING.key(&rec.meta)
-    }
-
-    fn requires(rec: &ApiSubscriptionRecord) -> Vec<Parent> {
-        WIRING.requires(&rec.meta, &rec.application)
-    }
-
-    /// Link 0: the target, the active exposure of the environment and `base_path`.
-    fn links(rec: &ApiSubscriptionRecord) -> Vec<Link> {
-        WIRING.links(&rec.meta, &rec.base_path)
-    }
-
-    fn scopes(rec: &ApiSubscriptionRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        WIRING.scopes(&rec.meta)
-    }
-
-    fn index_entries(rec: &ApiSubscriptionRecord, links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.index_entries(&rec.meta, &rec.application, &rec.base_path, links)
-    }
-
-    /// Approvals and approval requests of this subscription re-resolve the target exposure (and
-    /// so their provider-team scope) when it changes.
-    fn dependents(rec: &ApiSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.dependents(&rec.meta)
-    }
-
-    fn created_at(rec: &ApiSubscriptionRecord) -> Option<Timestamp> {
-        rec.meta.creation_timestamp
-    }
+/// The translation of a ApiSubscription ([`Kind::translate`](crate::kind::Kind::translate)).
+fn translate(cr: &crds::ApiSubscription, _ctx: &Context) -> Result<ApiSubscriptionRecord, Skip> {
+    let meta = Meta::from_object(&cr.metadata)?;
+    let spec = &cr.spec;
+    let application = common::required("spec.requestor.application.name", &spec.requestor.application.name)?.to_string();
+    let base_path = common::required("spec.apiBasePath", &spec.api_base_path)?.to_string();
+    let (m2m_auth_method, security) = security(spec);
+    let requested_scopes = security.as_ref().and_then(|s| s.m2m.as_ref()).and_then(|m| m.scopes.clone());
+    let status = cr.status.as_ref();
+    Ok(ApiSubscriptionRecord {
+        meta,
+        status: common::status_from_conditions(status.map(|s| s.conditions.as_slice()).unwrap_or_default()),
+        application,
+        base_path,
+        m2m_auth_method,
+        security,
+        gateway_url: status.and_then(|s| s.gateway_url.clone()).unwrap_or_default(),
+        requested_scopes,
+        active_scopes: status.and_then(|s| s.active_scopes.clone()),
+    })
 }
+
+subscription_kind!(ApiSubscription, ApiSubscriptionRecord {
+    const VERSION: u32 = 1;
+    wiring: WIRING,
+    target: base_path,
+    translate: translate,
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::common::StatusPhase;
     use crate::keys::natural;
+    use crate::keys::Key;
+    use crate::kind::{Kind, Link, Parent, Scope};
     use crate::kinds::testing::{ctx, world_object};
 
     // A subscription without target is written and retried until linked (ARCHITECTURE.md "References by natural key").

@@ -11,12 +11,10 @@
 
 use crate::common::{self, Meta, Status};
 use crate::graphql_enum::graphql_enum;
-use crate::keys::{index, Key};
-use crate::kind::{Context, IndexName, Kind, KindId, Link, Parent, Scope, Skip};
+use crate::keys::index;
+use crate::kind::{Context, KindId, Skip};
 use crate::kinds::event_exposure::EventTrigger;
-use crate::kinds::subscription_wiring::SubscriptionWiring;
-use crate::time::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use crate::kinds::subscription_wiring::{subscription_kind, SubscriptionWiring};
 use serde::{Deserialize, Serialize};
 
 /// The EventSubscription kind.
@@ -129,92 +127,56 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
     by_target: index::EVENT_SUBSCRIPTION_BY_TARGET,
 };
 
-impl Kind for EventSubscription {
-    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
-        Some(&rec.status)
-    }
-
-    const ID: KindId = KindId::EventSubscription;
-    const VERSION: u32 = 1;
-    const RETRY_UNLINKED: bool = true;
-    type Cr = crds::EventSubscription;
-    type Record = EventSubscriptionRecord;
-
-    fn meta(cr: &crds::EventSubscription) -> &ObjectMeta {
-        &cr.metadata
-    }
-
-    fn translate(cr: &crds::EventSubscription, _ctx: &Context) -> Result<EventSubscriptionRecord, Skip> {
-        let meta = Meta::from_object(&cr.metadata)?;
-        let spec = &cr.spec;
-        let application = common::required("spec.requestor.name", &spec.requestor.name)?.to_string();
-        let event_type = common::required("spec.eventType", &spec.event_type)?.to_string();
-        let d = &spec.delivery;
-        let delivery_type = DeliveryType::parse("spec.delivery.type", &d.type_)?;
-        let delivery = EventDelivery {
-            payload: PayloadType::parse("spec.delivery.payload", &d.payload)?,
-            event_retention_time: d.event_retention_time.clone().unwrap_or_default(),
-            circuit_breaker_opt_out: d.circuit_breaker_opt_out.unwrap_or(false),
-            retryable_status_codes: d.retryable_status_codes.clone(),
-            redeliveries_per_second: d.redeliveries_per_second,
-            enforce_get_http_request_method_for_health_check: d.enforce_get_http_request_method_for_health_check.unwrap_or(false),
-        };
-        let trigger = spec.trigger.as_ref().map(|t| EventTrigger::from_cr("spec.trigger.responseFilter.mode", t)).transpose()?;
-        let status = cr.status.as_ref();
-        Ok(EventSubscriptionRecord {
-            meta,
-            status: common::status_from_conditions(status.map(|s| s.conditions.as_slice()).unwrap_or_default()),
-            application,
-            event_type,
-            delivery_type,
-            callback_url: d.callback.clone().filter(|c| !c.is_empty()),
-            trigger,
-            delivery,
-            requested_scopes: spec.scopes.clone().filter(|s| !s.is_empty()),
-            active_scopes: status.and_then(|s| s.active_scopes.clone()),
-            gateway_sse_url: status.and_then(|s| s.url.clone()).unwrap_or_default(),
-        })
-    }
-
-    fn key(rec: &EventSubscriptionRecord) -> Key {
-        WIRING.key(&rec.meta)
-    }
-
-    fn requires(rec: &EventSubscriptionRecord) -> Vec<Parent> {
-        WIRING.requires(&rec.meta, &rec.application)
-    }
-
-    /// Link 0: the target, the active exposure of the environment and `event_type`.
-    fn links(rec: &EventSubscriptionRecord) -> Vec<Link> {
-        WIRING.links(&rec.meta, &rec.event_type)
-    }
-
-    fn scopes(rec: &EventSubscriptionRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        WIRING.scopes(&rec.meta)
-    }
-
-    fn index_entries(rec: &EventSubscriptionRecord, links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.index_entries(&rec.meta, &rec.application, &rec.event_type, links)
-    }
-
-    /// Approvals and approval requests of this subscription re-resolve the target exposure (and
-    /// so their provider-team scope) when it changes.
-    fn dependents(rec: &EventSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.dependents(&rec.meta)
-    }
-
-    fn created_at(rec: &EventSubscriptionRecord) -> Option<Timestamp> {
-        rec.meta.creation_timestamp
-    }
+/// The translation of a EventSubscription ([`Kind::translate`](crate::kind::Kind::translate)).
+fn translate(cr: &crds::EventSubscription, _ctx: &Context) -> Result<EventSubscriptionRecord, Skip> {
+    let meta = Meta::from_object(&cr.metadata)?;
+    let spec = &cr.spec;
+    let application = common::required("spec.requestor.name", &spec.requestor.name)?.to_string();
+    let event_type = common::required("spec.eventType", &spec.event_type)?.to_string();
+    let d = &spec.delivery;
+    let delivery_type = DeliveryType::parse("spec.delivery.type", &d.type_)?;
+    let delivery = EventDelivery {
+        payload: PayloadType::parse("spec.delivery.payload", &d.payload)?,
+        event_retention_time: d.event_retention_time.clone().unwrap_or_default(),
+        circuit_breaker_opt_out: d.circuit_breaker_opt_out.unwrap_or(false),
+        retryable_status_codes: d.retryable_status_codes.clone(),
+        redeliveries_per_second: d.redeliveries_per_second,
+        enforce_get_http_request_method_for_health_check: d.enforce_get_http_request_method_for_health_check.unwrap_or(false),
+    };
+    let trigger = spec.trigger.as_ref().map(|t| EventTrigger::from_cr("spec.trigger.responseFilter.mode", t)).transpose()?;
+    let status = cr.status.as_ref();
+    Ok(EventSubscriptionRecord {
+        meta,
+        status: common::status_from_conditions(status.map(|s| s.conditions.as_slice()).unwrap_or_default()),
+        application,
+        event_type,
+        delivery_type,
+        callback_url: d.callback.clone().filter(|c| !c.is_empty()),
+        trigger,
+        delivery,
+        requested_scopes: spec.scopes.clone().filter(|s| !s.is_empty()),
+        active_scopes: status.and_then(|s| s.active_scopes.clone()),
+        gateway_sse_url: status.and_then(|s| s.url.clone()).unwrap_or_default(),
+    })
 }
+
+subscription_kind!(EventSubscription, EventSubscriptionRecord {
+    const VERSION: u32 = 1;
+    wiring: WIRING,
+    target: event_type,
+    translate: translate,
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::common::StatusPhase;
     use crate::keys::natural;
+    use crate::keys::Key;
+    use crate::kind::{Kind, Link, Parent, Scope};
     use crate::kinds::event_exposure::{ResponseFilter, ResponseFilterMode, SelectionFilter};
     use crate::kinds::testing::{ctx, world_object};
+    use crate::time::Timestamp;
     use std::collections::BTreeMap;
 
     // A subscription without target is written and retried until linked (ARCHITECTURE.md "References by natural key").

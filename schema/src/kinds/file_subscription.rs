@@ -5,12 +5,10 @@
 //! (ARCHITECTURE.md "References by natural key"), exactly like ApiSubscription by base path.
 
 use crate::common::{self, Meta, Status};
-use crate::keys::{index, Key};
-use crate::kind::{Context, IndexName, Kind, KindId, Link, Parent, Scope, Skip};
+use crate::keys::index;
+use crate::kind::{Context, KindId, Skip};
 use crate::kinds::file_exposure::{non_empty, owner_application, Sftp};
-use crate::kinds::subscription_wiring::SubscriptionWiring;
-use crate::time::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use crate::kinds::subscription_wiring::{subscription_kind, SubscriptionWiring};
 use serde::{Deserialize, Serialize};
 
 /// The FileSubscription kind.
@@ -47,81 +45,44 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
     by_target: index::FILE_SUBSCRIPTION_BY_TARGET,
 };
 
-impl Kind for FileSubscription {
-    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
-        Some(&rec.status)
-    }
-
-    const ID: KindId = KindId::FileSubscription;
-    const VERSION: u32 = 1;
-    const RETRY_UNLINKED: bool = true;
-    type Cr = crds::FileSubscription;
-    type Record = FileSubscriptionRecord;
-
-    fn meta(cr: &crds::FileSubscription) -> &ObjectMeta {
-        &cr.metadata
-    }
-
-    /// # Errors
-    /// [`Skip::Missing`] for empty metadata, owner application, `spec.fileType` or
-    /// `spec.zone.name`.
-    fn translate(cr: &crds::FileSubscription, _ctx: &Context) -> Result<FileSubscriptionRecord, Skip> {
-        let meta = Meta::from_object(&cr.metadata)?;
-        let spec = &cr.spec;
-        let application = owner_application(&cr.metadata, "spec.requestor.name", &spec.requestor.name)?;
-        let file_type = common::required("spec.fileType", &spec.file_type)?.to_string();
-        let zone = common::required("spec.zone.name", &spec.zone.name)?.to_string();
-        let status = cr.status.as_ref();
-        Ok(FileSubscriptionRecord {
-            meta,
-            status: common::status_from_conditions(status.map(|s| s.conditions.as_slice()).unwrap_or_default()),
-            application,
-            file_type,
-            zone,
-            sftp: spec.sftp.as_ref().map(Sftp::from_cr),
-            service_url: non_empty(status.and_then(|s| s.service_url.as_ref())),
-            service_external_url: non_empty(status.and_then(|s| s.service_external_url.as_ref())),
-        })
-    }
-
-    fn key(rec: &FileSubscriptionRecord) -> Key {
-        WIRING.key(&rec.meta)
-    }
-
-    fn requires(rec: &FileSubscriptionRecord) -> Vec<Parent> {
-        WIRING.requires(&rec.meta, &rec.application)
-    }
-
-    /// Link 0: the target, the active exposure of the environment and `file_type`.
-    fn links(rec: &FileSubscriptionRecord) -> Vec<Link> {
-        WIRING.links(&rec.meta, &rec.file_type)
-    }
-
-    fn scopes(rec: &FileSubscriptionRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        WIRING.scopes(&rec.meta)
-    }
-
-    fn index_entries(rec: &FileSubscriptionRecord, links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.index_entries(&rec.meta, &rec.application, &rec.file_type, links)
-    }
-
-    /// Approvals and approval requests of this subscription re-resolve the target exposure (and
-    /// so their provider-team scope) when it changes.
-    fn dependents(rec: &FileSubscriptionRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.dependents(&rec.meta)
-    }
-
-    fn created_at(rec: &FileSubscriptionRecord) -> Option<Timestamp> {
-        rec.meta.creation_timestamp
-    }
+/// # Errors
+/// [`Skip::Missing`] for empty metadata, owner application, `spec.fileType` or
+/// `spec.zone.name`.
+fn translate(cr: &crds::FileSubscription, _ctx: &Context) -> Result<FileSubscriptionRecord, Skip> {
+    let meta = Meta::from_object(&cr.metadata)?;
+    let spec = &cr.spec;
+    let application = owner_application(&cr.metadata, "spec.requestor.name", &spec.requestor.name)?;
+    let file_type = common::required("spec.fileType", &spec.file_type)?.to_string();
+    let zone = common::required("spec.zone.name", &spec.zone.name)?.to_string();
+    let status = cr.status.as_ref();
+    Ok(FileSubscriptionRecord {
+        meta,
+        status: common::status_from_conditions(status.map(|s| s.conditions.as_slice()).unwrap_or_default()),
+        application,
+        file_type,
+        zone,
+        sftp: spec.sftp.as_ref().map(Sftp::from_cr),
+        service_url: non_empty(status.and_then(|s| s.service_url.as_ref())),
+        service_external_url: non_empty(status.and_then(|s| s.service_external_url.as_ref())),
+    })
 }
+
+subscription_kind!(FileSubscription, FileSubscriptionRecord {
+    const VERSION: u32 = 1;
+    wiring: WIRING,
+    target: file_type,
+    translate: translate,
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::common::StatusPhase;
     use crate::keys::natural;
+    use crate::keys::Key;
+    use crate::kind::{Kind, Link, Parent, Scope};
     use crate::kinds::testing::{ctx, world_object};
+    use crate::time::Timestamp;
 
     // A subscription without target is written and retried until linked (ARCHITECTURE.md "References by natural key").
     const _: () = assert!(FileSubscription::RETRY_UNLINKED);

@@ -106,3 +106,72 @@ impl ExposureWiring {
         vec![(self.subscriptions_by_key, natural::in_env(&meta.environment, key_value))]
     }
 }
+
+/// The [`crate::kind::Kind`] impl of a subscription kind: keyed, linked, isolated and indexed by
+/// its family's [`SubscriptionWiring`]; the kind says only its record, `VERSION`, wiring, the
+/// record field naming its target (base path, event type, file type) and its translation
+/// (`fn(&crds::$kind, &Context) -> Result<$record, Skip>`).
+///
+/// Link 0 is the target, the active exposure of the environment and that field; approvals and
+/// approval requests of a subscription re-resolve the target exposure (and so their
+/// provider-team scope) when it changes (`dependents`).
+macro_rules! subscription_kind {
+    (
+        $kind:ident, $record:ident {
+            const VERSION: u32 = $version:literal;
+            wiring: $wiring:path,
+            target: $target:ident,
+            translate: $translate:path $(,)?
+        }
+    ) => {
+        impl $crate::kind::Kind for $kind {
+            fn status(rec: &Self::Record) -> Option<&$crate::common::Status> {
+                Some(&rec.status)
+            }
+
+            const ID: $crate::kind::KindId = $crate::kind::KindId::$kind;
+            const VERSION: u32 = $version;
+            const RETRY_UNLINKED: bool = true;
+            type Cr = crds::$kind;
+            type Record = $record;
+
+            fn meta(cr: &crds::$kind) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &cr.metadata
+            }
+
+            fn translate(cr: &crds::$kind, ctx: &$crate::kind::Context) -> Result<$record, $crate::kind::Skip> {
+                $translate(cr, ctx)
+            }
+
+            fn key(rec: &$record) -> $crate::keys::Key {
+                $wiring.key(&rec.meta)
+            }
+
+            fn requires(rec: &$record) -> Vec<$crate::kind::Parent> {
+                $wiring.requires(&rec.meta, &rec.application)
+            }
+
+            fn links(rec: &$record) -> Vec<$crate::kind::Link> {
+                $wiring.links(&rec.meta, &rec.$target)
+            }
+
+            fn scopes(rec: &$record, _links: &[Option<$crate::keys::Key>]) -> Vec<$crate::kind::Scope> {
+                $wiring.scopes(&rec.meta)
+            }
+
+            fn index_entries(rec: &$record, links: &[Option<$crate::keys::Key>]) -> Vec<($crate::kind::IndexName, $crate::keys::Key)> {
+                $wiring.index_entries(&rec.meta, &rec.application, &rec.$target, links)
+            }
+
+            fn dependents(rec: &$record, _links: &[Option<$crate::keys::Key>]) -> Vec<($crate::kind::IndexName, $crate::keys::Key)> {
+                $wiring.dependents(&rec.meta)
+            }
+
+            fn created_at(rec: &$record) -> Option<$crate::time::Timestamp> {
+                rec.meta.creation_timestamp
+            }
+        }
+    };
+}
+
+pub(crate) use subscription_kind;
