@@ -12,16 +12,14 @@
 
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
 use crate::graphql_enum::graphql_enum;
-use crate::keys::{index, natural, Key};
-use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
+use crate::keys::{index, natural};
+use crate::kind::{Context, Skip};
 use crate::kinds::api_exposure::{
     self, ApiExposureSecurity, ApprovalConfig, BasicAuthCredentials, ExternalIdentityProvider, Machine2MachineAuthentication,
     OAuth2ClientCredentials, TokenRequestMethod, Traffic, Upstream,
 };
-use crate::kinds::subscription_wiring::ExposureWiring;
-use crate::time::Timestamp;
+use crate::kinds::subscription_wiring::{exposure_kind, ExposureWiring};
 use crds::agentic_exposure as cr;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 /// The AgenticExposure kind.
@@ -123,89 +121,59 @@ fn security(spec: &cr::AgenticExposureSpec) -> Result<ApiExposureSecurity, Skip>
 const WIRING: ExposureWiring =
     ExposureWiring { active: index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH, subscriptions_by_key: index::AGENTIC_SUBSCRIPTION_BY_BASE_PATH };
 
-impl Kind for AgenticExposure {
-    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
-        Some(&rec.status)
+/// The translation of a AgenticExposure ([`Kind::translate`](crate::kind::Kind::translate)).
+fn translate(cr: &crds::AgenticExposure, _ctx: &Context) -> Result<AgenticExposureRecord, Skip> {
+    let meta = Meta::from_object(&cr.metadata)?;
+    let spec = &cr.spec;
+    let application = match common::label(&cr.metadata, common::APPLICATION_LABEL) {
+        "" => common::required("spec.provider.name", &spec.provider.name)?,
+        label => label,
     }
-
-    const ID: KindId = KindId::AgenticExposure;
-    const VERSION: u32 = 1;
-    type Cr = crds::AgenticExposure;
-    type Record = AgenticExposureRecord;
-
-    fn meta(cr: &crds::AgenticExposure) -> &ObjectMeta {
-        &cr.metadata
-    }
-
-    fn translate(cr: &crds::AgenticExposure, _ctx: &Context) -> Result<AgenticExposureRecord, Skip> {
-        let meta = Meta::from_object(&cr.metadata)?;
-        let spec = &cr.spec;
-        let application = match common::label(&cr.metadata, common::APPLICATION_LABEL) {
-            "" => common::required("spec.provider.name", &spec.provider.name)?,
-            label => label,
-        }
-        .to_string();
-        let base_path = common::required("spec.basePath", &spec.base_path)?.to_string();
-        let visibility = Visibility::parse("spec.visibility", &spec.visibility)?;
-        let variant = AgenticVariant::parse("spec.variant", &spec.variant)?;
-        let approval_config = ApprovalConfig {
-            strategy: ApprovalStrategy::parse("spec.approval.strategy", &spec.approval.strategy)?,
-            trusted_teams: spec.approval.trusted_teams.clone(),
-        };
-        let security = security(spec)?;
-        let (status, active) = match &cr.status {
-            Some(s) => (common::status_from_conditions(&s.conditions), s.active),
-            None => (common::status_from_conditions(&[]), false),
-        };
-        Ok(AgenticExposureRecord {
-            meta,
-            status,
-            application,
-            base_path,
-            visibility,
-            variant,
-            active,
-            upstreams: spec.upstreams.iter().map(|u| Upstream { url: u.url.clone(), weight: u.weight.unwrap_or(0) }).collect(),
-            approval_config,
-            security,
-            traffic: spec.traffic.as_ref().map(api_exposure::traffic).unwrap_or_default(),
-        })
-    }
-
-    fn key(rec: &AgenticExposureRecord) -> Key {
-        natural::agentic_exposure(&rec.meta.environment, rec.meta.team(), &rec.application, &rec.base_path)
-    }
-
-    fn requires(rec: &AgenticExposureRecord) -> Vec<Parent> {
-        WIRING.requires(&rec.meta, &rec.application)
-    }
-
-    fn scopes(rec: &AgenticExposureRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        WIRING.scopes(&rec.meta)
-    }
-
-    /// The active-exposure index entry, only while `status.active`.
-    fn index_entries(rec: &AgenticExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.index_entries(&rec.meta, &rec.base_path, rec.active)
-    }
-
-    /// The subscriptions of the same `base_path` relink whenever an exposure of it is written
-    /// (e.g. becomes active or inactive) or deleted.
-    fn dependents(rec: &AgenticExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.dependents(&rec.meta, &rec.base_path)
-    }
-
-    fn created_at(rec: &AgenticExposureRecord) -> Option<Timestamp> {
-        rec.meta.creation_timestamp
-    }
+    .to_string();
+    let base_path = common::required("spec.basePath", &spec.base_path)?.to_string();
+    let visibility = Visibility::parse("spec.visibility", &spec.visibility)?;
+    let variant = AgenticVariant::parse("spec.variant", &spec.variant)?;
+    let approval_config = ApprovalConfig {
+        strategy: ApprovalStrategy::parse("spec.approval.strategy", &spec.approval.strategy)?,
+        trusted_teams: spec.approval.trusted_teams.clone(),
+    };
+    let security = security(spec)?;
+    let (status, active) = match &cr.status {
+        Some(s) => (common::status_from_conditions(&s.conditions), s.active),
+        None => (common::status_from_conditions(&[]), false),
+    };
+    Ok(AgenticExposureRecord {
+        meta,
+        status,
+        application,
+        base_path,
+        visibility,
+        variant,
+        active,
+        upstreams: spec.upstreams.iter().map(|u| Upstream { url: u.url.clone(), weight: u.weight.unwrap_or(0) }).collect(),
+        approval_config,
+        security,
+        traffic: spec.traffic.as_ref().map(api_exposure::traffic).unwrap_or_default(),
+    })
 }
+
+exposure_kind!(AgenticExposure, AgenticExposureRecord {
+    const VERSION: u32 = 1;
+    wiring: WIRING,
+    natural_key: natural::agentic_exposure,
+    target: base_path,
+    translate: translate,
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::common::StatusPhase;
+    use crate::keys::Key;
+    use crate::kind::{Kind, KindId, Parent, Scope};
     use crate::kinds::api_exposure::{Limits, RateLimit, RateLimitConfig, RateLimitOptions};
     use crate::kinds::testing::{ctx, world_object};
+    use crate::time::Timestamp;
 
     fn exposure(name: &str) -> crds::AgenticExposure {
         world_object("AgenticExposure", "poc", name)

@@ -8,12 +8,10 @@
 
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
 use crate::graphql_enum::graphql_enum;
-use crate::keys::{index, natural, Key};
-use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
-use crate::kinds::subscription_wiring::ExposureWiring;
-use crate::time::Timestamp;
+use crate::keys::{index, natural};
+use crate::kind::{Context, Skip};
+use crate::kinds::subscription_wiring::{exposure_kind, ExposureWiring};
 use crds::api_exposure as cr;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 /// The ApiExposure kind.
@@ -348,85 +346,55 @@ fn features(spec: &cr::ApiExposureSpec) -> Vec<ApiExposureFeature> {
 const WIRING: ExposureWiring =
     ExposureWiring { active: index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, subscriptions_by_key: index::API_SUBSCRIPTION_BY_BASE_PATH };
 
-impl Kind for ApiExposure {
-    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
-        Some(&rec.status)
-    }
-
-    const ID: KindId = KindId::ApiExposure;
-    const VERSION: u32 = 1;
-    type Cr = crds::ApiExposure;
-    type Record = ApiExposureRecord;
-
-    fn meta(cr: &crds::ApiExposure) -> &ObjectMeta {
-        &cr.metadata
-    }
-
-    fn translate(cr: &crds::ApiExposure, _ctx: &Context) -> Result<ApiExposureRecord, Skip> {
-        let meta = Meta::from_object(&cr.metadata)?;
-        let application =
-            common::required("metadata.labels[cp.ei.telekom.de/application]", common::label(&cr.metadata, common::APPLICATION_LABEL))?
-                .to_string();
-        let spec = &cr.spec;
-        let base_path = common::required("spec.apiBasePath", &spec.api_base_path)?.to_string();
-        let visibility = Visibility::parse("spec.visibility", &spec.visibility)?;
-        let approval_config = ApprovalConfig {
-            strategy: ApprovalStrategy::parse("spec.approval.strategy", &spec.approval.strategy)?,
-            trusted_teams: spec.approval.trusted_teams.clone(),
-        };
-        let security = security(spec)?;
-        let (status, active) = match &cr.status {
-            Some(s) => (common::status_from_conditions(&s.conditions), s.active),
-            None => (common::status_from_conditions(&[]), false),
-        };
-        Ok(ApiExposureRecord {
-            meta,
-            status,
-            application,
-            base_path,
-            visibility,
-            active,
-            features: features(spec),
-            upstreams: spec.upstreams.iter().map(|u| Upstream { url: u.url.clone(), weight: u.weight.unwrap_or(0) }).collect(),
-            approval_config,
-            security,
-            traffic: traffic(&spec.traffic),
-        })
-    }
-
-    fn key(rec: &ApiExposureRecord) -> Key {
-        natural::api_exposure(&rec.meta.environment, rec.meta.team(), &rec.application, &rec.base_path)
-    }
-
-    fn requires(rec: &ApiExposureRecord) -> Vec<Parent> {
-        WIRING.requires(&rec.meta, &rec.application)
-    }
-
-    fn scopes(rec: &ApiExposureRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        WIRING.scopes(&rec.meta)
-    }
-
-    /// The active-exposure index entry, only while `status.active`.
-    fn index_entries(rec: &ApiExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.index_entries(&rec.meta, &rec.base_path, rec.active)
-    }
-
-    /// The subscriptions of the same `base_path` relink whenever an exposure of it is written
-    /// (e.g. becomes active or inactive) or deleted.
-    fn dependents(rec: &ApiExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.dependents(&rec.meta, &rec.base_path)
-    }
-
-    fn created_at(rec: &ApiExposureRecord) -> Option<Timestamp> {
-        rec.meta.creation_timestamp
-    }
+/// The translation of a ApiExposure ([`Kind::translate`](crate::kind::Kind::translate)).
+fn translate(cr: &crds::ApiExposure, _ctx: &Context) -> Result<ApiExposureRecord, Skip> {
+    let meta = Meta::from_object(&cr.metadata)?;
+    let application =
+        common::required("metadata.labels[cp.ei.telekom.de/application]", common::label(&cr.metadata, common::APPLICATION_LABEL))?
+            .to_string();
+    let spec = &cr.spec;
+    let base_path = common::required("spec.apiBasePath", &spec.api_base_path)?.to_string();
+    let visibility = Visibility::parse("spec.visibility", &spec.visibility)?;
+    let approval_config = ApprovalConfig {
+        strategy: ApprovalStrategy::parse("spec.approval.strategy", &spec.approval.strategy)?,
+        trusted_teams: spec.approval.trusted_teams.clone(),
+    };
+    let security = security(spec)?;
+    let (status, active) = match &cr.status {
+        Some(s) => (common::status_from_conditions(&s.conditions), s.active),
+        None => (common::status_from_conditions(&[]), false),
+    };
+    Ok(ApiExposureRecord {
+        meta,
+        status,
+        application,
+        base_path,
+        visibility,
+        active,
+        features: features(spec),
+        upstreams: spec.upstreams.iter().map(|u| Upstream { url: u.url.clone(), weight: u.weight.unwrap_or(0) }).collect(),
+        approval_config,
+        security,
+        traffic: traffic(&spec.traffic),
+    })
 }
+
+exposure_kind!(ApiExposure, ApiExposureRecord {
+    const VERSION: u32 = 1;
+    wiring: WIRING,
+    natural_key: natural::api_exposure,
+    target: base_path,
+    translate: translate,
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::common::StatusPhase;
+    use crate::keys::Key;
+    use crate::kind::{Kind, KindId, Parent, Scope};
     use crate::kinds::testing::{ctx, world_object};
+    use crate::time::Timestamp;
     use ApiExposureFeature as F;
 
     fn exposure(env: &str, name: &str) -> crds::ApiExposure {

@@ -14,13 +14,11 @@
 
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
 use crate::graphql_enum::graphql_enum;
-use crate::keys::{index, natural, Key};
-use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
+use crate::keys::{index, natural};
+use crate::kind::{Context, Skip};
 use crate::kinds::api_exposure::ApprovalConfig;
-use crate::kinds::subscription_wiring::ExposureWiring;
-use crate::time::Timestamp;
+use crate::kinds::subscription_wiring::{exposure_kind, ExposureWiring};
 use crds::event_exposure as cr;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -146,89 +144,59 @@ impl EventTrigger {
 const WIRING: ExposureWiring =
     ExposureWiring { active: index::EVENT_EXPOSURE_ACTIVE_BY_TYPE, subscriptions_by_key: index::EVENT_SUBSCRIPTION_BY_TYPE };
 
-impl Kind for EventExposure {
-    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
-        Some(&rec.status)
-    }
-
-    const ID: KindId = KindId::EventExposure;
-    const VERSION: u32 = 1;
-    type Cr = crds::EventExposure;
-    type Record = EventExposureRecord;
-
-    fn meta(cr: &crds::EventExposure) -> &ObjectMeta {
-        &cr.metadata
-    }
-
-    fn translate(cr: &crds::EventExposure, _ctx: &Context) -> Result<EventExposureRecord, Skip> {
-        let meta = Meta::from_object(&cr.metadata)?;
-        let application =
-            common::required("metadata.labels[cp.ei.telekom.de/application]", common::label(&cr.metadata, common::APPLICATION_LABEL))?
-                .to_string();
-        let spec = &cr.spec;
-        let event_type = common::required("spec.eventType", &spec.event_type)?.to_string();
-        let visibility = Visibility::parse("spec.visibility", &spec.visibility)?;
-        let approval_config = ApprovalConfig {
-            strategy: ApprovalStrategy::parse("spec.approval.strategy", &spec.approval.strategy)?,
-            trusted_teams: spec.approval.trusted_teams.clone(),
-        };
-        let event_scopes = spec
-            .scopes
-            .iter()
-            .map(|s| {
-                Ok(EventScope {
-                    name: s.name.clone(),
-                    trigger: EventTrigger::from_cr("spec.scopes[].trigger.responseFilter.mode", &s.trigger)?,
-                })
+/// The translation of a EventExposure ([`Kind::translate`](crate::kind::Kind::translate)).
+fn translate(cr: &crds::EventExposure, _ctx: &Context) -> Result<EventExposureRecord, Skip> {
+    let meta = Meta::from_object(&cr.metadata)?;
+    let application =
+        common::required("metadata.labels[cp.ei.telekom.de/application]", common::label(&cr.metadata, common::APPLICATION_LABEL))?
+            .to_string();
+    let spec = &cr.spec;
+    let event_type = common::required("spec.eventType", &spec.event_type)?.to_string();
+    let visibility = Visibility::parse("spec.visibility", &spec.visibility)?;
+    let approval_config = ApprovalConfig {
+        strategy: ApprovalStrategy::parse("spec.approval.strategy", &spec.approval.strategy)?,
+        trusted_teams: spec.approval.trusted_teams.clone(),
+    };
+    let event_scopes = spec
+        .scopes
+        .iter()
+        .map(|s| {
+            Ok(EventScope {
+                name: s.name.clone(),
+                trigger: EventTrigger::from_cr("spec.scopes[].trigger.responseFilter.mode", &s.trigger)?,
             })
-            .collect::<Result<Vec<_>, Skip>>()?;
-        let status = cr.status.as_ref();
-        Ok(EventExposureRecord {
-            meta,
-            status: common::status_from_conditions(status.map(|s| s.conditions.as_slice()).unwrap_or_default()),
-            application,
-            event_type,
-            visibility,
-            active: status.is_some_and(|s| s.active),
-            approval_config,
-            event_scopes,
-            gateway_publishing_url: status.and_then(|s| s.publish_url.clone()).unwrap_or_default(),
         })
-    }
-
-    fn key(rec: &EventExposureRecord) -> Key {
-        natural::event_exposure(&rec.meta.environment, rec.meta.team(), &rec.application, &rec.event_type)
-    }
-
-    fn requires(rec: &EventExposureRecord) -> Vec<Parent> {
-        WIRING.requires(&rec.meta, &rec.application)
-    }
-
-    fn scopes(rec: &EventExposureRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        WIRING.scopes(&rec.meta)
-    }
-
-    /// The active-exposure index entry, only while `status.active`.
-    fn index_entries(rec: &EventExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.index_entries(&rec.meta, &rec.event_type, rec.active)
-    }
-
-    /// The subscriptions of the same `event_type` relink whenever an exposure of it is written
-    /// (e.g. becomes active or inactive) or deleted.
-    fn dependents(rec: &EventExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.dependents(&rec.meta, &rec.event_type)
-    }
-
-    fn created_at(rec: &EventExposureRecord) -> Option<Timestamp> {
-        rec.meta.creation_timestamp
-    }
+        .collect::<Result<Vec<_>, Skip>>()?;
+    let status = cr.status.as_ref();
+    Ok(EventExposureRecord {
+        meta,
+        status: common::status_from_conditions(status.map(|s| s.conditions.as_slice()).unwrap_or_default()),
+        application,
+        event_type,
+        visibility,
+        active: status.is_some_and(|s| s.active),
+        approval_config,
+        event_scopes,
+        gateway_publishing_url: status.and_then(|s| s.publish_url.clone()).unwrap_or_default(),
+    })
 }
+
+exposure_kind!(EventExposure, EventExposureRecord {
+    const VERSION: u32 = 1;
+    wiring: WIRING,
+    natural_key: natural::event_exposure,
+    target: event_type,
+    translate: translate,
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::common::StatusPhase;
+    use crate::keys::Key;
+    use crate::kind::{Kind, KindId, Parent, Scope};
     use crate::kinds::testing::{ctx, world_object};
+    use crate::time::Timestamp;
 
     const ORDERS: &str = "de.telekom.payments.orderplaced.v1";
 

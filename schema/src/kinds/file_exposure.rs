@@ -8,11 +8,10 @@
 
 use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
 use crate::graphql_enum::graphql_enum;
-use crate::keys::{index, natural, Key};
-use crate::kind::{Context, IndexName, Kind, KindId, Parent, Scope, Skip};
+use crate::keys::{index, natural};
+use crate::kind::{Context, Skip};
 use crate::kinds::api_exposure::ApprovalConfig;
-use crate::kinds::subscription_wiring::ExposureWiring;
-use crate::time::Timestamp;
+use crate::kinds::subscription_wiring::{exposure_kind, ExposureWiring};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
@@ -104,89 +103,58 @@ pub(crate) fn non_empty(v: Option<&String>) -> Option<String> {
 const WIRING: ExposureWiring =
     ExposureWiring { active: index::FILE_EXPOSURE_ACTIVE_BY_TYPE, subscriptions_by_key: index::FILE_SUBSCRIPTION_BY_TYPE };
 
-impl Kind for FileExposure {
-    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
-        Some(&rec.status)
-    }
-
-    const ID: KindId = KindId::FileExposure;
-    const VERSION: u32 = 1;
-    type Cr = crds::FileExposure;
-    type Record = FileExposureRecord;
-
-    fn meta(cr: &crds::FileExposure) -> &ObjectMeta {
-        &cr.metadata
-    }
-
-    /// # Errors
-    /// [`Skip::Missing`] for empty metadata, owner application, `spec.fileType` or
-    /// `spec.zone.name`; [`Skip::InvalidEnum`] for a variant, visibility or approval strategy
-    /// outside its enum.
-    fn translate(cr: &crds::FileExposure, _ctx: &Context) -> Result<FileExposureRecord, Skip> {
-        let meta = Meta::from_object(&cr.metadata)?;
-        let spec = &cr.spec;
-        let application = owner_application(&cr.metadata, "spec.provider.name", &spec.provider.name)?;
-        let file_type = common::required("spec.fileType", &spec.file_type)?.to_string();
-        let zone = common::required("spec.zone.name", &spec.zone.name)?.to_string();
-        let variant = FileVariant::parse("spec.variant", &spec.variant)?;
-        let visibility = Visibility::parse("spec.visibility", &spec.visibility)?;
-        let approval_config = match &spec.approval {
-            None => ApprovalConfig { strategy: ApprovalStrategy::Simple, trusted_teams: Vec::new() },
-            Some(a) => ApprovalConfig {
-                strategy: ApprovalStrategy::parse("spec.approval.strategy", &a.strategy)?,
-                trusted_teams: a.trusted_teams.clone(),
-            },
-        };
-        let status = cr.status.as_ref();
-        Ok(FileExposureRecord {
-            meta,
-            status: common::status_from_conditions(status.map(|s| s.conditions.as_slice()).unwrap_or_default()),
-            application,
-            file_type,
-            variant,
-            visibility,
-            active: status.is_some_and(|s| s.active),
-            zone,
-            approval_config,
-            sftp: spec.sftp.as_ref().map(Sftp::from_cr),
-            service_url: non_empty(status.and_then(|s| s.service_url.as_ref())),
-            service_external_url: non_empty(status.and_then(|s| s.service_external_url.as_ref())),
-        })
-    }
-
-    fn key(rec: &FileExposureRecord) -> Key {
-        natural::file_exposure(&rec.meta.environment, rec.meta.team(), &rec.application, &rec.file_type)
-    }
-
-    fn requires(rec: &FileExposureRecord) -> Vec<Parent> {
-        WIRING.requires(&rec.meta, &rec.application)
-    }
-
-    fn scopes(rec: &FileExposureRecord, _links: &[Option<Key>]) -> Vec<Scope> {
-        WIRING.scopes(&rec.meta)
-    }
-
-    /// The active-exposure index entry, only while `status.active`.
-    fn index_entries(rec: &FileExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.index_entries(&rec.meta, &rec.file_type, rec.active)
-    }
-
-    /// The subscriptions of the same `file_type` relink whenever an exposure of it is written
-    /// (e.g. becomes active or inactive) or deleted.
-    fn dependents(rec: &FileExposureRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        WIRING.dependents(&rec.meta, &rec.file_type)
-    }
-
-    fn created_at(rec: &FileExposureRecord) -> Option<Timestamp> {
-        rec.meta.creation_timestamp
-    }
+/// # Errors
+/// [`Skip::Missing`] for empty metadata, owner application, `spec.fileType` or
+/// `spec.zone.name`; [`Skip::InvalidEnum`] for a variant, visibility or approval strategy
+/// outside its enum.
+fn translate(cr: &crds::FileExposure, _ctx: &Context) -> Result<FileExposureRecord, Skip> {
+    let meta = Meta::from_object(&cr.metadata)?;
+    let spec = &cr.spec;
+    let application = owner_application(&cr.metadata, "spec.provider.name", &spec.provider.name)?;
+    let file_type = common::required("spec.fileType", &spec.file_type)?.to_string();
+    let zone = common::required("spec.zone.name", &spec.zone.name)?.to_string();
+    let variant = FileVariant::parse("spec.variant", &spec.variant)?;
+    let visibility = Visibility::parse("spec.visibility", &spec.visibility)?;
+    let approval_config = match &spec.approval {
+        None => ApprovalConfig { strategy: ApprovalStrategy::Simple, trusted_teams: Vec::new() },
+        Some(a) => ApprovalConfig {
+            strategy: ApprovalStrategy::parse("spec.approval.strategy", &a.strategy)?,
+            trusted_teams: a.trusted_teams.clone(),
+        },
+    };
+    let status = cr.status.as_ref();
+    Ok(FileExposureRecord {
+        meta,
+        status: common::status_from_conditions(status.map(|s| s.conditions.as_slice()).unwrap_or_default()),
+        application,
+        file_type,
+        variant,
+        visibility,
+        active: status.is_some_and(|s| s.active),
+        zone,
+        approval_config,
+        sftp: spec.sftp.as_ref().map(Sftp::from_cr),
+        service_url: non_empty(status.and_then(|s| s.service_url.as_ref())),
+        service_external_url: non_empty(status.and_then(|s| s.service_external_url.as_ref())),
+    })
 }
+
+exposure_kind!(FileExposure, FileExposureRecord {
+    const VERSION: u32 = 1;
+    wiring: WIRING,
+    natural_key: natural::file_exposure,
+    target: file_type,
+    translate: translate,
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::common::StatusPhase;
+    use crate::keys::Key;
+    use crate::kind::{Kind, KindId, Parent, Scope};
     use crate::kinds::testing::{ctx, world_object};
+    use crate::time::Timestamp;
 
     fn exposure(name: &str) -> crds::FileExposure {
         world_object("FileExposure", "poc", name)

@@ -175,3 +175,68 @@ macro_rules! subscription_kind {
 }
 
 pub(crate) use subscription_kind;
+
+/// The [`crate::kind::Kind`] impl of an exposure kind: keyed by its family's natural-key
+/// function `(environment, team, application, key value)`, required, isolated and indexed by
+/// its family's [`ExposureWiring`]; the kind says only its record, `VERSION`, wiring, natural
+/// key, the record field holding its key value (base path, event type, file type) and its
+/// translation (`fn(&crds::$kind, &Context) -> Result<$record, Skip>`).
+///
+/// Listed in the family's active-exposure index only while `active`; the subscriptions of its
+/// key value re-resolve their target whenever it is written or deleted (`dependents`).
+macro_rules! exposure_kind {
+    (
+        $kind:ident, $record:ident {
+            const VERSION: u32 = $version:literal;
+            wiring: $wiring:path,
+            natural_key: $natural:path,
+            target: $target:ident,
+            translate: $translate:path $(,)?
+        }
+    ) => {
+        impl $crate::kind::Kind for $kind {
+            fn status(rec: &Self::Record) -> Option<&$crate::common::Status> {
+                Some(&rec.status)
+            }
+
+            const ID: $crate::kind::KindId = $crate::kind::KindId::$kind;
+            const VERSION: u32 = $version;
+            type Cr = crds::$kind;
+            type Record = $record;
+
+            fn meta(cr: &crds::$kind) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &cr.metadata
+            }
+
+            fn translate(cr: &crds::$kind, ctx: &$crate::kind::Context) -> Result<$record, $crate::kind::Skip> {
+                $translate(cr, ctx)
+            }
+
+            fn key(rec: &$record) -> $crate::keys::Key {
+                $natural(&rec.meta.environment, rec.meta.team(), &rec.application, &rec.$target)
+            }
+
+            fn requires(rec: &$record) -> Vec<$crate::kind::Parent> {
+                $wiring.requires(&rec.meta, &rec.application)
+            }
+
+            fn scopes(rec: &$record, _links: &[Option<$crate::keys::Key>]) -> Vec<$crate::kind::Scope> {
+                $wiring.scopes(&rec.meta)
+            }
+
+            fn index_entries(rec: &$record, _links: &[Option<$crate::keys::Key>]) -> Vec<($crate::kind::IndexName, $crate::keys::Key)> {
+                $wiring.index_entries(&rec.meta, &rec.$target, rec.active)
+            }
+
+            fn dependents(rec: &$record, _links: &[Option<$crate::keys::Key>]) -> Vec<($crate::kind::IndexName, $crate::keys::Key)> {
+                $wiring.dependents(&rec.meta, &rec.$target)
+            }
+
+            fn created_at(rec: &$record) -> Option<$crate::time::Timestamp> {
+                rec.meta.creation_timestamp
+            }
+        }
+    };
+}
+
+pub(crate) use exposure_kind;
