@@ -307,6 +307,38 @@ pub trait Kind: Send + Sync + 'static {
     }
 }
 
+/// The associated items of a [`Kind`] impl that every kind of a family writes alike: the
+/// record's status, the id from the table of kinds, the `VERSION`, the CR type of the same name
+/// in `crds`, `meta`, the translation (a function of the kind's module) and `created_at` from
+/// the record's metadata. Used inside the families' impls (`subscription_kind!`,
+/// `exposure_kind!`, `approval_kind!`).
+macro_rules! family_kind_items {
+    ($kind:ident, $record:ident, $version:literal, $translate:path) => {
+        fn status(rec: &Self::Record) -> Option<&$crate::common::Status> {
+            Some(&rec.status)
+        }
+
+        const ID: $crate::kind::KindId = $crate::kind::KindId::$kind;
+        const VERSION: u32 = $version;
+        type Cr = crds::$kind;
+        type Record = $record;
+
+        fn meta(cr: &crds::$kind) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+            &cr.metadata
+        }
+
+        fn translate(cr: &crds::$kind, ctx: &$crate::kind::Context) -> Result<$record, $crate::kind::Skip> {
+            $translate(cr, ctx)
+        }
+
+        fn created_at(rec: &$record) -> Option<$crate::time::Timestamp> {
+            rec.meta.creation_timestamp
+        }
+    };
+}
+
+pub(crate) use family_kind_items;
+
 #[cfg(test)]
 mod tests {
     use super::KindId;

@@ -3,12 +3,11 @@
 //! to the subscriber's team and to the target exposure's team. Skip rules, value types and the
 //! linking rules are shared with ApprovalRequest in [`super::approval_common`].
 
-use super::approval_common::{self as shared, ApprovalFields, Flavor, Source};
+use super::approval_common::{self as shared, approval_kind, approval_source, ApprovalFields, Flavor};
 use crate::common::{Meta, Status};
-use crate::keys::{index, Key};
-use crate::kind::{Context, IndexName, Kind, KindId, Link, Parent, Scope, Skip};
+use crate::keys::index;
+use crate::kind::{Context, Skip};
 use crate::time::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
 /// The Approval kind.
@@ -29,74 +28,32 @@ pub struct ApprovalRecord {
     pub expires_at: Option<Timestamp>,
 }
 
-impl Kind for Approval {
-    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
-        Some(&rec.status)
-    }
-
-    const ID: KindId = KindId::Approval;
-    const VERSION: u32 = 1;
-    type Cr = crds::Approval;
-    type Record = ApprovalRecord;
-
-    fn meta(cr: &crds::Approval) -> &ObjectMeta {
-        &cr.metadata
-    }
-
-    fn translate(cr: &crds::Approval, ctx: &Context) -> Result<ApprovalRecord, Skip> {
-        let status = cr.status.as_ref();
-        let src = Source {
-            meta: &cr.metadata,
-            action: &cr.spec.action,
-            strategy: &cr.spec.strategy,
-            state: &cr.spec.state,
-            target: &cr.spec.target,
-            requester: &cr.spec.requester,
-            decider: cr.spec.decider.as_ref(),
-            decisions: &cr.spec.decisions,
-            transitions: status.map(|s| s.available_transitions.as_slice()).unwrap_or_default(),
-            conditions: status.map(|s| s.conditions.as_slice()).unwrap_or_default(),
-        };
-        let (meta, status, fields) = shared::translate(&src, ctx, Flavor::Approval)?;
-        let expires_at = cr.status.as_ref().and_then(|s| s.expires_at.as_ref()).map(Timestamp::from);
-        Ok(ApprovalRecord { meta, status, fields, expires_at })
-    }
-
-    fn key(rec: &ApprovalRecord) -> Key {
-        shared::key(&rec.meta)
-    }
-
-    fn requires(rec: &ApprovalRecord) -> Vec<Parent> {
-        shared::requires(&rec.meta, &rec.fields.subscription)
-    }
-
-    fn links(rec: &ApprovalRecord) -> Vec<Link> {
-        shared::links(&rec.meta, &rec.fields.subscription)
-    }
-
-    fn scopes(rec: &ApprovalRecord, links: &[Option<Key>]) -> Vec<Scope> {
-        shared::scopes(&rec.meta, &rec.fields.subscription, links)
-    }
-
-    fn index_entries(rec: &ApprovalRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        shared::index_entries(index::APPROVAL_BY_SUBSCRIPTION, &rec.meta, &rec.fields.subscription)
-    }
-
-    fn created_at(rec: &ApprovalRecord) -> Option<Timestamp> {
-        rec.meta.creation_timestamp
-    }
+/// The translation of an Approval ([`Kind::translate`](crate::kind::Kind::translate)).
+fn translate(cr: &crds::Approval, ctx: &Context) -> Result<ApprovalRecord, Skip> {
+    let (meta, status, fields) = shared::translate(&approval_source!(cr), ctx, Flavor::Approval)?;
+    let expires_at = cr.status.as_ref().and_then(|s| s.expires_at.as_ref()).map(Timestamp::from);
+    Ok(ApprovalRecord { meta, status, fields, expires_at })
 }
+
+approval_kind!(Approval, ApprovalRecord {
+    const VERSION: u32 = 1;
+    by_subscription: index::APPROVAL_BY_SUBSCRIPTION,
+    translate: translate,
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::common::{ApprovalStrategy, StatusPhase};
     use crate::keys::natural;
+    use crate::keys::Key;
     use crate::kind::Features;
+    use crate::kind::{Kind, KindId, Link, Parent, Scope};
     use crate::kinds::approval_common::{
         ApprovalAction, ApprovalState, AvailableTransition, DeciderInfo, Decision, RequesterInfo, SubscriptionKind, SubscriptionRef,
     };
     use crate::kinds::testing::{ctx, world_object};
+    use crate::time::Timestamp;
 
     fn approval(env: &str, name: &str) -> crds::Approval {
         world_object("Approval", env, name)

@@ -3,12 +3,10 @@
 //! four states only (`Pending`, `Semigranted`, `Granted`, `Rejected`), transitions are kept
 //! unfiltered, and there is no expiry. Natural key `(environment, namespace, name)`.
 
-use super::approval_common::{self as shared, ApprovalFields, Flavor, Source};
+use super::approval_common::{self as shared, approval_kind, approval_source, ApprovalFields, Flavor};
 use crate::common::{Meta, Status};
-use crate::keys::{index, Key};
-use crate::kind::{Context, IndexName, Kind, KindId, Link, Parent, Scope, Skip};
-use crate::time::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use crate::keys::index;
+use crate::kind::{Context, Skip};
 use serde::{Deserialize, Serialize};
 
 /// The ApprovalRequest kind.
@@ -26,71 +24,29 @@ pub struct ApprovalRequestRecord {
     pub fields: ApprovalFields,
 }
 
-impl Kind for ApprovalRequest {
-    fn status(rec: &Self::Record) -> Option<&crate::common::Status> {
-        Some(&rec.status)
-    }
-
-    const ID: KindId = KindId::ApprovalRequest;
-    const VERSION: u32 = 1;
-    type Cr = crds::ApprovalRequest;
-    type Record = ApprovalRequestRecord;
-
-    fn meta(cr: &crds::ApprovalRequest) -> &ObjectMeta {
-        &cr.metadata
-    }
-
-    fn translate(cr: &crds::ApprovalRequest, ctx: &Context) -> Result<ApprovalRequestRecord, Skip> {
-        let status = cr.status.as_ref();
-        let src = Source {
-            meta: &cr.metadata,
-            action: &cr.spec.action,
-            strategy: &cr.spec.strategy,
-            state: &cr.spec.state,
-            target: &cr.spec.target,
-            requester: &cr.spec.requester,
-            decider: cr.spec.decider.as_ref(),
-            decisions: &cr.spec.decisions,
-            transitions: status.map(|s| s.available_transitions.as_slice()).unwrap_or_default(),
-            conditions: status.map(|s| s.conditions.as_slice()).unwrap_or_default(),
-        };
-        let (meta, status, fields) = shared::translate(&src, ctx, Flavor::Request)?;
-        Ok(ApprovalRequestRecord { meta, status, fields })
-    }
-
-    fn key(rec: &ApprovalRequestRecord) -> Key {
-        shared::key(&rec.meta)
-    }
-
-    fn requires(rec: &ApprovalRequestRecord) -> Vec<Parent> {
-        shared::requires(&rec.meta, &rec.fields.subscription)
-    }
-
-    fn links(rec: &ApprovalRequestRecord) -> Vec<Link> {
-        shared::links(&rec.meta, &rec.fields.subscription)
-    }
-
-    fn scopes(rec: &ApprovalRequestRecord, links: &[Option<Key>]) -> Vec<Scope> {
-        shared::scopes(&rec.meta, &rec.fields.subscription, links)
-    }
-
-    fn index_entries(rec: &ApprovalRequestRecord, _links: &[Option<Key>]) -> Vec<(IndexName, Key)> {
-        shared::index_entries(index::APPROVAL_REQUEST_BY_SUBSCRIPTION, &rec.meta, &rec.fields.subscription)
-    }
-
-    fn created_at(rec: &ApprovalRequestRecord) -> Option<Timestamp> {
-        rec.meta.creation_timestamp
-    }
+/// The translation of an ApprovalRequest ([`Kind::translate`](crate::kind::Kind::translate)).
+fn translate(cr: &crds::ApprovalRequest, ctx: &Context) -> Result<ApprovalRequestRecord, Skip> {
+    let (meta, status, fields) = shared::translate(&approval_source!(cr), ctx, Flavor::Request)?;
+    Ok(ApprovalRequestRecord { meta, status, fields })
 }
+
+approval_kind!(ApprovalRequest, ApprovalRequestRecord {
+    const VERSION: u32 = 1;
+    by_subscription: index::APPROVAL_REQUEST_BY_SUBSCRIPTION,
+    translate: translate,
+});
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::common::{ApprovalStrategy, StatusPhase};
     use crate::keys::natural;
+    use crate::keys::Key;
     use crate::kind::Features;
+    use crate::kind::{Kind, KindId, Link, Parent, Scope};
     use crate::kinds::approval_common::{ApprovalAction, ApprovalState, AvailableTransition, SubscriptionKind};
     use crate::kinds::testing::{ctx, world_object};
+    use crate::time::Timestamp;
 
     fn request(env: &str, name: &str) -> crds::ApprovalRequest {
         world_object("ApprovalRequest", env, name)

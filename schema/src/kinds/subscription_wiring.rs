@@ -125,23 +125,8 @@ macro_rules! subscription_kind {
         }
     ) => {
         impl $crate::kind::Kind for $kind {
-            fn status(rec: &Self::Record) -> Option<&$crate::common::Status> {
-                Some(&rec.status)
-            }
-
-            const ID: $crate::kind::KindId = $crate::kind::KindId::$kind;
-            const VERSION: u32 = $version;
+            $crate::kind::family_kind_items!($kind, $record, $version, $translate);
             const RETRY_UNLINKED: bool = true;
-            type Cr = crds::$kind;
-            type Record = $record;
-
-            fn meta(cr: &crds::$kind) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                &cr.metadata
-            }
-
-            fn translate(cr: &crds::$kind, ctx: &$crate::kind::Context) -> Result<$record, $crate::kind::Skip> {
-                $translate(cr, ctx)
-            }
 
             fn key(rec: &$record) -> $crate::keys::Key {
                 $wiring.key(&rec.meta)
@@ -165,10 +150,6 @@ macro_rules! subscription_kind {
 
             fn dependents(rec: &$record, _links: &[Option<$crate::keys::Key>]) -> Vec<($crate::kind::IndexName, $crate::keys::Key)> {
                 $wiring.dependents(&rec.meta)
-            }
-
-            fn created_at(rec: &$record) -> Option<$crate::time::Timestamp> {
-                rec.meta.creation_timestamp
             }
         }
     };
@@ -195,22 +176,7 @@ macro_rules! exposure_kind {
         }
     ) => {
         impl $crate::kind::Kind for $kind {
-            fn status(rec: &Self::Record) -> Option<&$crate::common::Status> {
-                Some(&rec.status)
-            }
-
-            const ID: $crate::kind::KindId = $crate::kind::KindId::$kind;
-            const VERSION: u32 = $version;
-            type Cr = crds::$kind;
-            type Record = $record;
-
-            fn meta(cr: &crds::$kind) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                &cr.metadata
-            }
-
-            fn translate(cr: &crds::$kind, ctx: &$crate::kind::Context) -> Result<$record, $crate::kind::Skip> {
-                $translate(cr, ctx)
-            }
+            $crate::kind::family_kind_items!($kind, $record, $version, $translate);
 
             fn key(rec: &$record) -> $crate::keys::Key {
                 $natural(&rec.meta.environment, rec.meta.team(), &rec.application, &rec.$target)
@@ -230,10 +196,6 @@ macro_rules! exposure_kind {
 
             fn dependents(rec: &$record, _links: &[Option<$crate::keys::Key>]) -> Vec<($crate::kind::IndexName, $crate::keys::Key)> {
                 $wiring.dependents(&rec.meta, &rec.$target)
-            }
-
-            fn created_at(rec: &$record) -> Option<$crate::time::Timestamp> {
-                rec.meta.creation_timestamp
             }
         }
     };
