@@ -310,7 +310,7 @@ pub trait Kind: Send + Sync + 'static {
 /// The associated items of a [`Kind`] impl that every kind of a family writes alike: the
 /// record's status, the id from the table of kinds, the `VERSION`, the CR type of the same name
 /// in `crds`, `meta`, the translation (a function of the kind's module) and `created_at` from
-/// the record's metadata. Used inside the families' impls (`subscription_kind!`,
+/// the record's metadata. Used inside the families' impls (`agentic_catalogue_kind!`, `subscription_kind!`,
 /// `exposure_kind!`, `approval_kind!`).
 macro_rules! family_kind_items {
     ($kind:ident, $record:ident, $version:literal, $translate:path) => {

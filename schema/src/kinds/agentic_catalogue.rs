@@ -225,38 +225,28 @@ macro_rules! agentic_catalogue_kind {
         #[doc = concat!("A projected ", stringify!($kind), " (fields as documented on [`AgenticCatalogueRecord`](crate::kinds::agentic_catalogue::AgenticCatalogueRecord)).")]
         pub type $record = $crate::kinds::agentic_catalogue::AgenticCatalogueRecord;
 
+        /// The translation of this kind's CR: the family's [`Source`](crate::kinds::agentic_catalogue::Source).
+        fn translate(cr: &crds::$kind, _ctx: &$crate::kind::Context) -> Result<$record, $crate::kind::Skip> {
+            let spec = &cr.spec;
+            let status = cr.status.as_ref();
+            $crate::kinds::agentic_catalogue::translate(&$crate::kinds::agentic_catalogue::Source {
+                meta: &cr.metadata,
+                spec,
+                base_path: &spec.base_path,
+                version: &spec.version,
+                title: &spec.name,
+                description: spec.description.as_ref(),
+                category: spec.category.as_ref(),
+                scopes: &spec.scopes,
+                specification: spec.specification.as_ref(),
+                hash: spec.hash.as_ref(),
+                active: status.is_some_and(|s| s.active),
+                conditions: status.map(|s| s.conditions.as_slice()).unwrap_or_default(),
+            })
+        }
+
         impl $crate::kind::Kind for $kind {
-            fn status(rec: &Self::Record) -> Option<&$crate::common::Status> {
-                Some(&rec.status)
-            }
-
-            const ID: $crate::kind::KindId = $crate::kind::KindId::$kind;
-            const VERSION: u32 = $version;
-            type Cr = crds::$kind;
-            type Record = $record;
-
-            fn meta(cr: &crds::$kind) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                &cr.metadata
-            }
-
-            fn translate(cr: &crds::$kind, _ctx: &$crate::kind::Context) -> Result<$record, $crate::kind::Skip> {
-                let spec = &cr.spec;
-                let status = cr.status.as_ref();
-                $crate::kinds::agentic_catalogue::translate(&$crate::kinds::agentic_catalogue::Source {
-                    meta: &cr.metadata,
-                    spec,
-                    base_path: &spec.base_path,
-                    version: &spec.version,
-                    title: &spec.name,
-                    description: spec.description.as_ref(),
-                    category: spec.category.as_ref(),
-                    scopes: &spec.scopes,
-                    specification: spec.specification.as_ref(),
-                    hash: spec.hash.as_ref(),
-                    active: status.is_some_and(|s| s.active),
-                    conditions: status.map(|s| s.conditions.as_slice()).unwrap_or_default(),
-                })
-            }
+            $crate::kind::family_kind_items!($kind, $record, $version, translate);
 
             fn key(rec: &$record) -> $crate::keys::Key {
                 $crate::kinds::agentic_catalogue::key(rec, $natural)
@@ -272,10 +262,6 @@ macro_rules! agentic_catalogue_kind {
 
             fn index_entries(rec: &$record, _links: &[Option<$crate::keys::Key>]) -> Vec<($crate::kind::IndexName, $crate::keys::Key)> {
                 $crate::kinds::agentic_catalogue::index_entries(rec, $active)
-            }
-
-            fn created_at(rec: &$record) -> Option<$crate::time::Timestamp> {
-                rec.meta.creation_timestamp
             }
         }
     };

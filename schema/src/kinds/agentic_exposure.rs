@@ -10,7 +10,7 @@
 //! value types are those of ApiExposure: upstreams, approval config, security and
 //! traffic.
 
-use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
+use crate::common::{self, Meta, Status, Visibility};
 use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, natural};
 use crate::kind::{Context, Skip};
@@ -121,7 +121,7 @@ fn security(spec: &cr::AgenticExposureSpec) -> Result<ApiExposureSecurity, Skip>
 const WIRING: ExposureWiring =
     ExposureWiring { active: index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH, subscriptions_by_key: index::AGENTIC_SUBSCRIPTION_BY_BASE_PATH };
 
-/// The translation of a AgenticExposure ([`Kind::translate`](crate::kind::Kind::translate)).
+/// The translation of an AgenticExposure ([`Kind::translate`](crate::kind::Kind::translate)).
 fn translate(cr: &crds::AgenticExposure, _ctx: &Context) -> Result<AgenticExposureRecord, Skip> {
     let meta = Meta::from_object(&cr.metadata)?;
     let spec = &cr.spec;
@@ -133,10 +133,7 @@ fn translate(cr: &crds::AgenticExposure, _ctx: &Context) -> Result<AgenticExposu
     let base_path = common::required("spec.basePath", &spec.base_path)?.to_string();
     let visibility = Visibility::parse("spec.visibility", &spec.visibility)?;
     let variant = AgenticVariant::parse("spec.variant", &spec.variant)?;
-    let approval_config = ApprovalConfig {
-        strategy: ApprovalStrategy::parse("spec.approval.strategy", &spec.approval.strategy)?,
-        trusted_teams: spec.approval.trusted_teams.clone(),
-    };
+    let approval_config = ApprovalConfig::from_cr(&spec.approval)?;
     let security = security(spec)?;
     let (status, active) = match &cr.status {
         Some(s) => (common::status_from_conditions(&s.conditions), s.active),
@@ -168,6 +165,7 @@ exposure_kind!(AgenticExposure, AgenticExposureRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::ApprovalStrategy;
     use crate::common::StatusPhase;
     use crate::keys::Key;
     use crate::kind::{Kind, KindId, Parent, Scope};

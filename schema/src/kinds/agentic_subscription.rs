@@ -63,7 +63,7 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
     by_target: index::AGENTIC_SUBSCRIPTION_BY_TARGET,
 };
 
-/// The translation of a AgenticSubscription ([`Kind::translate`](crate::kind::Kind::translate)).
+/// The translation of an AgenticSubscription ([`Kind::translate`](crate::kind::Kind::translate)).
 fn translate(cr: &crds::AgenticSubscription, _ctx: &Context) -> Result<AgenticSubscriptionRecord, Skip> {
     let meta = Meta::from_object(&cr.metadata)?;
     let spec = &cr.spec;

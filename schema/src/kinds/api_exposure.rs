@@ -89,6 +89,19 @@ pub struct ApprovalConfig {
     pub trusted_teams: Vec<String>,
 }
 
+impl ApprovalConfig {
+    /// From `spec.approval` of an ApiExposure, EventExposure or AgenticExposure (one CRD type).
+    ///
+    /// # Errors
+    /// [`Skip::InvalidEnum`] for a strategy other than `Auto`, `Simple` or `FourEyes`.
+    pub fn from_cr(approval: &cr::ApprovalConfig) -> Result<ApprovalConfig, Skip> {
+        Ok(ApprovalConfig {
+            strategy: ApprovalStrategy::parse("spec.approval.strategy", &approval.strategy)?,
+            trusted_teams: approval.trusted_teams.clone(),
+        })
+    }
+}
+
 /// `spec.security` of an exposure (GraphQL `ApiExposureSecurity`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApiExposureSecurity {
@@ -346,7 +359,7 @@ fn features(spec: &cr::ApiExposureSpec) -> Vec<ApiExposureFeature> {
 const WIRING: ExposureWiring =
     ExposureWiring { active: index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, subscriptions_by_key: index::API_SUBSCRIPTION_BY_BASE_PATH };
 
-/// The translation of a ApiExposure ([`Kind::translate`](crate::kind::Kind::translate)).
+/// The translation of an ApiExposure ([`Kind::translate`](crate::kind::Kind::translate)).
 fn translate(cr: &crds::ApiExposure, _ctx: &Context) -> Result<ApiExposureRecord, Skip> {
     let meta = Meta::from_object(&cr.metadata)?;
     let application =
@@ -355,10 +368,7 @@ fn translate(cr: &crds::ApiExposure, _ctx: &Context) -> Result<ApiExposureRecord
     let spec = &cr.spec;
     let base_path = common::required("spec.apiBasePath", &spec.api_base_path)?.to_string();
     let visibility = Visibility::parse("spec.visibility", &spec.visibility)?;
-    let approval_config = ApprovalConfig {
-        strategy: ApprovalStrategy::parse("spec.approval.strategy", &spec.approval.strategy)?,
-        trusted_teams: spec.approval.trusted_teams.clone(),
-    };
+    let approval_config = ApprovalConfig::from_cr(&spec.approval)?;
     let security = security(spec)?;
     let (status, active) = match &cr.status {
         Some(s) => (common::status_from_conditions(&s.conditions), s.active),

@@ -102,7 +102,7 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
     by_target: index::API_SUBSCRIPTION_BY_TARGET,
 };
 
-/// The translation of a ApiSubscription ([`Kind::translate`](crate::kind::Kind::translate)).
+/// The translation of an ApiSubscription ([`Kind::translate`](crate::kind::Kind::translate)).
 fn translate(cr: &crds::ApiSubscription, _ctx: &Context) -> Result<ApiSubscriptionRecord, Skip> {
     let meta = Meta::from_object(&cr.metadata)?;
     let spec = &cr.spec;

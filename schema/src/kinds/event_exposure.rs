@@ -12,7 +12,7 @@
 //! EventType of the same environment and type, looked up at query time, so the Go projector's
 //! stale link (ARCHITECTURE.md "The Go projector's quirks, fixed") cannot occur.
 
-use crate::common::{self, ApprovalStrategy, Meta, Status, Visibility};
+use crate::common::{self, Meta, Status, Visibility};
 use crate::graphql_enum::graphql_enum;
 use crate::keys::{index, natural};
 use crate::kind::{Context, Skip};
@@ -144,7 +144,7 @@ impl EventTrigger {
 const WIRING: ExposureWiring =
     ExposureWiring { active: index::EVENT_EXPOSURE_ACTIVE_BY_TYPE, subscriptions_by_key: index::EVENT_SUBSCRIPTION_BY_TYPE };
 
-/// The translation of a EventExposure ([`Kind::translate`](crate::kind::Kind::translate)).
+/// The translation of an EventExposure ([`Kind::translate`](crate::kind::Kind::translate)).
 fn translate(cr: &crds::EventExposure, _ctx: &Context) -> Result<EventExposureRecord, Skip> {
     let meta = Meta::from_object(&cr.metadata)?;
     let application =
@@ -153,10 +153,7 @@ fn translate(cr: &crds::EventExposure, _ctx: &Context) -> Result<EventExposureRe
     let spec = &cr.spec;
     let event_type = common::required("spec.eventType", &spec.event_type)?.to_string();
     let visibility = Visibility::parse("spec.visibility", &spec.visibility)?;
-    let approval_config = ApprovalConfig {
-        strategy: ApprovalStrategy::parse("spec.approval.strategy", &spec.approval.strategy)?,
-        trusted_teams: spec.approval.trusted_teams.clone(),
-    };
+    let approval_config = ApprovalConfig::from_cr(&spec.approval)?;
     let event_scopes = spec
         .scopes
         .iter()
@@ -192,6 +189,7 @@ exposure_kind!(EventExposure, EventExposureRecord {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::common::ApprovalStrategy;
     use crate::common::StatusPhase;
     use crate::keys::Key;
     use crate::kind::{Kind, KindId, Parent, Scope};

@@ -127,7 +127,7 @@ const WIRING: SubscriptionWiring = SubscriptionWiring {
     by_target: index::EVENT_SUBSCRIPTION_BY_TARGET,
 };
 
-/// The translation of a EventSubscription ([`Kind::translate`](crate::kind::Kind::translate)).
+/// The translation of an EventSubscription ([`Kind::translate`](crate::kind::Kind::translate)).
 fn translate(cr: &crds::EventSubscription, _ctx: &Context) -> Result<EventSubscriptionRecord, Skip> {
     let meta = Meta::from_object(&cr.metadata)?;
     let spec = &cr.spec;
