@@ -384,10 +384,10 @@ impl Extension for ChangeEvents {
         let prepared = ctx.data_opt::<SubscriptionData>().and_then(|d| d.next.lock().unwrap_or_else(|e| e.into_inner()).take());
         match prepared {
             Some(NextEvent::Shared(data)) => async_graphql::Response::new(data),
-            Some(NextEvent::Resolve(rq, share)) => {
-                let deadline = rq.deadline.clone();
+            Some(NextEvent::Resolve(request, share)) => {
+                let deadline = request.deadline.clone();
                 let mut data = async_graphql::Data::default();
-                data.insert(*rq);
+                data.insert(*request);
                 let response = next.run_with_data(ctx, operation_name, data).await;
                 if let Some(s) = share.filter(|_| response.errors.is_empty()) {
                     s.group.keep(s.position, &s.teams, answers::Answer::Sent(response.data.clone()), deadline.spent());
@@ -433,14 +433,14 @@ pub fn gone() -> Error {
 /// Registers `RecordKind`, `ChangeOperation`, `RecordChange` and returns the `changes`
 /// subscription field; `loaders` load a node by type name (`node(id:)`'s), `types` give each
 /// kind's GraphQL type.
-pub(crate) fn register(b: &mut crate::entity::Builder, loaders: Arc<HashMap<&'static str, Loader>>) -> SubscriptionField {
-    let types: Arc<HashMap<KindId, &'static str>> = Arc::new(b.type_names.clone());
+pub(crate) fn register(builder: &mut crate::entity::Builder, loaders: Arc<HashMap<&'static str, Loader>>) -> SubscriptionField {
+    let types: Arc<HashMap<KindId, &'static str>> = Arc::new(builder.type_names.clone());
     let served: Vec<KindId> = KindId::ALL.iter().copied().filter(|k| types.contains_key(k)).collect();
     let values: Vec<String> = served.iter().map(|k| kind_value(*k)).collect();
-    b.enumeration("RecordKind", &values.iter().map(String::as_str).collect::<Vec<_>>());
-    b.enumeration("ChangeOperation", &["CREATED", "UPDATED", "DELETED"]);
+    builder.enumeration("RecordKind", &values.iter().map(String::as_str).collect::<Vec<_>>());
+    builder.enumeration("ChangeOperation", &["CREATED", "UPDATED", "DELETED"]);
     let node_loaders = loaders.clone();
-    b.object(
+    builder.object(
         async_graphql::dynamic::Object::new("RecordChange")
             .description("A record written or removed, as the viewer sees it (subscription `changes`).")
             .field(
@@ -459,12 +459,12 @@ pub(crate) fn register(b: &mut crate::entity::Builder, loaders: Arc<HashMap<&'st
                 Ok(string(&schema::GlobalId::new(e.type_name, &e.key).encode()))
             }))
             .field(
-                field::<ChangeEvent>("node", TypeRef::named("Node"), move |e, rq| {
+                field::<ChangeEvent>("node", TypeRef::named("Node"), move |e, request| {
                     if e.operation == "DELETED" {
                         return Ok(None);
                     }
                     match node_loaders.get(e.type_name) {
-                        Some(load) => load(rq, &e.key),
+                        Some(load) => load(request, &e.key),
                         None => Ok(None),
                     }
                 })
@@ -544,8 +544,8 @@ pub(crate) fn kind_field<K: crate::entity::Entity>(where_type: Arc<crate::filter
             let filter: Option<EventFilter> = match ctx.args.get("where") {
                 Some(w) if !w.is_null() => {
                     let pred = Arc::new(where_type.parse(&w.object()?)?);
-                    Some(Arc::new(move |rq: &RequestContext, key: &Key| {
-                        matches!(rq.load_visible::<K>(key), Ok(Some(s)) if pred.eval(&s, rq))
+                    Some(Arc::new(move |request: &RequestContext, key: &Key| {
+                        matches!(request.load_visible::<K>(key), Ok(Some(s)) if pred.eval(&s, request))
                     }))
                 }
                 _ => None,
@@ -623,14 +623,14 @@ impl<'a> Follow<'a> {
                         None => {}
                     }
                 }
-                let rq = match self.data.context(viewer.clone()) {
-                    Ok(rq) => rq,
+                let request = match self.data.context(viewer.clone()) {
+                    Ok(request) => request,
                     Err(e) => {
                         self.done = true;
                         return Some((Err(e), self));
                     }
                 };
-                if operation != "DELETED" && self.filter.as_ref().is_some_and(|f| !f(&rq, &e.key)) {
+                if operation != "DELETED" && self.filter.as_ref().is_some_and(|f| !f(&request, &e.key)) {
                     if shared {
                         self.data.group.keep(e.position, &viewer.teams, answers::Answer::Skipped, 0);
                     }
@@ -645,7 +645,7 @@ impl<'a> Follow<'a> {
                     key: e.key.clone(),
                 };
                 let share = shared.then(|| Share { group: self.data.group.clone(), position: e.position, teams: viewer.teams.clone() });
-                *self.data.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(NextEvent::Resolve(Box::new(rq), share));
+                *self.data.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(NextEvent::Resolve(Box::new(request), share));
                 return Some((Ok(FieldValue::owned_any(event)), self));
             }
         }

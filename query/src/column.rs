@@ -117,14 +117,14 @@ impl<R: Send + Sync + 'static> Column<R> {
         };
         let ty = if self.nullable { TypeRef::named(type_name) } else { TypeRef::named_nn(type_name) };
         let (get, is_enum) = (self.get.clone(), matches!(self.ty, FilterType::Enum(_)));
-        crate::entity::field::<Stored<R>>(self.name, ty, move |p, rq| Ok(field_value(get(p, rq), is_enum)))
+        crate::entity::field::<Stored<R>>(self.name, ty, move |p, request| Ok(field_value(get(p, request), is_enum)))
     }
 
     /// The `where` input field.
     pub fn filter_field(&self) -> FilterField<R> {
         FilterField::with_request(self.name, self.ty.clone(), self.nillable, {
             let get = self.get.clone();
-            move |s: &Stored<R>, rq| get(s, rq)
+            move |s: &Stored<R>, request| get(s, request)
         })
     }
 }

@@ -95,7 +95,7 @@ pub trait Entity: Kind {
     }
 
     /// Object fields besides `id` and the [`Entity::columns`]. May register helper types in `b`.
-    fn fields(b: &mut Builder) -> Vec<Field>;
+    fn fields(builder: &mut Builder) -> Vec<Field>;
 
     /// Edges usable in `where` (`has<Edge>`, `has<Edge>With`).
     fn edge_filters() -> Vec<crate::filter::EdgeFilter<Self::Record>> {
@@ -154,7 +154,7 @@ impl Builder {
     /// (as the Go server computes it).
     pub fn specification_url_field<K: Kind>(&self, spec: fn(&K::Record) -> Option<&str>) -> Field {
         let base = self.file_manager_base_url.clone();
-        rf::<K>("specificationUrl", TypeRef::named(TypeRef::STRING), move |r| {
+        record_field::<K>("specificationUrl", TypeRef::named(TypeRef::STRING), move |r| {
             let (base, spec) = (base.as_deref()?, spec(r).filter(|s| !s.is_empty())?);
             string(&format!("{base}/files/{}", crate::kinds::common::path_escape(spec)))
         })
@@ -262,7 +262,7 @@ pub fn time(v: Timestamp) -> Option<FieldValue<'static>> {
 }
 
 /// A list of strings.
-pub fn strs<S: AsRef<str>>(v: &[S]) -> Option<FieldValue<'static>> {
+pub fn string_list<S: AsRef<str>>(v: &[S]) -> Option<FieldValue<'static>> {
     Some(FieldValue::value(Value::List(v.iter().map(|x| Value::String(x.as_ref().to_string())).collect())))
 }
 
@@ -272,12 +272,12 @@ pub fn enums<S: AsRef<str>>(v: &[S]) -> Option<FieldValue<'static>> {
 }
 
 /// An object backed by `v` (its fields downcast the parent to `T`).
-pub fn obj<T: Any + Send + Sync>(v: T) -> Option<FieldValue<'static>> {
+pub fn object_value<T: Any + Send + Sync>(v: T) -> Option<FieldValue<'static>> {
     Some(FieldValue::owned_any(v))
 }
 
 /// A list of objects.
-pub fn objs<T: Any + Send + Sync>(v: impl IntoIterator<Item = T>) -> Option<FieldValue<'static>> {
+pub fn object_values<T: Any + Send + Sync>(v: impl IntoIterator<Item = T>) -> Option<FieldValue<'static>> {
     Some(FieldValue::list(v.into_iter().map(FieldValue::owned_any)))
 }
 
@@ -305,10 +305,10 @@ pub fn field<T: Any + Send + Sync>(
         let f = f.clone();
         let result = (|| {
             let parent = ctx.parent_value.try_downcast_ref::<T>()?;
-            let rq = ctx.data::<RequestContext>()?;
-            rq.deadline.tick()?;
-            let v = f(parent, rq)?;
-            rq.deadline.charge(field_name.len() + 4 + v.as_ref().map_or(4, answer_bytes))?;
+            let request = ctx.data::<RequestContext>()?;
+            request.deadline.tick()?;
+            let v = f(parent, request)?;
+            request.deadline.charge(field_name.len() + 4 + v.as_ref().map_or(4, answer_bytes))?;
             match v {
                 None if non_null => Err(crate::error::not_projected(&field_name)),
                 v => Ok(v),
@@ -339,23 +339,27 @@ fn answer_bytes(v: &FieldValue<'_>) -> usize {
 }
 
 /// A field of an entity object (parent `Stored<K::Record>`) that only reads the record.
-pub fn rf<K: Kind>(name: &str, ty: TypeRef, f: impl Fn(&K::Record) -> Option<FieldValue<'static>> + Send + Sync + 'static) -> Field {
+pub fn record_field<K: Kind>(
+    name: &str,
+    ty: TypeRef,
+    f: impl Fn(&K::Record) -> Option<FieldValue<'static>> + Send + Sync + 'static,
+) -> Field {
     field::<Stored<K::Record>>(name, ty, move |p, _| Ok(f(&p.record)))
 }
 
 /// A plain list root field (`zones`, `groups`): every visible record of `K` in key order,
 /// filtered by an optional `where`.
-pub fn list_field<K: Entity>(b: &mut Builder, name: &str, with_where: bool) -> Field {
-    let w = b.where_type::<K>();
+pub fn list_field<K: Entity>(builder: &mut Builder, name: &str, with_where: bool) -> Field {
+    let w = builder.where_type::<K>();
     let f = Field::new(name, TypeRef::named_nn_list_nn(K::TYPE), move |ctx: ResolverContext<'_>| {
         let w = w.clone();
         let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
-            let rq = ctx.data::<RequestContext>()?;
+            let request = ctx.data::<RequestContext>()?;
             let pred = match ctx.args.get("where") {
                 Some(v) if !v.is_null() => w.parse(&v.object()?)?,
                 _ => Predicate::always(),
             };
-            let rows = IndexRows::<K> { rq, scopes: rq.viewer.scopes(K::TEAM_OWNED), order: OrderField::Key, pred };
+            let rows = IndexRows::<K> { request, scopes: request.viewer.scopes(K::TEAM_OWNED), order: OrderField::Key, pred };
             let mut out = Vec::new();
             for r in rows.iter(Bound::Unbounded, false)? {
                 out.push(node_value::<K>(r?.1));
@@ -406,29 +410,31 @@ fn order_fields<K: Entity>() -> Vec<&'static str> {
 
 /// Registers `XConnection`, `XEdge`, `XOrder`, `XOrderField`, `XWhereInput`, the object `X`
 /// (implementing `Node`) and the root query of entity `K`.
-pub fn register<K: Entity>(b: &mut Builder) {
+pub fn register<K: Entity>(builder: &mut Builder) {
     let name = K::TYPE;
-    b.record_list(name, crate::limits::RecordList::Visible { kind: K::ID, team_owned: K::TEAM_OWNED });
+    builder.record_list(name, crate::limits::RecordList::Visible { kind: K::ID, team_owned: K::TEAM_OWNED });
     let mut o = Object::new(name)
         .implement("Node")
         .field(field::<Stored<K::Record>>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<K>(&p.key)))));
     let columns = K::columns();
     for (type_name, values) in columns.iter().filter_map(Column::enum_type) {
-        b.enumeration(type_name, values);
+        builder.enumeration(type_name, values);
     }
-    for f in K::fields(b).into_iter().chain(columns.iter().map(Column::object_field)) {
+    for f in K::fields(builder).into_iter().chain(columns.iter().map(Column::object_field)) {
         o = o.field(f);
     }
-    b.object(o);
-    b.object(
+    builder.object(o);
+    builder.object(
         Object::new(format!("{name}Edge"))
             .field(field::<(String, Stored<K::Record>)>("node", TypeRef::named(name), |p, _| Ok(Some(node_value::<K>(p.1.clone())))))
             .field(field::<(String, Stored<K::Record>)>("cursor", TypeRef::named_nn("Cursor"), |p, _| string(&p.0).map(Ok).transpose())),
     );
     let mut connection = Object::new(format!("{name}Connection"))
-        .field(field::<ConnData<K::Record>>("edges", TypeRef::named_list(format!("{name}Edge")), |p, _| Ok(objs(p.edges.iter().cloned()))))
+        .field(field::<ConnData<K::Record>>("edges", TypeRef::named_list(format!("{name}Edge")), |p, _| {
+            Ok(object_values(p.edges.iter().cloned()))
+        }))
         .field(field::<ConnData<K::Record>>("pageInfo", TypeRef::named_nn("PageInfo"), |p, _| {
-            Ok(obj(crate::PageInfo {
+            Ok(object_value(crate::PageInfo {
                 has_next: p.has_next,
                 has_previous: p.has_previous,
                 start: p.edges.first().map(|e| e.0.clone()),
@@ -439,7 +445,7 @@ pub fn register<K: Entity>(b: &mut Builder) {
     // Kinds with a status: how many of the connection's records (same viewer, `where` and
     // `search` as `totalCount`) are in each phase, every phase listed.
     if columns.iter().any(|c| c.name() == "statusPhase") {
-        b.object(
+        builder.object(
             Object::new(format!("{name}PhaseCount"))
                 .field(field::<(StatusPhase, u64)>("phase", TypeRef::named_nn(format!("{name}StatusPhase")), |p, _| {
                     Ok(enum_item(p.0.as_str()))
@@ -449,22 +455,22 @@ pub fn register<K: Entity>(b: &mut Builder) {
         connection = connection.field(field::<ConnData<K::Record>>(
             "phaseCounts",
             TypeRef::named_nn_list_nn(format!("{name}PhaseCount")),
-            |p, _| Ok(objs(p.phases.iter().copied())),
+            |p, _| Ok(object_values(p.phases.iter().copied())),
         ));
     }
-    b.object(connection);
-    b.enumeration(&format!("{name}OrderField"), &order_fields::<K>());
-    b.input(
+    builder.object(connection);
+    builder.enumeration(&format!("{name}OrderField"), &order_fields::<K>());
+    builder.input(
         InputObject::new(format!("{name}Order"))
             .field(InputValue::new("direction", TypeRef::named_nn("OrderDirection")).default_value(Value::Enum(Name::new("ASC"))))
             .field(InputValue::new("field", TypeRef::named_nn(format!("{name}OrderField")))),
     );
-    let where_type = b.where_type::<K>();
-    b.subscription_fields.push(crate::changes::kind_field::<K>(where_type.clone()));
+    let where_type = builder.where_type::<K>();
+    builder.subscription_fields.push(crate::changes::kind_field::<K>(where_type.clone()));
     if let Some(root) = K::ROOT {
         let w = where_type.clone();
-        let mut root_field = connection_field::<K, ()>(root, w, |rq, _, order, pred| {
-            Ok(Box::new(IndexRows::<K> { rq, scopes: rq.viewer.scopes(K::TEAM_OWNED), order, pred }))
+        let mut root_field = connection_field::<K, ()>(root, w, |request, _, order, pred| {
+            Ok(Box::new(IndexRows::<K> { request, scopes: request.viewer.scopes(K::TEAM_OWNED), order, pred }))
         });
         if schema::catalogue::KINDS.contains(&K::ID) {
             // Full-text search, by relevance (read in `connection_field`, see `crate::search`).
@@ -472,12 +478,12 @@ pub fn register<K: Entity>(b: &mut Builder) {
                 InputValue::new("search", TypeRef::named(TypeRef::STRING)).description(crate::search::search_argument_description()),
             );
         }
-        b.query_fields.push(root_field);
+        builder.query_fields.push(root_field);
     }
     let loader: Loader =
-        Arc::new(|rq: &RequestContext, key: &Key| Ok(rq.load_visible::<K>(key)?.map(|s| node_value::<K>(s).with_type(K::TYPE))));
-    b.loaders.insert(K::TYPE, loader);
-    b.type_names.insert(K::ID, K::TYPE);
+        Arc::new(|request: &RequestContext, key: &Key| Ok(request.load_visible::<K>(key)?.map(|s| node_value::<K>(s).with_type(K::TYPE))));
+    builder.loaders.insert(K::TYPE, loader);
+    builder.type_names.insert(K::ID, K::TYPE);
 }
 
 type MakeRows<K, P> = dyn for<'a> Fn(
@@ -506,8 +512,8 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
         let rows = rows.clone();
         let where_type = where_type.clone();
         let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
-            let rq = ctx.data::<RequestContext>()?;
-            rq.deadline.check()?;
+            let request = ctx.data::<RequestContext>()?;
+            request.deadline.check()?;
             let parent: &P = match ctx.parent_value.downcast_ref::<P>() {
                 Some(p) => p,
                 None => {
@@ -521,7 +527,7 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
             // `crate::search::SEARCH_TEXT_RULE` says.
             let search = ctx.args.get("search").filter(|v| !v.is_null()).map(|v| v.string().map(str::to_string)).transpose()?;
             if let Some(q) = &search {
-                crate::limits::check_search(q, &rq.limits).map_err(crate::limits::LimitError::into_error)?;
+                crate::limits::check_search(q, &request.limits).map_err(crate::limits::LimitError::into_error)?;
             }
             let search = search.filter(|q| !storage::analysis::words(q).is_empty());
             if search.is_some() && !entries.is_empty() {
@@ -554,11 +560,11 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
                 K::ID,
                 spec.clone(),
                 desc,
-                rq.max_page_size,
+                request.max_page_size,
             )?;
             let mut src = match &search {
-                Some(q) => Box::new(crate::search::rows::<K>(rq, q, &pred)?),
-                None => rows(rq, parent, order, pred)?,
+                Some(q) => Box::new(crate::search::rows::<K>(request, q, &pred)?),
+                None => rows(request, parent, order, pred)?,
             };
             if let OrderSpec::Multi(m) = &spec {
                 let mut all = Vec::new();
@@ -583,8 +589,8 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
             // Each edge: its cursor when selected, the edge and node objects (their fields
             // charge their own).
             let cursors = look.field("edges").field("cursor").exists();
-            rq.deadline.charge(edges.iter().map(|(cursor, _)| if cursors { cursor.len() + 24 } else { 24 }).sum::<usize>() + 64)?;
-            Ok(obj(ConnData::<K::Record> { edges, has_next: page.has_next, has_previous: page.has_previous, total, phases }))
+            request.deadline.charge(edges.iter().map(|(cursor, _)| if cursors { cursor.len() + 24 } else { 24 }).sum::<usize>() + 64)?;
+            Ok(object_value(ConnData::<K::Record> { edges, has_next: page.has_next, has_previous: page.has_previous, total, phases }))
         })();
         crate::entity::ready(result)
     })
@@ -668,7 +674,7 @@ pub fn suffix_of<K: Kind>(s: &Stored<K::Record>, order: OrderField) -> Vec<u8> {
 
 /// Rows of a nested connection: `candidates` filtered by visibility and `pred`, sorted.
 pub fn nested_rows<K: Kind>(
-    rq: &RequestContext,
+    request: &RequestContext,
     candidates: Vec<Stored<K::Record>>,
     order: OrderField,
     pred: &Predicate<K::Record>,
@@ -676,7 +682,7 @@ pub fn nested_rows<K: Kind>(
     // Once the deadline passed, nothing more is kept: the request ends with TIMEOUT.
     let mut rows: Vec<Row<K::Record>> = candidates
         .into_iter()
-        .filter(|s| rq.deadline.tick().is_ok() && rq.visible::<K>(s) && pred.eval(s, rq))
+        .filter(|s| request.deadline.tick().is_ok() && request.visible::<K>(s) && pred.eval(s, request))
         .map(|s| (suffix_of::<K>(&s, order), s))
         .collect();
     rows.sort_by(|a, b| a.0.cmp(&b.0));
@@ -685,7 +691,7 @@ pub fn nested_rows<K: Kind>(
 
 /// Rows of a root connection: a k-way merge of the viewer's scope ranges of the ordering index.
 struct IndexRows<'a, K: Entity> {
-    rq: &'a RequestContext,
+    request: &'a RequestContext,
     scopes: Vec<Scope>,
     order: OrderField,
     pred: Predicate<K::Record>,
@@ -695,24 +701,24 @@ impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
     fn iter(&self, from: Bound<&[u8]>, reverse: bool) -> Result<RowIter<'_, K::Record>, Error> {
         let mut heads = Vec::new();
         for scope in &self.scopes {
-            let it = self.rq.view.scan(K::ID, self.order, scope, from, reverse).map_err(|e| self.rq.storage_error(e))?;
+            let it = self.request.view.scan(K::ID, self.order, scope, from, reverse).map_err(|e| self.request.storage_error(e))?;
             heads.push(it.peekable());
         }
         let merged = Merge { heads, reverse };
-        let rq = self.rq;
+        let request = self.request;
         let pred = &self.pred;
         Ok(Box::new(merged.filter_map(move |item| {
-            if let Err(e) = rq.deadline.tick() {
+            if let Err(e) = request.deadline.tick() {
                 return Some(Err(e));
             }
             let (suffix, key) = match item {
                 Ok(x) => x,
-                Err(e) => return Some(Err(rq.storage_error(e))),
+                Err(e) => return Some(Err(request.storage_error(e))),
             };
-            match rq.view.get::<K>(&key) {
-                Err(e) => Some(Err(rq.storage_error(e))),
+            match request.view.get::<K>(&key) {
+                Err(e) => Some(Err(request.storage_error(e))),
                 Ok(None) => None,
-                Ok(Some(s)) => pred.eval(&s, rq).then_some(Ok((suffix, s))),
+                Ok(Some(s)) => pred.eval(&s, request).then_some(Ok((suffix, s))),
             }
         })))
     }
@@ -722,7 +728,7 @@ impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
         if self.pred.is_trivial() && (self.scopes.len() == 1 || !K::SHARED_SCOPES) {
             let mut counts: Vec<(StatusPhase, u64)> = StatusPhase::ALL.iter().map(|&p| (p, 0)).collect();
             for scope in &self.scopes {
-                for (slot, (_, n)) in counts.iter_mut().zip(self.rq.view.phase_counts(K::ID, scope).map_err(crate::error::storage)?) {
+                for (slot, (_, n)) in counts.iter_mut().zip(self.request.view.phase_counts(K::ID, scope).map_err(crate::error::storage)?) {
                     slot.1 += n;
                 }
             }
@@ -737,7 +743,7 @@ impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
         if self.pred.is_trivial() && (self.scopes.len() == 1 || !K::SHARED_SCOPES) {
             let mut n = 0;
             for scope in &self.scopes {
-                n += self.rq.view.count(K::ID, scope).map_err(crate::error::storage)?;
+                n += self.request.view.count(K::ID, scope).map_err(crate::error::storage)?;
             }
             return Ok(n);
         }
@@ -798,34 +804,34 @@ impl<I: Iterator<Item = Result<storage::OrderEntry, storage::StorageError>>> Ite
 
 /// Registers the `Node` interface and the `node`/`nodes` query fields; returns the node loaders
 /// (for [`crate::changes`]).
-pub fn register_node(b: &mut Builder) -> Arc<HashMap<&'static str, Loader>> {
-    b.interfaces.push(Interface::new("Node").field(InterfaceField::new("id", TypeRef::named_nn(TypeRef::ID))));
-    let loaders = Arc::new(std::mem::take(&mut b.loaders));
+pub fn register_node(builder: &mut Builder) -> Arc<HashMap<&'static str, Loader>> {
+    builder.interfaces.push(Interface::new("Node").field(InterfaceField::new("id", TypeRef::named_nn(TypeRef::ID))));
+    let loaders = Arc::new(std::mem::take(&mut builder.loaders));
     let returned = loaders.clone();
     let l1 = loaders.clone();
-    b.query_fields.push(
+    builder.query_fields.push(
         Field::new("node", TypeRef::named("Node"), move |ctx| {
             let loaders = l1.clone();
             let result = (|| {
-                let rq = ctx.data::<RequestContext>()?;
+                let request = ctx.data::<RequestContext>()?;
                 let id = ctx.args.try_get("id")?.string()?.to_string();
-                load_node(&loaders, rq, &id)
+                load_node(&loaders, request, &id)
             })();
             crate::entity::ready(result.map(Some))
         })
         .argument(InputValue::new("id", TypeRef::named_nn(TypeRef::ID))),
     );
-    b.query_fields.push(
+    builder.query_fields.push(
         Field::new("nodes", TypeRef::named_list_nn("Node"), move |ctx| {
             let loaders = loaders.clone();
             let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
-                let rq = ctx.data::<RequestContext>()?;
+                let request = ctx.data::<RequestContext>()?;
                 let ids: Vec<String> =
                     ctx.args.try_get("ids")?.list()?.iter().map(|v| v.string().map(str::to_string)).collect::<Result<_, _>>()?;
                 let mut out = Vec::with_capacity(ids.len());
                 for id in ids {
-                    rq.deadline.tick()?;
-                    match load_node(&loaders, rq, &id) {
+                    request.deadline.tick()?;
+                    match load_node(&loaders, request, &id) {
                         Ok(v) => out.push(v),
                         Err(e) => {
                             let mut err = e.into_server_error(ctx.item.pos);
@@ -849,10 +855,10 @@ pub fn register_node(b: &mut Builder) -> Arc<HashMap<&'static str, Loader>> {
     returned
 }
 
-fn load_node(loaders: &HashMap<&'static str, Loader>, rq: &RequestContext, id: &str) -> Result<FieldValue<'static>, Error> {
+fn load_node(loaders: &HashMap<&'static str, Loader>, request: &RequestContext, id: &str) -> Result<FieldValue<'static>, Error> {
     let gid = GlobalId::decode(id).map_err(|_| not_found(id))?;
     let loader = loaders.get(gid.type_name.as_str()).ok_or_else(|| not_found(id))?;
-    loader(rq, &gid.key)?.ok_or_else(|| not_found(id))
+    loader(request, &gid.key)?.ok_or_else(|| not_found(id))
 }
 
 impl From<QueryError> for Error {

@@ -234,7 +234,7 @@ impl<R: 'static> EdgeFilter<R> {
         EdgeFilter {
             name,
             target_input,
-            exists: Arc::new(move |rq, row| !neighbours(rq, row).is_empty()),
+            exists: Arc::new(move |request, row| !neighbours(request, row).is_empty()),
             compile: Arc::new(move |registry, inputs, nested| {
                 let w = registry
                     .get::<T::Record>(&target)
@@ -242,11 +242,11 @@ impl<R: 'static> EdgeFilter<R> {
                 let preds = inputs.iter().map(|o| w.parse_at(o, true)).collect::<Result<Vec<_>, _>>()?;
                 let n = n2.clone();
                 // Once the deadline passed, no neighbour matches: the request ends with TIMEOUT.
-                let test = move |rq: &RequestContext, row: &Stored<R>| {
-                    n(rq, row)
+                let test = move |request: &RequestContext, row: &Stored<R>| {
+                    n(request, row)
                         .iter()
-                        .filter(|x| rq.visible::<T>(x))
-                        .any(|x| rq.deadline.tick().is_ok() && preds.iter().all(|p| p.eval(x, rq)))
+                        .filter(|x| request.visible::<T>(x))
+                        .any(|x| request.deadline.tick().is_ok() && preds.iter().all(|p| p.eval(x, request)))
                 };
                 if !nested {
                     return Ok(Arc::new(test) as EdgeEval<R>);
@@ -255,12 +255,12 @@ impl<R: 'static> EdgeFilter<R> {
                 // that reaches it: each answer is kept for the request, so nested filters cost
                 // each target record once instead of multiplying along the nesting.
                 let memo: std::sync::Mutex<std::collections::HashMap<Vec<u8>, bool>> = Default::default();
-                let eval: EdgeEval<R> = Arc::new(move |rq, row| {
+                let eval: EdgeEval<R> = Arc::new(move |request, row| {
                     let key = row.key.as_bytes();
                     if let Some(hit) = memo.lock().unwrap_or_else(|e| e.into_inner()).get(key) {
                         return *hit;
                     }
-                    let answer = test(rq, row);
+                    let answer = test(request, row);
                     memo.lock().unwrap_or_else(|e| e.into_inner()).insert(key.to_vec(), answer);
                     answer
                 });
@@ -470,14 +470,14 @@ fn operand(ty: &FilterType, v: &ValueAccessor<'_>) -> Result<FilterValue, Error>
 
 impl<R> Predicate<R> {
     /// Whether the predicate holds for `row`, as seen by the request's viewer.
-    pub fn eval(&self, row: &Stored<R>, rq: &RequestContext) -> bool {
+    pub fn eval(&self, row: &Stored<R>, request: &RequestContext) -> bool {
         match self {
-            Predicate::All(ps) => ps.iter().all(|p| p.eval(row, rq)),
-            Predicate::Any(ps) => ps.iter().any(|p| p.eval(row, rq)),
-            Predicate::Not(p) => !p.eval(row, rq),
-            Predicate::Cmp(field, op, arg) => compare(&(field.get)(row, rq), *op, arg),
-            Predicate::Edge(EdgeTest::Has(edge, want)) => (edge.exists)(rq, row) == *want,
-            Predicate::Edge(EdgeTest::With(eval)) => eval(rq, row),
+            Predicate::All(ps) => ps.iter().all(|p| p.eval(row, request)),
+            Predicate::Any(ps) => ps.iter().any(|p| p.eval(row, request)),
+            Predicate::Not(p) => !p.eval(row, request),
+            Predicate::Cmp(field, op, arg) => compare(&(field.get)(row, request), *op, arg),
+            Predicate::Edge(EdgeTest::Has(edge, want)) => (edge.exists)(request, row) == *want,
+            Predicate::Edge(EdgeTest::With(eval)) => eval(request, row),
         }
     }
 

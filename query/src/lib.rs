@@ -203,28 +203,28 @@ fn build(
     extras: Extras,
     validation: ValidationMode,
 ) -> Result<(Schema, std::collections::HashMap<String, limits::RecordList>), SchemaError> {
-    let mut bld = Builder::default();
-    bld.file_manager_base_url = config.file_manager_base_url.as_deref().map(Arc::from);
-    bld.secret_resolver = config.secret_resolver.clone();
-    bld.enumeration("OrderDirection", &["ASC", "DESC"]);
-    bld.object(
+    let mut builder = Builder::default();
+    builder.file_manager_base_url = config.file_manager_base_url.as_deref().map(Arc::from);
+    builder.secret_resolver = config.secret_resolver.clone();
+    builder.enumeration("OrderDirection", &["ASC", "DESC"]);
+    builder.object(
         Object::new("PageInfo")
             .field(field::<PageInfo>("hasNextPage", TypeRef::named_nn(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.has_next))))
             .field(field::<PageInfo>("hasPreviousPage", TypeRef::named_nn(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.has_previous))))
             .field(field::<PageInfo>("startCursor", TypeRef::named("Cursor"), |p, _| Ok(nullable_string(p.start.as_deref()))))
             .field(field::<PageInfo>("endCursor", TypeRef::named("Cursor"), |p, _| Ok(nullable_string(p.end.as_deref())))),
     );
-    kinds::register_all(&mut bld);
-    search::register(&mut bld);
-    let loaders = entity::register_node(&mut bld);
-    let mutation = mutations::register(&mut bld, config.command_sink.clone());
-    let mut subscription = async_graphql::dynamic::Subscription::new("Subscription").field(changes::register(&mut bld, loaders));
-    for f in std::mem::take(&mut bld.subscription_fields) {
+    kinds::register_all(&mut builder);
+    search::register(&mut builder);
+    let loaders = entity::register_node(&mut builder);
+    let mutation = mutations::register(&mut builder, config.command_sink.clone());
+    let mut subscription = async_graphql::dynamic::Subscription::new("Subscription").field(changes::register(&mut builder, loaders));
+    for f in std::mem::take(&mut builder.subscription_fields) {
         subscription = subscription.field(f);
     }
 
     let mut query = Object::new("Query");
-    for f in std::mem::take(&mut bld.query_fields) {
+    for f in std::mem::take(&mut builder.query_fields) {
         query = query.field(f);
     }
     let mut sb = Schema::build("Query", Some("Mutation"), Some("Subscription"))
@@ -237,19 +237,19 @@ fn build(
         .limit_depth(config.limits.max_depth.min(limits::MAX_DEPTH_CEILING))
         .limit_complexity(config.limits.max_complexity)
         .validation_mode(validation);
-    for o in bld.take_objects() {
+    for o in builder.take_objects() {
         sb = sb.register(o);
     }
-    for e in bld.enums {
+    for e in builder.enums {
         sb = sb.register(e);
     }
-    for i in bld.inputs {
+    for i in builder.inputs {
         sb = sb.register(i);
     }
-    for i in bld.interfaces {
+    for i in builder.interfaces {
         sb = sb.register(i);
     }
-    for u in bld.unions {
+    for u in builder.unions {
         sb = sb.register(u);
     }
     if !config.introspection {
@@ -261,7 +261,7 @@ fn build(
     if extras.change_events {
         sb = sb.extension(changes::ChangeEvents);
     }
-    Ok((sb.finish()?, bld.records))
+    Ok((sb.finish()?, builder.records))
 }
 
 impl Api {
@@ -277,8 +277,8 @@ impl Api {
 
     /// Executes one GraphQL request for `viewer` on a consistent read view of `store`, without
     /// a deadline: [`Api::prepare`] then [`Api::run`].
-    pub async fn execute(&self, store: &Store, viewer: Viewer, request: async_graphql::Request) -> async_graphql::Response {
-        match self.prepare(store, viewer, request, deadline::Deadline::none()) {
+    pub async fn execute(&self, store: &Store, viewer: Viewer, graphql_request: async_graphql::Request) -> async_graphql::Response {
+        match self.prepare(store, viewer, graphql_request, deadline::Deadline::none()) {
             Ok(p) => self.run(p).await,
             Err(refused) => *refused,
         }
@@ -296,41 +296,41 @@ impl Api {
         &self,
         store: &Store,
         mut viewer: Viewer,
-        mut request: async_graphql::Request,
+        mut graphql_request: async_graphql::Request,
         deadline: deadline::Deadline,
     ) -> Result<Prepared, Box<async_graphql::Response>> {
         let refuse = |e: limits::LimitError| Box::new(async_graphql::Response::from_errors(vec![e.into_server_error()]));
-        self.persisted.resolve(&mut request).map_err(|e| Box::new(async_graphql::Response::from_errors(vec![e])))?;
-        let parsed = match self.parsed.get(&request.query) {
+        self.persisted.resolve(&mut graphql_request).map_err(|e| Box::new(async_graphql::Response::from_errors(vec![e])))?;
+        let parsed = match self.parsed.get(&graphql_request.query) {
             Some(hit) => Some(hit),
             None => {
-                limits::scan_text(&request.query, &self.limits).map_err(refuse)?;
-                self.parsed.parse(&request.query)
+                limits::scan_text(&graphql_request.query, &self.limits).map_err(refuse)?;
+                self.parsed.parse(&graphql_request.query)
             }
         };
-        limits::check_variables(&request.variables, &self.limits).map_err(refuse)?;
+        limits::check_variables(&graphql_request.variables, &self.limits).map_err(refuse)?;
         let unreadable = |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::storage_request_error(e)]);
         let view = store.read().map_err(unreadable)?;
         viewer.resolve(&view).map_err(unreadable)?;
-        let op = parsed.as_ref().and_then(|p| operation_type(&p.doc, request.operation_name.as_deref()));
+        let op = parsed.as_ref().and_then(|p| operation_type(&p.doc, graphql_request.operation_name.as_deref()));
         if op == Some(OperationType::Subscription) {
             return Err(Box::new(async_graphql::Response::from_errors(vec![error::subscription_over_http()])));
         }
         let mutation = op == Some(OperationType::Mutation);
         if let Some(p) = parsed.as_ref().filter(|_| mutation) {
             // `__typename` writes nothing: it does not count.
-            let writes = root_fields(&p.doc, request.operation_name.as_deref(), mutations::MAX_MUTATIONS, false);
+            let writes = root_fields(&p.doc, graphql_request.operation_name.as_deref(), mutations::MAX_MUTATIONS, false);
             if writes > mutations::MAX_MUTATIONS {
                 return Err(Box::new(async_graphql::Response::from_errors(vec![error::too_many_mutations()])));
             }
         }
         let mut cost = limits::Cost::default();
         if let Some(p) = &parsed {
-            cost = self.measure(&p.doc, &request, &view, &viewer).map_err(refuse)?;
-            request.set_parsed_query(p.doc.clone());
+            cost = self.measure(&p.doc, &graphql_request, &view, &viewer).map_err(refuse)?;
+            graphql_request.set_parsed_query(p.doc.clone());
         }
-        let rq = request_context(store, view, viewer, deadline, self.config.now, self.config.limits.max_page_size, &self.limits);
-        Ok(Prepared { rq, request, parsed, cost, store: store.clone(), mutation })
+        let request = request_context(store, view, viewer, deadline, self.config.now, self.config.limits.max_page_size, &self.limits);
+        Ok(Prepared { request, graphql_request, parsed, cost, store: store.clone(), mutation })
     }
 
     /// The operation of `request` in `doc` measured against the [`limits`], lists of records
@@ -338,14 +338,14 @@ impl Api {
     fn measure(
         &self,
         doc: &ExecutableDocument,
-        request: &async_graphql::Request,
+        graphql_request: &async_graphql::Request,
         view: &storage::ReadView,
         viewer: &Viewer,
     ) -> Result<limits::Cost, limits::LimitError> {
         let mut counts = std::collections::HashMap::new();
         let mut bound =
             |r: limits::RecordList| *counts.entry(r).or_insert_with(|| list_bound(view, viewer, r, self.config.limits.max_page_size));
-        limits::analyze(doc, request.operation_name.as_deref(), &request.variables, &self.shapes, &self.limits, &mut bound)
+        limits::analyze(doc, graphql_request.operation_name.as_deref(), &graphql_request.variables, &self.shapes, &self.limits, &mut bound)
     }
 
     /// Everything before a subscription runs, as [`Api::prepare`] measures a query: the text,
@@ -363,25 +363,25 @@ impl Api {
         &self,
         store: &Store,
         viewer: Viewer,
-        mut request: async_graphql::Request,
+        mut graphql_request: async_graphql::Request,
         log: &changes::ChangeLog,
         deadline: Arc<dyn Fn() -> deadline::Deadline + Send + Sync>,
     ) -> Result<async_graphql::Request, Box<async_graphql::Response>> {
         let refuse = |e: limits::LimitError| Box::new(async_graphql::Response::from_errors(vec![e.into_server_error()]));
-        self.persisted.resolve(&mut request).map_err(|e| Box::new(async_graphql::Response::from_errors(vec![e])))?;
-        limits::scan_text(&request.query, &self.limits).map_err(refuse)?;
-        limits::check_variables(&request.variables, &self.limits).map_err(refuse)?;
-        let doc = match async_graphql::parser::parse_query(&request.query) {
+        self.persisted.resolve(&mut graphql_request).map_err(|e| Box::new(async_graphql::Response::from_errors(vec![e])))?;
+        limits::scan_text(&graphql_request.query, &self.limits).map_err(refuse)?;
+        limits::check_variables(&graphql_request.variables, &self.limits).map_err(refuse)?;
+        let doc = match async_graphql::parser::parse_query(&graphql_request.query) {
             Ok(doc) => doc,
             // The executor reports the syntax error as usual.
-            Err(_) => return Ok(request),
+            Err(_) => return Ok(graphql_request),
         };
-        if operation_type(&doc, request.operation_name.as_deref()) != Some(OperationType::Subscription) {
+        if operation_type(&doc, graphql_request.operation_name.as_deref()) != Some(OperationType::Subscription) {
             return Err(Box::new(async_graphql::Response::from_errors(vec![error::not_a_subscription()])));
         }
         // GraphQL's "single root field" rule (which the executor does not check): one stream
         // per subscription, so the subscription limits count what runs.
-        if root_fields(&doc, request.operation_name.as_deref(), 1, true) != 1 {
+        if root_fields(&doc, graphql_request.operation_name.as_deref(), 1, true) != 1 {
             return Err(Box::new(async_graphql::Response::from_errors(vec![error::not_one_root_field()])));
         }
         let unreadable = |e: storage::StorageError| async_graphql::Response::from_errors(vec![error::storage_request_error(e)]);
@@ -389,35 +389,35 @@ impl Api {
             let view = store.read().map_err(unreadable)?;
             let mut measured = viewer.clone();
             measured.resolve(&view).map_err(unreadable)?;
-            let cost = self.measure(&doc, &request, &view, &measured).map_err(refuse)?;
+            let cost = self.measure(&doc, &graphql_request, &view, &measured).map_err(refuse)?;
             // Events are resolved as they come, on the connection's task: light work only.
             if cost.nodes > LIGHT_NODES || cost.searches || cost.edge_filters {
                 return Err(Box::new(async_graphql::Response::from_errors(vec![error::subscription_too_heavy(cost.nodes, LIGHT_NODES)])));
             }
         }
-        request.set_parsed_query(doc);
+        graphql_request.set_parsed_query(doc);
         let data = changes::SubscriptionData::new(
             store,
             viewer,
-            &request,
+            &graphql_request,
             log,
             deadline,
             self.config.now,
             self.config.limits.max_page_size,
             self.limits.clone(),
         );
-        Ok(request.data(data))
+        Ok(graphql_request.data(data))
     }
 
     /// Runs a prepared subscription: one answer per event (errors with their codes, as
     /// [`Api::run`] gives them); the stream ends after an answer with errors.
     pub fn subscribe(
         &self,
-        request: async_graphql::Request,
+        graphql_request: async_graphql::Request,
     ) -> async_graphql::futures_util::stream::BoxStream<'static, async_graphql::Response> {
         use async_graphql::futures_util::StreamExt;
         let limits = self.limits.clone();
-        self.subscriptions.execute_stream(request).map(move |r| with_codes(cap_errors(r), &limits)).boxed()
+        self.subscriptions.execute_stream(graphql_request).map(move |r| with_codes(cap_errors(r), &limits)).boxed()
     }
 
     /// Executes a prepared request. Resolvers run synchronously inside this future (they read
@@ -427,20 +427,20 @@ impl Api {
         if prepared.mutation {
             return self.run_mutation(prepared).await;
         }
-        let Prepared { rq, request, parsed, .. } = prepared;
-        // The same deadline stays readable after `rq` moved into the request.
-        let deadline = rq.deadline.clone();
+        let Prepared { request, graphql_request, parsed, .. } = prepared;
+        // The same deadline stays readable after `request` moved into the GraphQL request.
+        let deadline = request.deadline.clone();
         if deadline.passed() {
             return async_graphql::Response::from_errors(vec![deadline.server_error()]);
         }
         // `nodes` can only be selected by a query whose text contains the word.
-        let schemas = if request.query.contains("nodes") { &self.nodes } else { &self.plain };
-        let unnamed = request.operation_name.is_none();
+        let schemas = if graphql_request.query.contains("nodes") { &self.nodes } else { &self.plain };
+        let unnamed = graphql_request.operation_name.is_none();
         let validated = parsed.as_ref().is_some_and(|p| unnamed && p.validated.load(std::sync::atomic::Ordering::Relaxed));
         let response = if validated {
-            schemas.fast.execute(request.data(rq)).await
+            schemas.fast.execute(graphql_request.data(request)).await
         } else {
-            let response = schemas.strict.execute(request.data(rq)).await;
+            let response = schemas.strict.execute(graphql_request.data(request)).await;
             if let Some(p) = parsed.filter(|p| unnamed && p.variable_free && response.errors.is_empty()) {
                 p.validated.store(true, std::sync::atomic::Ordering::Relaxed);
             }
@@ -458,22 +458,22 @@ impl Api {
     /// document order (each answered once projected, or its projection timeout passed) and keeps
     /// their outcomes; the second resolves the same selection on a read view opened after them.
     async fn run_mutation(&self, prepared: Prepared) -> async_graphql::Response {
-        let Prepared { rq, request, parsed, store, .. } = prepared;
-        let deadline = rq.deadline.clone();
+        let Prepared { request, graphql_request, parsed, store, .. } = prepared;
+        let deadline = request.deadline.clone();
         let timeout = |deadline: &deadline::Deadline| async_graphql::Response::from_errors(vec![deadline.server_error()]);
         if deadline.passed() {
             return timeout(&deadline);
         }
-        let mut again = async_graphql::Request::new(request.query.clone()).variables(request.variables.clone());
-        if let Some(name) = &request.operation_name {
+        let mut again = async_graphql::Request::new(graphql_request.query.clone()).variables(graphql_request.variables.clone());
+        if let Some(name) = &graphql_request.operation_name {
             again = again.operation_name(name.clone());
         }
         if let Some(p) = &parsed {
             again.set_parsed_query(p.doc.clone());
         }
-        let viewer = rq.viewer.clone();
+        let viewer = request.viewer.clone();
         let run = mutations::MutationRun::execute();
-        let first = self.plain.strict.execute(request.data(rq).data(run.clone())).await;
+        let first = self.plain.strict.execute(graphql_request.data(request).data(run.clone())).await;
         if deadline.passed() {
             return timeout(&deadline);
         }
@@ -489,8 +489,9 @@ impl Api {
         if let Err(e) = viewer.resolve(&view) {
             return unreadable(e);
         }
-        let rq = request_context(&store, view, viewer, deadline.clone(), self.config.now, self.config.limits.max_page_size, &self.limits);
-        let answer = self.plain.strict.execute(again.data(rq).data(run.answer())).await;
+        let request =
+            request_context(&store, view, viewer, deadline.clone(), self.config.now, self.config.limits.max_page_size, &self.limits);
+        let answer = self.plain.strict.execute(again.data(request).data(run.answer())).await;
         if deadline.passed() {
             return timeout(&deadline);
         }
@@ -629,8 +630,10 @@ fn with_codes(mut response: async_graphql::Response, limits: &limits::Limits) ->
 
 /// A request measured and ready to run ([`Api::prepare`], [`Api::run`]).
 pub struct Prepared {
-    rq: RequestContext,
-    request: async_graphql::Request,
+    /// The request's context (viewer, read view, deadline, limits), handed to the resolvers.
+    request: RequestContext,
+    /// The GraphQL request itself (query, variables, operation name).
+    graphql_request: async_graphql::Request,
     parsed: Option<Arc<Parsed>>,
     cost: limits::Cost,
     /// Where a mutation's answer is read again after its writes.
@@ -658,7 +661,7 @@ impl Prepared {
 
     /// The request's deadline.
     pub fn deadline(&self) -> &deadline::Deadline {
-        &self.rq.deadline
+        &self.request.deadline
     }
 }
 

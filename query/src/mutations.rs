@@ -127,7 +127,7 @@ struct Plan {
 
 /// What a mutation's planning reads and decides with.
 struct Ask<'a> {
-    rq: &'a RequestContext,
+    request: &'a RequestContext,
     args: &'a ObjectAccessor<'a>,
 }
 
@@ -144,9 +144,9 @@ struct Spec {
 
 /// Registers the mutation types and returns the `Mutation` root object. `sink` writes (`None`:
 /// every mutation answers "mutations are disabled").
-pub(crate) fn register(b: &mut Builder, sink: Option<Arc<dyn CommandSink>>) -> Object {
-    b.enumeration("ErrorCode", &ErrorCode::ALL.map(ErrorCode::name));
-    b.object(
+pub(crate) fn register(builder: &mut Builder, sink: Option<Arc<dyn CommandSink>>) -> Object {
+    builder.enumeration("ErrorCode", &ErrorCode::ALL.map(ErrorCode::name));
+    builder.object(
         Object::new("MutationError")
             .description("A failure of a mutation (domain failures are answered here, not as GraphQL errors).")
             .field(field::<MutationError>("code", TypeRef::named_nn("ErrorCode"), |e, _| Ok(enum_item(e.code.name()))))
@@ -182,7 +182,7 @@ pub(crate) fn register(b: &mut Builder, sink: Option<Arc<dyn CommandSink>>) -> O
         for (f, ty) in fields {
             input = input.field(InputValue::new(f, ty));
         }
-        b.inputs.push(input);
+        builder.inputs.push(input);
     }
     // (payload type, its entity field and type, whether it has `accepted`)
     type PayloadShape = (&'static str, Option<(&'static str, &'static str)>, bool);
@@ -204,11 +204,11 @@ pub(crate) fn register(b: &mut Builder, sink: Option<Arc<dyn CommandSink>>) -> O
         let mut o = Object::new(name);
         if let Some((field_name, type_name)) = entity {
             o = o.field(
-                field::<Payload>(field_name, TypeRef::named(type_name), move |p, rq| {
+                field::<Payload>(field_name, TypeRef::named(type_name), move |p, request| {
                     if !p.answer {
                         return Ok(None);
                     }
-                    entity_value(rq, p.outcome.entity.as_ref())
+                    entity_value(request, p.outcome.entity.as_ref())
                 })
                 .description("The entity after the mutation (its last projected state when `note` is set); null when it is not visible."),
             );
@@ -229,7 +229,7 @@ pub(crate) fn register(b: &mut Builder, sink: Option<Arc<dyn CommandSink>>) -> O
                 })
                 .description("Set when the write was accepted but not yet projected: the entity shows its last projected state."),
             );
-        b.object(o);
+        builder.object(o);
     }
     let mut root = Object::new("Mutation");
     let member = || TypeRef::named_nn("MemberInput");
@@ -327,26 +327,26 @@ pub(crate) fn register(b: &mut Builder, sink: Option<Arc<dyn CommandSink>>) -> O
 }
 
 /// The entity value of a payload, read with the viewer as `node(id:)` reads it.
-fn entity_value(rq: &RequestContext, entity: Option<&EntityRef>) -> Result<Option<FieldValue<'static>>, Error> {
+fn entity_value(request: &RequestContext, entity: Option<&EntityRef>) -> Result<Option<FieldValue<'static>>, Error> {
     let (type_name, key) = match entity {
         None => return Ok(None),
         Some(EntityRef::Record { type_name, key }) => (*type_name, key.clone()),
         Some(EntityRef::Source { type_name, kind, namespace, name }) => {
-            match rq.view.source_version(*kind, namespace, name).map_err(|e| rq.storage_error(e))? {
+            match request.view.source_version(*kind, namespace, name).map_err(|e| request.storage_error(e))? {
                 Some((key, _)) => (*type_name, key),
                 None => return Ok(None),
             }
         }
     };
-    fn visible<K: crate::entity::Entity>(rq: &RequestContext, key: &Key) -> Result<Option<FieldValue<'static>>, Error> {
-        Ok(rq.load_visible::<K>(key)?.map(crate::entity::node_value::<K>))
+    fn visible<K: crate::entity::Entity>(request: &RequestContext, key: &Key) -> Result<Option<FieldValue<'static>>, Error> {
+        Ok(request.load_visible::<K>(key)?.map(crate::entity::node_value::<K>))
     }
     match type_name {
-        "Team" => visible::<Team>(rq, &key),
-        "Group" => visible::<Group>(rq, &key),
-        "Application" => visible::<Application>(rq, &key),
-        "Approval" => visible::<Approval>(rq, &key),
-        "ApprovalRequest" => visible::<ApprovalRequest>(rq, &key),
+        "Team" => visible::<Team>(request, &key),
+        "Group" => visible::<Group>(request, &key),
+        "Application" => visible::<Application>(request, &key),
+        "Approval" => visible::<Approval>(request, &key),
+        "ApprovalRequest" => visible::<ApprovalRequest>(request, &key),
         other => Err(crate::error::internal(format!("a mutation payload of type {other}"))),
     }
 }
@@ -356,12 +356,12 @@ fn mutation_field(spec: Spec, sink: Option<Arc<dyn CommandSink>>) -> Field {
     let mut f = Field::new(name, TypeRef::named_nn(payload), move |ctx| {
         let sink = sink.clone();
         FieldFuture::new(async move {
-            let rq = ctx.data::<RequestContext>()?;
+            let request = ctx.data::<RequestContext>()?;
             let run = ctx.data::<MutationRun>()?;
             let outcome = if run.answer {
                 lock(&run.outcomes).pop_front().ok_or_else(|| crate::error::internal("a mutation of the request did not run"))?
             } else {
-                let outcome = execute(name, plan, sink.as_deref(), rq, &ctx.args).await;
+                let outcome = execute(name, plan, sink.as_deref(), request, &ctx.args).await;
                 lock(&run.outcomes).push_back(outcome.clone());
                 outcome
             };
@@ -380,10 +380,10 @@ async fn execute(
     name: &'static str,
     plan: Planner,
     sink: Option<&dyn CommandSink>,
-    rq: &RequestContext,
+    request: &RequestContext,
     args: &ObjectAccessor<'_>,
 ) -> Outcome {
-    let viewer = &rq.viewer;
+    let viewer = &request.viewer;
     // Until the target is known: the ID the caller named (a hidden entity's ID is the caller's own input).
     let mut target = given_id(args).map(|id| format!("id {id}"));
     let outcome = async {
@@ -391,18 +391,18 @@ async fn execute(
         if viewer.access != Access::All {
             return Outcome::refused(MutationError::new(ErrorCode::Forbidden, "forbidden: mutations need a token with access `all`"));
         }
-        let plan = match plan(&Ask { rq, args }) {
+        let plan = match plan(&Ask { request, args }) {
             Ok(p) => p,
             Err(e) => return Outcome::refused(e),
         };
         target = Some(plan.command.target().to_string());
         if let Some((env, group, team)) = &plan.team_resources {
             let check = sink.check_team_resources(env, group, team);
-            let checked = match rq.deadline.at() {
-                Some(at) => rq.deadline.wait_outside(tokio::time::timeout_at(at.into(), check)).await.unwrap_or_else(|_| {
+            let checked = match request.deadline.at() {
+                Some(at) => request.deadline.wait_outside(tokio::time::timeout_at(at.into(), check)).await.unwrap_or_else(|_| {
                     Err(MutationError::new(ErrorCode::PreconditionFailed, "unable to verify team resources, please try again"))
                 }),
-                None => rq.deadline.wait_outside(check).await,
+                None => request.deadline.wait_outside(check).await,
             };
             if let Err(e) = checked {
                 return Outcome::refused(e);
@@ -414,8 +414,8 @@ async fn execute(
             email: viewer.email.clone().unwrap_or_default(),
         };
         // The answer's second pass needs a moment of the request's time after the writes.
-        let until = rq.deadline.at().map(|at| at.checked_sub(ANSWER_RESERVE).unwrap_or(at));
-        match rq.deadline.wait_outside(sink.execute(plan.command, caller, until)).await {
+        let until = request.deadline.at().map(|at| at.checked_sub(ANSWER_RESERVE).unwrap_or(at));
+        match request.deadline.wait_outside(sink.execute(plan.command, caller, until)).await {
             Ok(Applied { accepted, projected }) => Outcome { accepted, errors: Vec::new(), entity: plan.entity, projected },
             Err(e) => Outcome { entity: plan.entity, ..Outcome::refused(e) },
         }
@@ -513,12 +513,12 @@ fn member(m: &ObjectAccessor<'_>, field: &str) -> Result<Value, MutationError> {
 
 /// The record of kind `K` behind `id` as the caller's viewer sees it (`NOT_FOUND` as `what`
 /// otherwise: absent, hidden, malformed or of another type).
-fn load<K: crate::entity::Entity>(rq: &RequestContext, id: &str, what: &str) -> Result<storage::Stored<K::Record>, MutationError> {
+fn load<K: crate::entity::Entity>(request: &RequestContext, id: &str, what: &str) -> Result<storage::Stored<K::Record>, MutationError> {
     let gid = GlobalId::decode(id).map_err(|_| not_found(what))?;
     if gid.type_name != K::TYPE {
         return Err(not_found(what));
     }
-    match rq.load_visible::<K>(&gid.key) {
+    match request.load_visible::<K>(&gid.key) {
         Ok(Some(s)) => Ok(s),
         Ok(None) => Err(not_found(what)),
         Err(e) => {
@@ -547,20 +547,20 @@ fn target(kind: KindId, meta: &schema::common::Meta) -> Target {
     Target { kind, namespace: meta.namespace.clone(), name: meta.name.clone(), environment: meta.environment.clone() }
 }
 
-/// The `spec` object of `obj`, created when missing.
-fn spec(obj: &mut Value) -> &mut serde_json::Map<String, Value> {
-    if !obj.get("spec").is_some_and(Value::is_object) {
-        obj["spec"] = json!({});
+/// The `spec` object of `object_value`, created when missing.
+fn spec(object_value: &mut Value) -> &mut serde_json::Map<String, Value> {
+    if !object_value.get("spec").is_some_and(Value::is_object) {
+        object_value["spec"] = json!({});
     }
-    obj["spec"].as_object_mut().expect("invariant: spec was just made an object")
+    object_value["spec"].as_object_mut().expect("invariant: spec was just made an object")
 }
 
 // ------------------------------------------------------------------------------------ the teams
 
 /// The team of `teamId` for an update: admin; a group viewer of its group; its team viewer.
 fn team_for_update(ask: &Ask<'_>, id: &str) -> Result<storage::Stored<schema::kinds::team::TeamRecord>, MutationError> {
-    let team = load::<Team>(ask.rq, id, "team")?;
-    let (v, r) = (&ask.rq.viewer, &team.record);
+    let team = load::<Team>(ask.request, id, "team")?;
+    let (v, r) = (&ask.request.viewer, &team.record);
     let own_team = v.kind == ViewerKind::Team && acts_for(v, &r.meta.environment, &r.meta.name);
     if !(v.is_admin() || group_viewer_of(v, &r.meta.environment, &r.group) || own_team) {
         return Err(forbidden(format!("forbidden: insufficient permissions to update team {:?}", r.meta.name)));
@@ -595,8 +595,8 @@ fn create<K: crate::entity::Entity>(namespace: String, name: String, spec: Value
 
 /// An edit that sets the given fields of `spec` (the absent ones stay as they are).
 fn set_fields(fields: Vec<(&'static str, Option<String>)>) -> impl FnOnce(&mut Value) -> Result<(), MutationError> + Send + 'static {
-    move |obj: &mut Value| {
-        let spec = spec(obj);
+    move |object_value: &mut Value| {
+        let spec = spec(object_value);
         for (field, value) in fields {
             if let Some(v) = value {
                 spec.insert(field.to_string(), json!(v));
@@ -608,8 +608,8 @@ fn set_fields(fields: Vec<(&'static str, Option<String>)>) -> impl FnOnce(&mut V
 
 /// The edit of the rotations: `spec.secret` set to the keyword the operators' webhooks read as
 /// "generate a new secret".
-fn rotate_secret(obj: &mut Value) -> Result<(), MutationError> {
-    spec(obj).insert("secret".into(), json!("rotate"));
+fn rotate_secret(object_value: &mut Value) -> Result<(), MutationError> {
+    spec(object_value).insert("secret".into(), json!("rotate"));
     Ok(())
 }
 
@@ -634,14 +634,14 @@ fn create_team(ask: &Ask<'_>) -> Result<Plan, MutationError> {
     }
     let display_name = text(&input, "displayName", "input.displayName")?;
     let description = text(&input, "description", "input.description")?;
-    let v = &ask.rq.viewer;
+    let v = &ask.request.viewer;
     if !(v.is_admin() || group_viewer_of(v, &env, &group)) {
         return Err(forbidden(format!("forbidden: insufficient permissions to create team in group {group:?}")));
     }
     let resource = format!("{group}--{name}");
-    let mut obj = json!({"spec": {"name": name, "group": group, "email": mail, "members": members, "category": "Customer"}});
-    set_fields(vec![("displayName", display_name), ("description", description)])(&mut obj)?;
-    Ok(create::<Team>(env, resource, obj["spec"].take()))
+    let mut object_value = json!({"spec": {"name": name, "group": group, "email": mail, "members": members, "category": "Customer"}});
+    set_fields(vec![("displayName", display_name), ("description", description)])(&mut object_value)?;
+    Ok(create::<Team>(env, resource, object_value["spec"].take()))
 }
 
 fn update_team(ask: &Ask<'_>) -> Result<Plan, MutationError> {
@@ -659,8 +659,8 @@ fn update_team(ask: &Ask<'_>) -> Result<Plan, MutationError> {
 
 fn delete_team(ask: &Ask<'_>) -> Result<Plan, MutationError> {
     let input = object(ask.args, "input")?;
-    let team = load::<Team>(ask.rq, &id_arg(&input, "teamId")?, "team")?;
-    let (v, r) = (&ask.rq.viewer, &team.record);
+    let team = load::<Team>(ask.request, &id_arg(&input, "teamId")?, "team")?;
+    let (v, r) = (&ask.request.viewer, &team.record);
     if !(v.is_admin() || group_viewer_of(v, &r.meta.environment, &r.group)) {
         return Err(forbidden(format!("forbidden: insufficient permissions to delete team in group {:?}", r.group)));
     }
@@ -675,8 +675,8 @@ fn delete_team(ask: &Ask<'_>) -> Result<Plan, MutationError> {
 fn add_team_member(ask: &Ask<'_>) -> Result<Plan, MutationError> {
     let new = member(&object(ask.args, "member")?, "member")?;
     let team = team_for_update(ask, &id_arg(ask.args, "teamId")?)?;
-    let edit = move |obj: &mut Value| {
-        let spec = spec(obj);
+    let edit = move |object_value: &mut Value| {
+        let spec = spec(object_value);
         let members = spec.entry("members").or_insert_with(|| json!([]));
         if !members.is_array() {
             *members = json!([]);
@@ -694,8 +694,8 @@ fn add_team_member(ask: &Ask<'_>) -> Result<Plan, MutationError> {
 fn remove_team_member(ask: &Ask<'_>) -> Result<Plan, MutationError> {
     let mail = required(ask.args, "memberEmail", "memberEmail")?;
     let team = team_for_update(ask, &id_arg(ask.args, "teamId")?)?;
-    let edit = move |obj: &mut Value| {
-        if let Some(list) = spec(obj).get_mut("members").and_then(Value::as_array_mut) {
+    let edit = move |object_value: &mut Value| {
+        if let Some(list) = spec(object_value).get_mut("members").and_then(Value::as_array_mut) {
             list.retain(|m| m.get("email").and_then(Value::as_str) != Some(mail.as_str()));
         }
         Ok(())
@@ -709,8 +709,8 @@ fn rotate_team_token(ask: &Ask<'_>) -> Result<Plan, MutationError> {
 }
 
 fn rotate_application_secret(ask: &Ask<'_>) -> Result<Plan, MutationError> {
-    let app = load::<Application>(ask.rq, &id_arg(ask.args, "applicationId")?, "application")?;
-    let (v, r) = (&ask.rq.viewer, &app.record);
+    let app = load::<Application>(ask.request, &id_arg(ask.args, "applicationId")?, "application")?;
+    let (v, r) = (&ask.request.viewer, &app.record);
     if !(v.is_admin() || acts_for(v, &r.meta.environment, &r.team)) {
         return Err(forbidden(format!("forbidden: insufficient permissions for application owned by team {:?}", r.team)));
     }
@@ -725,20 +725,20 @@ fn create_group(ask: &Ask<'_>) -> Result<Plan, MutationError> {
     let name = dns_label(&input, "name", "input.name")?;
     let display_name = required(&input, "displayName", "input.displayName")?;
     let description = text(&input, "description", "input.description")?;
-    if !ask.rq.viewer.is_admin() {
+    if !ask.request.viewer.is_admin() {
         return Err(forbidden("forbidden: only admins can create groups"));
     }
-    let mut obj = json!({"spec": {"displayName": display_name}});
-    set_fields(vec![("description", description)])(&mut obj)?;
-    Ok(create::<Group>(env, name, obj["spec"].take()))
+    let mut object_value = json!({"spec": {"displayName": display_name}});
+    set_fields(vec![("description", description)])(&mut object_value)?;
+    Ok(create::<Group>(env, name, object_value["spec"].take()))
 }
 
 fn update_group(ask: &Ask<'_>) -> Result<Plan, MutationError> {
     let input = object(ask.args, "input")?;
     let display_name = text(&input, "displayName", "input.displayName")?;
     let description = text(&input, "description", "input.description")?;
-    let group = load::<Group>(ask.rq, &id_arg(&input, "groupId")?, "group")?;
-    let (v, r) = (&ask.rq.viewer, &group.record);
+    let group = load::<Group>(ask.request, &id_arg(&input, "groupId")?, "group")?;
+    let (v, r) = (&ask.request.viewer, &group.record);
     if !(v.is_admin() || group_viewer_of(v, &r.meta.environment, &r.meta.name)) {
         return Err(forbidden(format!("forbidden: insufficient permissions to update group {:?}", r.meta.name)));
     }
@@ -747,12 +747,12 @@ fn update_group(ask: &Ask<'_>) -> Result<Plan, MutationError> {
 
 fn delete_group(ask: &Ask<'_>) -> Result<Plan, MutationError> {
     let input = object(ask.args, "input")?;
-    let group = load::<Group>(ask.rq, &id_arg(&input, "groupId")?, "group")?;
-    if !ask.rq.viewer.is_admin() {
+    let group = load::<Group>(ask.request, &id_arg(&input, "groupId")?, "group")?;
+    if !ask.request.viewer.is_admin() {
         return Err(forbidden("forbidden: only admins can delete groups"));
     }
     let r = &group.record;
-    let teams = ask.rq.view.lookup(index::TEAM_BY_GROUP, &natural::in_env(&r.meta.environment, &r.meta.name)).map_err(|e| {
+    let teams = ask.request.view.lookup(index::TEAM_BY_GROUP, &natural::in_env(&r.meta.environment, &r.meta.name)).map_err(|e| {
         tracing::error!(error = %e, "the teams of a group could not be counted");
         MutationError::new(ErrorCode::PreconditionFailed, "internal error while processing request")
     })?;
@@ -786,16 +786,16 @@ fn decide_in(
         other => return Err(invalid("input.action", format!("unknown approval action: {other}"))),
     };
     let comment = text(&input, "comment", "input.comment")?;
-    let v = &ask.rq.viewer;
+    let v = &ask.request.viewer;
     let (env, decider) = (&meta.environment, &fields.decider.team_name);
     if !(v.is_admin() || acts_for(v, env, decider)) {
         return Err(forbidden(format!(
             "forbidden: insufficient permissions — only the decider team {decider:?} can decide on this approval"
         )));
     }
-    let (name, email, at) = (v.name.clone().unwrap_or_else(|| v.client_id.clone()), v.email.clone(), ask.rq.now.to_rfc3339());
-    Ok(Box::new(move |obj: &mut Value| {
-        let to = obj
+    let (name, email, at) = (v.name.clone().unwrap_or_else(|| v.client_id.clone()), v.email.clone(), ask.request.now.to_rfc3339());
+    Ok(Box::new(move |object_value: &mut Value| {
+        let to = object_value
             .pointer("/status/availableTransitions")
             .and_then(Value::as_array)
             .and_then(|ts| ts.iter().find(|t| t.get("action").and_then(Value::as_str).is_some_and(|a| a.eq_ignore_ascii_case(action))))
@@ -811,7 +811,7 @@ fn decide_in(
         if let Some(c) = comment {
             decision["comment"] = json!(c);
         }
-        let spec = spec(obj);
+        let spec = spec(object_value);
         spec.insert("state".into(), json!(to));
         let decisions = spec.entry("decisions").or_insert_with(|| json!([]));
         if !decisions.is_array() {
@@ -823,13 +823,13 @@ fn decide_in(
 }
 
 fn decide_approval_request(ask: &Ask<'_>) -> Result<Plan, MutationError> {
-    let ar = load::<ApprovalRequest>(ask.rq, &id_arg(ask.args, "approvalRequestId")?, "approval request")?;
+    let ar = load::<ApprovalRequest>(ask.request, &id_arg(ask.args, "approvalRequestId")?, "approval request")?;
     let edit = decide_in(ask, &ar.record.meta, &ar.record.fields)?;
     Ok(edit_record::<ApprovalRequest>(&ar, &ar.record.meta, edit))
 }
 
 fn decide_approval(ask: &Ask<'_>) -> Result<Plan, MutationError> {
-    let a = load::<Approval>(ask.rq, &id_arg(ask.args, "approvalId")?, "approval")?;
+    let a = load::<Approval>(ask.request, &id_arg(ask.args, "approvalId")?, "approval")?;
     let edit = decide_in(ask, &a.record.meta, &a.record.fields)?;
     Ok(edit_record::<Approval>(&a, &a.record.meta, edit))
 }

@@ -12,7 +12,7 @@
 //! query (also after index commits: it marks a position, not an offset) and is refused
 //! (`BAD_USER_INPUT`) for another query.
 
-use crate::entity::{field, integer, obj, string, Builder, RequestContext};
+use crate::entity::{field, integer, object_value, string, Builder, RequestContext};
 use crate::error::{bad_input, internal};
 use crate::filter::Predicate;
 use crate::relay::{Row, VecRows};
@@ -64,8 +64,8 @@ fn score_bytes(score: f32) -> [u8; 4] {
     (!score.max(0.0).to_bits()).to_be_bytes()
 }
 
-fn index(rq: &RequestContext) -> Result<&Catalogue, Error> {
-    rq.catalogue.as_ref().ok_or_else(|| internal("the catalogue search index is not open"))
+fn index(request: &RequestContext) -> Result<&Catalogue, Error> {
+    request.catalogue.as_ref().ok_or_else(|| internal("the catalogue search index is not open"))
 }
 
 fn environment(viewer: &Viewer) -> Option<&str> {
@@ -77,14 +77,14 @@ fn environment(viewer: &Viewer) -> Option<&str> {
 ///
 /// # Errors
 /// `INTERNAL` when the index or the store fails.
-pub(crate) fn rows<K: Kind>(rq: &RequestContext, query: &str, pred: &Predicate<K::Record>) -> Result<VecRows<K::Record>, Error> {
-    let req = SearchRequest { query, kinds: &[K::ID], environment: environment(&rq.viewer), active_only: false };
-    let hits = index(rq)?.search(&req, usize::MAX).map_err(internal)?;
+pub(crate) fn rows<K: Kind>(request: &RequestContext, query: &str, pred: &Predicate<K::Record>) -> Result<VecRows<K::Record>, Error> {
+    let req = SearchRequest { query, kinds: &[K::ID], environment: environment(&request.viewer), active_only: false };
+    let hits = index(request)?.search(&req, usize::MAX).map_err(internal)?;
     let mut rows: Vec<Row<K::Record>> = Vec::with_capacity(hits.hits.len());
     for h in hits.hits {
-        rq.deadline.tick()?;
-        if let Some(s) = rq.load_visible::<K>(&h.key)? {
-            if pred.eval(&s, rq) {
+        request.deadline.tick()?;
+        if let Some(s) = request.load_visible::<K>(&h.key)? {
+            if pred.eval(&s, request) {
                 let mut suffix = score_bytes(h.score).to_vec();
                 suffix.extend_from_slice(h.key.as_bytes());
                 rows.push((suffix, s));
@@ -98,8 +98,8 @@ pub(crate) fn rows<K: Kind>(rq: &RequestContext, query: &str, pred: &Predicate<K
 /// Loads a catalogue entry of one kind (visible only) and its search document.
 type DocLoader = fn(&RequestContext, &Key) -> Result<Option<CatalogueDoc>, Error>;
 
-fn load_doc<K: Catalogued>(rq: &RequestContext, key: &Key) -> Result<Option<CatalogueDoc>, Error> {
-    Ok(rq.load_visible::<K>(key)?.map(|s| K::catalogue_doc(&s.record)))
+fn load_doc<K: Catalogued>(request: &RequestContext, key: &Key) -> Result<Option<CatalogueDoc>, Error> {
+    Ok(request.load_visible::<K>(key)?.map(|s| K::catalogue_doc(&s.record)))
 }
 
 struct Kinds(Vec<(KindId, &'static str, DocLoader)>);
@@ -145,30 +145,30 @@ fn decode_cursor(c: &str, hash: u32) -> Result<Vec<u8>, Error> {
 /// Registers `CatalogueKind`, `CatalogueEntry`, `CatalogueHighlight`, `CatalogueSearchEdge`,
 /// `CatalogueSearchConnection` and the root `catalogueSearch`. Call after the four catalogue
 /// entities are registered (it uses their node loaders).
-pub(crate) fn register(bld: &mut Builder) {
+pub(crate) fn register(builder: &mut Builder) {
     let mut kinds = Kinds(Vec::new());
     catalogue::visit(&mut kinds);
     let kinds = Arc::new(kinds.0);
     let names: Vec<&str> = catalogue::KINDS.iter().filter_map(|k| catalogue::catalogue_kind(*k)).collect();
-    bld.enumeration("CatalogueKind", &names);
+    builder.enumeration("CatalogueKind", &names);
     let mut union = Union::new("CatalogueEntry");
     for (_, ty, _) in kinds.iter() {
         union = union.possible_type(*ty);
     }
-    bld.unions.push(union);
-    bld.object(
+    builder.unions.push(union);
+    builder.object(
         Object::new("CatalogueHighlight")
             .field(field::<Highlight>("field", TypeRef::named_nn(TypeRef::STRING), |h, _| Ok(string(h.field))))
             .field(field::<Highlight>("snippet", TypeRef::named_nn(TypeRef::STRING), |h, _| Ok(string(&h.snippet)))),
     );
     let loaders: HashMap<&'static str, crate::entity::Loader> =
-        kinds.iter().filter_map(|(_, ty, _)| bld.loaders.get(ty).map(|l| (*ty, l.clone()))).collect();
+        kinds.iter().filter_map(|(_, ty, _)| builder.loaders.get(ty).map(|l| (*ty, l.clone()))).collect();
     let loaders = Arc::new(loaders);
-    bld.object(
+    builder.object(
         Object::new("CatalogueSearchEdge")
-            .field(field::<SearchEdge>("node", TypeRef::named_nn("CatalogueEntry"), move |e, rq| {
+            .field(field::<SearchEdge>("node", TypeRef::named_nn("CatalogueEntry"), move |e, request| {
                 let loader = loaders.get(e.type_name).ok_or_else(|| internal("no loader for a catalogue kind"))?;
-                loader(rq, &e.key)
+                loader(request, &e.key)
             }))
             .field(field::<SearchEdge>("cursor", TypeRef::named_nn("Cursor"), |e, _| Ok(string(&e.cursor))))
             .field(field::<SearchEdge>("score", TypeRef::named_nn(TypeRef::FLOAT), |e, _| {
@@ -178,7 +178,7 @@ pub(crate) fn register(bld: &mut Builder) {
                 Ok(Some(FieldValue::list(e.highlights.iter().cloned().map(FieldValue::owned_any))))
             })),
     );
-    bld.object(
+    builder.object(
         Object::new("CatalogueSearchConnection")
             .field(Field::new("edges", TypeRef::named_nn_list_nn("CatalogueSearchEdge"), |ctx| {
                 FieldFuture::new(async move {
@@ -187,7 +187,7 @@ pub(crate) fn register(bld: &mut Builder) {
                 })
             }))
             .field(field::<SearchConn>("pageInfo", TypeRef::named_nn("PageInfo"), |c, _| {
-                Ok(obj(crate::PageInfo {
+                Ok(object_value(crate::PageInfo {
                     has_next: c.has_next,
                     has_previous: c.has_previous,
                     start: c.edges.first().map(|e| e.cursor.clone()),
@@ -196,13 +196,13 @@ pub(crate) fn register(bld: &mut Builder) {
             }))
             .field(field::<SearchConn>("totalCount", TypeRef::named_nn(TypeRef::INT), |c, _| Ok(integer(c.total as i64)))),
     );
-    bld.query_fields.push(
+    builder.query_fields.push(
         Field::new("catalogueSearch", TypeRef::named_nn("CatalogueSearchConnection"), move |ctx: ResolverContext<'_>| {
             let kinds = kinds.clone();
             let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
-                let rq = ctx.data::<RequestContext>()?;
+                let request = ctx.data::<RequestContext>()?;
                 let query = ctx.args.try_get("query")?.string()?.to_string();
-                crate::limits::check_search(&query, &rq.limits).map_err(crate::limits::LimitError::into_error)?;
+                crate::limits::check_search(&query, &request.limits).map_err(crate::limits::LimitError::into_error)?;
                 let wanted: Vec<KindId> = match ctx.args.get("kinds").filter(|v| !v.is_null()) {
                     None => Vec::new(),
                     Some(list) => {
@@ -218,17 +218,20 @@ pub(crate) fn register(bld: &mut Builder) {
                         }
                         if out.is_empty() {
                             // `kinds: []` asks for no kind at all.
-                            return Ok(obj(SearchConn { edges: Vec::new(), has_next: false, has_previous: false, total: 0 }));
+                            return Ok(object_value(SearchConn { edges: Vec::new(), has_next: false, has_previous: false, total: 0 }));
                         }
                         out
                     }
                 };
                 let active_only = ctx.args.get("activeOnly").filter(|v| !v.is_null()).map(|v| v.boolean()).transpose()?.unwrap_or(false);
                 let first = match ctx.args.get("first").filter(|v| !v.is_null()).map(|v| v.i64()).transpose()? {
-                    None => rq.max_page_size,
+                    None => request.max_page_size,
                     Some(n) if n < 0 => return Err(bad_input("`first` on a connection cannot be less than zero.")),
-                    Some(n) if n as u64 > rq.max_page_size as u64 => {
-                        return Err(bad_input(format!("`first` on a connection cannot exceed the maximum page size {}.", rq.max_page_size)))
+                    Some(n) if n as u64 > request.max_page_size as u64 => {
+                        return Err(bad_input(format!(
+                            "`first` on a connection cannot exceed the maximum page size {}.",
+                            request.max_page_size
+                        )))
                     }
                     Some(n) => n as usize,
                 };
@@ -238,8 +241,8 @@ pub(crate) fn register(bld: &mut Builder) {
                     None => None,
                 };
                 let want_total = ctx.look_ahead().field("totalCount").exists();
-                let req = SearchRequest { query: &query, kinds: &wanted, environment: environment(&rq.viewer), active_only };
-                let cat = index(rq)?;
+                let req = SearchRequest { query: &query, kinds: &wanted, environment: environment(&request.viewer), active_only };
+                let cat = index(request)?;
                 let mut at_least = if want_total { usize::MAX } else { first.saturating_add(1).saturating_add(8) };
                 loop {
                     let hits = cat.search(&req, at_least).map_err(internal)?;
@@ -248,7 +251,7 @@ pub(crate) fn register(bld: &mut Builder) {
                     let mut total = 0;
                     let mut has_next = false;
                     for h in &hits.hits {
-                        rq.deadline.tick()?;
+                        request.deadline.tick()?;
                         let Some((_, ty, load)) = kinds.iter().find(|(k, _, _)| *k == h.kind) else { continue };
                         let mut suffix = score_bytes(h.score).to_vec();
                         suffix.push(h.kind.code());
@@ -259,7 +262,7 @@ pub(crate) fn register(bld: &mut Builder) {
                         }
                         // Resolve against the store: deleted (not yet re-indexed) and invisible
                         // entries are dropped here.
-                        let Some(doc) = load(rq, &h.key)? else { continue };
+                        let Some(doc) = load(request, &h.key)? else { continue };
                         total += 1;
                         if !after_cursor {
                             continue;
@@ -280,7 +283,7 @@ pub(crate) fn register(bld: &mut Builder) {
                         });
                     }
                     if has_next || complete {
-                        return Ok(obj(SearchConn { edges, has_next, has_previous: after.is_some(), total }));
+                        return Ok(object_value(SearchConn { edges, has_next, has_previous: after.is_some(), total }));
                     }
                     at_least = at_least.saturating_mul(4);
                 }

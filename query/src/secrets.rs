@@ -106,8 +106,8 @@ pub fn unresolved(field: &str) -> Error {
     Error::new(format!("failed to resolve secret {field}")).extend_with(|_, e| e.set("code", "INTERNAL"))
 }
 
-fn audit(rq: &RequestContext, field: &str, record: &str, outcome: &str) {
-    tracing::info!(target: "audit", viewer = %rq.viewer.client_id, field, record, outcome, "secret field read");
+fn audit(request: &RequestContext, field: &str, record: &str, outcome: &str) {
+    tracing::info!(target: "audit", viewer = %request.viewer.client_id, field, record, outcome, "secret field read");
 }
 
 /// What a secret field answers before any lookup.
@@ -117,22 +117,22 @@ enum Step {
 }
 
 fn step(
-    rq: &RequestContext,
+    request: &RequestContext,
     field: &'static str,
     site: SecretSite<'_>,
     hidden: Option<&str>,
     resolver: Option<&Arc<dyn SecretResolver>>,
 ) -> Step {
     let Some(value) = site.value else { return Step::Answer(None) };
-    if rq.viewer.access == crate::viewer::Access::Obfuscated {
-        audit(rq, field, &site.record, "masked");
+    if request.viewer.access == crate::viewer::Access::Obfuscated {
+        audit(request, field, &site.record, "masked");
         return Step::Answer(string(MASK));
     }
-    if !rq.viewer.owns(site.env, site.team) {
+    if !request.viewer.owns(site.env, site.team) {
         return Step::Answer(hidden.and_then(string));
     }
     let (Some(id), Some(resolver)) = (reference_id(value), resolver) else {
-        audit(rq, field, &site.record, if reference_id(value).is_some() { "reference" } else { "plain" });
+        audit(request, field, &site.record, if reference_id(value).is_some() { "reference" } else { "plain" });
         return Step::Answer(string(value));
     };
     Step::Lookup(resolver.clone(), id.to_string(), site.record.to_string())
@@ -163,37 +163,37 @@ pub fn secret_field<T: Any + Send + Sync>(
         let (site, resolver) = (site.clone(), resolver.clone());
         FieldFuture::new(async move {
             let parent = ctx.parent_value.try_downcast_ref::<T>()?;
-            let rq = ctx.data::<RequestContext>()?;
-            rq.deadline.tick()?;
-            let (resolver, id, record) = match step(rq, name, site(parent), hidden, resolver.as_ref()) {
+            let request = ctx.data::<RequestContext>()?;
+            request.deadline.tick()?;
+            let (resolver, id, record) = match step(request, name, site(parent), hidden, resolver.as_ref()) {
                 Step::Answer(v) => return Ok(v),
                 Step::Lookup(resolver, id, record) => (resolver, id, record),
             };
             if !is_valid_id(&id) {
                 tracing::warn!(field = name, record, bytes = id.len(), "a secret reference is malformed; not looked up");
-                audit(rq, name, &record, "failed");
+                audit(request, name, &record, "failed");
                 return fail(&ctx, hidden.is_some(), unresolved(name));
             }
             let lookup = resolver.resolve(SecretLookup { id, field: name });
             // The wait uses no thread: other requests may run on this one's worker meanwhile.
-            let value = match rq.deadline.at() {
-                Some(at) => match rq.deadline.wait_outside(tokio::time::timeout_at(at.into(), lookup)).await {
+            let value = match request.deadline.at() {
+                Some(at) => match request.deadline.wait_outside(tokio::time::timeout_at(at.into(), lookup)).await {
                     Ok(v) => v,
                     Err(_) => {
-                        audit(rq, name, &record, "timeout");
-                        return fail(&ctx, hidden.is_some(), rq.deadline.error());
+                        audit(request, name, &record, "timeout");
+                        return fail(&ctx, hidden.is_some(), request.deadline.error());
                     }
                 },
-                None => rq.deadline.wait_outside(lookup).await,
+                None => request.deadline.wait_outside(lookup).await,
             };
             match value {
                 Ok(value) => {
-                    audit(rq, name, &record, "resolved");
-                    rq.deadline.charge(name.len() + value.len() + 6)?;
+                    audit(request, name, &record, "resolved");
+                    request.deadline.charge(name.len() + value.len() + 6)?;
                     Ok(string(&value))
                 }
                 Err(SecretUnresolved) => {
-                    audit(rq, name, &record, "failed");
+                    audit(request, name, &record, "failed");
                     fail(&ctx, hidden.is_some(), unresolved(name))
                 }
             }

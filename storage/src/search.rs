@@ -784,7 +784,7 @@ pub fn edit_distance(word: &str) -> u8 {
 
 /// Optimal-string-alignment distance (a transposition of neighbours counts one), as tantivy's
 /// automaton with `transposition_cost_one`.
-fn osa(a: &str, b: &str) -> usize {
+fn alignment_distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
     let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
@@ -811,7 +811,7 @@ fn osa(a: &str, b: &str) -> usize {
 fn word_matches(q: &str, w: &str, last: bool) -> bool {
     q == w || (last && w.starts_with(q)) || {
         let d = edit_distance(q) as usize;
-        d > 0 && w.chars().count().abs_diff(q.chars().count()) <= d && osa(q, w) <= d
+        d > 0 && w.chars().count().abs_diff(q.chars().count()) <= d && alignment_distance(q, w) <= d
     }
 }
 
@@ -897,7 +897,7 @@ mod tests {
     #[test]
     fn distances_grow_with_word_length() {
         assert_eq!([edit_distance("ab"), edit_distance("abc"), edit_distance("abcde"), edit_distance("abcdef")], [0, 1, 1, 2]);
-        assert_eq!(osa("payments", "paymnets"), 1);
+        assert_eq!(alignment_distance("payments", "paymnets"), 1);
         assert!(word_matches("paymnets", "payments", false));
         assert!(word_matches("pay", "payments", true));
         assert!(!word_matches("pay", "payments", false));

@@ -16,8 +16,8 @@ impl Entity for AgentCard {
     const ROOT: Option<&'static str> = Some("agentCards");
     const TEAM_OWNED: bool = false;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
-        agentic_catalogue::fields::<AgentCard>(bld)
+    fn fields(builder: &mut Builder) -> Vec<Field> {
+        agentic_catalogue::fields::<AgentCard>(builder)
     }
 
     fn columns() -> Vec<Column<AgentCardRecord>> {
@@ -30,6 +30,6 @@ impl Entity for AgentCard {
 }
 
 /// Registers `AgentCard` (with the root `agentCards`) and `Team.agentCards`.
-pub fn register_all(b: &mut Builder) {
-    agentic_catalogue::register_all::<AgentCard>(b, "agentCards");
+pub fn register_all(builder: &mut Builder) {
+    agentic_catalogue::register_all::<AgentCard>(builder, "agentCards");
 }

@@ -11,7 +11,7 @@ use super::common::mixin_columns;
 use super::edges;
 use super::info::team_info;
 use crate::column::Column;
-use crate::entity::{connection_field, field, nested_rows, rf, string, strs, Builder, Entity};
+use crate::entity::{connection_field, field, nested_rows, record_field, string, string_list, Builder, Entity};
 use crate::filter::EdgeFilter;
 use async_graphql::dynamic::{Field, TypeRef};
 use schema::keys::{index, natural};
@@ -23,12 +23,12 @@ use storage::Stored;
 type S = Stored<AgenticCatalogueRecord>;
 
 /// The object fields of catalogue kind `K` besides `id` and its [`columns`].
-pub fn fields<K: Entity<Record = AgenticCatalogueRecord>>(bld: &Builder) -> Vec<Field> {
+pub fn fields<K: Entity<Record = AgenticCatalogueRecord>>(builder: &Builder) -> Vec<Field> {
     vec![
-        rf::<K>("hash", TypeRef::named(TypeRef::STRING), |r| string(&r.hash)),
-        rf::<K>("oauth2Scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| strs(&r.oauth2_scopes)),
-        bld.specification_url_field::<K>(|r| r.specification.as_deref()),
-        field::<S>("owner", TypeRef::named_nn("TeamInfo"), |p, rq| team_info(rq, &p.record.meta.environment, &p.record.team)),
+        record_field::<K>("hash", TypeRef::named(TypeRef::STRING), |r| string(&r.hash)),
+        record_field::<K>("oauth2Scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| string_list(&r.oauth2_scopes)),
+        builder.specification_url_field::<K>(|r| r.specification.as_deref()),
+        field::<S>("owner", TypeRef::named_nn("TeamInfo"), |p, request| team_info(request, &p.record.meta.environment, &p.record.team)),
     ]
 }
 
@@ -61,15 +61,15 @@ pub fn edge_filters() -> Vec<EdgeFilter<AgenticCatalogueRecord>> {
 
 /// Registers `K` (with its root connection) and the connection `Team.<team_field>` over the
 /// team's entries of `K`.
-pub fn register_all<K: Entity<Record = AgenticCatalogueRecord>>(bld: &mut Builder, team_field: &str) {
-    crate::entity::register::<K>(bld);
-    let w = bld.where_type::<K>();
-    bld.extend(
+pub fn register_all<K: Entity<Record = AgenticCatalogueRecord>>(builder: &mut Builder, team_field: &str) {
+    crate::entity::register::<K>(builder);
+    let w = builder.where_type::<K>();
+    builder.extend(
         "Team",
-        vec![connection_field::<K, Stored<TeamRecord>>(team_field, w, |rq, team, order, pred| {
+        vec![connection_field::<K, Stored<TeamRecord>>(team_field, w, |request, team, order, pred| {
             // Catalogue keys are (env, team, basePath): the team's key is their prefix.
-            let candidates = rq.view.with_prefix::<K>(&team.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<K>(rq, candidates, order, &pred)))
+            let candidates = request.view.with_prefix::<K>(&team.key).map_err(crate::error::storage)?;
+            Ok(Box::new(nested_rows::<K>(request, candidates, order, &pred)))
         })],
     );
 }

@@ -14,8 +14,8 @@ use super::subscription_info::owner_fields;
 use super::values::Owned;
 use crate::column::Column;
 use crate::entity::{
-    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, obj, objs, register, rf, string, Builder, Entity,
-    RequestContext,
+    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, object_value, object_values, record_field, register,
+    string, Builder, Entity, RequestContext,
 };
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::Error;
@@ -46,46 +46,48 @@ impl Entity for AgenticExposure {
     const ROOT: Option<&'static str> = Some("agenticExposures");
     const TEAM_OWNED: bool = true;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
-        super::values::register(bld);
-        register_info(bld);
+    fn fields(builder: &mut Builder) -> Vec<Field> {
+        super::values::register(builder);
+        register_info(builder);
         vec![
-            rf::<AgenticExposure>("upstreams", TypeRef::named_nn_list_nn("Upstream"), |r| objs(r.upstreams.clone())),
-            rf::<AgenticExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
+            record_field::<AgenticExposure>("upstreams", TypeRef::named_nn_list_nn("Upstream"), |r| object_values(r.upstreams.clone())),
+            record_field::<AgenticExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| {
+                object_value(r.approval_config.clone())
+            }),
             field::<S>("security", TypeRef::named("AgenticExposureSecurity"), |p, _| {
                 let r = &p.record;
                 Ok(r.security.m2m.as_ref().and_then(|_| {
-                    obj(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<AgenticExposure>(&p.key), r.security.clone()))
+                    object_value(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<AgenticExposure>(&p.key), r.security.clone()))
                 }))
             }),
-            rf::<AgenticExposure>("traffic", TypeRef::named("Traffic"), |r| obj(r.traffic.clone())),
-            field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
+            record_field::<AgenticExposure>("traffic", TypeRef::named("Traffic"), |r| object_value(r.traffic.clone())),
+            field::<S>("owner", TypeRef::named_nn("Application"), |p, request| {
                 let r = &p.record;
                 let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
-                Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
+                Ok(request.load_visible::<Application>(&key)?.map(node_value::<Application>))
             }),
-            field::<S>("mcpServer", TypeRef::named("McpServer"), |p, rq| {
+            field::<S>("mcpServer", TypeRef::named("McpServer"), |p, request| {
                 let r = &p.record;
                 if r.variant.is_agent() {
                     return Ok(None);
                 }
-                let found = active_catalogue::<McpServer>(rq, index::MCP_SERVER_ACTIVE_BY_BASE_PATH, r)?;
+                let found = active_catalogue::<McpServer>(request, index::MCP_SERVER_ACTIVE_BY_BASE_PATH, r)?;
                 Ok(found.map(node_value::<McpServer>))
             }),
-            field::<S>("agentCard", TypeRef::named("AgentCard"), |p, rq| {
+            field::<S>("agentCard", TypeRef::named("AgentCard"), |p, request| {
                 let r = &p.record;
                 if !r.variant.is_agent() {
                     return Ok(None);
                 }
-                let found = active_catalogue::<AgentCard>(rq, index::AGENT_CARD_ACTIVE_BY_BASE_PATH, r)?;
+                let found = active_catalogue::<AgentCard>(request, index::AGENT_CARD_ACTIVE_BY_BASE_PATH, r)?;
                 Ok(found.map(node_value::<AgentCard>))
             }),
-            field::<S>("subscriptions", TypeRef::named_nn_list_nn("AgenticSubscriptionInfo"), |p, rq| {
-                let subs = rq
+            field::<S>("subscriptions", TypeRef::named_nn_list_nn("AgenticSubscriptionInfo"), |p, request| {
+                let subs = request
                     .view
                     .lookup_records::<AgenticSubscription>(index::AGENTIC_SUBSCRIPTION_BY_TARGET, &p.key)
                     .map_err(crate::error::storage)?;
-                Ok(objs(subs.into_iter().map(AgenticSubscriptionInfo)))
+                Ok(object_values(subs.into_iter().map(AgenticSubscriptionInfo)))
             }),
         ]
     }
@@ -124,39 +126,41 @@ impl Entity for AgenticExposure {
 /// # Errors
 /// Storage failures as `INTERNAL`.
 fn active_catalogue<K: Entity<Record = AgenticCatalogueRecord>>(
-    rq: &RequestContext,
+    request: &RequestContext,
     active_index: schema::IndexName,
     r: &AgenticExposureRecord,
 ) -> Result<Option<Stored<AgenticCatalogueRecord>>, Error> {
-    let found =
-        rq.view.lookup_records::<K>(active_index, &natural::in_env(&r.meta.environment, &r.base_path)).map_err(crate::error::storage)?;
-    Ok(found.into_iter().find(|c| rq.visible::<K>(c)))
+    let found = request
+        .view
+        .lookup_records::<K>(active_index, &natural::in_env(&r.meta.environment, &r.base_path))
+        .map_err(crate::error::storage)?;
+    Ok(found.into_iter().find(|c| request.visible::<K>(c)))
 }
 
 /// Registers `AgenticExposure` with its root query, `AgenticExposureSecurity`, and the edges
 /// `Application.agenticExposures`, `McpServer.activeExposure` and `AgentCard.activeExposure`.
-pub fn register_all(bld: &mut Builder) {
-    register::<AgenticExposure>(bld);
-    bld.object(Object::new("AgenticExposureSecurity").field(field::<Owned<ApiExposureSecurity>>(
+pub fn register_all(builder: &mut Builder) {
+    register::<AgenticExposure>(builder);
+    builder.object(Object::new("AgenticExposureSecurity").field(field::<Owned<ApiExposureSecurity>>(
         "m2m",
         TypeRef::named("Machine2MachineAuthentication"),
-        |p, _| Ok(p.v.m2m.clone().and_then(|m| obj(p.child(m)))),
+        |p, _| Ok(p.v.m2m.clone().and_then(|m| object_value(p.child(m)))),
     )));
-    let w = bld.where_type::<AgenticExposure>();
-    bld.extend(
+    let w = builder.where_type::<AgenticExposure>();
+    builder.extend(
         "Application",
-        vec![connection_field::<AgenticExposure, Stored<ApplicationRecord>>("agenticExposures", w, |rq, app, order, pred| {
+        vec![connection_field::<AgenticExposure, Stored<ApplicationRecord>>("agenticExposures", w, |request, app, order, pred| {
             // AgenticExposure keys are (env, team, application, basePath): the application's key
             // is their prefix.
-            let candidates = rq.view.with_prefix::<AgenticExposure>(&app.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<AgenticExposure>(rq, candidates, order, &pred)))
+            let candidates = request.view.with_prefix::<AgenticExposure>(&app.key).map_err(crate::error::storage)?;
+            Ok(Box::new(nested_rows::<AgenticExposure>(request, candidates, order, &pred)))
         })],
     );
     for (type_name, agent) in [("McpServer", false), ("AgentCard", true)] {
-        bld.extend(
+        builder.extend(
             type_name,
-            vec![field::<Stored<AgenticCatalogueRecord>>("activeExposure", TypeRef::named("AgenticExposureInfo"), move |p, rq| {
-                active_exposure(rq, &p.record.meta.environment, &p.record.base_path, agent)
+            vec![field::<Stored<AgenticCatalogueRecord>>("activeExposure", TypeRef::named("AgenticExposureInfo"), move |p, request| {
+                active_exposure(request, &p.record.meta.environment, &p.record.base_path, agent)
             })],
         );
     }
@@ -168,20 +172,20 @@ pub fn register_all(bld: &mut Builder) {
 ///
 /// # Errors
 /// Storage failures as `INTERNAL`.
-pub fn active_exposure(rq: &RequestContext, env: &str, base_path: &str, agent: bool) -> Result<Option<FieldValue<'static>>, Error> {
-    let found = rq
+pub fn active_exposure(request: &RequestContext, env: &str, base_path: &str, agent: bool) -> Result<Option<FieldValue<'static>>, Error> {
+    let found = request
         .view
         .lookup_records::<AgenticExposure>(index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH, &natural::in_env(env, base_path))
         .map_err(crate::error::storage)?;
-    Ok(found.into_iter().find(|x| x.record.variant.is_agent() == agent).and_then(|x| obj(AgenticExposureInfo(x))))
+    Ok(found.into_iter().find(|x| x.record.variant.is_agent() == agent).and_then(|x| object_value(AgenticExposureInfo(x))))
 }
 
 /// Registers `AgenticExposureInfo` and its enums: no upstreams, security or subscriber data of
 /// the owner.
-pub fn register_info(bld: &mut Builder) {
-    super::values::register(bld);
-    bld.enumeration_of::<Visibility>(VISIBILITY);
-    bld.enumeration_of::<AgenticVariant>(VARIANT);
+pub fn register_info(builder: &mut Builder) {
+    super::values::register(builder);
+    builder.enumeration_of::<Visibility>(VISIBILITY);
+    builder.enumeration_of::<AgenticVariant>(VARIANT);
     let mut o = Object::new("AgenticExposureInfo")
         .field(field::<AgenticExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
             Ok(string(&global_id::<AgenticExposure>(&p.0.key)))
@@ -193,11 +197,11 @@ pub fn register_info(bld: &mut Builder) {
         .field(field::<AgenticExposureInfo>("variant", TypeRef::named_nn(VARIANT), |p, _| Ok(enum_item(p.0.record.variant.as_str()))))
         .field(field::<AgenticExposureInfo>("active", TypeRef::named(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.0.record.active))))
         .field(field::<AgenticExposureInfo>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |p, _| {
-            Ok(obj(p.0.record.approval_config.clone()))
+            Ok(object_value(p.0.record.approval_config.clone()))
         }))
-        .field(field::<AgenticExposureInfo>("traffic", TypeRef::named("Traffic"), |p, _| Ok(obj(p.0.record.traffic.clone()))));
+        .field(field::<AgenticExposureInfo>("traffic", TypeRef::named("Traffic"), |p, _| Ok(object_value(p.0.record.traffic.clone()))));
     for f in owner_fields::<AgenticExposureInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);
     }
-    bld.object(o);
+    builder.object(o);
 }

@@ -9,7 +9,9 @@ use super::common::{mixin_columns, non_empty};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::column::Column;
-use crate::entity::{connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, string, strs, Builder, Entity};
+use crate::entity::{
+    connection_field, enum_item, field, global_id, nested_rows, object_value, record_field, register, string, string_list, Builder, Entity,
+};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
@@ -32,21 +34,21 @@ impl Entity for AgenticSubscription {
     const ROOT: Option<&'static str> = Some("agenticSubscriptions");
     const TEAM_OWNED: bool = true;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
-        super::values::register(bld);
-        register_info(bld);
+    fn fields(builder: &mut Builder) -> Vec<Field> {
+        super::values::register(builder);
+        register_info(builder);
         let mut f = vec![
             field::<S>("security", TypeRef::named("AgenticSubscriptionSecurity"), |p, _| {
                 let r = &p.record;
-                Ok(r.security
-                    .clone()
-                    .and_then(|sec| obj(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<AgenticSubscription>(&p.key), sec))))
+                Ok(r.security.clone().and_then(|sec| {
+                    object_value(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<AgenticSubscription>(&p.key), sec))
+                }))
             }),
-            rf::<AgenticSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
-                r.requested_scopes.as_deref().and_then(strs)
+            record_field::<AgenticSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
+                r.requested_scopes.as_deref().and_then(string_list)
             }),
-            rf::<AgenticSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
-                r.active_scopes.as_deref().and_then(strs)
+            record_field::<AgenticSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
+                r.active_scopes.as_deref().and_then(string_list)
             }),
         ];
         f.extend(super::subscription_common::link_fields::<AgenticSubscription>());
@@ -71,32 +73,32 @@ impl Entity for AgenticSubscription {
 
 /// Registers `AgenticSubscription` with its root query, `AgenticSubscriptionSecurity`, and the
 /// edge `Application.agenticSubscriptions`.
-pub fn register_all(bld: &mut Builder) {
-    register::<AgenticSubscription>(bld);
-    bld.object(Object::new("AgenticSubscriptionSecurity").field(field::<Owned<ApiSubscriptionSecurity>>(
+pub fn register_all(builder: &mut Builder) {
+    register::<AgenticSubscription>(builder);
+    builder.object(Object::new("AgenticSubscriptionSecurity").field(field::<Owned<ApiSubscriptionSecurity>>(
         "m2m",
         TypeRef::named("SubscriberMachine2MachineAuthentication"),
-        |p, _| Ok(p.v.m2m.clone().and_then(|m| obj(p.child(m)))),
+        |p, _| Ok(p.v.m2m.clone().and_then(|m| object_value(p.child(m)))),
     )));
-    let w = bld.where_type::<AgenticSubscription>();
-    bld.extend(
+    let w = builder.where_type::<AgenticSubscription>();
+    builder.extend(
         "Application",
-        vec![connection_field::<AgenticSubscription, Stored<ApplicationRecord>>("agenticSubscriptions", w, |rq, app, order, pred| {
-            let candidates = rq
+        vec![connection_field::<AgenticSubscription, Stored<ApplicationRecord>>("agenticSubscriptions", w, |request, app, order, pred| {
+            let candidates = request
                 .view
                 .lookup_records::<AgenticSubscription>(index::AGENTIC_SUBSCRIPTION_BY_OWNER, &app.key)
                 .map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<AgenticSubscription>(rq, candidates, order, &pred)))
+            Ok(Box::new(nested_rows::<AgenticSubscription>(request, candidates, order, &pred)))
         })],
     );
 }
 
 /// Registers `AgenticSubscriptionInfo` (implements `SubscriptionInfo`): no security, client ids
 /// or gateway data of the subscriber.
-pub fn register_info(bld: &mut Builder) {
+pub fn register_info(builder: &mut Builder) {
     // Reduced views across teams: a list of them may hold every subscription of the kind.
-    bld.record_list(INFO_TYPE, crate::limits::RecordList::All(schema::KindId::AgenticSubscription));
-    bld.enumeration_of::<StatusPhase>("AgenticSubscriptionStatusPhase");
+    builder.record_list(INFO_TYPE, crate::limits::RecordList::All(schema::KindId::AgenticSubscription));
+    builder.enumeration_of::<StatusPhase>("AgenticSubscriptionStatusPhase");
     let mut o = Object::new(INFO_TYPE)
         .implement(INTERFACE)
         .field(field::<AgenticSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
@@ -112,7 +114,7 @@ pub fn register_info(bld: &mut Builder) {
     for f in owner_fields::<AgenticSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);
     }
-    bld.object(o);
+    builder.object(o);
 }
 
 impl super::subscription_common::SubscriptionEntity for AgenticSubscription {

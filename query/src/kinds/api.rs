@@ -8,7 +8,7 @@
 use super::common::mixin_columns;
 use super::info::team_info;
 use crate::column::Column;
-use crate::entity::{field, register, rf, string, strs, Builder, Entity, RequestContext};
+use crate::entity::{field, record_field, register, string, string_list, Builder, Entity, RequestContext};
 use async_graphql::dynamic::{Field, FieldValue, Object, ResolverContext, TypeRef};
 use async_graphql::Error;
 use schema::kinds::api::{Api, ApiRecord};
@@ -22,12 +22,12 @@ impl Entity for Api {
     const ROOT: Option<&'static str> = Some("apis");
     const TEAM_OWNED: bool = false;
 
-    fn fields(b: &mut Builder) -> Vec<Field> {
+    fn fields(builder: &mut Builder) -> Vec<Field> {
         vec![
-            rf::<Api>("oauth2Scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| strs(&r.oauth2_scopes)),
-            b.specification_url_field::<Api>(|r| r.specification.as_deref()),
-            field::<Stored<ApiRecord>>("owner", TypeRef::named_nn("TeamInfo"), |p, rq| {
-                team_info(rq, &p.record.meta.environment, &p.record.team)
+            record_field::<Api>("oauth2Scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| string_list(&r.oauth2_scopes)),
+            builder.specification_url_field::<Api>(|r| r.specification.as_deref()),
+            field::<Stored<ApiRecord>>("owner", TypeRef::named_nn("TeamInfo"), |p, request| {
+                team_info(request, &p.record.meta.environment, &p.record.team)
             }),
         ]
     }
@@ -63,12 +63,12 @@ impl Entity for Api {
 }
 
 /// The distinct non-empty categories of the Apis visible to the viewer, sorted ascending.
-fn api_categories(rq: &RequestContext) -> Result<Vec<String>, Error> {
+fn api_categories(request: &RequestContext) -> Result<Vec<String>, Error> {
     let mut out = BTreeSet::new();
-    for scope in rq.viewer.scopes(Api::TEAM_OWNED) {
-        for entry in rq.view.scan(Api::ID, OrderField::Key, &scope, Bound::Unbounded, false).map_err(crate::error::storage)? {
+    for scope in request.viewer.scopes(Api::TEAM_OWNED) {
+        for entry in request.view.scan(Api::ID, OrderField::Key, &scope, Bound::Unbounded, false).map_err(crate::error::storage)? {
             let (_, key) = entry.map_err(crate::error::storage)?;
-            if let Some(api) = rq.load_visible::<Api>(&key)? {
+            if let Some(api) = request.load_visible::<Api>(&key)? {
                 out.extend(api.record.category.filter(|c| !c.is_empty()));
             }
         }
@@ -80,15 +80,17 @@ fn api_categories(rq: &RequestContext) -> Result<Vec<String>, Error> {
 struct ApiCategory(String);
 
 /// Registers `Api` (with the root `apis`), `ApiCategory` and the root `apiCategories`.
-pub fn register_api(b: &mut Builder) {
-    register::<Api>(b);
+pub fn register_api(builder: &mut Builder) {
+    register::<Api>(builder);
     // At most one category per visible Api.
-    b.record_list("ApiCategory", crate::limits::RecordList::Visible { kind: Api::ID, team_owned: Api::TEAM_OWNED });
-    b.object(Object::new("ApiCategory").field(field::<ApiCategory>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0)))));
-    b.query_fields.push(Field::new("apiCategories", TypeRef::named_nn_list_nn("ApiCategory"), |ctx: ResolverContext<'_>| {
+    builder.record_list("ApiCategory", crate::limits::RecordList::Visible { kind: Api::ID, team_owned: Api::TEAM_OWNED });
+    builder.object(
+        Object::new("ApiCategory").field(field::<ApiCategory>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0)))),
+    );
+    builder.query_fields.push(Field::new("apiCategories", TypeRef::named_nn_list_nn("ApiCategory"), |ctx: ResolverContext<'_>| {
         let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
-            let rq = ctx.data::<RequestContext>()?;
-            Ok(Some(FieldValue::list(api_categories(rq)?.into_iter().map(|c| FieldValue::owned_any(ApiCategory(c))))))
+            let request = ctx.data::<RequestContext>()?;
+            Ok(Some(FieldValue::list(api_categories(request)?.into_iter().map(|c| FieldValue::owned_any(ApiCategory(c))))))
         })();
         crate::entity::ready(result)
     }));

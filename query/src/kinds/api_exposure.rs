@@ -7,8 +7,8 @@ use super::subscription_info::owner_fields;
 use super::values::{feature_list, Owned};
 use crate::column::Column;
 use crate::entity::{
-    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, obj, objs, register, rf, string, Builder, Entity,
-    RequestContext,
+    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, object_value, object_values, record_field, register,
+    string, Builder, Entity, RequestContext,
 };
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::Error;
@@ -29,37 +29,39 @@ impl Entity for ApiExposure {
     const ROOT: Option<&'static str> = Some("apiExposures");
     const TEAM_OWNED: bool = true;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
-        super::values::register(bld);
-        register_info(bld);
+    fn fields(builder: &mut Builder) -> Vec<Field> {
+        super::values::register(builder);
+        register_info(builder);
         vec![
-            rf::<ApiExposure>("features", TypeRef::named_nn_list_nn("ApiExposureFeature"), |r| feature_list(&r.features)),
-            rf::<ApiExposure>("upstreams", TypeRef::named_nn_list_nn("Upstream"), |r| objs(r.upstreams.clone())),
+            record_field::<ApiExposure>("features", TypeRef::named_nn_list_nn("ApiExposureFeature"), |r| feature_list(&r.features)),
+            record_field::<ApiExposure>("upstreams", TypeRef::named_nn_list_nn("Upstream"), |r| object_values(r.upstreams.clone())),
             field::<S>("security", TypeRef::named("ApiExposureSecurity"), |p, _| {
                 let r = &p.record;
                 Ok(r.security.m2m.as_ref().and_then(|_| {
-                    obj(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<ApiExposure>(&p.key), r.security.clone()))
+                    object_value(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<ApiExposure>(&p.key), r.security.clone()))
                 }))
             }),
-            rf::<ApiExposure>("traffic", TypeRef::named("Traffic"), |r| obj(r.traffic.clone())),
-            rf::<ApiExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
-            field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
+            record_field::<ApiExposure>("traffic", TypeRef::named("Traffic"), |r| object_value(r.traffic.clone())),
+            record_field::<ApiExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| object_value(r.approval_config.clone())),
+            field::<S>("owner", TypeRef::named_nn("Application"), |p, request| {
                 let r = &p.record;
                 let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
-                Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
+                Ok(request.load_visible::<Application>(&key)?.map(node_value::<Application>))
             }),
-            field::<S>("api", TypeRef::named("Api"), |p, rq| {
+            field::<S>("api", TypeRef::named("Api"), |p, request| {
                 let r = &p.record;
-                let apis = rq
+                let apis = request
                     .view
                     .lookup_records::<Api>(index::API_ACTIVE_BY_BASE_PATH, &natural::in_env(&r.meta.environment, &r.base_path))
                     .map_err(crate::error::storage)?;
-                Ok(apis.into_iter().find(|a| rq.visible::<Api>(a)).map(node_value::<Api>))
+                Ok(apis.into_iter().find(|a| request.visible::<Api>(a)).map(node_value::<Api>))
             }),
-            field::<S>("subscriptions", TypeRef::named_nn_list_nn("ApiSubscriptionInfo"), |p, rq| {
-                let subs =
-                    rq.view.lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_TARGET, &p.key).map_err(crate::error::storage)?;
-                Ok(objs(subs.into_iter().map(ApiSubscriptionInfo)))
+            field::<S>("subscriptions", TypeRef::named_nn_list_nn("ApiSubscriptionInfo"), |p, request| {
+                let subs = request
+                    .view
+                    .lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_TARGET, &p.key)
+                    .map_err(crate::error::storage)?;
+                Ok(object_values(subs.into_iter().map(ApiSubscriptionInfo)))
             }),
         ]
     }
@@ -98,22 +100,22 @@ impl Entity for ApiExposure {
 
 /// Registers `ApiExposure` with its root query, and the edges `Application.exposedApis` and
 /// `Api.activeExposure`.
-pub fn register_all(bld: &mut Builder) {
-    register::<ApiExposure>(bld);
-    let w = bld.where_type::<ApiExposure>();
-    bld.extend(
+pub fn register_all(builder: &mut Builder) {
+    register::<ApiExposure>(builder);
+    let w = builder.where_type::<ApiExposure>();
+    builder.extend(
         "Application",
-        vec![connection_field::<ApiExposure, Stored<ApplicationRecord>>("exposedApis", w, |rq, app, order, pred| {
+        vec![connection_field::<ApiExposure, Stored<ApplicationRecord>>("exposedApis", w, |request, app, order, pred| {
             // ApiExposure keys are (env, team, application, basePath): the application's key is
             // their prefix.
-            let candidates = rq.view.with_prefix::<ApiExposure>(&app.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<ApiExposure>(rq, candidates, order, &pred)))
+            let candidates = request.view.with_prefix::<ApiExposure>(&app.key).map_err(crate::error::storage)?;
+            Ok(Box::new(nested_rows::<ApiExposure>(request, candidates, order, &pred)))
         })],
     );
-    bld.extend(
+    builder.extend(
         "Api",
-        vec![field::<Stored<ApiRecord>>("activeExposure", TypeRef::named("ApiExposureInfo"), |p, rq| {
-            active_exposure(rq, &p.record.meta.environment, &p.record.base_path)
+        vec![field::<Stored<ApiRecord>>("activeExposure", TypeRef::named("ApiExposureInfo"), |p, request| {
+            active_exposure(request, &p.record.meta.environment, &p.record.base_path)
         })],
     );
 }
@@ -123,17 +125,17 @@ pub fn register_all(bld: &mut Builder) {
 ///
 /// # Errors
 /// Storage failures as `INTERNAL`.
-pub fn active_exposure(rq: &RequestContext, env: &str, base_path: &str) -> Result<Option<FieldValue<'static>>, Error> {
-    let found = rq
+pub fn active_exposure(request: &RequestContext, env: &str, base_path: &str) -> Result<Option<FieldValue<'static>>, Error> {
+    let found = request
         .view
         .lookup_records::<ApiExposure>(index::API_EXPOSURE_ACTIVE_BY_BASE_PATH, &natural::in_env(env, base_path))
         .map_err(crate::error::storage)?;
-    Ok(found.into_iter().next().and_then(|x| obj(ApiExposureInfo(x))))
+    Ok(found.into_iter().next().and_then(|x| object_value(ApiExposureInfo(x))))
 }
 
 /// Registers `ApiExposureInfo`: no upstreams, security or subscriber data of the owner.
-pub fn register_info(bld: &mut Builder) {
-    super::values::register(bld);
+pub fn register_info(builder: &mut Builder) {
+    super::values::register(builder);
     let mut o = Object::new("ApiExposureInfo")
         .field(field::<ApiExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<ApiExposure>(&p.0.key)))))
         .field(field::<ApiExposureInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.base_path))))
@@ -146,11 +148,11 @@ pub fn register_info(bld: &mut Builder) {
             Ok(feature_list(&p.0.record.features))
         }))
         .field(field::<ApiExposureInfo>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |p, _| {
-            Ok(obj(p.0.record.approval_config.clone()))
+            Ok(object_value(p.0.record.approval_config.clone()))
         }))
-        .field(field::<ApiExposureInfo>("traffic", TypeRef::named("Traffic"), |p, _| Ok(obj(p.0.record.traffic.clone()))));
+        .field(field::<ApiExposureInfo>("traffic", TypeRef::named("Traffic"), |p, _| Ok(object_value(p.0.record.traffic.clone()))));
     for f in owner_fields::<ApiExposureInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);
     }
-    bld.object(o);
+    builder.object(o);
 }

@@ -9,7 +9,9 @@ use super::common::{mixin_columns, non_empty};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::column::Column;
-use crate::entity::{connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, string, strs, Builder, Entity};
+use crate::entity::{
+    connection_field, enum_item, field, global_id, nested_rows, object_value, record_field, register, string, string_list, Builder, Entity,
+};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
@@ -28,22 +30,24 @@ impl Entity for ApiSubscription {
     const ROOT: Option<&'static str> = Some("apiSubscriptions");
     const TEAM_OWNED: bool = true;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
-        super::values::register(bld);
-        register_info(bld);
+    fn fields(builder: &mut Builder) -> Vec<Field> {
+        super::values::register(builder);
+        register_info(builder);
         let mut f = vec![
             field::<S>("security", TypeRef::named("ApiSubscriptionSecurity"), |p, _| {
                 let r = &p.record;
-                Ok(r.security
-                    .clone()
-                    .and_then(|sec| obj(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<ApiSubscription>(&p.key), sec))))
+                Ok(r.security.clone().and_then(|sec| {
+                    object_value(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<ApiSubscription>(&p.key), sec))
+                }))
             }),
-            rf::<ApiSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
-                r.requested_scopes.as_deref().and_then(strs)
+            record_field::<ApiSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
+                r.requested_scopes.as_deref().and_then(string_list)
             }),
-            rf::<ApiSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| r.active_scopes.as_deref().and_then(strs)),
+            record_field::<ApiSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
+                r.active_scopes.as_deref().and_then(string_list)
+            }),
             // Subscriptions carry no failover zones of their own (the exposure's traffic does).
-            rf::<ApiSubscription>("failoverZones", TypeRef::named_nn_list("Zone"), |_| {
+            record_field::<ApiSubscription>("failoverZones", TypeRef::named_nn_list("Zone"), |_| {
                 Some(FieldValue::list(Vec::<FieldValue<'static>>::new()))
             }),
         ];
@@ -69,25 +73,27 @@ impl Entity for ApiSubscription {
 }
 
 /// Registers `ApiSubscription` with its root query, and the edge `Application.subscribedApis`.
-pub fn register_all(bld: &mut Builder) {
-    register::<ApiSubscription>(bld);
-    let w = bld.where_type::<ApiSubscription>();
-    bld.extend(
+pub fn register_all(builder: &mut Builder) {
+    register::<ApiSubscription>(builder);
+    let w = builder.where_type::<ApiSubscription>();
+    builder.extend(
         "Application",
-        vec![connection_field::<ApiSubscription, Stored<ApplicationRecord>>("subscribedApis", w, |rq, app, order, pred| {
-            let candidates =
-                rq.view.lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_OWNER, &app.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<ApiSubscription>(rq, candidates, order, &pred)))
+        vec![connection_field::<ApiSubscription, Stored<ApplicationRecord>>("subscribedApis", w, |request, app, order, pred| {
+            let candidates = request
+                .view
+                .lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_OWNER, &app.key)
+                .map_err(crate::error::storage)?;
+            Ok(Box::new(nested_rows::<ApiSubscription>(request, candidates, order, &pred)))
         })],
     );
 }
 
 /// Registers `ApiSubscriptionInfo` (implements `SubscriptionInfo`): no security, client ids or
 /// gateway data of the subscriber.
-pub fn register_info(bld: &mut Builder) {
+pub fn register_info(builder: &mut Builder) {
     // Reduced views across teams: a list of them may hold every subscription of the kind.
-    bld.record_list("ApiSubscriptionInfo", crate::limits::RecordList::All(schema::KindId::ApiSubscription));
-    bld.enumeration_of::<StatusPhase>("ApiSubscriptionStatusPhase");
+    builder.record_list("ApiSubscriptionInfo", crate::limits::RecordList::All(schema::KindId::ApiSubscription));
+    builder.enumeration_of::<StatusPhase>("ApiSubscriptionStatusPhase");
     let mut o = Object::new("ApiSubscriptionInfo")
         .implement(INTERFACE)
         .field(field::<ApiSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
@@ -103,7 +109,7 @@ pub fn register_info(bld: &mut Builder) {
     for f in owner_fields::<ApiSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);
     }
-    bld.object(o);
+    builder.object(o);
 }
 
 impl super::subscription_common::SubscriptionEntity for ApiSubscription {

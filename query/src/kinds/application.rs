@@ -10,7 +10,9 @@
 use super::common::{mixin_columns, query_escape};
 use super::info::{external_ids, team_info};
 use crate::column::Column;
-use crate::entity::{field, node_value, nullable_string, obj, register, rf, strs, Builder, Entity, RequestContext};
+use crate::entity::{
+    field, node_value, nullable_string, object_value, record_field, register, string_list, Builder, Entity, RequestContext,
+};
 use crate::filter::{FilterType, FilterValue};
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use async_graphql::Error;
@@ -27,13 +29,13 @@ use storage::Stored;
 ///
 /// # Errors
 /// Storage failures as `INTERNAL`.
-pub fn permissions_url(rq: &RequestContext, r: &ApplicationRecord) -> Result<Option<String>, Error> {
+pub fn permissions_url(request: &RequestContext, r: &ApplicationRecord) -> Result<Option<String>, Error> {
     let env = &r.meta.environment;
     let Some(client_id) = r.client_id.as_deref() else { return Ok(None) };
-    let Some(zone) = rq.load_system::<Zone>(&natural::zone(env, &r.zone))? else { return Ok(None) };
+    let Some(zone) = request.load_system::<Zone>(&natural::zone(env, &r.zone))? else { return Ok(None) };
     let Some(base) = zone.record.permissions_url.filter(|u| !u.is_empty()) else { return Ok(None) };
     let app_key = natural::application(env, &r.team, &r.meta.name);
-    if !rq.view.contains(KindId::PermissionSet, &app_key).map_err(crate::error::storage)? {
+    if !request.view.contains(KindId::PermissionSet, &app_key).map_err(crate::error::storage)? {
         return Ok(None);
     }
     Ok(Some(format!("{base}?application={}", query_escape(client_id))))
@@ -44,7 +46,7 @@ fn list_or_null(v: &[String]) -> Option<async_graphql::dynamic::FieldValue<'stat
     if v.is_empty() {
         None
     } else {
-        strs(v)
+        string_list(v)
     }
 }
 
@@ -54,27 +56,30 @@ impl Entity for Application {
     const TEAM_OWNED: bool = true;
     const MULTI_ORDER: bool = true;
 
-    fn fields(b: &mut Builder) -> Vec<Field> {
-        b.enumeration_of::<SecretRotationPhase>("ApplicationSecretRotationPhase");
-        b.object(
+    fn fields(builder: &mut Builder) -> Vec<Field> {
+        builder.enumeration_of::<SecretRotationPhase>("ApplicationSecretRotationPhase");
+        builder.object(
             Object::new("IpRestrictions")
                 .field(field::<IpRestrictions>("Allow", TypeRef::named_nn_list(TypeRef::STRING), |p, _| Ok(list_or_null(&p.allow))))
                 .field(field::<IpRestrictions>("Deny", TypeRef::named_nn_list(TypeRef::STRING), |p, _| Ok(list_or_null(&p.deny)))),
         );
         vec![
-            b.secret_field::<Application>("clientSecret", |r| (&r.meta.environment, &r.team, r.client_secret.as_deref())),
-            b.secret_field::<Application>("rotatedClientSecret", |r| (&r.meta.environment, &r.team, r.rotated_client_secret.as_deref())),
-            rf::<Application>("externalIds", TypeRef::named_nn_list("ExternalId"), |r| external_ids(&r.external_ids)),
-            rf::<Application>("ipRestrictions", TypeRef::named("IpRestrictions"), |r| r.ip_restrictions.clone().and_then(obj)),
-            field::<Stored<ApplicationRecord>>("permissionsURL", TypeRef::named(TypeRef::STRING), |p, rq| {
-                Ok(nullable_string(permissions_url(rq, &p.record)?.as_deref()))
+            builder.secret_field::<Application>("clientSecret", |r| (&r.meta.environment, &r.team, r.client_secret.as_deref())),
+            builder
+                .secret_field::<Application>("rotatedClientSecret", |r| (&r.meta.environment, &r.team, r.rotated_client_secret.as_deref())),
+            record_field::<Application>("externalIds", TypeRef::named_nn_list("ExternalId"), |r| external_ids(&r.external_ids)),
+            record_field::<Application>("ipRestrictions", TypeRef::named("IpRestrictions"), |r| {
+                r.ip_restrictions.clone().and_then(object_value)
             }),
-            field::<Stored<ApplicationRecord>>("zone", TypeRef::named_nn(Zone::TYPE), |p, rq| {
+            field::<Stored<ApplicationRecord>>("permissionsURL", TypeRef::named(TypeRef::STRING), |p, request| {
+                Ok(nullable_string(permissions_url(request, &p.record)?.as_deref()))
+            }),
+            field::<Stored<ApplicationRecord>>("zone", TypeRef::named_nn(Zone::TYPE), |p, request| {
                 let r = &p.record;
-                Ok(rq.load_visible::<Zone>(&natural::zone(&r.meta.environment, &r.zone))?.map(node_value::<Zone>))
+                Ok(request.load_visible::<Zone>(&natural::zone(&r.meta.environment, &r.zone))?.map(node_value::<Zone>))
             }),
-            field::<Stored<ApplicationRecord>>("ownerTeam", TypeRef::named_nn("TeamInfo"), |p, rq| {
-                team_info(rq, &p.record.meta.environment, &p.record.team)
+            field::<Stored<ApplicationRecord>>("ownerTeam", TypeRef::named_nn("TeamInfo"), |p, request| {
+                team_info(request, &p.record.meta.environment, &p.record.team)
             }),
         ]
     }
@@ -128,16 +133,18 @@ impl Entity for Application {
             C::optional_time("rotatedExpiresAt", |r| r.rotated_expires_at),
             C::optional_time("currentExpiresAt", |r| r.current_expires_at),
             // Computed at the request's `now`.
-            C::with_request("secretRotationPhase", FilterType::Enum("ApplicationSecretRotationPhase".into()), false, |s, rq| {
-                FilterValue::Str(Some(secret_rotation(&s.record, rq.now).0.as_str().to_string()))
+            C::with_request("secretRotationPhase", FilterType::Enum("ApplicationSecretRotationPhase".into()), false, |s, request| {
+                FilterValue::Str(Some(secret_rotation(&s.record, request.now).0.as_str().to_string()))
             }),
-            C::with_request("secretRotationMessage", FilterType::Str, true, |s, rq| FilterValue::Str(secret_rotation(&s.record, rq.now).1)),
+            C::with_request("secretRotationMessage", FilterType::Str, true, |s, request| {
+                FilterValue::Str(secret_rotation(&s.record, request.now).1)
+            }),
         ]);
         c
     }
 }
 
 /// Registers `Application` (with the root `applications`) and its value types.
-pub fn register_application(b: &mut Builder) {
-    register::<Application>(b);
+pub fn register_application(builder: &mut Builder) {
+    register::<Application>(builder);
 }

@@ -7,7 +7,7 @@
 use super::common::mixin_columns;
 use super::{edges, subscription_info};
 use crate::column::Column;
-use crate::entity::{field, objs, rf, strs, Builder, Entity, RequestContext};
+use crate::entity::{field, object_values, record_field, string_list, Builder, Entity, RequestContext};
 use crate::filter::EdgeFilter;
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use async_graphql::Error;
@@ -38,18 +38,22 @@ pub trait ApprovalEntity: Entity {
 
 /// The object fields Approval and ApprovalRequest share besides their [`shared_columns`]
 /// (without `id`).
-pub fn shared_fields<K: ApprovalEntity>(bld: &mut Builder) -> Vec<Field> {
-    super::values::register(bld);
+pub fn shared_fields<K: ApprovalEntity>(builder: &mut Builder) -> Vec<Field> {
+    super::values::register(builder);
     vec![
-        rf::<K>("requester", TypeRef::named_nn("RequesterInfo"), |r| Some(FieldValue::owned_any(K::approval(r).requester.clone()))),
-        rf::<K>("decider", TypeRef::named_nn("DeciderInfo"), |r| Some(FieldValue::owned_any(K::approval(r).decider.clone()))),
-        rf::<K>("decisions", TypeRef::named_nn_list_nn("Decision"), |r| objs(K::approval(r).decisions.clone())),
-        rf::<K>("availableTransitions", TypeRef::named_nn_list("AvailableTransition"), |r| {
-            objs(K::approval(r).available_transitions.clone())
+        record_field::<K>("requester", TypeRef::named_nn("RequesterInfo"), |r| {
+            Some(FieldValue::owned_any(K::approval(r).requester.clone()))
         }),
-        rf::<K>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| K::approval(r).requested_scopes.as_deref().and_then(strs)),
-        field::<Stored<K::Record>>("subscription", TypeRef::named_nn(subscription_info::INTERFACE), |x, rq| {
-            subscription(rq, K::record_meta(&x.record), K::approval(&x.record))
+        record_field::<K>("decider", TypeRef::named_nn("DeciderInfo"), |r| Some(FieldValue::owned_any(K::approval(r).decider.clone()))),
+        record_field::<K>("decisions", TypeRef::named_nn_list_nn("Decision"), |r| object_values(K::approval(r).decisions.clone())),
+        record_field::<K>("availableTransitions", TypeRef::named_nn_list("AvailableTransition"), |r| {
+            object_values(K::approval(r).available_transitions.clone())
+        }),
+        record_field::<K>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
+            K::approval(r).requested_scopes.as_deref().and_then(string_list)
+        }),
+        field::<Stored<K::Record>>("subscription", TypeRef::named_nn(subscription_info::INTERFACE), |x, request| {
+            subscription(request, K::record_meta(&x.record), K::approval(&x.record))
         }),
     ]
 }
@@ -87,8 +91,8 @@ pub fn shared_edge_filters<K: ApprovalEntity>() -> Vec<EdgeFilter<K::Record>> {
 /// An error naming the approval when its subscription does not exist (as the Go server
 /// answers); storage failures
 /// as `INTERNAL`.
-fn subscription(rq: &RequestContext, meta: &Meta, fields: &ApprovalFields) -> Result<Option<FieldValue<'static>>, Error> {
-    match subscription_info::resolve(rq, &meta.environment, &fields.subscription)? {
+fn subscription(request: &RequestContext, meta: &Meta, fields: &ApprovalFields) -> Result<Option<FieldValue<'static>>, Error> {
+    match subscription_info::resolve(request, &meta.environment, &fields.subscription)? {
         Some(v) => Ok(Some(v)),
         None => Err(Error::new(format!("approval {}/{} has no related subscription", meta.namespace, meta.name))),
     }
@@ -115,8 +119,8 @@ impl Entity for Approval {
     const SHARED_SCOPES: bool = true;
     const MULTI_ORDER: bool = true;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
-        shared_fields::<Approval>(bld)
+    fn fields(builder: &mut Builder) -> Vec<Field> {
+        shared_fields::<Approval>(builder)
     }
 
     fn columns() -> Vec<Column<ApprovalRecord>> {

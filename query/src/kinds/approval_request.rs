@@ -36,15 +36,15 @@ impl Entity for ApprovalRequest {
     const SHARED_SCOPES: bool = true;
     const MULTI_ORDER: bool = true;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
-        let mut f = shared_fields::<ApprovalRequest>(bld);
-        f.push(field::<Stored<ApprovalRequestRecord>>("approval", TypeRef::named("Approval"), |p, rq| {
+    fn fields(builder: &mut Builder) -> Vec<Field> {
+        let mut f = shared_fields::<ApprovalRequest>(builder);
+        f.push(field::<Stored<ApprovalRequestRecord>>("approval", TypeRef::named("Approval"), |p, request| {
             let sub = &p.record.fields.subscription;
-            let found = rq
+            let found = request
                 .view
                 .lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &sub.index_key(&p.record.meta.environment))
                 .map_err(crate::error::storage)?;
-            Ok(found.into_iter().find(|a| rq.visible::<Approval>(a)).map(node_value::<Approval>))
+            Ok(found.into_iter().find(|a| request.visible::<Approval>(a)).map(node_value::<Approval>))
         }));
         f
     }

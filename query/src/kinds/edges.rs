@@ -18,22 +18,24 @@ fn logged<T>(r: Result<T, StorageError>, empty: T) -> T {
 
 /// An edge to the record of `T` under the key `key` returns (none when `None`).
 pub fn by_key<R: 'static, T: Entity>(name: &'static str, key: fn(&Stored<R>) -> Option<Key>) -> EdgeFilter<R> {
-    EdgeFilter::new::<T>(name, move |rq: &RequestContext, row: &Stored<R>| match key(row) {
+    EdgeFilter::new::<T>(name, move |request: &RequestContext, row: &Stored<R>| match key(row) {
         None => Vec::new(),
-        Some(k) => logged(rq.view.get::<T>(&k).map(|o| o.into_iter().collect()), Vec::new()),
+        Some(k) => logged(request.view.get::<T>(&k).map(|o| o.into_iter().collect()), Vec::new()),
     })
 }
 
 /// An edge to the records of `T` whose natural key starts with the tuple `prefix` returns.
 pub fn by_prefix<R: 'static, T: Entity>(name: &'static str, prefix: fn(&Stored<R>) -> Key) -> EdgeFilter<R> {
-    EdgeFilter::new::<T>(name, move |rq: &RequestContext, row: &Stored<R>| logged(rq.view.with_prefix::<T>(&prefix(row)), Vec::new()))
+    EdgeFilter::new::<T>(name, move |request: &RequestContext, row: &Stored<R>| {
+        logged(request.view.with_prefix::<T>(&prefix(row)), Vec::new())
+    })
 }
 
 /// An edge to the records of `T` listed in secondary index `index` under the key `lookup`
 /// returns (none when `None`).
 pub fn by_index<R: 'static, T: Entity>(name: &'static str, index: IndexName, lookup: fn(&Stored<R>) -> Option<Key>) -> EdgeFilter<R> {
-    EdgeFilter::new::<T>(name, move |rq: &RequestContext, row: &Stored<R>| match lookup(row) {
+    EdgeFilter::new::<T>(name, move |request: &RequestContext, row: &Stored<R>| match lookup(row) {
         None => Vec::new(),
-        Some(k) => logged(rq.view.lookup_records::<T>(index, &k), Vec::new()),
+        Some(k) => logged(request.view.lookup_records::<T>(index, &k), Vec::new()),
     })
 }

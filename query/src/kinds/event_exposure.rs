@@ -13,8 +13,8 @@ use super::event_subscription::EventSubscriptionInfo;
 use super::subscription_info::owner_fields;
 use crate::column::Column;
 use crate::entity::{
-    boolean, connection_field, enum_item, field, global_id, integer, nested_rows, node_value, obj, objs, register, rf, string, strs,
-    Builder, Entity, RequestContext,
+    boolean, connection_field, enum_item, field, global_id, integer, nested_rows, node_value, object_value, object_values, record_field,
+    register, string, string_list, Builder, Entity, RequestContext,
 };
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::indexmap::IndexMap;
@@ -39,31 +39,33 @@ impl Entity for EventExposure {
     const ROOT: Option<&'static str> = Some("eventExposures");
     const TEAM_OWNED: bool = true;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
-        register_values(bld);
-        register_info(bld);
+    fn fields(builder: &mut Builder) -> Vec<Field> {
+        register_values(builder);
+        register_info(builder);
         vec![
-            rf::<EventExposure>("eventScopes", TypeRef::named_list("EventScope"), |r| objs(r.event_scopes.clone())),
-            rf::<EventExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
-            field::<S>("owner", TypeRef::named_nn("Application"), |p, rq| {
+            record_field::<EventExposure>("eventScopes", TypeRef::named_list("EventScope"), |r| object_values(r.event_scopes.clone())),
+            record_field::<EventExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| {
+                object_value(r.approval_config.clone())
+            }),
+            field::<S>("owner", TypeRef::named_nn("Application"), |p, request| {
                 let r = &p.record;
                 let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
-                Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
+                Ok(request.load_visible::<Application>(&key)?.map(node_value::<Application>))
             }),
-            field::<S>("eventTypeDef", TypeRef::named("EventType"), |p, rq| {
+            field::<S>("eventTypeDef", TypeRef::named("EventType"), |p, request| {
                 let r = &p.record;
-                let found = rq
+                let found = request
                     .view
                     .lookup_records::<EventType>(index::EVENT_TYPE_ACTIVE_BY_TYPE, &natural::in_env(&r.meta.environment, &r.event_type))
                     .map_err(crate::error::storage)?;
-                Ok(found.into_iter().find(|t| rq.visible::<EventType>(t)).map(node_value::<EventType>))
+                Ok(found.into_iter().find(|t| request.visible::<EventType>(t)).map(node_value::<EventType>))
             }),
-            field::<S>("subscriptions", TypeRef::named_nn_list_nn("EventSubscriptionInfo"), |p, rq| {
-                let subs = rq
+            field::<S>("subscriptions", TypeRef::named_nn_list_nn("EventSubscriptionInfo"), |p, request| {
+                let subs = request
                     .view
                     .lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_TARGET, &p.key)
                     .map_err(crate::error::storage)?;
-                Ok(objs(subs.into_iter().map(EventSubscriptionInfo)))
+                Ok(object_values(subs.into_iter().map(EventSubscriptionInfo)))
             }),
         ]
     }
@@ -103,22 +105,22 @@ impl Entity for EventExposure {
 
 /// Registers `EventExposure` with its root query, and the edges `Application.exposedEvents` and
 /// `EventType.activeExposure`.
-pub fn register_all(bld: &mut Builder) {
-    register::<EventExposure>(bld);
-    let w = bld.where_type::<EventExposure>();
-    bld.extend(
+pub fn register_all(builder: &mut Builder) {
+    register::<EventExposure>(builder);
+    let w = builder.where_type::<EventExposure>();
+    builder.extend(
         "Application",
-        vec![connection_field::<EventExposure, Stored<ApplicationRecord>>("exposedEvents", w, |rq, app, order, pred| {
+        vec![connection_field::<EventExposure, Stored<ApplicationRecord>>("exposedEvents", w, |request, app, order, pred| {
             // EventExposure keys are (env, team, application, eventType): the application's key
             // is their prefix.
-            let candidates = rq.view.with_prefix::<EventExposure>(&app.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<EventExposure>(rq, candidates, order, &pred)))
+            let candidates = request.view.with_prefix::<EventExposure>(&app.key).map_err(crate::error::storage)?;
+            Ok(Box::new(nested_rows::<EventExposure>(request, candidates, order, &pred)))
         })],
     );
-    bld.extend(
+    builder.extend(
         "EventType",
-        vec![field::<Stored<EventTypeRecord>>("activeExposure", TypeRef::named("EventExposureInfo"), |p, rq| {
-            active_exposure(rq, &p.record.meta.environment, &p.record.event_type)
+        vec![field::<Stored<EventTypeRecord>>("activeExposure", TypeRef::named("EventExposureInfo"), |p, request| {
+            active_exposure(request, &p.record.meta.environment, &p.record.event_type)
         })],
     );
 }
@@ -128,18 +130,18 @@ pub fn register_all(bld: &mut Builder) {
 ///
 /// # Errors
 /// Storage failures as `INTERNAL`.
-pub fn active_exposure(rq: &RequestContext, env: &str, event_type: &str) -> Result<Option<FieldValue<'static>>, Error> {
-    let found = rq
+pub fn active_exposure(request: &RequestContext, env: &str, event_type: &str) -> Result<Option<FieldValue<'static>>, Error> {
+    let found = request
         .view
         .lookup_records::<EventExposure>(index::EVENT_EXPOSURE_ACTIVE_BY_TYPE, &natural::in_env(env, event_type))
         .map_err(crate::error::storage)?;
-    Ok(found.into_iter().next().and_then(|x| obj(EventExposureInfo(x))))
+    Ok(found.into_iter().next().and_then(|x| object_value(EventExposureInfo(x))))
 }
 
 /// Registers `EventExposureInfo`: no scopes, triggers or publishing URL of the owner.
-pub fn register_info(bld: &mut Builder) {
-    super::values::register(bld);
-    bld.enumeration_of::<Visibility>("EventExposureVisibility");
+pub fn register_info(builder: &mut Builder) {
+    super::values::register(builder);
+    builder.enumeration_of::<Visibility>("EventExposureVisibility");
     let mut o = Object::new("EventExposureInfo")
         .field(field::<EventExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<EventExposure>(&p.0.key)))))
         .field(field::<EventExposureInfo>("eventType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.event_type))))
@@ -148,12 +150,12 @@ pub fn register_info(bld: &mut Builder) {
         }))
         .field(field::<EventExposureInfo>("active", TypeRef::named(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.0.record.active))))
         .field(field::<EventExposureInfo>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |p, _| {
-            Ok(obj(p.0.record.approval_config.clone()))
+            Ok(object_value(p.0.record.approval_config.clone()))
         }));
     for f in owner_fields::<EventExposureInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);
     }
-    bld.object(o);
+    builder.object(o);
 }
 
 /// `attributes: Map` of a selection filter (a JSON object of strings).
@@ -165,41 +167,41 @@ fn attributes(a: &std::collections::BTreeMap<String, String>) -> Option<FieldVal
 /// Registers the event value types and enums (idempotent): `EventScope`, `EventTrigger`,
 /// `ResponseFilter`, `SelectionFilter`, `EventDelivery`, `ResponseFilterMode`, `PayloadType`,
 /// `EventSubscriptionDeliveryType`, `EventExposureVisibility`.
-pub fn register_values(bld: &mut Builder) {
-    super::values::register(bld);
-    bld.enumeration_of::<Visibility>("EventExposureVisibility");
-    bld.enumeration_of::<DeliveryType>("EventSubscriptionDeliveryType");
-    bld.enumeration_of::<ResponseFilterMode>("ResponseFilterMode");
-    bld.enumeration_of::<PayloadType>("PayloadType");
+pub fn register_values(builder: &mut Builder) {
+    super::values::register(builder);
+    builder.enumeration_of::<Visibility>("EventExposureVisibility");
+    builder.enumeration_of::<DeliveryType>("EventSubscriptionDeliveryType");
+    builder.enumeration_of::<ResponseFilterMode>("ResponseFilterMode");
+    builder.enumeration_of::<PayloadType>("PayloadType");
     let string_nn = || TypeRef::named_nn(TypeRef::STRING);
     let bool_nn = || TypeRef::named_nn(TypeRef::BOOLEAN);
-    bld.object(Object::new("EventScope").field(field::<EventScope>("name", string_nn(), |x, _| Ok(string(&x.name)))).field(field::<
+    builder.object(Object::new("EventScope").field(field::<EventScope>("name", string_nn(), |x, _| Ok(string(&x.name)))).field(field::<
         EventScope,
     >(
         "trigger",
         TypeRef::named_nn("EventTrigger"),
-        |x, _| Ok(obj(x.trigger.clone())),
+        |x, _| Ok(object_value(x.trigger.clone())),
     )));
-    bld.object(
+    builder.object(
         Object::new("EventTrigger")
             .field(field::<EventTrigger>("responseFilter", TypeRef::named("ResponseFilter"), |t, _| {
-                Ok(t.response_filter.clone().and_then(obj))
+                Ok(t.response_filter.clone().and_then(object_value))
             }))
             .field(field::<EventTrigger>("selectionFilter", TypeRef::named("SelectionFilter"), |t, _| {
-                Ok(t.selection_filter.clone().and_then(obj))
+                Ok(t.selection_filter.clone().and_then(object_value))
             })),
     );
-    bld.object(
+    builder.object(
         Object::new("ResponseFilter")
-            .field(field::<ResponseFilter>("paths", TypeRef::named_list_nn(TypeRef::STRING), |r, _| Ok(strs(&r.paths))))
+            .field(field::<ResponseFilter>("paths", TypeRef::named_list_nn(TypeRef::STRING), |r, _| Ok(string_list(&r.paths))))
             .field(field::<ResponseFilter>("mode", TypeRef::named("ResponseFilterMode"), |r, _| Ok(enum_item(r.mode.as_str())))),
     );
-    bld.object(
+    builder.object(
         Object::new("SelectionFilter")
             .field(field::<SelectionFilter>("attributes", TypeRef::named("Map"), |f, _| Ok(f.attributes.as_ref().and_then(attributes))))
             .field(field::<SelectionFilter>("expression", string_nn(), |f, _| Ok(string(&f.expression)))),
     );
-    bld.object(
+    builder.object(
         Object::new("EventDelivery")
             .field(field::<EventDelivery>("payload", TypeRef::named_nn("PayloadType"), |d, _| Ok(enum_item(d.payload.as_str()))))
             .field(field::<EventDelivery>("eventRetentionTime", string_nn(), |d, _| Ok(string(&d.event_retention_time))))

@@ -8,7 +8,9 @@ use super::common::{mixin_columns, non_empty};
 use super::event_exposure::{register_values, EventExposureInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::column::Column;
-use crate::entity::{connection_field, enum_item, field, global_id, nested_rows, obj, register, rf, string, strs, Builder, Entity};
+use crate::entity::{
+    connection_field, enum_item, field, global_id, nested_rows, object_value, record_field, register, string, string_list, Builder, Entity,
+};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
@@ -28,19 +30,23 @@ impl Entity for EventSubscription {
     const ROOT: Option<&'static str> = Some("eventSubscriptions");
     const TEAM_OWNED: bool = true;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
-        register_values(bld);
-        register_info(bld);
-        super::event_exposure::register_info(bld);
+    fn fields(builder: &mut Builder) -> Vec<Field> {
+        register_values(builder);
+        register_info(builder);
+        super::event_exposure::register_info(builder);
         let mut f = vec![
-            rf::<EventSubscription>("trigger", TypeRef::named("EventTrigger"), |r| r.trigger.clone().and_then(obj)),
-            rf::<EventSubscription>("delivery", TypeRef::named_nn("EventDelivery"), |r| obj(r.delivery.clone())),
-            rf::<EventSubscription>("scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| r.requested_scopes.as_deref().and_then(strs))
-                .deprecation(Some(SCOPES_DEPRECATION)),
-            rf::<EventSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
-                r.requested_scopes.as_deref().and_then(strs)
+            record_field::<EventSubscription>("trigger", TypeRef::named("EventTrigger"), |r| r.trigger.clone().and_then(object_value)),
+            record_field::<EventSubscription>("delivery", TypeRef::named_nn("EventDelivery"), |r| object_value(r.delivery.clone())),
+            record_field::<EventSubscription>("scopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
+                r.requested_scopes.as_deref().and_then(string_list)
+            })
+            .deprecation(Some(SCOPES_DEPRECATION)),
+            record_field::<EventSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
+                r.requested_scopes.as_deref().and_then(string_list)
             }),
-            rf::<EventSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| r.active_scopes.as_deref().and_then(strs)),
+            record_field::<EventSubscription>("activeScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {
+                r.active_scopes.as_deref().and_then(string_list)
+            }),
         ];
         f.extend(super::subscription_common::link_fields::<EventSubscription>());
         f
@@ -66,26 +72,28 @@ impl Entity for EventSubscription {
 
 /// Registers `EventSubscription` with its root query, and the edge
 /// `Application.subscribedEvents`.
-pub fn register_all(bld: &mut Builder) {
-    register::<EventSubscription>(bld);
-    let w = bld.where_type::<EventSubscription>();
-    bld.extend(
+pub fn register_all(builder: &mut Builder) {
+    register::<EventSubscription>(builder);
+    let w = builder.where_type::<EventSubscription>();
+    builder.extend(
         "Application",
-        vec![connection_field::<EventSubscription, Stored<ApplicationRecord>>("subscribedEvents", w, |rq, app, order, pred| {
-            let candidates =
-                rq.view.lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_OWNER, &app.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<EventSubscription>(rq, candidates, order, &pred)))
+        vec![connection_field::<EventSubscription, Stored<ApplicationRecord>>("subscribedEvents", w, |request, app, order, pred| {
+            let candidates = request
+                .view
+                .lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_OWNER, &app.key)
+                .map_err(crate::error::storage)?;
+            Ok(Box::new(nested_rows::<EventSubscription>(request, candidates, order, &pred)))
         })],
     );
 }
 
 /// Registers `EventSubscriptionInfo` (implements `SubscriptionInfo`): no delivery, callback or
 /// trigger data of the subscriber.
-pub fn register_info(bld: &mut Builder) {
+pub fn register_info(builder: &mut Builder) {
     // Reduced views across teams: a list of them may hold every subscription of the kind.
-    bld.record_list("EventSubscriptionInfo", crate::limits::RecordList::All(schema::KindId::EventSubscription));
-    register_values(bld);
-    bld.enumeration_of::<StatusPhase>("EventSubscriptionStatusPhase");
+    builder.record_list("EventSubscriptionInfo", crate::limits::RecordList::All(schema::KindId::EventSubscription));
+    register_values(builder);
+    builder.enumeration_of::<StatusPhase>("EventSubscriptionStatusPhase");
     let mut o = Object::new("EventSubscriptionInfo")
         .implement(INTERFACE)
         .field(field::<EventSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
@@ -104,7 +112,7 @@ pub fn register_info(bld: &mut Builder) {
     for f in owner_fields::<EventSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);
     }
-    bld.object(o);
+    builder.object(o);
 }
 
 impl super::subscription_common::SubscriptionEntity for EventSubscription {

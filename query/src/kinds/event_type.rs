@@ -19,11 +19,11 @@ impl Entity for EventType {
     const ROOT: Option<&'static str> = Some("eventTypes");
     const TEAM_OWNED: bool = false;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
+    fn fields(builder: &mut Builder) -> Vec<Field> {
         vec![
-            bld.specification_url_field::<EventType>(|r| r.specification.as_deref()),
-            field::<Stored<EventTypeRecord>>("owner", TypeRef::named_nn("TeamInfo"), |p, rq| {
-                team_info(rq, &p.record.meta.environment, &p.record.team)
+            builder.specification_url_field::<EventType>(|r| r.specification.as_deref()),
+            field::<Stored<EventTypeRecord>>("owner", TypeRef::named_nn("TeamInfo"), |p, request| {
+                team_info(request, &p.record.meta.environment, &p.record.team)
             }),
         ]
     }
@@ -58,15 +58,15 @@ impl Entity for EventType {
 }
 
 /// Registers `EventType` (with the root `eventTypes`) and the edge `Team.eventTypes`.
-pub fn register_all(bld: &mut Builder) {
-    register::<EventType>(bld);
-    let w = bld.where_type::<EventType>();
-    bld.extend(
+pub fn register_all(builder: &mut Builder) {
+    register::<EventType>(builder);
+    let w = builder.where_type::<EventType>();
+    builder.extend(
         "Team",
-        vec![connection_field::<EventType, Stored<TeamRecord>>("eventTypes", w, |rq, team, order, pred| {
+        vec![connection_field::<EventType, Stored<TeamRecord>>("eventTypes", w, |request, team, order, pred| {
             // EventType keys are (env, team, type): the team's key is their prefix.
-            let rows = rq.view.with_prefix::<EventType>(&team.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<EventType>(rq, rows, order, &pred)))
+            let rows = request.view.with_prefix::<EventType>(&team.key).map_err(crate::error::storage)?;
+            Ok(Box::new(nested_rows::<EventType>(request, rows, order, &pred)))
         })],
     );
 }

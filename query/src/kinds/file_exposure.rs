@@ -9,8 +9,8 @@ use super::file_subscription::FileSubscriptionInfo;
 use super::subscription_info::owner_fields;
 use crate::column::Column;
 use crate::entity::{
-    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, nullable_string, obj, objs, register, rf, string,
-    Builder, Entity,
+    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, nullable_string, object_value, object_values,
+    record_field, register, string, Builder, Entity,
 };
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use schema::common::Visibility;
@@ -32,23 +32,23 @@ type S = Stored<FileExposureRecord>;
 
 /// Registers the value types and enums of the file kinds (idempotent): `FileSFTP`,
 /// `SSHPublicKey`, `FileExposureVisibility`, `FileExposureVariant`.
-pub fn register_values(bld: &mut Builder) {
-    bld.enumeration_of::<Visibility>("FileExposureVisibility");
-    bld.enumeration_of::<FileVariant>("FileExposureVariant");
-    bld.object(
+pub fn register_values(builder: &mut Builder) {
+    builder.enumeration_of::<Visibility>("FileExposureVisibility");
+    builder.enumeration_of::<FileVariant>("FileExposureVariant");
+    builder.object(
         Object::new("SSHPublicKey").field(field::<SshPublicKey>("key", TypeRef::named_nn(TypeRef::STRING), |k, _| Ok(string(&k.0)))),
     );
-    bld.object(Object::new("FileSFTP").field(field::<Sftp>("publicKeys", TypeRef::named_nn_list_nn("SSHPublicKey"), |p, _| {
-        Ok(objs(p.public_keys.iter().cloned().map(SshPublicKey)))
+    builder.object(Object::new("FileSFTP").field(field::<Sftp>("publicKeys", TypeRef::named_nn_list_nn("SSHPublicKey"), |p, _| {
+        Ok(object_values(p.public_keys.iter().cloned().map(SshPublicKey)))
     })));
 }
 
 /// `zone: Zone` of a file record: the zone named by `spec.zone.name` in the record's
 /// environment; null when it is not projected.
 pub fn zone_field<T: std::any::Any + Send + Sync>(zone: fn(&T) -> (&str, &str)) -> Field {
-    field::<T>("zone", TypeRef::named(Zone::TYPE), move |p, rq| {
+    field::<T>("zone", TypeRef::named(Zone::TYPE), move |p, request| {
         let (env, name) = zone(p);
-        Ok(rq.load_visible::<Zone>(&natural::zone(env, name))?.map(node_value::<Zone>))
+        Ok(request.load_visible::<Zone>(&natural::zone(env, name))?.map(node_value::<Zone>))
     })
 }
 
@@ -57,26 +57,28 @@ impl Entity for FileExposure {
     const ROOT: Option<&'static str> = Some("fileExposures");
     const TEAM_OWNED: bool = true;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
-        super::values::register(bld);
-        register_values(bld);
-        register_info(bld);
-        super::file_subscription::register_info(bld);
+    fn fields(builder: &mut Builder) -> Vec<Field> {
+        super::values::register(builder);
+        register_values(builder);
+        register_info(builder);
+        super::file_subscription::register_info(builder);
         vec![
             zone_field::<S>(|p| (&p.record.meta.environment, &p.record.zone)),
-            rf::<FileExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| obj(r.approval_config.clone())),
-            rf::<FileExposure>("sftp", TypeRef::named("FileSFTP"), |r| r.sftp.clone().and_then(obj)),
-            field::<S>("owner", TypeRef::named_nn(Application::TYPE), |p, rq| {
+            record_field::<FileExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| {
+                object_value(r.approval_config.clone())
+            }),
+            record_field::<FileExposure>("sftp", TypeRef::named("FileSFTP"), |r| r.sftp.clone().and_then(object_value)),
+            field::<S>("owner", TypeRef::named_nn(Application::TYPE), |p, request| {
                 let r = &p.record;
                 let key = natural::application(&r.meta.environment, r.meta.team(), &r.application);
-                Ok(rq.load_visible::<Application>(&key)?.map(node_value::<Application>))
+                Ok(request.load_visible::<Application>(&key)?.map(node_value::<Application>))
             }),
-            field::<S>("subscriptions", TypeRef::named_nn_list_nn("FileSubscriptionInfo"), |p, rq| {
-                let subs = rq
+            field::<S>("subscriptions", TypeRef::named_nn_list_nn("FileSubscriptionInfo"), |p, request| {
+                let subs = request
                     .view
                     .lookup_records::<FileSubscription>(index::FILE_SUBSCRIPTION_BY_TARGET, &p.key)
                     .map_err(crate::error::storage)?;
-                Ok(objs(subs.into_iter().map(FileSubscriptionInfo)))
+                Ok(object_values(subs.into_iter().map(FileSubscriptionInfo)))
             }),
         ]
     }
@@ -113,23 +115,23 @@ impl Entity for FileExposure {
 }
 
 /// Registers `FileExposure` with its root query, and the edge `Application.fileExposures`.
-pub fn register_all(bld: &mut Builder) {
-    register::<FileExposure>(bld);
-    let w = bld.where_type::<FileExposure>();
-    bld.extend(
+pub fn register_all(builder: &mut Builder) {
+    register::<FileExposure>(builder);
+    let w = builder.where_type::<FileExposure>();
+    builder.extend(
         Application::TYPE,
-        vec![connection_field::<FileExposure, Stored<ApplicationRecord>>("fileExposures", w, |rq, app, order, pred| {
+        vec![connection_field::<FileExposure, Stored<ApplicationRecord>>("fileExposures", w, |request, app, order, pred| {
             // FileExposure keys are (env, team, application, fileType): the application's key is
             // their prefix.
-            let candidates = rq.view.with_prefix::<FileExposure>(&app.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<FileExposure>(rq, candidates, order, &pred)))
+            let candidates = request.view.with_prefix::<FileExposure>(&app.key).map_err(crate::error::storage)?;
+            Ok(Box::new(nested_rows::<FileExposure>(request, candidates, order, &pred)))
         })],
     );
 }
 
 /// Registers `FileExposureInfo`: no SFTP keys, approval settings or subscriber data of the owner.
-pub fn register_info(bld: &mut Builder) {
-    register_values(bld);
+pub fn register_info(builder: &mut Builder) {
+    register_values(builder);
     let mut o = Object::new("FileExposureInfo")
         .field(field::<FileExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<FileExposure>(&p.0.key)))))
         .field(field::<FileExposureInfo>("fileType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.file_type))))
@@ -146,5 +148,5 @@ pub fn register_info(bld: &mut Builder) {
     for f in owner_fields::<FileExposureInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);
     }
-    bld.object(o);
+    builder.object(o);
 }

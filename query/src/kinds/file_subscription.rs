@@ -9,7 +9,8 @@ use super::file_exposure::{register_values, zone_field, FileExposureInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::column::Column;
 use crate::entity::{
-    connection_field, enum_item, field, global_id, nested_rows, nullable_string, obj, register, rf, string, Builder, Entity,
+    connection_field, enum_item, field, global_id, nested_rows, nullable_string, object_value, record_field, register, string, Builder,
+    Entity,
 };
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
@@ -33,13 +34,13 @@ impl Entity for FileSubscription {
     const ROOT: Option<&'static str> = Some("fileSubscriptions");
     const TEAM_OWNED: bool = true;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
-        register_values(bld);
-        register_info(bld);
-        super::file_exposure::register_info(bld);
+    fn fields(builder: &mut Builder) -> Vec<Field> {
+        register_values(builder);
+        register_info(builder);
+        super::file_exposure::register_info(builder);
         let mut f = vec![
             zone_field::<S>(|p| (&p.record.meta.environment, &p.record.zone)),
-            rf::<FileSubscription>("sftp", TypeRef::named("FileSFTP"), |r| r.sftp.clone().and_then(obj)),
+            record_field::<FileSubscription>("sftp", TypeRef::named("FileSFTP"), |r| r.sftp.clone().and_then(object_value)),
         ];
         f.extend(super::subscription_common::link_fields::<FileSubscription>());
         f
@@ -64,25 +65,27 @@ impl Entity for FileSubscription {
 }
 
 /// Registers `FileSubscription` with its root query, and the edge `Application.fileSubscriptions`.
-pub fn register_all(bld: &mut Builder) {
-    register::<FileSubscription>(bld);
-    let w = bld.where_type::<FileSubscription>();
-    bld.extend(
+pub fn register_all(builder: &mut Builder) {
+    register::<FileSubscription>(builder);
+    let w = builder.where_type::<FileSubscription>();
+    builder.extend(
         Application::TYPE,
-        vec![connection_field::<FileSubscription, Stored<ApplicationRecord>>("fileSubscriptions", w, |rq, app, order, pred| {
-            let candidates =
-                rq.view.lookup_records::<FileSubscription>(index::FILE_SUBSCRIPTION_BY_OWNER, &app.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<FileSubscription>(rq, candidates, order, &pred)))
+        vec![connection_field::<FileSubscription, Stored<ApplicationRecord>>("fileSubscriptions", w, |request, app, order, pred| {
+            let candidates = request
+                .view
+                .lookup_records::<FileSubscription>(index::FILE_SUBSCRIPTION_BY_OWNER, &app.key)
+                .map_err(crate::error::storage)?;
+            Ok(Box::new(nested_rows::<FileSubscription>(request, candidates, order, &pred)))
         })],
     );
 }
 
 /// Registers `FileSubscriptionInfo` (implements `SubscriptionInfo`): no SFTP keys of the
 /// subscriber.
-pub fn register_info(bld: &mut Builder) {
+pub fn register_info(builder: &mut Builder) {
     // Reduced views across teams: a list of them may hold every subscription of the kind.
-    bld.record_list(INFO_TYPE, crate::limits::RecordList::All(schema::KindId::FileSubscription));
-    bld.enumeration_of::<StatusPhase>("FileSubscriptionStatusPhase");
+    builder.record_list(INFO_TYPE, crate::limits::RecordList::All(schema::KindId::FileSubscription));
+    builder.enumeration_of::<StatusPhase>("FileSubscriptionStatusPhase");
     let mut o = Object::new(INFO_TYPE)
         .implement(INTERFACE)
         .field(field::<FileSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
@@ -104,7 +107,7 @@ pub fn register_info(bld: &mut Builder) {
     for f in owner_fields::<FileSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
         o = o.field(f);
     }
-    bld.object(o);
+    builder.object(o);
 }
 
 impl super::subscription_common::SubscriptionEntity for FileSubscription {

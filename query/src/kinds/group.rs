@@ -12,7 +12,7 @@ impl Entity for Group {
     const ROOT: Option<&'static str> = None;
     const TEAM_OWNED: bool = false;
 
-    fn fields(_b: &mut Builder) -> Vec<Field> {
+    fn fields(_builder: &mut Builder) -> Vec<Field> {
         Vec::new()
     }
 

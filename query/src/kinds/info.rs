@@ -7,7 +7,7 @@
 //! [`application_info`].
 
 use super::common::non_empty_string;
-use crate::entity::{field, global_id, node_value, obj, objs, string, Builder, RequestContext};
+use crate::entity::{field, global_id, node_value, object_value, object_values, string, Builder, RequestContext};
 use async_graphql::dynamic::{FieldValue, Object, TypeRef};
 use async_graphql::Error;
 use schema::keys::natural;
@@ -32,10 +32,10 @@ pub struct ApplicationInfo(pub Stored<ApplicationRecord>);
 ///
 /// # Errors
 /// Storage failures as `INTERNAL`.
-pub fn team_info(rq: &RequestContext, env: &str, team: &str) -> Result<Option<FieldValue<'static>>, Error> {
+pub fn team_info(request: &RequestContext, env: &str, team: &str) -> Result<Option<FieldValue<'static>>, Error> {
     let key = natural::team(env, team);
-    let record = rq.load_system::<Team>(&key)?.map(|s| s.record);
-    Ok(obj(TeamInfo { key, name: team.to_string(), record }))
+    let record = request.load_system::<Team>(&key)?.map(|s| s.record);
+    Ok(object_value(TeamInfo { key, name: team.to_string(), record }))
 }
 
 /// The `ApplicationInfo` of the application under `key`, read regardless of the viewer; `None`
@@ -43,8 +43,8 @@ pub fn team_info(rq: &RequestContext, env: &str, team: &str) -> Result<Option<Fi
 ///
 /// # Errors
 /// Storage failures as `INTERNAL`.
-pub fn application_info(rq: &RequestContext, key: &Key) -> Result<Option<FieldValue<'static>>, Error> {
-    Ok(rq.load_system::<Application>(key)?.and_then(|s| obj(ApplicationInfo(s))))
+pub fn application_info(request: &RequestContext, key: &Key) -> Result<Option<FieldValue<'static>>, Error> {
+    Ok(request.load_system::<Application>(key)?.and_then(|s| object_value(ApplicationInfo(s))))
 }
 
 /// `externalIds: [ExternalId!]`: null when the application has none, else in CR order.
@@ -52,18 +52,18 @@ pub fn external_ids(v: &[ExternalId]) -> Option<FieldValue<'static>> {
     if v.is_empty() {
         None
     } else {
-        objs(v.to_vec())
+        object_values(v.to_vec())
     }
 }
 
 /// Registers `TeamInfo`, `ApplicationInfo` and `ExternalId`.
-pub fn register(b: &mut Builder) {
-    b.object(
+pub fn register(builder: &mut Builder) {
+    builder.object(
         Object::new("ExternalId")
             .field(field::<ExternalId>("Id", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.id))))
             .field(field::<ExternalId>("Schema", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.scheme)))),
     );
-    b.object(
+    builder.object(
         Object::new("TeamInfo")
             .field(field::<TeamInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<Team>(&p.key)))))
             .field(field::<TeamInfo>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.name))))
@@ -80,19 +80,19 @@ pub fn register(b: &mut Builder) {
                 Ok(p.record.as_ref().and_then(|r| non_empty_string(&r.description)))
             })),
     );
-    b.object(
+    builder.object(
         Object::new("ApplicationInfo")
             .field(field::<ApplicationInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<Application>(&p.0.key)))))
             .field(field::<ApplicationInfo>("name", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.meta.name))))
             .field(field::<ApplicationInfo>("externalIds", TypeRef::named_nn_list("ExternalId"), |p, _| {
                 Ok(external_ids(&p.0.record.external_ids))
             }))
-            .field(field::<ApplicationInfo>("zone", TypeRef::named_nn("Zone"), |p, rq| {
+            .field(field::<ApplicationInfo>("zone", TypeRef::named_nn("Zone"), |p, request| {
                 let r = &p.0.record;
-                Ok(rq.load_system::<Zone>(&natural::zone(&r.meta.environment, &r.zone))?.map(node_value::<Zone>))
+                Ok(request.load_system::<Zone>(&natural::zone(&r.meta.environment, &r.zone))?.map(node_value::<Zone>))
             }))
-            .field(field::<ApplicationInfo>("ownerTeam", TypeRef::named_nn("TeamInfo"), |p, rq| {
-                team_info(rq, &p.0.record.meta.environment, &p.0.record.team)
+            .field(field::<ApplicationInfo>("ownerTeam", TypeRef::named_nn("TeamInfo"), |p, request| {
+                team_info(request, &p.0.record.meta.environment, &p.0.record.team)
             })),
     );
 }

@@ -16,8 +16,8 @@ impl Entity for McpServer {
     const ROOT: Option<&'static str> = Some("mcpServers");
     const TEAM_OWNED: bool = false;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
-        agentic_catalogue::fields::<McpServer>(bld)
+    fn fields(builder: &mut Builder) -> Vec<Field> {
+        agentic_catalogue::fields::<McpServer>(builder)
     }
 
     fn columns() -> Vec<Column<McpServerRecord>> {
@@ -30,6 +30,6 @@ impl Entity for McpServer {
 }
 
 /// Registers `McpServer` (with the root `mcpServers`) and `Team.mcpServers`.
-pub fn register_all(b: &mut Builder) {
-    agentic_catalogue::register_all::<McpServer>(b, "mcpServers");
+pub fn register_all(builder: &mut Builder) {
+    agentic_catalogue::register_all::<McpServer>(builder, "mcpServers");
 }

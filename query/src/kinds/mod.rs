@@ -30,28 +30,28 @@ pub mod values;
 pub mod zone;
 
 /// Registers every entity type.
-pub fn register_all(b: &mut Builder) {
-    info::register(b);
-    zone::register_zone(b);
-    register::<schema::kinds::group::Group>(b);
-    let groups = list_field::<schema::kinds::group::Group>(b, "groups", true);
-    b.query_fields.push(groups);
-    team::register_team(b);
-    application::register_application(b);
-    api::register_api(b);
-    subscription_info::register(b);
-    api_exposure::register_all(b);
-    api_subscription::register_all(b);
-    register::<schema::kinds::approval::Approval>(b);
-    register::<schema::kinds::approval_request::ApprovalRequest>(b);
-    permission_set::register_all(b);
-    file_exposure::register_all(b);
-    file_subscription::register_all(b);
-    event_type::register_all(b);
-    event_exposure::register_all(b);
-    event_subscription::register_all(b);
-    mcp_server::register_all(b);
-    agent_card::register_all(b);
-    agentic_exposure::register_all(b);
-    agentic_subscription::register_all(b);
+pub fn register_all(builder: &mut Builder) {
+    info::register(builder);
+    zone::register_zone(builder);
+    register::<schema::kinds::group::Group>(builder);
+    let groups = list_field::<schema::kinds::group::Group>(builder, "groups", true);
+    builder.query_fields.push(groups);
+    team::register_team(builder);
+    application::register_application(builder);
+    api::register_api(builder);
+    subscription_info::register(builder);
+    api_exposure::register_all(builder);
+    api_subscription::register_all(builder);
+    register::<schema::kinds::approval::Approval>(builder);
+    register::<schema::kinds::approval_request::ApprovalRequest>(builder);
+    permission_set::register_all(builder);
+    file_exposure::register_all(builder);
+    file_subscription::register_all(builder);
+    event_type::register_all(builder);
+    event_exposure::register_all(builder);
+    event_subscription::register_all(builder);
+    mcp_server::register_all(builder);
+    agent_card::register_all(builder);
+    agentic_exposure::register_all(builder);
+    agentic_subscription::register_all(builder);
 }

@@ -5,7 +5,7 @@
 
 use super::common::mixin_columns;
 use crate::column::Column;
-use crate::entity::{field, node_value, objs, register, rf, string, strs, Builder, Entity};
+use crate::entity::{field, node_value, object_values, record_field, register, string, string_list, Builder, Entity};
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use schema::keys::natural;
 use schema::kinds::application::ApplicationRecord;
@@ -17,15 +17,15 @@ impl Entity for PermissionSet {
     const ROOT: Option<&'static str> = Some("permissionSets");
     const TEAM_OWNED: bool = true;
 
-    fn fields(bld: &mut Builder) -> Vec<Field> {
-        bld.object(
+    fn fields(builder: &mut Builder) -> Vec<Field> {
+        builder.object(
             Object::new("Permission")
                 .field(field::<Permission>("role", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.role))))
                 .field(field::<Permission>("resource", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.resource))))
-                .field(field::<Permission>("actions", TypeRef::named_nn_list_nn(TypeRef::STRING), |p, _| Ok(strs(&p.actions)))),
+                .field(field::<Permission>("actions", TypeRef::named_nn_list_nn(TypeRef::STRING), |p, _| Ok(string_list(&p.actions)))),
         );
         // `permissions` is a JSON column in the Go system: not filterable there either.
-        vec![rf::<PermissionSet>("permissions", TypeRef::named_list("Permission"), |r| objs(r.permissions.clone()))]
+        vec![record_field::<PermissionSet>("permissions", TypeRef::named_list("Permission"), |r| object_values(r.permissions.clone()))]
     }
 
     fn columns() -> Vec<Column<PermissionSetRecord>> {
@@ -43,14 +43,14 @@ impl Entity for PermissionSet {
 
 /// Registers `PermissionSet` with its root query, and the edge `Application.permissionSet`
 /// (null when the application has none or the viewer may not see it).
-pub fn register_all(bld: &mut Builder) {
-    register::<PermissionSet>(bld);
-    bld.extend(
+pub fn register_all(builder: &mut Builder) {
+    register::<PermissionSet>(builder);
+    builder.extend(
         "Application",
-        vec![field::<Stored<ApplicationRecord>>("permissionSet", TypeRef::named(PermissionSet::TYPE), |p, rq| {
+        vec![field::<Stored<ApplicationRecord>>("permissionSet", TypeRef::named(PermissionSet::TYPE), |p, request| {
             let r = &p.record;
             let key = natural::permission_set(&r.meta.environment, &r.team, &r.meta.name);
-            Ok(rq.load_visible::<PermissionSet>(&key)?.map(node_value::<PermissionSet>))
+            Ok(request.load_visible::<PermissionSet>(&key)?.map(node_value::<PermissionSet>))
         })],
     );
 }

@@ -46,25 +46,27 @@ pub fn approval_key<K: SubscriptionEntity>(r: &K::Record) -> Key {
 /// `target: <Family>ExposureInfo` — visible records only, except the reduced target view.
 pub fn link_fields<K: SubscriptionEntity>() -> Vec<Field> {
     vec![
-        field::<Stored<K::Record>>("owner", TypeRef::named_nn("Application"), |p, rq| {
-            Ok(rq.load_visible::<Application>(&owner_key::<K>(&p.record))?.map(node_value::<Application>))
+        field::<Stored<K::Record>>("owner", TypeRef::named_nn("Application"), |p, request| {
+            Ok(request.load_visible::<Application>(&owner_key::<K>(&p.record))?.map(node_value::<Application>))
         }),
-        field::<Stored<K::Record>>("approval", TypeRef::named("Approval"), |p, rq| {
-            let found = rq
+        field::<Stored<K::Record>>("approval", TypeRef::named("Approval"), |p, request| {
+            let found = request
                 .view
                 .lookup_records::<Approval>(index::APPROVAL_BY_SUBSCRIPTION, &approval_key::<K>(&p.record))
                 .map_err(crate::error::storage)?;
-            Ok(found.into_iter().find(|a| rq.visible::<Approval>(a)).map(node_value::<Approval>))
+            Ok(found.into_iter().find(|a| request.visible::<Approval>(a)).map(node_value::<Approval>))
         }),
-        field::<Stored<K::Record>>("approvalRequests", TypeRef::named_nn_list("ApprovalRequest"), |p, rq| {
-            let found = rq
+        field::<Stored<K::Record>>("approvalRequests", TypeRef::named_nn_list("ApprovalRequest"), |p, request| {
+            let found = request
                 .view
                 .lookup_records::<ApprovalRequest>(index::APPROVAL_REQUEST_BY_SUBSCRIPTION, &approval_key::<K>(&p.record))
                 .map_err(crate::error::storage)?;
-            Ok(Some(FieldValue::list(found.into_iter().filter(|a| rq.visible::<ApprovalRequest>(a)).map(node_value::<ApprovalRequest>))))
+            Ok(Some(FieldValue::list(
+                found.into_iter().filter(|a| request.visible::<ApprovalRequest>(a)).map(node_value::<ApprovalRequest>),
+            )))
         }),
-        field::<Stored<K::Record>>("target", TypeRef::named(K::TARGET_INFO), |p, rq| match p.links.first() {
-            Some(Some(key)) => Ok(rq.load_system::<K::Exposure>(key)?.map(K::target_info)),
+        field::<Stored<K::Record>>("target", TypeRef::named(K::TARGET_INFO), |p, request| match p.links.first() {
+            Some(Some(key)) => Ok(request.load_system::<K::Exposure>(key)?.map(K::target_info)),
             _ => Ok(None),
         }),
     ]

@@ -30,8 +30,8 @@ pub const OWNER_APPLICATION_NAME_DEPRECATION: &str = "Use `ownerApplication.name
 pub const OWNER_TEAM_DEPRECATION: &str = "Use `ownerApplication.ownerTeam`.";
 
 /// Registers the `SubscriptionInfo` interface (once, from `register_all`).
-pub fn register(b: &mut Builder) {
-    b.interfaces.push(
+pub fn register(builder: &mut Builder) {
+    builder.interfaces.push(
         Interface::new(INTERFACE)
             .field(InterfaceField::new("id", TypeRef::named_nn(TypeRef::ID)))
             .field(InterfaceField::new("ownerApplication", TypeRef::named_nn("ApplicationInfo"))),
@@ -48,14 +48,14 @@ pub fn owner_fields<T: Any + Send + Sync>(owner: OwnerOf<T>) -> Vec<Field> {
     vec![
         field::<T>("ownerApplicationName", TypeRef::named_nn(TypeRef::STRING), move |p, _| Ok(string(owner(p).2)))
             .deprecation(Some(OWNER_APPLICATION_NAME_DEPRECATION)),
-        field::<T>("ownerTeam", TypeRef::named_nn("TeamInfo"), move |p, rq| {
+        field::<T>("ownerTeam", TypeRef::named_nn("TeamInfo"), move |p, request| {
             let (env, team, _) = owner(p);
-            team_info(rq, env, team)
+            team_info(request, env, team)
         })
         .deprecation(Some(OWNER_TEAM_DEPRECATION)),
-        field::<T>("ownerApplication", TypeRef::named_nn("ApplicationInfo"), move |p, rq| {
+        field::<T>("ownerApplication", TypeRef::named_nn("ApplicationInfo"), move |p, request| {
             let (env, team, app) = owner(p);
-            application_info(rq, &natural::application(env, team, app))
+            application_info(request, &natural::application(env, team, app))
         }),
     ]
 }
@@ -66,19 +66,19 @@ pub fn owner_fields<T: Any + Send + Sync>(owner: OwnerOf<T>) -> Vec<Field> {
 ///
 /// # Errors
 /// Storage failures as `INTERNAL`.
-pub fn resolve(rq: &RequestContext, env: &str, sub: &SubscriptionRef) -> Result<Option<FieldValue<'static>>, Error> {
+pub fn resolve(request: &RequestContext, env: &str, sub: &SubscriptionRef) -> Result<Option<FieldValue<'static>>, Error> {
     let key = sub.key(env);
     Ok(match sub.kind {
-        SubscriptionKind::ApiSubscription => rq
+        SubscriptionKind::ApiSubscription => request
             .load_system::<ApiSubscription>(&key)?
             .map(|s| FieldValue::owned_any(super::api_subscription::ApiSubscriptionInfo(s)).with_type("ApiSubscriptionInfo")),
-        SubscriptionKind::EventSubscription => rq
+        SubscriptionKind::EventSubscription => request
             .load_system::<EventSubscription>(&key)?
             .map(|s| FieldValue::owned_any(super::event_subscription::EventSubscriptionInfo(s)).with_type("EventSubscriptionInfo")),
-        SubscriptionKind::FileSubscription => rq
+        SubscriptionKind::FileSubscription => request
             .load_system::<FileSubscription>(&key)?
             .map(|s| FieldValue::owned_any(FileSubscriptionInfo(s)).with_type(super::file_subscription::INFO_TYPE)),
-        SubscriptionKind::AgenticSubscription => rq
+        SubscriptionKind::AgenticSubscription => request
             .load_system::<AgenticSubscription>(&key)?
             .map(|s| FieldValue::owned_any(AgenticSubscriptionInfo(s)).with_type(super::agentic_subscription::INFO_TYPE)),
     })

@@ -11,7 +11,9 @@
 
 use super::common::{mixin_columns, non_empty};
 use crate::column::Column;
-use crate::entity::{connection_field, field, nested_rows, node_value, objs, register, string, Builder, Entity, Loader, RequestContext};
+use crate::entity::{
+    connection_field, field, nested_rows, node_value, object_values, register, string, Builder, Entity, Loader, RequestContext,
+};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::api::Api;
@@ -48,27 +50,27 @@ impl Entity for Team {
     const TEAM_OWNED: bool = true;
     const MULTI_ORDER: bool = true;
 
-    fn fields(b: &mut Builder) -> Vec<Field> {
+    fn fields(builder: &mut Builder) -> Vec<Field> {
         let mut v = vec![
-            b.secret_field::<Team>("teamToken", |r| (&r.meta.environment, &r.meta.name, r.team_token.as_deref())),
-            field::<Stored<TeamRecord>>("group", TypeRef::named("Group"), |p, rq| {
+            builder.secret_field::<Team>("teamToken", |r| (&r.meta.environment, &r.meta.name, r.team_token.as_deref())),
+            field::<Stored<TeamRecord>>("group", TypeRef::named("Group"), |p, request| {
                 let r = &p.record;
                 if r.group.is_empty() {
                     return Ok(None);
                 }
-                Ok(rq.load_visible::<Group>(&natural::group(&r.meta.environment, &r.group))?.map(node_value::<Group>))
+                Ok(request.load_visible::<Group>(&natural::group(&r.meta.environment, &r.group))?.map(node_value::<Group>))
             }),
-            field::<Stored<TeamRecord>>("members", TypeRef::named_nn_list(MEMBER), |p, _| Ok(objs(members_of(p)))),
+            field::<Stored<TeamRecord>>("members", TypeRef::named_nn_list(MEMBER), |p, _| Ok(object_values(members_of(p)))),
         ];
-        let apps = b.where_type::<Application>();
-        v.push(connection_field::<Application, Stored<TeamRecord>>("applications", apps, |rq, p, order, pred| {
-            let rows = rq.view.with_prefix::<Application>(&p.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<Application>(rq, rows, order, &pred)))
+        let apps = builder.where_type::<Application>();
+        v.push(connection_field::<Application, Stored<TeamRecord>>("applications", apps, |request, p, order, pred| {
+            let rows = request.view.with_prefix::<Application>(&p.key).map_err(crate::error::storage)?;
+            Ok(Box::new(nested_rows::<Application>(request, rows, order, &pred)))
         }));
-        let apis = b.where_type::<Api>();
-        v.push(connection_field::<Api, Stored<TeamRecord>>("apis", apis, |rq, p, order, pred| {
-            let rows = rq.view.with_prefix::<Api>(&p.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<Api>(rq, rows, order, &pred)))
+        let apis = builder.where_type::<Api>();
+        v.push(connection_field::<Api, Stored<TeamRecord>>("apis", apis, |request, p, order, pred| {
+            let rows = request.view.with_prefix::<Api>(&p.key).map_err(crate::error::storage)?;
+            Ok(Box::new(nested_rows::<Api>(request, rows, order, &pred)))
         }));
         v
     }
@@ -105,16 +107,16 @@ impl Entity for Team {
 
 /// Loads a `Member` by key `(environment, team, email)` through its team (`None` when the team
 /// is invisible or has no such member).
-fn load_member(rq: &RequestContext, key: &Key) -> Result<Option<FieldValue<'static>>, async_graphql::Error> {
+fn load_member(request: &RequestContext, key: &Key) -> Result<Option<FieldValue<'static>>, async_graphql::Error> {
     let Ok(parts) = key.parts() else { return Ok(None) };
     let [env, team, email] = parts.as_slice() else { return Ok(None) };
-    let Some(t) = rq.load_visible::<Team>(&natural::team(env, team))? else { return Ok(None) };
+    let Some(t) = request.load_visible::<Team>(&natural::team(env, team))? else { return Ok(None) };
     Ok(members_of(&t).into_iter().find(|m| &m.member.email == email).map(|m| FieldValue::owned_any(m).with_type(MEMBER)))
 }
 
 /// Registers `Team` (with the root `teams`), `Member` and `Group.teams`.
-pub fn register_team(b: &mut Builder) {
-    b.object(
+pub fn register_team(builder: &mut Builder) {
+    builder.object(
         Object::new(MEMBER)
             .implement("Node")
             .field(field::<MemberValue>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&p.id()))))
@@ -124,14 +126,14 @@ pub fn register_team(b: &mut Builder) {
             .field(field::<MemberValue>("team", TypeRef::named(Team::TYPE), |p, _| Ok(Some(node_value::<Team>(p.team.clone()))))),
     );
     let loader: Loader = Arc::new(load_member);
-    b.loaders.insert(MEMBER, loader);
-    register::<Team>(b);
-    b.extend(
+    builder.loaders.insert(MEMBER, loader);
+    register::<Team>(builder);
+    builder.extend(
         "Group",
-        vec![field::<Stored<GroupRecord>>("teams", TypeRef::named_nn_list(Team::TYPE), |p, rq| {
+        vec![field::<Stored<GroupRecord>>("teams", TypeRef::named_nn_list(Team::TYPE), |p, request| {
             let lookup = natural::in_env(&p.record.meta.environment, &p.record.meta.name);
-            let teams = rq.view.lookup_records::<Team>(index::TEAM_BY_GROUP, &lookup).map_err(crate::error::storage)?;
-            Ok(Some(FieldValue::list(teams.into_iter().filter(|t| rq.visible::<Team>(t)).map(node_value::<Team>))))
+            let teams = request.view.lookup_records::<Team>(index::TEAM_BY_GROUP, &lookup).map_err(crate::error::storage)?;
+            Ok(Some(FieldValue::list(teams.into_iter().filter(|t| request.visible::<Team>(t)).map(node_value::<Team>))))
         })],
     );
 }

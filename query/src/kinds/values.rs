@@ -6,7 +6,9 @@
 //! team, `**********` for obfuscated callers (ARCHITECTURE.md "Viewers and visibility"), resolved when a
 //! secret manager is configured ([`crate::secrets`]).
 
-use crate::entity::{boolean, enum_item, enums, field, integer, nullable_string, obj, objs, string, strs, Builder};
+use crate::entity::{
+    boolean, enum_item, enums, field, integer, nullable_string, object_value, object_values, string, string_list, Builder,
+};
 use crate::secrets::{secret_field, SecretSite};
 use async_graphql::dynamic::{Object, TypeRef};
 use schema::common::{ApprovalStrategy, Visibility};
@@ -61,51 +63,57 @@ pub fn features(f: &[ApiExposureFeature]) -> Vec<&'static str> {
 }
 
 /// Registers every value type and enum of this module (idempotent).
-pub fn register(bld: &mut Builder) {
-    bld.enumeration_of::<ApprovalStrategy>("ApprovalStrategy");
-    bld.enumeration_of::<ApprovalStrategy>("ApprovalRequestStrategy");
-    bld.enumeration_of::<ApprovalState>("ApprovalState");
-    bld.enumeration("ApprovalRequestState", ApprovalState::REQUEST_VALUES);
-    bld.enumeration_of::<ApprovalAction>("ApprovalAction");
-    bld.enumeration_of::<TokenRequestMethod>("TokenRequestMethod");
-    bld.enumeration_of::<ApiExposureFeature>("ApiExposureFeature");
-    bld.enumeration_of::<Visibility>("ApiExposureVisibility");
-    bld.enumeration_of::<M2mAuthMethod>("ApiSubscriptionM2mAuthMethod");
+pub fn register(builder: &mut Builder) {
+    builder.enumeration_of::<ApprovalStrategy>("ApprovalStrategy");
+    builder.enumeration_of::<ApprovalStrategy>("ApprovalRequestStrategy");
+    builder.enumeration_of::<ApprovalState>("ApprovalState");
+    builder.enumeration("ApprovalRequestState", ApprovalState::REQUEST_VALUES);
+    builder.enumeration_of::<ApprovalAction>("ApprovalAction");
+    builder.enumeration_of::<TokenRequestMethod>("TokenRequestMethod");
+    builder.enumeration_of::<ApiExposureFeature>("ApiExposureFeature");
+    builder.enumeration_of::<Visibility>("ApiExposureVisibility");
+    builder.enumeration_of::<M2mAuthMethod>("ApiSubscriptionM2mAuthMethod");
 
     let string_type = || TypeRef::named(TypeRef::STRING);
     let string_nn = || TypeRef::named_nn(TypeRef::STRING);
     let strings = || TypeRef::named_nn_list(TypeRef::STRING);
     let int_ = || TypeRef::named(TypeRef::INT);
-    let secrets = bld.secret_resolver.clone();
+    let secrets = builder.secret_resolver.clone();
 
-    bld.object(Object::new("Upstream").field(field::<Upstream>("url", string_nn(), |u, _| Ok(string(&u.url)))).field(field::<Upstream>(
-        "weight",
-        TypeRef::named_nn(TypeRef::INT),
-        |u, _| Ok(integer(u.weight)),
-    )));
-    bld.object(
+    builder.object(
+        Object::new("Upstream").field(field::<Upstream>("url", string_nn(), |u, _| Ok(string(&u.url)))).field(field::<Upstream>(
+            "weight",
+            TypeRef::named_nn(TypeRef::INT),
+            |u, _| Ok(integer(u.weight)),
+        )),
+    );
+    builder.object(
         Object::new("ApprovalConfig")
             .field(field::<ApprovalConfig>("strategy", TypeRef::named_nn("ApprovalStrategy"), |c, _| Ok(enum_item(c.strategy.as_str()))))
-            .field(field::<ApprovalConfig>("trustedTeams", TypeRef::named_nn_list_nn(TypeRef::STRING), |c, _| Ok(strs(&c.trusted_teams)))),
+            .field(field::<ApprovalConfig>("trustedTeams", TypeRef::named_nn_list_nn(TypeRef::STRING), |c, _| {
+                Ok(string_list(&c.trusted_teams))
+            })),
     );
 
     // ---- security (owned) ----
-    bld.object(Object::new("ApiExposureSecurity").field(field::<Owned<ApiExposureSecurity>>(
+    builder.object(Object::new("ApiExposureSecurity").field(field::<Owned<ApiExposureSecurity>>(
         "m2m",
         TypeRef::named("Machine2MachineAuthentication"),
-        |p, _| Ok(p.v.m2m.clone().and_then(|m| obj(p.child(m)))),
+        |p, _| Ok(p.v.m2m.clone().and_then(|m| object_value(p.child(m)))),
     )));
-    bld.object(
+    builder.object(
         Object::new("Machine2MachineAuthentication")
             .field(field::<Owned<Machine2MachineAuthentication>>("externalIDP", TypeRef::named("ExternalIdentityProvider"), |p, _| {
-                Ok(p.v.external_idp.clone().and_then(|x| obj(p.child(x))))
+                Ok(p.v.external_idp.clone().and_then(|x| object_value(p.child(x))))
             }))
             .field(field::<Owned<Machine2MachineAuthentication>>("basic", TypeRef::named("BasicAuthCredentials"), |p, _| {
-                Ok(p.v.basic.clone().and_then(|x| obj(p.child(x))))
+                Ok(p.v.basic.clone().and_then(|x| object_value(p.child(x))))
             }))
-            .field(field::<Owned<Machine2MachineAuthentication>>("scopes", strings(), |p, _| Ok(p.v.scopes.as_deref().and_then(strs)))),
+            .field(field::<Owned<Machine2MachineAuthentication>>("scopes", strings(), |p, _| {
+                Ok(p.v.scopes.as_deref().and_then(string_list))
+            })),
     );
-    bld.object(
+    builder.object(
         Object::new("ExternalIdentityProvider")
             .field(field::<Owned<ExternalIdentityProvider>>("tokenEndpoint", string_nn(), |p, _| Ok(string(&p.v.token_endpoint))))
             .field(field::<Owned<ExternalIdentityProvider>>("tokenRequest", TypeRef::named("TokenRequestMethod"), |p, _| {
@@ -115,13 +123,13 @@ pub fn register(bld: &mut Builder) {
                 Ok(nullable_string(Some(p.v.grant_type.as_str()).filter(|g| !g.is_empty())))
             }))
             .field(field::<Owned<ExternalIdentityProvider>>("basic", TypeRef::named("BasicAuthCredentials"), |p, _| {
-                Ok(p.v.basic.clone().and_then(|x| obj(p.child(x))))
+                Ok(p.v.basic.clone().and_then(|x| object_value(p.child(x))))
             }))
             .field(field::<Owned<ExternalIdentityProvider>>("client", TypeRef::named("OAuth2ClientCredentials"), |p, _| {
-                Ok(p.v.client.clone().and_then(|x| obj(p.child(x))))
+                Ok(p.v.client.clone().and_then(|x| object_value(p.child(x))))
             })),
     );
-    bld.object(
+    builder.object(
         Object::new("BasicAuthCredentials")
             .field(field::<Owned<BasicAuthCredentials>>("username", string_nn(), |p, _| Ok(string(&p.v.username))))
             // `String!`: a caller who may not read the secret gets "", as in the Go server.
@@ -129,7 +137,7 @@ pub fn register(bld: &mut Builder) {
                 p.site(Some(&p.v.password))
             })),
     );
-    bld.object(
+    builder.object(
         Object::new("OAuth2ClientCredentials")
             .field(field::<Owned<OAuth2ClientCredentials>>("clientId", string_nn(), |p, _| Ok(string(&p.v.client_id))))
             .field(secret_field::<Owned<OAuth2ClientCredentials>>("clientSecret", string_type(), None, secrets.clone(), |p| {
@@ -139,86 +147,87 @@ pub fn register(bld: &mut Builder) {
                 p.site(Some(p.v.client_key.as_str()).filter(|v| !v.is_empty()))
             })),
     );
-    bld.object(Object::new("ApiSubscriptionSecurity").field(field::<Owned<ApiSubscriptionSecurity>>(
+    builder.object(Object::new("ApiSubscriptionSecurity").field(field::<Owned<ApiSubscriptionSecurity>>(
         "m2m",
         TypeRef::named("SubscriberMachine2MachineAuthentication"),
-        |p, _| Ok(p.v.m2m.clone().and_then(|m| obj(p.child(m)))),
+        |p, _| Ok(p.v.m2m.clone().and_then(|m| object_value(p.child(m)))),
     )));
-    bld.object(
+    builder.object(
         Object::new("SubscriberMachine2MachineAuthentication")
             .field(field::<Owned<SubscriberMachine2MachineAuthentication>>("client", TypeRef::named("OAuth2ClientCredentials"), |p, _| {
-                Ok(p.v.client.clone().and_then(|x| obj(p.child(x))))
+                Ok(p.v.client.clone().and_then(|x| object_value(p.child(x))))
             }))
             .field(field::<Owned<SubscriberMachine2MachineAuthentication>>("basic", TypeRef::named("BasicAuthCredentials"), |p, _| {
-                Ok(p.v.basic.clone().and_then(|x| obj(p.child(x))))
+                Ok(p.v.basic.clone().and_then(|x| object_value(p.child(x))))
             }))
             .field(
                 field::<Owned<SubscriberMachine2MachineAuthentication>>("scopes", strings(), |p, _| {
-                    Ok(p.v.scopes.as_deref().and_then(strs))
+                    Ok(p.v.scopes.as_deref().and_then(string_list))
                 })
                 .deprecation(Some(SCOPES_DEPRECATION)),
             ),
     );
 
     // ---- traffic ----
-    bld.object(
+    builder.object(
         Object::new("Traffic")
-            .field(field::<Traffic>("failover", TypeRef::named("Failover"), |t, _| Ok(t.failover.clone().and_then(obj))))
-            .field(field::<Traffic>("rateLimit", TypeRef::named("RateLimit"), |t, _| Ok(t.rate_limit.clone().and_then(obj)))),
+            .field(field::<Traffic>("failover", TypeRef::named("Failover"), |t, _| Ok(t.failover.clone().and_then(object_value))))
+            .field(field::<Traffic>("rateLimit", TypeRef::named("RateLimit"), |t, _| Ok(t.rate_limit.clone().and_then(object_value)))),
     );
-    bld.object(Object::new("Failover").field(field::<Failover>("zones", strings(), |f, _| Ok(strs(&f.zones)))));
-    bld.object(
+    builder.object(Object::new("Failover").field(field::<Failover>("zones", strings(), |f, _| Ok(string_list(&f.zones)))));
+    builder.object(
         Object::new("RateLimit")
-            .field(field::<RateLimit>("provider", TypeRef::named("RateLimitConfig"), |r, _| Ok(r.provider.clone().and_then(obj))))
+            .field(field::<RateLimit>("provider", TypeRef::named("RateLimitConfig"), |r, _| Ok(r.provider.clone().and_then(object_value))))
             .field(field::<RateLimit>("subscriberRateLimit", TypeRef::named("SubscriberRateLimits"), |r, _| {
-                Ok(r.subscriber_rate_limit.clone().and_then(obj))
+                Ok(r.subscriber_rate_limit.clone().and_then(object_value))
             })),
     );
-    bld.object(
+    builder.object(
         Object::new("RateLimitConfig")
-            .field(field::<RateLimitConfig>("limits", TypeRef::named_nn("Limits"), |c, _| Ok(obj(c.limits))))
-            .field(field::<RateLimitConfig>("options", TypeRef::named("RateLimitOptions"), |c, _| Ok(obj(c.options)))),
+            .field(field::<RateLimitConfig>("limits", TypeRef::named_nn("Limits"), |c, _| Ok(object_value(c.limits))))
+            .field(field::<RateLimitConfig>("options", TypeRef::named("RateLimitOptions"), |c, _| Ok(object_value(c.options)))),
     );
-    bld.object(
+    builder.object(
         Object::new("Limits")
             .field(field::<Limits>("second", int_(), |l, _| Ok(integer(l.second))))
             .field(field::<Limits>("minute", int_(), |l, _| Ok(integer(l.minute))))
             .field(field::<Limits>("hour", int_(), |l, _| Ok(integer(l.hour)))),
     );
-    bld.object(
+    builder.object(
         Object::new("RateLimitOptions")
             .field(field::<RateLimitOptions>("hideClientHeaders", TypeRef::named(TypeRef::BOOLEAN), |o, _| {
                 Ok(boolean(o.hide_client_headers))
             }))
             .field(field::<RateLimitOptions>("faultTolerant", TypeRef::named(TypeRef::BOOLEAN), |o, _| Ok(boolean(o.fault_tolerant)))),
     );
-    bld.object(
-        Object::new("SubscriberRateLimitDefaults").field(field::<Limits>("limits", TypeRef::named_nn("Limits"), |l, _| Ok(obj(*l)))),
+    builder.object(
+        Object::new("SubscriberRateLimitDefaults")
+            .field(field::<Limits>("limits", TypeRef::named_nn("Limits"), |l, _| Ok(object_value(*l)))),
     );
-    bld.object(
+    builder.object(
         Object::new("RateLimitOverrides")
             .field(field::<RateLimitOverride>("subscriber", string_nn(), |o, _| Ok(string(&o.subscriber))))
-            .field(field::<RateLimitOverride>("limits", TypeRef::named_nn("Limits"), |o, _| Ok(obj(o.limits)))),
+            .field(field::<RateLimitOverride>("limits", TypeRef::named_nn("Limits"), |o, _| Ok(object_value(o.limits)))),
     );
-    bld.object(
+    builder.object(
         Object::new("SubscriberRateLimits")
             .field(field::<SubscriberRateLimits>("default", TypeRef::named("SubscriberRateLimitDefaults"), |r, _| {
-                Ok(r.default.and_then(obj))
+                Ok(r.default.and_then(object_value))
             }))
             .field(field::<SubscriberRateLimits>("overrides", TypeRef::named_nn_list("RateLimitOverrides"), |r, _| {
-                Ok(objs(r.overrides.iter().cloned()))
+                Ok(object_values(r.overrides.iter().cloned()))
             })),
     );
 
     // ---- approvals ----
-    bld.object(
+    builder.object(
         Object::new("RequesterInfo")
             .field(field::<RequesterInfo>("teamName", string_nn(), |r, _| Ok(string(&r.team_name))))
             .field(field::<RequesterInfo>("teamEmail", string_nn(), |r, _| Ok(string(&r.team_email))))
             .field(field::<RequesterInfo>("reason", string_type(), |r, _| Ok(nullable_string(r.reason.as_deref()))))
             .field(field::<RequesterInfo>("applicationName", string_type(), |r, _| Ok(nullable_string(r.application_name.as_deref())))),
     );
-    bld.object(
+    builder.object(
         Object::new("DeciderInfo").field(field::<DeciderInfo>("teamName", string_nn(), |d, _| Ok(string(&d.team_name)))).field(field::<
             DeciderInfo,
         >(
@@ -227,7 +236,7 @@ pub fn register(bld: &mut Builder) {
             |d, _| Ok(nullable_string(d.team_email.as_deref())),
         )),
     );
-    bld.object(
+    builder.object(
         Object::new("Decision")
             .field(field::<Decision>("name", string_nn(), |d, _| Ok(string(&d.name))))
             .field(field::<Decision>("email", string_type(), |d, _| Ok(nullable_string(d.email.as_deref()))))
@@ -237,7 +246,7 @@ pub fn register(bld: &mut Builder) {
                 Ok(d.resulting_state.and_then(|st| enum_item(st.as_str())))
             })),
     );
-    bld.object(
+    builder.object(
         Object::new("AvailableTransition")
             .field(field::<AvailableTransition>("action", TypeRef::named_nn("ApprovalAction"), |t, _| Ok(enum_item(t.action.as_str()))))
             .field(field::<AvailableTransition>("toState", TypeRef::named_nn("ApprovalState"), |t, _| Ok(enum_item(t.to_state.as_str())))),

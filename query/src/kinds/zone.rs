@@ -4,7 +4,7 @@
 //! `zones: [Zone!]!` (no pagination, no ordering guarantee beyond key order).
 
 use crate::column::Column;
-use crate::entity::{field, list_field, node_value, register, rf, string, Builder, Entity};
+use crate::entity::{field, list_field, node_value, record_field, register, string, Builder, Entity};
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::application::Application;
@@ -22,13 +22,14 @@ impl Entity for Zone {
     fn fields(_: &mut Builder) -> Vec<Field> {
         vec![
             // `issuerURL` + the token path; null when the zone has no issuer.
-            rf::<Zone>("tokenURL", TypeRef::named(TypeRef::STRING), |r| {
+            record_field::<Zone>("tokenURL", TypeRef::named(TypeRef::STRING), |r| {
                 r.issuer_url.as_ref().and_then(|u| string(&format!("{u}{TOKEN_PATH}")))
             }),
-            field::<Stored<ZoneRecord>>("applications", TypeRef::named_nn_list("Application"), |p, rq| {
+            field::<Stored<ZoneRecord>>("applications", TypeRef::named_nn_list("Application"), |p, request| {
                 let lookup = natural::in_env(&p.record.meta.environment, &p.record.meta.name);
-                let apps = rq.view.lookup_records::<Application>(index::APPLICATION_BY_ZONE, &lookup).map_err(crate::error::storage)?;
-                Ok(Some(FieldValue::list(apps.into_iter().filter(|a| rq.visible::<Application>(a)).map(node_value::<Application>))))
+                let apps =
+                    request.view.lookup_records::<Application>(index::APPLICATION_BY_ZONE, &lookup).map_err(crate::error::storage)?;
+                Ok(Some(FieldValue::list(apps.into_iter().filter(|a| request.visible::<Application>(a)).map(node_value::<Application>))))
             }),
         ]
     }
@@ -55,8 +56,8 @@ impl Entity for Zone {
 }
 
 /// Registers `Zone` and the root `zones`.
-pub fn register_zone(b: &mut Builder) {
-    register::<Zone>(b);
-    let zones = list_field::<Zone>(b, "zones", false);
-    b.query_fields.push(zones);
+pub fn register_zone(builder: &mut Builder) {
+    register::<Zone>(builder);
+    let zones = list_field::<Zone>(builder, "zones", false);
+    builder.query_fields.push(zones);
 }
