@@ -120,15 +120,13 @@ pub fn not_one_root_field() -> async_graphql::ServerError {
     request_error("a subscription selects exactly one root field (GraphQL's single root field rule)", "GRAPHQL_VALIDATION_FAILED")
 }
 
-/// `TOO_MANY_MUTATIONS`: more mutation fields in one request than
-/// [`crate::mutations::MAX_MUTATIONS`].
-pub fn too_many_mutations() -> async_graphql::ServerError {
-    let mut e = request_error(
-        format!("a request holds at most {} mutation fields (each is a write to the cluster)", crate::mutations::MAX_MUTATIONS),
-        "TOO_MANY_MUTATIONS",
-    );
+/// `TOO_MANY_MUTATIONS`: more mutation fields in one request than `max` (the mutations'
+/// bound, `mutations::MAX_MUTATIONS`).
+pub fn too_many_mutations(max: usize) -> async_graphql::ServerError {
+    let mut e =
+        request_error(format!("a request holds at most {max} mutation fields (each is a write to the cluster)"), "TOO_MANY_MUTATIONS");
     if let Some(ext) = e.extensions.as_mut() {
-        ext.set("max", crate::mutations::MAX_MUTATIONS as u64);
+        ext.set("max", max as u64);
     }
     e
 }

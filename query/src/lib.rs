@@ -321,7 +321,7 @@ impl Api {
             // `__typename` writes nothing: it does not count.
             let writes = root_fields(&p.doc, graphql_request.operation_name.as_deref(), mutations::MAX_MUTATIONS, false);
             if writes > mutations::MAX_MUTATIONS {
-                return Err(Box::new(async_graphql::Response::from_errors(vec![error::too_many_mutations()])));
+                return Err(Box::new(async_graphql::Response::from_errors(vec![error::too_many_mutations(mutations::MAX_MUTATIONS)])));
             }
         }
         let mut cost = limits::Cost::default();
