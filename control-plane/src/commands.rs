@@ -58,9 +58,9 @@ pub const RESULTS: &[&str] = &["accepted", "not_projected", "gone", "conflict", 
 
 /// Writes mutations' commands to Kubernetes; see the module documentation. Cheap to clone.
 #[derive(Clone)]
-pub struct KubeCommands(Arc<Inner>);
+pub struct KubeCommands(Arc<KubeCommandsState>);
 
-struct Inner {
+struct KubeCommandsState {
     client: kube::Client,
     resources: HashMap<KindId, ApiResource>,
     store: Store,
@@ -101,7 +101,7 @@ impl KubeCommands {
             writes.with_label_values(&[r]);
         }
         let resources = crate::source::kube::resources().into_iter().map(|w| (w.kind, w.resource)).collect();
-        Ok(KubeCommands(Arc::new(Inner {
+        Ok(KubeCommands(Arc::new(KubeCommandsState {
             client,
             resources,
             store,
@@ -176,7 +176,7 @@ impl CommandSink for KubeCommands {
     }
 }
 
-impl Inner {
+impl KubeCommandsState {
     /// Writes `command`; the `resourceVersion` written (`Some(None)` when the server gave none),
     /// or `None` for a delete of an object already gone.
     async fn write(&self, command: Command) -> Result<Option<Option<String>>, MutationError> {

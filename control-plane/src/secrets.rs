@@ -109,9 +109,9 @@ impl SecretMetrics {
 
 /// The secret manager client; see the module docs. Cheap to clone.
 #[derive(Clone)]
-pub struct SecretManager(Arc<Inner>);
+pub struct SecretManager(Arc<SecretManagerState>);
 
-struct Inner {
+struct SecretManagerState {
     /// `<secretManager.url>/`.
     base: String,
     token_file: PathBuf,
@@ -159,7 +159,7 @@ impl SecretManager {
             .weigher(|id: &String, value: &Arc<str>| u32::try_from(id.len() + value.len()).unwrap_or(u32::MAX))
             .max_capacity(MAX_CACHE_BYTES)
             .build();
-        Ok(Some(SecretManager(Arc::new(Inner {
+        Ok(Some(SecretManager(Arc::new(SecretManagerState {
             base: format!("{url}/"),
             token_file: config.token_file.clone(),
             timeout: config.timeout,
@@ -225,7 +225,7 @@ impl SecretResolver for SecretManager {
     }
 }
 
-impl Inner {
+impl SecretManagerState {
     /// One request for `lookup`, bounded by the timeout (its turn included); logs why it
     /// failed.
     async fn fetch(&self, lookup: &SecretLookup) -> Result<Arc<str>, SecretUnresolved> {

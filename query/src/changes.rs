@@ -98,7 +98,7 @@ struct Ring {
     floor: Position,
 }
 
-struct Shared {
+struct ChangeLogState {
     identity: u64,
     settings: ChangeLogSettings,
     ring: Mutex<Ring>,
@@ -110,7 +110,7 @@ struct Shared {
 
 /// The bounded change log of one store (see the module documentation). Cheap to clone.
 #[derive(Clone)]
-pub struct ChangeLog(Arc<Shared>);
+pub struct ChangeLog(Arc<ChangeLogState>);
 
 impl std::fmt::Debug for ChangeLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -146,7 +146,7 @@ impl ChangeLog {
         use std::hash::{BuildHasher, Hasher};
         let identity = std::collections::hash_map::RandomState::new().build_hasher().finish();
         let floor = Position::end_of(revision);
-        ChangeLog(Arc::new(Shared {
+        ChangeLog(Arc::new(ChangeLogState {
             identity,
             settings: ChangeLogSettings { max_entries: settings.max_entries.max(1), ..settings },
             ring: Mutex::new(Ring { entries: VecDeque::new(), floor }),
@@ -231,7 +231,7 @@ impl ChangeLog {
 /// The longest position text accepted in `after`.
 pub const MAX_POSITION_BYTES: usize = 128;
 
-impl Shared {
+impl ChangeLogState {
     fn lock(&self) -> std::sync::MutexGuard<'_, Ring> {
         // A panic while holding the lock cannot leave the ring inconsistent: recover.
         self.ring.lock().unwrap_or_else(|e| e.into_inner())
@@ -314,7 +314,7 @@ pub(crate) enum NextEvent {
     /// Resolved on this context; the answer is kept for the group when it has no error.
     Resolve(Box<RequestContext>, Option<Share>),
     /// The answer another subscription of the group resolved.
-    Shared(async_graphql::Value),
+    ChangeLogState(async_graphql::Value),
 }
 
 /// Where a resolved answer is kept for the other members of a group.
@@ -383,7 +383,7 @@ impl Extension for ChangeEvents {
     async fn execute(&self, ctx: &ExtensionContext<'_>, operation_name: Option<&str>, next: NextExecute<'_>) -> async_graphql::Response {
         let prepared = ctx.data_opt::<SubscriptionData>().and_then(|d| d.next.lock().unwrap_or_else(|e| e.into_inner()).take());
         match prepared {
-            Some(NextEvent::Shared(data)) => async_graphql::Response::new(data),
+            Some(NextEvent::ChangeLogState(data)) => async_graphql::Response::new(data),
             Some(NextEvent::Resolve(request, share)) => {
                 let deadline = request.deadline.clone();
                 let mut data = async_graphql::Data::default();
@@ -617,7 +617,7 @@ impl<'a> Follow<'a> {
                     match self.data.group.find(e.position, &viewer.teams) {
                         Some(answers::Answer::Skipped) => continue,
                         Some(answers::Answer::Sent(data)) => {
-                            *self.data.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(NextEvent::Shared(data));
+                            *self.data.next.lock().unwrap_or_else(|e| e.into_inner()) = Some(NextEvent::ChangeLogState(data));
                             return Some((Ok(FieldValue::NULL), self));
                         }
                         None => {}

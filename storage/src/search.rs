@@ -268,24 +268,24 @@ pub struct Hits {
 
 /// The catalogue search index of one data directory. Cheap to clone (shared handle).
 #[derive(Clone)]
-pub struct Catalogue(Arc<Shared>);
+pub struct Catalogue(Arc<CatalogueState>);
 
 /// Where a [`Store`] finds its open [`Catalogue`] (held weakly: no reference cycle, since the
 /// catalogue holds the store).
 #[derive(Default)]
-pub(crate) struct Slot(std::sync::RwLock<Option<std::sync::Weak<Shared>>>);
+pub(crate) struct Slot(std::sync::RwLock<Option<std::sync::Weak<CatalogueState>>>);
 
 impl Slot {
     pub(crate) fn get(&self) -> Option<Catalogue> {
         self.0.read().unwrap_or_else(|e| e.into_inner()).as_ref().and_then(|w| w.upgrade()).map(Catalogue)
     }
 
-    fn set(&self, shared: &Arc<Shared>) {
+    fn set(&self, shared: &Arc<CatalogueState>) {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::downgrade(shared));
     }
 }
 
-struct Shared {
+struct CatalogueState {
     reader: IndexReader,
     f: Fields,
     dir: PathBuf,
@@ -405,7 +405,8 @@ impl Catalogue {
             .name("cp-search".into())
             .spawn(move || job.run(feed))
             .map_err(|e| SearchError::Index(format!("starting the indexer thread: {e}")))?;
-        let shared = Shared { reader, f, dir: dir.to_path_buf(), indexer: Mutex::new(Some(Indexer { stop, thread })), committed, failure };
+        let shared =
+            CatalogueState { reader, f, dir: dir.to_path_buf(), indexer: Mutex::new(Some(Indexer { stop, thread })), committed, failure };
         let shared = Arc::new(shared);
         store.search.set(&shared);
         Ok((Catalogue(shared), opened))
@@ -763,7 +764,7 @@ impl Job {
     }
 }
 
-impl Drop for Shared {
+impl Drop for CatalogueState {
     fn drop(&mut self) {
         if let Some(i) = self.indexer.get_mut().unwrap_or_else(|e| e.into_inner()).take() {
             i.stop.store(true, Ordering::SeqCst);

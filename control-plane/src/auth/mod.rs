@@ -146,7 +146,7 @@ enum Verification {
     Jwt(jwt::JwtVerifier),
 }
 
-struct Inner {
+struct AuthenticatorState {
     verification: Verification,
     scope_prefix: String,
     leeway: Duration,
@@ -155,7 +155,7 @@ struct Inner {
 
 /// Turns bearer tokens into viewers. Cheap to clone (shared state).
 #[derive(Clone)]
-pub struct Authenticator(Arc<Inner>);
+pub struct Authenticator(Arc<AuthenticatorState>);
 
 impl Authenticator {
     /// Builds the authenticator of `security.mode`, registering its metrics in `registry`.
@@ -195,7 +195,12 @@ impl Authenticator {
                 Verification::Jwt(jwt::JwtVerifier::new(security, jwks))
             }
         };
-        Ok(Authenticator(Arc::new(Inner { verification, scope_prefix: security.scope_prefix.clone(), leeway: security.leeway, metrics })))
+        Ok(Authenticator(Arc::new(AuthenticatorState {
+            verification,
+            scope_prefix: security.scope_prefix.clone(),
+            leeway: security.leeway,
+            metrics,
+        })))
     }
 
     /// Follows successful JWKS key fetches (`jwt` mode; `None` in `mock` mode): a barrier for

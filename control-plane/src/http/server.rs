@@ -167,7 +167,7 @@ struct Connection {
     changed: Notify,
     /// Asked to close (evicted for a new one, or the server stops).
     closing: AtomicBool,
-    /// Evicted for a new connection (counted in [`Open::evicted`]).
+    /// Evicted for a new connection (counted in [`OpenConnections::evicted`]).
     evicted: AtomicBool,
     /// Accepted into [`PROBE_ROOM`].
     probe_only: bool,
@@ -252,11 +252,11 @@ impl Connection {
 /// WebSocket's task).
 #[derive(Default)]
 struct Registry {
-    open: Mutex<Open>,
+    open: Mutex<OpenConnections>,
 }
 
 #[derive(Default)]
-struct Open {
+struct OpenConnections {
     /// The last connection id given.
     last_id: u64,
     connections: HashMap<u64, Arc<Connection>>,

@@ -269,14 +269,14 @@ impl Drop for Running {
 }
 
 /// Releases one connection's place in the counts.
-struct Open {
+struct ConnectionSlot {
     hub: Arc<Hub>,
     client: Option<String>,
     /// Set while the connection counts as unauthenticated ([`Hub::unauthenticated`]).
     unauthenticated: Arc<AtomicBool>,
 }
 
-impl Open {
+impl ConnectionSlot {
     /// The connection has its viewer: it no longer counts as unauthenticated.
     fn authenticated(hub: &Hub, flag: &AtomicBool) {
         if flag.swap(false, Ordering::Relaxed) {
@@ -285,9 +285,9 @@ impl Open {
     }
 }
 
-impl Drop for Open {
+impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        Open::authenticated(&self.hub, &self.unauthenticated);
+        ConnectionSlot::authenticated(&self.hub, &self.unauthenticated);
         self.hub.connections.fetch_sub(1, Ordering::Relaxed);
         self.hub.metrics.connections.dec();
         self.hub.server_metrics.notify_waiters();
@@ -409,12 +409,12 @@ pub async fn upgrade(req: &Request, api: Arc<Api>, store: Store, auth: Authentic
     let unauthenticated = Arc::new(AtomicBool::new(unauthenticated));
     if hub.connections.fetch_add(1, Ordering::Relaxed) >= hub.settings.max_connections {
         hub.connections.fetch_sub(1, Ordering::Relaxed);
-        Open::authenticated(&hub, &unauthenticated);
+        ConnectionSlot::authenticated(&hub, &unauthenticated);
         return busy("too many subscription connections; retry later");
     }
     hub.metrics.connections.inc();
     hub.server_metrics.notify_waiters();
-    let open = Open { hub: hub.clone(), client: None, unauthenticated: unauthenticated.clone() };
+    let open = ConnectionSlot { hub: hub.clone(), client: None, unauthenticated: unauthenticated.clone() };
     let conn = Connection {
         api,
         store,
@@ -457,7 +457,7 @@ async fn serve(
     conn: Connection,
     protocol: WebSocketProtocols,
     auth: Authenticator,
-    mut open: Open,
+    mut open: ConnectionSlot,
 ) {
     let hub = conn.hub.clone();
     let (mut sink, input) = socket.split();
@@ -522,7 +522,7 @@ async fn serve(
                 *n += 1;
             }
             *counted.lock().unwrap_or_else(|e| e.into_inner()) = Some(client);
-            Open::authenticated(&hub, &pending);
+            ConnectionSlot::authenticated(&hub, &pending);
             Ok(async_graphql::Data::default())
         }
     };

@@ -181,7 +181,7 @@ impl Committed {
     }
 }
 
-enum Msg {
+enum WriterMessage {
     Change(Change),
     Wake,
     /// Another thread's write failed on the volume (its message): the store's reads fail too
@@ -215,7 +215,7 @@ type FastSet<K> = HashSet<K, foldhash::fast::RandomState>;
 /// Sends changes to the writer. Cheap to clone.
 #[derive(Clone)]
 pub struct ChangeSender {
-    tx: mpsc::Sender<Msg>,
+    tx: mpsc::Sender<WriterMessage>,
     queue: Arc<Queue>,
 }
 
@@ -228,7 +228,7 @@ impl ChangeSender {
     /// Queues a change. Returns `false` when the writer has stopped (the change is dropped).
     pub fn send(&self, c: Change) -> bool {
         self.queue.depth.fetch_add(1, Ordering::Relaxed);
-        self.tx.send(Msg::Change(c)).is_ok()
+        self.tx.send(WriterMessage::Change(c)).is_ok()
     }
 
     /// Like [`ChangeSender::send`], but first waits (on this thread: for sources with a thread
@@ -311,7 +311,7 @@ impl WriterSettings {
 
 /// The running writer thread.
 pub struct Writer {
-    tx: mpsc::Sender<Msg>,
+    tx: mpsc::Sender<WriterMessage>,
     queue: Arc<Queue>,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -328,7 +328,7 @@ impl Writer {
         let (tx, rx) = mpsc::channel();
         let waker = tx.clone();
         store.on_order_wanted(move || {
-            let _ = waker.send(Msg::Wake);
+            let _ = waker.send(WriterMessage::Wake);
         });
         let stop = Arc::new(AtomicBool::new(false));
         let queue = Arc::new(Queue::default());
@@ -345,7 +345,7 @@ impl Writer {
             Ok(left) => metrics.order_builds_left.set(left as i64),
             Err(e) => tracing::warn!(error = %e, "cannot count the ordering indexes left to build"),
         }
-        let mut state = WriterState {
+        let mut state = WriterThread {
             queue: queue.clone(),
             store,
             metrics,
@@ -397,12 +397,12 @@ impl Writer {
         self.stop.store(true, Ordering::SeqCst);
         self.queue.closed.store(true, Ordering::Relaxed);
         self.queue.room.notify_waiters();
-        let _ = self.tx.send(Msg::Wake);
+        let _ = self.tx.send(WriterMessage::Wake);
     }
 
     fn stop_and_join(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        let _ = self.tx.send(Msg::Wake);
+        let _ = self.tx.send(WriterMessage::Wake);
         if let Some(t) = self.thread.take() {
             if t.join().is_err() {
                 tracing::error!("the writer thread panicked");
@@ -423,7 +423,7 @@ impl Writer {
 /// the kind's documents written before ([`Store::recompress_documents`], one short write
 /// transaction at a time, once per store). Off the writer; woken at its start and after commits
 /// (wakes coalesce), it ends once the returned sender is dropped, between two transactions.
-fn spawn_trainer(store: Store, writer: mpsc::Sender<Msg>) -> std::io::Result<(mpsc::SyncSender<()>, JoinHandle<()>)> {
+fn spawn_trainer(store: Store, writer: mpsc::Sender<WriterMessage>) -> std::io::Result<(mpsc::SyncSender<()>, JoinHandle<()>)> {
     let (tx, rx) = mpsc::sync_channel::<()>(1);
     // A store trained before (or a start cut short) finishes its recompression.
     let _ = tx.try_send(());
@@ -449,7 +449,7 @@ struct DictionaryWork {
 /// One round of the dictionary thread ([`spawn_trainer`]): trains the dictionaries due, then
 /// recompresses what each kind with a dictionary wrote before it. `false` when the writer ended
 /// meanwhile (`rx` disconnected).
-fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Receiver<()>, writer: &mpsc::Sender<Msg>) -> bool {
+fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Receiver<()>, writer: &mpsc::Sender<WriterMessage>) -> bool {
     match store.train_dictionaries(&mut done.given_up) {
         Ok(kinds) if !kinds.is_empty() => {
             tracing::info!(kinds = ?kinds.iter().map(|k| k.name()).collect::<Vec<_>>(), "document dictionaries trained: the documents of these kinds are stored smaller");
@@ -459,7 +459,7 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
         Err(StorageError::Reopened) => return true,
         // The writer reopens the store and reports the fault; the next commit wakes this again.
         Err(e) if e.is_volume_fault() => {
-            let _ = writer.send(Msg::Fault(e.to_string()));
+            let _ = writer.send(WriterMessage::Fault(e.to_string()));
             return true;
         }
         Err(e) => tracing::warn!(error = %e, "training document dictionaries failed; documents are compressed alone meanwhile"),
@@ -475,7 +475,7 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
             Err(e) if e.is_volume_fault() => {
                 // Tried again after the next commit, once writes succeed.
                 tracing::debug!(kind = kind.name(), error = %e, "recompressing documents failed on the volume; tried again after the next commit");
-                let _ = writer.send(Msg::Fault(e.to_string()));
+                let _ = writer.send(WriterMessage::Fault(e.to_string()));
                 return true;
             }
             Err(e) => {
@@ -524,7 +524,7 @@ impl Drop for Writer {
 /// Per change of `batch`, whether a later change of the same object follows in it. Such a change
 /// is not applied: the later one decides, and the earlier must not be parked and retried after
 /// it (a cold manifests start sends both copies of an object defined twice).
-fn superseded(batch: &[Work]) -> Vec<bool> {
+fn superseded(batch: &[QueuedChange]) -> Vec<bool> {
     let mut later: FastSet<&SourceRef> = FastSet::with_capacity_and_hasher(batch.len(), Default::default());
     let mut out: Vec<bool> = batch.iter().rev().map(|w| w.change.src().is_some_and(|src| !later.insert(src))).collect();
     out.reverse();
@@ -532,7 +532,7 @@ fn superseded(batch: &[Work]) -> Vec<bool> {
 }
 
 /// A queued change with its failed attempts.
-struct Work {
+struct QueuedChange {
     change: Change,
     /// Store errors so far.
     failures: u32,
@@ -542,13 +542,13 @@ struct Work {
 
 struct Parked {
     seq: u64,
-    work: Work,
+    work: QueuedChange,
 }
 
 /// How one change ended, before its side effects are applied: the store's [`Outcome`] of an
 /// apply or delete in the same words, and what only the writer knows (superseded, swept,
-/// checkpointed). [`Done::wait`] is the retry policy, [`Done::outcome`] the metrics label.
-enum Done {
+/// checkpointed). [`ChangeEnd::wait`] is the retry policy, [`ChangeEnd::outcome`] the metrics label.
+enum ChangeEnd {
     /// The record was created or changed.
     Written,
     /// Nothing changed (same source version, or the same record and links).
@@ -574,19 +574,19 @@ enum Done {
     Checkpointed,
 }
 
-impl Done {
+impl ChangeEnd {
     /// The retry policy ([`retry`]): whether a change that ended so waits for another attempt.
-    /// (A store error, which has no `Done`, waits for [`Wait::StoreError`].)
+    /// (A store error, which has no `ChangeEnd`, waits for [`Wait::StoreError`].)
     fn wait(&self) -> Option<Wait> {
         match self {
-            Done::Unlinked | Done::DependencyMissing(_) | Done::Conflict(_) => Some(Wait::Dependency),
-            Done::Written
-            | Done::Unchanged
-            | Done::Outdated
-            | Done::Superseded
-            | Done::Deleted(_)
-            | Done::Swept { .. }
-            | Done::Checkpointed => None,
+            ChangeEnd::Unlinked | ChangeEnd::DependencyMissing(_) | ChangeEnd::Conflict(_) => Some(Wait::Dependency),
+            ChangeEnd::Written
+            | ChangeEnd::Unchanged
+            | ChangeEnd::Outdated
+            | ChangeEnd::Superseded
+            | ChangeEnd::Deleted(_)
+            | ChangeEnd::Swept { .. }
+            | ChangeEnd::Checkpointed => None,
         }
     }
 
@@ -595,15 +595,15 @@ impl Done {
     /// checkpoint nothing).
     fn outcome(&self) -> Option<&'static str> {
         match self {
-            Done::Written | Done::Unchanged | Done::Outdated | Done::Superseded => Some(outcome::SUCCESS),
-            Done::Unlinked | Done::DependencyMissing(_) | Done::Conflict(_) => Some(outcome::DEPENDENCY_MISSING),
-            Done::Deleted(_) => Some(outcome::DELETE_SUCCESS),
-            Done::Swept { .. } | Done::Checkpointed => None,
+            ChangeEnd::Written | ChangeEnd::Unchanged | ChangeEnd::Outdated | ChangeEnd::Superseded => Some(outcome::SUCCESS),
+            ChangeEnd::Unlinked | ChangeEnd::DependencyMissing(_) | ChangeEnd::Conflict(_) => Some(outcome::DEPENDENCY_MISSING),
+            ChangeEnd::Deleted(_) => Some(outcome::DELETE_SUCCESS),
+            ChangeEnd::Swept { .. } | ChangeEnd::Checkpointed => None,
         }
     }
 }
 
-struct WriterState {
+struct WriterThread {
     queue: Arc<Queue>,
     store: Store,
     metrics: Metrics,
@@ -619,10 +619,10 @@ struct WriterState {
     /// that are no longer parked (checked when woken; pruned when it outgrows `parked`).
     waiting: FastMap<(KindId, Key), FastSet<SourceRef>>,
     /// Sweeps waiting for a retry after a store error.
-    sweeps: Vec<(Instant, Work)>,
+    sweeps: Vec<(Instant, QueuedChange)>,
     kinds: Vec<KindId>,
-    /// The release thread's queue ([`WriterState::release`]).
-    release: mpsc::Sender<Vec<Work>>,
+    /// The release thread's queue ([`WriterThread::release`]).
+    release: mpsc::Sender<Vec<QueuedChange>>,
     /// `projector_reconcile_*` by (module, outcome), looked up once each.
     reconcile: FastMap<(&'static str, &'static str), (prometheus::IntCounter, prometheus::Histogram)>,
     /// After a failed build of ordering indexes, no new try before this instant (reads keep
@@ -645,7 +645,7 @@ struct WriterState {
     /// handed over unchanged leaves its document.
     filling_documents: bool,
     /// Per kind, the changes not applied since its last sweep because the store held a newer
-    /// version ([`Done::Outdated`]), for that sweep's report.
+    /// version ([`ChangeEnd::Outdated`]), for that sweep's report.
     outdated: FastMap<KindId, usize>,
     /// Wakes the dictionary trainer ([`spawn_trainer`]) after a commit.
     train: mpsc::SyncSender<()>,
@@ -654,7 +654,7 @@ struct WriterState {
     /// Store errors, logged once per cause and [`FAILURE_LOG_INTERVAL`].
     failure_log: storage::throttle::LogThrottle,
     /// After a volume fault, writes succeed again: when the fault began and the tries it took,
-    /// until the queue is empty ([`WriterState::end_recovery`]).
+    /// until the queue is empty ([`WriterThread::end_recovery`]).
     recovering: Option<Recovering>,
 }
 
@@ -697,18 +697,18 @@ struct VolumeFault {
     /// Free bytes of the volume at the last failure.
     free_then: u64,
     /// The changes of the batch that failed, tried first.
-    held: Vec<Work>,
+    held: Vec<QueuedChange>,
 }
 
 /// Starts the thread that frees the writer's finished changes; it ends when the writer drops
 /// the sender.
-fn spawn_release() -> std::io::Result<mpsc::Sender<Vec<Work>>> {
-    let (tx, rx) = mpsc::channel::<Vec<Work>>();
+fn spawn_release() -> std::io::Result<mpsc::Sender<Vec<QueuedChange>>> {
+    let (tx, rx) = mpsc::channel::<Vec<QueuedChange>>();
     std::thread::Builder::new().name("cp-writer-free".into()).spawn(move || rx.into_iter().for_each(drop))?;
     Ok(tx)
 }
 
-impl Drop for WriterState {
+impl Drop for WriterThread {
     /// However the thread ends (stop, disconnect, panic), paced senders stop waiting.
     fn drop(&mut self) {
         self.queue.closed.store(true, Ordering::Relaxed);
@@ -716,10 +716,10 @@ impl Drop for WriterState {
     }
 }
 
-impl WriterState {
-    fn run(&mut self, rx: mpsc::Receiver<Msg>) {
+impl WriterThread {
+    fn run(&mut self, rx: mpsc::Receiver<WriterMessage>) {
         self.update_counts();
-        let mut batch: Vec<Work> = Vec::new();
+        let mut batch: Vec<QueuedChange> = Vec::new();
         loop {
             if self.stop.load(Ordering::SeqCst) {
                 break;
@@ -758,12 +758,12 @@ impl WriterState {
                 self.next_due().map(|d| d.saturating_duration_since(Instant::now())).unwrap_or(Duration::from_secs(1))
             };
             match rx.recv_timeout(wait) {
-                Ok(Msg::Change(c)) => {
+                Ok(WriterMessage::Change(c)) => {
                     self.queue.taken();
                     self.accept(c, &mut batch)
                 }
-                Ok(Msg::Wake) => continue,
-                Ok(Msg::Fault(cause)) => {
+                Ok(WriterMessage::Wake) => continue,
+                Ok(WriterMessage::Fault(cause)) => {
                     if self.fault.is_none() {
                         self.enter_fault(&StorageError::Volume(cause), Vec::new(), true);
                     }
@@ -783,12 +783,12 @@ impl WriterState {
                     break;
                 }
                 match rx.recv_timeout(left) {
-                    Ok(Msg::Change(c)) => {
+                    Ok(WriterMessage::Change(c)) => {
                         self.queue.taken();
                         self.accept(c, &mut batch)
                     }
                     // A fault told by another thread: this batch's commit meets it.
-                    Ok(Msg::Wake) | Ok(Msg::Fault(_)) | Err(_) => break,
+                    Ok(WriterMessage::Wake) | Ok(WriterMessage::Fault(_)) | Err(_) => break,
                 }
             }
             self.process(std::mem::take(&mut batch));
@@ -922,7 +922,7 @@ impl WriterState {
     /// Takes a new change: it supersedes a parked retry of the same object. A sweep also drops
     /// every retry (parked, or queued earlier in this batch) of an object of its kinds that is
     /// not in its list: that object is gone, and a retry must not bring it back.
-    fn accept(&mut self, c: Change, batch: &mut Vec<Work>) {
+    fn accept(&mut self, c: Change, batch: &mut Vec<QueuedChange>) {
         if let Some(src) = c.src().filter(|_| !self.parked.is_empty()) {
             self.parked.remove(src);
         }
@@ -941,7 +941,7 @@ impl WriterState {
                 _ => true,
             });
         }
-        batch.push(Work { change: c, failures: 0, waits: 0 });
+        batch.push(QueuedChange { change: c, failures: 0, waits: 0 });
     }
 
     fn next_due(&mut self) -> Option<Instant> {
@@ -955,7 +955,7 @@ impl WriterState {
         sweep
     }
 
-    fn take_due(&mut self, batch: &mut Vec<Work>) {
+    fn take_due(&mut self, batch: &mut Vec<QueuedChange>) {
         let now = Instant::now();
         let (ready, waiting): (Vec<_>, Vec<_>) = std::mem::take(&mut self.sweeps).into_iter().partition(|(at, _)| *at <= now);
         self.sweeps = waiting;
@@ -993,7 +993,7 @@ impl WriterState {
         }
     }
 
-    fn park(&mut self, work: Work, delay: Duration) {
+    fn park(&mut self, work: QueuedChange, delay: Duration) {
         let Some(src) = work.change.src().cloned() else { return };
         self.seq += 1;
         let at = Instant::now() + delay;
@@ -1003,7 +1003,7 @@ impl WriterState {
     }
 
     /// The wait before `work`'s next attempt ([`retry::delay`]), counting this wait.
-    fn retry_delay(&self, work: &mut Work, why: Wait) -> Duration {
+    fn retry_delay(&self, work: &mut QueuedChange, why: Wait) -> Duration {
         let earlier = match why {
             Wait::Dependency => &mut work.waits,
             Wait::StoreError => &mut work.failures,
@@ -1014,7 +1014,7 @@ impl WriterState {
     }
 
     /// Applies a batch in one transaction; on a store error, change by change.
-    fn process(&mut self, batch: Vec<Work>) {
+    fn process(&mut self, batch: Vec<QueuedChange>) {
         let now = self.settings.clock.now();
         match self.attempt(&batch, now) {
             Ok(done) => {
@@ -1030,7 +1030,7 @@ impl WriterState {
                 let superseded = superseded(&batch);
                 for (work, superseded) in batch.into_iter().zip(superseded) {
                     if superseded {
-                        drop(self.finish(work, Done::Superseded, 0.0));
+                        drop(self.finish(work, ChangeEnd::Superseded, 0.0));
                     } else {
                         self.process_one(work, now);
                     }
@@ -1042,7 +1042,7 @@ impl WriterState {
         self.metrics.set_retries_pending(self.parked.len());
     }
 
-    fn process_one(&mut self, work: Work, now: Timestamp) {
+    fn process_one(&mut self, work: QueuedChange, now: Timestamp) {
         match self.attempt(std::slice::from_ref(&work), now) {
             Ok(mut done) => {
                 let (d, secs) = done.pop().expect("one outcome per change");
@@ -1052,7 +1052,7 @@ impl WriterState {
         }
     }
 
-    fn failed(&mut self, mut work: Work, e: &StorageError) {
+    fn failed(&mut self, mut work: QueuedChange, e: &StorageError) {
         let delay = self.retry_delay(&mut work, Wait::StoreError);
         let what = match work.change.src() {
             Some(s) => s.to_string(),
@@ -1080,7 +1080,7 @@ impl WriterState {
     /// per cause and [`FAILURE_LOG_INTERVAL`]. Then, unless `e` came from reopening, the store
     /// is reopened at once: redb refuses the reads of a handle whose write failed too (pages not
     /// in its cache), and the reopened handle serves them while writes wait.
-    fn enter_fault(&mut self, e: &StorageError, held: Vec<Work>, reopen: bool) {
+    fn enter_fault(&mut self, e: &StorageError, held: Vec<QueuedChange>, reopen: bool) {
         self.metrics.store_write_failures.inc();
         let free = self.store.available_space().unwrap_or(0);
         // A write refused after another thread's failed one: name the likely first cause.
@@ -1218,7 +1218,7 @@ impl WriterState {
 
     /// Ends the volume fault after a successful commit.
     /// The report stays until the changes queued meanwhile are written too
-    /// ([`WriterState::end_recovery`]): a nearly full volume may take one batch and refuse the
+    /// ([`WriterThread::end_recovery`]): a nearly full volume may take one batch and refuse the
     /// next.
     fn fault_cleared(&mut self) {
         let Some(fault) = self.fault.take() else { return };
@@ -1252,13 +1252,13 @@ impl WriterState {
     /// One write transaction over `batch`; returns each change's result and duration.
     /// A volume fault ends here once a transaction succeeds (or fails for another reason: the
     /// volume takes writes again), before anything reports the commit.
-    fn attempt(&mut self, batch: &[Work], now: Timestamp) -> Result<Vec<(Done, f64)>, StorageError> {
+    fn attempt(&mut self, batch: &[QueuedChange], now: Timestamp) -> Result<Vec<(ChangeEnd, f64)>, StorageError> {
         let mut committing = Instant::now();
         let written = self.store.write(now, |wb| {
             let mut out = Vec::with_capacity(batch.len());
             for (w, superseded) in batch.iter().zip(superseded(batch)) {
                 if superseded {
-                    out.push((Done::Superseded, 0.0));
+                    out.push((ChangeEnd::Superseded, 0.0));
                     continue;
                 }
                 let t0 = Instant::now();
@@ -1281,7 +1281,7 @@ impl WriterState {
         Ok(out)
     }
 
-    fn apply(&self, wb: &mut WriteBatch<'_>, c: &Change, now: Timestamp) -> Result<Done, StorageError> {
+    fn apply(&self, wb: &mut WriteBatch<'_>, c: &Change, now: Timestamp) -> Result<ChangeEnd, StorageError> {
         Ok(match c {
             Change::Apply { src, version, record, authoritative, .. } => {
                 let stored = wb.source_version(src)?;
@@ -1289,10 +1289,10 @@ impl WriterState {
                     if let Some(document) = record.document().filter(|_| self.filling_documents) {
                         wb.fill_document(src, document)?;
                     }
-                    return Ok(Done::Unchanged);
+                    return Ok(ChangeEnd::Unchanged);
                 }
                 if !authoritative && stored.as_deref().is_some_and(|stored| older(version, stored)) {
-                    return Ok(Done::Outdated);
+                    return Ok(ChangeEnd::Outdated);
                 }
                 let outcome = record.upsert(wb, src, version, now)?;
                 if let Some(document) = record.document().filter(|_| self.filling_documents) {
@@ -1300,18 +1300,18 @@ impl WriterState {
                     wb.fill_document(src, document)?;
                 }
                 match outcome {
-                    Outcome::Written => Done::Written,
-                    Outcome::Unchanged | Outcome::Deleted | Outcome::NotFound | Outcome::Staged => Done::Unchanged,
-                    Outcome::Unlinked { .. } => Done::Unlinked,
-                    Outcome::DependencyMissing(parents) => Done::DependencyMissing(parents),
-                    Outcome::Conflict(holder) => Done::Conflict(holder),
+                    Outcome::Written => ChangeEnd::Written,
+                    Outcome::Unchanged | Outcome::Deleted | Outcome::NotFound | Outcome::Staged => ChangeEnd::Unchanged,
+                    Outcome::Unlinked { .. } => ChangeEnd::Unlinked,
+                    Outcome::DependencyMissing(parents) => ChangeEnd::DependencyMissing(parents),
+                    Outcome::Conflict(holder) => ChangeEnd::Conflict(holder),
                 }
             }
             Change::Delete { src, .. } => {
                 let key = wb.natural_key(src)?;
                 match wb.delete(src, now)? {
-                    Outcome::Deleted => Done::Deleted(key.map(|k| (src.kind, k))),
-                    _ => Done::Deleted(None),
+                    Outcome::Deleted => ChangeEnd::Deleted(key.map(|k| (src.kind, k))),
+                    _ => ChangeEnd::Deleted(None),
                 }
             }
             Change::Sweep { kinds, present, keep_newer_than, .. } => {
@@ -1330,11 +1330,11 @@ impl WriterState {
                         }
                     }
                 }
-                Done::Swept { gone, kept }
+                ChangeEnd::Swept { gone, kept }
             }
             Change::Checkpoint { key, value, .. } => {
                 wb.put_checkpoint(key, value.as_deref())?;
-                Done::Checkpointed
+                ChangeEnd::Checkpointed
             }
         })
     }
@@ -1376,7 +1376,7 @@ impl WriterState {
 
     /// Frees finished changes (their translated records, tens of small allocations each) on the
     /// release thread, so the writer goes on with the next batch; inline when that thread is gone.
-    fn release(&self, finished: Vec<Work>) {
+    fn release(&self, finished: Vec<QueuedChange>) {
         if let Err(mpsc::SendError(finished)) = self.release.send(finished) {
             drop(finished);
         }
@@ -1386,7 +1386,7 @@ impl WriterState {
     /// retry.
     /// Its readiness item is done after it was parked, so that a reader seeing the server ready
     /// also sees the initial sync's retries in `projector_retries_pending`.
-    fn finish(&mut self, work: Work, done: Done, secs: f64) -> Option<Work> {
+    fn finish(&mut self, work: QueuedChange, done: ChangeEnd, secs: f64) -> Option<QueuedChange> {
         let token = work.change.token();
         let kept = self.outcome_effects(work, done, secs);
         if let Some(t) = token {
@@ -1395,8 +1395,8 @@ impl WriterState {
         kept
     }
 
-    /// [`WriterState::finish`] but for the readiness item.
-    fn outcome_effects(&mut self, mut work: Work, done: Done, secs: f64) -> Option<Work> {
+    /// [`WriterThread::finish`] but for the readiness item.
+    fn outcome_effects(&mut self, mut work: QueuedChange, done: ChangeEnd, secs: f64) -> Option<QueuedChange> {
         let module = work.change.module();
         let (wait, counted) = (done.wait(), done.outcome());
         // A change that waits for a retry is counted once it is parked, below.
@@ -1404,20 +1404,20 @@ impl WriterState {
             self.reconciled(module, label, secs);
         }
         match done {
-            Done::Written | Done::Unchanged => {
+            ChangeEnd::Written | ChangeEnd::Unchanged => {
                 // Nothing waits during most of a load: then skip building the key.
-                if let (Done::Written, Change::Apply { record, .. }, false) = (&done, &work.change, self.waiting.is_empty()) {
+                if let (ChangeEnd::Written, Change::Apply { record, .. }, false) = (&done, &work.change, self.waiting.is_empty()) {
                     self.wake((record.kind(), record.key()));
                 }
                 if let Change::Apply { src, origin, .. } = &work.change {
                     if !self.reported.is_empty() && self.reported.remove(src) {
                         tracing::info!(object = %src, origin = %origin, "dependency resolved; projected");
-                    } else if matches!(done, Done::Written) {
+                    } else if matches!(done, ChangeEnd::Written) {
                         tracing::debug!(object = %src, origin = %origin, "projected");
                     }
                 }
             }
-            Done::Unlinked => {
+            ChangeEnd::Unlinked => {
                 // Written (without its target): children waiting for it can go ahead.
                 if let Change::Apply { record, .. } = &work.change {
                     self.wake((record.kind(), record.key()));
@@ -1430,7 +1430,7 @@ impl WriterState {
                     }
                 }
             }
-            Done::DependencyMissing(parents) => {
+            ChangeEnd::DependencyMissing(parents) => {
                 if let Change::Apply { src, .. } = &work.change {
                     for r in &parents {
                         self.waiting.entry((r.kind, r.key.clone())).or_default().insert(src.clone());
@@ -1445,7 +1445,7 @@ impl WriterState {
                     }
                 }
             }
-            Done::Deleted(gone) => {
+            ChangeEnd::Deleted(gone) => {
                 if let Change::Delete { src, origin, .. } = &work.change {
                     self.reported.remove(src);
                     if gone.is_some() {
@@ -1457,7 +1457,7 @@ impl WriterState {
                     self.wake(key);
                 }
             }
-            Done::Conflict(holder) => {
+            ChangeEnd::Conflict(holder) => {
                 if let Change::Apply { src, origin, record, .. } = &work.change {
                     let key = record.key();
                     if self.reported.insert(src.clone()) {
@@ -1468,19 +1468,19 @@ impl WriterState {
                     self.waiting.entry((record.kind(), key)).or_default().insert(src.clone());
                 }
             }
-            Done::Checkpointed => {
+            ChangeEnd::Checkpointed => {
                 if let Change::Checkpoint { committed: Some(c), .. } = &work.change {
                     c.set();
                 }
             }
-            Done::Superseded => {}
-            Done::Outdated => {
+            ChangeEnd::Superseded => {}
+            ChangeEnd::Outdated => {
                 if let Change::Apply { src, version, .. } = &work.change {
                     tracing::debug!(object = %src, resource_version = %version, "the store holds a newer version; not applied");
                     *self.outdated.entry(src.kind).or_default() += 1;
                 }
             }
-            Done::Swept { gone, kept } => {
+            ChangeEnd::Swept { gone, kept } => {
                 for src in gone {
                     tracing::info!(object = %src, "deleted: no longer in the source");
                     self.reconciled(src.kind.module(), outcome::DELETE_SUCCESS, 0.0);
@@ -1517,17 +1517,17 @@ mod tests {
     fn missing_parents_targets_and_keys_wait_for_a_retry_and_nothing_else_does() {
         let src = SourceRef { kind: KindId::Application, namespace: "ns".into(), name: "a".into() };
         let missing = Parent { kind: KindId::Team, key: Key::new(&["poc", "t"]) };
-        assert_eq!(Done::Unlinked.wait(), Some(Wait::Dependency));
-        assert_eq!(Done::DependencyMissing(vec![missing]).wait(), Some(Wait::Dependency));
-        assert_eq!(Done::Conflict(src.clone()).wait(), Some(Wait::Dependency));
+        assert_eq!(ChangeEnd::Unlinked.wait(), Some(Wait::Dependency));
+        assert_eq!(ChangeEnd::DependencyMissing(vec![missing]).wait(), Some(Wait::Dependency));
+        assert_eq!(ChangeEnd::Conflict(src.clone()).wait(), Some(Wait::Dependency));
         for done in [
-            Done::Written,
-            Done::Unchanged,
-            Done::Outdated,
-            Done::Superseded,
-            Done::Deleted(None),
-            Done::Swept { gone: vec![src.clone()], kept: vec![src] },
-            Done::Checkpointed,
+            ChangeEnd::Written,
+            ChangeEnd::Unchanged,
+            ChangeEnd::Outdated,
+            ChangeEnd::Superseded,
+            ChangeEnd::Deleted(None),
+            ChangeEnd::Swept { gone: vec![src.clone()], kept: vec![src] },
+            ChangeEnd::Checkpointed,
         ] {
             assert_eq!(done.wait(), None);
         }
@@ -1541,18 +1541,18 @@ mod tests {
         let src = SourceRef { kind: KindId::Application, namespace: "ns".into(), name: "a".into() };
         let missing = Parent { kind: KindId::Team, key: Key::new(&["poc", "t"]) };
         let all = [
-            Done::Written,
-            Done::Unchanged,
-            Done::Superseded,
-            Done::Unlinked,
-            Done::DependencyMissing(vec![missing]),
-            Done::Conflict(src.clone()),
-            Done::Deleted(None),
-            Done::Outdated,
-            Done::Swept { gone: vec![src], kept: vec![] },
-            Done::Checkpointed,
+            ChangeEnd::Written,
+            ChangeEnd::Unchanged,
+            ChangeEnd::Superseded,
+            ChangeEnd::Unlinked,
+            ChangeEnd::DependencyMissing(vec![missing]),
+            ChangeEnd::Conflict(src.clone()),
+            ChangeEnd::Deleted(None),
+            ChangeEnd::Outdated,
+            ChangeEnd::Swept { gone: vec![src], kept: vec![] },
+            ChangeEnd::Checkpointed,
         ];
-        let labels: Vec<Option<&str>> = all.iter().map(Done::outcome).collect();
+        let labels: Vec<Option<&str>> = all.iter().map(ChangeEnd::outcome).collect();
         let s = Some(outcome::SUCCESS);
         let d = Some(outcome::DEPENDENCY_MISSING);
         assert_eq!(labels, [s, s, s, d, d, d, Some(outcome::DELETE_SUCCESS), s, None, None]);
