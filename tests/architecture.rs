@@ -692,3 +692,112 @@ fn snapshot_tests_refresh_with_one_variable() {
     }
     assert!(others.is_empty(), "snapshot update variables other than UPDATE_EXPECT: {others:?}");
 }
+
+/// Hand-written functions longer than [`MAX_FUNCTION_LINES`] today, with their length: each may
+/// shrink or go, none may grow, and no other function may pass the bound (split it, or take a
+/// parameter struct). Tables (one entry a line) are listed as such.
+const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
+    ("control-plane/src/app.rs", "start_with", 188),
+    ("control-plane/src/http/executor.rs", "execute", 89),
+    ("control-plane/src/http/graphql.rs", "answer", 110),
+    ("control-plane/src/http/server.rs", "serve_connection", 88),
+    ("control-plane/src/http/subscriptions.rs", "serve", 180),
+    ("control-plane/src/main.rs", "main", 84),
+    // A table: one metric a few lines.
+    ("control-plane/src/metrics.rs", "new", 139),
+    ("control-plane/src/projector/writer.rs", "outcome_effects", 111),
+    ("control-plane/src/source/kube.rs", "event", 88),
+    ("control-plane/src/source/manifests.rs", "run", 87),
+    ("control-plane/src/source/manifests/state/checkpoint.rs", "take_over", 202),
+    ("control-plane/src/source/manifests/state/diff.rs", "diff", 105),
+    ("query/src/entity.rs", "connection_field", 104),
+    // A table: one GraphQL value type a few lines.
+    ("query/src/kinds/values.rs", "register", 189),
+    ("query/src/mutations.rs", "register", 181),
+    ("query/src/search.rs", "register", 158),
+    ("storage/src/lib.rs", "build_orders_from", 90),
+    ("storage/src/read.rs", "check_invariants", 94),
+    ("storage/src/rebuild.rs", "switch_rebuilt", 83),
+    ("storage/src/snapshot.rs", "decode_body", 94),
+    ("storage/src/snapshot.rs", "restore", 107),
+    ("storage/src/write.rs", "upsert_parts", 91),
+];
+
+/// The longest a hand-written function may be, in lines (signature to closing brace).
+const MAX_FUNCTION_LINES: usize = 80;
+
+/// Every function of the production sources (`#[cfg(test)]` items left out): file, name and
+/// length in lines, read by syn.
+fn function_lengths() -> Vec<(String, String, usize)> {
+    use syn::visit::Visit;
+    struct Lengths<'a> {
+        file: &'a str,
+        out: Vec<(String, String, usize)>,
+    }
+    fn is_test(attrs: &[syn::Attribute]) -> bool {
+        attrs.iter().any(|a| a.path().is_ident("cfg") && a.meta.require_list().is_ok_and(|l| l.tokens.to_string() == "test"))
+    }
+    /// From `fn` to the closing brace of the body.
+    fn lines(sig: &syn::Signature, body: &syn::Block) -> usize {
+        body.brace_token.span.close().end().line - sig.fn_token.span.start().line + 1
+    }
+    impl<'ast> Visit<'ast> for Lengths<'_> {
+        fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+            if !is_test(&m.attrs) {
+                syn::visit::visit_item_mod(self, m);
+            }
+        }
+        fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
+            if !is_test(&f.attrs) {
+                self.out.push((self.file.to_string(), f.sig.ident.to_string(), lines(&f.sig, &f.block)));
+                syn::visit::visit_item_fn(self, f);
+            }
+        }
+        fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+            if !is_test(&f.attrs) {
+                self.out.push((self.file.to_string(), f.sig.ident.to_string(), lines(&f.sig, &f.block)));
+                syn::visit::visit_impl_item_fn(self, f);
+            }
+        }
+        fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+            if !is_test(&i.attrs) {
+                syn::visit::visit_item_impl(self, i);
+            }
+        }
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut out = Vec::new();
+    for source in production_sources() {
+        let text = std::fs::read_to_string(root.join(&source.path)).unwrap();
+        let file = syn::parse_file(&text).unwrap_or_else(|e| panic!("{}: {e}", source.path));
+        let mut lengths = Lengths { file: &source.path, out: Vec::new() };
+        lengths.visit_file(&file);
+        out.extend(lengths.out);
+    }
+    out
+}
+
+/// No hand-written function grows past [`MAX_FUNCTION_LINES`]: the ones that are longer today
+/// are listed in [`LONG_FUNCTIONS`] with their length, which they may not pass.
+#[test]
+fn no_function_grows_past_eighty_lines() {
+    let functions = function_lengths();
+    assert!(functions.len() > 500, "the sources are read: {} functions", functions.len());
+    let mut found = Vec::new();
+    for (file, name, lines) in &functions {
+        let listed = LONG_FUNCTIONS.iter().find(|(f, n, _)| f == file && n == name);
+        match listed {
+            Some((_, _, max)) if lines <= max => {}
+            Some((_, _, max)) => found.push(format!("{file}: fn {name} grew to {lines} lines (listed at {max})")),
+            None if *lines > MAX_FUNCTION_LINES => found.push(format!("(\"{file}\", \"{name}\", {lines}),")),
+            None => {}
+        }
+    }
+    assert!(found.is_empty(), "functions longer than {MAX_FUNCTION_LINES} lines (split them):\n{}", found.join("\n"));
+    for (file, name, max) in LONG_FUNCTIONS {
+        assert!(
+            functions.iter().any(|(f, n, lines)| f == file && n == name && *lines > MAX_FUNCTION_LINES),
+            "LONG_FUNCTIONS lists {file}: fn {name} ({max} lines), which is now short or gone: remove it"
+        );
+    }
+}
