@@ -135,7 +135,7 @@ impl App {
             }
         }
         let watched: Vec<kube_source::WatchedKind> =
-            kube_source::resources().into_iter().filter(|w| schema::registry::enabled(w.kind, &config.features)).collect();
+            kube_source::resources().into_iter().filter(|w| w.kind.enabled(&config.features)).collect();
         let readiness = match &config.source {
             SourceConfig::Manifests(dir) => {
                 let r = Readiness::new([manifests::initial_phase(dir)]);

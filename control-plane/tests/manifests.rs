@@ -303,12 +303,7 @@ fn disabled_kinds_are_not_projected() {
     let gated: Vec<KindId> = registered
         .iter()
         .copied()
-        .filter(|k| {
-            !schema::registry::enabled(
-                *k,
-                &schema::kind::Features { pubsub: false, permission: false, ai_gateway: false, file_manager: false },
-            )
-        })
+        .filter(|k| !k.enabled(&schema::kind::Features { pubsub: false, permission: false, ai_gateway: false, file_manager: false }))
         .collect();
     let w = world();
     let mut c = config(&w);

@@ -138,24 +138,31 @@ async fn a_deleted_entry_disappears() {
 #[tokio::test]
 async fn entries_are_visible_per_environment() {
     let s = world();
-    let count = |v: query::viewer::Viewer| {
-        let w = &s.w;
-        async move {
-            let d = w.data(&v, r#"{ catalogueSearch(query: "payments") { totalCount edges { node { ...on Api { environment } ...on EventType { environment } ...on McpServer { environment } ...on AgentCard { environment } } } } }"#).await;
-            let envs: std::collections::BTreeSet<String> =
-                nodes(&d["catalogueSearch"]).iter().map(|n| n["environment"].as_str().unwrap().to_string()).collect();
-            (d["catalogueSearch"]["totalCount"].as_i64().unwrap(), envs)
-        }
-    };
-    let (n_poc, envs) = count(poc()).await;
-    assert_eq!(envs.into_iter().collect::<Vec<_>>(), vec!["poc"]);
-    // Another team of the same environment sees the same catalogue.
-    assert_eq!(count(team_viewer("logistics--fleet", "poc")).await.0, n_poc);
-    let (_, envs) = count(team_viewer("payments--checkout", "qa")).await;
-    assert_eq!(envs.into_iter().collect::<Vec<_>>(), vec!["qa"]);
-    let (n_all, envs) = count(admin()).await;
-    assert_eq!(envs.into_iter().collect::<Vec<_>>(), vec!["poc", "qa"]);
-    assert!(n_all > n_poc);
+    // A text without a searchable word does not narrow: it answers the viewer's catalogue,
+    // still only of the viewer's environment.
+    for text in ["payments", "", "*"] {
+        let count = |v: query::viewer::Viewer| {
+            let w = &s.w;
+            async move {
+                let q = format!(
+                    r#"{{ catalogueSearch(query: {text:?}) {{ totalCount edges {{ node {{ ...on Api {{ environment }} ...on EventType {{ environment }} ...on McpServer {{ environment }} ...on AgentCard {{ environment }} }} }} }} }}"#
+                );
+                let d = w.data(&v, &q).await;
+                let envs: std::collections::BTreeSet<String> =
+                    nodes(&d["catalogueSearch"]).iter().map(|n| n["environment"].as_str().unwrap().to_string()).collect();
+                (d["catalogueSearch"]["totalCount"].as_i64().unwrap(), envs)
+            }
+        };
+        let (n_poc, envs) = count(poc()).await;
+        assert_eq!(envs.into_iter().collect::<Vec<_>>(), vec!["poc"], "{text:?}");
+        // Another team of the same environment sees the same catalogue.
+        assert_eq!(count(team_viewer("logistics--fleet", "poc")).await.0, n_poc, "{text:?}");
+        let (_, envs) = count(team_viewer("payments--checkout", "qa")).await;
+        assert_eq!(envs.into_iter().collect::<Vec<_>>(), vec!["qa"], "{text:?}");
+        let (n_all, envs) = count(admin()).await;
+        assert_eq!(envs.into_iter().collect::<Vec<_>>(), vec!["poc", "qa"], "{text:?}");
+        assert!(n_all > n_poc, "{text:?}");
+    }
 }
 
 #[tokio::test]

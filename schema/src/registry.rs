@@ -1,7 +1,7 @@
 //! The registry: one line per projected kind, in dependency order. Generic code (writer,
 //! sources, GraphQL) is instantiated per kind by visiting this list.
 
-use crate::kind::{Features, Kind, KindId};
+use crate::kind::{Kind, KindId};
 use crate::kinds;
 
 /// Called once per registered kind by [`visit`].
@@ -23,28 +23,15 @@ macro_rules! visit_rows {
 
 crds::kind_table!(visit_rows);
 
-/// Whether `kind` is switched on by `features` (ARCHITECTURE.md "Feature flags switch kinds
-/// off"): the feature column of the table of kinds.
-pub fn enabled(kind: KindId, features: &Features) -> bool {
-    kind.enabled(features)
-}
-
-/// The registered kinds, in [`visit`] order.
+/// The registered kinds, in [`visit`] order: the table's order.
 pub fn registered() -> Vec<KindId> {
-    struct Collect(Vec<KindId>);
-    impl KindVisitor for Collect {
-        fn visit<K: Kind>(&mut self) {
-            self.0.push(K::ID);
-        }
-    }
-    let mut c = Collect(Vec::new());
-    visit(&mut c);
-    c.0
+    KindId::REGISTRATION_ORDER.to_vec()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kind::Features;
 
     #[test]
     fn registry_is_in_dependency_order_without_duplicates() {
@@ -64,9 +51,9 @@ mod tests {
     #[test]
     fn feature_flags_switch_kinds_off() {
         let off = Features { pubsub: false, permission: false, ai_gateway: false, file_manager: false };
-        assert!(!enabled(KindId::EventSubscription, &off));
-        assert!(!enabled(KindId::AgentCard, &off));
-        assert!(enabled(KindId::Approval, &off));
-        assert!(enabled(KindId::EventSubscription, &Features::default()));
+        assert!(!KindId::EventSubscription.enabled(&off));
+        assert!(!KindId::AgentCard.enabled(&off));
+        assert!(KindId::Approval.enabled(&off));
+        assert!(KindId::EventSubscription.enabled(&Features::default()));
     }
 }

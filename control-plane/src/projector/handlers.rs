@@ -206,7 +206,7 @@ impl Handlers {
                 let id = (K::ID.group(), K::ID.name());
                 let entry = Entry {
                     handler: Box::new(Typed::<K>(PhantomData)),
-                    enabled: registry::enabled(K::ID, self.features),
+                    enabled: K::ID.enabled(self.features),
                     position: self.by_type.len(),
                 };
                 self.by_type.insert(id, entry);

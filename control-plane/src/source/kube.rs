@@ -1,7 +1,7 @@
 //! The kube source: one kube-rs [`watcher`] per enabled kind, feeding the
 //! one writer through the same [`Change`]s as the manifests source.
 //!
-//! * **Which kinds.** Every kind of [`schema::registry`] that [`registry::enabled`] allows (the
+//! * **Which kinds.** Every kind of [`schema::registry`] that [`schema::KindId::enabled`] allows (the
 //!   feature flags). The API group, version, kind and plural come from the CR type's
 //!   `kube::Resource` impl (derived by `kube::CustomResource` in `crds`), collected by a
 //!   [`KindVisitor`] in [`resources`]: no kind has code here. Kinds switched off are not
@@ -105,7 +105,7 @@ pub fn resources() -> Vec<WatchedKind> {
 /// "Kubernetes source" documents exactly these, and the Helm chart renders them (both tested).
 pub fn rbac_rules(features: &schema::kind::Features) -> Vec<(String, Vec<String>)> {
     let mut by_group: std::collections::BTreeMap<String, Vec<String>> = Default::default();
-    for w in resources().into_iter().filter(|w| schema::registry::enabled(w.kind, features)) {
+    for w in resources().into_iter().filter(|w| w.kind.enabled(features)) {
         by_group.entry(w.resource.group.clone()).or_default().push(w.resource.plural.clone());
     }
     by_group
