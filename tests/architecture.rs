@@ -2,6 +2,9 @@
 //! code (module docs, `unsafe`, served kinds, no sleeping tests, no reference that leaves the
 //! repository).
 
+#[path = "support/generated.rs"]
+mod generated;
+
 #[test]
 fn every_workspace_member_has_a_section() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -710,7 +713,7 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("control-plane/src/source/manifests.rs", "run", 87),
     ("control-plane/src/source/manifests/state/checkpoint.rs", "take_over", 202),
     ("control-plane/src/source/manifests/state/diff.rs", "diff", 105),
-    ("query/src/entity.rs", "connection_field", 104),
+    ("query/src/connection.rs", "connection_field", 104),
     // A table: one GraphQL value type a few lines.
     ("query/src/kinds/values.rs", "register", 189),
     ("query/src/mutations.rs", "register", 181),
@@ -800,4 +803,168 @@ fn no_function_grows_past_eighty_lines() {
             "LONG_FUNCTIONS lists {file}: fn {name} ({max} lines), which is now short or gone: remove it"
         );
     }
+}
+
+/// The README's table of kinds: one row per row of the table of kinds, in its order.
+fn expected_kinds_table() -> String {
+    let mut table = String::from("| kind | resource | family | switched off by | parents | `Query` field |\n|---|---|---|---|---|---|\n");
+    for kind in schema::KindId::TABLE_ORDER {
+        let feature = kind.feature().map_or("—".to_string(), |f| format!("`FEATURE_{}_ENABLED`", f.to_uppercase()));
+        let parents = kind.parents().iter().map(|p| p.name()).collect::<Vec<_>>().join(", ");
+        let name = kind.name();
+        let root = format!("{}{}s", name[..1].to_lowercase(), &name[1..]);
+        table.push_str(&format!(
+            "| `{name}` | `{}.{}/v1` | {:?} | {feature} | {} | `{root}` |\n",
+            kind.plural(),
+            kind.group(),
+            kind.family(),
+            if parents.is_empty() { "—" } else { &parents },
+        ));
+    }
+    table
+}
+
+/// The README's table of kinds is generated from the table of kinds; `UPDATE_EXPECT=1` rewrites it.
+#[test]
+fn readme_kinds_table_is_generated_from_the_table_of_kinds() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let path = root.join("README.md");
+    let expected = expected_kinds_table();
+    generated::assert_generated_block(
+        &path,
+        "<!-- kinds-table:begin -->\n",
+        "<!-- kinds-table:end -->",
+        &expected,
+        "architecture readme_kinds_table",
+    );
+}
+
+/// Circles of files that import each other, found when the one-way rule came and kept for
+/// later: each may only shrink, and none may appear in `crds` or `query`.
+const KNOWN_CIRCLES: &[&[&str]] = &[
+    &[
+        "storage/src/checkpoint.rs",
+        "storage/src/documents.rs",
+        "storage/src/rebuild.rs",
+        "storage/src/sync.rs",
+        "storage/src/tables.rs",
+        "storage/src/versions.rs",
+        "storage/src/write.rs",
+    ],
+    &["schema/src/common.rs", "schema/src/keys.rs", "schema/src/kind.rs"],
+    &[
+        "control-plane/src/check.rs",
+        "control-plane/src/cli.rs",
+        "control-plane/src/config/mod.rs",
+        "control-plane/src/projector/handlers.rs",
+        "control-plane/src/projector/retry.rs",
+        "control-plane/src/projector/writer.rs",
+        "control-plane/src/source/manifests.rs",
+    ],
+    &["control-plane/src/http/graphql.rs", "control-plane/src/http/subscriptions.rs"],
+    &["control-plane/src/app.rs", "control-plane/src/http/mod.rs"],
+];
+
+/// The crate directory (`query/src`) and module path (`["kinds", "common"]`) of a source file.
+fn module_of(path: &str) -> (String, Vec<String>) {
+    let (crate_dir, rest) = path.split_once("/src/").expect("a file under <crate>/src/");
+    let mut parts: Vec<String> = rest.trim_end_matches(".rs").split('/').map(str::to_string).collect();
+    if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+        parts.pop();
+    }
+    (format!("{crate_dir}/src"), parts)
+}
+
+/// The files each source imports from its own crate (`crate::…` and `super::…` paths, `use`
+/// groups included), by the longest module path they name. The crate root is left out: it
+/// declares every module.
+fn file_imports(sources: &[Source]) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let modules: std::collections::HashMap<(String, Vec<String>), String> =
+        sources.iter().map(|s| (module_of(&s.path), s.path.clone())).collect();
+    let mut imports = std::collections::BTreeMap::new();
+    for source in sources {
+        let (crate_dir, me) = module_of(&source.path);
+        let parent: Vec<String> = me[..me.len().saturating_sub(1)].to_vec();
+        let code: String = code_lines(&source.code).map(|(_, l)| format!("{l}\n")).collect();
+        let mut targets = std::collections::BTreeSet::new();
+        for (base, prefix) in [("crate::", Vec::new()), ("super::", parent)] {
+            for (at, _) in code.match_indices(base) {
+                if at > 0 && code[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':') {
+                    continue;
+                }
+                let rest = &code[at + base.len()..];
+                // One path, or each first segment of a `{…}` group.
+                let paths: Vec<Vec<String>> = if let Some(group) = rest.strip_prefix('{') {
+                    let group = &group[..group.find('}').unwrap_or(group.len())];
+                    group.split(',').map(|p| p.trim().split("::").map(str::to_string).collect()).collect()
+                } else {
+                    let end = rest.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(rest.len());
+                    vec![rest[..end].split("::").map(str::to_string).collect()]
+                };
+                for path in paths {
+                    let full: Vec<String> = prefix.iter().cloned().chain(path.into_iter().filter(|p| !p.is_empty())).collect();
+                    let target = (1..=full.len()).rev().find_map(|n| modules.get(&(crate_dir.clone(), full[..n].to_vec())));
+                    if let Some(target) = target.filter(|t| **t != source.path) {
+                        targets.insert(target.clone());
+                    }
+                }
+            }
+        }
+        imports.insert(source.path.clone(), targets);
+    }
+    imports
+}
+
+/// The circles of `imports`: each set of two or more files that all reach each other.
+fn import_circles(imports: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>) -> Vec<Vec<String>> {
+    let reach = |from: &String| {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut stack = vec![from.clone()];
+        while let Some(file) = stack.pop() {
+            for next in imports.get(&file).into_iter().flatten() {
+                if seen.insert(next.clone()) {
+                    stack.push(next.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reached: std::collections::BTreeMap<&String, std::collections::BTreeSet<String>> = imports.keys().map(|f| (f, reach(f))).collect();
+    let mut circles: Vec<Vec<String>> = Vec::new();
+    for (file, from_it) in &reached {
+        if circles.iter().any(|c| c.contains(file)) || !from_it.contains(*file) {
+            continue;
+        }
+        circles.push(from_it.iter().filter(|other| reached[other].contains(*file)).cloned().collect());
+    }
+    circles
+}
+
+/// Modules import one way: no circle of files in `crds` and `query`, and elsewhere only the
+/// [`KNOWN_CIRCLES`], which may only shrink.
+#[test]
+fn modules_import_one_way() {
+    let circles = import_circles(&file_imports(&production_sources()));
+    let grown: Vec<&Vec<String>> =
+        circles.iter().filter(|c| !KNOWN_CIRCLES.iter().any(|known| c.iter().all(|f| known.contains(&f.as_str())))).collect();
+    assert!(grown.is_empty(), "files that import each other (ARCHITECTURE.md, `query`: modules by job, imported one way): {grown:?}");
+    assert!(KNOWN_CIRCLES.iter().all(|c| !c[0].starts_with("query/") && !c[0].starts_with("crds/")));
+}
+
+/// The circle finder sees a circle through `super::` and a `use crate::{…}` group, and none
+/// where imports go one way.
+#[test]
+fn the_circle_finder_sees_what_it_must() {
+    let source = |path: &str, code: &str| Source { path: path.to_string(), code: code.to_string() };
+    let circle = [
+        source("q/src/lib.rs", "mod a; mod b; mod kinds;"),
+        source("q/src/a.rs", "use crate::{b::Thing, other};"),
+        source("q/src/kinds/mod.rs", "pub mod k;"),
+        source("q/src/kinds/k.rs", "fn f() { crate::a::g(); }"),
+        source("q/src/b.rs", "use crate::kinds::k::X; // crate::a::not_this"),
+    ];
+    assert_eq!(import_circles(&file_imports(&circle)), vec![vec!["q/src/a.rs", "q/src/b.rs", "q/src/kinds/k.rs"]]);
+    let one_way = [source("q/src/a.rs", "use super::b::Thing;"), source("q/src/b.rs", "fn f() {}"), source("q/src/lib.rs", "")];
+    assert_eq!(file_imports(&one_way)["q/src/a.rs"], std::collections::BTreeSet::from(["q/src/b.rs".to_string()]));
+    assert!(import_circles(&file_imports(&one_way)).is_empty());
 }

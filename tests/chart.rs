@@ -12,6 +12,10 @@
 //! ServiceMonitor (a Prometheus Operator CRD) is reported as "no schema" and checked here field by
 //! field instead; every other object must pass `--strict` validation (unknown fields rejected).
 
+#[path = "support/generated.rs"]
+mod generated;
+use generated::assert_generated_block;
+
 use clap::Parser;
 use control_plane::cli::{Cli, Command as CliCommand, ServeArgs};
 use control_plane::config::{self, AuthMode, Config, ConfigError, Setting, SourceConfig};
@@ -1486,18 +1490,38 @@ fn expected_settings_table() -> String {
 #[test]
 fn chart_readme_settings_table_is_generated_from_config_settings() {
     let path = chart_dir().join("README.md");
-    let readme = std::fs::read_to_string(&path).unwrap();
-    let start = readme.find(SETTINGS_TABLE_BEGIN).expect("README.md has the settings-table:begin marker") + SETTINGS_TABLE_BEGIN.len();
-    let end = start + readme[start..].find(SETTINGS_TABLE_END).expect("README.md has the settings-table:end marker");
     let expected = expected_settings_table();
-    if std::env::var("UPDATE_EXPECT").is_ok_and(|v| v == "1") {
-        std::fs::write(&path, format!("{}{expected}{}", &readme[..start], &readme[end..])).unwrap();
-        return;
+    assert_generated_block(&path, SETTINGS_TABLE_BEGIN, SETTINGS_TABLE_END, &expected, "chart chart_readme_settings_table");
+}
+
+/// The template lines that list the custom resources of the read-only ClusterRole: per API
+/// group and feature flag of the table of kinds, its kinds' plurals, under the flag's
+/// `features.*` value.
+fn expected_rbac_rules() -> String {
+    let mut by_group: std::collections::BTreeMap<(&str, Option<&str>), Vec<&str>> = Default::default();
+    for kind in schema::KindId::ALL {
+        by_group.entry((kind.group(), kind.feature())).or_default().push(kind.plural());
     }
-    assert!(
-        readme[start..end] == expected,
-        "charts/control-plane/README.md's settings table is not the one generated from config::SETTINGS; rewrite it with \
-         `UPDATE_EXPECT=1 cargo test -p cp-suite --test chart chart_readme_settings_table`\n--- expected:\n{expected}\n--- found:\n{}",
-        &readme[start..end]
-    );
+    let mut lines = String::new();
+    for ((group, feature), mut plurals) in by_group {
+        plurals.sort_unstable();
+        let resources = plurals.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join(" ");
+        let append = format!("{{{{- $groups = append $groups (list {group:?} (list {resources})) }}}}\n");
+        match feature {
+            None => lines.push_str(&append),
+            Some(flag) => {
+                let value = flag.split('_').enumerate().map(|(i, w)| if i == 0 { w.to_string() } else { w[..1].to_uppercase() + &w[1..] });
+                lines.push_str(&format!("{{{{- if .Values.features.{} }}}}\n{append}{{{{- end }}}}\n", value.collect::<String>()));
+            }
+        }
+    }
+    lines
+}
+
+/// The chart's RBAC list is generated from the table of kinds; `UPDATE_EXPECT=1` rewrites it.
+#[test]
+fn chart_rbac_list_is_generated_from_the_table_of_kinds() {
+    let path = chart_dir().join("templates/_helpers.tpl");
+    let expected = expected_rbac_rules();
+    assert_generated_block(&path, "{{- /* rbac-rules:begin */}}\n", "{{- /* rbac-rules:end */}}", &expected, "chart chart_rbac_list");
 }

@@ -579,25 +579,41 @@ async fn a_kind_of_another_version_is_re_derived_from_the_relist() {
     cp.stop().await;
 }
 
-/// Parents listed after their children (applications before teams, subscriptions before
-/// exposures, approvals before subscriptions) converge to the same store as parents first.
+/// The kinds by depth in the table's `parents` column: round 0 the kinds without parents, round
+/// `n` the kinds whose deepest parent is in round `n - 1`.
+fn dependency_rounds() -> Vec<Vec<KindId>> {
+    let mut depth = std::collections::BTreeMap::new();
+    for kind in KindId::REGISTRATION_ORDER {
+        let d = kind.parents().iter().map(|p| depth[p] + 1).max().unwrap_or(0);
+        depth.insert(*kind, d);
+    }
+    let deepest = depth.values().copied().max().unwrap_or(0);
+    (0..=deepest).map(|d| KindId::REGISTRATION_ORDER.iter().copied().filter(|k| depth[k] == d).collect()).collect()
+}
+
+/// Kinds listed round by round, each after the one before synced: parents first (the table's
+/// `parents` column, [`dependency_rounds`]) and children first (the rounds reversed) converge to
+/// the same store; only children first makes applications wait for their teams.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parents_after_children_converge_to_the_same_store() {
-    use KindId::*;
-    let parents = [Zone, Group, Team, Api, ApiExposure, EventType, EventExposure, McpServer, AgentCard, AgenticExposure, FileExposure];
-    let children =
-        [Application, PermissionSet, ApiSubscription, EventSubscription, AgenticSubscription, FileSubscription, Approval, ApprovalRequest];
-    assert_eq!(parents.len() + children.len(), KindId::ALL.len());
-    let run = async |late: &[KindId]| {
+    let rounds = dependency_rounds();
+    assert!(rounds.len() >= 4, "zones and teams, applications, exposures, subscriptions, approvals: {rounds:?}");
+    assert_eq!(rounds.iter().map(Vec::len).sum::<usize>(), KindId::ALL.len());
+    let run = async |rounds: &[Vec<KindId>]| {
         let fake = FakeK8s::start_world().await;
-        for k in late {
+        let mut held: Vec<KindId> = rounds[1..].concat();
+        for k in &held {
             fake.hold_lists(*k);
         }
         let data = tempfile::tempdir().unwrap();
         let cp = Cp::start(&fake, data.path()).await;
-        synced_except(cp.running.app(), late).await;
-        for k in late {
-            fake.release_lists(*k);
+        synced_except(cp.running.app(), &held).await;
+        for round in &rounds[1..] {
+            held.retain(|k| !round.contains(k));
+            for k in round {
+                fake.release_lists(*k);
+            }
+            synced_except(cp.running.app(), &held).await;
         }
         cp.ready().await;
         let store = settled(cp.running.app()).await;
@@ -605,8 +621,9 @@ async fn parents_after_children_converge_to_the_same_store() {
         cp.stop().await;
         (store, parked, reference(&fake).await)
     };
-    let (ordered, parked_ordered, expected) = run(&children).await;
-    let (reversed, parked_reversed, _) = run(&parents).await;
+    let (ordered, parked_ordered, expected) = run(&rounds).await;
+    let reversed_rounds: Vec<Vec<KindId>> = rounds.iter().rev().cloned().collect();
+    let (reversed, parked_reversed, _) = run(&reversed_rounds).await;
     assert_eq!(parked_ordered, 0.0, "parents first: no application waits");
     assert!(parked_reversed > 0.0, "children first: applications wait for their teams");
     assert_eq!(ordered, expected, "parents first = the manifests projection");

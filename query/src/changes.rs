@@ -26,7 +26,9 @@
 //! entry once and share the answer ([`answers`]).
 
 use crate::deadline::Deadline;
-use crate::entity::{enum_item, field, integer, string, Loader, RequestContext};
+use crate::entity::Loader;
+use crate::fields::{enum_item, field, integer, string};
+use crate::request::RequestContext;
 use crate::viewer::Viewer;
 use async_graphql::dynamic::{FieldValue, InputValue, SubscriptionField, SubscriptionFieldFuture, TypeRef};
 use async_graphql::extensions::{Extension, ExtensionContext, ExtensionFactory, NextExecute};
@@ -364,7 +366,7 @@ impl SubscriptionData {
     /// A read view and deadline for one event of `viewer`.
     fn context(&self, viewer: Viewer) -> Result<RequestContext, Error> {
         let view = self.store.read().map_err(crate::error::storage)?;
-        Ok(crate::request_context(&self.store, view, viewer, (self.deadline)(), self.now, self.max_page_size, &self.limits))
+        Ok(RequestContext::new(&self.store, view, viewer, (self.deadline)(), self.now, self.max_page_size, &self.limits))
     }
 }
 

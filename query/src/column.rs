@@ -1,10 +1,10 @@
 //! A kind's scalar field declared once ([`Column`]): its GraphQL name and type, how its value is
 //! read from the record, and whether `where` can test it for null. The object field and the
-//! `where` input field are both generated from it ([`crate::entity::register`],
+//! `where` input field are both generated from it ([`crate::connection::register_entity`],
 //! [`crate::entity::Builder::where_type`]), so the two cannot disagree.
 
-use crate::entity::RequestContext;
 use crate::filter::{FilterField, FilterType, FilterValue, Getter};
+use crate::request::RequestContext;
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use async_graphql::{Name, Value};
 use schema::{GraphqlEnum, Timestamp};
@@ -117,7 +117,7 @@ impl<R: Send + Sync + 'static> Column<R> {
         };
         let ty = if self.nullable { TypeRef::named(type_name) } else { TypeRef::named_nn(type_name) };
         let (get, is_enum) = (self.get.clone(), matches!(self.ty, FilterType::Enum(_)));
-        crate::entity::field::<Stored<R>>(self.name, ty, move |p, request| Ok(field_value(get(p, request), is_enum)))
+        crate::fields::field::<Stored<R>>(self.name, ty, move |p, request| Ok(field_value(get(p, request), is_enum)))
     }
 
     /// The `where` input field.

@@ -12,8 +12,8 @@
 //! table. Empty `In`/`NotIn` lists and `IsNil: false` are ignored; an empty input object
 //! (also nested) is a no-op.
 
-use crate::entity::RequestContext;
 use crate::error::bad_input;
+use crate::request::RequestContext;
 use async_graphql::dynamic::{InputObject, InputValue, ObjectAccessor, TypeRef, ValueAccessor};
 use async_graphql::Error;
 use schema::Timestamp;
@@ -221,15 +221,17 @@ pub struct EdgeFilter<R> {
 }
 
 impl<R: 'static> EdgeFilter<R> {
-    /// An edge to records of entity `T`, listed by `neighbours` (all of them, visible or not:
+    /// An edge to records of kind `T`, of the GraphQL type `target_type` (filtered by its
+    /// `<target_type>WhereInput`), listed by `neighbours` (all of them, visible or not:
     /// visibility is applied here).
-    pub fn new<T: crate::entity::Entity>(
+    pub fn new<T: schema::Kind>(
         name: &'static str,
+        target_type: &'static str,
         neighbours: impl Fn(&RequestContext, &Stored<R>) -> Vec<Stored<T::Record>> + Send + Sync + 'static,
     ) -> EdgeFilter<R> {
         let neighbours = Arc::new(neighbours);
         let n2 = neighbours.clone();
-        let target_input = format!("{}WhereInput", T::TYPE);
+        let target_input = format!("{target_type}WhereInput");
         let target = target_input.clone();
         EdgeFilter {
             name,

@@ -12,24 +12,31 @@
 pub mod changes;
 pub mod column;
 pub mod commands;
+pub mod connection;
 pub mod deadline;
 pub mod entity;
 pub mod error;
+pub mod fields;
 pub mod filter;
 mod kinds;
 pub mod limits;
 pub mod mutations;
+pub mod node;
 mod nodes_ext;
 pub mod persisted;
 pub mod relay;
+pub mod request;
 mod search;
 pub mod secrets;
+mod url;
 pub mod viewer;
 
 use async_graphql::dynamic::{Object, Scalar, Schema, SchemaError, TypeRef};
 use async_graphql::parser::types::{ExecutableDocument, OperationType};
 use async_graphql::ValidationMode;
-use entity::{boolean, field, nullable_string, Builder, RequestContext};
+use entity::Builder;
+use fields::{boolean, field, nullable_string};
+use request::RequestContext;
 use schema::Timestamp;
 use std::sync::Arc;
 use storage::Store;
@@ -38,6 +45,12 @@ use viewer::Viewer;
 /// An error that already carries its GraphQL presentation.
 #[derive(Debug)]
 pub struct QueryError(pub async_graphql::Error);
+
+impl From<QueryError> for async_graphql::Error {
+    fn from(e: QueryError) -> async_graphql::Error {
+        e.0
+    }
+}
 
 /// Settings of the GraphQL layer.
 #[derive(Clone, Debug)]
@@ -78,14 +91,6 @@ impl Default for QueryConfig {
 
 /// A request heavier than this node estimate runs as heavy work ([`Prepared::is_heavy`]).
 pub const LIGHT_NODES: u64 = 10_000;
-
-/// `PageInfo` values.
-pub(crate) struct PageInfo {
-    pub has_next: bool,
-    pub has_previous: bool,
-    pub start: Option<String>,
-    pub end: Option<String>,
-}
 
 /// The executable schema plus the settings requests need.
 ///
@@ -209,14 +214,14 @@ fn build(
     builder.enumeration("OrderDirection", &["ASC", "DESC"]);
     builder.object(
         Object::new("PageInfo")
-            .field(field::<PageInfo>("hasNextPage", TypeRef::named_nn(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.has_next))))
-            .field(field::<PageInfo>("hasPreviousPage", TypeRef::named_nn(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.has_previous))))
-            .field(field::<PageInfo>("startCursor", TypeRef::named("Cursor"), |p, _| Ok(nullable_string(p.start.as_deref()))))
-            .field(field::<PageInfo>("endCursor", TypeRef::named("Cursor"), |p, _| Ok(nullable_string(p.end.as_deref())))),
+            .field(field::<relay::PageInfo>("hasNextPage", TypeRef::named_nn(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.has_next))))
+            .field(field::<relay::PageInfo>("hasPreviousPage", TypeRef::named_nn(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.has_previous))))
+            .field(field::<relay::PageInfo>("startCursor", TypeRef::named("Cursor"), |p, _| Ok(nullable_string(p.start.as_deref()))))
+            .field(field::<relay::PageInfo>("endCursor", TypeRef::named("Cursor"), |p, _| Ok(nullable_string(p.end.as_deref())))),
     );
     kinds::register_all(&mut builder);
     search::register(&mut builder);
-    let loaders = entity::register_node(&mut builder);
+    let loaders = node::register_node(&mut builder);
     let mutation = mutations::register(&mut builder, config.command_sink.clone());
     let mut subscription = async_graphql::dynamic::Subscription::new("Subscription").field(changes::register(&mut builder, loaders));
     for f in std::mem::take(&mut builder.subscription_fields) {
@@ -329,7 +334,7 @@ impl Api {
             cost = self.measure(&p.doc, &graphql_request, &view, &viewer).map_err(refuse)?;
             graphql_request.set_parsed_query(p.doc.clone());
         }
-        let request = request_context(store, view, viewer, deadline, self.config.now, self.config.limits.max_page_size, &self.limits);
+        let request = RequestContext::new(store, view, viewer, deadline, self.config.now, self.config.limits.max_page_size, &self.limits);
         Ok(Prepared { request, graphql_request, parsed, cost, store: store.clone(), mutation })
     }
 
@@ -490,7 +495,7 @@ impl Api {
             return unreadable(e);
         }
         let request =
-            request_context(&store, view, viewer, deadline.clone(), self.config.now, self.config.limits.max_page_size, &self.limits);
+            RequestContext::new(&store, view, viewer, deadline.clone(), self.config.now, self.config.limits.max_page_size, &self.limits);
         let answer = self.plain.strict.execute(again.data(request).data(run.answer())).await;
         if deadline.passed() {
             return timeout(&deadline);
@@ -546,33 +551,6 @@ fn root_fields(doc: &ExecutableDocument, name: Option<&str>, cap: usize, typenam
 
 /// The most selections [`root_fields`] visits.
 const ROOT_WALK_VISITS: usize = 10_000;
-
-/// The context every resolver of one request (or one subscription event) reads: `view` and
-/// `viewer` (group teams resolved), the clock (`now`, else the wall clock), the store's search
-/// index, and `deadline`, which gets the response budget and stops the view's long reads.
-pub(crate) fn request_context(
-    store: &Store,
-    view: storage::ReadView,
-    viewer: Viewer,
-    deadline: deadline::Deadline,
-    now: Option<Timestamp>,
-    max_page_size: usize,
-    limits: &Arc<limits::Limits>,
-) -> RequestContext {
-    deadline.limit_response(limits.max_response_bytes);
-    let stop = deadline.clone();
-    view.interrupt_when(move || stop.passed());
-    view.refuse_while_rederiving(store.unavailable());
-    RequestContext {
-        view,
-        viewer,
-        now: now.unwrap_or_else(|| Timestamp::from_datetime(chrono::Utc::now())),
-        max_page_size,
-        catalogue: store.catalogue(),
-        limits: limits.clone(),
-        deadline,
-    }
-}
 
 /// The type of the operation of `doc` a request runs: the one named `name`, or the only one.
 fn operation_type(doc: &ExecutableDocument, name: Option<&str>) -> Option<OperationType> {

@@ -29,7 +29,7 @@
 //!    since every use is parsed into a predicate of its own).
 //!
 //! Which lists hold records is declared once: entity types register themselves
-//! ([`crate::entity::register`]), reduced views and derived lists name their kind
+//! ([`crate::connection::register_entity`]), reduced views and derived lists name their kind
 //! ([`crate::entity::Builder::record_list`]), and every other object list is a value held inside
 //! one record ([`EMBEDDED`]); a test checks that every list of the schema is one of these.
 

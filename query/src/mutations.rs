@@ -28,7 +28,9 @@
 //! the target and the outcome; never secret values.
 
 use crate::commands::{Applied, Caller, Command, CommandSink, ErrorCode, MutationError, Target};
-use crate::entity::{boolean, enum_item, field, nullable_string, string, Builder, RequestContext};
+use crate::entity::Builder;
+use crate::fields::{boolean, enum_item, field, nullable_string, string};
+use crate::request::RequestContext;
 use crate::viewer::{Access, Viewer, ViewerKind};
 use async_graphql::dynamic::{Field, FieldFuture, FieldValue, InputObject, InputValue, Object, ObjectAccessor, TypeRef};
 use async_graphql::Error;

@@ -403,3 +403,11 @@ mod tests {
         );
     }
 }
+
+/// `PageInfo` values.
+pub(crate) struct PageInfo {
+    pub has_next: bool,
+    pub has_previous: bool,
+    pub start: Option<String>,
+    pub end: Option<String>,
+}

@@ -12,10 +12,12 @@
 //! query (also after index commits: it marks a position, not an offset) and is refused
 //! (`BAD_USER_INPUT`) for another query.
 
-use crate::entity::{field, integer, object_value, string, Builder, RequestContext};
+use crate::entity::Builder;
 use crate::error::{bad_input, internal};
+use crate::fields::{field, integer, object_value, string};
 use crate::filter::Predicate;
 use crate::relay::{Row, VecRows};
+use crate::request::RequestContext;
 use crate::viewer::Viewer;
 use async_graphql::dynamic::{Field, FieldFuture, FieldValue, InputValue, Object, ResolverContext, TypeRef, Union};
 use async_graphql::{Error, Value};
@@ -187,7 +189,7 @@ pub(crate) fn register(builder: &mut Builder) {
                 })
             }))
             .field(field::<SearchConn>("pageInfo", TypeRef::named_nn("PageInfo"), |c, _| {
-                Ok(object_value(crate::PageInfo {
+                Ok(object_value(crate::relay::PageInfo {
                     has_next: c.has_next,
                     has_previous: c.has_previous,
                     start: c.edges.first().map(|e| e.cursor.clone()),
@@ -288,7 +290,7 @@ pub(crate) fn register(builder: &mut Builder) {
                     at_least = at_least.saturating_mul(4);
                 }
             })();
-            crate::entity::ready(result)
+            crate::fields::ready(result)
         })
         .description(
             "Searches the catalogue (APIs, event types, MCP servers, agent cards) visible to the viewer, by score, then kind, then key.",

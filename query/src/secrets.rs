@@ -16,7 +16,8 @@
 //! Every access of steps 2 and 4–6 writes one audit line (target `audit`): the viewer's
 //! `clientId`, the field, the record's global ID and the outcome, never the value.
 
-use crate::entity::{string, RequestContext};
+use crate::fields::string;
+use crate::request::RequestContext;
 use async_graphql::dynamic::{Field, FieldFuture, FieldValue, ResolverContext, TypeRef};
 use async_graphql::{Error, ErrorExtensions};
 use std::any::Any;

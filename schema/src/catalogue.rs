@@ -8,7 +8,7 @@
 //! indexed for it. Field names are the
 //! GraphQL field names; they name the highlights of a hit.
 
-use crate::kind::{Kind, KindId};
+use crate::kind::{Family, Kind, KindId};
 use crate::kinds::agent_card::AgentCard;
 use crate::kinds::agentic_catalogue::AgenticCatalogueRecord;
 use crate::kinds::api::{Api, ApiRecord};
@@ -65,16 +65,56 @@ pub trait CatalogueVisitor {
     fn visit<K: Catalogued>(&mut self);
 }
 
-/// The catalogue kinds, in `CatalogueKind` order.
-pub const KINDS: &[KindId] = &[KindId::Api, KindId::EventType, KindId::McpServer, KindId::AgentCard];
+/// The catalogue kinds (family `Catalogue` of the table of kinds), in the table's order: the
+/// `CatalogueKind` order.
+pub const KINDS: &[KindId] = &family_members::<{ family_size(Family::Catalogue) }>(Family::Catalogue);
 
-/// Visits every catalogue kind, in [`KINDS`] order.
-pub fn visit(v: &mut impl CatalogueVisitor) {
-    v.visit::<Api>();
-    v.visit::<EventType>();
-    v.visit::<McpServer>();
-    v.visit::<AgentCard>();
+/// How many kinds of the table belong to `family`.
+const fn family_size(family: Family) -> usize {
+    let mut n = 0;
+    let mut i = 0;
+    while i < KindId::TABLE_ORDER.len() {
+        if KindId::TABLE_ORDER[i].family() as u8 == family as u8 {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
 }
+
+/// The `N` kinds of `family`, in the table's order.
+const fn family_members<const N: usize>(family: Family) -> [KindId; N] {
+    let mut members = [KindId::Zone; N];
+    let (mut i, mut n) = (0, 0);
+    while i < KindId::TABLE_ORDER.len() {
+        if KindId::TABLE_ORDER[i].family() as u8 == family as u8 {
+            members[n] = KindId::TABLE_ORDER[i];
+            n += 1;
+        }
+        i += 1;
+    }
+    members
+}
+
+/// Visits `$kind` when `$family` is `Catalogue` (a row of the table of kinds).
+macro_rules! visit_if_catalogue {
+    ($v:ident, Catalogue, $module:ident, $kind:ident) => {
+        $v.visit::<crate::kinds::$module::$kind>()
+    };
+    ($v:ident, $family:ident, $module:ident, $kind:ident) => {};
+}
+
+/// The catalogue's visit, generated from the rows of the table of kinds.
+macro_rules! catalogue_visit {
+    ($( $variant:ident = $code:literal, $module:ident, $label:literal, $plural:literal, $group:literal, $feature:ident, $family:ident, [$($parent:ident),*]; )*) => {
+        /// Visits every catalogue kind, in [`KINDS`] order.
+        pub fn visit(v: &mut impl CatalogueVisitor) {
+            $( visit_if_catalogue!(v, $family, $module, $variant); )*
+        }
+    };
+}
+
+crds::kind_table!(catalogue_visit);
 
 /// The GraphQL `CatalogueKind` value of a catalogue kind (`API`, `EVENT_TYPE`, …).
 pub fn catalogue_kind(kind: KindId) -> Option<&'static str> {
@@ -149,5 +189,37 @@ impl Catalogued for AgentCard {
 
     fn catalogue_doc(r: &AgenticCatalogueRecord) -> CatalogueDoc {
         agentic_doc(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The catalogue is the `Catalogue` family of the table of kinds: each has its
+    /// `CatalogueKind` value (the kind's name in SCREAMING_SNAKE_CASE), no other kind has one,
+    /// and `visit` visits them in `KINDS` order.
+    #[test]
+    fn the_catalogue_is_the_catalogue_family() {
+        assert_eq!(KINDS, [KindId::Api, KindId::EventType, KindId::McpServer, KindId::AgentCard]);
+        for kind in KindId::ALL {
+            let screaming: String = kind
+                .name()
+                .chars()
+                .enumerate()
+                .flat_map(|(i, c)| (i > 0 && c.is_uppercase()).then_some('_').into_iter().chain(c.to_uppercase()))
+                .collect();
+            let expected = (kind.family() == Family::Catalogue).then_some(screaming.as_str());
+            assert_eq!(catalogue_kind(*kind), expected, "{kind:?}");
+        }
+        struct Order(Vec<KindId>);
+        impl CatalogueVisitor for Order {
+            fn visit<K: Catalogued>(&mut self) {
+                self.0.push(K::ID);
+            }
+        }
+        let mut order = Order(Vec::new());
+        visit(&mut order);
+        assert_eq!(order.0, KINDS);
     }
 }

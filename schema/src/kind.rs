@@ -14,7 +14,7 @@ use serde::Serialize;
 use std::fmt::Debug;
 
 macro_rules! kind_ids {
-    ($( $variant:ident = $code:literal, $module:ident, $label:literal, $plural:literal, $group:literal, $feature:ident; )*) => {
+    ($( $variant:ident = $code:literal, $module:ident, $label:literal, $plural:literal, $group:literal, $feature:ident, $family:ident, [$($parent:ident),*]; )*) => {
         /// Every custom-resource kind the read model knows, with its stable numeric id (used in
         /// storage keys: never renumber). Declared by the table of kinds, [`crds::kind_table!`].
         #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -25,8 +25,20 @@ macro_rules! kind_ids {
             /// All kinds, by [`KindId::code`].
             pub const ALL: &'static [KindId] = &by_code([ $( KindId::$variant, )* ]);
 
-            /// All kinds in registration (dependency) order: the table's order.
-            pub const REGISTRATION_ORDER: &'static [KindId] = &[ $( KindId::$variant, )* ];
+            /// All kinds in the table's order: the order of the GraphQL `Query` fields.
+            pub const TABLE_ORDER: &'static [KindId] = &[ $( KindId::$variant, )* ];
+
+            /// All kinds in registration (dependency) order: every kind after its
+            /// [`KindId::parents`], otherwise in the table's order.
+            pub const REGISTRATION_ORDER: &'static [KindId] = &dependency_order([ $( KindId::$variant, )* ]);
+
+            /// The kinds this kind's records require or link to (the table's `parents` column).
+            pub const fn parents(self) -> &'static [KindId] {
+                match self { $( KindId::$variant => &[ $( KindId::$parent, )* ], )* }
+            }
+
+            /// The family whose shared implementation this kind uses.
+            pub const fn family(self) -> Family { match self { $( KindId::$variant => Family::$family, )* } }
 
             /// The Kubernetes kind, e.g. `ApiSubscription`. Also the GraphQL type name.
             pub const fn name(self) -> &'static str { match self { $( KindId::$variant => stringify!($variant), )* } }
@@ -53,6 +65,12 @@ macro_rules! kind_ids {
                 match self { $( KindId::$variant => feature_on!(features, $feature), )* }
             }
 
+            /// The field of [`Features`] that switches this kind off (`pubsub`, `permission`,
+            /// `ai_gateway`, `file_manager`), or `None` for a kind always on.
+            pub const fn feature(self) -> Option<&'static str> {
+                match self { $( KindId::$variant => feature_name!($feature), )* }
+            }
+
             /// The stable numeric id.
             pub const fn code(self) -> u8 { self as u8 }
 
@@ -75,6 +93,16 @@ macro_rules! feature_on {
     };
 }
 
+/// The name of a feature column of the table of kinds.
+macro_rules! feature_name {
+    (always) => {
+        None
+    };
+    ($flag:ident) => {
+        Some(stringify!($flag))
+    };
+}
+
 /// The kinds sorted by code (a selection sort, at compile time).
 const fn by_code<const N: usize>(mut kinds: [KindId; N]) -> [KindId; N] {
     let mut i = 0;
@@ -93,7 +121,65 @@ const fn by_code<const N: usize>(mut kinds: [KindId; N]) -> [KindId; N] {
     kinds
 }
 
+/// The kinds in dependency order (a stable topological sort at compile time): at each step the
+/// first kind of `table` not yet placed whose parents all are. A cycle fails the build.
+const fn dependency_order<const N: usize>(table: [KindId; N]) -> [KindId; N] {
+    let mut order = table;
+    let mut placed = [false; N];
+    let mut next = 0;
+    while next < N {
+        let mut i = 0;
+        let mut found = false;
+        while i < N && !found {
+            if !placed[i] && parents_placed(table[i], &table, &placed) {
+                order[next] = table[i];
+                placed[i] = true;
+                found = true;
+            }
+            i += 1;
+        }
+        assert!(found, "the parents column of the table of kinds has a cycle");
+        next += 1;
+    }
+    order
+}
+
+/// Whether every parent of `kind` is marked in `placed` (indexed like `table`).
+const fn parents_placed<const N: usize>(kind: KindId, table: &[KindId; N], placed: &[bool; N]) -> bool {
+    let parents = kind.parents();
+    let mut p = 0;
+    while p < parents.len() {
+        let mut i = 0;
+        while i < N && table[i] as u8 != parents[p] as u8 {
+            i += 1;
+        }
+        if i == N || !placed[i] {
+            return false;
+        }
+        p += 1;
+    }
+    true
+}
+
 crds::kind_table!(kind_ids);
+
+/// What a kind shares its implementation with (the table's `Family` column).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Family {
+    /// Zones, groups and teams: the organization every other kind belongs to.
+    Organization,
+    /// Applications and what belongs to one application alone (permission sets).
+    Application,
+    /// Catalogue entries, searchable by every viewer of their environment (`crate::catalogue`).
+    Catalogue,
+    /// Exposures: an application offers an API, event, file or agentic endpoint
+    /// (`kinds::subscription_wiring::exposure_kind!`, `kinds::agentic_catalogue`).
+    Exposure,
+    /// Subscriptions: an application uses an exposure (`kinds::subscription_wiring::subscription_kind!`).
+    Subscription,
+    /// Approvals and approval requests of a subscription (`kinds::approval_common`).
+    Approval,
+}
 
 /// Feature flags that switch kinds off (ARCHITECTURE.md "Feature flags switch kinds off": all
 /// default to `true`).
@@ -352,6 +438,13 @@ mod tests {
         let mut registration = KindId::REGISTRATION_ORDER.to_vec();
         registration.sort();
         assert_eq!(registration, KindId::ALL, "the registration order holds every kind once");
+        let position = |kind: KindId| KindId::REGISTRATION_ORDER.iter().position(|k| *k == kind).unwrap();
+        for kind in KindId::ALL {
+            for parent in kind.parents() {
+                assert!(position(*parent) < position(*kind), "{kind:?} registers after its parent {parent:?}");
+            }
+        }
+        assert_eq!(KindId::TABLE_ORDER.len(), KindId::ALL.len());
         for kind in KindId::ALL {
             assert_eq!(kind.module(), kind.name().to_lowercase(), "{kind:?}: the metrics label");
             assert!(kind.plural().starts_with(kind.module()), "{kind:?}: the plural");

@@ -21,6 +21,7 @@ pub mod kinds;
 pub mod registry;
 pub mod time;
 
+pub use crds::kind_table;
 pub use graphql_enum::GraphqlEnum;
 pub use keys::{GlobalId, Key};
 pub use kind::{Context, IndexName, Kind, KindId, Link, Parent, Scope, Skip};

@@ -1,4 +1,4 @@
-//! The registry: one line per projected kind, in dependency order. Generic code (writer,
+//! The registry: every projected kind, in dependency order. Generic code (writer,
 //! sources, GraphQL) is instantiated per kind by visiting this list.
 
 use crate::kind::{Kind, KindId};
@@ -12,18 +12,21 @@ pub trait KindVisitor {
 
 /// The registry's visit, generated from the rows of the table of kinds.
 macro_rules! visit_rows {
-    ($( $variant:ident = $code:literal, $module:ident, $label:literal, $plural:literal, $group:literal, $feature:ident; )*) => {
-        /// Visits every registered kind in dependency order (parents before children): the
-        /// order of the table of kinds ([`crds::kind_table!`]).
+    ($( $variant:ident = $code:literal, $module:ident, $label:literal, $plural:literal, $group:literal, $feature:ident, $family:ident, [$($parent:ident),*]; )*) => {
+        /// Visits every registered kind in dependency order (parents before children):
+        /// [`KindId::REGISTRATION_ORDER`], derived from the table of kinds
+        /// ([`crds::kind_table!`]).
         pub fn visit(v: &mut impl KindVisitor) {
-            $( v.visit::<kinds::$module::$variant>(); )*
+            for kind in KindId::REGISTRATION_ORDER {
+                match kind { $( KindId::$variant => v.visit::<kinds::$module::$variant>(), )* }
+            }
         }
     };
 }
 
 crds::kind_table!(visit_rows);
 
-/// The registered kinds, in [`visit`] order: the table's order.
+/// The registered kinds, in [`visit`] order: [`KindId::REGISTRATION_ORDER`].
 pub fn registered() -> Vec<KindId> {
     KindId::REGISTRATION_ORDER.to_vec()
 }
@@ -45,6 +48,15 @@ mod tests {
         for sub in [KindId::ApiSubscription, KindId::EventSubscription, KindId::AgenticSubscription, KindId::FileSubscription] {
             assert!(pos(sub) < pos(KindId::Approval) && pos(sub) < pos(KindId::ApprovalRequest), "{sub:?} after approvals");
         }
+        let mut visited = Vec::new();
+        struct Order<'a>(&'a mut Vec<KindId>);
+        impl KindVisitor for Order<'_> {
+            fn visit<K: Kind>(&mut self) {
+                self.0.push(K::ID);
+            }
+        }
+        visit(&mut Order(&mut visited));
+        assert_eq!(visited, kinds, "visit follows the registration order");
         assert_eq!(kinds.len(), KindId::ALL.len(), "every kind is registered");
     }
 

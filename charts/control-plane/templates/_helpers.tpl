@@ -117,11 +117,13 @@ them under config).
 
 {{/*
 The custom resources the process lists and watches, per API group: the registered kinds
-(schema::registry) minus the families switched off by .Values.features. tests/chart.rs compares
-the rendered ClusterRole with the registry, so a new kind fails that test until it is added here.
+(schema::registry) minus the families switched off by .Values.features. The lines between the
+rbac-rules markers are generated from the table of kinds by tests/chart.rs (UPDATE_EXPECT=1
+rewrites them), which also compares the rendered ClusterRole with the registry.
 */}}
 {{- define "control-plane.rbacRules" -}}
 {{- $groups := list }}
+{{- /* rbac-rules:begin */}}
 {{- $groups = append $groups (list "admin.cp.ei.telekom.de" (list "zones")) }}
 {{- if .Values.features.aiGateway }}
 {{- $groups = append $groups (list "agentic.cp.ei.telekom.de" (list "agentcards" "agenticexposures" "agenticsubscriptions" "mcpservers")) }}
@@ -139,6 +141,7 @@ the rendered ClusterRole with the registry, so a new kind fails that test until 
 {{- if .Values.features.permission }}
 {{- $groups = append $groups (list "permission.cp.ei.telekom.de" (list "permissionsets")) }}
 {{- end }}
+{{- /* rbac-rules:end */}}
 {{- range $groups }}
 - apiGroups: [{{ index . 0 | quote }}]
   resources: {{ index . 1 | toJson }}

@@ -30,6 +30,6 @@ impl Entity for AgentCard {
 }
 
 /// Registers `AgentCard` (with the root `agentCards`) and `Team.agentCards`.
-pub fn register_all(builder: &mut Builder) {
+pub fn register(builder: &mut Builder) {
     agentic_catalogue::register_all::<AgentCard>(builder, "agentCards");
 }

@@ -11,7 +11,9 @@ use super::common::mixin_columns;
 use super::edges;
 use super::info::team_info;
 use crate::column::Column;
-use crate::entity::{connection_field, field, nested_rows, record_field, string, string_list, Builder, Entity};
+use crate::connection::{connection_field, nested_rows};
+use crate::entity::{Builder, Entity};
+use crate::fields::{field, record_field, string, string_list};
 use crate::filter::EdgeFilter;
 use async_graphql::dynamic::{Field, TypeRef};
 use schema::keys::{index, natural};
@@ -62,7 +64,7 @@ pub fn edge_filters() -> Vec<EdgeFilter<AgenticCatalogueRecord>> {
 /// Registers `K` (with its root connection) and the connection `Team.<team_field>` over the
 /// team's entries of `K`.
 pub fn register_all<K: Entity<Record = AgenticCatalogueRecord>>(builder: &mut Builder, team_field: &str) {
-    crate::entity::register::<K>(builder);
+    crate::connection::register_entity::<K>(builder);
     let w = builder.where_type::<K>();
     builder.extend(
         "Team",

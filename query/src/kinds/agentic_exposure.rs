@@ -8,15 +8,15 @@
 //! `subscriptions` lists every tenant's subscriptions linked to the exposure, reduced to
 //! `AgenticSubscriptionInfo`.
 
-use super::agentic_subscription::AgenticSubscriptionInfo;
+use super::reduced::{AgenticExposureInfo, AgenticSubscriptionInfo};
 use super::common::mixin_columns;
 use super::subscription_info::owner_fields;
 use super::values::Owned;
 use crate::column::Column;
-use crate::entity::{
-    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, object_value, object_values, record_field, register,
-    string, Builder, Entity, RequestContext,
-};
+use crate::connection::{connection_field, nested_rows, register_entity};
+use crate::entity::{Builder, Entity, global_id, node_value};
+use crate::fields::{boolean, enum_item, field, object_value, object_values, record_field, string};
+use crate::request::RequestContext;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::Error;
 use schema::common::Visibility;
@@ -30,9 +30,6 @@ use schema::kinds::api_exposure::ApiExposureSecurity;
 use schema::kinds::application::{Application, ApplicationRecord};
 use schema::kinds::mcp_server::McpServer;
 use storage::Stored;
-
-/// The parent value of an `AgenticExposureInfo`.
-pub struct AgenticExposureInfo(pub Stored<AgenticExposureRecord>);
 
 type S = Stored<AgenticExposureRecord>;
 
@@ -139,8 +136,8 @@ fn active_catalogue<K: Entity<Record = AgenticCatalogueRecord>>(
 
 /// Registers `AgenticExposure` with its root query, `AgenticExposureSecurity`, and the edges
 /// `Application.agenticExposures`, `McpServer.activeExposure` and `AgentCard.activeExposure`.
-pub fn register_all(builder: &mut Builder) {
-    register::<AgenticExposure>(builder);
+pub fn register(builder: &mut Builder) {
+    register_entity::<AgenticExposure>(builder);
     builder.object(Object::new("AgenticExposureSecurity").field(field::<Owned<ApiExposureSecurity>>(
         "m2m",
         TypeRef::named("Machine2MachineAuthentication"),

@@ -4,14 +4,14 @@
 //! `agenticSubscriptions`; visible to the owner application's team. `target` is the
 //! cross-tenant `AgenticExposureInfo` of link 0, null without error while unlinked.
 
-use super::agentic_exposure::AgenticExposureInfo;
+use super::reduced::{AgenticExposureInfo, AgenticSubscriptionInfo, AGENTIC_SUBSCRIPTION_INFO};
 use super::common::{mixin_columns, non_empty};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::column::Column;
-use crate::entity::{
-    connection_field, enum_item, field, global_id, nested_rows, object_value, record_field, register, string, string_list, Builder, Entity,
-};
+use crate::connection::{connection_field, nested_rows, register_entity};
+use crate::entity::{Builder, Entity, global_id};
+use crate::fields::{enum_item, field, object_value, record_field, string, string_list};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
@@ -20,12 +20,6 @@ use schema::kinds::agentic_subscription::{AgenticSubscription, AgenticSubscripti
 use schema::kinds::api_subscription::ApiSubscriptionSecurity;
 use schema::kinds::application::ApplicationRecord;
 use storage::Stored;
-
-/// The parent value of an `AgenticSubscriptionInfo`.
-pub struct AgenticSubscriptionInfo(pub Stored<AgenticSubscriptionRecord>);
-
-/// The GraphQL name of the reduced type.
-pub const INFO_TYPE: &str = "AgenticSubscriptionInfo";
 
 type S = Stored<AgenticSubscriptionRecord>;
 
@@ -73,8 +67,8 @@ impl Entity for AgenticSubscription {
 
 /// Registers `AgenticSubscription` with its root query, `AgenticSubscriptionSecurity`, and the
 /// edge `Application.agenticSubscriptions`.
-pub fn register_all(builder: &mut Builder) {
-    register::<AgenticSubscription>(builder);
+pub fn register(builder: &mut Builder) {
+    register_entity::<AgenticSubscription>(builder);
     builder.object(Object::new("AgenticSubscriptionSecurity").field(field::<Owned<ApiSubscriptionSecurity>>(
         "m2m",
         TypeRef::named("SubscriberMachine2MachineAuthentication"),
@@ -97,9 +91,9 @@ pub fn register_all(builder: &mut Builder) {
 /// or gateway data of the subscriber.
 pub fn register_info(builder: &mut Builder) {
     // Reduced views across teams: a list of them may hold every subscription of the kind.
-    builder.record_list(INFO_TYPE, crate::limits::RecordList::All(schema::KindId::AgenticSubscription));
+    builder.record_list(AGENTIC_SUBSCRIPTION_INFO, crate::limits::RecordList::All(schema::KindId::AgenticSubscription));
     builder.enumeration_of::<StatusPhase>("AgenticSubscriptionStatusPhase");
-    let mut o = Object::new(INFO_TYPE)
+    let mut o = Object::new(AGENTIC_SUBSCRIPTION_INFO)
         .implement(INTERFACE)
         .field(field::<AgenticSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
             Ok(string(&global_id::<AgenticSubscription>(&p.0.key)))

@@ -8,7 +8,10 @@
 use super::common::mixin_columns;
 use super::info::team_info;
 use crate::column::Column;
-use crate::entity::{field, record_field, register, string, string_list, Builder, Entity, RequestContext};
+use crate::connection::register_entity;
+use crate::entity::{Builder, Entity};
+use crate::fields::{field, record_field, string, string_list};
+use crate::request::RequestContext;
 use async_graphql::dynamic::{Field, FieldValue, Object, ResolverContext, TypeRef};
 use async_graphql::Error;
 use schema::kinds::api::{Api, ApiRecord};
@@ -80,8 +83,8 @@ fn api_categories(request: &RequestContext) -> Result<Vec<String>, Error> {
 struct ApiCategory(String);
 
 /// Registers `Api` (with the root `apis`), `ApiCategory` and the root `apiCategories`.
-pub fn register_api(builder: &mut Builder) {
-    register::<Api>(builder);
+pub fn register(builder: &mut Builder) {
+    register_entity::<Api>(builder);
     // At most one category per visible Api.
     builder.record_list("ApiCategory", crate::limits::RecordList::Visible { kind: Api::ID, team_owned: Api::TEAM_OWNED });
     builder.object(
@@ -92,6 +95,6 @@ pub fn register_api(builder: &mut Builder) {
             let request = ctx.data::<RequestContext>()?;
             Ok(Some(FieldValue::list(api_categories(request)?.into_iter().map(|c| FieldValue::owned_any(ApiCategory(c))))))
         })();
-        crate::entity::ready(result)
+        crate::fields::ready(result)
     }));
 }

@@ -1,15 +1,15 @@
 //! `ApiExposure`, its reduced cross-tenant view `ApiExposureInfo`, and the edges defined next to it: `Application.exposedApis` and
 //! `Api.activeExposure`. Root query `apiExposures`; visible to the owner application's team.
 
-use super::api_subscription::ApiSubscriptionInfo;
+use super::reduced::{ApiExposureInfo, ApiSubscriptionInfo};
 use super::common::mixin_columns;
 use super::subscription_info::owner_fields;
 use super::values::{feature_list, Owned};
 use crate::column::Column;
-use crate::entity::{
-    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, object_value, object_values, record_field, register,
-    string, Builder, Entity, RequestContext,
-};
+use crate::connection::{connection_field, nested_rows, register_entity};
+use crate::entity::{Builder, Entity, global_id, node_value};
+use crate::fields::{boolean, enum_item, field, object_value, object_values, record_field, string};
+use crate::request::RequestContext;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::Error;
 use schema::keys::{index, natural};
@@ -18,9 +18,6 @@ use schema::kinds::api_exposure::{ApiExposure, ApiExposureRecord};
 use schema::kinds::api_subscription::ApiSubscription;
 use schema::kinds::application::{Application, ApplicationRecord};
 use storage::Stored;
-
-/// The parent value of an `ApiExposureInfo`.
-pub struct ApiExposureInfo(pub Stored<ApiExposureRecord>);
 
 type S = Stored<ApiExposureRecord>;
 
@@ -100,8 +97,8 @@ impl Entity for ApiExposure {
 
 /// Registers `ApiExposure` with its root query, and the edges `Application.exposedApis` and
 /// `Api.activeExposure`.
-pub fn register_all(builder: &mut Builder) {
-    register::<ApiExposure>(builder);
+pub fn register(builder: &mut Builder) {
+    register_entity::<ApiExposure>(builder);
     let w = builder.where_type::<ApiExposure>();
     builder.extend(
         "Application",

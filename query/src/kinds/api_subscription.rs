@@ -4,14 +4,14 @@
 //! application's team. `target` is the cross-tenant `ApiExposureInfo` of link 0, null without
 //! error while unlinked.
 
-use super::api_exposure::ApiExposureInfo;
+use super::reduced::{ApiExposureInfo, ApiSubscriptionInfo};
 use super::common::{mixin_columns, non_empty};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::column::Column;
-use crate::entity::{
-    connection_field, enum_item, field, global_id, nested_rows, object_value, record_field, register, string, string_list, Builder, Entity,
-};
+use crate::connection::{connection_field, nested_rows, register_entity};
+use crate::entity::{Builder, Entity, global_id};
+use crate::fields::{enum_item, field, object_value, record_field, string, string_list};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
@@ -19,9 +19,6 @@ use schema::kinds::api_exposure::ApiExposure;
 use schema::kinds::api_subscription::{ApiSubscription, ApiSubscriptionRecord};
 use schema::kinds::application::ApplicationRecord;
 use storage::Stored;
-
-/// The parent value of an `ApiSubscriptionInfo`.
-pub struct ApiSubscriptionInfo(pub Stored<ApiSubscriptionRecord>);
 
 type S = Stored<ApiSubscriptionRecord>;
 
@@ -73,8 +70,8 @@ impl Entity for ApiSubscription {
 }
 
 /// Registers `ApiSubscription` with its root query, and the edge `Application.subscribedApis`.
-pub fn register_all(builder: &mut Builder) {
-    register::<ApiSubscription>(builder);
+pub fn register(builder: &mut Builder) {
+    register_entity::<ApiSubscription>(builder);
     let w = builder.where_type::<ApiSubscription>();
     builder.extend(
         "Application",

@@ -7,12 +7,14 @@
 //! masked for `obfuscated` callers. `ownerTeam` is the reduced `TeamInfo`.
 //! They are filterable too, evaluated at the same `now`.
 
-use super::common::{mixin_columns, query_escape};
+use super::common::mixin_columns;
+use crate::url::query_escape;
 use super::info::{external_ids, team_info};
 use crate::column::Column;
-use crate::entity::{
-    field, node_value, nullable_string, object_value, record_field, register, string_list, Builder, Entity, RequestContext,
-};
+use crate::connection::register_entity;
+use crate::entity::{Builder, Entity, node_value};
+use crate::fields::{field, nullable_string, object_value, record_field, string_list};
+use crate::request::RequestContext;
 use crate::filter::{FilterType, FilterValue};
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use async_graphql::Error;
@@ -145,6 +147,6 @@ impl Entity for Application {
 }
 
 /// Registers `Application` (with the root `applications`) and its value types.
-pub fn register_application(builder: &mut Builder) {
-    register::<Application>(builder);
+pub fn register(builder: &mut Builder) {
+    register_entity::<Application>(builder);
 }

@@ -7,7 +7,10 @@
 use super::common::mixin_columns;
 use super::{edges, subscription_info};
 use crate::column::Column;
-use crate::entity::{field, object_values, record_field, string_list, Builder, Entity, RequestContext};
+use crate::connection::register_entity;
+use crate::entity::{Builder, Entity};
+use crate::fields::{field, object_values, record_field, string_list};
+use crate::request::RequestContext;
 use crate::filter::EdgeFilter;
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use async_graphql::Error;
@@ -132,4 +135,9 @@ impl Entity for Approval {
     fn edge_filters() -> Vec<EdgeFilter<ApprovalRecord>> {
         shared_edge_filters::<Approval>()
     }
+}
+
+/// Registers `Approval`: its type, connection and root query.
+pub fn register(builder: &mut Builder) {
+    register_entity::<Approval>(builder);
 }

@@ -5,7 +5,9 @@
 
 use super::approval::{shared_columns, shared_edge_filters, shared_fields, ApprovalEntity};
 use crate::column::Column;
-use crate::entity::{field, node_value, Builder, Entity};
+use crate::connection::register_entity;
+use crate::entity::{Builder, Entity, node_value};
+use crate::fields::field;
 use crate::filter::EdgeFilter;
 use async_graphql::dynamic::{Field, TypeRef};
 use schema::common::Meta;
@@ -56,4 +58,9 @@ impl Entity for ApprovalRequest {
     fn edge_filters() -> Vec<EdgeFilter<ApprovalRequestRecord>> {
         shared_edge_filters::<ApprovalRequest>()
     }
+}
+
+/// Registers `ApprovalRequest`: its type, connection and root query.
+pub fn register(builder: &mut Builder) {
+    register_entity::<ApprovalRequest>(builder);
 }

@@ -9,13 +9,13 @@
 //! subscriptions linked to the exposure as `EventSubscriptionInfo`.
 
 use super::common::{mixin_columns, non_empty};
-use super::event_subscription::EventSubscriptionInfo;
+use super::reduced::{EventExposureInfo, EventSubscriptionInfo};
 use super::subscription_info::owner_fields;
 use crate::column::Column;
-use crate::entity::{
-    boolean, connection_field, enum_item, field, global_id, integer, nested_rows, node_value, object_value, object_values, record_field,
-    register, string, string_list, Builder, Entity, RequestContext,
-};
+use crate::connection::{connection_field, nested_rows, register_entity};
+use crate::entity::{Builder, Entity, global_id, node_value};
+use crate::fields::{boolean, enum_item, field, integer, object_value, object_values, record_field, string, string_list};
+use crate::request::RequestContext;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use async_graphql::indexmap::IndexMap;
 use async_graphql::{Error, Name, Value};
@@ -28,9 +28,6 @@ use schema::kinds::event_subscription::{DeliveryType, PayloadType};
 use schema::kinds::event_subscription::{EventDelivery, EventSubscription};
 use schema::kinds::event_type::{EventType, EventTypeRecord};
 use storage::Stored;
-
-/// The parent value of an `EventExposureInfo`.
-pub struct EventExposureInfo(pub Stored<EventExposureRecord>);
 
 type S = Stored<EventExposureRecord>;
 
@@ -105,8 +102,8 @@ impl Entity for EventExposure {
 
 /// Registers `EventExposure` with its root query, and the edges `Application.exposedEvents` and
 /// `EventType.activeExposure`.
-pub fn register_all(builder: &mut Builder) {
-    register::<EventExposure>(builder);
+pub fn register(builder: &mut Builder) {
+    register_entity::<EventExposure>(builder);
     let w = builder.where_type::<EventExposure>();
     builder.extend(
         "Application",

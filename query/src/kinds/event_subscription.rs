@@ -5,12 +5,13 @@
 //! error while unlinked. The deprecated `scopes` returns the requested scopes.
 
 use super::common::{mixin_columns, non_empty};
-use super::event_exposure::{register_values, EventExposureInfo};
+use super::event_exposure::register_values;
+use super::reduced::{EventExposureInfo, EventSubscriptionInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::column::Column;
-use crate::entity::{
-    connection_field, enum_item, field, global_id, nested_rows, object_value, record_field, register, string, string_list, Builder, Entity,
-};
+use crate::connection::{connection_field, nested_rows, register_entity};
+use crate::entity::{Builder, Entity, global_id};
+use crate::fields::{enum_item, field, object_value, record_field, string, string_list};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
@@ -21,9 +22,6 @@ use storage::Stored;
 
 /// The deprecation reason of `EventSubscription.scopes` (still the requested scopes).
 pub const SCOPES_DEPRECATION: &str = "Use `requestedScopes` / `activeScopes`.";
-
-/// The parent value of an `EventSubscriptionInfo`.
-pub struct EventSubscriptionInfo(pub Stored<EventSubscriptionRecord>);
 
 impl Entity for EventSubscription {
     const TYPE: &'static str = "EventSubscription";
@@ -72,8 +70,8 @@ impl Entity for EventSubscription {
 
 /// Registers `EventSubscription` with its root query, and the edge
 /// `Application.subscribedEvents`.
-pub fn register_all(builder: &mut Builder) {
-    register::<EventSubscription>(builder);
+pub fn register(builder: &mut Builder) {
+    register_entity::<EventSubscription>(builder);
     let w = builder.where_type::<EventSubscription>();
     builder.extend(
         "Application",

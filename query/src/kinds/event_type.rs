@@ -8,7 +8,9 @@
 use super::common::mixin_columns;
 use super::info::team_info;
 use crate::column::Column;
-use crate::entity::{connection_field, field, nested_rows, register, Builder, Entity};
+use crate::connection::{connection_field, nested_rows, register_entity};
+use crate::entity::{Builder, Entity};
+use crate::fields::field;
 use async_graphql::dynamic::{Field, TypeRef};
 use schema::kinds::event_type::{EventType, EventTypeRecord};
 use schema::kinds::team::TeamRecord;
@@ -58,8 +60,8 @@ impl Entity for EventType {
 }
 
 /// Registers `EventType` (with the root `eventTypes`) and the edge `Team.eventTypes`.
-pub fn register_all(builder: &mut Builder) {
-    register::<EventType>(builder);
+pub fn register(builder: &mut Builder) {
+    register_entity::<EventType>(builder);
     let w = builder.where_type::<EventType>();
     builder.extend(
         "Team",

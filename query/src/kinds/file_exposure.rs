@@ -5,13 +5,12 @@
 //! every tenant's subscriptions linked to the exposure as `FileSubscriptionInfo`.
 
 use super::common::mixin_columns;
-use super::file_subscription::FileSubscriptionInfo;
+use super::reduced::{FileExposureInfo, FileSubscriptionInfo};
 use super::subscription_info::owner_fields;
 use crate::column::Column;
-use crate::entity::{
-    boolean, connection_field, enum_item, field, global_id, nested_rows, node_value, nullable_string, object_value, object_values,
-    record_field, register, string, Builder, Entity,
-};
+use crate::connection::{connection_field, nested_rows, register_entity};
+use crate::entity::{Builder, Entity, global_id, node_value};
+use crate::fields::{boolean, enum_item, field, nullable_string, object_value, object_values, record_field, string};
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use schema::common::Visibility;
 use schema::keys::{index, natural};
@@ -21,9 +20,6 @@ use schema::kinds::file_exposure::{FileExposure, FileExposureRecord, Sftp};
 use schema::kinds::file_subscription::FileSubscription;
 use schema::kinds::zone::Zone;
 use storage::Stored;
-
-/// The parent value of a `FileExposureInfo`.
-pub struct FileExposureInfo(pub Stored<FileExposureRecord>);
 
 /// The parent value of an `SSHPublicKey`: the key text.
 struct SshPublicKey(String);
@@ -61,7 +57,6 @@ impl Entity for FileExposure {
         super::values::register(builder);
         register_values(builder);
         register_info(builder);
-        super::file_subscription::register_info(builder);
         vec![
             zone_field::<S>(|p| (&p.record.meta.environment, &p.record.zone)),
             record_field::<FileExposure>("approvalConfig", TypeRef::named_nn("ApprovalConfig"), |r| {
@@ -115,8 +110,8 @@ impl Entity for FileExposure {
 }
 
 /// Registers `FileExposure` with its root query, and the edge `Application.fileExposures`.
-pub fn register_all(builder: &mut Builder) {
-    register::<FileExposure>(builder);
+pub fn register(builder: &mut Builder) {
+    register_entity::<FileExposure>(builder);
     let w = builder.where_type::<FileExposure>();
     builder.extend(
         Application::TYPE,

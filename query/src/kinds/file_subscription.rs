@@ -5,13 +5,13 @@
 //! error while unlinked.
 
 use super::common::mixin_columns;
-use super::file_exposure::{register_values, zone_field, FileExposureInfo};
+use super::file_exposure::{register_values, zone_field};
+use super::reduced::{FileExposureInfo, FileSubscriptionInfo, FILE_SUBSCRIPTION_INFO};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::column::Column;
-use crate::entity::{
-    connection_field, enum_item, field, global_id, nested_rows, nullable_string, object_value, record_field, register, string, Builder,
-    Entity,
-};
+use crate::connection::{connection_field, nested_rows, register_entity};
+use crate::entity::{Builder, Entity, global_id};
+use crate::fields::{enum_item, field, nullable_string, object_value, record_field, string};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
@@ -20,12 +20,6 @@ use schema::kinds::application::ApplicationRecord;
 use schema::kinds::file_exposure::FileExposure;
 use schema::kinds::file_subscription::{FileSubscription, FileSubscriptionRecord};
 use storage::Stored;
-
-/// The parent value of a `FileSubscriptionInfo`.
-pub struct FileSubscriptionInfo(pub Stored<FileSubscriptionRecord>);
-
-/// The GraphQL name of [`FileSubscriptionInfo`].
-pub const INFO_TYPE: &str = "FileSubscriptionInfo";
 
 type S = Stored<FileSubscriptionRecord>;
 
@@ -65,8 +59,8 @@ impl Entity for FileSubscription {
 }
 
 /// Registers `FileSubscription` with its root query, and the edge `Application.fileSubscriptions`.
-pub fn register_all(builder: &mut Builder) {
-    register::<FileSubscription>(builder);
+pub fn register(builder: &mut Builder) {
+    register_entity::<FileSubscription>(builder);
     let w = builder.where_type::<FileSubscription>();
     builder.extend(
         Application::TYPE,
@@ -84,9 +78,9 @@ pub fn register_all(builder: &mut Builder) {
 /// subscriber.
 pub fn register_info(builder: &mut Builder) {
     // Reduced views across teams: a list of them may hold every subscription of the kind.
-    builder.record_list(INFO_TYPE, crate::limits::RecordList::All(schema::KindId::FileSubscription));
+    builder.record_list(FILE_SUBSCRIPTION_INFO, crate::limits::RecordList::All(schema::KindId::FileSubscription));
     builder.enumeration_of::<StatusPhase>("FileSubscriptionStatusPhase");
-    let mut o = Object::new(INFO_TYPE)
+    let mut o = Object::new(FILE_SUBSCRIPTION_INFO)
         .implement(INTERFACE)
         .field(field::<FileSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
             Ok(string(&global_id::<FileSubscription>(&p.0.key)))

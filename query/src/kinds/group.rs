@@ -1,8 +1,10 @@
 //! `Group`: `id`, `environment`, `namespace`, `name`,
-//! `displayName`, `description`, `teams`. Visible to every viewer of its environment.
+//! `displayName`, `description`, `teams`. Visible to every viewer of its environment. Root
+//! query `groups` (a list of every group the viewer may see).
 
 use super::common::meta_columns;
 use crate::column::Column;
+use crate::connection::{list_field, register_entity};
 use crate::entity::{Builder, Entity};
 use async_graphql::dynamic::Field;
 use schema::kinds::group::{Group, GroupRecord};
@@ -34,4 +36,11 @@ impl Entity for Group {
             Some(natural::in_env(&s.record.meta.environment, &s.record.meta.name))
         })]
     }
+}
+
+/// Registers `Group` and the root list `groups`.
+pub fn register(builder: &mut Builder) {
+    register_entity::<Group>(builder);
+    let groups = list_field::<Group>(builder, "groups", true);
+    builder.query_fields.push(groups);
 }

@@ -7,7 +7,9 @@
 //! [`application_info`].
 
 use super::common::non_empty_string;
-use crate::entity::{field, global_id, node_value, object_value, object_values, string, Builder, RequestContext};
+use crate::entity::{global_id, node_value, Builder};
+use crate::fields::{field, object_value, object_values, string};
+use crate::request::RequestContext;
 use async_graphql::dynamic::{FieldValue, Object, TypeRef};
 use async_graphql::Error;
 use schema::keys::natural;

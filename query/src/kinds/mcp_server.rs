@@ -30,6 +30,6 @@ impl Entity for McpServer {
 }
 
 /// Registers `McpServer` (with the root `mcpServers`) and `Team.mcpServers`.
-pub fn register_all(builder: &mut Builder) {
+pub fn register(builder: &mut Builder) {
     agentic_catalogue::register_all::<McpServer>(builder, "mcpServers");
 }

@@ -5,7 +5,9 @@
 
 use super::common::mixin_columns;
 use crate::column::Column;
-use crate::entity::{field, node_value, object_values, record_field, register, string, string_list, Builder, Entity};
+use crate::connection::register_entity;
+use crate::entity::{Builder, Entity, node_value};
+use crate::fields::{field, object_values, record_field, string, string_list};
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use schema::keys::natural;
 use schema::kinds::application::ApplicationRecord;
@@ -43,8 +45,8 @@ impl Entity for PermissionSet {
 
 /// Registers `PermissionSet` with its root query, and the edge `Application.permissionSet`
 /// (null when the application has none or the viewer may not see it).
-pub fn register_all(builder: &mut Builder) {
-    register::<PermissionSet>(builder);
+pub fn register(builder: &mut Builder) {
+    register_entity::<PermissionSet>(builder);
     builder.extend(
         "Application",
         vec![field::<Stored<ApplicationRecord>>("permissionSet", TypeRef::named(PermissionSet::TYPE), |p, request| {

@@ -4,7 +4,8 @@
 //! `hasOwner`, `hasTarget`, `hasApproval`, `hasApprovalRequests`. A family implements
 //! [`SubscriptionEntity`] once; no family repeats these resolvers.
 
-use crate::entity::{field, node_value, Entity};
+use crate::entity::{node_value, Entity};
+use crate::fields::field;
 use crate::filter::EdgeFilter;
 use crate::kinds::edges;
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};

@@ -7,10 +7,14 @@
 //! Also the owner fields every reduced `…Info` type of an owned record shares: `ownerApplication`
 //! and the deprecated `ownerApplicationName` / `ownerTeam` ([`owner_fields`]).
 
-use super::agentic_subscription::AgenticSubscriptionInfo;
-use super::file_subscription::FileSubscriptionInfo;
 use super::info::{application_info, team_info};
-use crate::entity::{field, string, Builder, RequestContext};
+use super::reduced::{
+    AgenticSubscriptionInfo, ApiSubscriptionInfo, EventSubscriptionInfo, FileSubscriptionInfo, AGENTIC_SUBSCRIPTION_INFO,
+    FILE_SUBSCRIPTION_INFO,
+};
+use crate::entity::Builder;
+use crate::fields::{field, string};
+use crate::request::RequestContext;
 use async_graphql::dynamic::{Field, FieldValue, Interface, InterfaceField, TypeRef};
 use async_graphql::Error;
 use schema::keys::natural;
@@ -71,15 +75,15 @@ pub fn resolve(request: &RequestContext, env: &str, sub: &SubscriptionRef) -> Re
     Ok(match sub.kind {
         SubscriptionKind::ApiSubscription => request
             .load_system::<ApiSubscription>(&key)?
-            .map(|s| FieldValue::owned_any(super::api_subscription::ApiSubscriptionInfo(s)).with_type("ApiSubscriptionInfo")),
+            .map(|s| FieldValue::owned_any(ApiSubscriptionInfo(s)).with_type("ApiSubscriptionInfo")),
         SubscriptionKind::EventSubscription => request
             .load_system::<EventSubscription>(&key)?
-            .map(|s| FieldValue::owned_any(super::event_subscription::EventSubscriptionInfo(s)).with_type("EventSubscriptionInfo")),
+            .map(|s| FieldValue::owned_any(EventSubscriptionInfo(s)).with_type("EventSubscriptionInfo")),
         SubscriptionKind::FileSubscription => request
             .load_system::<FileSubscription>(&key)?
-            .map(|s| FieldValue::owned_any(FileSubscriptionInfo(s)).with_type(super::file_subscription::INFO_TYPE)),
+            .map(|s| FieldValue::owned_any(FileSubscriptionInfo(s)).with_type(FILE_SUBSCRIPTION_INFO)),
         SubscriptionKind::AgenticSubscription => request
             .load_system::<AgenticSubscription>(&key)?
-            .map(|s| FieldValue::owned_any(AgenticSubscriptionInfo(s)).with_type(super::agentic_subscription::INFO_TYPE)),
+            .map(|s| FieldValue::owned_any(AgenticSubscriptionInfo(s)).with_type(AGENTIC_SUBSCRIPTION_INFO)),
     })
 }

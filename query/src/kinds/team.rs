@@ -11,9 +11,10 @@
 
 use super::common::{mixin_columns, non_empty};
 use crate::column::Column;
-use crate::entity::{
-    connection_field, field, nested_rows, node_value, object_values, register, string, Builder, Entity, Loader, RequestContext,
-};
+use crate::connection::{connection_field, nested_rows, register_entity};
+use crate::entity::{Builder, Entity, Loader, node_value};
+use crate::fields::{field, object_values, string};
+use crate::request::RequestContext;
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::api::Api;
@@ -115,7 +116,7 @@ fn load_member(request: &RequestContext, key: &Key) -> Result<Option<FieldValue<
 }
 
 /// Registers `Team` (with the root `teams`), `Member` and `Group.teams`.
-pub fn register_team(builder: &mut Builder) {
+pub fn register(builder: &mut Builder) {
     builder.object(
         Object::new(MEMBER)
             .implement("Node")
@@ -127,7 +128,7 @@ pub fn register_team(builder: &mut Builder) {
     );
     let loader: Loader = Arc::new(load_member);
     builder.loaders.insert(MEMBER, loader);
-    register::<Team>(builder);
+    register_entity::<Team>(builder);
     builder.extend(
         "Group",
         vec![field::<Stored<GroupRecord>>("teams", TypeRef::named_nn_list(Team::TYPE), |p, request| {

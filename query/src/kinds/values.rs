@@ -6,9 +6,8 @@
 //! team, `**********` for obfuscated callers (ARCHITECTURE.md "Viewers and visibility"), resolved when a
 //! secret manager is configured ([`crate::secrets`]).
 
-use crate::entity::{
-    boolean, enum_item, enums, field, integer, nullable_string, object_value, object_values, string, string_list, Builder,
-};
+use crate::entity::Builder;
+use crate::fields::{boolean, enum_item, enums, field, integer, nullable_string, object_value, object_values, string, string_list};
 use crate::secrets::{secret_field, SecretSite};
 use async_graphql::dynamic::{Object, TypeRef};
 use schema::common::{ApprovalStrategy, Visibility};

@@ -4,7 +4,9 @@
 //! `zones: [Zone!]!` (no pagination, no ordering guarantee beyond key order).
 
 use crate::column::Column;
-use crate::entity::{field, list_field, node_value, record_field, register, string, Builder, Entity};
+use crate::connection::{list_field, register_entity};
+use crate::entity::{Builder, Entity, node_value};
+use crate::fields::{field, record_field, string};
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use schema::keys::{index, natural};
 use schema::kinds::application::Application;
@@ -56,8 +58,8 @@ impl Entity for Zone {
 }
 
 /// Registers `Zone` and the root `zones`.
-pub fn register_zone(builder: &mut Builder) {
-    register::<Zone>(builder);
+pub fn register(builder: &mut Builder) {
+    register_entity::<Zone>(builder);
     let zones = list_field::<Zone>(builder, "zones", false);
     builder.query_fields.push(zones);
 }

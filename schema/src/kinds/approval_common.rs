@@ -452,6 +452,22 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// An approval may target exactly the kinds of the `Subscription` family of the table of
+    /// kinds (the enum itself stays written out: its variants' order is part of the records'
+    /// encoding).
+    #[test]
+    fn approvals_target_the_subscription_family() {
+        let ctx = crate::kinds::testing::ctx();
+        for kind in KindId::ALL {
+            let target = SubscriptionKind::from_target(kind.name(), &ctx).map(SubscriptionKind::kind_id);
+            if kind.family() == crate::kind::Family::Subscription {
+                assert_eq!(target, Ok(*kind));
+            } else {
+                assert!(target.is_err(), "{kind:?}");
+            }
+        }
+    }
+
     #[test]
     fn requested_scopes_from_properties() {
         assert_eq!(requested_scopes(None), Ok(None));

@@ -5,7 +5,7 @@
 
 /// One module per kind of the table of kinds (`crds::kind_table!`).
 macro_rules! kind_modules {
-    ($( $variant:ident = $code:literal, $module:ident, $label:literal, $plural:literal, $group:literal, $feature:ident; )*) => {
+    ($( $variant:ident = $code:literal, $module:ident, $label:literal, $plural:literal, $group:literal, $feature:ident, $family:ident, [$($parent:ident),*]; )*) => {
         $( pub mod $module; )*
     };
 }

@@ -51,3 +51,48 @@ fn every_kind_translates_the_world_as_its_fixture_says() {
     registry::visit(&mut check);
     assert_eq!(check.0.len(), registry::registered().len(), "every registered kind has a fixture");
 }
+
+/// Per kind: the kinds its world translations require or link to, and the indexes it writes.
+#[derive(Default)]
+struct References {
+    named: std::collections::BTreeMap<crate::KindId, std::collections::BTreeSet<crate::KindId>>,
+    linked_indexes: Vec<(crate::KindId, crate::kind::IndexName)>,
+    index_owners: std::collections::BTreeMap<crate::kind::IndexName, crate::KindId>,
+}
+
+impl KindVisitor for References {
+    fn visit<K: Kind>(&mut self) {
+        let named = self.named.entry(K::ID).or_default();
+        for doc in world_objects(K::ID.name()) {
+            let cr: K::Cr = serde_json::from_value(doc.clone()).unwrap();
+            let Ok(rec) = K::translate(&cr, &ctx()) else { continue };
+            named.extend(K::requires(&rec).into_iter().map(|parent| parent.kind));
+            for link in K::links(&rec) {
+                match link {
+                    crate::kind::Link::Via { kind, .. } => _ = named.insert(kind),
+                    crate::kind::Link::First { index, .. } => self.linked_indexes.push((K::ID, index)),
+                }
+            }
+            for (index, _) in K::index_entries(&rec, &[]) {
+                self.index_owners.insert(index, K::ID);
+            }
+        }
+    }
+}
+
+/// The table's `parents` column is what the translations say: for every kind, the kinds its
+/// world objects require, link to through another record, or find through another kind's index.
+#[test]
+fn the_parents_column_is_what_the_translations_reference() {
+    let mut references = References::default();
+    registry::visit(&mut references);
+    let References { mut named, linked_indexes, index_owners } = references;
+    for (kind, index) in linked_indexes {
+        let owner = index_owners.get(&index).unwrap_or_else(|| panic!("{kind:?} links through {index:?}, which no kind writes"));
+        named.get_mut(&kind).unwrap().insert(*owner);
+    }
+    for (kind, referenced) in named {
+        let declared: std::collections::BTreeSet<crate::KindId> = kind.parents().iter().copied().collect();
+        assert_eq!(declared, referenced, "{kind:?}: the parents column of crds::kind_table! against its translations");
+    }
+}
