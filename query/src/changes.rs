@@ -303,7 +303,6 @@ pub struct SubscriptionData {
     /// A fresh deadline for each event (the server's request timeout and shutdown flag).
     pub(crate) deadline: Arc<dyn Fn() -> Deadline + Send + Sync>,
     pub(crate) now: Option<schema::Timestamp>,
-    pub(crate) max_page_size: usize,
     pub(crate) limits: Arc<crate::limits::Limits>,
     /// The subscriptions this one shares answers with.
     pub(crate) group: Arc<answers::Group>,
@@ -328,7 +327,6 @@ pub(crate) struct Share {
 
 impl SubscriptionData {
     /// The data of a subscription of `request` by `viewer` following `log` from its head.
-    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         store: &Store,
         viewer: Viewer,
@@ -336,7 +334,6 @@ impl SubscriptionData {
         log: &ChangeLog,
         deadline: Arc<dyn Fn() -> Deadline + Send + Sync>,
         now: Option<schema::Timestamp>,
-        max_page_size: usize,
         limits: Arc<crate::limits::Limits>,
     ) -> SubscriptionData {
         let group = log.0.groups.join(answers::GroupKey::new(request, &viewer));
@@ -347,7 +344,6 @@ impl SubscriptionData {
             start: log.head(),
             deadline,
             now,
-            max_page_size,
             limits,
             group,
             next: Mutex::new(None),
@@ -366,7 +362,7 @@ impl SubscriptionData {
     /// A read view and deadline for one event of `viewer`.
     fn context(&self, viewer: Viewer) -> Result<RequestContext, Error> {
         let view = self.store.read().map_err(crate::error::storage)?;
-        Ok(RequestContext::new(&self.store, view, viewer, (self.deadline)(), self.now, self.max_page_size, &self.limits))
+        Ok(RequestContext::new(&self.store, view, viewer, (self.deadline)(), self.now, &self.limits))
     }
 }
 

@@ -334,7 +334,7 @@ impl Api {
             cost = self.measure(&p.doc, &graphql_request, &view, &viewer).map_err(refuse)?;
             graphql_request.set_parsed_query(p.doc.clone());
         }
-        let request = RequestContext::new(store, view, viewer, deadline, self.config.now, self.config.limits.max_page_size, &self.limits);
+        let request = RequestContext::new(store, view, viewer, deadline, self.config.now, &self.limits);
         Ok(Prepared { request, graphql_request, parsed, cost, store: store.clone(), mutation })
     }
 
@@ -401,16 +401,7 @@ impl Api {
             }
         }
         graphql_request.set_parsed_query(doc);
-        let data = changes::SubscriptionData::new(
-            store,
-            viewer,
-            &graphql_request,
-            log,
-            deadline,
-            self.config.now,
-            self.config.limits.max_page_size,
-            self.limits.clone(),
-        );
+        let data = changes::SubscriptionData::new(store, viewer, &graphql_request, log, deadline, self.config.now, self.limits.clone());
         Ok(graphql_request.data(data))
     }
 
@@ -494,8 +485,7 @@ impl Api {
         if let Err(e) = viewer.resolve(&view) {
             return unreadable(e);
         }
-        let request =
-            RequestContext::new(&store, view, viewer, deadline.clone(), self.config.now, self.config.limits.max_page_size, &self.limits);
+        let request = RequestContext::new(&store, view, viewer, deadline.clone(), self.config.now, &self.limits);
         let answer = self.plain.strict.execute(again.data(request).data(run.answer())).await;
         if deadline.passed() {
             return timeout(&deadline);

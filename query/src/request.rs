@@ -37,7 +37,6 @@ impl RequestContext {
         viewer: Viewer,
         deadline: crate::deadline::Deadline,
         now: Option<Timestamp>,
-        max_page_size: usize,
         limits: &Arc<crate::limits::Limits>,
     ) -> RequestContext {
         deadline.limit_response(limits.max_response_bytes);
@@ -48,7 +47,7 @@ impl RequestContext {
             view,
             viewer,
             now: now.unwrap_or_else(|| Timestamp::from_datetime(chrono::Utc::now())),
-            max_page_size,
+            max_page_size: limits.max_page_size,
             catalogue: store.catalogue(),
             limits: limits.clone(),
             deadline,

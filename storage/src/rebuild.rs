@@ -308,26 +308,10 @@ impl crate::Store {
                 // and every staged record is written anew.
                 batch.forget_records(kind)?;
             }
-            let staged: Vec<(Vec<u8>, Staged)> = {
-                let staging = batch.txn_for_other_tables().open_table(REBUILD)?;
-                let (start, end) = (staged_key(kind, &[]), [kind.code(), 2]);
-                let mut all = Vec::new();
-                for item in staging.range(start.as_slice()..&end[..])? {
-                    let (k, v) = item?;
-                    all.push((k.value()[2..].to_vec(), crate::codec::decode::<Staged>(v.value(), "staged record")?));
-                }
-                all
-            };
-            let source_of = |raw: &[u8]| -> Result<SourceRef, StorageError> {
-                let parts = Key::from_bytes(raw.to_vec()).parts().map_err(|_| StorageError::Corrupt("staged source".into()))?;
-                match parts.as_slice() {
-                    [ns, name] => Ok(SourceRef { kind, namespace: ns.clone(), name: name.clone() }),
-                    _ => Err(StorageError::Corrupt("staged source".into())),
-                }
-            };
+            let staged = staged_records(batch, kind)?;
             let mut seen = std::collections::HashSet::with_capacity(staged.len());
             for (raw, s) in &staged {
-                let src = source_of(raw)?;
+                let src = staged_source(kind, raw)?;
                 seen.insert(raw.clone());
                 if s.damaged && served {
                     // The previous record stays; the document is filled in by the next start.
@@ -376,6 +360,27 @@ impl crate::Store {
         switched.revision = revision;
         self.rebuilding.lock().unwrap_or_else(|e| e.into_inner()).retain(|(k, _)| *k != kind);
         Ok(switched)
+    }
+}
+
+/// The staged records of `kind`: (the source's key bytes, the staged entry), in key order.
+fn staged_records(batch: &mut crate::write::WriteBatch<'_>, kind: KindId) -> Result<Vec<(Vec<u8>, Staged)>, StorageError> {
+    let staging = batch.txn_for_other_tables().open_table(REBUILD)?;
+    let (start, end) = (staged_key(kind, &[]), [kind.code(), 2]);
+    let mut all = Vec::new();
+    for item in staging.range(start.as_slice()..&end[..])? {
+        let (k, v) = item?;
+        all.push((k.value()[2..].to_vec(), crate::codec::decode::<Staged>(v.value(), "staged record")?));
+    }
+    Ok(all)
+}
+
+/// The object a staged entry's key bytes (`namespace · name`) name.
+fn staged_source(kind: KindId, raw: &[u8]) -> Result<SourceRef, StorageError> {
+    let parts = Key::from_bytes(raw.to_vec()).parts().map_err(|_| StorageError::Corrupt("staged source".into()))?;
+    match parts.as_slice() {
+        [ns, name] => Ok(SourceRef { kind, namespace: ns.clone(), name: name.clone() }),
+        _ => Err(StorageError::Corrupt("staged source".into())),
     }
 }
 

@@ -827,10 +827,11 @@ impl ManifestsSource {
         }
         let stop = Arc::new(AtomicBool::new(false));
         let skips = Arc::new(Mutex::new(Vec::new()));
-        let (stop2, skips2, dir2) = (stop.clone(), skips.clone(), dir.to_path_buf());
+        let source =
+            SourceThread { dir: dir.to_path_buf(), sender, readiness, metrics, interval, stop: stop.clone(), skips: skips.clone() };
         let thread = std::thread::Builder::new()
             .name("cp-manifests".into())
-            .spawn(move || run(dir2, state, sender, readiness, metrics, interval, stop2, skips2))
+            .spawn(move || source.run(state))
             .map_err(|e| format!("cannot start the manifests source: {e}"))?;
         Ok(ManifestsSource { stop, thread: Some(thread), skips })
     }
@@ -862,90 +863,108 @@ impl Drop for ManifestsSource {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run(
+/// The manifests source's thread: what it reads, where it sends, what it reports.
+struct SourceThread {
     dir: PathBuf,
-    mut state: ManifestsState,
     sender: ChangeSender,
     readiness: Readiness,
     metrics: Metrics,
+    /// The time between two reads of the directory.
     interval: Duration,
     stop: Arc<AtomicBool>,
     skips: Arc<Mutex<Vec<SkipReport>>>,
-) {
-    let t0 = Instant::now();
-    let warm = state.warm_start().unwrap_or_else(|e| {
-        tracing::warn!(error = %e, "cannot read the manifests checkpoints; reading every file");
-        WarmStart::default()
-    });
-    let expect = |c: &mut Change| {
-        if let Change::Apply { src, origin, token, .. } | Change::Delete { src, origin, token } = c {
-            *token = Some(readiness.expect_in(src.kind.name(), format!("{src} ({origin})")));
-        }
-    };
-    let r = state.refresh_streaming(&mut |mut c| {
-        expect(&mut c);
-        sender.send_paced(c);
-    });
-    // The skips are visible before they are counted: a reader woken by the count sees them.
-    *skips.lock().unwrap_or_else(|e| e.into_inner()) = state.skips();
-    report(&r, &metrics);
-    let applies = r.sent;
-    let mut gone = 0;
-    if warm.checked {
-        // Every stored object was checked against the checkpoints: delete what no file holds.
-        for src in state.not_held(warm.unconfirmed) {
-            gone += 1;
-            let mut c = Change::Delete { src, origin: Arc::from("no longer in the directory"), token: None };
+}
+
+impl SourceThread {
+    /// The initial scan, then a read of the directory every `interval` until `stop`.
+    fn run(self, mut state: ManifestsState) {
+        self.initial_scan(&mut state);
+        self.poll(state);
+    }
+
+    /// Sends every document of the directory (only those changed since the checkpoints on a
+    /// warm start) and the deletes of what no file holds any more, then ends the initial phase.
+    fn initial_scan(&self, state: &mut ManifestsState) {
+        let (dir, sender, readiness) = (&self.dir, &self.sender, &self.readiness);
+        let t0 = Instant::now();
+        let warm = state.warm_start().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "cannot read the manifests checkpoints; reading every file");
+            WarmStart::default()
+        });
+        let expect = |c: &mut Change| {
+            if let Change::Apply { src, origin, token, .. } | Change::Delete { src, origin, token } = c {
+                *token = Some(readiness.expect_in(src.kind.name(), format!("{src} ({origin})")));
+            }
+        };
+        let r = state.refresh_streaming(&mut |mut c| {
             expect(&mut c);
+            sender.send_paced(c);
+        });
+        // The skips are visible before they are counted: a reader woken by the count sees them.
+        *self.skips.lock().unwrap_or_else(|e| e.into_inner()) = state.skips();
+        report(&r, &self.metrics);
+        let applies = r.sent;
+        let mut gone = 0;
+        if warm.checked {
+            // Every stored object was checked against the checkpoints: delete what no file holds.
+            for src in state.not_held(warm.unconfirmed) {
+                gone += 1;
+                let mut c = Change::Delete { src, origin: Arc::from("no longer in the directory"), token: None };
+                expect(&mut c);
+                sender.send(c);
+            }
+        } else if !warm.store_empty {
+            let kinds = schema::registry::registered();
+            let token = Some(readiness.expect("sweep of objects no longer in the directory".into()));
+            sender.send(Change::Sweep { kinds, present: Arc::new(state.present()), keep_newer_than: None, report: None, token });
+        }
+        for c in state.take_checkpoints() {
             sender.send(c);
         }
-    } else if !warm.store_empty {
-        let kinds = schema::registry::registered();
-        let token = Some(readiness.expect("sweep of objects no longer in the directory".into()));
-        sender.send(Change::Sweep { kinds, present: Arc::new(state.present()), keep_newer_than: None, report: None, token });
-    }
-    for c in state.take_checkpoints() {
-        sender.send(c);
-    }
-    if state.file_count() == 0 {
-        tracing::warn!(
+        if state.file_count() == 0 {
+            tracing::warn!(
+                dir = %dir.display(),
+                "the manifests directory holds no manifest files (*.yaml, *.yml, *.json): nothing is projected"
+            );
+        }
+        // The initial scan's transient memory (a restart's check of every object) goes back now.
+        crate::release_free_memory();
+        readiness.end_phase(&initial_phase(dir));
+        tracing::info!(
             dir = %dir.display(),
-            "the manifests directory holds no manifest files (*.yaml, *.yml, *.json): nothing is projected"
+            documents = state.document_count(),
+            files_read = r.files_read,
+            files_unchanged = state.file_count().saturating_sub(r.files_read),
+            changes = applies + gone,
+            skipped = state.skips().len(),
+            elapsed = ?t0.elapsed(),
+            "initial scan done"
         );
     }
-    // The initial scan's transient memory (a restart's check of every object) goes back now.
-    crate::release_free_memory();
-    readiness.end_phase(&initial_phase(&dir));
-    tracing::info!(
-        dir = %dir.display(),
-        documents = state.document_count(),
-        files_read = r.files_read,
-        files_unchanged = state.file_count().saturating_sub(r.files_read),
-        changes = applies + gone,
-        skipped = state.skips().len(),
-        elapsed = ?t0.elapsed(),
-        "initial scan done"
-    );
-    let mut polls: u64 = 0;
-    loop {
-        std::thread::park_timeout(interval);
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        polls += 1;
-        let r = state.refresh_with(polls.is_multiple_of(FULL_CHECK_EVERY));
-        if r.changed {
-            *skips.lock().unwrap_or_else(|e| e.into_inner()) = state.skips();
-            report(&r, &metrics);
-            if !r.changes.is_empty() {
-                tracing::info!(files_read = r.files_read, changes = r.changes.len(), "manifests changed");
+
+    /// Reads the directory every `interval` (every file's content each `FULL_CHECK_EVERY`th
+    /// time) and sends what changed, until `stop` or the writer is gone.
+    fn poll(&self, mut state: ManifestsState) {
+        let mut polls: u64 = 0;
+        loop {
+            std::thread::park_timeout(self.interval);
+            if self.stop.load(Ordering::SeqCst) {
+                break;
             }
-        }
-        // Checkpoints also move when a file was only touched (same content, new time).
-        for c in r.changes.into_iter().chain(state.take_checkpoints()) {
-            if !sender.send_paced(c) {
-                return;
+            polls += 1;
+            let r = state.refresh_with(polls.is_multiple_of(FULL_CHECK_EVERY));
+            if r.changed {
+                *self.skips.lock().unwrap_or_else(|e| e.into_inner()) = state.skips();
+                report(&r, &self.metrics);
+                if !r.changes.is_empty() {
+                    tracing::info!(files_read = r.files_read, changes = r.changes.len(), "manifests changed");
+                }
+            }
+            // Checkpoints also move when a file was only touched (same content, new time).
+            for c in r.changes.into_iter().chain(state.take_checkpoints()) {
+                if !self.sender.send_paced(c) {
+                    return;
+                }
             }
         }
     }
