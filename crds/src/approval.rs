@@ -3,41 +3,76 @@
 //! Also home of the types ApprovalRequest shares with it ([`Requester`], [`Decider`],
 //! [`Decision`], [`AvailableTransition`]): the two CRDs define them identically.
 
-use crate::common::{Condition, ObjectRef, TypedObjectRef};
+use crate::common::{ObjectRef, TypedObjectRef};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
 
-/// `spec` of an Approval.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[kube(group = "approval.cp.ei.telekom.de", version = "v1", kind = "Approval", namespaced, status = "ApprovalStatus", schema = "disabled")]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalSpec {
-    /// `spec.action` (required by the CRD, defaulted to `unknown` by the API server and so here
-    /// too), e.g. `subscribe`.
-    #[serde(default = "default_action")]
-    pub action: String,
-    /// `spec.strategy` (required by the CRD, default `Auto`): `Auto`, `Simple` or `FourEyes`.
-    #[serde(default = "default_strategy")]
-    pub strategy: String,
-    /// `spec.state` (required by the CRD, default `Pending`): `Pending`, `Semigranted`,
-    /// `Granted`, `Rejected`, `Suspended` or `Expired`.
-    #[serde(default = "default_state")]
-    pub state: String,
-    /// `spec.target` (required by the CRD): the subscription the approval is for.
-    pub target: TypedObjectRef,
-    /// `spec.requester` (required by the CRD).
-    pub requester: Requester,
-    /// `spec.decider` (optional).
-    #[serde(default)]
-    pub decider: Option<Decider>,
-    /// `spec.decisions[]` (required by the CRD, default `[]`).
-    #[serde(default)]
-    pub decisions: Vec<Decision>,
-    /// `spec.approvedRequest` (optional): the ApprovalRequest this approval was granted for.
-    #[serde(default)]
-    pub approved_request: Option<ObjectRef>,
+/// A spec or status struct of the approval family: the fields Approval and ApprovalRequest share
+/// (their CRDs define them identically), then the kind's own `$own` fields.
+macro_rules! approval_struct {
+    (spec $(#[$attr:meta])* $name:ident { $($own:tt)* }) => {
+        $(#[$attr])*
+        #[serde(rename_all = "camelCase")]
+        pub struct $name {
+            /// `spec.action` (required by the CRD, defaulted to `unknown` by the API server and
+            /// so here too), e.g. `subscribe`.
+            #[serde(default = "crate::approval::default_action")]
+            pub action: String,
+            /// `spec.strategy` (required by the CRD, default `Auto`): `Auto`, `Simple` or
+            /// `FourEyes`.
+            #[serde(default = "crate::approval::default_strategy")]
+            pub strategy: String,
+            /// `spec.state` (required by the CRD, default `Pending`): `Pending`, `Semigranted`,
+            /// `Granted`, `Rejected`; an Approval also `Suspended` or `Expired`.
+            #[serde(default = "crate::approval::default_state")]
+            pub state: String,
+            /// `spec.target` (required by the CRD): the subscription the approval is for.
+            pub target: $crate::common::TypedObjectRef,
+            /// `spec.requester` (required by the CRD).
+            pub requester: $crate::approval::Requester,
+            /// `spec.decider` (optional).
+            #[serde(default)]
+            pub decider: Option<$crate::approval::Decider>,
+            /// `spec.decisions[]` (required by the CRD, default `[]`).
+            #[serde(default)]
+            pub decisions: Vec<$crate::approval::Decision>,
+            $($own)*
+        }
+    };
+    (status $(#[$attr:meta])* $name:ident { $($own:tt)* }) => {
+        $(#[$attr])*
+        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        pub struct $name {
+            /// `status.conditions`.
+            #[serde(default)]
+            pub conditions: Vec<$crate::common::Condition>,
+            /// `status.availableTransitions[]` (optional).
+            #[serde(default)]
+            pub available_transitions: Vec<$crate::approval::AvailableTransition>,
+            /// `status.lastState` (optional).
+            #[serde(default)]
+            pub last_state: Option<String>,
+            /// `status.notificationRefs[]` (optional).
+            #[serde(default)]
+            pub notification_refs: Vec<$crate::common::ObjectRef>,
+            $($own)*
+        }
+    };
 }
+pub(crate) use approval_struct;
+
+approval_struct!(spec
+    /// `spec` of an Approval.
+    #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[kube(group = "approval.cp.ei.telekom.de", version = "v1", kind = "Approval", namespaced, status = "ApprovalStatus", schema = "disabled")]
+    ApprovalSpec {
+        /// `spec.approvedRequest` (optional): the ApprovalRequest this approval was granted for.
+        #[serde(default)]
+        pub approved_request: Option<ObjectRef>,
+    }
+);
 
 /// The CRD default of `spec.action`.
 pub(crate) fn default_action() -> String {
@@ -117,23 +152,11 @@ pub struct AvailableTransition {
     pub to: String,
 }
 
-/// `status` of an Approval.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ApprovalStatus {
-    /// `status.conditions`.
-    #[serde(default)]
-    pub conditions: Vec<Condition>,
-    /// `status.availableTransitions[]` (optional).
-    #[serde(default)]
-    pub available_transitions: Vec<AvailableTransition>,
-    /// `status.expiresAt` (optional): when a granted approval expires.
-    #[serde(default)]
-    pub expires_at: Option<Time>,
-    /// `status.lastState` (optional).
-    #[serde(default)]
-    pub last_state: Option<String>,
-    /// `status.notificationRefs[]` (optional).
-    #[serde(default)]
-    pub notification_refs: Vec<ObjectRef>,
-}
+approval_struct!(status
+    /// `status` of an Approval.
+    ApprovalStatus {
+        /// `status.expiresAt` (optional): when a granted approval expires.
+        #[serde(default)]
+        pub expires_at: Option<Time>,
+    }
+);
