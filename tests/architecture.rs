@@ -716,9 +716,6 @@ const LONG_FUNCTIONS: &[(&str, &str, usize)] = &[
     ("query/src/kinds/values.rs", "register", 189),
     ("query/src/mutations.rs", "register", 181),
     ("query/src/search.rs", "register", 158),
-    ("storage/src/lib.rs", "build_orders_from", 90),
-    ("storage/src/read.rs", "check_invariants", 94),
-    ("storage/src/snapshot.rs", "decode_body", 94),
     ("storage/src/snapshot.rs", "restore", 107),
     ("storage/src/write.rs", "upsert_parts", 91),
 ];

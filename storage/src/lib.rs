@@ -786,8 +786,7 @@ impl Store {
                 let mut items = records.range::<&[u8]>((lower, Bound::Unbounded))?;
                 let mut entries = Vec::new();
                 let mut last: Option<Vec<u8>> = None;
-                let mut read = 0;
-                let mut done = false;
+                let (mut read, mut done) = (0, false);
                 while read < budget && !(read > 0 && out_of_time()) {
                     let Some(item) = items.next() else {
                         done = true;
@@ -821,6 +820,14 @@ impl Store {
         txn.commit()?;
         step.pending = step.left > 0;
         self.wanted.building.store(step.pending, std::sync::atomic::Ordering::SeqCst);
+        step.built = self.orders_progressed(chunks);
+        Ok(step)
+    }
+
+    /// Adds each committed chunk (kind, order, entries written, whether the order is complete)
+    /// to the orders' progress; returns the orders a chunk completed, with their totals.
+    fn orders_progressed(&self, chunks: Vec<(schema::KindId, OrderField, usize, bool)>) -> Vec<BuiltOrder> {
+        let mut built = Vec::new();
         let mut progress = self.wanted.progress.lock().unwrap_or_else(|e| e.into_inner());
         for (kind, order, entries, done) in chunks {
             let now = std::time::Instant::now();
@@ -828,10 +835,10 @@ impl Store {
             at.1 += entries;
             if done {
                 let (started, entries) = progress.remove(&(kind, order)).unwrap_or((now, entries));
-                step.built.push(BuiltOrder { kind, order, entries, seconds: started.elapsed().as_secs_f64() });
+                built.push(BuiltOrder { kind, order, entries, seconds: started.elapsed().as_secs_f64() });
             }
         }
-        Ok(step)
+        built
     }
 
     /// Runs `apply` on a new write batch, then commits what it wrote durably, stamped `now`: the

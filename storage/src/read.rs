@@ -438,6 +438,35 @@ impl ReadView {
             .collect()
     }
 
+    /// The kinds re-derived from the volume, with their record keys: such a kind may hold
+    /// records this build cannot read (its switch rewrites them), so [`Self::check_invariants`]
+    /// leaves its records and their entries out.
+    fn rederiving_records(&self) -> Result<Vec<(KindId, std::collections::HashSet<Vec<u8>>)>, StorageError> {
+        let meta = self.txn.open_table(tables::META)?;
+        let mut rederiving = Vec::new();
+        for &kind in KindId::ALL {
+            if meta.get(crate::rebuild::mark_key(kind).as_str())?.is_some() {
+                let t = self.txn.open_table(tables::records(kind))?;
+                let keys = t.iter()?.map(|i| i.map(|(k, _)| k.value().to_vec())).collect::<Result<_, _>>()?;
+                rederiving.push((kind, keys));
+            }
+        }
+        Ok(rederiving)
+    }
+
+    /// How many stored source documents have no source entry.
+    fn documents_without_source(&self) -> Result<u64, StorageError> {
+        let sources = self.txn.open_table(tables::SOURCES)?;
+        let mut orphans = 0;
+        for item in self.txn.open_table(crate::documents::DOCUMENTS)?.iter()? {
+            let (k, _) = item?;
+            if sources.get(k.value())?.is_none() {
+                orphans += 1;
+            }
+        }
+        Ok(orphans)
+    }
+
     /// Checks the store invariants listed in the crate docs; returns every violation found.
     ///
     /// # Errors
@@ -449,17 +478,7 @@ impl ReadView {
         let mut expected_order = std::collections::BTreeSet::new();
         let mut expected_entries = std::collections::BTreeSet::new();
         let mut expected_counts = std::collections::BTreeMap::<Vec<u8>, u64>::new();
-        // A kind re-derived from the volume may hold records this build cannot read (its switch
-        // rewrites them): its records and their entries are left out of the check.
-        let meta = self.txn.open_table(tables::META)?;
-        let mut unchecked: Vec<(KindId, std::collections::HashSet<Vec<u8>>)> = Vec::new();
-        for &kind in KindId::ALL {
-            if meta.get(crate::rebuild::mark_key(kind).as_str())?.is_some() {
-                let t = self.txn.open_table(tables::records(kind))?;
-                let keys = t.iter()?.map(|i| i.map(|(k, _)| k.value().to_vec())).collect::<Result<_, _>>()?;
-                unchecked.push((kind, keys));
-            }
-        }
+        let unchecked = self.rederiving_records()?;
         for &kind in KindId::ALL {
             let Some(ops) = kinds.get(kind) else { continue };
             if unchecked.iter().any(|(k, _)| *k == kind) {
@@ -482,14 +501,7 @@ impl ReadView {
                 }
             }
         }
-        let sources = self.txn.open_table(tables::SOURCES)?;
-        let mut orphans = 0;
-        for item in self.txn.open_table(crate::documents::DOCUMENTS)?.iter()? {
-            let (k, _) = item?;
-            if sources.get(k.value())?.is_none() {
-                orphans += 1;
-            }
-        }
+        let orphans = self.documents_without_source()?;
         if orphans > 0 {
             problems.push(format!("source documents: {orphans} without a source entry"));
         }

@@ -548,36 +548,9 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)], limit: u64
                 }
                 sections.push(Section { kind, records: Vec::new(), sources: Vec::new(), documents: Vec::new(), dictionary: None });
             }
-            Frame::Record(k, v) => {
-                let section = sections.last_mut().ok_or_else(|| malformed("a record before any section".into()))?;
-                let counted = counted(counts, section.kind).unwrap_or(0);
-                if section.records.len() as u64 >= counted {
-                    return Err(malformed(format!("{}: more records than the header counts ({counted})", section.kind.name())));
-                }
-                section.records.push((k.to_vec(), v.to_vec()))
-            }
-            Frame::Source(k, v) => {
-                let section = sections.last_mut().ok_or_else(|| malformed("a source before any section".into()))?;
-                let counted = counted(counts, section.kind).unwrap_or(0);
-                if section.sources.len() as u64 >= counted {
-                    return Err(malformed(format!(
-                        "{}: more source entries than the header counts records ({counted})",
-                        section.kind.name()
-                    )));
-                }
-                section.sources.push((k.to_vec(), v.to_vec()))
-            }
-            Frame::Document(k, v) => {
-                let section = sections.last_mut().ok_or_else(|| malformed("a document before any section".into()))?;
-                let counted = counted(counts, section.kind).unwrap_or(0);
-                if section.documents.len() as u64 >= counted {
-                    return Err(malformed(format!(
-                        "{}: more source documents than the header counts records ({counted})",
-                        section.kind.name()
-                    )));
-                }
-                section.documents.push((k.to_vec(), v.to_vec()))
-            }
+            Frame::Record(k, v) => push_counted(&mut sections, counts, SectionPart::Records, k, v)?,
+            Frame::Source(k, v) => push_counted(&mut sections, counts, SectionPart::Sources, k, v)?,
+            Frame::Document(k, v) => push_counted(&mut sections, counts, SectionPart::Documents, k, v)?,
             Frame::Dictionary(id, bytes) => {
                 let section = sections.last_mut().ok_or_else(|| malformed("a document dictionary before any section".into()))?;
                 if section.dictionary.is_some() {
@@ -602,6 +575,36 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)], limit: u64
             }
         }
     }
+}
+
+/// The entries of a section a frame adds to.
+#[derive(Clone, Copy)]
+enum SectionPart {
+    Records,
+    Sources,
+    Documents,
+}
+
+/// Adds a record, source entry or source document to the last section, refusing one before any
+/// section and more than the header counts records of its kind.
+fn push_counted(sections: &mut [Section], counts: &[(String, u64)], part: SectionPart, k: &[u8], v: &[u8]) -> Result<(), SnapshotError> {
+    let (one, more) = match part {
+        SectionPart::Records => ("a record", "records than the header counts"),
+        SectionPart::Sources => ("a source", "source entries than the header counts records"),
+        SectionPart::Documents => ("a document", "source documents than the header counts records"),
+    };
+    let section = sections.last_mut().ok_or_else(|| SnapshotError::Malformed(format!("{one} before any section")))?;
+    let counted = counted(counts, section.kind).unwrap_or(0);
+    let entries = match part {
+        SectionPart::Records => &mut section.records,
+        SectionPart::Sources => &mut section.sources,
+        SectionPart::Documents => &mut section.documents,
+    };
+    if entries.len() as u64 >= counted {
+        return Err(SnapshotError::Malformed(format!("{}: more {more} ({counted})", section.kind.name())));
+    }
+    entries.push((k.to_vec(), v.to_vec()));
+    Ok(())
 }
 
 /// Refuses a header whose counts name a kind this build does not have or a kind twice, so
