@@ -368,7 +368,6 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
         ("has…With nested 4 levels", ADMIN, q("{ applications(first: 10, where: {hasZoneWith: [{hasApplicationsWith: [{hasZoneWith: [{hasApplicationsWith: [{name: \"x\"}]}]}]}]}) { totalCount } }".into()), "FILTER_TOO_DEEP", GROWTH_MB),
         ("has…With nested 3 levels runs", ADMIN, q("{ applications(first: 10, where: {hasZoneWith: [{hasApplicationsWith: [{hasZoneWith: [{name: \"x\"}]}]}]}) { totalCount } }".into()), "OK", GROWTH_MB),
         ("doubling fragment chain of 26", &team, q(fragments), "QUERY_TOO_COMPLEX", GROWTH_MB),
-        ("500 aliases of approvalRequests(first: 1000): a 188 MB answer", ADMIN, q(format!("{{ {} }}", (0..500).map(|i| format!("a{i}: approvalRequests(first: 1000) {{ edges {{ node {{ id name requester {{ reason teamName }} }} }} }}")).collect::<Vec<_>>().join(" "))), "RESPONSE_TOO_LARGE", GROWTH_MB),
         ("or of 900 predicates on one 400 KB variable", &team, json!({"query": format!("query($s: String!) {{ applications(first: 1, where: {{or: [{}]}}) {{ totalCount }} }}", vec!["{nameContains: $s}"; 900].join(", ")), "variables": {"s": "É".repeat(200_000)}}), "FILTER_TOO_LARGE", GROWTH_MB),
         ("selection 40 levels", &team, q(format!("{}{}", "{ a ".repeat(40), "}".repeat(40))), "QUERY_TOO_DEEP", GROWTH_MB),
     ];
@@ -538,6 +537,17 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
     let store = storage::Store::open(&data).expect("the store opens after SIGTERM");
     assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
     drop(store);
+
+    // ---- an answer larger than `graphql.maxResponseBytes`: cut, whatever the machine's load
+    // (the request timeout is long enough for the limit to come first) ----
+    let mut s = Server::start(&manifests, &data, &[("CP_GRAPHQL_REQUEST_TIMEOUT", "120s")]).await;
+    let aliases = (0..500)
+        .map(|i| format!("a{i}: approvalRequests(first: 1000) {{ edges {{ node {{ id name requester {{ reason teamName }} }} }} }}"));
+    let name = "500 aliases of approvalRequests(first: 1000): a 188 MB answer";
+    let (status, code) = s.case(name, ADMIN, q(format!("{{ {} }}", aliases.collect::<Vec<_>>().join(" "))), GROWTH_MB).await;
+    assert_eq!((status, code.as_str()), (200, "RESPONSE_TOO_LARGE"), "{name}");
+    let (status, _) = s.terminate();
+    assert!(status.success(), "exit status {status}");
 
     // ---- a 1 ms time limit: TIMEOUT, no data ----
     let mut s = Server::start(&manifests, &data, &[("CP_GRAPHQL_REQUEST_TIMEOUT", "1ms")]).await;

@@ -758,18 +758,7 @@ impl Store {
         // Of those kept, a kind whose records this build cannot read is written as it is, without
         // the entries derived from its records, and marked re-deriving from the volume: its
         // switch writes every record anew.
-        let unreadable: Vec<KindId> = from_volume
-            .iter()
-            .copied()
-            .filter(|&kind| {
-                let Some(ops) = self.kinds.get(kind) else { return true };
-                sections
-                    .iter()
-                    .filter(|s| s.kind == kind)
-                    .flat_map(|s| &s.records)
-                    .any(|(_, v)| decode_record::<Envelope>(v, kind.name()).map_or(true, |env| !ops.round_trips(&env.record)))
-            })
-            .collect();
+        let unreadable = self.unreadable_kinds(&from_volume, &sections);
         let derived_sections: Vec<&Section> = sections.iter().copied().filter(|s| !unreadable.contains(&s.kind)).collect();
         let txn = self.database()?.begin_write().map_err(StorageError::from)?;
         for &kind in &rederived {
@@ -803,31 +792,7 @@ impl Store {
             append(&mut index_entries, "secondary index", derived.index_entries.iter().map(|k| (k.as_slice(), ())))?;
             let mut ct = txn.open_table(tables::COUNTS).map_err(StorageError::from)?;
             append(&mut ct, "counters", derived.counts.iter().map(|(k, n)| (k.as_slice(), *n)))?;
-            // The entries derived are those of the natural-key orders alone.
-            txn.open_table(tables::BUILT).map_err(StorageError::from)?.retain(|_, _| false).map_err(StorageError::from)?;
-            txn.open_table(tables::BUILDING).map_err(StorageError::from)?.retain(|_, _| false).map_err(StorageError::from)?;
-            let mut meta = txn.open_table(tables::META).map_err(StorageError::from)?;
-            meta.insert("revision", snap.header.revision).map_err(StorageError::from)?;
-            let last_commit = snap.header.last_commit.unwrap_or(snap.header.created_at);
-            meta.insert("last_commit", last_commit.0.max(0) as u64).map_err(StorageError::from)?;
-            // The restored documents are complete when every section carries one per source entry
-            // (a snapshot written before documents were kept carries none).
-            match snap.body.sections.iter().all(|s| s.documents.len() == s.sources.len()) {
-                true => meta.insert(crate::documents::COMPLETE, 1).map_err(StorageError::from)?,
-                false => meta.remove(crate::documents::COMPLETE).map_err(StorageError::from)?,
-            };
-            let mut dictionaries = txn.open_table(crate::documents::DICTIONARIES).map_err(StorageError::from)?;
-            for s in &sections {
-                if let Some((id, bytes)) = &s.dictionary {
-                    dictionaries.insert(s.kind.code(), encode(&(*id, bytes)).as_slice()).map_err(StorageError::from)?;
-                }
-            }
-            let synced = crate::SyncState {
-                synced_at: snap.header.synced_from.is_some().then_some(snap.header.revision),
-                source: snap.header.synced_from.clone(),
-            };
-            crate::sync::write(&mut txn.open_table(crate::sync::SYNC_STATE).map_err(StorageError::from)?, &synced)?;
-            Ok(())
+            write_restored_meta(&txn, snap, &sections)
         })?;
         tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: index entries written");
         txn.commit().map_err(StorageError::from)?;
@@ -846,6 +811,54 @@ impl Store {
         }
         Ok(())
     }
+
+    /// The kinds of `from_volume` whose records in `sections` this build cannot read (or does
+    /// not have): they are restored as they are and re-derived.
+    fn unreadable_kinds(&self, from_volume: &[KindId], sections: &[&Section]) -> Vec<KindId> {
+        from_volume
+            .iter()
+            .copied()
+            .filter(|&kind| {
+                let Some(ops) = self.kinds.get(kind) else { return true };
+                sections
+                    .iter()
+                    .filter(|s| s.kind == kind)
+                    .flat_map(|s| &s.records)
+                    .any(|(_, v)| decode_record::<Envelope>(v, kind.name()).map_or(true, |env| !ops.round_trips(&env.record)))
+            })
+            .collect()
+    }
+}
+
+/// Writes what a restored store knows besides its records and entries: no order built beyond
+/// the natural-key ones, the snapshot's revision and last commit, whether its documents are
+/// complete, the sections' document dictionaries and the sync state.
+fn write_restored_meta(txn: &redb::WriteTransaction, snap: &Snapshot, sections: &[&Section]) -> Result<(), SnapshotError> {
+    // The entries derived are those of the natural-key orders alone.
+    txn.open_table(tables::BUILT).map_err(StorageError::from)?.retain(|_, _| false).map_err(StorageError::from)?;
+    txn.open_table(tables::BUILDING).map_err(StorageError::from)?.retain(|_, _| false).map_err(StorageError::from)?;
+    let mut meta = txn.open_table(tables::META).map_err(StorageError::from)?;
+    meta.insert("revision", snap.header.revision).map_err(StorageError::from)?;
+    let last_commit = snap.header.last_commit.unwrap_or(snap.header.created_at);
+    meta.insert("last_commit", last_commit.0.max(0) as u64).map_err(StorageError::from)?;
+    // The restored documents are complete when every section carries one per source entry
+    // (a snapshot written before documents were kept carries none).
+    match snap.body.sections.iter().all(|s| s.documents.len() == s.sources.len()) {
+        true => meta.insert(crate::documents::COMPLETE, 1).map_err(StorageError::from)?,
+        false => meta.remove(crate::documents::COMPLETE).map_err(StorageError::from)?,
+    };
+    let mut dictionaries = txn.open_table(crate::documents::DICTIONARIES).map_err(StorageError::from)?;
+    for s in sections {
+        if let Some((id, bytes)) = &s.dictionary {
+            dictionaries.insert(s.kind.code(), encode(&(*id, bytes)).as_slice()).map_err(StorageError::from)?;
+        }
+    }
+    let synced = crate::SyncState {
+        synced_at: snap.header.synced_from.is_some().then_some(snap.header.revision),
+        source: snap.header.synced_from.clone(),
+    };
+    crate::sync::write(&mut txn.open_table(crate::sync::SYNC_STATE).map_err(StorageError::from)?, &synced)?;
+    Ok(())
 }
 
 /// Writes every record and source entry of `body`, as stored, into `txn`.

@@ -812,27 +812,40 @@ impl<'txn> WriteBatch<'txn> {
             true
         };
         if previous.as_ref().is_none_or(|p| p.key != key || p.version != version) {
-            let entry = SourceEntry { key, version: version.to_string() };
-            self.source_memo.replace(None);
-            self.tables.sources.insert(skey.as_slice(), encode(&entry).as_slice())?;
-            // The document goes with its source entry: one of an older version never stays.
             let same_version = previous.as_ref().is_some_and(|p| p.version == version);
-            match parts.document {
-                Some(doc) => {
-                    self.tables.documents.insert(skey.as_slice(), &*self.dictionaries.with_dictionary(K::ID, doc))?;
-                }
-                None if !same_version => {
-                    self.tables.documents.remove(skey.as_slice())?;
-                }
-                None => {}
-            }
-            self.sources_changed = true;
+            self.put_source(K::ID, &skey, SourceEntry { key, version: version.to_string() }, same_version, parts.document)?;
         }
         Ok(match (unlinked, written) {
             (true, w) => Outcome::Unlinked { written: w },
             (false, true) => Outcome::Written,
             (false, false) => Outcome::Unchanged,
         })
+    }
+
+    /// Writes the source entry `entry` at `skey` and its document: `document` when given, else
+    /// the stored one goes unless it is of the same version (`same_version`): a document of an
+    /// older version never stays.
+    fn put_source(
+        &mut self,
+        kind: KindId,
+        skey: &[u8],
+        entry: SourceEntry,
+        same_version: bool,
+        document: Option<&[u8]>,
+    ) -> Result<(), StorageError> {
+        self.source_memo.replace(None);
+        self.tables.sources.insert(skey, encode(&entry).as_slice())?;
+        match document {
+            Some(doc) => {
+                self.tables.documents.insert(skey, &*self.dictionaries.with_dictionary(kind, doc))?;
+            }
+            None if !same_version => {
+                self.tables.documents.remove(skey)?;
+            }
+            None => {}
+        }
+        self.sources_changed = true;
+        Ok(())
     }
 
     /// The other source object that holds `key` with the stored record `env`, if `src` is not

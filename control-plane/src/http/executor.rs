@@ -232,21 +232,7 @@ impl Executor {
         }
         // Counted until the request's work is done, not only until the answer is sent.
         let in_flight = InFlight(self.in_flight.clone());
-        let permit = match self.light.clone().try_acquire_owned() {
-            Ok(p) => p,
-            Err(_) => {
-                let queued = self.metrics.graphql_queued.with_label_values(&["light"]);
-                queued.inc();
-                let wait = self.light.clone().acquire_owned();
-                let got = match deadline {
-                    Some(at) => tokio::time::timeout_at(at.into(), wait).await.map_err(|_| Refusal::Deadline),
-                    None => Ok(wait.await),
-                };
-                queued.dec();
-                // The semaphore is never closed.
-                got?.map_err(|_| Refusal::Overloaded)?
-            }
-        };
+        let permit = self.light_permit(deadline).await?;
         self.metrics.graphql_executing.with_label_values(&["light"]).inc();
         let hold = Arc::new(Hold { light: Mutex::new(Some(permit)), heavy: Mutex::new(None), metrics: self.metrics.clone() });
         let prepared = match prepare() {
@@ -299,6 +285,24 @@ impl Executor {
                 Ok(lost(Lost::Panicked))
             }
         }
+    }
+
+    /// A light permit: at once when one is free, else queued (counted in
+    /// `controlplane_graphql_queued{lane="light"}`) until one is or `deadline` passes.
+    async fn light_permit(&self, deadline: Option<Instant>) -> Result<tokio::sync::OwnedSemaphorePermit, Refusal> {
+        if let Ok(permit) = self.light.clone().try_acquire_owned() {
+            return Ok(permit);
+        }
+        let queued = self.metrics.graphql_queued.with_label_values(&["light"]);
+        queued.inc();
+        let wait = self.light.clone().acquire_owned();
+        let got = match deadline {
+            Some(at) => tokio::time::timeout_at(at.into(), wait).await.map_err(|_| Refusal::Deadline),
+            None => Ok(wait.await),
+        };
+        queued.dec();
+        // The semaphore is never closed.
+        got?.map_err(|_| Refusal::Overloaded)
     }
 
     /// The async worker threads the server's runtime needs: one per light permit and heavy

@@ -488,6 +488,31 @@ fn closing(mut response: poem::Response) -> poem::Response {
     response
 }
 
+/// The answer to a request refused before it reaches an endpoint: a target longer than
+/// [`MAX_URI_BYTES`] (414), headers over [`MAX_HEADER_BYTES`] or [`MAX_HEADER_FIELDS`] (431),
+/// or anything but a probe on a connection beyond the limit (`probe_only`, 503).
+fn refusal(req: &http::Request<Incoming>, probe_only: bool) -> Option<poem::Response> {
+    let uri_bytes = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
+    let header_bytes: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
+    if uri_bytes > MAX_URI_BYTES {
+        let detail = format!("the request target is longer than {MAX_URI_BYTES} bytes");
+        Some(closing(super::graphql::problem(http::StatusCode::URI_TOO_LONG, "URI Too Long", &detail)))
+    } else if header_bytes > MAX_HEADER_BYTES || req.headers().len() > MAX_HEADER_FIELDS {
+        let detail = format!("the request headers are larger than {MAX_HEADER_BYTES} bytes or {MAX_HEADER_FIELDS} fields");
+        let status = http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
+        Some(closing(super::graphql::problem(status, "Request Header Fields Too Large", &detail)))
+    } else if probe_only && !PROBE_PATHS.contains(&req.uri().path()) {
+        Some(
+            poem::Response::builder()
+                .status(http::StatusCode::SERVICE_UNAVAILABLE)
+                .header("retry-after", "1")
+                .body("too many connections; retry later\n"),
+        )
+    } else {
+        None
+    }
+}
+
 /// Serves one connection until it ends, its deadline passes, or it is asked to close.
 async fn serve_connection(
     stream: TrackedStream,
@@ -506,20 +531,8 @@ async fn serve_connection(
                 connection.request_started();
                 let request = InProgress(connection.clone());
                 let probe_only = connection.probe_only;
-                let uri_bytes = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
-                let header_bytes: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
-                let response = if uri_bytes > MAX_URI_BYTES {
-                    let detail = format!("the request target is longer than {MAX_URI_BYTES} bytes");
-                    closing(super::graphql::problem(http::StatusCode::URI_TOO_LONG, "URI Too Long", &detail))
-                } else if header_bytes > MAX_HEADER_BYTES || req.headers().len() > MAX_HEADER_FIELDS {
-                    let detail = format!("the request headers are larger than {MAX_HEADER_BYTES} bytes or {MAX_HEADER_FIELDS} fields");
-                    let status = http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
-                    closing(super::graphql::problem(status, "Request Header Fields Too Large", &detail))
-                } else if probe_only && !PROBE_PATHS.contains(&req.uri().path()) {
-                    poem::Response::builder()
-                        .status(http::StatusCode::SERVICE_UNAVAILABLE)
-                        .header("retry-after", "1")
-                        .body("too many connections; retry later\n")
+                let response = if let Some(refused) = refusal(&req, probe_only) {
+                    refused
                 } else {
                     let req = poem::Request::from((
                         req,

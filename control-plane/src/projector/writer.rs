@@ -1237,16 +1237,17 @@ impl WriterThread {
         self.recovering = Some(Recovering { since: fault.since, since_at: fault.since_at, attempts: fault.attempts });
     }
 
-    /// Ends the report of a volume fault once writes succeed and nothing is queued.
+    /// Ends the report of a volume fault once writes succeed and nothing is queued; logged once
+    /// readiness is told (the line is a barrier for what `/readyz` says).
     fn end_recovery(&mut self) {
         let Some(recovering) = self.recovering.take() else { return };
+        self.failure_log.reset();
+        self.readiness.set_store_fault(None, false);
         tracing::info!(
             failing_for_s = recovering.since.elapsed().as_secs(),
             attempts = recovering.attempts,
             "store writes succeed again; the changes held and queued meanwhile are committed"
         );
-        self.failure_log.reset();
-        self.readiness.set_store_fault(None, false);
     }
 
     /// One write transaction over `batch`; returns each change's result and duration.
@@ -1430,21 +1431,7 @@ impl WriterThread {
                     }
                 }
             }
-            ChangeEnd::DependencyMissing(parents) => {
-                if let Change::Apply { src, .. } = &work.change {
-                    for r in &parents {
-                        self.waiting.entry((r.kind, r.key.clone())).or_default().insert(src.clone());
-                    }
-                }
-                if let Change::Apply { src, origin, .. } = &work.change {
-                    let missing = parents.iter().map(|r| format!("{} {}", r.kind.name(), r.key)).collect::<Vec<_>>().join(", ");
-                    if self.reported.insert(src.clone()) {
-                        tracing::info!(object = %src, origin = %origin, missing = %missing, "dependency missing; will retry");
-                    } else {
-                        tracing::debug!(object = %src, missing = %missing, "dependency still missing");
-                    }
-                }
-            }
+            ChangeEnd::DependencyMissing(parents) => self.dependency_missing(&work.change, &parents),
             ChangeEnd::Deleted(gone) => {
                 if let Change::Delete { src, origin, .. } = &work.change {
                     self.reported.remove(src);
@@ -1457,17 +1444,7 @@ impl WriterThread {
                     self.wake(key);
                 }
             }
-            ChangeEnd::Conflict(holder) => {
-                if let Change::Apply { src, origin, record, .. } = &work.change {
-                    let key = record.key();
-                    if self.reported.insert(src.clone()) {
-                        tracing::warn!(object = %src, origin = %origin, key = %key, holder = %holder, "another object holds this natural key; not projected while it does (will retry)");
-                    } else {
-                        tracing::debug!(object = %src, holder = %holder, "natural key still held");
-                    }
-                    self.waiting.entry((record.kind(), key)).or_default().insert(src.clone());
-                }
-            }
+            ChangeEnd::Conflict(holder) => self.key_held(&work.change, &holder),
             ChangeEnd::Checkpointed => {
                 if let Change::Checkpoint { committed: Some(c), .. } = &work.change {
                     c.set();
@@ -1480,21 +1457,7 @@ impl WriterThread {
                     *self.outdated.entry(src.kind).or_default() += 1;
                 }
             }
-            ChangeEnd::Swept { gone, kept } => {
-                for src in gone {
-                    tracing::info!(object = %src, "deleted: no longer in the source");
-                    self.reconciled(src.kind.module(), outcome::DELETE_SUCCESS, 0.0);
-                }
-                if !kept.is_empty() {
-                    tracing::info!(objects = kept.len(), first = %kept[0], "not listed, but possibly newer than the list: kept");
-                }
-                if let Change::Sweep { report, kinds, .. } = &work.change {
-                    let outdated = kinds.iter().filter_map(|k| self.outdated.remove(k)).sum();
-                    if let Some(report) = report {
-                        report.tell(SweepOutcome { kept, outdated });
-                    }
-                }
-            }
+            ChangeEnd::Swept { gone, kept } => self.swept(&work.change, gone, kept),
         }
         if let Some(why) = wait {
             let delay = self.retry_delay(&mut work, why);
@@ -1506,6 +1469,54 @@ impl WriterThread {
             return None;
         }
         Some(work)
+    }
+
+    /// An object parked for missing parents: it waits for each of them (woken when one is
+    /// written), reported once.
+    fn dependency_missing(&mut self, change: &Change, parents: &[Parent]) {
+        if let Change::Apply { src, .. } = change {
+            for r in parents {
+                self.waiting.entry((r.kind, r.key.clone())).or_default().insert(src.clone());
+            }
+        }
+        if let Change::Apply { src, origin, .. } = change {
+            let missing = parents.iter().map(|r| format!("{} {}", r.kind.name(), r.key)).collect::<Vec<_>>().join(", ");
+            if self.reported.insert(src.clone()) {
+                tracing::info!(object = %src, origin = %origin, missing = %missing, "dependency missing; will retry");
+            } else {
+                tracing::debug!(object = %src, missing = %missing, "dependency still missing");
+            }
+        }
+    }
+
+    /// An object whose natural key another object holds: it waits for the key, reported once.
+    fn key_held(&mut self, change: &Change, holder: &SourceRef) {
+        if let Change::Apply { src, origin, record, .. } = change {
+            let key = record.key();
+            if self.reported.insert(src.clone()) {
+                tracing::warn!(object = %src, origin = %origin, key = %key, holder = %holder, "another object holds this natural key; not projected while it does (will retry)");
+            } else {
+                tracing::debug!(object = %src, holder = %holder, "natural key still held");
+            }
+            self.waiting.entry((record.kind(), key)).or_default().insert(src.clone());
+        }
+    }
+
+    /// A sweep's deletes counted, what it kept reported, and its report told.
+    fn swept(&mut self, change: &Change, gone: Vec<SourceRef>, kept: Vec<SourceRef>) {
+        for src in gone {
+            tracing::info!(object = %src, "deleted: no longer in the source");
+            self.reconciled(src.kind.module(), outcome::DELETE_SUCCESS, 0.0);
+        }
+        if !kept.is_empty() {
+            tracing::info!(objects = kept.len(), first = %kept[0], "not listed, but possibly newer than the list: kept");
+        }
+        if let Change::Sweep { report, kinds, .. } = change {
+            let outdated = kinds.iter().filter_map(|k| self.outdated.remove(k)).sum();
+            if let Some(report) = report {
+                report.tell(SweepOutcome { kept, outdated });
+            }
+        }
     }
 }
 

@@ -629,69 +629,8 @@ impl KindWatch {
                 }
                 self.listing = Some(Listing::new());
             }
-            Event::InitApply(obj) => {
-                self.available();
-                m.events.with_label_values(&[name, "listed"]).inc();
-                let Some(src) = self.source_ref(&obj) else { return };
-                let listing = self.listing.get_or_insert_with(Listing::new);
-                listing.seen += 1;
-                listing.present.insert(src.clone());
-                if let Some(v) = obj.metadata.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok()) {
-                    listing.newest = Some(listing.newest.map_or(v, |n| n.max(v)));
-                }
-                let token = if self.initial {
-                    self.seen_initial += 1;
-                    Some(self.wiring.readiness.expect_in(name, src.to_string()))
-                } else {
-                    None
-                };
-                self.apply(src, obj, token, true);
-            }
-            Event::InitDone => {
-                self.available();
-                let listing = self.listing.take().unwrap_or_else(Listing::new);
-                m.lists.with_label_values(&[name]).inc();
-                self.wiring.lists.listed(self.watched.kind, listing.seen);
-                self.skipped.retain(|src, _| listing.present.contains(src));
-                let secs = listing.started.map_or(0.0, |t| t.elapsed().as_secs_f64());
-                tracing::info!(
-                    kind = name,
-                    objects = listing.seen,
-                    seconds = format!("{secs:.3}"),
-                    rate = format!("{:.0}/s", listing.seen as f64 / secs.max(1e-6)),
-                    "listed; sweeping records of objects no longer listed"
-                );
-                let token = if self.initial {
-                    Some(self.wiring.readiness.expect_in(name, format!("sweep of {name} after the initial list")))
-                } else {
-                    // The initial list's check that needed this (quorum) list ends with its sweep.
-                    self.check_token.take()
-                };
-                let (keep_newer_than, report) = match self.cached {
-                    true => {
-                        let (report, told) = SweepReport::new();
-                        self.checking = Some(told);
-                        if self.initial {
-                            self.check_token =
-                                Some(self.wiring.readiness.expect_in(name, format!("check of {name}'s list from the watch cache")));
-                        }
-                        (Some(listing.newest.unwrap_or(0)), Some(report))
-                    }
-                    false => (None, None),
-                };
-                self.wiring.sender.send(Change::Sweep {
-                    kinds: vec![self.watched.kind],
-                    present: Arc::new(listing.present),
-                    keep_newer_than,
-                    report,
-                    token,
-                });
-                if self.initial {
-                    self.initial = false;
-                    self.applying = true;
-                    self.wiring.readiness.end_phase(&self.phase);
-                }
-            }
+            Event::InitApply(obj) => self.list_object(obj),
+            Event::InitDone => self.list_done(),
             Event::Apply(obj) => {
                 m.events.with_label_values(&[name, "applied"]).inc();
                 if let Some(src) = self.source_ref(&obj) {
@@ -705,6 +644,77 @@ impl KindWatch {
                     self.wiring.sender.send(Change::Delete { src, origin: self.origin_watch.clone(), token: None });
                 }
             }
+        }
+    }
+
+    /// One object of a list (initial or re-list): counted, remembered for the sweep, applied.
+    fn list_object(&mut self, obj: DynamicObject) {
+        let name = self.name();
+        let m = self.wiring.kube_metrics.clone();
+        self.available();
+        m.events.with_label_values(&[name, "listed"]).inc();
+        let Some(src) = self.source_ref(&obj) else { return };
+        let listing = self.listing.get_or_insert_with(Listing::new);
+        listing.seen += 1;
+        listing.present.insert(src.clone());
+        if let Some(v) = obj.metadata.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok()) {
+            listing.newest = Some(listing.newest.map_or(v, |n| n.max(v)));
+        }
+        let token = if self.initial {
+            self.seen_initial += 1;
+            Some(self.wiring.readiness.expect_in(name, src.to_string()))
+        } else {
+            None
+        };
+        self.apply(src, obj, token, true);
+    }
+
+    /// A list ended: the records of objects it did not hold are swept (from the watch cache:
+    /// only those older than the list, and the list is checked), and the initial phase ends.
+    fn list_done(&mut self) {
+        let name = self.name();
+        let m = self.wiring.kube_metrics.clone();
+        self.available();
+        let listing = self.listing.take().unwrap_or_else(Listing::new);
+        m.lists.with_label_values(&[name]).inc();
+        self.wiring.lists.listed(self.watched.kind, listing.seen);
+        self.skipped.retain(|src, _| listing.present.contains(src));
+        let secs = listing.started.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        tracing::info!(
+            kind = name,
+            objects = listing.seen,
+            seconds = format!("{secs:.3}"),
+            rate = format!("{:.0}/s", listing.seen as f64 / secs.max(1e-6)),
+            "listed; sweeping records of objects no longer listed"
+        );
+        let token = if self.initial {
+            Some(self.wiring.readiness.expect_in(name, format!("sweep of {name} after the initial list")))
+        } else {
+            // The initial list's check that needed this (quorum) list ends with its sweep.
+            self.check_token.take()
+        };
+        let (keep_newer_than, report) = match self.cached {
+            true => {
+                let (report, told) = SweepReport::new();
+                self.checking = Some(told);
+                if self.initial {
+                    self.check_token = Some(self.wiring.readiness.expect_in(name, format!("check of {name}'s list from the watch cache")));
+                }
+                (Some(listing.newest.unwrap_or(0)), Some(report))
+            }
+            false => (None, None),
+        };
+        self.wiring.sender.send(Change::Sweep {
+            kinds: vec![self.watched.kind],
+            present: Arc::new(listing.present),
+            keep_newer_than,
+            report,
+            token,
+        });
+        if self.initial {
+            self.initial = false;
+            self.applying = true;
+            self.wiring.readiness.end_phase(&self.phase);
         }
     }
 

@@ -44,36 +44,7 @@ impl ManifestsState {
             // The old and new documents of every changed file. A partially readable file keeps,
             // as retained documents, the objects it held before that it does not declare now.
             let olds: Vec<Indexed> = changed.iter().map(|c| Indexed::new(self.old_docs(c), &self.ids)).collect();
-            let mut news: Vec<Indexed> = Vec::with_capacity(changed.len());
-            for (c, old) in changed.iter().zip(&olds) {
-                let Some(f) = self.files.get_mut(&c.rel) else {
-                    news.push(Indexed::empty());
-                    continue;
-                };
-                let mut docs = match std::mem::replace(&mut f.docs, Docs::Held { docs: Vec::new(), written: None }) {
-                    Docs::Held { docs, .. } => docs,
-                    Docs::Stored => Vec::new(),
-                };
-                f.retained.clear();
-                if f.partial {
-                    let now: HashSet<&SourceRef> = docs.iter().map(|d| d.src.as_ref()).collect();
-                    let mut kept: Vec<Document> = Vec::new();
-                    let mut done: HashSet<&SourceRef> = HashSet::default();
-                    for d in &old.docs {
-                        if now.contains(d.src.as_ref()) || !done.insert(d.src.as_ref()) {
-                            continue;
-                        }
-                        if let Some(last) = old.last(self.ids.of(&d.src), &d.src) {
-                            // Kept, but not sendable (its text cannot be read): like a skipped
-                            // document, the stored record stays until the file is readable.
-                            kept.push(Document { record: None, skipped: true, ..last.clone() });
-                        }
-                    }
-                    f.retained = kept.clone();
-                    docs.extend(kept);
-                }
-                news.push(Indexed::new(docs, &self.ids));
-            }
+            let mut news: Vec<Indexed> = changed.iter().zip(&olds).map(|(c, old)| self.take_new_docs(c, old)).collect();
             let plan = self.plan(&changed, &olds, &news, streamed, reread_once);
             // Give the new documents back before anything else reads the entries.
             for (c, new) in changed.iter().zip(news.iter_mut()) {
@@ -142,6 +113,36 @@ impl ManifestsState {
             _ => std::cmp::Ordering::Equal,
         });
         r.changes = applies.into_iter().map(|(_, _, c)| c).chain(deletes).collect();
+    }
+
+    /// The documents changed file `c` declares now, taken from it (given back once the plan is
+    /// made); a partially readable file also keeps, as retained documents, the objects of `old`
+    /// it does not declare now.
+    fn take_new_docs(&mut self, c: &Changed, old: &Indexed) -> Indexed {
+        let Some(f) = self.files.get_mut(&c.rel) else { return Indexed::empty() };
+        let mut docs = match std::mem::replace(&mut f.docs, Docs::Held { docs: Vec::new(), written: None }) {
+            Docs::Held { docs, .. } => docs,
+            Docs::Stored => Vec::new(),
+        };
+        f.retained.clear();
+        if f.partial {
+            let now: HashSet<&SourceRef> = docs.iter().map(|d| d.src.as_ref()).collect();
+            let mut kept: Vec<Document> = Vec::new();
+            let mut done: HashSet<&SourceRef> = HashSet::default();
+            for d in &old.docs {
+                if now.contains(d.src.as_ref()) || !done.insert(d.src.as_ref()) {
+                    continue;
+                }
+                if let Some(last) = old.last(self.ids.of(&d.src), &d.src) {
+                    // Kept, but not sendable (its text cannot be read): like a skipped
+                    // document, the stored record stays until the file is readable.
+                    kept.push(Document { record: None, skipped: true, ..last.clone() });
+                }
+            }
+            f.retained = kept.clone();
+            docs.extend(kept);
+        }
+        Indexed::new(docs, &self.ids)
     }
 
     /// Decides, for every object declared in a changed file before or now (and every object not
