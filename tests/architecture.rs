@@ -955,3 +955,31 @@ fn the_circle_finder_sees_what_it_must() {
     assert_eq!(file_imports(&one_way)["q/src/a.rs"], std::collections::BTreeSet::from(["q/src/b.rs".to_string()]));
     assert!(import_circles(&file_imports(&one_way)).is_empty());
 }
+
+/// The README's ClusterRole for the kube source: get/list/watch on every kind's group and
+/// plural, one rule per API group (`control_plane::source::kube::rbac_rules`).
+fn expected_cluster_role() -> String {
+    let mut yaml = String::from(
+        "```yaml\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: controlplane-read-model\nrules:\n",
+    );
+    for (group, plurals) in control_plane::source::kube::rbac_rules(&schema::kind::Features::default()) {
+        let resources = plurals.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join(", ");
+        yaml.push_str(&format!("  - apiGroups: [{group:?}]\n    resources: [{resources}]\n    verbs: [\"get\", \"list\", \"watch\"]\n"));
+    }
+    yaml.push_str("```\n");
+    yaml
+}
+
+/// The README's ClusterRole is generated from the table of kinds; `UPDATE_EXPECT=1` rewrites it.
+#[test]
+fn readme_cluster_role_is_generated_from_the_table_of_kinds() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md");
+    let expected = expected_cluster_role();
+    generated::assert_generated_block(
+        &path,
+        "<!-- cluster-role:begin -->\n",
+        "<!-- cluster-role:end -->",
+        &expected,
+        "architecture readme_cluster_role",
+    );
+}

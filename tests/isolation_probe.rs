@@ -33,8 +33,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use support::jwt::{Issuer, Key, Publish};
 use support::{facts, Server};
 
-/// Types every viewer of an environment sees (ARCHITECTURE.md "Viewers and visibility").
-const ENV_WIDE: &[&str] = &["Zone", "Group", "Api", "EventType", "McpServer", "AgentCard"];
+/// Types every viewer of an environment sees (ARCHITECTURE.md "Viewers and visibility"): the
+/// kinds no team owns.
+fn env_wide() -> Vec<&'static str> {
+    schema::KindId::ALL.iter().filter(|k| !query::team_owned(**k)).map(|k| k.name()).collect()
+}
 /// Object hops a crawl query goes deep (connections and edges count as one hop).
 const DEPTH: usize = 4;
 
@@ -495,7 +498,8 @@ async fn no_viewer_sees_another_teams_data_through_any_query() {
             continue; // owners are teams; groups attack
         }
         let own = crawls[oi].records();
-        let private: BTreeSet<(String, String)> = own.iter().filter(|(t, _)| !ENV_WIDE.contains(&t.as_str())).cloned().collect();
+        let env_wide = env_wide();
+        let private: BTreeSet<(String, String)> = own.iter().filter(|(t, _)| !env_wide.contains(&t.as_str())).cloned().collect();
         assert!(private.len() >= 5, "{} owns records to probe: {private:?}", owner.label);
         for (t, _) in &private {
             p.cover("record types probed", t.clone());

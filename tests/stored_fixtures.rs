@@ -494,6 +494,9 @@ async fn an_upgraded_kind_is_re_derived_from_the_volume_while_every_query_answer
     copy_dir(&pair.join("data"), &clean);
     let new = applications_in_process(&clean).await;
     let before = digests(&clean);
+    // Kinds this build has and the recorded store had not: opened, they wait for the source to
+    // bring their objects (a source that cannot, the unreachable API server below, leaves them so).
+    let unknown_to_the_recording = storage::Store::open(&clean).unwrap().rederiving();
 
     let prepare = |name: &str| {
         let data = tmp.path().join(name);
@@ -507,7 +510,8 @@ async fn an_upgraded_kind_is_re_derived_from_the_volume_while_every_query_answer
             assert_eq!(after[i], before[i], "{what}: {kind:?} was rewritten");
         }
         let store = storage::Store::open(data).unwrap();
-        assert!(store.rebuilding().is_empty() && store.rederiving().is_empty(), "{what}");
+        let rederiving: Vec<KindId> = store.rederiving().into_iter().filter(|k| !unknown_to_the_recording.contains(k)).collect();
+        assert!(store.rebuilding().is_empty() && rederiving.is_empty(), "{what}: {:?} {rederiving:?}", store.rebuilding());
         assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new(), "{what}");
     };
 

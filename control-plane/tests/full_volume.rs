@@ -269,7 +269,9 @@ fn a_full_volume_keeps_every_change_and_catches_up_once_space_is_back() {
 
     // A first start on a volume of 4 MiB, less than the world needs: the initial sync cannot
     // complete; a restart meanwhile (its search index cannot be rebuilt either) is the same.
-    assert!(needed > 3 * VOLUME, "the world must not fit: {needed} bytes");
+    // The store's size after a load varies with when its last commits and the search index's
+    // merges ran: only "does not fit" matters.
+    assert!(needed > VOLUME, "the world must not fit: {needed} bytes");
     let volume = Tmpfs::mount(&tmp.path().join("volume"), VOLUME).expect("mounting a tmpfs as root");
     let data = volume.0.join("data");
     let mut first = spawn(&world, &data, free_port());

@@ -19,6 +19,7 @@ pub mod error;
 pub mod fields;
 pub mod filter;
 mod kinds;
+pub use kinds::team_owned;
 pub mod limits;
 pub mod mutations;
 pub mod node;

@@ -517,7 +517,7 @@ mod golden {
             assert!(*n > 0, "{kind:?}: the example world has no object of this kind, so its encoding is not covered");
             let now = line(kind.name(), &e.out[kind.name()]);
             let Some(was) = committed.get(kind.name()) else {
-                wrong.push(format!("{kind:?}: no committed encoding; record it with UPDATE_EXPECT=1"));
+                wrong.push(format!("{kind:?}: no committed encoding; record it with `UPDATE_EXPECT=1 cargo test -p storage golden`"));
                 continue;
             };
             let was_version = was.split(' ').next().and_then(|v| v.strip_prefix("version=")).unwrap_or("");

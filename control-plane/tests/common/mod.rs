@@ -108,3 +108,15 @@ pub fn wait_exit(child: &mut std::process::Child, limit: std::time::Duration) ->
     assert!(!watchdog.join().unwrap(), "the server did not exit within {limit:?}");
     status
 }
+
+/// How many objects of the bundled example world are projected: the sum of the counts per kind
+/// and environment in `examples/world.facts.json`.
+pub fn world_projected_count() -> usize {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/world.facts.json");
+    let facts: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let envs = facts["environments"].as_array().unwrap();
+    envs.iter()
+        .flat_map(|env| facts["env"][env.as_str().unwrap()]["counts"].as_object().unwrap().values())
+        .map(|n| n.as_u64().unwrap() as usize)
+        .sum()
+}

@@ -1,6 +1,6 @@
 //! One module per kind: its GraphQL object fields and filters ([`crate::entity::Entity`]).
 
-use crate::entity::Builder;
+use crate::entity::{Builder, Entity};
 
 pub mod agentic_catalogue;
 pub mod common;
@@ -17,6 +17,12 @@ pub mod values;
 macro_rules! kind_modules {
     ($( $variant:ident = $code:literal, $module:ident, $label:literal, $plural:literal, $group:literal, $feature:ident, $family:ident, [$($parent:ident),*]; )*) => {
         $( pub mod $module; )*
+
+        /// Whether the records of `kind` belong to a team (visible to its viewers) rather than
+        /// to every viewer of their environment ([`Entity::TEAM_OWNED`]).
+        pub fn team_owned(kind: schema::KindId) -> bool {
+            match kind { $( schema::KindId::$variant => <schema::kinds::$module::$variant as Entity>::TEAM_OWNED, )* }
+        }
 
         /// Registers every entity type: `info` first, then every kind of the table of kinds.
         pub fn register_all(builder: &mut Builder) {
