@@ -35,8 +35,8 @@ pub mod common;
 ///   its parents.
 ///
 /// Expands to `$callback! { rows }`: this crate's modules, `schema::KindId`, the registry's
-/// visit order and feature switch, the query crate's registration and the kinds table of
-/// ARCHITECTURE.md are generated from it.
+/// visit order and feature switch, the query crate's registration and the README's tables of
+/// kinds and RBAC rules are generated from it.
 #[macro_export]
 macro_rules! kind_table {
     ($callback:ident) => {

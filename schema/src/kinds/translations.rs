@@ -63,7 +63,9 @@ struct References {
 impl KindVisitor for References {
     fn visit<K: Kind>(&mut self) {
         let named = self.named.entry(K::ID).or_default();
-        for doc in world_objects(K::ID.name()) {
+        let docs = world_objects(K::ID.name());
+        assert!(!docs.is_empty(), "the world has no {}: add a document of it to examples/world/", K::ID.name());
+        for doc in docs {
             let cr: K::Cr = serde_json::from_value(doc.clone()).unwrap();
             let Ok(rec) = K::translate(&cr, &ctx()) else { continue };
             named.extend(K::requires(&rec).into_iter().map(|parent| parent.kind));
