@@ -206,56 +206,9 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
             return (code, if req.method() == Method::POST { closing(resp) } else { resp });
         }
     };
-    let request = if req.method() == Method::POST {
-        // A declared length over the limit is refused before waiting for the body.
-        let declared = req.headers().get(poem::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > state.limits.max_body_bytes as u64) {
-            let detail = format!("the request body exceeds {} bytes", state.limits.max_body_bytes);
-            return ("PAYLOAD_TOO_LARGE", closing(problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", &detail)));
-        }
-        let read = tokio::time::timeout(state.limits.body_timeout, body.into_bytes_limit(state.limits.max_body_bytes));
-        let bytes = match read.await {
-            Ok(Ok(b)) => b,
-            Err(_) => {
-                let detail = format!("the request body was not received within {:?} (server.bodyTimeout)", state.limits.body_timeout);
-                let resp = problem(StatusCode::REQUEST_TIMEOUT, "Request Timeout", &detail);
-                return ("REQUEST_TIMEOUT", closing(resp));
-            }
-            Ok(Err(_)) => {
-                let detail = format!("the request body exceeds {} bytes", state.limits.max_body_bytes);
-                let resp = problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", &detail);
-                return ("PAYLOAD_TOO_LARGE", closing(resp));
-            }
-        };
-        // One JSON object: serde would also read a struct from an array, positionally.
-        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            let detail = "the body is not a GraphQL request (a JSON object with a `query`)";
-            return ("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", detail));
-        }
-        match serde_json::from_slice::<async_graphql::Request>(&bytes) {
-            // Neither a query nor a persisted query's hash (`{}`): nothing to execute.
-            Ok(r) if r.query.is_empty() && !r.extensions.contains_key("persistedQuery") => {
-                let detail = "the request has no `query` (and no `extensions.persistedQuery`)";
-                return ("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", detail));
-            }
-            Ok(r) => r,
-            // Variables nested beyond what the JSON reader follows (128 levels).
-            Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
-                let error = query::limits::LimitError::input_depth(state.api.limits().max_input_depth).into_server_error();
-                let resp = async_graphql::Response::from_errors(vec![error]);
-                return ("INPUT_TOO_DEEP", GraphQLResponse::from(resp).into_response());
-            }
-            Err(e) => {
-                // serde's message (what was wrong, where), cut short.
-                let detail = format!("the body is not a valid GraphQL request: {}", e.to_string().chars().take(200).collect::<String>());
-                return ("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", &detail));
-            }
-        }
-    } else {
-        match GraphQLRequest::from_request(req, &mut RequestBody::new(Body::empty())).await {
-            Ok(r) => with_operation_name(r.0, req.uri().query()),
-            Err(_) => return ("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", "the query string is not a GraphQL request")),
-        }
+    let request = match read_request(req, body, state).await {
+        Ok(request) => request,
+        Err(refused) => return refused,
     };
     let deadline = state.executor.deadline(t0, state.limits.timeout);
     let (at, cancel) = (deadline.at(), deadline.canceller());
@@ -298,6 +251,65 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
     match send(http, state, at).await {
         Some(resp) => (code, resp),
         None => ("OVERLOADED", overloaded("too many answers are being sent; retry later")),
+    }
+}
+
+/// The GraphQL request of `req`: a POST body (at most `server.maxBodyBytes`, received within
+/// `server.bodyTimeout`, one JSON object with a `query` or a persisted query's hash) or a GET
+/// query string. A refusal is the outcome code and the answer to send.
+async fn read_request(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>) -> Result<async_graphql::Request, (&'static str, Response)> {
+    if req.method() == Method::POST {
+        // A declared length over the limit is refused before waiting for the body.
+        let declared = req.headers().get(poem::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > state.limits.max_body_bytes as u64) {
+            let detail = format!("the request body exceeds {} bytes", state.limits.max_body_bytes);
+            return Err(("PAYLOAD_TOO_LARGE", closing(problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", &detail))));
+        }
+        let read = tokio::time::timeout(state.limits.body_timeout, body.into_bytes_limit(state.limits.max_body_bytes));
+        let bytes = match read.await {
+            Ok(Ok(b)) => b,
+            Err(_) => {
+                let detail = format!("the request body was not received within {:?} (server.bodyTimeout)", state.limits.body_timeout);
+                let resp = problem(StatusCode::REQUEST_TIMEOUT, "Request Timeout", &detail);
+                return Err(("REQUEST_TIMEOUT", closing(resp)));
+            }
+            Ok(Err(_)) => {
+                let detail = format!("the request body exceeds {} bytes", state.limits.max_body_bytes);
+                let resp = problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", &detail);
+                return Err(("PAYLOAD_TOO_LARGE", closing(resp)));
+            }
+        };
+        // One JSON object: serde would also read a struct from an array, positionally.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            let detail = "the body is not a GraphQL request (a JSON object with a `query`)";
+            return Err(("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", detail)));
+        }
+        match serde_json::from_slice::<async_graphql::Request>(&bytes) {
+            // Neither a query nor a persisted query's hash (`{}`): nothing to execute.
+            Ok(r) if r.query.is_empty() && !r.extensions.contains_key("persistedQuery") => {
+                let detail = "the request has no `query` (and no `extensions.persistedQuery`)";
+                return Err(("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", detail)));
+            }
+            Ok(r) => Ok(r),
+            // Variables nested beyond what the JSON reader follows (128 levels).
+            Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
+                let error = query::limits::LimitError::input_depth(state.api.limits().max_input_depth).into_server_error();
+                let resp = async_graphql::Response::from_errors(vec![error]);
+                return Err(("INPUT_TOO_DEEP", GraphQLResponse::from(resp).into_response()));
+            }
+            Err(e) => {
+                // serde's message (what was wrong, where), cut short.
+                let detail = format!("the body is not a valid GraphQL request: {}", e.to_string().chars().take(200).collect::<String>());
+                return Err(("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", &detail)));
+            }
+        }
+    } else {
+        match GraphQLRequest::from_request(req, &mut RequestBody::new(Body::empty())).await {
+            Ok(r) => Ok(with_operation_name(r.0, req.uri().query())),
+            Err(_) => {
+                return Err(("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", "the query string is not a GraphQL request")))
+            }
+        }
     }
 }
 
