@@ -9,7 +9,6 @@ use super::common::{mixin_columns, non_empty};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::column::Column;
-use crate::connection::{connection_field, nested_rows, register_entity};
 use crate::entity::{Builder, Entity, global_id};
 use crate::fields::{enum_item, field, object_value, record_field, string, string_list};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
@@ -18,7 +17,6 @@ use schema::keys::index;
 use schema::kinds::agentic_exposure::AgenticExposure;
 use schema::kinds::agentic_subscription::{AgenticSubscription, AgenticSubscriptionRecord};
 use schema::kinds::api_subscription::ApiSubscriptionSecurity;
-use schema::kinds::application::ApplicationRecord;
 use storage::Stored;
 
 type S = Stored<AgenticSubscriptionRecord>;
@@ -68,23 +66,12 @@ impl Entity for AgenticSubscription {
 /// Registers `AgenticSubscription` with its root query, `AgenticSubscriptionSecurity`, and the
 /// edge `Application.agenticSubscriptions`.
 pub fn register(builder: &mut Builder) {
-    register_entity::<AgenticSubscription>(builder);
+    super::subscription_common::register_with_application_edge::<AgenticSubscription>(builder, "agenticSubscriptions", index::AGENTIC_SUBSCRIPTION_BY_OWNER);
     builder.object(Object::new("AgenticSubscriptionSecurity").field(field::<Owned<ApiSubscriptionSecurity>>(
         "m2m",
         TypeRef::named("SubscriberMachine2MachineAuthentication"),
         |p, _| Ok(p.v.m2m.clone().and_then(|m| object_value(p.child(m)))),
     )));
-    let w = builder.where_type::<AgenticSubscription>();
-    builder.extend(
-        "Application",
-        vec![connection_field::<AgenticSubscription, Stored<ApplicationRecord>>("agenticSubscriptions", w, |request, app, order, pred| {
-            let candidates = request
-                .view
-                .lookup_records::<AgenticSubscription>(index::AGENTIC_SUBSCRIPTION_BY_OWNER, &app.key)
-                .map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<AgenticSubscription>(request, candidates, order, &pred)))
-        })],
-    );
 }
 
 /// Registers `AgenticSubscriptionInfo` (implements `SubscriptionInfo`): no security, client ids

@@ -9,7 +9,6 @@ use super::common::{mixin_columns, non_empty};
 use super::subscription_info::{owner_fields, INTERFACE};
 use super::values::Owned;
 use crate::column::Column;
-use crate::connection::{connection_field, nested_rows, register_entity};
 use crate::entity::{Builder, Entity, global_id};
 use crate::fields::{enum_item, field, object_value, record_field, string, string_list};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
@@ -17,7 +16,6 @@ use schema::common::StatusPhase;
 use schema::keys::index;
 use schema::kinds::api_exposure::ApiExposure;
 use schema::kinds::api_subscription::{ApiSubscription, ApiSubscriptionRecord};
-use schema::kinds::application::ApplicationRecord;
 use storage::Stored;
 
 type S = Stored<ApiSubscriptionRecord>;
@@ -71,18 +69,7 @@ impl Entity for ApiSubscription {
 
 /// Registers `ApiSubscription` with its root query, and the edge `Application.subscribedApis`.
 pub fn register(builder: &mut Builder) {
-    register_entity::<ApiSubscription>(builder);
-    let w = builder.where_type::<ApiSubscription>();
-    builder.extend(
-        "Application",
-        vec![connection_field::<ApiSubscription, Stored<ApplicationRecord>>("subscribedApis", w, |request, app, order, pred| {
-            let candidates = request
-                .view
-                .lookup_records::<ApiSubscription>(index::API_SUBSCRIPTION_BY_OWNER, &app.key)
-                .map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<ApiSubscription>(request, candidates, order, &pred)))
-        })],
-    );
+    super::subscription_common::register_with_application_edge::<ApiSubscription>(builder, "subscribedApis", index::API_SUBSCRIPTION_BY_OWNER);
 }
 
 /// Registers `ApiSubscriptionInfo` (implements `SubscriptionInfo`): no security, client ids or

@@ -9,13 +9,11 @@ use super::event_exposure::register_values;
 use super::reduced::{EventExposureInfo, EventSubscriptionInfo};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::column::Column;
-use crate::connection::{connection_field, nested_rows, register_entity};
 use crate::entity::{Builder, Entity, global_id};
 use crate::fields::{enum_item, field, object_value, record_field, string, string_list};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
-use schema::kinds::application::ApplicationRecord;
 use schema::kinds::event_exposure::EventExposure;
 use schema::kinds::event_subscription::{EventSubscription, EventSubscriptionRecord};
 use storage::Stored;
@@ -71,18 +69,7 @@ impl Entity for EventSubscription {
 /// Registers `EventSubscription` with its root query, and the edge
 /// `Application.subscribedEvents`.
 pub fn register(builder: &mut Builder) {
-    register_entity::<EventSubscription>(builder);
-    let w = builder.where_type::<EventSubscription>();
-    builder.extend(
-        "Application",
-        vec![connection_field::<EventSubscription, Stored<ApplicationRecord>>("subscribedEvents", w, |request, app, order, pred| {
-            let candidates = request
-                .view
-                .lookup_records::<EventSubscription>(index::EVENT_SUBSCRIPTION_BY_OWNER, &app.key)
-                .map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<EventSubscription>(request, candidates, order, &pred)))
-        })],
-    );
+    super::subscription_common::register_with_application_edge::<EventSubscription>(builder, "subscribedEvents", index::EVENT_SUBSCRIPTION_BY_OWNER);
 }
 
 /// Registers `EventSubscriptionInfo` (implements `SubscriptionInfo`): no delivery, callback or

@@ -9,14 +9,11 @@ use super::file_exposure::{register_values, zone_field};
 use super::reduced::{FileExposureInfo, FileSubscriptionInfo, FILE_SUBSCRIPTION_INFO};
 use super::subscription_info::{owner_fields, INTERFACE};
 use crate::column::Column;
-use crate::connection::{connection_field, nested_rows, register_entity};
 use crate::entity::{Builder, Entity, global_id};
 use crate::fields::{enum_item, field, nullable_string, object_value, record_field, string};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
 use schema::common::StatusPhase;
 use schema::keys::index;
-use schema::kinds::application::Application;
-use schema::kinds::application::ApplicationRecord;
 use schema::kinds::file_exposure::FileExposure;
 use schema::kinds::file_subscription::{FileSubscription, FileSubscriptionRecord};
 use storage::Stored;
@@ -60,18 +57,7 @@ impl Entity for FileSubscription {
 
 /// Registers `FileSubscription` with its root query, and the edge `Application.fileSubscriptions`.
 pub fn register(builder: &mut Builder) {
-    register_entity::<FileSubscription>(builder);
-    let w = builder.where_type::<FileSubscription>();
-    builder.extend(
-        Application::TYPE,
-        vec![connection_field::<FileSubscription, Stored<ApplicationRecord>>("fileSubscriptions", w, |request, app, order, pred| {
-            let candidates = request
-                .view
-                .lookup_records::<FileSubscription>(index::FILE_SUBSCRIPTION_BY_OWNER, &app.key)
-                .map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<FileSubscription>(request, candidates, order, &pred)))
-        })],
-    );
+    super::subscription_common::register_with_application_edge::<FileSubscription>(builder, "fileSubscriptions", index::FILE_SUBSCRIPTION_BY_OWNER);
 }
 
 /// Registers `FileSubscriptionInfo` (implements `SubscriptionInfo`): no SFTP keys of the
