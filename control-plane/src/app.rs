@@ -88,19 +88,7 @@ impl App {
     /// As [`App::start`].
     pub fn start_with(config: Config, cluster: Option<kube_source::Cluster>) -> anyhow::Result<App> {
         preflight(&config)?;
-        if config.security.mode == AuthMode::Mock {
-            tracing::warn!(
-                "AUTHENTICATION IS IN MOCK MODE: token signatures and issuers are NOT verified; anyone can claim any team. \
-                 Use only for local development and demos."
-            );
-        }
-        if let SourceConfig::Manifests(dir) = &config.source {
-            match std::fs::metadata(dir) {
-                Ok(m) if m.is_dir() => {}
-                Ok(_) => bail!("the manifests path {} is not a directory (source.manifests)", dir.display()),
-                Err(e) => bail!("cannot read the manifests directory {} (source.manifests): {e}", dir.display()),
-            }
-        }
+        check_before_open(&config)?;
         let cluster = match (&config.source, cluster) {
             (SourceConfig::Kube(k), None) => {
                 let runtime = tokio::runtime::Handle::try_current().context("the kube source needs a tokio runtime")?;
@@ -113,7 +101,6 @@ impl App {
             (SourceConfig::Manifests(dir), _) => manifests::source_identity(dir),
             (SourceConfig::Kube(_), None) => unreachable!("the kube client is built above"),
         };
-        let client = cluster.map(|c| c.client);
         crate::snapshot::remove_restore_leftovers(&config.storage.data_dir)?;
         let store = Store::open_with_cache(&config.storage.data_dir, config.storage.cache_size)
             .with_context(|| format!("opening the store in {}", config.storage.data_dir.display()))?;
@@ -129,135 +116,26 @@ impl App {
         let handlers = Arc::new(
             Handlers::new(&config.features).with_max_document_bytes(config.max_document_bytes).with_dictionaries(store.dictionaries()),
         );
-        for (kind, enabled) in handlers.kinds() {
-            if !enabled {
-                tracing::info!(kind = kind.name(), "kind switched off by a feature flag: not projected");
-            }
-        }
         let watched: Vec<kube_source::WatchedKind> =
             kube_source::resources().into_iter().filter(|w| w.kind.enabled(&config.features)).collect();
-        let readiness = match &config.source {
-            SourceConfig::Manifests(dir) => {
-                let r = Readiness::new([manifests::initial_phase(dir)]);
-                let enabled = handlers.kinds().into_iter().filter(|(_, on)| *on);
-                r.track_kinds(enabled.map(|(k, _)| (k.name().to_string(), manifests::initial_phase(dir))));
-                r
-            }
-            SourceConfig::Kube(_) => {
-                let r = Readiness::new(watched.iter().map(|w| kube_source::initial_phase(w.kind)));
-                r.track_kinds(watched.iter().map(|w| (w.kind.name().to_string(), kube_source::initial_phase(w.kind))));
-                r
-            }
-        };
+        let readiness = readiness_of(&config.source, &handlers, &watched);
         metrics.follow(&readiness, Some(&catalogue));
-        let warm = store.follow_source(&identity).context("recording the source in the store")?;
-        match (warm, config.serve_while_catching_up) {
-            (true, true) => {
-                tracing::info!(source = %identity, "warm start: the store completed a sync of this source; serving it now and reading the source again behind it");
-                readiness.serve_warm();
-            }
-            (true, false) => {
-                tracing::info!(source = %identity, "source.serveWhileCatchingUp is off: unready until the source has been read again")
-            }
-            (false, _) => tracing::info!(source = %identity, "cold start: ready once the initial sync of this source is applied"),
-        }
-        let reporting = store.clone();
-        readiness.report_rederiving(move || reporting.rederivations().iter().map(|k| k.name().to_string()).collect());
-        // A kind whose derivation version changed was purged on open ([`storage::versions`]):
-        // ready once the source brought it back and the writer ended its re-derivation.
-        let rederiving = store.rederiving();
-        if !rederiving.is_empty() {
-            let names: Vec<&str> = rederiving.iter().map(|k| k.name()).collect();
-            tracing::warn!(kinds = ?names, "re-deriving kinds whose derivation version changed: every object of theirs is read again from the source");
-            let (leader, follower) = (store.clone(), store.clone());
-            readiness.follow(
-                &format!("re-derivation of {}", names.join(", ")),
-                // At least 1: the follower's 0 (still re-deriving) must never reach the target.
-                move || leader.read().and_then(|v| v.revision()).unwrap_or(0).max(1),
-                move || if follower.rederiving().is_empty() { u64::MAX } else { 0 },
-            );
-        }
-        let searching = catalogue.clone();
-        readiness.report_search_failure(move || searching.failure());
-        // Ready means searchable: the index has caught up with the initial sync.
-        let (leader, follower) = (store.clone(), catalogue.clone());
-        readiness.follow("search index", move || leader.read().and_then(|v| v.revision()).unwrap_or(0), move || follower.revision());
+        let warm = follow_store(&readiness, &store, &catalogue, &identity, config.serve_while_catching_up)?;
         if auth.mode() == AuthMode::Mock {
             readiness.note("authentication is in mock mode: token signatures and issuers are not verified (local use only)");
         }
-        let commands = match (&config.source, &client, config.mutations.enabled) {
-            (SourceConfig::Kube(_), Some(client), true) => Some(
-                crate::commands::KubeCommands::new(client.clone(), store.clone(), metrics.clone(), config.mutations, &config.rover_server)
-                    .context("setting up mutations")?,
-            ),
-            (SourceConfig::Manifests(_), _, true) => {
-                tracing::warn!("mutations.enabled is ignored with the manifests source: every mutation answers \"mutations are disabled\"");
-                None
-            }
-            _ => None,
-        };
-        let clock = config.clock();
+        let commands = mutation_commands(&config, cluster.as_ref(), &store, &metrics)?;
         let writer_settings = WriterSettings {
             prebuild_orders: config.storage.prebuild_orders,
             features: config.features,
-            ..WriterSettings::new(config.projector, clock)
+            ..WriterSettings::new(config.projector, config.clock())
         };
         let writer =
             Writer::spawn(store.clone(), metrics.clone(), readiness.clone(), writer_settings).context("starting the writer thread")?;
-        let source = match (&config.source, client) {
-            (SourceConfig::Manifests(dir), _) => {
-                if store.filling_documents() {
-                    // Unchanged files taken over from their checkpoints would not hand over their
-                    // objects' documents: read every file once.
-                    let dropped = store.drop_checkpoints("manifests/").context("dropping the manifests checkpoints")?;
-                    tracing::info!(
-                        checkpoints = dropped,
-                        "the store lacks source documents (written by an earlier release): every file is read once to keep them"
-                    );
-                }
-                let state = ManifestsState::new(dir, handlers, config.features, clock).with_checkpoints(store.clone());
-                let source =
-                    ManifestsSource::spawn(dir, state, writer.sender(), readiness.clone(), metrics.clone(), manifests::POLL_INTERVAL)
-                        .map_err(anyhow::Error::msg)?;
-                tracing::info!(manifests = %dir.display(), data_dir = %config.storage.data_dir.display(), "projector started (manifests source)");
-                Source::Manifests(source)
-            }
-            (SourceConfig::Kube(k), Some(client)) => {
-                let runtime = tokio::runtime::Handle::try_current().context("the kube source needs a tokio runtime")?;
-                let kube_metrics = KubeMetrics::register(&metrics).map_err(anyhow::Error::msg)?;
-                let wiring = kube_source::Wiring {
-                    handlers,
-                    features: config.features,
-                    clock,
-                    sender: writer.sender(),
-                    readiness: readiness.clone(),
-                    metrics: metrics.clone(),
-                    kube_metrics,
-                    settings: kube_source::Settings::new(&config.projector),
-                    warm,
-                    lists: kube_source::ListBudget::new(store.read().and_then(|v| v.record_counts()).unwrap_or_default()),
-                };
-                tracing::info!(
-                    api_server = k.url.as_deref().unwrap_or("(kubeconfig or in cluster)"),
-                    data_dir = %config.storage.data_dir.display(),
-                    kinds = ?watched.iter().map(|w| w.kind.name()).collect::<Vec<_>>(),
-                    "projector started (kube source)"
-                );
-                // Kinds switched off are not watched: their records (from a run with the flag on)
-                // are swept once, as the manifests source sweeps every kind it did not read.
-                let off: Vec<_> =
-                    kube_source::resources().into_iter().map(|w| w.kind).filter(|k| !watched.iter().any(|w| w.kind == *k)).collect();
-                if !off.is_empty() {
-                    writer.sender().send(Change::Sweep {
-                        kinds: off,
-                        present: Arc::default(),
-                        keep_newer_than: None,
-                        report: None,
-                        token: None,
-                    });
-                }
-                Source::Kube(KubeSource::spawn(client, watched, wiring, &runtime))
-            }
+        let start = SourceStart { config: &config, store: &store, writer: &writer, readiness: &readiness, metrics: &metrics, handlers };
+        let source = match (&config.source, cluster) {
+            (SourceConfig::Manifests(dir), _) => Source::Manifests(start.manifests(dir)?),
+            (SourceConfig::Kube(k), Some(cluster)) => Source::Kube(start.kube(k, cluster, watched, warm)?),
             (SourceConfig::Kube(_), None) => unreachable!("the kube client is built above"),
         };
         Ok(App {
@@ -447,6 +325,201 @@ fn preflight(config: &Config) -> anyhow::Result<()> {
         // one reported, see `kube_error`) when the source is resolved.
         SourceConfig::Kube(_) => Ok(()),
         SourceConfig::Manifests(_) => Ok(()),
+    }
+}
+
+/// The mutations' writes: with the kube source when `mutations.enabled` is on; the manifests
+/// source ignores the setting (said in the log), every mutation answering "mutations are disabled".
+///
+/// # Errors
+/// The mutations cannot be set up (`crate::commands::KubeCommands::new`).
+fn mutation_commands(
+    config: &Config,
+    cluster: Option<&kube_source::Cluster>,
+    store: &Store,
+    metrics: &Metrics,
+) -> anyhow::Result<Option<crate::commands::KubeCommands>> {
+    match (&config.source, cluster, config.mutations.enabled) {
+        (SourceConfig::Kube(_), Some(cluster), true) => Ok(Some(
+            crate::commands::KubeCommands::new(
+                cluster.client.clone(),
+                store.clone(),
+                metrics.clone(),
+                config.mutations,
+                &config.rover_server,
+            )
+            .context("setting up mutations")?,
+        )),
+        (SourceConfig::Manifests(_), _, true) => {
+            tracing::warn!("mutations.enabled is ignored with the manifests source: every mutation answers \"mutations are disabled\"");
+            Ok(None)
+        }
+        _ => Ok(None),
+    }
+}
+
+/// What is checked and said before the store opens: a loud warning in mock mode, and a manifests
+/// path that is not a readable directory refused (naming `source.manifests`).
+fn check_before_open(config: &Config) -> anyhow::Result<()> {
+    if config.security.mode == AuthMode::Mock {
+        tracing::warn!(
+            "AUTHENTICATION IS IN MOCK MODE: token signatures and issuers are NOT verified; anyone can claim any team. \
+             Use only for local development and demos."
+        );
+    }
+    if let SourceConfig::Manifests(dir) = &config.source {
+        match std::fs::metadata(dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => bail!("the manifests path {} is not a directory (source.manifests)", dir.display()),
+            Err(e) => bail!("cannot read the manifests directory {} (source.manifests): {e}", dir.display()),
+        }
+    }
+    Ok(())
+}
+
+/// The readiness of a source: its initial phase, and one tracked phase per enabled kind (the
+/// manifests source's kinds by its handlers, the kube source's by its watched kinds). Kinds
+/// switched off by a feature flag are logged as not projected.
+fn readiness_of(source: &SourceConfig, handlers: &Handlers, watched: &[kube_source::WatchedKind]) -> Readiness {
+    for (kind, enabled) in handlers.kinds() {
+        if !enabled {
+            tracing::info!(kind = kind.name(), "kind switched off by a feature flag: not projected");
+        }
+    }
+    match source {
+        SourceConfig::Manifests(dir) => {
+            let r = Readiness::new([manifests::initial_phase(dir)]);
+            let enabled = handlers.kinds().into_iter().filter(|(_, on)| *on);
+            r.track_kinds(enabled.map(|(k, _)| (k.name().to_string(), manifests::initial_phase(dir))));
+            r
+        }
+        SourceConfig::Kube(_) => {
+            let r = Readiness::new(watched.iter().map(|w| kube_source::initial_phase(w.kind)));
+            r.track_kinds(watched.iter().map(|w| (w.kind.name().to_string(), kube_source::initial_phase(w.kind))));
+            r
+        }
+    }
+}
+
+/// Records the source `identity` in the store and ties readiness to the store: a warm start
+/// (the store completed a sync of this source) serves at once unless `serve_while_catching_up`
+/// is off; kinds being re-derived and the search index must catch up before ready. Returns
+/// whether the start is warm.
+///
+/// # Errors
+/// The store cannot record the source.
+fn follow_store(
+    readiness: &Readiness,
+    store: &Store,
+    catalogue: &storage::search::Catalogue,
+    identity: &str,
+    serve_while_catching_up: bool,
+) -> anyhow::Result<bool> {
+    let warm = store.follow_source(identity).context("recording the source in the store")?;
+    match (warm, serve_while_catching_up) {
+        (true, true) => {
+            tracing::info!(source = %identity, "warm start: the store completed a sync of this source; serving it now and reading the source again behind it");
+            readiness.serve_warm();
+        }
+        (true, false) => {
+            tracing::info!(source = %identity, "source.serveWhileCatchingUp is off: unready until the source has been read again")
+        }
+        (false, _) => tracing::info!(source = %identity, "cold start: ready once the initial sync of this source is applied"),
+    }
+    let reporting = store.clone();
+    readiness.report_rederiving(move || reporting.rederivations().iter().map(|k| k.name().to_string()).collect());
+    // A kind whose derivation version changed was purged on open ([`storage::versions`]):
+    // ready once the source brought it back and the writer ended its re-derivation.
+    let rederiving = store.rederiving();
+    if !rederiving.is_empty() {
+        let names: Vec<&str> = rederiving.iter().map(|k| k.name()).collect();
+        tracing::warn!(kinds = ?names, "re-deriving kinds whose derivation version changed: every object of theirs is read again from the source");
+        let (leader, follower) = (store.clone(), store.clone());
+        readiness.follow(
+            &format!("re-derivation of {}", names.join(", ")),
+            // At least 1: the follower's 0 (still re-deriving) must never reach the target.
+            move || leader.read().and_then(|v| v.revision()).unwrap_or(0).max(1),
+            move || if follower.rederiving().is_empty() { u64::MAX } else { 0 },
+        );
+    }
+    let searching = catalogue.clone();
+    readiness.report_search_failure(move || searching.failure());
+    // Ready means searchable: the index has caught up with the initial sync.
+    let (leader, follower) = (store.clone(), catalogue.clone());
+    readiness.follow("search index", move || leader.read().and_then(|v| v.revision()).unwrap_or(0), move || follower.revision());
+    Ok(warm)
+}
+
+/// What starting a source needs from the process being started.
+struct SourceStart<'a> {
+    config: &'a Config,
+    store: &'a Store,
+    writer: &'a Writer,
+    readiness: &'a Readiness,
+    metrics: &'a Metrics,
+    handlers: Arc<Handlers>,
+}
+
+impl SourceStart<'_> {
+    /// Starts the manifests source on `dir`. A store that lacks source documents (written by an
+    /// earlier release) drops its checkpoints first: every file is read once.
+    fn manifests(self, dir: &std::path::Path) -> anyhow::Result<ManifestsSource> {
+        let SourceStart { config, store, writer, readiness, metrics, handlers } = self;
+        if store.filling_documents() {
+            // Unchanged files taken over from their checkpoints would not hand over their
+            // objects' documents: read every file once.
+            let dropped = store.drop_checkpoints("manifests/").context("dropping the manifests checkpoints")?;
+            tracing::info!(
+                checkpoints = dropped,
+                "the store lacks source documents (written by an earlier release): every file is read once to keep them"
+            );
+        }
+        let state = ManifestsState::new(dir, handlers, config.features, config.clock()).with_checkpoints(store.clone());
+        let source = ManifestsSource::spawn(dir, state, writer.sender(), readiness.clone(), metrics.clone(), manifests::POLL_INTERVAL)
+            .map_err(anyhow::Error::msg)?;
+        tracing::info!(manifests = %dir.display(), data_dir = %config.storage.data_dir.display(), "projector started (manifests source)");
+        Ok(source)
+    }
+
+    /// Starts the kube source: a watch of every kind in `watched`; the records of kinds switched
+    /// off (from a run with the flag on) are swept once, as the manifests source sweeps every
+    /// kind it did not read.
+    ///
+    /// # Errors
+    /// No tokio runtime, or the source's metrics cannot be registered.
+    fn kube(
+        self,
+        source: &crate::config::KubeSourceConfig,
+        cluster: kube_source::Cluster,
+        watched: Vec<kube_source::WatchedKind>,
+        warm: bool,
+    ) -> anyhow::Result<KubeSource> {
+        let SourceStart { config, store, writer, readiness, metrics, handlers } = self;
+        let runtime = tokio::runtime::Handle::try_current().context("the kube source needs a tokio runtime")?;
+        let kube_metrics = KubeMetrics::register(metrics).map_err(anyhow::Error::msg)?;
+        let wiring = kube_source::Wiring {
+            handlers,
+            features: config.features,
+            clock: config.clock(),
+            sender: writer.sender(),
+            readiness: readiness.clone(),
+            metrics: metrics.clone(),
+            kube_metrics,
+            settings: kube_source::Settings::new(&config.projector),
+            warm,
+            lists: kube_source::ListBudget::new(store.read().and_then(|v| v.record_counts()).unwrap_or_default()),
+        };
+        tracing::info!(
+            api_server = source.url.as_deref().unwrap_or("(kubeconfig or in cluster)"),
+            data_dir = %config.storage.data_dir.display(),
+            kinds = ?watched.iter().map(|w| w.kind.name()).collect::<Vec<_>>(),
+            "projector started (kube source)"
+        );
+        let off: Vec<_> = kube_source::resources().into_iter().map(|w| w.kind).filter(|k| !watched.iter().any(|w| w.kind == *k)).collect();
+        if !off.is_empty() {
+            writer.sender().send(Change::Sweep { kinds: off, present: Arc::default(), keep_newer_than: None, report: None, token: None });
+        }
+        Ok(KubeSource::spawn(cluster.client, watched, wiring, &runtime))
     }
 }
 

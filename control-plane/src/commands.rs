@@ -189,25 +189,25 @@ impl KubeCommandsState {
         let params = PostParams::default();
         let written = match command {
             Command::CreateOrUpdate { spec, .. } => match api.get_opt(&target.name).await.map_err(|e| mapped(&target, e))? {
-                Some(mut obj) => {
-                    obj.data["spec"] = spec;
-                    stamp(&mut obj, &target);
-                    api.replace(&target.name, &params, &obj).await
+                Some(mut object) => {
+                    object.data["spec"] = spec;
+                    stamp(&mut object, &target);
+                    api.replace(&target.name, &params, &object).await
                 }
                 None => {
-                    let mut obj = DynamicObject::new(&target.name, resource).within(&target.namespace);
-                    obj.data = serde_json::json!({ "spec": spec });
-                    stamp(&mut obj, &target);
-                    api.create(&params, &obj).await
+                    let mut object = DynamicObject::new(&target.name, resource).within(&target.namespace);
+                    object.data = serde_json::json!({ "spec": spec });
+                    stamp(&mut object, &target);
+                    api.create(&params, &object).await
                 }
             },
             Command::Update { edit, .. } => {
-                let obj = api.get(&target.name).await.map_err(|e| mapped(&target, e))?;
-                let mut value = serde_json::to_value(&obj).map_err(|_| internal())?;
+                let object = api.get(&target.name).await.map_err(|e| mapped(&target, e))?;
+                let mut value = serde_json::to_value(&object).map_err(|_| internal())?;
                 edit(&mut value)?;
-                let mut obj: DynamicObject = serde_json::from_value(value).map_err(|_| internal())?;
-                stamp(&mut obj, &target);
-                api.replace(&target.name, &params, &obj).await
+                let mut object: DynamicObject = serde_json::from_value(value).map_err(|_| internal())?;
+                stamp(&mut object, &target);
+                api.replace(&target.name, &params, &object).await
             }
             Command::Delete { .. } => {
                 return match api.delete(&target.name, &DeleteParams::default()).await {
@@ -217,8 +217,8 @@ impl KubeCommandsState {
                 };
             }
         };
-        let obj = written.map_err(|e| mapped(&target, e))?;
-        Ok(Some(obj.metadata.resource_version))
+        let object = written.map_err(|e| mapped(&target, e))?;
+        Ok(Some(object.metadata.resource_version))
     }
 
     /// Whether the store holds `version` (or a later one) of `target` — nothing of it for a
@@ -249,8 +249,8 @@ fn same_or_later(held: &str, want: &str) -> bool {
     held == want || matches!((held.parse::<u64>(), want.parse::<u64>()), (Ok(h), Ok(w)) if h >= w)
 }
 
-fn stamp(obj: &mut DynamicObject, target: &Target) {
-    obj.metadata.labels.get_or_insert_with(Default::default).insert(ENVIRONMENT_LABEL.to_string(), target.environment.clone());
+fn stamp(object: &mut DynamicObject, target: &Target) {
+    object.metadata.labels.get_or_insert_with(Default::default).insert(ENVIRONMENT_LABEL.to_string(), target.environment.clone());
 }
 
 fn internal() -> MutationError {

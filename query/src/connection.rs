@@ -14,7 +14,7 @@ use async_graphql::dynamic::{Field, FieldValue, InputObject, InputValue, Object,
 use async_graphql::{Error, Name, Value};
 use schema::common::StatusPhase;
 use schema::GraphqlEnum;
-use schema::{Key, Kind, Scope};
+use schema::{Key, Kind, KindId, Scope};
 use std::any::Any;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -167,90 +167,7 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
     let tn = K::TYPE;
     let order_ty = if K::MULTI_ORDER { TypeRef::named_nn_list(format!("{tn}Order")) } else { TypeRef::named(format!("{tn}Order")) };
     Field::new(name, TypeRef::named_nn(format!("{tn}Connection")), move |ctx: ResolverContext<'_>| {
-        let rows = rows.clone();
-        let where_type = where_type.clone();
-        let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
-            let request = ctx.data::<RequestContext>()?;
-            request.deadline.check()?;
-            let parent: &P = match ctx.parent_value.downcast_ref::<P>() {
-                Some(p) => p,
-                None => {
-                    // Root query fields have no parent value; `P` is `()` for them.
-                    static UNIT: () = ();
-                    (&UNIT as &dyn Any).downcast_ref::<P>().ok_or_else(|| internal("connection parent type mismatch"))?
-                }
-            };
-            let entries = parse_order(&ctx)?;
-            // A `search` without a word (no letter or digit) lists as without it, as
-            // `crate::search::SEARCH_TEXT_RULE` says.
-            let search = ctx.args.get("search").filter(|v| !v.is_null()).map(|v| v.string().map(str::to_string)).transpose()?;
-            if let Some(q) = &search {
-                crate::limits::check_search(q, &request.limits).map_err(crate::limits::LimitError::into_error)?;
-            }
-            let search = search.filter(|q| !storage::analysis::words(q).is_empty());
-            if search.is_some() && !entries.is_empty() {
-                return Err(bad_input("`search` cannot be combined with `orderBy`: search results are ordered by relevance"));
-            }
-            // One field: scan the ordering index in its direction. Several: sort the visible,
-            // filtered rows by their composite key (ascending; descending fields are inverted).
-            let (order, desc, spec) = match entries.as_slice() {
-                [] => (OrderField::Key, false, OrderSpec::Single(OrderField::Key)),
-                [(o, d)] => (*o, *d, OrderSpec::Single(*o)),
-                many => (OrderField::Key, false, OrderSpec::Multi(many.to_vec())),
-            };
-            let spec = match &search {
-                Some(q) => OrderSpec::Search(crate::search::query_hash(q)),
-                None => spec,
-            };
-            let pred = match ctx.args.get("where") {
-                Some(w) if !w.is_null() => where_type.parse(&w.object()?)?,
-                _ => Predicate::always(),
-            };
-            let arg_i = |n: &str| -> Result<Option<i64>, Error> { ctx.args.get(n).filter(|v| !v.is_null()).map(|v| v.i64()).transpose() };
-            let arg_s = |n: &str| -> Result<Option<String>, Error> {
-                ctx.args.get(n).filter(|v| !v.is_null()).map(|v| v.string().map(str::to_string)).transpose()
-            };
-            let args = PageArgs::new(
-                arg_i("first")?,
-                arg_i("last")?,
-                arg_s("after")?.as_deref(),
-                arg_s("before")?.as_deref(),
-                K::ID,
-                spec.clone(),
-                desc,
-                request.max_page_size,
-            )?;
-            let mut src = match &search {
-                Some(q) => Box::new(crate::search::rows::<K>(request, q, &pred)?),
-                None => rows(request, parent, order, pred)?,
-            };
-            if let OrderSpec::Multi(m) = &spec {
-                let mut all = Vec::new();
-                for r in src.iter(Bound::Unbounded, false)? {
-                    let (_, st) = r?;
-                    all.push((multi_suffix::<K>(&st, m), st));
-                }
-                all.sort_by(|a, b| a.0.cmp(&b.0));
-                src = Box::new(VecRows(all));
-            }
-            // `{ totalCount }` alone reads no page (with counters, no record at all).
-            let look = ctx.look_ahead();
-            let page = if look.field("edges").exists() || look.field("pageInfo").exists() {
-                paginate(src.as_ref(), &args)?
-            } else {
-                crate::relay::Page { edges: Vec::new(), has_next: false, has_previous: false }
-            };
-            let total = if look.field("totalCount").exists() { src.count()? } else { 0 };
-            let phases =
-                if look.field("phaseCounts").exists() { src.phase_counts(&|r| K::status(r).map(|s| s.phase))? } else { Vec::new() };
-            let edges: Vec<_> = page.edges.into_iter().map(|(suffix, st)| (encode_cursor(K::ID, &spec, &suffix), st)).collect();
-            // Each edge: its cursor when selected, the edge and node objects (their fields
-            // charge their own).
-            let cursors = look.field("edges").field("cursor").exists();
-            request.deadline.charge(edges.iter().map(|(cursor, _)| if cursors { cursor.len() + 24 } else { 24 }).sum::<usize>() + 64)?;
-            Ok(object_value(ConnData::<K::Record> { edges, has_next: page.has_next, has_previous: page.has_previous, total, phases }))
-        })();
-        crate::fields::ready(result)
+        crate::fields::ready(resolve_connection::<K, P>(&ctx, &where_type, rows.as_ref()))
     })
     .argument(InputValue::new("after", TypeRef::named("Cursor")))
     .argument(InputValue::new("first", TypeRef::named(TypeRef::INT)))
@@ -258,6 +175,119 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
     .argument(InputValue::new("last", TypeRef::named(TypeRef::INT)))
     .argument(InputValue::new("orderBy", order_ty))
     .argument(InputValue::new("where", TypeRef::named(format!("{tn}WhereInput"))))
+}
+
+/// The connection of `K` that `ctx` asks for: its arguments read (`search`, `orderBy`, `where`,
+/// the Relay arguments), its rows produced (`rows`, or the search's hits), then paged, counted and
+/// charged to the request's answer budget as the selection needs.
+fn resolve_connection<K: Entity, P: Any + Send + Sync>(
+    ctx: &ResolverContext<'_>,
+    where_type: &WhereType<K::Record>,
+    rows: &MakeRows<K, P>,
+) -> Result<Option<FieldValue<'static>>, Error> {
+    let request = ctx.data::<RequestContext>()?;
+    request.deadline.check()?;
+    let parent = parent_value::<P>(ctx)?;
+    let search = search_text(ctx, request)?;
+    let (order, desc, spec) = order_spec(parse_order(ctx)?, search.as_deref())?;
+    let pred = match ctx.args.get("where") {
+        Some(w) if !w.is_null() => where_type.parse(&w.object()?)?,
+        _ => Predicate::always(),
+    };
+    let args = page_args(ctx, K::ID, spec.clone(), desc, request.max_page_size)?;
+    let mut src = match &search {
+        Some(q) => Box::new(crate::search::rows::<K>(request, q, &pred)?),
+        None => rows(request, parent, order, pred)?,
+    };
+    if let OrderSpec::Multi(fields) = &spec {
+        src = Box::new(sorted_by_fields::<K>(src.as_ref(), fields)?);
+    }
+    connection_value::<K>(ctx, request, src.as_ref(), &args, &spec)
+}
+
+/// The parent value of a connection field: the parent object's `P`, or `()` for a root field
+/// (root query fields have no parent value). Another type is an internal error.
+fn parent_value<'a, P: Any + Send + Sync>(ctx: &'a ResolverContext<'_>) -> Result<&'a P, Error> {
+    if let Some(parent) = ctx.parent_value.downcast_ref::<P>() {
+        return Ok(parent);
+    }
+    static UNIT: () = ();
+    (&UNIT as &dyn Any).downcast_ref::<P>().ok_or_else(|| internal("connection parent type mismatch"))
+}
+
+/// The `search` argument, checked against `graphql.maxSearchLength`; `None` when absent or when
+/// it has no word (no letter or digit: it lists as without it, as
+/// `crate::search::SEARCH_TEXT_RULE` says).
+fn search_text(ctx: &ResolverContext<'_>, request: &RequestContext) -> Result<Option<String>, Error> {
+    let search = ctx.args.get("search").filter(|v| !v.is_null()).map(|v| v.string().map(str::to_string)).transpose()?;
+    if let Some(q) = &search {
+        crate::limits::check_search(q, &request.limits).map_err(crate::limits::LimitError::into_error)?;
+    }
+    Ok(search.filter(|q| !storage::analysis::words(q).is_empty()))
+}
+
+/// How the rows are ordered: `(index to scan, descending, cursor order)`. No entry scans the key
+/// order; one entry scans its ordering index in its direction; several sort the visible, filtered
+/// rows by their composite key (ascending; descending fields are inverted); a search orders by
+/// relevance and cannot be combined with `orderBy` (`BAD_USER_INPUT`).
+fn order_spec(entries: Vec<(OrderField, bool)>, search: Option<&str>) -> Result<(OrderField, bool, OrderSpec), Error> {
+    if search.is_some() && !entries.is_empty() {
+        return Err(bad_input("`search` cannot be combined with `orderBy`: search results are ordered by relevance"));
+    }
+    let (order, desc, spec) = match entries.as_slice() {
+        [] => (OrderField::Key, false, OrderSpec::Single(OrderField::Key)),
+        [(o, d)] => (*o, *d, OrderSpec::Single(*o)),
+        many => (OrderField::Key, false, OrderSpec::Multi(many.to_vec())),
+    };
+    match search {
+        Some(q) => Ok((order, desc, OrderSpec::Search(crate::search::query_hash(q)))),
+        None => Ok((order, desc, spec)),
+    }
+}
+
+/// The Relay arguments `first`, `last`, `after` and `before` of `ctx`, checked by [`PageArgs::new`].
+fn page_args(ctx: &ResolverContext<'_>, kind: KindId, spec: OrderSpec, desc: bool, max_page_size: usize) -> Result<PageArgs, Error> {
+    let arg_i = |n: &str| -> Result<Option<i64>, Error> { ctx.args.get(n).filter(|v| !v.is_null()).map(|v| v.i64()).transpose() };
+    let arg_s = |n: &str| -> Result<Option<String>, Error> {
+        ctx.args.get(n).filter(|v| !v.is_null()).map(|v| v.string().map(str::to_string)).transpose()
+    };
+    PageArgs::new(arg_i("first")?, arg_i("last")?, arg_s("after")?.as_deref(), arg_s("before")?.as_deref(), kind, spec, desc, max_page_size)
+}
+
+/// Every row of `src`, sorted by the composite key of `fields` (an `orderBy` of several fields).
+fn sorted_by_fields<K: Entity>(src: &dyn Rows<K::Record>, fields: &[(OrderField, bool)]) -> Result<VecRows<K::Record>, Error> {
+    let mut all = Vec::new();
+    for r in src.iter(Bound::Unbounded, false)? {
+        let (_, st) = r?;
+        all.push((multi_suffix::<K>(&st, fields), st));
+    }
+    all.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(VecRows(all))
+}
+
+/// The connection object over `src`: the page when `edges` or `pageInfo` is selected (`{
+/// totalCount }` alone reads no page, with counters no record at all), `totalCount` and
+/// `phaseCounts` when selected; the edges' cursors and objects are charged to the answer budget
+/// (their fields charge their own).
+fn connection_value<K: Entity>(
+    ctx: &ResolverContext<'_>,
+    request: &RequestContext,
+    src: &dyn Rows<K::Record>,
+    args: &PageArgs,
+    spec: &OrderSpec,
+) -> Result<Option<FieldValue<'static>>, Error> {
+    let look = ctx.look_ahead();
+    let page = if look.field("edges").exists() || look.field("pageInfo").exists() {
+        paginate(src, args)?
+    } else {
+        crate::relay::Page { edges: Vec::new(), has_next: false, has_previous: false }
+    };
+    let total = if look.field("totalCount").exists() { src.count()? } else { 0 };
+    let phases = if look.field("phaseCounts").exists() { src.phase_counts(&|r| K::status(r).map(|s| s.phase))? } else { Vec::new() };
+    let edges: Vec<_> = page.edges.into_iter().map(|(suffix, st)| (encode_cursor(K::ID, spec, &suffix), st)).collect();
+    let cursors = look.field("edges").field("cursor").exists();
+    request.deadline.charge(edges.iter().map(|(cursor, _)| if cursors { cursor.len() + 24 } else { 24 }).sum::<usize>() + 64)?;
+    Ok(object_value(ConnData::<K::Record> { edges, has_next: page.has_next, has_previous: page.has_previous, total, phases }))
 }
 
 /// Reads `orderBy`: `(field, descending)` entries in list order (empty = natural key order).

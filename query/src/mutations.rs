@@ -135,17 +135,159 @@ struct Ask<'a> {
 
 type Planner = fn(&Ask<'_>) -> Result<Plan, MutationError>;
 
-/// One mutation: name, arguments, payload and planner.
+/// One mutation: name, arguments (name and type in SDL notation), payload and planner.
 struct Spec {
     name: &'static str,
     description: &'static str,
     payload: &'static str,
-    args: Vec<(&'static str, TypeRef)>,
+    args: &'static [(&'static str, &'static str)],
     plan: Planner,
 }
 
-/// Registers the mutation types and returns the `Mutation` root object. `sink` writes (`None`:
-/// every mutation answers "mutations are disabled").
+/// The mutations, in the `Mutation` type's field order.
+const MUTATIONS: [Spec; 12] = [
+    Spec {
+        name: "createTeam",
+        description: "Create a new Team in Kubernetes",
+        payload: "CreateTeamPayload",
+        args: &[("input", "CreateTeamInput!")],
+        plan: create_team,
+    },
+    Spec {
+        name: "updateTeam",
+        description: "Update team metadata (email, description, displayName). Does not manage members.",
+        payload: "UpdateTeamPayload",
+        args: &[("input", "UpdateTeamInput!")],
+        plan: update_team,
+    },
+    Spec {
+        name: "deleteTeam",
+        description: "Delete a Team. Fails if the team still has resources (Rovers, ApiSpecs, etc.).",
+        payload: "DeleteTeamPayload",
+        args: &[("input", "DeleteTeamInput!")],
+        plan: delete_team,
+    },
+    Spec {
+        name: "addTeamMember",
+        description: "Add a member to a team.",
+        payload: "AddTeamMemberPayload",
+        args: &[("teamId", "ID!"), ("member", "MemberInput!")],
+        plan: add_team_member,
+    },
+    Spec {
+        name: "removeTeamMember",
+        description: "Remove a member from a team by email.",
+        payload: "RemoveTeamMemberPayload",
+        args: &[("teamId", "ID!"), ("memberEmail", "String!")],
+        plan: remove_team_member,
+    },
+    Spec {
+        name: "rotateTeamToken",
+        description: "Rotate the token for a team. Triggers async secret regeneration.",
+        payload: "RotateTeamTokenPayload",
+        args: &[("teamId", "ID!")],
+        plan: rotate_team_token,
+    },
+    Spec {
+        name: "rotateApplicationSecret",
+        description: "Rotate the client secret for an application. Triggers async secret regeneration.",
+        payload: "RotateApplicationSecretPayload",
+        args: &[("applicationId", "ID!")],
+        plan: rotate_application_secret,
+    },
+    Spec {
+        name: "createGroup",
+        description: "Create a new Group in Kubernetes",
+        payload: "CreateGroupPayload",
+        args: &[("input", "CreateGroupInput!")],
+        plan: create_group,
+    },
+    Spec {
+        name: "updateGroup",
+        description: "Update group metadata (displayName, description).",
+        payload: "UpdateGroupPayload",
+        args: &[("input", "UpdateGroupInput!")],
+        plan: update_group,
+    },
+    Spec {
+        name: "deleteGroup",
+        description: "Delete a Group. Fails if the group still has teams.",
+        payload: "DeleteGroupPayload",
+        args: &[("input", "DeleteGroupInput!")],
+        plan: delete_group,
+    },
+    Spec {
+        name: "decideApprovalRequest",
+        description: "Decide on an ApprovalRequest (approve or deny initial access).",
+        payload: "DecideApprovalRequestPayload",
+        args: &[("approvalRequestId", "ID!"), ("input", "DecisionInput!")],
+        plan: decide_approval_request,
+    },
+    Spec {
+        name: "decideApproval",
+        description: "Decide on an existing Approval (suspend, resume, deny, or re-allow ongoing access).",
+        payload: "DecideApprovalPayload",
+        args: &[("approvalId", "ID!"), ("input", "DecisionInput!")],
+        plan: decide_approval,
+    },
+];
+
+/// The input types of the mutations: name and fields (name and type in SDL notation).
+const INPUTS: [(&str, &[(&str, &str)]); 8] = [
+    ("MemberInput", &[("name", "String!"), ("email", "String!")]),
+    ("DecisionInput", &[("action", "ApprovalAction!"), ("comment", "String")]),
+    (
+        "CreateTeamInput",
+        &[
+            ("environment", "String!"),
+            ("group", "String!"),
+            ("name", "String!"),
+            ("email", "String!"),
+            ("members", "[MemberInput!]!"),
+            ("displayName", "String"),
+            ("description", "String"),
+        ],
+    ),
+    ("UpdateTeamInput", &[("teamId", "ID!"), ("email", "String"), ("displayName", "String"), ("description", "String")]),
+    ("DeleteTeamInput", &[("teamId", "ID!")]),
+    ("CreateGroupInput", &[("environment", "String!"), ("name", "String!"), ("displayName", "String!"), ("description", "String")]),
+    ("UpdateGroupInput", &[("groupId", "ID!"), ("displayName", "String"), ("description", "String")]),
+    ("DeleteGroupInput", &[("groupId", "ID!")]),
+];
+
+/// A payload type: its name, its entity field and type, whether it has `accepted`.
+type PayloadShape = (&'static str, Option<(&'static str, &'static str)>, bool);
+
+/// The payload types of the mutations.
+const PAYLOADS: [PayloadShape; 12] = [
+    ("CreateTeamPayload", Some(("team", "Team")), true),
+    ("UpdateTeamPayload", Some(("team", "Team")), true),
+    ("DeleteTeamPayload", None, true),
+    ("AddTeamMemberPayload", Some(("team", "Team")), false),
+    ("RemoveTeamMemberPayload", Some(("team", "Team")), false),
+    ("RotateTeamTokenPayload", Some(("team", "Team")), true),
+    ("CreateGroupPayload", Some(("group", "Group")), true),
+    ("UpdateGroupPayload", Some(("group", "Group")), true),
+    ("DeleteGroupPayload", None, true),
+    ("RotateApplicationSecretPayload", Some(("application", "Application")), true),
+    ("DecideApprovalRequestPayload", Some(("approvalRequest", "ApprovalRequest")), true),
+    ("DecideApprovalPayload", Some(("approval", "Approval")), true),
+];
+
+/// A type reference written in SDL notation: `T`, `T!`, `[T!]!`, ….
+fn type_ref(sdl: &'static str) -> TypeRef {
+    if let Some(inner) = sdl.strip_suffix('!') {
+        return TypeRef::NonNull(Box::new(type_ref(inner)));
+    }
+    match sdl.strip_prefix('[').and_then(|list| list.strip_suffix(']')) {
+        Some(item) => TypeRef::List(Box::new(type_ref(item))),
+        None => TypeRef::named(sdl),
+    }
+}
+
+/// Registers the mutation types (`ErrorCode`, `MutationError`, the inputs and payloads) and
+/// returns the `Mutation` root object. `sink` writes (`None`: every mutation answers "mutations
+/// are disabled").
 pub(crate) fn register(builder: &mut Builder, sink: Option<Arc<dyn CommandSink>>) -> Object {
     builder.enumeration("ErrorCode", &ErrorCode::ALL.map(ErrorCode::name));
     builder.object(
@@ -155,180 +297,55 @@ pub(crate) fn register(builder: &mut Builder, sink: Option<Arc<dyn CommandSink>>
             .field(field::<MutationError>("message", TypeRef::named_nn(TypeRef::STRING), |e, _| Ok(string(&e.message))))
             .field(field::<MutationError>("field", TypeRef::named(TypeRef::STRING), |e, _| Ok(nullable_string(e.field.as_deref())))),
     );
-    let text = || TypeRef::named(TypeRef::STRING);
-    let text_nn = || TypeRef::named_nn(TypeRef::STRING);
-    let id_nn = || TypeRef::named_nn(TypeRef::ID);
-    let inputs: [(&str, Vec<(&str, TypeRef)>); 8] = [
-        ("MemberInput", vec![("name", text_nn()), ("email", text_nn())]),
-        ("DecisionInput", vec![("action", TypeRef::named_nn("ApprovalAction")), ("comment", text())]),
-        (
-            "CreateTeamInput",
-            vec![
-                ("environment", text_nn()),
-                ("group", text_nn()),
-                ("name", text_nn()),
-                ("email", text_nn()),
-                ("members", TypeRef::named_nn_list_nn("MemberInput")),
-                ("displayName", text()),
-                ("description", text()),
-            ],
-        ),
-        ("UpdateTeamInput", vec![("teamId", id_nn()), ("email", text()), ("displayName", text()), ("description", text())]),
-        ("DeleteTeamInput", vec![("teamId", id_nn())]),
-        ("CreateGroupInput", vec![("environment", text_nn()), ("name", text_nn()), ("displayName", text_nn()), ("description", text())]),
-        ("UpdateGroupInput", vec![("groupId", id_nn()), ("displayName", text()), ("description", text())]),
-        ("DeleteGroupInput", vec![("groupId", id_nn())]),
-    ];
-    for (name, fields) in inputs {
+    for (name, fields) in INPUTS {
         let mut input = InputObject::new(name);
-        for (f, ty) in fields {
-            input = input.field(InputValue::new(f, ty));
+        for (field, ty) in fields {
+            input = input.field(InputValue::new(*field, type_ref(ty)));
         }
         builder.inputs.push(input);
     }
-    // (payload type, its entity field and type, whether it has `accepted`)
-    type PayloadShape = (&'static str, Option<(&'static str, &'static str)>, bool);
-    let payloads: [PayloadShape; 12] = [
-        ("CreateTeamPayload", Some(("team", "Team")), true),
-        ("UpdateTeamPayload", Some(("team", "Team")), true),
-        ("DeleteTeamPayload", None, true),
-        ("AddTeamMemberPayload", Some(("team", "Team")), false),
-        ("RemoveTeamMemberPayload", Some(("team", "Team")), false),
-        ("RotateTeamTokenPayload", Some(("team", "Team")), true),
-        ("CreateGroupPayload", Some(("group", "Group")), true),
-        ("UpdateGroupPayload", Some(("group", "Group")), true),
-        ("DeleteGroupPayload", None, true),
-        ("RotateApplicationSecretPayload", Some(("application", "Application")), true),
-        ("DecideApprovalRequestPayload", Some(("approvalRequest", "ApprovalRequest")), true),
-        ("DecideApprovalPayload", Some(("approval", "Approval")), true),
-    ];
-    for (name, entity, accepted) in payloads {
-        let mut o = Object::new(name);
-        if let Some((field_name, type_name)) = entity {
-            o = o.field(
-                field::<Payload>(field_name, TypeRef::named(type_name), move |p, request| {
-                    if !p.answer {
-                        return Ok(None);
-                    }
-                    entity_value(request, p.outcome.entity.as_ref())
-                })
-                .description("The entity after the mutation (its last projected state when `note` is set); null when it is not visible."),
-            );
-        }
-        if accepted {
-            o = o.field(
-                field::<Payload>("accepted", TypeRef::named_nn(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.outcome.accepted)))
-                    .description("Whether the Kubernetes API server accepted the write."),
-            );
-        }
-        o = o
-            .field(field::<Payload>("errors", TypeRef::named_nn_list_nn("MutationError"), |p, _| {
-                Ok(Some(FieldValue::list(p.outcome.errors.iter().cloned().map(FieldValue::owned_any))))
-            }))
-            .field(
-                field::<Payload>("note", TypeRef::named(TypeRef::STRING), |p, _| {
-                    Ok(nullable_string((p.outcome.accepted && !p.outcome.projected).then_some(NOT_PROJECTED)))
-                })
-                .description("Set when the write was accepted but not yet projected: the entity shows its last projected state."),
-            );
-        builder.object(o);
+    for (name, entity, accepted) in PAYLOADS {
+        builder.object(payload_object(name, entity, accepted));
     }
     let mut root = Object::new("Mutation");
-    let member = || TypeRef::named_nn("MemberInput");
-    let decision = || TypeRef::named_nn("DecisionInput");
-    let specs = [
-        Spec {
-            name: "createTeam",
-            description: "Create a new Team in Kubernetes",
-            payload: "CreateTeamPayload",
-            args: vec![("input", TypeRef::named_nn("CreateTeamInput"))],
-            plan: create_team,
-        },
-        Spec {
-            name: "updateTeam",
-            description: "Update team metadata (email, description, displayName). Does not manage members.",
-            payload: "UpdateTeamPayload",
-            args: vec![("input", TypeRef::named_nn("UpdateTeamInput"))],
-            plan: update_team,
-        },
-        Spec {
-            name: "deleteTeam",
-            description: "Delete a Team. Fails if the team still has resources (Rovers, ApiSpecs, etc.).",
-            payload: "DeleteTeamPayload",
-            args: vec![("input", TypeRef::named_nn("DeleteTeamInput"))],
-            plan: delete_team,
-        },
-        Spec {
-            name: "addTeamMember",
-            description: "Add a member to a team.",
-            payload: "AddTeamMemberPayload",
-            args: vec![("teamId", id_nn()), ("member", member())],
-            plan: add_team_member,
-        },
-        Spec {
-            name: "removeTeamMember",
-            description: "Remove a member from a team by email.",
-            payload: "RemoveTeamMemberPayload",
-            args: vec![("teamId", id_nn()), ("memberEmail", text_nn())],
-            plan: remove_team_member,
-        },
-        Spec {
-            name: "rotateTeamToken",
-            description: "Rotate the token for a team. Triggers async secret regeneration.",
-            payload: "RotateTeamTokenPayload",
-            args: vec![("teamId", id_nn())],
-            plan: rotate_team_token,
-        },
-        Spec {
-            name: "rotateApplicationSecret",
-            description: "Rotate the client secret for an application. Triggers async secret regeneration.",
-            payload: "RotateApplicationSecretPayload",
-            args: vec![("applicationId", id_nn())],
-            plan: rotate_application_secret,
-        },
-        Spec {
-            name: "createGroup",
-            description: "Create a new Group in Kubernetes",
-            payload: "CreateGroupPayload",
-            args: vec![("input", TypeRef::named_nn("CreateGroupInput"))],
-            plan: create_group,
-        },
-        Spec {
-            name: "updateGroup",
-            description: "Update group metadata (displayName, description).",
-            payload: "UpdateGroupPayload",
-            args: vec![("input", TypeRef::named_nn("UpdateGroupInput"))],
-            plan: update_group,
-        },
-        Spec {
-            name: "deleteGroup",
-            description: "Delete a Group. Fails if the group still has teams.",
-            payload: "DeleteGroupPayload",
-            args: vec![("input", TypeRef::named_nn("DeleteGroupInput"))],
-            plan: delete_group,
-        },
-        Spec {
-            name: "decideApprovalRequest",
-            description: "Decide on an ApprovalRequest (approve or deny initial access).",
-            payload: "DecideApprovalRequestPayload",
-            args: vec![("approvalRequestId", id_nn()), ("input", decision())],
-            plan: decide_approval_request,
-        },
-        Spec {
-            name: "decideApproval",
-            description: "Decide on an existing Approval (suspend, resume, deny, or re-allow ongoing access).",
-            payload: "DecideApprovalPayload",
-            args: vec![("approvalId", id_nn()), ("input", decision())],
-            plan: decide_approval,
-        },
-    ];
-    for spec in specs {
+    for spec in &MUTATIONS {
         root = root.field(mutation_field(spec, sink.clone()));
     }
     root
 }
 
-/// The entity value of a payload, read with the viewer as `node(id:)` reads it.
+/// A payload object: its entity field (`entity`: field name and type), `accepted` when asked,
+/// `errors` and `note`.
+fn payload_object(name: &str, entity: Option<(&'static str, &'static str)>, accepted: bool) -> Object {
+    let mut o = Object::new(name);
+    if let Some((field_name, type_name)) = entity {
+        o = o.field(
+            field::<Payload>(field_name, TypeRef::named(type_name), move |p, request| {
+                if !p.answer {
+                    return Ok(None);
+                }
+                entity_value(request, p.outcome.entity.as_ref())
+            })
+            .description("The entity after the mutation (its last projected state when `note` is set); null when it is not visible."),
+        );
+    }
+    if accepted {
+        o = o.field(
+            field::<Payload>("accepted", TypeRef::named_nn(TypeRef::BOOLEAN), |p, _| Ok(boolean(p.outcome.accepted)))
+                .description("Whether the Kubernetes API server accepted the write."),
+        );
+    }
+    o.field(field::<Payload>("errors", TypeRef::named_nn_list_nn("MutationError"), |p, _| {
+        Ok(Some(FieldValue::list(p.outcome.errors.iter().cloned().map(FieldValue::owned_any))))
+    }))
+    .field(
+        field::<Payload>("note", TypeRef::named(TypeRef::STRING), |p, _| {
+            Ok(nullable_string((p.outcome.accepted && !p.outcome.projected).then_some(NOT_PROJECTED)))
+        })
+        .description("Set when the write was accepted but not yet projected: the entity shows its last projected state."),
+    )
+}
+
 fn entity_value(request: &RequestContext, entity: Option<&EntityRef>) -> Result<Option<FieldValue<'static>>, Error> {
     let (type_name, key) = match entity {
         None => return Ok(None),
@@ -353,8 +370,9 @@ fn entity_value(request: &RequestContext, entity: Option<&EntityRef>) -> Result<
     }
 }
 
-fn mutation_field(spec: Spec, sink: Option<Arc<dyn CommandSink>>) -> Field {
-    let Spec { name, description, payload, args, plan } = spec;
+/// The root field of one mutation; `sink` writes (`None`: it answers "mutations are disabled").
+fn mutation_field(spec: &Spec, sink: Option<Arc<dyn CommandSink>>) -> Field {
+    let Spec { name, description, payload, args, plan } = *spec;
     let mut f = Field::new(name, TypeRef::named_nn(payload), move |ctx| {
         let sink = sink.clone();
         FieldFuture::new(async move {
@@ -372,7 +390,7 @@ fn mutation_field(spec: Spec, sink: Option<Arc<dyn CommandSink>>) -> Field {
     })
     .description(description);
     for (arg, ty) in args {
-        f = f.argument(InputValue::new(arg, ty));
+        f = f.argument(InputValue::new(*arg, type_ref(ty)));
     }
     f
 }

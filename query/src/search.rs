@@ -27,7 +27,7 @@ use schema::{Key, Kind, KindId};
 use std::collections::HashMap;
 use std::sync::Arc;
 use storage::analysis::words;
-use storage::search::{highlights, Catalogue, Highlight, SearchRequest};
+use storage::search::{highlights, Catalogue, Highlight, Hit, SearchRequest};
 
 /// How a search text matches, in the SDL of every search (`search:` and `catalogueSearch`):
 /// the one rule of [`storage::analysis`].
@@ -163,6 +163,13 @@ pub(crate) fn register(builder: &mut Builder) {
             .field(field::<Highlight>("field", TypeRef::named_nn(TypeRef::STRING), |h, _| Ok(string(h.field))))
             .field(field::<Highlight>("snippet", TypeRef::named_nn(TypeRef::STRING), |h, _| Ok(string(&h.snippet)))),
     );
+    register_connection_types(builder, &kinds);
+    builder.query_fields.push(catalogue_search_field(kinds));
+}
+
+/// Registers `CatalogueSearchEdge` (its `node` resolved by the catalogue kinds' node loaders) and
+/// `CatalogueSearchConnection`.
+fn register_connection_types(builder: &mut Builder, kinds: &[(KindId, &'static str, DocLoader)]) {
     let loaders: HashMap<&'static str, crate::entity::Loader> =
         kinds.iter().filter_map(|(_, ty, _)| builder.loaders.get(ty).map(|l| (*ty, l.clone()))).collect();
     let loaders = Arc::new(loaders);
@@ -198,110 +205,151 @@ pub(crate) fn register(builder: &mut Builder) {
             }))
             .field(field::<SearchConn>("totalCount", TypeRef::named_nn(TypeRef::INT), |c, _| Ok(integer(c.total as i64)))),
     );
-    builder.query_fields.push(
-        Field::new("catalogueSearch", TypeRef::named_nn("CatalogueSearchConnection"), move |ctx: ResolverContext<'_>| {
-            let kinds = kinds.clone();
-            let result = (|| -> Result<Option<FieldValue<'static>>, Error> {
-                let request = ctx.data::<RequestContext>()?;
-                let query = ctx.args.try_get("query")?.string()?.to_string();
-                crate::limits::check_search(&query, &request.limits).map_err(crate::limits::LimitError::into_error)?;
-                let wanted: Vec<KindId> = match ctx.args.get("kinds").filter(|v| !v.is_null()) {
-                    None => Vec::new(),
-                    Some(list) => {
-                        let mut out = Vec::new();
-                        for v in list.list()?.iter() {
-                            let name = v.enum_name()?;
-                            let kind = catalogue::KINDS
-                                .iter()
-                                .copied()
-                                .find(|k| catalogue::catalogue_kind(*k) == Some(name))
-                                .ok_or_else(|| bad_input(format!("unknown catalogue kind {name}")))?;
-                            out.push(kind);
-                        }
-                        if out.is_empty() {
-                            // `kinds: []` asks for no kind at all.
-                            return Ok(object_value(SearchConn { edges: Vec::new(), has_next: false, has_previous: false, total: 0 }));
-                        }
-                        out
-                    }
-                };
-                let active_only = ctx.args.get("activeOnly").filter(|v| !v.is_null()).map(|v| v.boolean()).transpose()?.unwrap_or(false);
-                let first = match ctx.args.get("first").filter(|v| !v.is_null()).map(|v| v.i64()).transpose()? {
-                    None => request.max_page_size,
-                    Some(n) if n < 0 => return Err(bad_input("`first` on a connection cannot be less than zero.")),
-                    Some(n) if n as u64 > request.max_page_size as u64 => {
-                        return Err(bad_input(format!(
-                            "`first` on a connection cannot exceed the maximum page size {}.",
-                            request.max_page_size
-                        )))
-                    }
-                    Some(n) => n as usize,
-                };
-                let hash = query_hash(&query);
-                let after = match ctx.args.get("after").filter(|v| !v.is_null()) {
-                    Some(c) => Some(decode_cursor(c.string()?, hash)?),
-                    None => None,
-                };
-                let want_total = ctx.look_ahead().field("totalCount").exists();
-                let req = SearchRequest { query: &query, kinds: &wanted, environment: environment(&request.viewer), active_only };
-                let cat = index(request)?;
-                let mut at_least = if want_total { usize::MAX } else { first.saturating_add(1).saturating_add(8) };
-                loop {
-                    let hits = cat.search(&req, at_least).map_err(internal)?;
-                    let complete = hits.hits.len() >= hits.total;
-                    let mut edges = Vec::new();
-                    let mut total = 0;
-                    let mut has_next = false;
-                    for h in &hits.hits {
-                        request.deadline.tick()?;
-                        let Some((_, ty, load)) = kinds.iter().find(|(k, _, _)| *k == h.kind) else { continue };
-                        let mut suffix = score_bytes(h.score).to_vec();
-                        suffix.push(h.kind.code());
-                        suffix.extend_from_slice(h.key.as_bytes());
-                        let after_cursor = after.as_ref().is_none_or(|a| suffix > *a);
-                        if !after_cursor && !want_total {
-                            continue;
-                        }
-                        // Resolve against the store: deleted (not yet re-indexed) and invisible
-                        // entries are dropped here.
-                        let Some(doc) = load(request, &h.key)? else { continue };
-                        total += 1;
-                        if !after_cursor {
-                            continue;
-                        }
-                        if edges.len() == first {
-                            has_next = true;
-                            if !want_total {
-                                break;
-                            }
-                            continue;
-                        }
-                        edges.push(SearchEdge {
-                            type_name: ty,
-                            key: h.key.clone(),
-                            cursor: encode_cursor(hash, &suffix),
-                            score: h.score,
-                            highlights: highlights(&doc, &query),
-                        });
-                    }
-                    if has_next || complete {
-                        return Ok(object_value(SearchConn { edges, has_next, has_previous: after.is_some(), total }));
-                    }
-                    at_least = at_least.saturating_mul(4);
+}
+
+/// The root `catalogueSearch(query, kinds, activeOnly, first, after)` field.
+fn catalogue_search_field(kinds: Arc<Vec<(KindId, &'static str, DocLoader)>>) -> Field {
+    Field::new("catalogueSearch", TypeRef::named_nn("CatalogueSearchConnection"), move |ctx: ResolverContext<'_>| {
+        crate::fields::ready(resolve_catalogue_search(&ctx, &kinds))
+    })
+    .description(
+        "Searches the catalogue (APIs, event types, MCP servers, agent cards) visible to the viewer, by score, then kind, then key.",
+    )
+    .argument(InputValue::new("query", TypeRef::named_nn(TypeRef::STRING)).description(format!(
+        "At most `graphql.maxSearchLength` bytes and `graphql.maxSearchTerms` words. {SEARCH_TEXT_RULE} every entry of \
+         `kinds` (and `activeOnly`) matches, with score 0."
+    )))
+    .argument(InputValue::new("kinds", TypeRef::named_nn_list("CatalogueKind")))
+    .argument(InputValue::new("activeOnly", TypeRef::named(TypeRef::BOOLEAN)).default_value(Value::Boolean(false)))
+    .argument(InputValue::new("first", TypeRef::named(TypeRef::INT)))
+    .argument(InputValue::new("after", TypeRef::named("Cursor")))
+}
+
+/// Answers `catalogueSearch`: asks the index for enough hits (more, four times as many each round,
+/// while visible hits are missing for the page), resolves each against the store and the viewer,
+/// and pages them after the cursor. `BAD_USER_INPUT` for a hostile text, an unknown kind, a
+/// negative or too large `first` or another query's cursor.
+fn resolve_catalogue_search(
+    ctx: &ResolverContext<'_>,
+    kinds: &[(KindId, &'static str, DocLoader)],
+) -> Result<Option<FieldValue<'static>>, Error> {
+    let request = ctx.data::<RequestContext>()?;
+    let query = ctx.args.try_get("query")?.string()?.to_string();
+    crate::limits::check_search(&query, &request.limits).map_err(crate::limits::LimitError::into_error)?;
+    let Some(wanted) = wanted_kinds(ctx)? else {
+        // `kinds: []` asks for no kind at all.
+        return Ok(object_value(SearchConn { edges: Vec::new(), has_next: false, has_previous: false, total: 0 }));
+    };
+    let active_only = ctx.args.get("activeOnly").filter(|v| !v.is_null()).map(|v| v.boolean()).transpose()?.unwrap_or(false);
+    let hash = query_hash(&query);
+    let after = match ctx.args.get("after").filter(|v| !v.is_null()) {
+        Some(c) => Some(decode_cursor(c.string()?, hash)?),
+        None => None,
+    };
+    let page = SearchPage {
+        query: &query,
+        hash,
+        first: first_argument(ctx, request.max_page_size)?,
+        after,
+        want_total: ctx.look_ahead().field("totalCount").exists(),
+    };
+    let req = SearchRequest { query: &query, kinds: &wanted, environment: environment(&request.viewer), active_only };
+    let cat = index(request)?;
+    let mut at_least = if page.want_total { usize::MAX } else { page.first.saturating_add(1).saturating_add(8) };
+    loop {
+        let hits = cat.search(&req, at_least).map_err(internal)?;
+        let complete = hits.hits.len() >= hits.total;
+        if let Some(conn) = page.collect(request, kinds, &hits.hits, complete)? {
+            return Ok(object_value(conn));
+        }
+        at_least = at_least.saturating_mul(4);
+    }
+}
+
+/// The `kinds` argument: `Some(empty)` when absent (every kind), `None` for `kinds: []` (no kind).
+fn wanted_kinds(ctx: &ResolverContext<'_>) -> Result<Option<Vec<KindId>>, Error> {
+    let Some(list) = ctx.args.get("kinds").filter(|v| !v.is_null()) else { return Ok(Some(Vec::new())) };
+    let mut out = Vec::new();
+    for v in list.list()?.iter() {
+        let name = v.enum_name()?;
+        let kind = catalogue::KINDS
+            .iter()
+            .copied()
+            .find(|k| catalogue::catalogue_kind(*k) == Some(name))
+            .ok_or_else(|| bad_input(format!("unknown catalogue kind {name}")))?;
+        out.push(kind);
+    }
+    Ok((!out.is_empty()).then_some(out))
+}
+
+/// The `first` argument: `graphql.maxPageSize` when absent; negative or larger is `BAD_USER_INPUT`.
+fn first_argument(ctx: &ResolverContext<'_>, max_page_size: usize) -> Result<usize, Error> {
+    match ctx.args.get("first").filter(|v| !v.is_null()).map(|v| v.i64()).transpose()? {
+        None => Ok(max_page_size),
+        Some(n) if n < 0 => Err(bad_input("`first` on a connection cannot be less than zero.")),
+        Some(n) if n as u64 > max_page_size as u64 => {
+            Err(bad_input(format!("`first` on a connection cannot exceed the maximum page size {max_page_size}.")))
+        }
+        Some(n) => Ok(n as usize),
+    }
+}
+
+/// The page one `catalogueSearch` asks for.
+struct SearchPage<'q> {
+    query: &'q str,
+    /// [`query_hash`] of `query`, carried by the cursors.
+    hash: u32,
+    first: usize,
+    /// The decoded `after` cursor (score, kind code, key).
+    after: Option<Vec<u8>>,
+    /// `totalCount` is selected: every hit is resolved to count the visible ones.
+    want_total: bool,
+}
+
+impl SearchPage<'_> {
+    /// The page out of `hits` (in index order), or `None` when the index may hold more visible
+    /// hits than it gave (`complete` false) and the page is not full yet. Each hit checks the
+    /// request's deadline; deleted (not yet re-indexed) and invisible entries are dropped.
+    fn collect(
+        &self,
+        request: &RequestContext,
+        kinds: &[(KindId, &'static str, DocLoader)],
+        hits: &[Hit],
+        complete: bool,
+    ) -> Result<Option<SearchConn>, Error> {
+        let mut edges = Vec::new();
+        let mut total = 0;
+        let mut has_next = false;
+        for h in hits {
+            request.deadline.tick()?;
+            let Some((_, ty, load)) = kinds.iter().find(|(k, _, _)| *k == h.kind) else { continue };
+            let mut suffix = score_bytes(h.score).to_vec();
+            suffix.push(h.kind.code());
+            suffix.extend_from_slice(h.key.as_bytes());
+            let after_cursor = self.after.as_ref().is_none_or(|a| suffix > *a);
+            if !after_cursor && !self.want_total {
+                continue;
+            }
+            let Some(doc) = load(request, &h.key)? else { continue };
+            total += 1;
+            if !after_cursor {
+                continue;
+            }
+            if edges.len() == self.first {
+                has_next = true;
+                if !self.want_total {
+                    break;
                 }
-            })();
-            crate::fields::ready(result)
-        })
-        .description(
-            "Searches the catalogue (APIs, event types, MCP servers, agent cards) visible to the viewer, by score, then kind, then key.",
-        )
-        .argument(InputValue::new("query", TypeRef::named_nn(TypeRef::STRING)).description(format!(
-            "At most `graphql.maxSearchLength` bytes and `graphql.maxSearchTerms` words. {SEARCH_TEXT_RULE} every entry of \
-             `kinds` (and `activeOnly`) matches, with score 0."
-        )))
-        .argument(InputValue::new("kinds", TypeRef::named_nn_list("CatalogueKind")))
-        .argument(InputValue::new("activeOnly", TypeRef::named(TypeRef::BOOLEAN)).default_value(Value::Boolean(false)))
-        .argument(InputValue::new("first", TypeRef::named(TypeRef::INT)))
-        .argument(InputValue::new("after", TypeRef::named("Cursor"))),
-    );
+                continue;
+            }
+            edges.push(SearchEdge {
+                type_name: ty,
+                key: h.key.clone(),
+                cursor: encode_cursor(self.hash, &suffix),
+                score: h.score,
+                highlights: highlights(&doc, self.query),
+            });
+        }
+        Ok((has_next || complete).then(|| SearchConn { edges, has_next, has_previous: self.after.is_some(), total }))
+    }
 }

@@ -276,8 +276,8 @@ impl FakeK8s {
     /// resourceVersion. Open watches get `ADDED` or `MODIFIED`.
     pub fn apply(&self, doc: Value) -> u64 {
         let mut s = self.inner.lock();
-        let (plural, rv, ty, obj) = upsert(&mut s, doc);
-        record(&self.inner, &mut s, &plural, rv, ty, &obj);
+        let (plural, rv, ty, object) = upsert(&mut s, doc);
+        record(&self.inner, &mut s, &plural, rv, ty, &object);
         rv
     }
 
@@ -287,8 +287,8 @@ impl FakeK8s {
         s.rv += 1;
         let rv = s.rv;
         let c = s.collections.get_mut(kind.plural()).unwrap();
-        let Some(obj) = c.objects.remove(&(namespace.to_string(), name.to_string())) else { return false };
-        record(&self.inner, &mut s, kind.plural(), rv, "DELETED", &deleted(&obj, rv));
+        let Some(object) = c.objects.remove(&(namespace.to_string(), name.to_string())) else { return false };
+        record(&self.inner, &mut s, kind.plural(), rv, "DELETED", &deleted(&object, rv));
         true
     }
 
@@ -461,18 +461,18 @@ fn upsert(s: &mut State, mut doc: Value) -> (String, u64, &'static str, Arc<str>
     (plural, rv, ty, json)
 }
 
-/// The text of a deleted object: `obj` with the deletion's resourceVersion (what the `DELETED`
+/// The text of a deleted object: `object` with the deletion's resourceVersion (what the `DELETED`
 /// event and the `DELETE` answer carry).
-fn deleted(obj: &Stored, rv: u64) -> Arc<str> {
-    let mut v = obj.value();
+fn deleted(object: &Stored, rv: u64) -> Arc<str> {
+    let mut v = object.value();
     v["metadata"]["resourceVersion"] = json!(rv.to_string());
     Arc::from(v.to_string())
 }
 
-/// Appends an event (`obj`: the object's JSON text) to the history and signals it to open
+/// Appends an event (`object`: the object's JSON text) to the history and signals it to open
 /// watches (under the state lock, so a bookmark never overtakes an event).
-fn record(inner: &Inner, s: &mut State, plural: &str, rv: u64, ty: &'static str, obj: &str) {
-    let line: Arc<str> = Arc::from(format!("{{\"type\":\"{ty}\",\"object\":{obj}}}\n"));
+fn record(inner: &Inner, s: &mut State, plural: &str, rv: u64, ty: &'static str, object: &str) {
+    let line: Arc<str> = Arc::from(format!("{{\"type\":\"{ty}\",\"object\":{object}}}\n"));
     s.collections.get_mut(plural).unwrap().history.push((rv, line.clone()));
     let _ = inner.signals.send(Signal::Event { plural: plural.to_string(), rv, line });
 }
@@ -659,16 +659,16 @@ fn object_request(
     let parsed = || serde_json::from_slice::<Value>(body).ok().filter(Value::is_object);
     match (method.clone(), name) {
         (Method::GET, Some(name)) => {
-            let Some(obj) = s.collections[plural].objects.get(&key(name)).cloned() else { return not_found() };
+            let Some(object) = s.collections[plural].objects.get(&key(name)).cloned() else { return not_found() };
             let pending = (plural.to_string(), ns.to_string(), name.to_string());
             if let Some(i) = s.change_after_get.iter().position(|p| *p == pending) {
                 s.change_after_get.remove(i);
-                let mut changed = obj.value();
+                let mut changed = object.value();
                 changed["metadata"]["annotations"]["fake/concurrent-writer"] = json!(s.rv.to_string());
                 let (plural, rv, ty, stored) = upsert(&mut s, changed);
                 record(inner, &mut s, &plural, rv, ty, &stored);
             }
-            respond_text(200, &obj.json)
+            respond_text(200, &object.json)
         }
         (Method::POST, None) => {
             let Some(mut doc) = parsed() else { return respond(400, status(400, "BadRequest", "the body is not an object")) };
@@ -701,10 +701,10 @@ fn object_request(
         (Method::DELETE, Some(name)) => {
             s.rv += 1;
             let rv = s.rv;
-            let Some(obj) = s.collections.get_mut(plural).unwrap().objects.remove(&key(name)) else { return not_found() };
-            let obj = deleted(&obj, rv);
-            record(inner, &mut s, plural, rv, "DELETED", &obj);
-            respond_text(200, &obj)
+            let Some(object) = s.collections.get_mut(plural).unwrap().objects.remove(&key(name)) else { return not_found() };
+            let object = deleted(&object, rv);
+            record(inner, &mut s, plural, rv, "DELETED", &object);
+            respond_text(200, &object)
         }
         _ => respond(405, status(405, "MethodNotAllowed", "not supported by the fake")),
     }

@@ -452,6 +452,9 @@ enum End {
     Slow,
 }
 
+/// Serves one upgraded connection until the client goes away, the protocol ends, or a limit or
+/// the shutdown ends it ([`End`]); then closes the socket with its code, counts why, and ends
+/// every stream of the connection before the connection's own counts.
 async fn serve(
     socket: poem::web::websocket::WebSocketStream,
     conn: Connection,
@@ -461,72 +464,20 @@ async fn serve(
 ) {
     let hub = conn.hub.clone();
     let (mut sink, input) = socket.split();
-    // A client message over the limit ends the input; the socket is then closed with 1009.
     let too_big = Arc::new(AtomicBool::new(false));
-    let seen_too_big = too_big.clone();
-    let input = input
-        .take_while(move |m| {
-            if let Err(e) = m {
-                if e.to_string().contains("too long") {
-                    seen_too_big.store(true, Ordering::Relaxed);
-                }
-            }
-            futures::future::ready(m.is_ok())
-        })
-        .filter_map(|m| futures::future::ready(m.ok().filter(|m| m.is_text() || m.is_binary()).map(Message::into_bytes)));
-    // graphql-transport-ws: a `subscribe` with the id of a running subscription ends the input;
-    // the socket is then closed with 4409.
     let ids = Arc::new(SubscriberIds::default());
-    // A message nested deeper than the JSON reader follows cannot be read by the protocol
-    // machine (it would close the socket): one with an id is answered `INPUT_TOO_DEEP` for that
-    // id instead, as over HTTP, and the connection goes on.
-    let (refusals, mut refused) = tokio::sync::mpsc::channel::<String>(REFUSALS_QUEUED);
-    let too_deep = query::limits::LimitError::input_depth(conn.api.limits().max_input_depth).into_server_error();
-    let input = input.filter_map(move |m| {
-        let answered = too_deep_for_id(&m).and_then(|id| {
-            let answer = serde_json::json!({"id": id, "type": "error", "payload": [too_deep]}).to_string();
-            // A full queue drops the answer, not the connection: the client sends faster than it reads.
-            refusals.try_send(answer).ok()
-        });
-        futures::future::ready(if answered.is_some() { None } else { Some(m) })
-    });
-    let input = {
-        let ids = ids.clone();
-        input.take_while(move |m| futures::future::ready(protocol != WebSocketProtocols::GraphQLWS || ids.client_message(m)))
-    };
+    let (input, mut refused) = client_messages(input, &conn, protocol, &too_big, &ids);
     // The client's limit is counted once its viewer is known.
     let counted: Arc<Mutex<Option<String>>> = Arc::default();
-    let init = {
-        let (viewer, hub, counted, auth) = (conn.viewer.clone(), hub.clone(), counted.clone(), auth.clone());
-        let pending = open.unauthenticated.clone();
-        move |payload: serde_json::Value| async move {
-            if viewer.get().is_none() {
-                let token = payload_token(&payload);
-                match auth.authenticate(token.as_deref()).await {
-                    Ok(v) => {
-                        let _ = viewer.set(v);
-                    }
-                    Err(AuthError::Unavailable) => return Err("token keys are unavailable; retry later".into()),
-                    Err(AuthError::Forbidden(c)) => return Err(format!("forbidden: {c}").into()),
-                    Err(_) => return Err("invalid token".into()),
-                }
-            }
-            let client = viewer.get().map(|v| v.client_id.clone()).unwrap_or_default();
-            {
-                let mut counts = hub.per_client.lock().unwrap_or_else(|e| e.into_inner());
-                let n = counts.entry(client.clone()).or_insert(0);
-                if *n >= hub.settings.max_connections_per_client {
-                    hub.metrics.disconnects.with_label_values(&["client_limit"]).inc();
-                    return Err(async_graphql::Error::new(TOO_MANY_CONNECTIONS));
-                }
-                *n += 1;
-            }
-            *counted.lock().unwrap_or_else(|e| e.into_inner()) = Some(client);
-            ConnectionSlot::authenticated(&hub, &pending);
-            Ok(async_graphql::Data::default())
-        }
+    let init = ConnectionInit {
+        viewer: conn.viewer.clone(),
+        hub: hub.clone(),
+        counted: counted.clone(),
+        auth: auth.clone(),
+        pending: open.unauthenticated.clone(),
     };
-    let mut messages = Box::pin(async_graphql::http::WebSocket::new(conn.clone(), input, protocol).on_connection_init(init));
+    let mut messages =
+        Box::pin(async_graphql::http::WebSocket::new(conn.clone(), input, protocol).on_connection_init(move |payload| init.run(payload)));
     let opened = Instant::now();
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -534,46 +485,8 @@ async fn serve(
     let end = loop {
         tokio::select! {
             message = messages.next() => {
-                // This message and those ready right after it (at most SEND_BATCH, or until
-                // SEND_BATCH_BYTES) go out with one flush; the batch has `subscriptions.sendTimeout`.
-                let mut next = message;
-                let (mut batch, mut bytes) = (0, 0);
-                let sent = tokio::time::timeout(settings.send_timeout, async {
-                    loop {
-                        let message = match next.take() {
-                            Some(WsMessage::Text(text)) => {
-                                // An event: a `next` (`data`) with data; a refusal or an error has none.
-                                let next = text.starts_with(r#"{"type":"next""#) || text.starts_with(r#"{"type":"data""#);
-                                if next && !text.contains(r#""payload":{"data":null"#) {
-                                    hub.metrics.events.inc();
-                                } else if text.starts_with(r#"{"type":"complete""#) {
-                                    ids.completed(&text);
-                                }
-                                bytes += text.len();
-                                Message::text(text)
-                            }
-                            Some(WsMessage::Close(code, reason)) => {
-                                let (code, reason) = close_frame(protocol, code, &reason);
-                                let _ = sink.send(Message::close_with(code, reason)).await;
-                                return false;
-                            }
-                            None => {
-                                let _ = sink.flush().await;
-                                return false;
-                            }
-                        };
-                        if sink.feed(message).await.is_err() {
-                            return false;
-                        }
-                        batch += 1;
-                        match (batch < SEND_BATCH && bytes < SEND_BATCH_BYTES).then(|| messages.next().now_or_never()).flatten() {
-                            Some(m) => next = m,
-                            None => return sink.flush().await.is_ok(),
-                        }
-                    }
-                })
-                .await;
-                match sent {
+                let batch = send_batch(message, &mut messages, &mut sink, protocol, &hub, &ids);
+                match tokio::time::timeout(settings.send_timeout, batch).await {
                     Ok(true) => {}
                     Ok(false) => break End::Done,
                     Err(_) => break End::Slow,
@@ -585,22 +498,8 @@ async fn serve(
                 }
             }
             _ = tick.tick() => {
-                if hub.shutdown.load(Ordering::Relaxed) {
-                    break End::Close(1001, "the server is shutting down", "shutdown");
-                }
-                let now = Instant::now();
-                if conn.viewer.get().is_none() && now.duration_since(opened) >= INIT_TIMEOUT {
-                    break End::Close(4408, "connection initialisation timeout", "init_timeout");
-                }
-                if now.duration_since(opened) >= settings.max_lifetime {
-                    break End::Close(4000, "connection lifetime reached: reconnect and resume with `after`", "lifetime");
-                }
-                let idle = *conn.idle_since.lock().unwrap_or_else(|e| e.into_inner());
-                if conn.viewer.get().is_some() && conn.running.load(Ordering::Relaxed) == 0 && now.duration_since(idle) >= settings.idle_timeout {
-                    break End::Close(4000, "idle: no subscription is running", "idle");
-                }
-                if conn.viewer.get().is_some_and(|v| auth.expired(v)) {
-                    break End::Close(4403, "token expired", "expired");
+                if let Some(end) = limit_reached(&conn, &auth, opened) {
+                    break end;
                 }
             }
         }
@@ -608,29 +507,188 @@ async fn serve(
     if open.client.is_none() {
         open.client = counted.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
-    match end {
-        End::Done if ids.duplicate.load(Ordering::Relaxed) => {
-            let _ =
-                tokio::time::timeout(Duration::from_secs(1), sink.send(Message::close_with(4409u16, "subscriber id already exists"))).await;
-        }
-        End::Done if too_big.load(Ordering::Relaxed) => {
-            let reason = format!("a message is larger than {} bytes", hub.max_message_bytes);
-            let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::close_with(1009u16, reason))).await;
-        }
-        End::Done => {}
-        End::Slow => {
-            hub.metrics.disconnects.with_label_values(&["slow"]).inc();
-            tracing::info!(after_s = settings.send_timeout.as_secs_f64(), "subscription client disconnected: it did not read");
-        }
-        End::Close(code, reason, counted_as) => {
-            hub.metrics.disconnects.with_label_values(&[counted_as]).inc();
-            // A short wait: the client may not read either.
-            let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::close_with(code, reason))).await;
-        }
-    }
+    close(&mut sink, end, &hub, &ids, &too_big).await;
     // Ends every stream of the connection (and their counts) before the connection's.
     drop(messages);
     drop(open);
+}
+
+/// The client's messages as the protocol machine reads them (text and binary frames' bytes),
+/// and the refusals to send back. A message over the limit ends the input and sets `too_big`
+/// (the socket is then closed with 1009); with graphql-transport-ws, a `subscribe` with the id of
+/// a running subscription ends it (closed with 4409, [`SubscriberIds`]). A message nested deeper
+/// than the JSON reader follows cannot be read by the protocol machine (it would close the
+/// socket): one with an id is answered `INPUT_TOO_DEEP` for that id instead, as over HTTP, and
+/// the connection goes on (a full queue of refusals drops the answer, not the connection).
+fn client_messages(
+    input: impl futures::Stream<Item = Result<Message, std::io::Error>> + Unpin + Send + 'static,
+    conn: &Connection,
+    protocol: WebSocketProtocols,
+    too_big: &Arc<AtomicBool>,
+    ids: &Arc<SubscriberIds>,
+) -> (impl futures::Stream<Item = Vec<u8>> + Unpin + Send + 'static, tokio::sync::mpsc::Receiver<String>) {
+    let seen_too_big = too_big.clone();
+    let input = input
+        .take_while(move |m| {
+            if let Err(e) = m {
+                if e.to_string().contains("too long") {
+                    seen_too_big.store(true, Ordering::Relaxed);
+                }
+            }
+            futures::future::ready(m.is_ok())
+        })
+        .filter_map(|m| futures::future::ready(m.ok().filter(|m| m.is_text() || m.is_binary()).map(Message::into_bytes)));
+    let (refusals, refused) = tokio::sync::mpsc::channel::<String>(REFUSALS_QUEUED);
+    let too_deep = query::limits::LimitError::input_depth(conn.api.limits().max_input_depth).into_server_error();
+    let input = input.filter_map(move |m| {
+        let answered = too_deep_for_id(&m).and_then(|id| {
+            let answer = serde_json::json!({"id": id, "type": "error", "payload": [too_deep]}).to_string();
+            refusals.try_send(answer).ok()
+        });
+        futures::future::ready(if answered.is_some() { None } else { Some(m) })
+    });
+    let ids = ids.clone();
+    let input = input.take_while(move |m| futures::future::ready(protocol != WebSocketProtocols::GraphQLWS || ids.client_message(m)));
+    (input, refused)
+}
+
+/// What a connection's `connection_init` needs: it authenticates the payload's token when the
+/// upgrade request had none, then counts the connection against its client's limit.
+struct ConnectionInit {
+    viewer: Arc<OnceLock<Viewer>>,
+    hub: Arc<Hub>,
+    /// The client counted, to uncount when the connection ends.
+    counted: Arc<Mutex<Option<String>>>,
+    auth: Authenticator,
+    /// The connection's [`ConnectionSlot::unauthenticated`] flag.
+    pending: Arc<AtomicBool>,
+}
+
+impl ConnectionInit {
+    /// Accepts the connection, or refuses it with the reason the protocol sends: a token refused
+    /// or unverifiable, or `TOO_MANY_CONNECTIONS` for its client (`subscriptions.maxConnectionsPerClient`).
+    async fn run(self, payload: serde_json::Value) -> async_graphql::Result<async_graphql::Data> {
+        if self.viewer.get().is_none() {
+            let token = payload_token(&payload);
+            match self.auth.authenticate(token.as_deref()).await {
+                Ok(v) => {
+                    let _ = self.viewer.set(v);
+                }
+                Err(AuthError::Unavailable) => return Err("token keys are unavailable; retry later".into()),
+                Err(AuthError::Forbidden(c)) => return Err(format!("forbidden: {c}").into()),
+                Err(_) => return Err("invalid token".into()),
+            }
+        }
+        let client = self.viewer.get().map(|v| v.client_id.clone()).unwrap_or_default();
+        {
+            let mut counts = self.hub.per_client.lock().unwrap_or_else(|e| e.into_inner());
+            let n = counts.entry(client.clone()).or_insert(0);
+            if *n >= self.hub.settings.max_connections_per_client {
+                self.hub.metrics.disconnects.with_label_values(&["client_limit"]).inc();
+                return Err(async_graphql::Error::new(TOO_MANY_CONNECTIONS));
+            }
+            *n += 1;
+        }
+        *self.counted.lock().unwrap_or_else(|e| e.into_inner()) = Some(client);
+        ConnectionSlot::authenticated(&self.hub, &self.pending);
+        Ok(async_graphql::Data::default())
+    }
+}
+
+/// Writes `first` and the messages ready right after it (at most [`SEND_BATCH`], or until
+/// [`SEND_BATCH_BYTES`]) with one flush, counting events and completed ids. `false` when the
+/// connection ends: the protocol closed it (its close frame is sent), the messages ended, or the
+/// socket failed. The caller bounds it by `subscriptions.sendTimeout`.
+async fn send_batch(
+    first: Option<WsMessage>,
+    messages: &mut (impl futures::Stream<Item = WsMessage> + Unpin),
+    sink: &mut (impl futures::Sink<Message> + Unpin),
+    protocol: WebSocketProtocols,
+    hub: &Hub,
+    ids: &SubscriberIds,
+) -> bool {
+    let mut next = first;
+    let (mut batch, mut bytes) = (0, 0);
+    loop {
+        let message = match next.take() {
+            Some(WsMessage::Text(text)) => {
+                // An event: a `next` (`data`) with data; a refusal or an error has none.
+                let event = text.starts_with(r#"{"type":"next""#) || text.starts_with(r#"{"type":"data""#);
+                if event && !text.contains(r#""payload":{"data":null"#) {
+                    hub.metrics.events.inc();
+                } else if text.starts_with(r#"{"type":"complete""#) {
+                    ids.completed(&text);
+                }
+                bytes += text.len();
+                Message::text(text)
+            }
+            Some(WsMessage::Close(code, reason)) => {
+                let (code, reason) = close_frame(protocol, code, &reason);
+                let _ = sink.send(Message::close_with(code, reason)).await;
+                return false;
+            }
+            None => {
+                let _ = sink.flush().await;
+                return false;
+            }
+        };
+        if sink.feed(message).await.is_err() {
+            return false;
+        }
+        batch += 1;
+        match (batch < SEND_BATCH && bytes < SEND_BATCH_BYTES).then(|| messages.next().now_or_never()).flatten() {
+            Some(m) => next = m,
+            None => return sink.flush().await.is_ok(),
+        }
+    }
+}
+
+/// The limit a connection has reached, checked every tick: the server shuts down, no token
+/// within [`INIT_TIMEOUT`], `subscriptions.maxLifetime`, `subscriptions.idleTimeout` with no
+/// subscription running, or the token expired.
+fn limit_reached(conn: &Connection, auth: &Authenticator, opened: Instant) -> Option<End> {
+    let settings = conn.hub.settings;
+    if conn.hub.shutdown.load(Ordering::Relaxed) {
+        return Some(End::Close(1001, "the server is shutting down", "shutdown"));
+    }
+    let now = Instant::now();
+    if conn.viewer.get().is_none() && now.duration_since(opened) >= INIT_TIMEOUT {
+        return Some(End::Close(4408, "connection initialisation timeout", "init_timeout"));
+    }
+    if now.duration_since(opened) >= settings.max_lifetime {
+        return Some(End::Close(4000, "connection lifetime reached: reconnect and resume with `after`", "lifetime"));
+    }
+    let idle = *conn.idle_since.lock().unwrap_or_else(|e| e.into_inner());
+    if conn.viewer.get().is_some() && conn.running.load(Ordering::Relaxed) == 0 && now.duration_since(idle) >= settings.idle_timeout {
+        return Some(End::Close(4000, "idle: no subscription is running", "idle"));
+    }
+    if conn.viewer.get().is_some_and(|v| auth.expired(v)) {
+        return Some(End::Close(4403, "token expired", "expired"));
+    }
+    None
+}
+
+/// Ends the connection as `end` says: the close frame of a duplicate id (4409), of a message too
+/// large (1009) or of a limit (its code), each given at most 1 s (the client may not read
+/// either); a slow client is only counted and logged.
+async fn close(sink: &mut (impl futures::Sink<Message> + Unpin), end: End, hub: &Hub, ids: &SubscriberIds, too_big: &AtomicBool) {
+    let frame = match end {
+        End::Done if ids.duplicate.load(Ordering::Relaxed) => Some((4409, "subscriber id already exists".to_string())),
+        End::Done if too_big.load(Ordering::Relaxed) => Some((1009, format!("a message is larger than {} bytes", hub.max_message_bytes))),
+        End::Done => None,
+        End::Slow => {
+            hub.metrics.disconnects.with_label_values(&["slow"]).inc();
+            tracing::info!(after_s = hub.settings.send_timeout.as_secs_f64(), "subscription client disconnected: it did not read");
+            None
+        }
+        End::Close(code, reason, counted_as) => {
+            hub.metrics.disconnects.with_label_values(&[counted_as]).inc();
+            Some((code, reason.to_string()))
+        }
+    };
+    if let Some((code, reason)) = frame {
+        let _ = tokio::time::timeout(Duration::from_secs(1), sink.send(Message::close_with(code, reason))).await;
+    }
 }
 
 /// Answers of refused messages waiting to be sent on one connection ([`too_deep_for_id`]).

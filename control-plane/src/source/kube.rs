@@ -629,17 +629,17 @@ impl KindWatch {
                 }
                 self.listing = Some(Listing::new());
             }
-            Event::InitApply(obj) => self.list_object(obj),
+            Event::InitApply(object) => self.list_object(object),
             Event::InitDone => self.list_done(),
-            Event::Apply(obj) => {
+            Event::Apply(object) => {
                 m.events.with_label_values(&[name, "applied"]).inc();
-                if let Some(src) = self.source_ref(&obj) {
-                    self.apply(src, obj, None, false);
+                if let Some(src) = self.source_ref(&object) {
+                    self.apply(src, object, None, false);
                 }
             }
-            Event::Delete(obj) => {
+            Event::Delete(object) => {
                 m.events.with_label_values(&[name, "deleted"]).inc();
-                if let Some(src) = self.source_ref(&obj) {
+                if let Some(src) = self.source_ref(&object) {
                     self.skipped.remove(&src);
                     self.wiring.sender.send(Change::Delete { src, origin: self.origin_watch.clone(), token: None });
                 }
@@ -648,16 +648,16 @@ impl KindWatch {
     }
 
     /// One object of a list (initial or re-list): counted, remembered for the sweep, applied.
-    fn list_object(&mut self, obj: DynamicObject) {
+    fn list_object(&mut self, object: DynamicObject) {
         let name = self.name();
         let m = self.wiring.kube_metrics.clone();
         self.available();
         m.events.with_label_values(&[name, "listed"]).inc();
-        let Some(src) = self.source_ref(&obj) else { return };
+        let Some(src) = self.source_ref(&object) else { return };
         let listing = self.listing.get_or_insert_with(Listing::new);
         listing.seen += 1;
         listing.present.insert(src.clone());
-        if let Some(v) = obj.metadata.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok()) {
+        if let Some(v) = object.metadata.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok()) {
             listing.newest = Some(listing.newest.map_or(v, |n| n.max(v)));
         }
         let token = if self.initial {
@@ -666,7 +666,7 @@ impl KindWatch {
         } else {
             None
         };
-        self.apply(src, obj, token, true);
+        self.apply(src, object, token, true);
     }
 
     /// A list ended: the records of objects it did not hold are swept (from the watch cache:
@@ -784,26 +784,28 @@ impl KindWatch {
         }
     }
 
-    fn source_ref(&self, obj: &DynamicObject) -> Option<SourceRef> {
-        match &obj.metadata.name {
-            Some(n) if !n.is_empty() => {
-                Some(SourceRef { kind: self.watched.kind, namespace: obj.metadata.namespace.clone().unwrap_or_default(), name: n.clone() })
-            }
+    fn source_ref(&self, object: &DynamicObject) -> Option<SourceRef> {
+        match &object.metadata.name {
+            Some(n) if !n.is_empty() => Some(SourceRef {
+                kind: self.watched.kind,
+                namespace: object.metadata.namespace.clone().unwrap_or_default(),
+                name: n.clone(),
+            }),
             _ => {
-                tracing::warn!(kind = self.name(), namespace = ?obj.metadata.namespace, "object without metadata.name ignored");
+                tracing::warn!(kind = self.name(), namespace = ?object.metadata.namespace, "object without metadata.name ignored");
                 None
             }
         }
     }
 
-    /// Translates `obj` and sends it to the writer, or records it as skipped.
-    fn apply(&mut self, src: SourceRef, mut obj: DynamicObject, token: Option<Token>, listed: bool) {
-        let version = obj.metadata.resource_version.clone().unwrap_or_default();
-        if obj.types.is_none() {
+    /// Translates `object` and sends it to the writer, or records it as skipped.
+    fn apply(&mut self, src: SourceRef, mut object: DynamicObject, token: Option<Token>, listed: bool) {
+        let version = object.metadata.resource_version.clone().unwrap_or_default();
+        if object.types.is_none() {
             let r = &self.watched.resource;
-            obj.types = Some(TypeMeta { api_version: r.api_version.clone(), kind: r.kind.clone() });
+            object.types = Some(TypeMeta { api_version: r.api_version.clone(), kind: r.kind.clone() });
         }
-        let doc = match serde_json::to_value(&obj) {
+        let doc = match serde_json::to_value(&object) {
             Ok(d) => d,
             Err(e) => {
                 tracing::warn!(object = %src, error = %e, "object cannot be re-encoded; skipped");

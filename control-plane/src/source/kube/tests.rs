@@ -37,7 +37,7 @@ fn world(kind: KindId) -> Vec<Value> {
 }
 
 /// `doc` as a watched object at resourceVersion `rv`.
-fn obj(doc: &Value, rv: u32) -> DynamicObject {
+fn object(doc: &Value, rv: u32) -> DynamicObject {
     let mut doc = doc.clone();
     doc["metadata"]["resourceVersion"] = Value::from(rv.to_string());
     serde_json::from_value(doc).unwrap()
@@ -45,7 +45,7 @@ fn obj(doc: &Value, rv: u32) -> DynamicObject {
 
 fn list(docs: &[Value], rv: u32) -> Vec<Ev> {
     let mut evs = vec![Ok(Event::Init)];
-    evs.extend(docs.iter().map(|d| Ok(Event::InitApply(obj(d, rv)))));
+    evs.extend(docs.iter().map(|d| Ok(Event::InitApply(object(d, rv)))));
     evs.push(Ok(Event::InitDone));
     evs
 }
@@ -181,7 +181,7 @@ async fn list_watch_events_and_a_lost_delete_swept_after_the_relist() {
     // Watch events: an update, a delete.
     let mut changed = groups[0].clone();
     changed["spec"]["displayName"] = Value::from("Renamed");
-    feed(&mut w, vec![Ok(Event::Apply(obj(&changed, 2))), Ok(Event::Delete(obj(&groups[1], 3)))]).await;
+    feed(&mut w, vec![Ok(Event::Apply(object(&changed, 2))), Ok(Event::Delete(object(&groups[1], 3)))]).await;
     h.settle().await;
     assert_eq!(h.count(KindId::Group), groups.len() as u64 - 1);
     let view = h.store.read().unwrap();
@@ -246,7 +246,7 @@ async fn a_bad_object_is_skipped_and_requeued_without_blocking_the_list() {
     assert!(h.metric("projector_reconcile_total{module=\"group\",outcome=\"skip\"}") >= 2.0);
     // Fixed by a watch event: projected.
     let fixed = world(KindId::Group)[0].clone();
-    feed(&mut w, vec![Ok(Event::Apply(obj(&fixed, 2)))]).await;
+    feed(&mut w, vec![Ok(Event::Apply(object(&fixed, 2)))]).await;
     h.settle().await;
     assert_eq!(h.count(KindId::Group), groups.len() as u64);
 }
@@ -378,7 +378,7 @@ async fn an_oversized_object_is_skipped_and_its_stored_record_stays() {
     let revision = h.revision();
     let mut huge = groups[0].clone();
     huge["spec"]["description"] = Value::from("x".repeat(8192));
-    feed(&mut w, vec![Ok(Event::Apply(obj(&huge, 2)))]).await;
+    feed(&mut w, vec![Ok(Event::Apply(object(&huge, 2)))]).await;
     h.settle().await;
     assert_eq!(h.metric("projector_reconcile_total{module=\"group\",outcome=\"skip\"}"), 1.0);
     assert_eq!(h.count(KindId::Group), groups.len() as u64, "the stored record stays");
@@ -410,7 +410,7 @@ async fn a_list_from_the_watch_cache_never_takes_the_store_back_in_time() {
     assert!(groups.len() >= 4, "the world has four groups");
     // The store, from an earlier run: groups 0..4 at versions 10, 20, 30, 15.
     let mut earlier = vec![Ok(Event::Init)];
-    earlier.extend([(0, 10), (1, 20), (2, 30), (3, 15)].map(|(i, rv)| Ok(Event::InitApply(obj(&groups[i], rv)))));
+    earlier.extend([(0, 10), (1, 20), (2, 30), (3, 15)].map(|(i, rv)| Ok(Event::InitApply(object(&groups[i], rv)))));
     earlier.push(Ok(Event::InitDone));
     let mut w = h.watch(KindId::Group);
     feed(&mut w, earlier).await;
@@ -426,7 +426,7 @@ async fn a_list_from_the_watch_cache_never_takes_the_store_back_in_time() {
     let mut stale = groups[0].clone();
     stale["spec"]["displayName"] = Value::from("From a stale cache");
     let cached =
-        vec![Ok(Event::Init), Ok(Event::InitApply(obj(&stale, 5))), Ok(Event::InitApply(obj(&groups[1], 20))), Ok(Event::InitDone)];
+        vec![Ok(Event::Init), Ok(Event::InitApply(object(&stale, 5))), Ok(Event::InitApply(object(&groups[1], 20))), Ok(Event::InitDone)];
     let ended = w.drive(stream::iter(cached).chain(stream::pending()), None).await;
     assert_eq!(ended, Ended::QuorumRelist, "group 2 may be newer than the list");
     let after = group_versions(&h);
@@ -535,7 +535,7 @@ async fn a_quorum_list_applies_an_object_whose_version_went_back() {
     let mut restored = groups[0].clone();
     restored["spec"]["displayName"] = Value::from("From the restored cluster");
     // A watch event of that smaller version is older than the store.
-    feed(&mut w, vec![Ok(Event::Apply(obj(&restored, 7)))]).await;
+    feed(&mut w, vec![Ok(Event::Apply(object(&restored, 7)))]).await;
     h.settle().await;
     assert_eq!(group_versions(&h)[0].as_deref(), Some("1000"));
     // The quorum list of the restored cluster is applied.

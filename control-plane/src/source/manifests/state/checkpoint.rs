@@ -289,186 +289,58 @@ impl ManifestsState {
         let kinds = schema::registry::registered();
         let next_kind = AtomicUsize::new(if same_dir { 0 } else { kinds.len() });
         let present: Mutex<Vec<Option<Present>>> = Mutex::new(kinds.iter().map(|_| None).collect());
-        let ids = &self.ids;
-        std::thread::scope(|scope| {
+        let (ids, claims) = (&self.ids, &mut self.claims);
+        let (mut checkpointed, checked) = std::thread::scope(|scope| {
             let reader = scope.spawn(|| read_present(&view, ids, &kinds, &next_kind, &present));
-            // Per checkpointed document: its identity hash, the first 16 bytes of its version (two
-            // different versions share them with a chance of 2^-128) and its file. Vectors, sorted
-            // and merged, not maps: no spare buckets for a million objects. Sized by the store's
-            // record count, which is about the number of documents.
-            #[derive(Clone, Copy)]
-            struct Expected {
-                h: u64,
-                version: [u8; 16],
-                file: u32,
-                kind: u8,
-            }
-            let stored = KindId::ALL.iter().map(|&k| view.count(k, &schema::Scope::All).unwrap_or(0)).sum::<u64>() as usize;
-            let mut expected: Vec<Expected> = Vec::with_capacity(stored);
-            view.for_each_checkpoint(OLD_CHECKPOINTS, |key, _| self.obsolete.push(key.to_string()))?;
-            // The files (id = position), then their documents, chunk by chunk in key order: by
-            // path, then chunk number. A file whose chunks do not add up is read again.
-            let mut files: Vec<(String, FileEntry)> = Vec::new();
-            let mut by_path: HashMap<String, u32> = HashMap::default();
-            let mut dirty = Vec::new();
-            view.for_each_checkpoint(FILE_CHECKPOINT, |key, value| {
-                let Some(rel) = key.strip_prefix(FILE_CHECKPOINT) else { return };
-                let decoded = match same_dir {
-                    true => storage::checkpoint::decode::<FileCheckpoint>(value, "manifests file checkpoint").ok(),
-                    false => None,
-                };
-                let Some(c) = decoded else {
-                    // Rewritten (or removed) after the first refresh.
-                    dirty.push(rel.to_string());
-                    return;
-                };
-                let id = files.len() as u32;
-                by_path.insert(rel.to_string(), id);
-                let entry = FileEntry {
-                    id,
-                    stamp: c.stamp,
-                    hash: c.hash,
-                    documents: c.documents as usize,
-                    docs: Docs::Stored,
-                    skips: Vec::new(),
-                    ignored: FileCheckpoint::ignored(c.ignored, rel),
-                    partial: false,
-                    retained: Vec::new(),
-                    chunks: c.chunks,
-                };
-                files.push((rel.to_string(), entry));
-            })?;
-            self.dirty.extend(dirty);
+            let mut checkpointed = CheckpointedFiles::read(&view, same_dir)?;
             if !same_dir {
                 // Every file is read and checkpointed again; the chunks of the old checkpoints go
                 // first.
-                view.for_each_checkpoint(DOCS_CHECKPOINT, |key, _| self.obsolete.push(key.to_string()))?;
-                return Ok(w);
+                view.for_each_checkpoint(DOCS_CHECKPOINT, |key, _| checkpointed.obsolete.push(key.to_string()))?;
+                return Ok((checkpointed, None));
             }
-            // Per file: chunks and documents read, and whether every one decoded.
-            let mut read: Vec<(u32, usize, bool)> = vec![(0, 0, true); files.len()];
-            view.for_each_checkpoint(DOCS_CHECKPOINT, |key, value| {
-                let Some((rel, _)) = key.strip_prefix(DOCS_CHECKPOINT).and_then(|k| k.rsplit_once('\0')) else { return };
-                let Some(&id) = by_path.get(rel) else {
-                    // A chunk whose file checkpoint is gone: removed after the first refresh.
-                    self.obsolete.push(key.to_string());
-                    return;
-                };
-                let r = &mut read[id as usize];
-                r.0 += 1;
-                let Ok(docs) = storage::checkpoint::decode_borrowed::<Vec<DocCheckpointRef>>(value, "manifests document checkpoint") else {
-                    r.2 = false;
-                    return;
-                };
-                r.1 += docs.len();
-                for d in &docs {
-                    let Some(kind) = KindId::from_code(d.kind) else {
-                        r.2 = false;
-                        return;
-                    };
-                    let mut version = [0u8; 16];
-                    version.copy_from_slice(&d.version.0[..16]);
-                    expected.push(Expected { h: self.ids.parts(kind, d.namespace, d.name), version, file: id, kind: d.kind });
-                }
-            })?;
+            let expected = checkpointed.read_documents(&view, ids)?;
             tracing::debug!(seconds = t0.elapsed().as_secs_f64(), documents = expected.len(), "warm start: checkpoints read");
-            let valid: Vec<bool> = files.iter().zip(&read).map(|((_, f), r)| r.2 && r.0 == f.chunks && r.1 == f.documents).collect();
-            if valid.iter().any(|v| !v) {
-                expected.retain(|e| valid[e.file as usize]);
-                for ((rel, _), _) in files.iter().zip(&valid).filter(|(_, v)| !**v) {
-                    tracing::warn!(file = %rel, "the file's checkpoint is incomplete; reading the file again");
-                    self.dirty.insert(rel.clone());
-                    view.for_each_checkpoint(&format!("{DOCS_CHECKPOINT}{rel}\0"), |key, _| self.obsolete.push(key.to_string()))?;
-                }
-                let mut i = 0;
-                files.retain(|_| {
-                    i += 1;
-                    valid[i - 1]
-                });
-            }
-            self.claims.reserve(expected.len());
-            for e in &expected {
-                self.claims.add(e.h, e.file);
-            }
-            // Files come in path order and documents in file order: of the documents of one
-            // object, the last one is the winner (a stable sort keeps that order).
-            expected.sort_by_key(|e| (e.kind, e.h));
-            expected.dedup_by(|later, kept| {
-                let same = (later.kind, later.h) == (kept.kind, kept.h);
-                if same {
-                    *kept = *later;
-                }
-                same
-            });
-            let winners = expected;
+            let winners = claim_and_pick_winners(expected, claims);
             tracing::debug!(seconds = t0.elapsed().as_secs_f64(), "warm start: claims indexed, winners sorted");
-            let mut confirmed = vec![false; winners.len()];
             // This thread reads what is left of the store's objects, then waits for the other.
             read_present(&view, ids, &kinds, &next_kind, &present)?;
             reader.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
             let present = std::mem::take(&mut *present.lock().unwrap_or_else(|e| e.into_inner()));
-            // Kind by kind, the store's objects (identity hash, version), sorted, merged with the
-            // winners of that kind.
-            for (&kind, present) in kinds.iter().zip(present) {
-                let Some(present) = present else {
-                    return Err(storage::StorageError::Corrupt(format!("the sources of {} were not read", kind.name())));
-                };
-                let from = winners.partition_point(|e| e.kind < kind.code());
-                let to = winners.partition_point(|e| e.kind <= kind.code());
-                let (ours, confirmed) = (&winners[from..to], &mut confirmed[from..to]);
-                let mut unmatched = present.undecodable;
-                let mut at = 0;
-                for (h, v) in &present.objects {
-                    while at < ours.len() && ours[at].h < *h {
-                        at += 1;
-                    }
-                    match ours.get(at) {
-                        Some(e) if e.h == *h && e.version == *v && !confirmed[at] => confirmed[at] = true,
-                        _ => unmatched = true,
-                    }
-                }
-                drop(present);
-                if unmatched {
-                    // Rare (objects changed or removed while stopped): a second pass names every
-                    // object of the kind that no winner confirmed.
-                    let mut seen = vec![false; ours.len()];
-                    view.for_each_source(kind, |namespace, name, version| {
-                        let h = self.ids.parts(kind, namespace.as_bytes(), name.as_bytes());
-                        let at = ours.partition_point(|e| e.h < h);
-                        let mut v = [0u8; 16];
-                        let ok = version.len() == 64 && hex_decode(&version[..32], &mut v);
-                        let matched =
-                            ok && ours.get(at).is_some_and(|e| e.h == h && e.version == v) && !std::mem::replace(&mut seen[at], true);
-                        if !matched {
-                            w.unconfirmed.push(SourceRef { kind, namespace: namespace.to_string(), name: name.to_string() });
-                        }
-                    })?;
-                }
-            }
+            let (confirmed, unconfirmed) = confirm(&view, ids, &kinds, present, &winners)?;
             tracing::debug!(seconds = t0.elapsed().as_secs_f64(), "warm start: store's sources checked");
-            // A kind re-derived after a change of its derivation version has no source entries left
-            // (`storage::versions`): none of its documents is confirmed, so exactly the files that
-            // hold one are read again.
-            let mut stale_files: BTreeSet<u32> = BTreeSet::new();
-            for (e, _) in winners.iter().zip(&confirmed).filter(|(_, c)| !**c) {
-                w.stale += 1;
-                stale_files.insert(e.file);
-                self.stale_ids.insert(e.h);
+            Ok::<_, storage::StorageError>((checkpointed, Some((winners, confirmed, unconfirmed))))
+        })?;
+        self.obsolete.append(&mut checkpointed.obsolete);
+        self.dirty.extend(std::mem::take(&mut checkpointed.dirty));
+        let Some((winners, confirmed, unconfirmed)) = checked else { return Ok(w) };
+        w.unconfirmed = unconfirmed;
+        self.adopt(checkpointed.files, &winners, &confirmed, &mut w);
+        Ok(w)
+    }
+
+    /// Takes the checked files over: a document no store object confirmed is stale (a kind
+    /// re-derived after a change of its derivation version has no source entries left,
+    /// `storage::versions`, so exactly the files that hold one of its documents are read again).
+    fn adopt(&mut self, files: Vec<(String, FileEntry)>, winners: &[Expected], confirmed: &[bool], w: &mut WarmStart) {
+        let mut stale_files: BTreeSet<u32> = BTreeSet::new();
+        for (e, _) in winners.iter().zip(confirmed).filter(|(_, c)| !**c) {
+            w.stale += 1;
+            stale_files.insert(e.file);
+            self.stale_ids.insert(e.h);
+        }
+        w.checked = true;
+        w.files = files.len();
+        w.documents = files.iter().map(|(_, f)| f.documents).sum();
+        self.next_id = files.iter().map(|(_, f)| f.id + 1).max().unwrap_or(0);
+        for (rel, entry) in files {
+            if stale_files.contains(&entry.id) {
+                self.stale.insert(rel.clone());
             }
-            w.checked = true;
-            w.files = files.len();
-            w.documents = files.iter().map(|(_, f)| f.documents).sum();
-            self.next_id = files.iter().map(|(_, f)| f.id + 1).max().unwrap_or(0);
-            for (rel, entry) in files {
-                if stale_files.contains(&entry.id) {
-                    self.stale.insert(rel.clone());
-                }
-                self.paths.insert(entry.id, rel.clone());
-                self.files.insert(rel, entry);
-            }
-            self.dir_dirty = false;
-            Ok(w)
-        })
+            self.paths.insert(entry.id, rel.clone());
+            self.files.insert(rel, entry);
+        }
+        self.dir_dirty = false;
     }
 
     /// The checkpoint changes for the writer since the last call: files read, re-read or gone,
@@ -533,6 +405,194 @@ impl ManifestsState {
         }
         out
     }
+}
+
+/// One checkpointed document as a warm start checks it: its identity hash, the first 16 bytes
+/// of its version (two different versions share them with a chance of 2^-128), its file and its
+/// kind's code. Vectors of these, sorted and merged, not maps: no spare buckets for a million
+/// objects.
+#[derive(Clone, Copy)]
+struct Expected {
+    h: u64,
+    version: [u8; 16],
+    file: u32,
+    kind: u8,
+}
+
+/// The file checkpoints a warm start read.
+#[derive(Default)]
+struct CheckpointedFiles {
+    /// The files, their id their position, in path order.
+    files: Vec<(String, FileEntry)>,
+    by_path: HashMap<String, u32>,
+    /// Files to read again.
+    dirty: Vec<String>,
+    /// Checkpoint keys to remove.
+    obsolete: Vec<String>,
+}
+
+impl CheckpointedFiles {
+    /// Reads the file checkpoints; those of earlier layouts are to be removed. A checkpoint of
+    /// another directory, build or feature set (`same_dir` false) or one that does not decode
+    /// marks its file dirty (rewritten, or removed, after the first refresh).
+    ///
+    /// # Errors
+    /// A store error reading the checkpoints.
+    fn read(view: &storage::ReadView, same_dir: bool) -> Result<CheckpointedFiles, storage::StorageError> {
+        let mut read = CheckpointedFiles::default();
+        view.for_each_checkpoint(OLD_CHECKPOINTS, |key, _| read.obsolete.push(key.to_string()))?;
+        view.for_each_checkpoint(FILE_CHECKPOINT, |key, value| {
+            let Some(rel) = key.strip_prefix(FILE_CHECKPOINT) else { return };
+            let decoded = match same_dir {
+                true => storage::checkpoint::decode::<FileCheckpoint>(value, "manifests file checkpoint").ok(),
+                false => None,
+            };
+            let Some(c) = decoded else {
+                read.dirty.push(rel.to_string());
+                return;
+            };
+            let id = read.files.len() as u32;
+            read.by_path.insert(rel.to_string(), id);
+            let entry = FileEntry {
+                id,
+                stamp: c.stamp,
+                hash: c.hash,
+                documents: c.documents as usize,
+                docs: Docs::Stored,
+                skips: Vec::new(),
+                ignored: FileCheckpoint::ignored(c.ignored, rel),
+                partial: false,
+                retained: Vec::new(),
+                chunks: c.chunks,
+            };
+            read.files.push((rel.to_string(), entry));
+        })?;
+        Ok(read)
+    }
+
+    /// Reads the files' document chunks, in key order (by path, then chunk number): one
+    /// [`Expected`] per document. A file whose chunks do not add up (their count, their
+    /// documents', or one that does not decode) is dropped, to be read again, and its chunks
+    /// removed; a chunk of no file (removed after the first refresh) is removed.
+    ///
+    /// # Errors
+    /// A store error reading the checkpoints.
+    fn read_documents(&mut self, view: &storage::ReadView, ids: &IdHashes) -> Result<Vec<Expected>, storage::StorageError> {
+        let stored = KindId::ALL.iter().map(|&k| view.count(k, &schema::Scope::All).unwrap_or(0)).sum::<u64>() as usize;
+        // Sized by the store's record count, which is about the number of documents.
+        let mut expected: Vec<Expected> = Vec::with_capacity(stored);
+        // Per file: chunks and documents read, and whether every one decoded.
+        let mut read: Vec<(u32, usize, bool)> = vec![(0, 0, true); self.files.len()];
+        view.for_each_checkpoint(DOCS_CHECKPOINT, |key, value| {
+            let Some((rel, _)) = key.strip_prefix(DOCS_CHECKPOINT).and_then(|k| k.rsplit_once('\0')) else { return };
+            let Some(&id) = self.by_path.get(rel) else {
+                self.obsolete.push(key.to_string());
+                return;
+            };
+            let r = &mut read[id as usize];
+            r.0 += 1;
+            let Ok(docs) = storage::checkpoint::decode_borrowed::<Vec<DocCheckpointRef>>(value, "manifests document checkpoint") else {
+                r.2 = false;
+                return;
+            };
+            r.1 += docs.len();
+            for d in &docs {
+                let Some(kind) = KindId::from_code(d.kind) else {
+                    r.2 = false;
+                    return;
+                };
+                let mut version = [0u8; 16];
+                version.copy_from_slice(&d.version.0[..16]);
+                expected.push(Expected { h: ids.parts(kind, d.namespace, d.name), version, file: id, kind: d.kind });
+            }
+        })?;
+        let valid: Vec<bool> = self.files.iter().zip(&read).map(|((_, f), r)| r.2 && r.0 == f.chunks && r.1 == f.documents).collect();
+        if valid.iter().any(|v| !v) {
+            expected.retain(|e| valid[e.file as usize]);
+            for ((rel, _), _) in self.files.iter().zip(&valid).filter(|(_, v)| !**v) {
+                tracing::warn!(file = %rel, "the file's checkpoint is incomplete; reading the file again");
+                self.dirty.push(rel.clone());
+                view.for_each_checkpoint(&format!("{DOCS_CHECKPOINT}{rel}\0"), |key, _| self.obsolete.push(key.to_string()))?;
+            }
+            let mut i = 0;
+            self.files.retain(|_| {
+                i += 1;
+                valid[i - 1]
+            });
+        }
+        Ok(expected)
+    }
+}
+
+/// Adds every checkpointed document to the claims index and returns the winners, sorted by
+/// kind and identity: files come in path order and documents in file order, so of the documents
+/// of one object the last one wins (a stable sort keeps that order).
+fn claim_and_pick_winners(mut expected: Vec<Expected>, claims: &mut DeclarationIndex) -> Vec<Expected> {
+    claims.reserve(expected.len());
+    for e in &expected {
+        claims.add(e.h, e.file);
+    }
+    expected.sort_by_key(|e| (e.kind, e.h));
+    expected.dedup_by(|later, kept| {
+        let same = (later.kind, later.h) == (kept.kind, kept.h);
+        if same {
+            *kept = *later;
+        }
+        same
+    });
+    expected
+}
+
+/// Kind by kind, merges the store's objects (`present`, sorted) with the `winners` of that kind:
+/// which winners an object confirms (same identity and version, once), and every object of the
+/// store that no winner confirms (named by a second pass over its kind, rare: objects changed or
+/// removed while stopped).
+///
+/// # Errors
+/// A kind whose objects were not read (`Corrupt`), or a store error reading the sources.
+fn confirm(
+    view: &storage::ReadView,
+    ids: &IdHashes,
+    kinds: &[KindId],
+    present: Vec<Option<Present>>,
+    winners: &[Expected],
+) -> Result<(Vec<bool>, Vec<SourceRef>), storage::StorageError> {
+    let mut confirmed = vec![false; winners.len()];
+    let mut unconfirmed = Vec::new();
+    for (&kind, present) in kinds.iter().zip(present) {
+        let Some(present) = present else {
+            return Err(storage::StorageError::Corrupt(format!("the sources of {} were not read", kind.name())));
+        };
+        let from = winners.partition_point(|e| e.kind < kind.code());
+        let to = winners.partition_point(|e| e.kind <= kind.code());
+        let (ours, confirmed) = (&winners[from..to], &mut confirmed[from..to]);
+        let mut unmatched = present.undecodable;
+        let mut at = 0;
+        for (h, v) in &present.objects {
+            while at < ours.len() && ours[at].h < *h {
+                at += 1;
+            }
+            match ours.get(at) {
+                Some(e) if e.h == *h && e.version == *v && !confirmed[at] => confirmed[at] = true,
+                _ => unmatched = true,
+            }
+        }
+        drop(present);
+        if unmatched {
+            let mut seen = vec![false; ours.len()];
+            view.for_each_source(kind, |namespace, name, version| {
+                let h = ids.parts(kind, namespace.as_bytes(), name.as_bytes());
+                let at = ours.partition_point(|e| e.h < h);
+                let mut v = [0u8; 16];
+                let ok = version.len() == 64 && hex_decode(&version[..32], &mut v);
+                let matched = ok && ours.get(at).is_some_and(|e| e.h == h && e.version == v) && !std::mem::replace(&mut seen[at], true);
+                if !matched {
+                    unconfirmed.push(SourceRef { kind, namespace: namespace.to_string(), name: name.to_string() });
+                }
+            })?;
+        }
+    }
+    Ok((confirmed, unconfirmed))
 }
 
 /// The store's source objects of one kind: (identity hash, first 16 bytes of the version),
