@@ -562,6 +562,10 @@ fn production_code_keeps_the_layering() {
     }
 }
 
+/// One break of a layering rule: what it is, the manifests and sources with it, ARCHITECTURE.md,
+/// and the violation expected.
+type LayeringCase<'a> = (&'a str, Vec<Manifest>, Vec<Source>, String, &'a str);
+
 /// Each rule of [`production_code_keeps_the_layering`] catches its break: the real manifests
 /// and sources, each with one violation added.
 #[test]
@@ -580,7 +584,7 @@ fn each_layering_rule_catches_its_break() {
         s.iter_mut().find(|s| s.path == path).unwrap_or_else(|| panic!("{path}")).code.push_str(&format!("{line}\n"));
         s
     };
-    let cases: Vec<(&str, Vec<Manifest>, Vec<Source>, String, &str)> = vec![
+    let cases: Vec<LayeringCase> = vec![
         ("an upward crate edge", with_dependency("storage", "query", &[]), production_sources(), architecture.clone(), "storage → query"),
         (
             "I/O in schema's manifest",

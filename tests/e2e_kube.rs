@@ -419,7 +419,7 @@ async fn a_restart_on_the_same_data_is_ready_at_once_reads_the_watch_cache_and_w
     let revision = cp.store().read().unwrap().revision().unwrap();
     cp.stop().await;
     for k in schema::registry::registered() {
-        assert!(fake.list_requests(k).iter().all(|l| !l.from_cache()), "{}: a first start lists with a quorum read", k.name());
+        assert!(fake.list_requests(k).iter().all(|l| !l.reads_the_cache()), "{}: a first start lists with a quorum read", k.name());
     }
 
     // Lists held back: the restarted server serves before any list is answered.
@@ -465,7 +465,7 @@ async fn a_restart_on_the_same_data_is_ready_at_once_reads_the_watch_cache_and_w
     for k in schema::registry::registered() {
         let lists = fake.list_requests(k);
         assert_eq!(lists.len(), 2, "{} listed once per start", k.name());
-        assert!(lists[1].from_cache(), "{}: the restart's list reads the watch cache: {:?}", k.name(), lists[1]);
+        assert!(lists[1].reads_the_cache(), "{}: the restart's list reads the watch cache: {:?}", k.name(), lists[1]);
     }
     cp.stop().await;
 }
@@ -514,9 +514,9 @@ async fn changes_made_while_down_show_once_caught_up_even_from_a_lagging_watch_c
     converges_to(cp.store(), &reference(&fake).await, "after catching up").await;
     let groups = fake.list_requests(KindId::Group);
     assert!(groups.len() >= 3, "{groups:?}");
-    assert!(groups[1].from_cache(), "the restart reads the watch cache first");
-    assert!(!groups[2].from_cache(), "then, the cache lagging behind the store, a quorum read");
-    assert!(fake.list_requests(KindId::Team)[1].from_cache());
+    assert!(groups[1].reads_the_cache(), "the restart reads the watch cache first");
+    assert!(!groups[2].reads_the_cache(), "then, the cache lagging behind the store, a quorum read");
+    assert!(fake.list_requests(KindId::Team)[1].reads_the_cache());
     assert_eq!(fake.list_requests(KindId::Team).len(), 2, "a cache as new as the store needs no quorum read");
     cp.stop().await;
 }

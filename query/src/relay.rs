@@ -315,6 +315,14 @@ impl<R: Clone> Rows<R> for VecRows<R> {
     }
 }
 
+/// `PageInfo` values.
+pub(crate) struct PageInfo {
+    pub has_next: bool,
+    pub has_previous: bool,
+    pub start: Option<String>,
+    pub end: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,12 +410,4 @@ mod tests {
             "cursor of another order"
         );
     }
-}
-
-/// `PageInfo` values.
-pub(crate) struct PageInfo {
-    pub has_next: bool,
-    pub has_previous: bool,
-    pub start: Option<String>,
-    pub end: Option<String>,
 }

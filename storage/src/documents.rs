@@ -587,7 +587,12 @@ pub(crate) mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = store_with_dictionary(dir.path());
         let at = schema::Timestamp(6);
-        store.write(at, |b| Ok(crate::test_support::zone_version(b, "late", "2", at))).unwrap();
+        store
+            .write(at, |b| {
+                crate::test_support::zone_version(b, "late", "2", at);
+                Ok(())
+            })
+            .unwrap();
         let late = stored(&store, "late");
         assert_eq!(dictionary_of(&late), Some(1));
         let json: Value = serde_json::from_slice(&store.dictionaries().decode(KindId::Zone, &late).unwrap()).unwrap();

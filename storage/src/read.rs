@@ -10,6 +10,9 @@ use schema::{GraphqlEnum, IndexName, Key, Kind, KindId, Scope, Timestamp};
 use std::sync::Arc;
 use std::sync::OnceLock;
 
+/// The record keys of one kind.
+type RecordKeys = std::collections::HashSet<Vec<u8>>;
+
 /// A record with what the store keeps next to it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stored<R> {
@@ -441,7 +444,7 @@ impl ReadView {
     /// The kinds re-derived from the volume, with their record keys: such a kind may hold
     /// records this build cannot read (its switch rewrites them), so [`Self::check_invariants`]
     /// leaves its records and their entries out.
-    fn rederiving_records(&self) -> Result<Vec<(KindId, std::collections::HashSet<Vec<u8>>)>, StorageError> {
+    fn rederiving_records(&self) -> Result<Vec<(KindId, RecordKeys)>, StorageError> {
         let meta = self.txn.open_table(tables::META)?;
         let mut rederiving = Vec::new();
         for &kind in KindId::ALL {

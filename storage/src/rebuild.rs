@@ -48,6 +48,9 @@ use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use schema::{Key, KindId};
 use serde::{Deserialize, Serialize};
 
+/// Translates a source document of a kind into its record's bytes, or says why it cannot.
+pub type TranslateDocument<'a> = dyn FnMut(KindId, &[u8]) -> Result<Vec<u8>, String> + 'a;
+
 /// `rederivation`: the staging of kinds being re-derived from the volume (see the module docs).
 pub const REBUILD: TableDefinition<&[u8], &[u8]> = TableDefinition::new("rederivation");
 
@@ -219,7 +222,7 @@ impl crate::Store {
         &self,
         max_documents: usize,
         max_time: std::time::Duration,
-        translate: &mut dyn FnMut(KindId, &[u8]) -> Result<Vec<u8>, String>,
+        translate: &mut TranslateDocument<'_>,
     ) -> Result<Option<RebuildStep>, StorageError> {
         let Some((kind, _)) = self.rebuilding().first().copied() else { return Ok(None) };
         let began = std::time::Instant::now();

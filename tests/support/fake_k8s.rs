@@ -120,7 +120,7 @@ pub struct ListRequest {
 
 impl ListRequest {
     /// Whether the list asked for the watch cache (`resourceVersion=0`), not a quorum read.
-    pub fn from_cache(&self) -> bool {
+    pub fn reads_the_cache(&self) -> bool {
         self.resource_version.as_deref() == Some("0")
     }
 }
@@ -605,7 +605,7 @@ async fn list(inner: Arc<Inner>, plural: &str, query: &BTreeMap<String, String>)
         limit: query.get("limit").cloned(),
         continue_token: query.get("continue").cloned(),
     };
-    let from_cache = request.from_cache();
+    let from_cache = request.reads_the_cache();
     c.list_requests.push(request);
     if from_cache {
         // The watch cache: one page, whatever the limit.

@@ -288,27 +288,25 @@ async fn read_request(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>) -
             // Neither a query nor a persisted query's hash (`{}`): nothing to execute.
             Ok(r) if r.query.is_empty() && !r.extensions.contains_key("persistedQuery") => {
                 let detail = "the request has no `query` (and no `extensions.persistedQuery`)";
-                return Err(("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", detail)));
+                Err(("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", detail)))
             }
             Ok(r) => Ok(r),
             // Variables nested beyond what the JSON reader follows (128 levels).
             Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
                 let error = query::limits::LimitError::input_depth(state.api.limits().max_input_depth).into_server_error();
                 let resp = async_graphql::Response::from_errors(vec![error]);
-                return Err(("INPUT_TOO_DEEP", GraphQLResponse::from(resp).into_response()));
+                Err(("INPUT_TOO_DEEP", GraphQLResponse::from(resp).into_response()))
             }
             Err(e) => {
                 // serde's message (what was wrong, where), cut short.
                 let detail = format!("the body is not a valid GraphQL request: {}", e.to_string().chars().take(200).collect::<String>());
-                return Err(("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", &detail)));
+                Err(("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", &detail)))
             }
         }
     } else {
         match GraphQLRequest::from_request(req, &mut RequestBody::new(Body::empty())).await {
             Ok(r) => Ok(with_operation_name(r.0, req.uri().query())),
-            Err(_) => {
-                return Err(("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", "the query string is not a GraphQL request")))
-            }
+            Err(_) => Err(("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", "the query string is not a GraphQL request"))),
         }
     }
 }

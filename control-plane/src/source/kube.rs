@@ -675,7 +675,7 @@ impl KindWatch {
         let name = self.name();
         let m = self.wiring.kube_metrics.clone();
         self.available();
-        let listing = self.listing.take().unwrap_or_else(Listing::new);
+        let listing = self.listing.take().unwrap_or_default();
         m.lists.with_label_values(&[name]).inc();
         self.wiring.lists.listed(self.watched.kind, listing.seen);
         self.skipped.retain(|src, _| listing.present.contains(src));

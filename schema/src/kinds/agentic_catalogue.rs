@@ -184,30 +184,6 @@ pub(crate) fn index_entries(rec: &AgenticCatalogueRecord, active_index: IndexNam
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn canonical_json_sorts_keys_recursively_without_whitespace() {
-        let mut out = String::new();
-        write_canonical(&json!({"b": [1, {"z": null, "a": "x\"y"}], "a": true, "é": 1.5}), &mut out);
-        assert_eq!(out, r#"{"a":true,"b":[1,{"a":"x\"y","z":null}],"é":1.5}"#);
-    }
-
-    #[test]
-    fn spec_hash_is_sha256_hex_of_the_canonical_json() {
-        // sha256("{}")
-        assert_eq!(spec_hash(&json!({})).unwrap(), "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a");
-        let a = spec_hash(&json!({"x": 1, "y": [2, 3]})).unwrap();
-        assert_eq!(a, spec_hash(&json!({"y": [2, 3], "x": 1})).unwrap(), "key order does not matter");
-        assert_ne!(a, spec_hash(&json!({"x": 1, "y": [3, 2]})).unwrap(), "list order does");
-        assert_eq!(a.len(), 64);
-        assert!(a.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
-    }
-}
-
 /// The [`crate::kind::Kind`] impl of an agentic catalogue kind: everything but what differs
 /// between McpServer and AgentCard — the kind (its CR type in `crds` has the same name), the
 /// record alias, the `VERSION`, the natural-key function and the index of active entries.
@@ -268,3 +244,27 @@ macro_rules! agentic_catalogue_kind {
 }
 
 pub(crate) use agentic_catalogue_kind;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_recursively_without_whitespace() {
+        let mut out = String::new();
+        write_canonical(&json!({"b": [1, {"z": null, "a": "x\"y"}], "a": true, "é": 1.5}), &mut out);
+        assert_eq!(out, r#"{"a":true,"b":[1,{"a":"x\"y","z":null}],"é":1.5}"#);
+    }
+
+    #[test]
+    fn spec_hash_is_sha256_hex_of_the_canonical_json() {
+        // sha256("{}")
+        assert_eq!(spec_hash(&json!({})).unwrap(), "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a");
+        let a = spec_hash(&json!({"x": 1, "y": [2, 3]})).unwrap();
+        assert_eq!(a, spec_hash(&json!({"y": [2, 3], "x": 1})).unwrap(), "key order does not matter");
+        assert_ne!(a, spec_hash(&json!({"x": 1, "y": [3, 2]})).unwrap(), "list order does");
+        assert_eq!(a.len(), 64);
+        assert!(a.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase()));
+    }
+}

@@ -447,6 +447,69 @@ pub(crate) fn index_entries(index: IndexName, meta: &Meta, sub: &SubscriptionRef
     vec![(index, sub.index_key(&meta.environment))]
 }
 
+/// The [`Source`] of an Approval or ApprovalRequest CR `$cr` (their `spec` and `status` have the
+/// same fields).
+macro_rules! approval_source {
+    ($cr:expr) => {{
+        let cr = $cr;
+        let status = cr.status.as_ref();
+        $crate::kinds::approval_common::Source {
+            meta: &cr.metadata,
+            action: &cr.spec.action,
+            strategy: &cr.spec.strategy,
+            state: &cr.spec.state,
+            target: &cr.spec.target,
+            requester: &cr.spec.requester,
+            decider: cr.spec.decider.as_ref(),
+            decisions: &cr.spec.decisions,
+            transitions: status.map(|s| s.available_transitions.as_slice()).unwrap_or_default(),
+            conditions: status.map(|s| s.conditions.as_slice()).unwrap_or_default(),
+        }
+    }};
+}
+
+pub(crate) use approval_source;
+
+/// The [`crate::kind::Kind`] impl of an approval kind (Approval, ApprovalRequest): keyed,
+/// required, linked and isolated by this module's rules; the kind says only its record,
+/// `VERSION`, its index by subscription and its translation
+/// (`fn(&crds::$kind, &Context) -> Result<$record, Skip>`).
+macro_rules! approval_kind {
+    (
+        $kind:ident, $record:ident {
+            const VERSION: u32 = $version:literal;
+            by_subscription: $by_subscription:path,
+            translate: $translate:path $(,)?
+        }
+    ) => {
+        impl $crate::kind::Kind for $kind {
+            $crate::kind::family_kind_items!($kind, $record, $version, $translate);
+
+            fn key(rec: &$record) -> $crate::keys::Key {
+                $crate::kinds::approval_common::key(&rec.meta)
+            }
+
+            fn requires(rec: &$record) -> Vec<$crate::kind::Parent> {
+                $crate::kinds::approval_common::requires(&rec.meta, &rec.fields.subscription)
+            }
+
+            fn links(rec: &$record) -> Vec<$crate::kind::Link> {
+                $crate::kinds::approval_common::links(&rec.meta, &rec.fields.subscription)
+            }
+
+            fn scopes(rec: &$record, links: &[Option<$crate::keys::Key>]) -> Vec<$crate::kind::Scope> {
+                $crate::kinds::approval_common::scopes(&rec.meta, &rec.fields.subscription, links)
+            }
+
+            fn index_entries(rec: &$record, _links: &[Option<$crate::keys::Key>]) -> Vec<($crate::kind::IndexName, $crate::keys::Key)> {
+                $crate::kinds::approval_common::index_entries($by_subscription, &rec.meta, &rec.fields.subscription)
+            }
+        }
+    };
+}
+
+pub(crate) use approval_kind;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -518,66 +581,3 @@ mod tests {
         assert_eq!(scopes(&meta, &sub, &[Some(other)]), vec![own, Scope::Team { env: "poc".into(), team: "payments--ledger".into() }]);
     }
 }
-
-/// The [`Source`] of an Approval or ApprovalRequest CR `$cr` (their `spec` and `status` have the
-/// same fields).
-macro_rules! approval_source {
-    ($cr:expr) => {{
-        let cr = $cr;
-        let status = cr.status.as_ref();
-        $crate::kinds::approval_common::Source {
-            meta: &cr.metadata,
-            action: &cr.spec.action,
-            strategy: &cr.spec.strategy,
-            state: &cr.spec.state,
-            target: &cr.spec.target,
-            requester: &cr.spec.requester,
-            decider: cr.spec.decider.as_ref(),
-            decisions: &cr.spec.decisions,
-            transitions: status.map(|s| s.available_transitions.as_slice()).unwrap_or_default(),
-            conditions: status.map(|s| s.conditions.as_slice()).unwrap_or_default(),
-        }
-    }};
-}
-
-pub(crate) use approval_source;
-
-/// The [`crate::kind::Kind`] impl of an approval kind (Approval, ApprovalRequest): keyed,
-/// required, linked and isolated by this module's rules; the kind says only its record,
-/// `VERSION`, its index by subscription and its translation
-/// (`fn(&crds::$kind, &Context) -> Result<$record, Skip>`).
-macro_rules! approval_kind {
-    (
-        $kind:ident, $record:ident {
-            const VERSION: u32 = $version:literal;
-            by_subscription: $by_subscription:path,
-            translate: $translate:path $(,)?
-        }
-    ) => {
-        impl $crate::kind::Kind for $kind {
-            $crate::kind::family_kind_items!($kind, $record, $version, $translate);
-
-            fn key(rec: &$record) -> $crate::keys::Key {
-                $crate::kinds::approval_common::key(&rec.meta)
-            }
-
-            fn requires(rec: &$record) -> Vec<$crate::kind::Parent> {
-                $crate::kinds::approval_common::requires(&rec.meta, &rec.fields.subscription)
-            }
-
-            fn links(rec: &$record) -> Vec<$crate::kind::Link> {
-                $crate::kinds::approval_common::links(&rec.meta, &rec.fields.subscription)
-            }
-
-            fn scopes(rec: &$record, links: &[Option<$crate::keys::Key>]) -> Vec<$crate::kind::Scope> {
-                $crate::kinds::approval_common::scopes(&rec.meta, &rec.fields.subscription, links)
-            }
-
-            fn index_entries(rec: &$record, _links: &[Option<$crate::keys::Key>]) -> Vec<($crate::kind::IndexName, $crate::keys::Key)> {
-                $crate::kinds::approval_common::index_entries($by_subscription, &rec.meta, &rec.fields.subscription)
-            }
-        }
-    };
-}
-
-pub(crate) use approval_kind;
