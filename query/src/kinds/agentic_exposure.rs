@@ -8,12 +8,12 @@
 //! `subscriptions` lists every tenant's subscriptions linked to the exposure, reduced to
 //! `AgenticSubscriptionInfo`.
 
+use super::common::register_with_application_edge_by_prefix;
 use super::reduced::{AgenticExposureInfo, AgenticSubscriptionInfo};
 use super::common::mixin_columns;
 use super::subscription_info::owner_fields;
 use super::values::Owned;
 use crate::column::Column;
-use crate::connection::{connection_field, nested_rows, register_entity};
 use crate::entity::{Builder, Entity, global_id, node_value};
 use crate::fields::{boolean, enum_item, field, object_value, object_values, record_field, string};
 use crate::request::RequestContext;
@@ -27,7 +27,7 @@ use schema::kinds::agentic_exposure::AgenticVariant;
 use schema::kinds::agentic_exposure::{AgenticExposure, AgenticExposureRecord};
 use schema::kinds::agentic_subscription::AgenticSubscription;
 use schema::kinds::api_exposure::ApiExposureSecurity;
-use schema::kinds::application::{Application, ApplicationRecord};
+use schema::kinds::application::Application;
 use schema::kinds::mcp_server::McpServer;
 use storage::Stored;
 
@@ -137,22 +137,12 @@ fn active_catalogue<K: Entity<Record = AgenticCatalogueRecord>>(
 /// Registers `AgenticExposure` with its root query, `AgenticExposureSecurity`, and the edges
 /// `Application.agenticExposures`, `McpServer.activeExposure` and `AgentCard.activeExposure`.
 pub fn register(builder: &mut Builder) {
-    register_entity::<AgenticExposure>(builder);
+    register_with_application_edge_by_prefix::<AgenticExposure>(builder, "agenticExposures");
     builder.object(Object::new("AgenticExposureSecurity").field(field::<Owned<ApiExposureSecurity>>(
         "m2m",
         TypeRef::named("Machine2MachineAuthentication"),
         |p, _| Ok(p.v.m2m.clone().and_then(|m| object_value(p.child(m)))),
     )));
-    let w = builder.where_type::<AgenticExposure>();
-    builder.extend(
-        "Application",
-        vec![connection_field::<AgenticExposure, Stored<ApplicationRecord>>("agenticExposures", w, |request, app, order, pred| {
-            // AgenticExposure keys are (env, team, application, basePath): the application's key
-            // is their prefix.
-            let candidates = request.view.with_prefix::<AgenticExposure>(&app.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<AgenticExposure>(request, candidates, order, &pred)))
-        })],
-    );
     for (type_name, agent) in [("McpServer", false), ("AgentCard", true)] {
         builder.extend(
             type_name,

@@ -4,15 +4,14 @@
 //! `agenticSubscriptions`; visible to the owner application's team. `target` is the
 //! cross-tenant `AgenticExposureInfo` of link 0, null without error while unlinked.
 
-use super::reduced::{AgenticExposureInfo, AgenticSubscriptionInfo, AGENTIC_SUBSCRIPTION_INFO};
+use super::reduced::{AgenticExposureInfo, AgenticSubscriptionInfo};
 use super::common::{mixin_columns, non_empty};
-use super::subscription_info::{owner_fields, INTERFACE};
+use super::subscription_info::{register_info_object, SubscriptionView};
 use super::values::Owned;
 use crate::column::Column;
 use crate::entity::{Builder, Entity, global_id};
-use crate::fields::{enum_item, field, object_value, record_field, string, string_list};
+use crate::fields::{field, object_value, record_field, string, string_list};
 use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
-use schema::common::StatusPhase;
 use schema::keys::index;
 use schema::kinds::agentic_exposure::AgenticExposure;
 use schema::kinds::agentic_subscription::{AgenticSubscription, AgenticSubscriptionRecord};
@@ -77,25 +76,19 @@ pub fn register(builder: &mut Builder) {
 /// Registers `AgenticSubscriptionInfo` (implements `SubscriptionInfo`): no security, client ids
 /// or gateway data of the subscriber.
 pub fn register_info(builder: &mut Builder) {
-    // Reduced views across teams: a list of them may hold every subscription of the kind.
-    builder.record_list(AGENTIC_SUBSCRIPTION_INFO, crate::limits::RecordList::All(schema::KindId::AgenticSubscription));
-    builder.enumeration_of::<StatusPhase>("AgenticSubscriptionStatusPhase");
-    let mut o = Object::new(AGENTIC_SUBSCRIPTION_INFO)
-        .implement(INTERFACE)
-        .field(field::<AgenticSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
-            Ok(string(&global_id::<AgenticSubscription>(&p.0.key)))
-        }))
-        .field(field::<AgenticSubscriptionInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.base_path))))
-        .field(field::<AgenticSubscriptionInfo>("statusPhase", TypeRef::named("AgenticSubscriptionStatusPhase"), |p, _| {
-            Ok(enum_item(p.0.record.status.phase.as_str()))
-        }))
-        .field(field::<AgenticSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| {
-            Ok(string(&p.0.record.status.message))
-        }));
-    for f in owner_fields::<AgenticSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
-        o = o.field(f);
+    register_info_object::<AgenticSubscriptionInfo>(
+        builder,
+        vec![field::<AgenticSubscriptionInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.base_path)))],
+        Vec::new(),
+    );
+}
+
+impl SubscriptionView for AgenticSubscriptionInfo {
+    type Kind = AgenticSubscription;
+
+    fn stored(&self) -> &Stored<AgenticSubscriptionRecord> {
+        &self.0
     }
-    builder.object(o);
 }
 
 impl super::subscription_common::SubscriptionEntity for AgenticSubscription {

@@ -1,12 +1,12 @@
 //! `ApiExposure`, its reduced cross-tenant view `ApiExposureInfo`, and the edges defined next to it: `Application.exposedApis` and
 //! `Api.activeExposure`. Root query `apiExposures`; visible to the owner application's team.
 
+use super::common::register_with_application_edge_by_prefix;
 use super::reduced::{ApiExposureInfo, ApiSubscriptionInfo};
 use super::common::mixin_columns;
 use super::subscription_info::owner_fields;
 use super::values::{feature_list, Owned};
 use crate::column::Column;
-use crate::connection::{connection_field, nested_rows, register_entity};
 use crate::entity::{Builder, Entity, global_id, node_value};
 use crate::fields::{boolean, enum_item, field, object_value, object_values, record_field, string};
 use crate::request::RequestContext;
@@ -16,7 +16,7 @@ use schema::keys::{index, natural};
 use schema::kinds::api::{Api, ApiRecord};
 use schema::kinds::api_exposure::{ApiExposure, ApiExposureRecord};
 use schema::kinds::api_subscription::ApiSubscription;
-use schema::kinds::application::{Application, ApplicationRecord};
+use schema::kinds::application::Application;
 use storage::Stored;
 
 type S = Stored<ApiExposureRecord>;
@@ -98,17 +98,7 @@ impl Entity for ApiExposure {
 /// Registers `ApiExposure` with its root query, and the edges `Application.exposedApis` and
 /// `Api.activeExposure`.
 pub fn register(builder: &mut Builder) {
-    register_entity::<ApiExposure>(builder);
-    let w = builder.where_type::<ApiExposure>();
-    builder.extend(
-        "Application",
-        vec![connection_field::<ApiExposure, Stored<ApplicationRecord>>("exposedApis", w, |request, app, order, pred| {
-            // ApiExposure keys are (env, team, application, basePath): the application's key is
-            // their prefix.
-            let candidates = request.view.with_prefix::<ApiExposure>(&app.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<ApiExposure>(request, candidates, order, &pred)))
-        })],
-    );
+    register_with_application_edge_by_prefix::<ApiExposure>(builder, "exposedApis");
     builder.extend(
         "Api",
         vec![field::<Stored<ApiRecord>>("activeExposure", TypeRef::named("ApiExposureInfo"), |p, request| {

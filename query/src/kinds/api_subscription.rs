@@ -6,13 +6,12 @@
 
 use super::reduced::{ApiExposureInfo, ApiSubscriptionInfo};
 use super::common::{mixin_columns, non_empty};
-use super::subscription_info::{owner_fields, INTERFACE};
+use super::subscription_info::{register_info_object, SubscriptionView};
 use super::values::Owned;
 use crate::column::Column;
 use crate::entity::{Builder, Entity, global_id};
-use crate::fields::{enum_item, field, object_value, record_field, string, string_list};
-use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
-use schema::common::StatusPhase;
+use crate::fields::{field, object_value, record_field, string, string_list};
+use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use schema::keys::index;
 use schema::kinds::api_exposure::ApiExposure;
 use schema::kinds::api_subscription::{ApiSubscription, ApiSubscriptionRecord};
@@ -75,25 +74,19 @@ pub fn register(builder: &mut Builder) {
 /// Registers `ApiSubscriptionInfo` (implements `SubscriptionInfo`): no security, client ids or
 /// gateway data of the subscriber.
 pub fn register_info(builder: &mut Builder) {
-    // Reduced views across teams: a list of them may hold every subscription of the kind.
-    builder.record_list("ApiSubscriptionInfo", crate::limits::RecordList::All(schema::KindId::ApiSubscription));
-    builder.enumeration_of::<StatusPhase>("ApiSubscriptionStatusPhase");
-    let mut o = Object::new("ApiSubscriptionInfo")
-        .implement(INTERFACE)
-        .field(field::<ApiSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
-            Ok(string(&global_id::<ApiSubscription>(&p.0.key)))
-        }))
-        .field(field::<ApiSubscriptionInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.base_path))))
-        .field(field::<ApiSubscriptionInfo>("statusPhase", TypeRef::named("ApiSubscriptionStatusPhase"), |p, _| {
-            Ok(enum_item(p.0.record.status.phase.as_str()))
-        }))
-        .field(field::<ApiSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| {
-            Ok(string(&p.0.record.status.message))
-        }));
-    for f in owner_fields::<ApiSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
-        o = o.field(f);
+    register_info_object::<ApiSubscriptionInfo>(
+        builder,
+        vec![field::<ApiSubscriptionInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.base_path)))],
+        Vec::new(),
+    );
+}
+
+impl SubscriptionView for ApiSubscriptionInfo {
+    type Kind = ApiSubscription;
+
+    fn stored(&self) -> &Stored<ApiSubscriptionRecord> {
+        &self.0
     }
-    builder.object(o);
 }
 
 impl super::subscription_common::SubscriptionEntity for ApiSubscription {

@@ -2,7 +2,8 @@
 //! shares, as in the Go server (`statusPhase`, `statusMessage`, `environment`, `namespace`) and small value conversions.
 
 use crate::column::Column;
-use crate::entity::Entity;
+use crate::connection::{connection_field, nested_rows, register_entity};
+use crate::entity::{Builder, Entity};
 use crate::fields::string;
 use async_graphql::dynamic::FieldValue;
 use schema::common::{Meta, Status};
@@ -58,4 +59,23 @@ pub fn non_empty_string(v: &str) -> Option<FieldValue<'static>> {
 /// `Some(v)` unless `v` is empty.
 pub fn non_empty(v: &str) -> Option<&str> {
     Some(v).filter(|v| !v.is_empty())
+}
+
+/// Registers entity `K`, an exposure kind whose natural key is `(environment, team, application,
+/// …)`, with its root query, and the connection `Application.<edge>`: the application's records
+/// of `K`, read by key prefix (the application's key is a prefix of theirs).
+pub fn register_with_application_edge_by_prefix<K: Entity>(builder: &mut Builder, edge: &str) {
+    register_entity::<K>(builder);
+    let w = builder.where_type::<K>();
+    builder.extend(
+        schema::kinds::application::Application::TYPE,
+        vec![connection_field::<K, storage::Stored<schema::kinds::application::ApplicationRecord>>(
+            edge,
+            w,
+            |request, app, order, pred| {
+                let candidates = request.view.with_prefix::<K>(&app.key).map_err(crate::error::storage)?;
+                Ok(Box::new(nested_rows::<K>(request, candidates, order, &pred)))
+            },
+        )],
+    );
 }

@@ -8,11 +8,11 @@
 //! entry, visible to every viewer of the environment); `subscriptions` lists every tenant's
 //! subscriptions linked to the exposure as `EventSubscriptionInfo`.
 
+use super::common::register_with_application_edge_by_prefix;
 use super::common::{mixin_columns, non_empty};
 use super::reduced::{EventExposureInfo, EventSubscriptionInfo};
 use super::subscription_info::owner_fields;
 use crate::column::Column;
-use crate::connection::{connection_field, nested_rows, register_entity};
 use crate::entity::{Builder, Entity, global_id, node_value};
 use crate::fields::{boolean, enum_item, field, integer, object_value, object_values, record_field, string, string_list};
 use crate::request::RequestContext;
@@ -21,7 +21,7 @@ use async_graphql::indexmap::IndexMap;
 use async_graphql::{Error, Name, Value};
 use schema::common::Visibility;
 use schema::keys::{index, natural};
-use schema::kinds::application::{Application, ApplicationRecord};
+use schema::kinds::application::Application;
 use schema::kinds::event_exposure::ResponseFilterMode;
 use schema::kinds::event_exposure::{EventExposure, EventExposureRecord, EventScope, EventTrigger, ResponseFilter, SelectionFilter};
 use schema::kinds::event_subscription::{DeliveryType, PayloadType};
@@ -103,17 +103,7 @@ impl Entity for EventExposure {
 /// Registers `EventExposure` with its root query, and the edges `Application.exposedEvents` and
 /// `EventType.activeExposure`.
 pub fn register(builder: &mut Builder) {
-    register_entity::<EventExposure>(builder);
-    let w = builder.where_type::<EventExposure>();
-    builder.extend(
-        "Application",
-        vec![connection_field::<EventExposure, Stored<ApplicationRecord>>("exposedEvents", w, |request, app, order, pred| {
-            // EventExposure keys are (env, team, application, eventType): the application's key
-            // is their prefix.
-            let candidates = request.view.with_prefix::<EventExposure>(&app.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<EventExposure>(request, candidates, order, &pred)))
-        })],
-    );
+    register_with_application_edge_by_prefix::<EventExposure>(builder, "exposedEvents");
     builder.extend(
         "EventType",
         vec![field::<Stored<EventTypeRecord>>("activeExposure", TypeRef::named("EventExposureInfo"), |p, request| {

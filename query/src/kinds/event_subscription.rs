@@ -7,12 +7,11 @@
 use super::common::{mixin_columns, non_empty};
 use super::event_exposure::register_values;
 use super::reduced::{EventExposureInfo, EventSubscriptionInfo};
-use super::subscription_info::{owner_fields, INTERFACE};
+use super::subscription_info::{register_info_object, SubscriptionView};
 use crate::column::Column;
-use crate::entity::{Builder, Entity, global_id};
+use crate::entity::{Builder, Entity};
 use crate::fields::{enum_item, field, object_value, record_field, string, string_list};
-use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
-use schema::common::StatusPhase;
+use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use schema::keys::index;
 use schema::kinds::event_exposure::EventExposure;
 use schema::kinds::event_subscription::{EventSubscription, EventSubscriptionRecord};
@@ -75,29 +74,25 @@ pub fn register(builder: &mut Builder) {
 /// Registers `EventSubscriptionInfo` (implements `SubscriptionInfo`): no delivery, callback or
 /// trigger data of the subscriber.
 pub fn register_info(builder: &mut Builder) {
-    // Reduced views across teams: a list of them may hold every subscription of the kind.
-    builder.record_list("EventSubscriptionInfo", crate::limits::RecordList::All(schema::KindId::EventSubscription));
     register_values(builder);
-    builder.enumeration_of::<StatusPhase>("EventSubscriptionStatusPhase");
-    let mut o = Object::new("EventSubscriptionInfo")
-        .implement(INTERFACE)
-        .field(field::<EventSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
-            Ok(string(&global_id::<EventSubscription>(&p.0.key)))
-        }))
-        .field(field::<EventSubscriptionInfo>("eventType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.event_type))))
-        .field(field::<EventSubscriptionInfo>("deliveryType", TypeRef::named_nn("EventSubscriptionDeliveryType"), |p, _| {
-            Ok(enum_item(p.0.record.delivery_type.as_str()))
-        }))
-        .field(field::<EventSubscriptionInfo>("statusPhase", TypeRef::named("EventSubscriptionStatusPhase"), |p, _| {
-            Ok(enum_item(p.0.record.status.phase.as_str()))
-        }))
-        .field(field::<EventSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| {
-            Ok(string(&p.0.record.status.message))
-        }));
-    for f in owner_fields::<EventSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
-        o = o.field(f);
+    register_info_object::<EventSubscriptionInfo>(
+        builder,
+        vec![
+            field::<EventSubscriptionInfo>("eventType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.event_type))),
+            field::<EventSubscriptionInfo>("deliveryType", TypeRef::named_nn("EventSubscriptionDeliveryType"), |p, _| {
+                Ok(enum_item(p.0.record.delivery_type.as_str()))
+            }),
+        ],
+        Vec::new(),
+    );
+}
+
+impl SubscriptionView for EventSubscriptionInfo {
+    type Kind = EventSubscription;
+
+    fn stored(&self) -> &Stored<EventSubscriptionRecord> {
+        &self.0
     }
-    builder.object(o);
 }
 
 impl super::subscription_common::SubscriptionEntity for EventSubscription {

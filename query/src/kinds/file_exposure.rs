@@ -4,17 +4,17 @@
 //! Root query `fileExposures`; visible to the owner application's team. `subscriptions` lists
 //! every tenant's subscriptions linked to the exposure as `FileSubscriptionInfo`.
 
+use super::common::register_with_application_edge_by_prefix;
 use super::common::mixin_columns;
 use super::reduced::{FileExposureInfo, FileSubscriptionInfo};
 use super::subscription_info::owner_fields;
 use crate::column::Column;
-use crate::connection::{connection_field, nested_rows, register_entity};
 use crate::entity::{Builder, Entity, global_id, node_value};
 use crate::fields::{boolean, enum_item, field, nullable_string, object_value, object_values, record_field, string};
 use async_graphql::dynamic::{Field, Object, TypeRef};
 use schema::common::Visibility;
 use schema::keys::{index, natural};
-use schema::kinds::application::{Application, ApplicationRecord};
+use schema::kinds::application::Application;
 use schema::kinds::file_exposure::FileVariant;
 use schema::kinds::file_exposure::{FileExposure, FileExposureRecord, Sftp};
 use schema::kinds::file_subscription::FileSubscription;
@@ -111,17 +111,7 @@ impl Entity for FileExposure {
 
 /// Registers `FileExposure` with its root query, and the edge `Application.fileExposures`.
 pub fn register(builder: &mut Builder) {
-    register_entity::<FileExposure>(builder);
-    let w = builder.where_type::<FileExposure>();
-    builder.extend(
-        Application::TYPE,
-        vec![connection_field::<FileExposure, Stored<ApplicationRecord>>("fileExposures", w, |request, app, order, pred| {
-            // FileExposure keys are (env, team, application, fileType): the application's key is
-            // their prefix.
-            let candidates = request.view.with_prefix::<FileExposure>(&app.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<FileExposure>(request, candidates, order, &pred)))
-        })],
-    );
+    register_with_application_edge_by_prefix::<FileExposure>(builder, "fileExposures");
 }
 
 /// Registers `FileExposureInfo`: no SFTP keys, approval settings or subscriber data of the owner.

@@ -6,13 +6,12 @@
 
 use super::common::mixin_columns;
 use super::file_exposure::{register_values, zone_field};
-use super::reduced::{FileExposureInfo, FileSubscriptionInfo, FILE_SUBSCRIPTION_INFO};
-use super::subscription_info::{owner_fields, INTERFACE};
+use super::reduced::{FileExposureInfo, FileSubscriptionInfo};
+use super::subscription_info::{register_info_object, SubscriptionView};
 use crate::column::Column;
-use crate::entity::{Builder, Entity, global_id};
-use crate::fields::{enum_item, field, nullable_string, object_value, record_field, string};
-use async_graphql::dynamic::{Field, FieldValue, Object, TypeRef};
-use schema::common::StatusPhase;
+use crate::entity::{Builder, Entity};
+use crate::fields::{field, nullable_string, object_value, record_field, string};
+use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use schema::keys::index;
 use schema::kinds::file_exposure::FileExposure;
 use schema::kinds::file_subscription::{FileSubscription, FileSubscriptionRecord};
@@ -63,31 +62,26 @@ pub fn register(builder: &mut Builder) {
 /// Registers `FileSubscriptionInfo` (implements `SubscriptionInfo`): no SFTP keys of the
 /// subscriber.
 pub fn register_info(builder: &mut Builder) {
-    // Reduced views across teams: a list of them may hold every subscription of the kind.
-    builder.record_list(FILE_SUBSCRIPTION_INFO, crate::limits::RecordList::All(schema::KindId::FileSubscription));
-    builder.enumeration_of::<StatusPhase>("FileSubscriptionStatusPhase");
-    let mut o = Object::new(FILE_SUBSCRIPTION_INFO)
-        .implement(INTERFACE)
-        .field(field::<FileSubscriptionInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| {
-            Ok(string(&global_id::<FileSubscription>(&p.0.key)))
-        }))
-        .field(field::<FileSubscriptionInfo>("fileType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.file_type))))
-        .field(field::<FileSubscriptionInfo>("statusPhase", TypeRef::named("FileSubscriptionStatusPhase"), |p, _| {
-            Ok(enum_item(p.0.record.status.phase.as_str()))
-        }))
-        .field(field::<FileSubscriptionInfo>("statusMessage", TypeRef::named(TypeRef::STRING), |p, _| {
-            Ok(string(&p.0.record.status.message))
-        }))
-        .field(field::<FileSubscriptionInfo>("serviceUrl", TypeRef::named(TypeRef::STRING), |p, _| {
-            Ok(nullable_string(p.0.record.service_url.as_deref()))
-        }))
-        .field(field::<FileSubscriptionInfo>("serviceExternalUrl", TypeRef::named(TypeRef::STRING), |p, _| {
-            Ok(nullable_string(p.0.record.service_external_url.as_deref()))
-        }));
-    for f in owner_fields::<FileSubscriptionInfo>(|p| (&p.0.record.meta.environment, p.0.record.meta.team(), &p.0.record.application)) {
-        o = o.field(f);
+    register_info_object::<FileSubscriptionInfo>(
+        builder,
+        vec![field::<FileSubscriptionInfo>("fileType", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.file_type)))],
+        vec![
+            field::<FileSubscriptionInfo>("serviceUrl", TypeRef::named(TypeRef::STRING), |p, _| {
+                Ok(nullable_string(p.0.record.service_url.as_deref()))
+            }),
+            field::<FileSubscriptionInfo>("serviceExternalUrl", TypeRef::named(TypeRef::STRING), |p, _| {
+                Ok(nullable_string(p.0.record.service_external_url.as_deref()))
+            }),
+        ],
+    );
+}
+
+impl SubscriptionView for FileSubscriptionInfo {
+    type Kind = FileSubscription;
+
+    fn stored(&self) -> &Stored<FileSubscriptionRecord> {
+        &self.0
     }
-    builder.object(o);
 }
 
 impl super::subscription_common::SubscriptionEntity for FileSubscription {
