@@ -403,7 +403,8 @@ async fn a_client_that_stops_reading_is_disconnected_and_nothing_piles_up() {
 }
 
 /// The server closes: an idle connection (4000), an expired token (4403, after
-/// `security.leeway`), one that never sends `connection_init` (4408, after 10 s), every
+/// `security.leeway`), one that never sends `connection_init` (4408, after 10 s, also with a
+/// token in the upgrade request), every
 /// connection at shutdown (1001); each counted by reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_expired_and_shutdown_connections_are_closed_with_their_codes() {
@@ -438,15 +439,18 @@ async fn idle_expired_and_shutdown_connections_are_closed_with_their_codes() {
     assert_eq!(frame(&mut busy).await["type"], "connection_ack");
     send(&mut busy, json!({"id": "1", "type": "subscribe", "payload": {"query": APP_CHANGES}})).await;
 
-    // Silent: never sends connection_init.
+    // Silent: never sends connection_init; with a token in the upgrade request or without.
     let mut silent = connect().await;
+    let tcp = tokio::net::TcpStream::connect(w.running.local_addr()).await.unwrap();
+    let mut silent_with_token = raw(&w, tcp, "graphql-transport-ws", Some(&admin_token())).await;
 
     assert_eq!(frame(&mut idle).await, json!({"close": 4000, "reason": "idle: no subscription is running"}));
     assert_eq!(frame(&mut expiring).await, json!({"close": 4403, "reason": "token expired"}));
     assert_eq!(frame(&mut silent).await, json!({"close": 4408, "reason": "connection initialisation timeout"}));
+    assert_eq!(frame(&mut silent_with_token).await, json!({"close": 4408, "reason": "connection initialisation timeout"}));
     let metrics = w.running.app().metrics();
-    for reason in ["idle", "expired", "init_timeout"] {
-        assert_eq!(gauge(metrics, &format!("controlplane_subscription_disconnects_total{{reason=\"{reason}\"}}")), 1.0, "{reason}");
+    for (reason, count) in [("idle", 1.0), ("expired", 1.0), ("init_timeout", 2.0)] {
+        assert_eq!(gauge(metrics, &format!("controlplane_subscription_disconnects_total{{reason=\"{reason}\"}}")), count, "{reason}");
     }
     assert!(metrics.wait_until(Duration::from_secs(30), |m| gauge(m, "controlplane_subscription_connections") == 1.0).await);
     let stopping = tokio::spawn(w.running.shutdown());

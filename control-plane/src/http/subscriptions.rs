@@ -25,8 +25,9 @@
 //! `subscriptions.maxLifetime` (clients resume with `after`), and a client that does not take a
 //! message within `subscriptions.sendTimeout` disconnected (counted as `slow`): messages are
 //! produced only as fast as the client takes them, so a reader that stops costs one message
-//! and the socket's buffers. A connection without a token 10 s after it opened is closed with
-//! 4408 ([`INIT_TIMEOUT`]). Shutdown closes every socket with 1001.
+//! and the socket's buffers. A connection whose `connection_init` was not accepted 10 s after it
+//! opened is closed with 4408 ([`INIT_TIMEOUT`]; a token in the upgrade request does not replace
+//! `connection_init`, which the protocols require, so such a socket holds no slot for long). Shutdown closes every socket with 1001.
 //!
 //! **Metrics:** `controlplane_subscription_connections`, `controlplane_subscriptions_active`,
 //! `controlplane_subscription_events_total`, `controlplane_subscription_disconnects_total{reason}`
@@ -498,7 +499,8 @@ async fn serve(
                 }
             }
             _ = tick.tick() => {
-                if let Some(end) = limit_reached(&conn, &auth, opened) {
+                let initialised = counted.lock().unwrap_or_else(|e| e.into_inner()).is_some();
+                if let Some(end) = limit_reached(&conn, &auth, opened, initialised) {
                     break end;
                 }
             }
@@ -643,23 +645,23 @@ async fn send_batch(
     }
 }
 
-/// The limit a connection has reached, checked every tick: the server shuts down, no token
-/// within [`INIT_TIMEOUT`], `subscriptions.maxLifetime`, `subscriptions.idleTimeout` with no
+/// The limit a connection has reached, checked every tick: the server shuts down, no accepted
+/// `connection_init` (`initialised`) within [`INIT_TIMEOUT`], `subscriptions.maxLifetime`, `subscriptions.idleTimeout` with no
 /// subscription running, or the token expired.
-fn limit_reached(conn: &Connection, auth: &Authenticator, opened: Instant) -> Option<End> {
+fn limit_reached(conn: &Connection, auth: &Authenticator, opened: Instant, initialised: bool) -> Option<End> {
     let settings = conn.hub.settings;
     if conn.hub.shutdown.load(Ordering::Relaxed) {
         return Some(End::Close(1001, "the server is shutting down", "shutdown"));
     }
     let now = Instant::now();
-    if conn.viewer.get().is_none() && now.duration_since(opened) >= INIT_TIMEOUT {
+    if !initialised && now.duration_since(opened) >= INIT_TIMEOUT {
         return Some(End::Close(4408, "connection initialisation timeout", "init_timeout"));
     }
     if now.duration_since(opened) >= settings.max_lifetime {
         return Some(End::Close(4000, "connection lifetime reached: reconnect and resume with `after`", "lifetime"));
     }
     let idle = *conn.idle_since.lock().unwrap_or_else(|e| e.into_inner());
-    if conn.viewer.get().is_some() && conn.running.load(Ordering::Relaxed) == 0 && now.duration_since(idle) >= settings.idle_timeout {
+    if initialised && conn.running.load(Ordering::Relaxed) == 0 && now.duration_since(idle) >= settings.idle_timeout {
         return Some(End::Close(4000, "idle: no subscription is running", "idle"));
     }
     if conn.viewer.get().is_some_and(|v| auth.expired(v)) {
