@@ -189,7 +189,7 @@ fn resolve_connection<K: Entity, P: Any + Send + Sync>(
     request.deadline.check()?;
     let parent = parent_value::<P>(ctx)?;
     let search = search_text(ctx, request)?;
-    let (order, desc, spec) = order_spec(parse_order(ctx)?, search.as_deref())?;
+    let (order, desc, spec) = order_spec(parse_order(ctx, K::MULTI_ORDER)?, search.as_deref())?;
     let pred = match ctx.args.get("where") {
         Some(w) if !w.is_null() => where_type.parse(&w.object()?)?,
         _ => Predicate::always(),
@@ -291,10 +291,13 @@ fn connection_value<K: Entity>(
 }
 
 /// Reads `orderBy`: `(field, descending)` entries in list order (empty = natural key order).
-/// Two adjacent entries with the same field are an error, as in the reference.
-fn parse_order(ctx: &ResolverContext<'_>) -> Result<Vec<(OrderField, bool)>, Error> {
+/// Two adjacent entries with the same field are an error, as in the reference. A connection of
+/// one order (`multi` false: `orderBy: XOrder`) refuses a list (`BAD_USER_INPUT`), literal or
+/// variable, as GraphQL's input coercion does; a list argument takes one value as a list of one.
+fn parse_order(ctx: &ResolverContext<'_>, multi: bool) -> Result<Vec<(OrderField, bool)>, Error> {
     let Some(v) = ctx.args.get("orderBy").filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
     let entries: Vec<async_graphql::indexmap::IndexMap<Name, Value>> = match v.list() {
+        Ok(_) if !multi => return Err(bad_input("`orderBy` of this connection takes one order, not a list")),
         Ok(list) => list.iter().map(|e| e.object().map(|o| o.as_index_map().clone())).collect::<Result<_, _>>()?,
         Err(_) => vec![v.object()?.as_index_map().clone()],
     };

@@ -325,3 +325,34 @@ async fn sorted_reads_see_exactly_what_the_default_order_sees() {
     assert!(!checkout.is_empty() && !fleet.is_empty());
     assert!(checkout.is_disjoint(&fleet), "{checkout:?} {fleet:?}");
 }
+
+/// A connection of one order (`orderBy: XOrder`) refuses a list of orders, inline or in a
+/// variable, with `BAD_USER_INPUT`; a connection of several takes one order as a list of one.
+#[tokio::test]
+async fn a_connection_of_one_order_refuses_a_list() {
+    use async_graphql::{Request, Variables};
+    let w = World::load();
+    let v = admin();
+    let single: Vec<&str> =
+        ROOTS.iter().filter(|(root, multi)| !*multi && !matches!(*root, "approvals" | "approvalRequests")).map(|(root, _)| *root).collect();
+    assert!(single.len() > 10, "{single:?}");
+    for root in single {
+        let list = format!("{{ {root}(orderBy: [{{field: LAST_MODIFIED_AT}}, {{field: CREATED_AT, direction: DESC}}]) {{ totalCount }} }}");
+        assert_eq!(support::error_codes(&w.run(&v, &list).await), vec!["BAD_USER_INPUT"], "{list}");
+        let one = format!("{{ {root}(orderBy: {{field: CREATED_AT, direction: DESC}}) {{ totalCount }} }}");
+        assert!(w.data(&v, &one).await[root]["totalCount"].as_u64().is_some(), "{one}");
+    }
+    let r = w
+        .api
+        .execute(
+            &w.store,
+            v.clone(),
+            Request::new("query($o: [ApiSubscriptionOrder!]) { apiSubscriptions(orderBy: $o) { totalCount } }")
+                .variables(Variables::from_json(serde_json::json!({"o": [{"field": "CREATED_AT"}]}))),
+        )
+        .await;
+    assert_eq!(support::error_codes(&serde_json::to_value(&r).unwrap()), vec!["BAD_USER_INPUT"], "a list variable");
+    let single_value = w.data(&v, "{ applications(orderBy: {field: NAME, direction: DESC}) { edges { node { id } } } }").await;
+    let list = w.data(&v, "{ applications(orderBy: [{field: NAME, direction: DESC}]) { edges { node { id } } } }").await;
+    assert_eq!(ids(&single_value["applications"]), ids(&list["applications"]));
+}
