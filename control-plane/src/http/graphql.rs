@@ -63,6 +63,12 @@ pub const SEND_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// The chunks an answer is handed to its connection in.
 const SEND_CHUNK: usize = 64 << 10;
 
+/// A request body declared longer than `server.maxBodyBytes` but at most this long (bytes) is
+/// read and discarded (within `server.bodyTimeout`) before the 413 is sent: a server that closes
+/// a connection with unread bytes resets it, and the client may lose the answer while it still
+/// writes. A longer one is answered at once.
+pub const DRAINED_BODY_BYTES: u64 = 8 << 20;
+
 /// The query settings derived from the configuration.
 pub fn query_config(config: &Config) -> QueryConfig {
     QueryConfig {
@@ -261,7 +267,11 @@ async fn read_request(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>) -
     if req.method() == Method::POST {
         // A declared length over the limit is refused before waiting for the body.
         let declared = req.headers().get(poem::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
-        if declared.is_some_and(|n| n > state.limits.max_body_bytes as u64) {
+        if let Some(declared) = declared.filter(|n| *n > state.limits.max_body_bytes as u64) {
+            if declared <= DRAINED_BODY_BYTES {
+                let mut discarded = tokio::io::AsyncReadExt::take(body.into_async_read(), DRAINED_BODY_BYTES);
+                let _ = tokio::time::timeout(state.limits.body_timeout, tokio::io::copy(&mut discarded, &mut tokio::io::sink())).await;
+            }
             let detail = format!("the request body exceeds {} bytes", state.limits.max_body_bytes);
             return Err(("PAYLOAD_TOO_LARGE", closing(problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", &detail))));
         }
