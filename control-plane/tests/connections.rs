@@ -94,6 +94,34 @@ async fn half_a_header_a_slow_header_a_stalled_body_and_an_idle_connection_are_c
     running.shutdown().await.unwrap();
 }
 
+/// A body declared longer than `graphql.maxBodyBytes`: up to
+/// [`control_plane::http::graphql::DRAINED_BODY_BYTES`] it is read to its end before the 413,
+/// so a client that writes it whole reads the answer (closing with unread bytes would reset the
+/// connection and lose it); one declared longer is answered at once, without waiting for its
+/// bytes (`server.bodyTimeout` is an hour here, `until_closed` waits two minutes at most).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_oversized_body_is_read_before_its_413_up_to_a_bound() {
+    let (running, addr) = server(|c| c.server.body_timeout = Duration::from_secs(3600)).await;
+    let head = |length: u64| {
+        format!(
+            "POST /graphql/query HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n",
+            common::ADMIN
+        )
+    };
+    let length = control_plane::http::graphql::DRAINED_BODY_BYTES - 1;
+    let mut whole = TcpStream::connect(&addr).await.unwrap();
+    whole.write_all(head(length).as_bytes()).await.unwrap();
+    whole.write_all(&vec![b' '; length as usize]).await.expect("the server takes the whole body");
+    let answer = until_closed(&mut whole).await;
+    assert!(answer.starts_with("HTTP/1.1 413") && answer.contains("PAYLOAD_TOO_LARGE"), "{answer}");
+
+    let mut huge = TcpStream::connect(&addr).await.unwrap();
+    huge.write_all(head(1 << 30).as_bytes()).await.unwrap();
+    let answer = until_closed(&mut huge).await;
+    assert!(answer.starts_with("HTTP/1.1 413") && answer.contains("PAYLOAD_TOO_LARGE"), "{answer}");
+    running.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn at_the_cap_the_oldest_idle_connection_is_closed_for_a_new_one() {
     const CAP: usize = 16;
