@@ -359,7 +359,8 @@ fn mutation_commands(
 }
 
 /// What is checked and said before the store opens: a loud warning in mock mode, and a manifests
-/// path that is not a readable directory refused (naming `source.manifests`).
+/// path that is not a readable directory refused (naming `source.manifests`), and a data
+/// directory path that names something other than a directory (naming `storage.dataDir`).
 fn check_before_open(config: &Config) -> anyhow::Result<()> {
     if config.security.mode == AuthMode::Mock {
         tracing::warn!(
@@ -373,6 +374,10 @@ fn check_before_open(config: &Config) -> anyhow::Result<()> {
             Ok(_) => bail!("the manifests path {} is not a directory (source.manifests)", dir.display()),
             Err(e) => bail!("cannot read the manifests directory {} (source.manifests): {e}", dir.display()),
         }
+    }
+    let data_dir = &config.storage.data_dir;
+    if std::fs::metadata(data_dir).is_ok_and(|m| !m.is_dir()) {
+        bail!("the data directory {} is not a directory (storage.dataDir)", data_dir.display());
     }
     Ok(())
 }

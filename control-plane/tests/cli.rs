@@ -85,7 +85,15 @@ fn refusals_exit_1_with_a_clear_message() {
 
     let o = run(&["serve", "--auth", "mock", "--listen", "127.0.0.1:0", "--manifests", "/nonexistent/manifests", "--data-dir", data], &[]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("/nonexistent/manifests"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("/nonexistent/manifests") && stderr(&o).contains("source.manifests"), "{}", stderr(&o));
+    let readme = repo().join("README.md");
+    let readme = readme.to_str().unwrap();
+    let o = run(&["serve", "--auth", "mock", "--listen", "127.0.0.1:0", "--manifests", readme, "--data-dir", data], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("is not a directory (source.manifests)"), "{}", stderr(&o));
+    let o = run(&["serve", "--auth", "mock", "--listen", "127.0.0.1:0", "--manifests", world, "--data-dir", readme], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("README.md is not a directory (storage.dataDir)"), "{}", stderr(&o));
 
     let cfg = tmp.path().join("cp.yaml");
     std::fs::write(&cfg, "server:\n  adress: 1\n").unwrap();
