@@ -113,9 +113,7 @@ impl App {
         let auth = Authenticator::new(&config.security, metrics.registry()).context("setting up authentication")?;
         let secrets =
             crate::secrets::SecretManager::new(&config.secret_manager, metrics.registry()).context("setting up the secret manager")?;
-        let handlers = Arc::new(
-            Handlers::new(&config.features).with_max_document_bytes(config.max_document_bytes).with_dictionaries(store.dictionaries()),
-        );
+        let handlers = handlers_of(&config, &store);
         let watched: Vec<kube_source::WatchedKind> =
             kube_source::resources().into_iter().filter(|w| w.kind.enabled(&config.features)).collect();
         let readiness = readiness_of(&config.source, &handlers, &watched);
@@ -382,15 +380,23 @@ fn check_before_open(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The readiness of a source: its initial phase, and one tracked phase per enabled kind (the
-/// manifests source's kinds by its handlers, the kube source's by its watched kinds). Kinds
-/// switched off by a feature flag are logged as not projected.
-fn readiness_of(source: &SourceConfig, handlers: &Handlers, watched: &[kube_source::WatchedKind]) -> Readiness {
+/// The translation handlers of every kind, for the features and document size of `config` and
+/// the store's compression dictionaries; kinds switched off by a feature flag are logged as not
+/// projected.
+fn handlers_of(config: &Config, store: &Store) -> Arc<Handlers> {
+    let handlers =
+        Handlers::new(&config.features).with_max_document_bytes(config.max_document_bytes).with_dictionaries(store.dictionaries());
     for (kind, enabled) in handlers.kinds() {
         if !enabled {
             tracing::info!(kind = kind.name(), "kind switched off by a feature flag: not projected");
         }
     }
+    Arc::new(handlers)
+}
+
+/// The readiness of a source: its initial phase, and one tracked phase per enabled kind (the
+/// manifests source's kinds by its handlers, the kube source's by its watched kinds).
+fn readiness_of(source: &SourceConfig, handlers: &Handlers, watched: &[kube_source::WatchedKind]) -> Readiness {
     match source {
         SourceConfig::Manifests(dir) => {
             let r = Readiness::new([manifests::initial_phase(dir)]);

@@ -8,7 +8,7 @@
 //! `subscriptions` lists every tenant's subscriptions linked to the exposure, reduced to
 //! `AgenticSubscriptionInfo`.
 
-use super::common::register_with_application_edge_by_prefix;
+use super::common::{register_with_application_edge, ApplicationEdge};
 use super::reduced::{AgenticExposureInfo, AgenticSubscriptionInfo};
 use super::common::mixin_columns;
 use super::subscription_info::owner_fields;
@@ -137,7 +137,7 @@ fn active_catalogue<K: Entity<Record = AgenticCatalogueRecord>>(
 /// Registers `AgenticExposure` with its root query, `AgenticExposureSecurity`, and the edges
 /// `Application.agenticExposures`, `McpServer.activeExposure` and `AgentCard.activeExposure`.
 pub fn register(builder: &mut Builder) {
-    register_with_application_edge_by_prefix::<AgenticExposure>(builder, "agenticExposures");
+    register_with_application_edge::<AgenticExposure>(builder, "agenticExposures", ApplicationEdge::KeyPrefix);
     builder.object(Object::new("AgenticExposureSecurity").field(field::<Owned<ApiExposureSecurity>>(
         "m2m",
         TypeRef::named("Machine2MachineAuthentication"),

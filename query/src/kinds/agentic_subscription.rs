@@ -65,7 +65,7 @@ impl Entity for AgenticSubscription {
 /// Registers `AgenticSubscription` with its root query, `AgenticSubscriptionSecurity`, and the
 /// edge `Application.agenticSubscriptions`.
 pub fn register(builder: &mut Builder) {
-    super::subscription_common::register_with_application_edge::<AgenticSubscription>(builder, "agenticSubscriptions", index::AGENTIC_SUBSCRIPTION_BY_OWNER);
+    super::common::register_with_application_edge::<AgenticSubscription>(builder, "agenticSubscriptions", super::common::ApplicationEdge::Index(index::AGENTIC_SUBSCRIPTION_BY_OWNER));
     builder.object(Object::new("AgenticSubscriptionSecurity").field(field::<Owned<ApiSubscriptionSecurity>>(
         "m2m",
         TypeRef::named("SubscriberMachine2MachineAuthentication"),

@@ -1,7 +1,7 @@
 //! `ApiExposure`, its reduced cross-tenant view `ApiExposureInfo`, and the edges defined next to it: `Application.exposedApis` and
 //! `Api.activeExposure`. Root query `apiExposures`; visible to the owner application's team.
 
-use super::common::register_with_application_edge_by_prefix;
+use super::common::{register_with_application_edge, ApplicationEdge};
 use super::reduced::{ApiExposureInfo, ApiSubscriptionInfo};
 use super::common::mixin_columns;
 use super::subscription_info::owner_fields;
@@ -98,7 +98,7 @@ impl Entity for ApiExposure {
 /// Registers `ApiExposure` with its root query, and the edges `Application.exposedApis` and
 /// `Api.activeExposure`.
 pub fn register(builder: &mut Builder) {
-    register_with_application_edge_by_prefix::<ApiExposure>(builder, "exposedApis");
+    register_with_application_edge::<ApiExposure>(builder, "exposedApis", ApplicationEdge::KeyPrefix);
     builder.extend(
         "Api",
         vec![field::<Stored<ApiRecord>>("activeExposure", TypeRef::named("ApiExposureInfo"), |p, request| {

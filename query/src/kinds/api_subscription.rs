@@ -68,7 +68,7 @@ impl Entity for ApiSubscription {
 
 /// Registers `ApiSubscription` with its root query, and the edge `Application.subscribedApis`.
 pub fn register(builder: &mut Builder) {
-    super::subscription_common::register_with_application_edge::<ApiSubscription>(builder, "subscribedApis", index::API_SUBSCRIPTION_BY_OWNER);
+    super::common::register_with_application_edge::<ApiSubscription>(builder, "subscribedApis", super::common::ApplicationEdge::Index(index::API_SUBSCRIPTION_BY_OWNER));
 }
 
 /// Registers `ApiSubscriptionInfo` (implements `SubscriptionInfo`): no security, client ids or

@@ -61,10 +61,19 @@ pub fn non_empty(v: &str) -> Option<&str> {
     Some(v).filter(|v| !v.is_empty())
 }
 
-/// Registers entity `K`, an exposure kind whose natural key is `(environment, team, application,
-/// …)`, with its root query, and the connection `Application.<edge>`: the application's records
-/// of `K`, read by key prefix (the application's key is a prefix of theirs).
-pub fn register_with_application_edge_by_prefix<K: Entity>(builder: &mut Builder, edge: &str) {
+/// Where the records of an `Application.<edge>` connection are found.
+#[derive(Clone, Copy)]
+pub enum ApplicationEdge {
+    /// The kind's natural key starts with its application's: `(environment, team, application,
+    /// …)` (the exposure kinds).
+    KeyPrefix,
+    /// The kind's index by owner application (the subscription kinds).
+    Index(schema::IndexName),
+}
+
+/// Registers entity `K` with its root query, and the connection `Application.<edge>`: the
+/// application's records of `K`, found as `by` says.
+pub fn register_with_application_edge<K: Entity>(builder: &mut Builder, edge: &str, by: ApplicationEdge) {
     register_entity::<K>(builder);
     let w = builder.where_type::<K>();
     builder.extend(
@@ -72,8 +81,12 @@ pub fn register_with_application_edge_by_prefix<K: Entity>(builder: &mut Builder
         vec![connection_field::<K, storage::Stored<schema::kinds::application::ApplicationRecord>>(
             edge,
             w,
-            |request, app, order, pred| {
-                let candidates = request.view.with_prefix::<K>(&app.key).map_err(crate::error::storage)?;
+            move |request, app, order, pred| {
+                let candidates = match by {
+                    ApplicationEdge::KeyPrefix => request.view.with_prefix::<K>(&app.key),
+                    ApplicationEdge::Index(index) => request.view.lookup_records::<K>(index, &app.key),
+                }
+                .map_err(crate::error::storage)?;
                 Ok(Box::new(nested_rows::<K>(request, candidates, order, &pred)))
             },
         )],

@@ -8,7 +8,7 @@
 //! entry, visible to every viewer of the environment); `subscriptions` lists every tenant's
 //! subscriptions linked to the exposure as `EventSubscriptionInfo`.
 
-use super::common::register_with_application_edge_by_prefix;
+use super::common::{register_with_application_edge, ApplicationEdge};
 use super::common::{mixin_columns, non_empty};
 use super::reduced::{EventExposureInfo, EventSubscriptionInfo};
 use super::subscription_info::owner_fields;
@@ -103,7 +103,7 @@ impl Entity for EventExposure {
 /// Registers `EventExposure` with its root query, and the edges `Application.exposedEvents` and
 /// `EventType.activeExposure`.
 pub fn register(builder: &mut Builder) {
-    register_with_application_edge_by_prefix::<EventExposure>(builder, "exposedEvents");
+    register_with_application_edge::<EventExposure>(builder, "exposedEvents", ApplicationEdge::KeyPrefix);
     builder.extend(
         "EventType",
         vec![field::<Stored<EventTypeRecord>>("activeExposure", TypeRef::named("EventExposureInfo"), |p, request| {

@@ -68,7 +68,7 @@ impl Entity for EventSubscription {
 /// Registers `EventSubscription` with its root query, and the edge
 /// `Application.subscribedEvents`.
 pub fn register(builder: &mut Builder) {
-    super::subscription_common::register_with_application_edge::<EventSubscription>(builder, "subscribedEvents", index::EVENT_SUBSCRIPTION_BY_OWNER);
+    super::common::register_with_application_edge::<EventSubscription>(builder, "subscribedEvents", super::common::ApplicationEdge::Index(index::EVENT_SUBSCRIPTION_BY_OWNER));
 }
 
 /// Registers `EventSubscriptionInfo` (implements `SubscriptionInfo`): no delivery, callback or

@@ -4,7 +4,7 @@
 //! Root query `fileExposures`; visible to the owner application's team. `subscriptions` lists
 //! every tenant's subscriptions linked to the exposure as `FileSubscriptionInfo`.
 
-use super::common::register_with_application_edge_by_prefix;
+use super::common::{register_with_application_edge, ApplicationEdge};
 use super::common::mixin_columns;
 use super::reduced::{FileExposureInfo, FileSubscriptionInfo};
 use super::subscription_info::owner_fields;
@@ -111,7 +111,7 @@ impl Entity for FileExposure {
 
 /// Registers `FileExposure` with its root query, and the edge `Application.fileExposures`.
 pub fn register(builder: &mut Builder) {
-    register_with_application_edge_by_prefix::<FileExposure>(builder, "fileExposures");
+    register_with_application_edge::<FileExposure>(builder, "fileExposures", ApplicationEdge::KeyPrefix);
 }
 
 /// Registers `FileExposureInfo`: no SFTP keys, approval settings or subscriber data of the owner.

@@ -56,7 +56,7 @@ impl Entity for FileSubscription {
 
 /// Registers `FileSubscription` with its root query, and the edge `Application.fileSubscriptions`.
 pub fn register(builder: &mut Builder) {
-    super::subscription_common::register_with_application_edge::<FileSubscription>(builder, "fileSubscriptions", index::FILE_SUBSCRIPTION_BY_OWNER);
+    super::common::register_with_application_edge::<FileSubscription>(builder, "fileSubscriptions", super::common::ApplicationEdge::Index(index::FILE_SUBSCRIPTION_BY_OWNER));
 }
 
 /// Registers `FileSubscriptionInfo` (implements `SubscriptionInfo`): no SFTP keys of the

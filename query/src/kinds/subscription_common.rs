@@ -4,15 +4,14 @@
 //! `hasOwner`, `hasTarget`, `hasApproval`, `hasApprovalRequests`. A family implements
 //! [`SubscriptionEntity`] once; no family repeats these resolvers.
 
-use crate::connection::{connection_field, nested_rows, register_entity};
-use crate::entity::{node_value, Builder, Entity};
+use crate::entity::{node_value, Entity};
 use crate::fields::field;
 use crate::filter::EdgeFilter;
 use crate::kinds::edges;
 use async_graphql::dynamic::{Field, FieldValue, TypeRef};
 use schema::common::Meta;
 use schema::keys::{index, natural};
-use schema::kinds::application::{Application, ApplicationRecord};
+use schema::kinds::application::Application;
 use schema::kinds::approval::Approval;
 use schema::kinds::approval_request::ApprovalRequest;
 use schema::{Key, Kind};
@@ -30,21 +29,6 @@ pub trait SubscriptionEntity: Entity {
     fn application(r: &Self::Record) -> &str;
     /// The reduced view of a target exposure.
     fn target_info(x: Stored<<Self::Exposure as Kind>::Record>) -> FieldValue<'static>;
-}
-
-/// Registers subscription kind `K` (its types and root query) and the connection
-/// `Application.<edge>`: the subscriptions of the application, read through `by_owner` (the
-/// kind's index by owner application).
-pub fn register_with_application_edge<K: SubscriptionEntity>(builder: &mut Builder, edge: &str, by_owner: schema::IndexName) {
-    register_entity::<K>(builder);
-    let w = builder.where_type::<K>();
-    builder.extend(
-        Application::TYPE,
-        vec![connection_field::<K, Stored<ApplicationRecord>>(edge, w, move |request, app, order, pred| {
-            let candidates = request.view.lookup_records::<K>(by_owner, &app.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<K>(request, candidates, order, &pred)))
-        })],
-    );
 }
 
 /// The owner application's natural key.
