@@ -52,11 +52,24 @@ impl World {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("world");
         support::copy_dir(&support::world_dir(), &dir);
-        let mut config = Config::for_manifests(&dir, &tmp.path().join("data"));
+        let running = World::serve(&dir, &tmp.path().join("data"), tune).await;
+        World { _tmp: tmp, dir, running }
+    }
+
+    async fn serve(dir: &std::path::Path, data: &std::path::Path, tune: impl FnOnce(&mut Config)) -> control_plane::Running {
+        let mut config = Config::for_manifests(dir, data);
         tune(&mut config);
         let running = control_plane::start(config).await.unwrap();
         assert!(running.app().wait_caught_up(Duration::from_secs(60)).await, "ready");
-        World { _tmp: tmp, dir, running }
+        running
+    }
+
+    /// Stops the server and starts it again on the same manifests and data directory.
+    async fn restart(self) -> World {
+        let World { _tmp, dir, running } = self;
+        running.shutdown().await.unwrap();
+        let running = World::serve(&dir, &_tmp.path().join("data"), |_| {}).await;
+        World { _tmp, dir, running }
     }
 
     fn url(&self) -> String {
@@ -204,7 +217,11 @@ async fn each_viewer_gets_the_changes_it_may_see_and_resumes_what_it_missed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_position_older_than_the_log_gets_gone() {
-    let w = World::start(|c| c.subscriptions.change_log_size = 2).await;
+    let w = World::start(|c| {
+        c.subscriptions.change_log_size = 2;
+        c.history.enabled = false;
+    })
+    .await;
     let admin = w.client(&token("platform--ops--console", ADMIN_SCOPE, "poc"), true).await;
     let mut s = admin.subscribe(op(APP_CHANGES, json!({}))).await.unwrap();
     w.subscriptions_running(1.0).await;
@@ -217,6 +234,76 @@ async fn a_position_older_than_the_log_gets_gone() {
     let mut late = admin.subscribe(op(APP_CHANGES, json!({"after": first}))).await.unwrap();
     let answer = next(&mut late).await;
     assert_eq!(answer["errors"][0]["extensions"]["code"], "GONE", "{answer}");
+    w.running.shutdown().await.unwrap();
+}
+
+/// With history on, a position older than the memory's log resumes from the store's durable log
+/// with exactly the changes after it; one the durable log no longer holds (its object's older
+/// revisions pruned, `history.maxRevisionsPerObject`) gets `GONE`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_position_older_than_memory_resumes_from_the_durable_log_until_it_is_pruned() {
+    let w = World::start(|c| {
+        c.subscriptions.change_log_size = 2;
+        c.history.max_revisions_per_object = 3;
+    })
+    .await;
+    let admin = w.client(&token("platform--ops--console", ADMIN_SCOPE, "poc"), true).await;
+    let mut s = admin.subscribe(op(APP_CHANGES, json!({}))).await.unwrap();
+    w.subscriptions_running(1.0).await;
+    w.set_message("copilot-agent", "one");
+    let first = next(&mut s).await["position"].as_str().unwrap().to_string();
+    let mut seen = Vec::new();
+    for m in ["two", "three"] {
+        w.set_message("copilot-agent", m);
+        seen.push(next(&mut s).await);
+    }
+    let mut late = admin.subscribe(op(APP_CHANGES, json!({"after": first}))).await.unwrap();
+    for expected in &seen {
+        let got = next(&mut late).await;
+        assert_eq!(
+            (&got["position"], &got["revision"], &got["operation"]),
+            (&expected["position"], &expected["revision"], &expected["operation"])
+        );
+    }
+    // Two more revisions of the object: its three newest are kept, the one at `first` goes.
+    for m in ["four", "five"] {
+        w.set_message("copilot-agent", m);
+        assert_eq!(next(&mut s).await["node"]["statusMessage"], m);
+    }
+    let mut gone = admin.subscribe(op(APP_CHANGES, json!({"after": first}))).await.unwrap();
+    let answer = next(&mut gone).await;
+    assert_eq!(answer["errors"][0]["extensions"]["code"], "GONE", "{answer}");
+    w.running.shutdown().await.unwrap();
+}
+
+/// A subscription that resumes with `after:` a position from before a restart receives exactly
+/// the changes it missed, in order, then follows live.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_resumes_across_a_restart_with_exactly_what_it_missed() {
+    let w = World::start(|_| {}).await;
+    let admin_token = token("platform--ops--console", ADMIN_SCOPE, "poc");
+    let admin = w.client(&admin_token, true).await;
+    let mut s = admin.subscribe(op(APP_CHANGES, json!({}))).await.unwrap();
+    w.subscriptions_running(1.0).await;
+    w.set_message("copilot-agent", "one");
+    let resume_at = next(&mut s).await["position"].as_str().unwrap().to_string();
+    // What a client that went away at `resume_at` misses, as this one sees it.
+    let mut missed = Vec::new();
+    for (app, m) in [("copilot-gateway", "two"), ("copilot-agent", "three")] {
+        w.set_message(app, m);
+        missed.push(next(&mut s).await);
+    }
+    drop(s);
+    drop(admin);
+    let w = w.restart().await;
+    let admin = w.client(&admin_token, true).await;
+    let mut resumed = admin.subscribe(op(APP_CHANGES, json!({"after": resume_at}))).await.unwrap();
+    for expected in &missed {
+        assert_eq!(&next(&mut resumed).await, expected, "the missed changes, in order");
+    }
+    w.set_message("copilot-agent", "four");
+    let live = next(&mut resumed).await;
+    assert_eq!(live["node"]["statusMessage"], "four", "then live: {live}");
     w.running.shutdown().await.unwrap();
 }
 

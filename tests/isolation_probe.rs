@@ -550,6 +550,35 @@ async fn no_viewer_sees_another_teams_data_through_any_query() {
             p.cover("root queries probed with IDs", "node".into());
             p.cover("root queries probed with IDs", "nodes".into());
 
+            // 2b. history of every one of the owner's IDs: NOT_FOUND each; the attacker's
+            //     activity names none of them.
+            let aliases: Vec<String> = forbidden_ids
+                .iter()
+                .enumerate()
+                .map(|(i, id)| format!("h{i}: history(id: \"{id}\") {{ totalCount edges {{ node {{ revision }} }} }}"))
+                .collect();
+            let resp = p.post(&attacker.token, &format!("{{ {} }}", aliases.join(" ")), json!({})).await;
+            assert_eq!(resp["data"], Value::Null, "{ctx}: history reveals {}", resp["data"]);
+            let errors = resp["errors"].as_array().unwrap();
+            assert_eq!(errors.len(), forbidden_ids.len(), "{ctx}: one NOT_FOUND per ID in history");
+            assert!(errors.iter().all(|e| e["extensions"]["code"] == "NOT_FOUND"), "{ctx}: {errors:?}");
+            let resp = p.post(&attacker.token, "{ activity(first: 1000) { totalCount edges { node { id } } } }", json!({})).await;
+            let listed: BTreeSet<String> = resp["data"]["activity"]["edges"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["node"]["id"].as_str().unwrap().to_string())
+                .collect();
+            let leaked: Vec<&String> = listed.intersection(&forbidden_ids).collect();
+            assert!(leaked.is_empty(), "{ctx}: activity reveals {leaked:?}");
+            assert_eq!(
+                resp["data"]["activity"]["totalCount"],
+                json!(listed.len()),
+                "{ctx}: activity's totalCount counts only what it lists"
+            );
+            p.cover("root queries probed with IDs", "history".into());
+            p.cover("root queries probed with IDs", "activity".into());
+
             // 3. Other root fields with required arguments: filled with the owner's IDs.
             for f in p.with_args.clone() {
                 if f.name == "node" || f.name == "nodes" {

@@ -168,8 +168,8 @@ pub fn percentile_us(v: &mut [Duration], p: f64) -> f64 {
 
 /// The configuration of the benches: manifests source on `manifests`, store in `data_dir`,
 /// mock authentication, clock pinned to [`NOW`], `127.0.0.1:0`; redb's page cache from
-/// `CP_STORAGE_CACHE_SIZE` (bytes) and the GraphQL workers from `CP_GRAPHQL_WORKERS`, as in the
-/// server, else the defaults.
+/// `CP_STORAGE_CACHE_SIZE` (bytes), the GraphQL workers from `CP_GRAPHQL_WORKERS` and the change
+/// log from `CP_HISTORY_ENABLED`, as in the server, else the defaults.
 pub fn config(manifests: &Path, data_dir: &Path) -> Config {
     from_env(Config::for_manifests(manifests, data_dir))
 }
@@ -186,6 +186,9 @@ fn from_env(mut c: Config) -> Config {
     c.now = Some(schema::Timestamp::parse_rfc3339(NOW).unwrap());
     if let Ok(v) = std::env::var("CP_STORAGE_CACHE_SIZE") {
         c.storage.cache_size = v.parse().unwrap_or_else(|_| panic!("CP_STORAGE_CACHE_SIZE={v}: not a number of bytes"));
+    }
+    if let Ok(v) = std::env::var("CP_HISTORY_ENABLED") {
+        c.history.enabled = v.parse().unwrap_or_else(|_| panic!("CP_HISTORY_ENABLED={v}: not true or false"));
     }
     if let Ok(v) = std::env::var("CP_STORAGE_PREBUILD_ORDERS") {
         c.storage.prebuild_orders = v.parse().unwrap_or_else(|_| panic!("CP_STORAGE_PREBUILD_ORDERS={v}: not true or false"));

@@ -104,6 +104,7 @@ impl App {
         crate::snapshot::remove_restore_leftovers(&config.storage.data_dir)?;
         let store = Store::open_with_cache(&config.storage.data_dir, config.storage.cache_size)
             .with_context(|| format!("opening the store in {}", config.storage.data_dir.display()))?;
+        store.set_history(config.history);
         // Derived data: rebuilt here from the store when missing or stale (ARCHITECTURE.md,
         // `storage` "Catalogue search").
         let search_dir = config.storage.data_dir.join(storage::search::SEARCH_DIR);

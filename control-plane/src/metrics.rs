@@ -43,6 +43,8 @@ pub struct Metrics {
     pub order_build_step_seconds: Histogram,
     /// `controlplane_order_builds_left`: ordering indexes asked for and not built yet.
     pub order_builds_left: IntGauge,
+    /// The change log's size ([`HistoryMetrics`]).
+    pub history: HistoryMetrics,
     /// `controlplane_store_write_failing`: 1 while store writes fail on the volume (no space,
     /// I/O error, read-only; the store serves what it holds and retries), else 0.
     pub store_write_failing: IntGauge,
@@ -182,10 +184,9 @@ impl Metrics {
             &["kind"],
         )
         .expect("metric definition is valid");
-        for lane in ["light", "heavy"] {
-            graphql_executing.with_label_values(&[lane]).set(0);
-            graphql_queued.with_label_values(&[lane]).set(0);
-        }
+        let lanes =
+            ["light", "heavy"].map(|lane| (graphql_executing.with_label_values(&[lane]), graphql_queued.with_label_values(&[lane])));
+        lanes.iter().for_each(|(executing, queued)| (executing.set(0), queued.set(0)).1);
         for c in [
             Box::new(graphql_executing.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(graphql_queued.clone()),
@@ -210,6 +211,7 @@ impl Metrics {
             registry.register(c).expect("metric names are unique");
         }
         Metrics {
+            history: HistoryMetrics::new(&registry),
             registry,
             reconcile_total,
             reconcile_duration,
@@ -336,4 +338,42 @@ pub fn dir_bytes(dir: &std::path::Path) -> u64 {
             _ => 0,
         })
         .sum()
+}
+
+/// The change log's metrics ([`storage::history`]), set by the writer after its batches and
+/// pruning steps.
+#[derive(Clone)]
+pub struct HistoryMetrics {
+    /// `controlplane_history_bytes`: bytes the change log keeps (entries and index keys).
+    pub bytes: IntGauge,
+    /// `controlplane_history_entries`: changes the log keeps.
+    pub entries: IntGauge,
+    /// `controlplane_history_pruned_total`: changes pruned from the log (by age, bytes or
+    /// revisions per object) since the store was created.
+    pub pruned: IntGauge,
+}
+
+impl HistoryMetrics {
+    fn new(registry: &Registry) -> HistoryMetrics {
+        let gauge = |name: &str, help: &str| {
+            let g = IntGauge::new(name, help).expect("metric definition is valid");
+            registry.register(Box::new(g.clone())).expect("metric names are unique");
+            g
+        };
+        HistoryMetrics {
+            bytes: gauge("controlplane_history_bytes", "Bytes the change log keeps (entries and their index keys)."),
+            entries: gauge("controlplane_history_entries", "Changes the log keeps."),
+            pruned: gauge(
+                "controlplane_history_pruned_total",
+                "Changes pruned from the log (by age, bytes or revisions per object) since the store was created.",
+            ),
+        }
+    }
+
+    /// Sets them from the log's `stats`.
+    pub fn set(&self, stats: storage::history::HistoryStats) {
+        self.bytes.set(stats.bytes as i64);
+        self.entries.set(stats.entries as i64);
+        self.pruned.set(stats.pruned as i64);
+    }
 }

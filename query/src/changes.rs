@@ -7,11 +7,15 @@
 //! [`ChangeLogSettings::max_entries`] entries, none older than [`ChangeLogSettings::retention`];
 //! what falls out of it moves the log's *floor*.
 //!
-//! **Positions** are opaque strings (`RecordChange.position`): the log's identity (random, one
-//! per process), revision and index. `changes(after: P)` replays every entry after `P`, then
-//! follows live; a position below the floor, of another process (a restart, another replica)
-//! or of a future revision gets one error with code `GONE` (the subscription ends): the client
-//! refetches and subscribes anew without `after`, as with Kubernetes' `410 Gone`.
+//! **Positions** are opaque strings (`RecordChange.position`): the log's identity, revision and
+//! index. `changes(after: P)` replays every entry after `P`, then follows live. With history on
+//! (`history.enabled`, [`storage::history`]) the identity is the store's durable log, the same
+//! positions are written there in the same commit, and a position below the memory's floor is
+//! read from it ([`ChangeLog::read_after_in`]): a subscription resumes across restarts. Without
+//! history the identity is random per process. A position below the floor of both, of another
+//! log (another store, a restored one) or of a future revision gets one error with code `GONE`
+//! (the subscription ends): the client refetches and subscribes anew without `after`, as with
+//! Kubernetes' `410 Gone`.
 //!
 //! **Isolation per event.** A viewer gets an entry only when it could see the record before or
 //! can after ([`Viewer::can_see`] of the scopes then; a group viewer's teams are resolved again
@@ -102,6 +106,9 @@ struct Ring {
 
 struct ChangeLogState {
     identity: u64,
+    /// Whether positions below the ring's floor are read from the store's durable log
+    /// ([`storage::history`]; `history.enabled`).
+    durable: bool,
     settings: ChangeLogSettings,
     ring: Mutex<Ring>,
     /// The position of the newest entry (or the floor): changed after each append.
@@ -129,8 +136,16 @@ impl ChangeLog {
     pub fn follow(store: &Store, settings: ChangeLogSettings) -> std::io::Result<ChangeLog> {
         // Subscribed before the revision is read: no commit falls between the two.
         let commits = store.subscribe();
-        let revision = store.read().and_then(|v| v.revision()).map_err(std::io::Error::other)?;
-        let log = ChangeLog::empty(revision, settings);
+        let view = store.read().map_err(std::io::Error::other)?;
+        let revision = view.revision().map_err(std::io::Error::other)?;
+        let mut log = ChangeLog::empty(revision, settings);
+        if store.history_settings().enabled {
+            // Positions name the store's log: they stay valid across restarts.
+            let identity = view.log_identity().map_err(std::io::Error::other)?;
+            let state = Arc::get_mut(&mut log.0).expect("invariant: the log was just made");
+            (state.identity, state.durable) = (identity, true);
+        }
+        drop(view);
         let shared = log.0.clone();
         std::thread::Builder::new().name("change-log".into()).spawn(move || loop {
             match commits.recv_timeout(Duration::from_secs(1)) {
@@ -150,6 +165,7 @@ impl ChangeLog {
         let floor = Position::end_of(revision);
         ChangeLog(Arc::new(ChangeLogState {
             identity,
+            durable: false,
             settings: ChangeLogSettings { max_entries: settings.max_entries.max(1), ..settings },
             ring: Mutex::new(Ring { entries: VecDeque::new(), floor }),
             head: tokio::sync::watch::Sender::new(floor),
@@ -195,6 +211,41 @@ impl ChangeLog {
         }
         let start = ring.entries.partition_point(|e| e.position <= from);
         Ok(ring.entries.range(start..).take(max).cloned().collect())
+    }
+
+    /// [`ChangeLog::read_after`], reading a position below the memory's floor from `store`'s
+    /// durable log when it keeps one (entries up to this log's head).
+    ///
+    /// # Errors
+    /// [`Gone`] when neither keeps every entry after `from`, or `from` is beyond the head.
+    pub fn read_after_in(&self, store: &Store, from: Position, max: usize) -> Result<Vec<Arc<Entry>>, Gone> {
+        let head = {
+            let ring = self.0.lock();
+            let head = ring.entries.back().map_or(ring.floor, |e| e.position);
+            if from > head {
+                return Err(Gone);
+            }
+            if from >= ring.floor || !self.0.durable {
+                drop(ring);
+                return self.read_after(from, max);
+            }
+            head
+        };
+        let position = storage::history::LogPosition { revision: from.revision, index: from.index };
+        let logged = store.read().and_then(|v| v.log_after(position, max)).map_err(|e| {
+            tracing::warn!(error = %e, "reading the durable change log failed");
+            Gone
+        })?;
+        let now = Instant::now();
+        let entries = logged.ok_or(Gone)?.into_iter().map(|e| Entry {
+            position: Position { revision: e.position.revision, index: e.position.index },
+            kind: e.kind,
+            key: e.key,
+            before: e.before,
+            after: e.after,
+            at: now,
+        });
+        Ok(entries.filter(|e| e.position <= head).map(Arc::new).collect())
     }
 
     /// Waits until the head moves past `seen`.
@@ -522,7 +573,7 @@ fn start<'a>(
         _ => data.start,
     };
     // Checked now, so that a bad position fails the subscribe itself.
-    data.log.read_after(from, 0).map_err(|Gone| gone())?;
+    data.log.read_after_in(&data.store, from, 0).map_err(|Gone| gone())?;
     let follow = Follow { data, kinds, filter, types, from, pending: VecDeque::new(), viewer: None, done: false };
     Ok(async_graphql::futures_util::stream::unfold(follow, Follow::next))
 }
@@ -580,7 +631,7 @@ impl<'a> Follow<'a> {
         }
         loop {
             if self.pending.is_empty() {
-                match self.data.log.read_after(self.from, READ_BATCH) {
+                match self.data.log.read_after_in(&self.data.store, self.from, READ_BATCH) {
                     Err(Gone) => {
                         self.done = true;
                         return Some((Err(gone()), self));

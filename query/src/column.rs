@@ -121,6 +121,11 @@ impl<R: Send + Sync + 'static> Column<R> {
     }
 
     /// The `where` input field.
+    /// The column's value of `s` for `request` (`changedFields` compares them, [`crate::history`]).
+    pub(crate) fn value(&self, s: &Stored<R>, request: &RequestContext) -> FilterValue {
+        (self.get)(s, request)
+    }
+
     pub fn filter_field(&self) -> FilterField<R> {
         FilterField::with_request(self.name, self.ty.clone(), self.nillable, {
             let get = self.get.clone();

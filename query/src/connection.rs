@@ -142,6 +142,8 @@ pub fn register_entity<K: Entity>(builder: &mut Builder) {
         Arc::new(|request: &RequestContext, key: &Key| Ok(request.load_visible::<K>(key)?.map(|s| node_value::<K>(s).with_type(K::TYPE))));
     builder.loaders.insert(K::TYPE, loader);
     builder.type_names.insert(K::ID, K::TYPE);
+    let past = crate::history::Past::<K>::new(builder.object_fields.clone());
+    builder.pasts.insert(K::ID, Arc::new(past));
 }
 
 type MakeRows<K, P> = dyn for<'a> Fn(

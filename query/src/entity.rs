@@ -72,6 +72,10 @@ pub struct Builder {
     pub(crate) file_manager_base_url: Option<Arc<str>>,
     /// [`crate::QueryConfig::secret_resolver`].
     pub(crate) secret_resolver: Option<Arc<dyn crate::secrets::SecretResolver>>,
+    /// How each registered kind shows a past revision ([`crate::history`]).
+    pub(crate) pasts: HashMap<schema::KindId, Arc<dyn PastKind>>,
+    /// The finished schema's object fields ([`ObjectFields`]).
+    pub(crate) object_fields: ObjectFields,
 }
 
 /// Loads a node of one type by key, `None` when absent or invisible.
@@ -88,7 +92,7 @@ impl Builder {
             self.secret_resolver.clone(),
             move |p| {
                 let (env, team, value) = site(&p.record);
-                crate::secrets::SecretSite { env, team, record: global_id::<K>(&p.key).into(), value }
+                crate::secrets::SecretSite { env, team, record: global_id::<K>(&p.key).into(), value, historical: p.as_of.is_some() }
             },
         )
     }
@@ -173,6 +177,28 @@ impl Builder {
         w
     }
 }
+
+/// How one kind shows a past revision: registered by every entity
+/// ([`crate::connection::register_entity`]; `crate::history` shows them).
+pub(crate) trait PastKind: Send + Sync {
+    /// The kind's GraphQL object type.
+    fn type_name(&self) -> &'static str;
+    /// The node as of `entry`, from its document's JSON; `None` when the document no longer
+    /// decodes or translates (logged).
+    fn node(&self, json: &[u8], entry: &storage::history::LogEntry) -> Option<FieldValue<'static>>;
+    /// The GraphQL fields that differ between `before` (`None`: nothing before) and `after`,
+    /// each a revision's document with its entry; `None` when `after` does not translate.
+    fn changed_fields(
+        &self,
+        request: &RequestContext,
+        before: Option<(&[u8], &storage::history::LogEntry)>,
+        after: (&[u8], &storage::history::LogEntry),
+    ) -> Option<Vec<String>>;
+}
+
+/// The fields of every object type of the finished schema, by type name (filled from its SDL
+/// once it is built: a dynamic schema's fields do not tell their names).
+pub(crate) type ObjectFields = Arc<std::sync::OnceLock<HashMap<String, Vec<String>>>>;
 
 /// The global ID of a record of entity `K`.
 pub fn global_id<K: Entity>(key: &Key) -> String {

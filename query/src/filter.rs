@@ -31,6 +31,13 @@ pub enum FilterValue {
     Time(Option<Timestamp>),
 }
 
+impl FilterValue {
+    /// Whether it is null.
+    pub fn is_null(&self) -> bool {
+        matches!(self, FilterValue::Str(None) | FilterValue::Bool(None) | FilterValue::Time(None))
+    }
+}
+
 /// The GraphQL type family of a filterable field, deciding its operators.
 #[derive(Clone, Debug)]
 pub enum FilterType {

@@ -18,6 +18,7 @@ pub mod entity;
 pub mod error;
 pub mod fields;
 pub mod filter;
+pub mod history;
 mod kinds;
 pub use kinds::team_owned;
 pub mod limits;
@@ -225,6 +226,8 @@ fn build(
     let loaders = node::register_node(&mut builder);
     let mutation = mutations::register(&mut builder, config.command_sink.clone());
     let mut subscription = async_graphql::dynamic::Subscription::new("Subscription").field(changes::register(&mut builder, loaders));
+    history::register(&mut builder);
+    let object_fields = builder.object_fields.clone();
     for f in std::mem::take(&mut builder.subscription_fields) {
         subscription = subscription.field(f);
     }
@@ -267,7 +270,9 @@ fn build(
     if extras.change_events {
         sb = sb.extension(changes::ChangeEvents);
     }
-    Ok((sb.finish()?, builder.records))
+    let schema = sb.finish()?;
+    history::fill_object_fields(&object_fields, &schema.sdl());
+    Ok((schema, builder.records))
 }
 
 impl Api {

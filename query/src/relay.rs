@@ -335,7 +335,14 @@ mod tests {
                     let key = Key::new(&[format!("k{i:03}")]);
                     (
                         key.as_bytes().to_vec(),
-                        Stored { key, record: i as u32, created_at: Timestamp(0), last_modified_at: Timestamp(0), links: vec![] },
+                        Stored {
+                            key,
+                            record: i as u32,
+                            created_at: Timestamp(0),
+                            last_modified_at: Timestamp(0),
+                            links: vec![],
+                            as_of: None,
+                        },
                     )
                 })
                 .collect(),

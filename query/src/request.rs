@@ -25,6 +25,8 @@ pub struct RequestContext {
     pub limits: Arc<crate::limits::Limits>,
     /// When the request must stop; long loops ask it.
     pub deadline: crate::deadline::Deadline,
+    /// Whether the store keeps history (`history.enabled`; `history`, `activity`).
+    pub history_enabled: bool,
 }
 
 impl RequestContext {
@@ -51,6 +53,7 @@ impl RequestContext {
             catalogue: store.catalogue(),
             limits: limits.clone(),
             deadline,
+            history_enabled: store.history_settings().enabled,
         }
     }
 

@@ -72,6 +72,9 @@ pub struct SecretSite<'a> {
     pub record: std::borrow::Cow<'a, str>,
     /// The stored value: plain, or a reference `$<id>`.
     pub value: Option<&'a str>,
+    /// Whether the record is a past revision (`history`): its secrets are masked for every
+    /// caller, never looked up.
+    pub historical: bool,
 }
 
 /// The id of a reference `$<id>`; `None` for any other value.
@@ -125,7 +128,7 @@ fn step(
     resolver: Option<&Arc<dyn SecretResolver>>,
 ) -> Step {
     let Some(value) = site.value else { return Step::Answer(None) };
-    if request.viewer.access == crate::viewer::Access::Obfuscated {
+    if request.viewer.access == crate::viewer::Access::Obfuscated || site.historical {
         audit(request, field, &site.record, "masked");
         return Step::Answer(string(MASK));
     }

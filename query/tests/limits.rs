@@ -73,6 +73,20 @@ async fn the_node_estimate_multiplies_pages_along_nested_connections() {
     // `nodes(ids:)` counts its IDs.
     let cost = measure(&world, &team, r#"{ nodes(ids: ["a", "b", "c"]) { id } }"#, json!({})).unwrap();
     assert_eq!(cost.nodes, 3);
+    // History and activity pages count their page, and a past node's connections per revision.
+    let cost = measure(
+        &world,
+        &team,
+        r#"{ history(id: "x", first: 5) { edges { node { revision } } } activity(first: 7) { totalCount } }"#,
+        json!({}),
+    )
+    .unwrap();
+    assert_eq!(cost.nodes, 5 + 7);
+    let q =
+        r#"{ history(id: "x", first: 4) { edges { node { node { ... on Application { subscribedApis(first: 3) { totalCount } } } } } } }"#;
+    assert_eq!(measure(&world, &team, q, json!({})).unwrap().nodes, 4 + 4 * 3.min(subscriptions));
+    let max = query::limits::Limits::default().max_page_size as u64;
+    assert_eq!(measure(&world, &team, "{ activity { totalCount } }", json!({})).unwrap().nodes, max, "without first: the page size");
 }
 
 /// Every limit refuses with its own code, its setting and its value, before anything runs.

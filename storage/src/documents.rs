@@ -282,6 +282,18 @@ impl Serialize for Kept<'_> {
 /// ([`crate::Store::complete_documents`]).
 pub(crate) const COMPLETE: &str = "documents_complete";
 
+impl crate::ReadView {
+    /// The stored source document of the object `namespace`/`name` of `kind`, as stored
+    /// ([`Dictionaries::decode`] reads it).
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub(crate) fn source_document(&self, kind: KindId, namespace: &str, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
+        let skey = crate::tables::source_key(kind, namespace, name);
+        Ok(self.txn().open_table(DOCUMENTS)?.get(skey.as_slice())?.map(|v| v.value().to_vec()))
+    }
+}
+
 /// Whether every source entry in `txn`'s store has its document.
 ///
 /// # Errors

@@ -35,6 +35,7 @@ pub mod checkpoint;
 mod codec;
 pub mod documents;
 mod error;
+pub mod history;
 mod read;
 pub mod rebuild;
 pub mod search;
@@ -128,6 +129,8 @@ pub struct Store {
     rebuilding: Arc<std::sync::Mutex<Vec<(schema::KindId, bool)>>>,
     /// The dictionaries source documents are compressed with ([`documents`]).
     dictionaries: documents::Dictionaries,
+    /// The history's settings ([`history`]).
+    history: Arc<std::sync::RwLock<history::HistorySettings>>,
 }
 
 /// The read views of one open database handle, counted so that [`Store::reopen`] can wait for
@@ -377,6 +380,7 @@ impl Store {
             rederiving: Arc::default(),
             rebuilding: Arc::default(),
             dictionaries: documents::Dictionaries::default(),
+            history: Arc::default(),
         };
         store.init()?;
         Ok(store)
@@ -470,6 +474,8 @@ impl Store {
             }
             tables::open_all(&txn)?;
         }
+        let revision = txn.open_table(tables::META)?.get("revision")?.map(|v| v.value()).unwrap_or(0);
+        history::open(&txn, revision)?;
         let versions::Reconciled { purged, rederiving, rebuilding } = versions::reconcile(&txn, &self.kinds)?;
         if !purged.is_empty() {
             let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0);
@@ -494,11 +500,17 @@ impl Store {
         }
         *self.rederiving.lock().unwrap_or_else(|e| e.into_inner()) = rederiving;
         *self.rebuilding.lock().unwrap_or_else(|e| e.into_inner()) = rebuilding;
+        self.load_after_open()
+    }
+
+    /// Reads what the handle keeps beside the file: the document dictionaries, whether order
+    /// builds are under way.
+    fn load_after_open(&self) -> Result<(), StorageError> {
         let read = self.database()?.begin_read()?;
         for (kind, id, bytes) in documents::Dictionaries::read(&read.open_table(documents::DICTIONARIES)?)?.all() {
             self.dictionaries.insert(kind, id, bytes)?;
         }
-        let building = !self.database()?.begin_read()?.open_table(tables::BUILDING)?.is_empty()?;
+        let building = !read.open_table(tables::BUILDING)?.is_empty()?;
         self.wanted.building.store(building, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
@@ -663,7 +675,7 @@ impl Store {
         }
         let database = self.database()?;
         let reader = self.db.readers.lock().unwrap_or_else(|e| e.into_inner()).enter();
-        ReadView::new(database.begin_read()?, self.kinds.clone(), self.wanted.clone(), reader)
+        ReadView::new(database.begin_read()?, self.kinds.clone(), self.wanted.clone(), reader, self.dictionaries.clone())
     }
 
     /// Calls `wake` (on the reading thread, so it should only signal) when a read first sorts
@@ -866,6 +878,10 @@ impl Store {
                 batch.rebuilding = rebuilding.iter().map(|(k, _)| *k).collect();
                 batch.unreadable = rebuilding.iter().filter(|(_, served)| !served).map(|(k, _)| *k).collect();
                 batch.dictionaries = self.dictionaries.clone();
+                let history = self.history_settings();
+                if history.enabled {
+                    batch.record_history(history);
+                }
                 let result = apply(&mut batch)?;
                 (result, batch.finish(now)?)
             };

@@ -26,6 +26,9 @@ pub struct Stored<R> {
     pub last_modified_at: Timestamp,
     /// Resolved links, in [`schema::Kind::links`] order.
     pub links: Vec<Option<Key>>,
+    /// The log position of the revision this value shows, for a past version of the record
+    /// ([`crate::history`]); `None`: the record as stored now.
+    pub as_of: Option<crate::history::LogPosition>,
 }
 
 /// A consistent snapshot of the store for reading. Cheap to create; hold it for one request.
@@ -46,6 +49,7 @@ pub struct ReadView {
     /// Kinds whose records this view refuses to read ([`ReadView::refuse_while_rederiving`]).
     refused: OnceLock<Vec<KindId>>,
     wanted: Arc<Wanted>,
+    dictionaries: crate::documents::Dictionaries,
     /// Counted by [`crate::Store::reopen`], which waits for the views of the database it closes.
     _reader: crate::ReaderGuard,
 }
@@ -62,6 +66,7 @@ impl ReadView {
         kinds: Arc<KindTable>,
         wanted: Arc<Wanted>,
         reader: crate::ReaderGuard,
+        dictionaries: crate::documents::Dictionaries,
     ) -> Result<ReadView, StorageError> {
         let order = txn.open_table(tables::ORDER)?;
         let index_entries = txn.open_table(tables::INDEX_ENTRIES)?;
@@ -78,8 +83,14 @@ impl ReadView {
             interrupt: OnceLock::new(),
             refused: OnceLock::new(),
             wanted,
+            dictionaries,
             _reader: reader,
         })
+    }
+
+    /// The store's document dictionaries ([`crate::documents`]).
+    pub(crate) fn dictionaries(&self) -> &crate::documents::Dictionaries {
+        &self.dictionaries
     }
 
     /// Makes long reads of this view (the in-memory sort of an order not built yet) ask `stop`
@@ -145,6 +156,19 @@ impl ReadView {
     /// [`StorageError`] on redb failures.
     pub fn revision(&self) -> Result<u64, StorageError> {
         Ok(self.txn.open_table(tables::META)?.get("revision")?.map(|v| v.value()).unwrap_or(0))
+    }
+
+    /// Who may see the record of `kind` under `key` ([`schema::Kind::scopes`]); `None` when
+    /// there is none.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures.
+    pub fn scopes_of(&self, kind: KindId, key: &Key) -> Result<Option<Vec<schema::Scope>>, StorageError> {
+        self.serving(kind)?;
+        let Some(ops) = self.kinds.get(kind) else { return Ok(None) };
+        let Some(v) = self.records(kind)?.get(key.as_bytes())? else { return Ok(None) };
+        let env: Envelope = decode(v.value(), kind.name())?;
+        Ok(Some(ops.entries(key, &env, tables::OrderSet::KEYS_ONLY)?.scopes))
     }
 
     /// The record of kind `K` under `key`.
@@ -504,6 +528,7 @@ impl ReadView {
                 }
             }
         }
+        problems.extend(self.history_problems()?);
         let orphans = self.documents_without_source()?;
         if orphans > 0 {
             problems.push(format!("source documents: {orphans} without a source entry"));
@@ -614,6 +639,7 @@ fn stored<K: Kind>(key: Key, bytes: &[u8]) -> Result<Stored<K::Record>, StorageE
         created_at: env.created_at,
         last_modified_at: env.last_modified_at,
         links: env.links,
+        as_of: None,
     })
 }
 

@@ -323,6 +323,9 @@ impl crate::Store {
                     switched.kept += 1;
                     continue;
                 }
+                // A change the source made meanwhile is a revision of its object; a record
+                // translated again is none ([`crate::history`]).
+                batch.history_revisions(s.live);
                 match &s.record {
                     Some(record) => match ops.upsert_bytes(batch, &src, &s.version, record, now)? {
                         crate::Outcome::Written | crate::Outcome::Unlinked { written: true } => switched.written += 1,
@@ -344,6 +347,7 @@ impl crate::Store {
                 }
             }
             // Defensive: an object without a staged entry had no document.
+            batch.history_revisions(false);
             for (src, _) in batch.sources(kind)? {
                 let raw = Key::new(&[src.namespace.as_str(), src.name.as_str()]).as_bytes().to_vec();
                 if !seen.contains(&raw) && batch.delete(&src, now)? == crate::Outcome::Deleted {

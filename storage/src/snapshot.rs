@@ -54,6 +54,11 @@
 //!   [`crate::documents::Dictionaries`]) when the kind has one; a document compressed with it
 //!   names it, and a document naming a dictionary its section lacks is refused. Older files
 //!   have none (their documents are compressed alone).
+//! - Format version 6: after the sections, the change log ([`crate::history`]): its entries as
+//!   `History(position, value)` frames in position order, then one `HistoryState(floor revision,
+//!   floor index, newest commit time, pruned count)`; a restore writes them and derives their
+//!   index entries and counters, under a new log identity (no position of the exporting server
+//!   is valid on the restored store). Older files restore with an empty history.
 //!
 //! The header's read-model schema version says how records and source entries are encoded. A
 //! snapshot from [`OLDEST_SCHEMA_VERSION`] up to [`crate::SCHEMA_VERSION`] is restored (the
@@ -82,7 +87,7 @@ pub const END_MAGIC: &[u8; 8] = b"CPSNEND\n";
 /// changes).
 pub const OLDEST_SCHEMA_VERSION: u64 = 1;
 /// The snapshot file format version this build writes.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 /// The oldest snapshot file format version this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 2;
 const TRAILER: usize = 32;
@@ -200,6 +205,12 @@ enum Frame<'a> {
     Document(&'a [u8], &'a [u8]),
     /// The kind's document dictionary ([`crate::documents`]): its id and bytes (format 5).
     Dictionary(u32, &'a [u8]),
+    /// An entry of the change log ([`crate::history`]): its position and value, after every
+    /// section, in position order (format 6).
+    History(&'a [u8], &'a [u8]),
+    /// The change log's floor (revision, index), newest commit time and pruned count, after
+    /// its entries (format 6).
+    HistoryState(u64, u32, i64, u64),
 }
 
 #[derive(Clone)]
@@ -214,6 +225,10 @@ struct Section {
 
 struct Body {
     sections: Vec<Section>,
+    /// The change log's entries (position, value), in position order.
+    history: Vec<(Vec<u8>, Vec<u8>)>,
+    /// [`Frame::HistoryState`].
+    history_state: Option<crate::history::LogState>,
 }
 
 /// Why a snapshot cannot be read. Each variant has its own message.
@@ -518,6 +533,8 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)], limit: u64
         })
     };
     let mut sections: Vec<Section> = Vec::new();
+    let mut history: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut history_state = None;
     let mut frame_bytes = Vec::new();
     let mut body_bytes: u64 = 0;
     loop {
@@ -566,15 +583,34 @@ fn decode_body(mut raw: impl std::io::Read, counts: &[(String, u64)], limit: u64
                 }
                 section.dictionary = Some((id, bytes.to_vec()))
             }
+            Frame::History(k, v) => push_history(&mut history, history_state.is_some(), k, v)?,
+            Frame::HistoryState(revision, index, last_at, pruned) => {
+                if history_state.is_some() {
+                    return Err(malformed("a second change log state".into()));
+                }
+                let floor = crate::history::LogPosition { revision, index };
+                history_state = Some(crate::history::LogState { floor, last_at, pruned });
+            }
             Frame::End => {
                 let mut after = [0u8; 1];
                 return match raw.read(&mut after).map_err(|e| malformed(format!("decompressing: {e}")))? {
-                    0 => Ok(Body { sections }),
+                    0 => Ok(Body { sections, history, history_state }),
                     _ => Err(malformed("bytes after the End frame".into())),
                 };
             }
         }
     }
+}
+
+/// Adds a change log entry of a body, refusing one that does not decode, comes after the log's
+/// state (`ended`) or is not after the one before.
+fn push_history(history: &mut Vec<(Vec<u8>, Vec<u8>)>, ended: bool, k: &[u8], v: &[u8]) -> Result<(), SnapshotError> {
+    crate::history::check_entry(k, v).map_err(|e| SnapshotError::Malformed(format!("a change log entry: {e}")))?;
+    if ended || history.last().is_some_and(|(last, _)| last.as_slice() >= k) {
+        return Err(SnapshotError::Malformed("change log entries out of order".into()));
+    }
+    history.push((k.to_vec(), v.to_vec()));
+    Ok(())
 }
 
 /// The entries of a section a frame adds to.
@@ -685,7 +721,13 @@ impl ReadView {
                 visit(Frame::Document(&k.value()[1..], v.value()))?;
             }
         }
-        Ok(())
+        let log = self.txn().open_table(crate::history::LOG).map_err(StorageError::from)?;
+        for item in log.iter().map_err(StorageError::from)? {
+            let (k, v) = item.map_err(StorageError::from)?;
+            visit(Frame::History(k.value(), v.value()))?;
+        }
+        let state = self.log_state()?;
+        visit(Frame::HistoryState(state.floor.revision, state.floor.index, state.last_at, state.pruned))
     }
 
     /// The derivation version of each registered kind's records ([`crate::versions`]), in
@@ -792,7 +834,8 @@ impl Store {
             append(&mut index_entries, "secondary index", derived.index_entries.iter().map(|k| (k.as_slice(), ())))?;
             let mut ct = txn.open_table(tables::COUNTS).map_err(StorageError::from)?;
             append(&mut ct, "counters", derived.counts.iter().map(|(k, n)| (k.as_slice(), *n)))?;
-            write_restored_meta(&txn, snap, &sections)
+            write_restored_meta(&txn, snap, &sections)?;
+            crate::history::restore(&txn, &snap.body.history, snap.body.history_state, snap.header.revision).map_err(SnapshotError::from)
         })?;
         tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: index entries written");
         txn.commit().map_err(StorageError::from)?;
@@ -858,6 +901,9 @@ fn write_restored_meta(txn: &redb::WriteTransaction, snap: &Snapshot, sections: 
         source: snap.header.synced_from.clone(),
     };
     crate::sync::write(&mut txn.open_table(crate::sync::SYNC_STATE).map_err(StorageError::from)?, &synced)?;
+    drop(meta);
+    // No position of the store the snapshot was taken from means anything here.
+    crate::history::restart(txn, snap.header.revision)?;
     Ok(())
 }
 
@@ -1048,7 +1094,7 @@ fn append<'a, V: redb::Value + 'static>(
 pub fn encode_for_tests(format: u32, bytes: &[u8], schema_version: u64) -> Vec<u8> {
     let snap = decode_file(bytes).expect("a valid snapshot");
     let header = Header { schema_version, ..snap.header };
-    write_for_tests(format, &header, &snap.body.sections)
+    write_body_for_tests(format, &header, &snap.body.sections, (&snap.body.history, snap.body.history_state))
 }
 
 #[doc(hidden)]
@@ -1073,6 +1119,14 @@ pub fn downgrade_for_tests(bytes: &[u8], kind: KindId, version: u32, reencode: i
 }
 
 fn write_for_tests(format: u32, header: &Header, sections: &[Section]) -> Vec<u8> {
+    write_body_for_tests(format, header, sections, (&[], None))
+}
+
+/// A change log's entries and state, as [`write_body_for_tests`] writes them.
+type LogForTests<'a> = (&'a [(Vec<u8>, Vec<u8>)], Option<crate::history::LogState>);
+
+/// [`write_for_tests`] with a change log: entries and state (format 6).
+fn write_body_for_tests(format: u32, header: &Header, sections: &[Section], (history, state): LogForTests<'_>) -> Vec<u8> {
     let mut w = Hashing { inner: Vec::new(), hasher: Sha256::new(), written: 0 };
     write_prefix(&mut w, format, header).expect("writes to memory");
     let mut z = zstd::stream::Encoder::new(&mut w, ZSTD_LEVEL).expect("zstd");
@@ -1091,6 +1145,13 @@ fn write_for_tests(format: u32, header: &Header, sections: &[Section]) -> Vec<u8
         for (k, v) in s.documents.iter().filter(|_| format >= 4) {
             write_frame(&mut z, &Frame::Document(k, v)).expect("writes to memory");
         }
+    }
+    for (k, v) in history.iter().filter(|_| format >= 6) {
+        write_frame(&mut z, &Frame::History(k, v)).expect("writes to memory");
+    }
+    if let Some(state) = state.filter(|_| format >= 6) {
+        let frame = Frame::HistoryState(state.floor.revision, state.floor.index, state.last_at, state.pruned);
+        write_frame(&mut z, &frame).expect("writes to memory");
     }
     write_frame(&mut z, &Frame::End).expect("writes to memory");
     z.finish().expect("zstd");

@@ -288,6 +288,8 @@ struct Parts<'a> {
     links: &'a [Link],
     /// The source document, as stored ([`crate::documents::encode`]).
     document: Option<&'a [u8]>,
+    /// Who made the change ([`Encoded::with_manager`]).
+    manager: Option<&'a str>,
 }
 
 /// A record of kind `K` with what its write derives from the record alone: its natural key,
@@ -301,19 +303,28 @@ pub struct Encoded<K: Kind> {
     requires: Vec<Parent>,
     links: Vec<Link>,
     document: Option<Vec<u8>>,
+    manager: Option<String>,
 }
 
 impl<K: Kind> Encoded<K> {
     /// Derives the natural key, encoding, parents and links of `record`.
     pub fn new(record: K::Record) -> Encoded<K> {
         let (key, bytes, requires, links) = (K::key(&record), encode(&record), K::requires(&record), K::links(&record));
-        Encoded { key, bytes, requires, links, record, document: None }
+        Encoded { key, bytes, requires, links, record, document: None, manager: None }
     }
 
     /// The record with the document it was translated from, as stored
     /// ([`crate::documents::encode`]): the upsert keeps it with the object's source entry.
     pub fn with_document(mut self, document: Vec<u8>) -> Encoded<K> {
         self.document = Some(document);
+        self
+    }
+
+    /// The record with the manager of its change: the kube source's `managedFields` entry of
+    /// it (kept with the object's revision, [`crate::history`]; one longer than
+    /// [`crate::history::MAX_MANAGER_BYTES`] is not kept).
+    pub fn with_manager(mut self, manager: Option<String>) -> Encoded<K> {
+        self.manager = manager;
         self
     }
 
@@ -451,6 +462,8 @@ pub struct WriteBatch<'txn> {
     /// The store's document dictionaries: a document compressed alone is stored compressed with
     /// its kind's ([`crate::documents::Dictionaries::with_dictionary`]).
     pub(crate) dictionaries: crate::documents::Dictionaries,
+    /// What the batch notes for the change log while history is on ([`crate::history`]).
+    pub(crate) history: Option<crate::history::Recorder>,
 }
 
 /// How many found parents a batch remembers ([`WriteBatch::exists`]).
@@ -595,6 +608,7 @@ impl<'txn> WriteBatch<'txn> {
             rebuilding: Vec::new(),
             unreadable: Vec::new(),
             dictionaries: crate::documents::Dictionaries::default(),
+            history: None,
         })
     }
 
@@ -604,6 +618,16 @@ impl<'txn> WriteBatch<'txn> {
         if let Some(t) = &mut self.touched {
             let scopes = |v: Option<(&K::Record, &Envelope)>| v.map(|(rec, env)| K::scopes(rec, &env.links));
             t.push(RecordChange { kind: K::ID, key: key.clone(), before: scopes(before), after: scopes(after) });
+        }
+        if let Some(h) = &mut self.history {
+            fn side<'a, R>(v: Option<(&R, &'a Envelope)>) -> Option<crate::history::Side<'a>> {
+                v.map(|(_, env)| crate::history::Side { source: &env.source, created_at: env.created_at, links: &env.links })
+            }
+            let documents = &self.tables.documents;
+            h.note(K::ID, key, side(before), side(after), self.rederiving.contains(&K::ID), |(namespace, name)| {
+                let skey = tables::source_key(K::ID, namespace, name);
+                documents.get(skey.as_slice()).ok().flatten().map(|v| v.value().to_vec())
+            });
         }
     }
 
@@ -722,7 +746,14 @@ impl<'txn> WriteBatch<'txn> {
     /// # Errors
     /// [`StorageError`] on redb or decoding failures (the batch should then be dropped).
     pub fn upsert<K: Kind>(&mut self, src: &SourceRef, version: &str, rec: &K::Record, now: Timestamp) -> Result<Outcome, StorageError> {
-        let parts = Parts { key: &K::key(rec), bytes: &encode(rec), requires: &K::requires(rec), links: &K::links(rec), document: None };
+        let parts = Parts {
+            key: &K::key(rec),
+            bytes: &encode(rec),
+            requires: &K::requires(rec),
+            links: &K::links(rec),
+            document: None,
+            manager: None,
+        };
         self.upsert_parts::<K>(src, version, rec, parts, now)
     }
 
@@ -738,12 +769,52 @@ impl<'txn> WriteBatch<'txn> {
         rec: &Encoded<K>,
         now: Timestamp,
     ) -> Result<Outcome, StorageError> {
-        let parts =
-            Parts { key: &rec.key, bytes: &rec.bytes, requires: &rec.requires, links: &rec.links, document: rec.document.as_deref() };
+        let parts = Parts {
+            key: &rec.key,
+            bytes: &rec.bytes,
+            requires: &rec.requires,
+            links: &rec.links,
+            document: rec.document.as_deref(),
+            manager: rec.manager.as_deref(),
+        };
         self.upsert_parts::<K>(src, version, &rec.record, parts, now)
     }
 
     fn upsert_parts<K: Kind>(
+        &mut self,
+        src: &SourceRef,
+        version: &str,
+        rec: &K::Record,
+        parts: Parts<'_>,
+        now: Timestamp,
+    ) -> Result<Outcome, StorageError> {
+        self.begin_source_change(src, Some(version), parts.manager);
+        let outcome = self.upsert_source::<K>(src, version, rec, parts, now);
+        self.begin_source_change_end();
+        outcome
+    }
+
+    /// Tells the history that the changes until [`WriteBatch::begin_source_change_end`] are
+    /// those of the source object `src` ([`crate::history::Recorder::begin`]).
+    fn begin_source_change(&mut self, src: &SourceRef, version: Option<&str>, manager: Option<&str>) {
+        if let Some(h) = &mut self.history {
+            h.begin(Some(crate::history::SourceChange {
+                kind: src.kind,
+                namespace: src.namespace.clone(),
+                name: src.name.clone(),
+                version: version.map(str::to_string),
+                manager: manager.filter(|m| m.len() <= crate::history::MAX_MANAGER_BYTES).map(str::to_string),
+            }));
+        }
+    }
+
+    fn begin_source_change_end(&mut self) {
+        if let Some(h) = &mut self.history {
+            h.begin(None);
+        }
+    }
+
+    fn upsert_source<K: Kind>(
         &mut self,
         src: &SourceRef,
         version: &str,
@@ -979,7 +1050,10 @@ impl<'txn> WriteBatch<'txn> {
             return Ok(Outcome::Deleted);
         }
         let Some(entry) = self.source(src)? else { return Ok(Outcome::NotFound) };
-        self.remove_owned(src, &entry.key, 0)?;
+        self.begin_source_change(src, None, None);
+        let removed = self.remove_owned(src, &entry.key, 0);
+        self.begin_source_change_end();
+        removed?;
         self.source_memo.replace(None);
         let skey = tables::source_key(src.kind, &src.namespace, &src.name);
         self.tables.sources.remove(skey.as_slice())?;
@@ -1106,10 +1180,17 @@ impl<'txn> WriteBatch<'txn> {
             return Ok(Finished { keep: self.sources_changed, revision: None, changed: None, feed: self.feed });
         }
         WriteBatch::write_counts(txn, self.counts)?;
-        let mut meta = txn.open_table(tables::META)?;
-        meta.insert("revision", self.revision)?;
-        meta.insert("last_commit", now.0.max(0) as u64)?;
-        Ok(Finished { keep: true, revision: Some(self.revision), changed: self.touched, feed: self.feed })
+        {
+            let mut meta = txn.open_table(tables::META)?;
+            meta.insert("revision", self.revision)?;
+            meta.insert("last_commit", now.0.max(0) as u64)?;
+        }
+        let changed = self.touched.map(merge_changes);
+        match (self.history, &changed) {
+            (Some(recorder), Some(changes)) => crate::history::append(txn, self.revision, now, changes, recorder)?,
+            _ => crate::history::skip(txn, self.revision)?,
+        }
+        Ok(Finished { keep: true, revision: Some(self.revision), changed, feed: self.feed })
     }
 }
 
@@ -1131,13 +1212,29 @@ impl Finished {
             false => txn.abort()?,
         }
         if let (Some(revision), Some(changed)) = (self.revision, self.changed) {
-            self.feed.send(Committed { revision, changes: merge_changes(changed).into() });
+            self.feed.send(Committed { revision, changes: changed.into() });
         }
         Ok(self.revision)
     }
 }
 
 impl WriteBatch<'_> {
+    /// Logs the batch's changes ([`crate::history`]) with `settings`.
+    pub(crate) fn record_history(&mut self, settings: crate::history::HistorySettings) {
+        if self.touched.is_none() {
+            self.touched = Some(Vec::with_capacity(4096));
+        }
+        self.history = Some(crate::history::Recorder::new(settings));
+    }
+
+    /// Whether the changes of sources are revisions of their objects from now on
+    /// ([`crate::history`]): off while a re-derivation switches records it translated again.
+    pub(crate) fn history_revisions(&mut self, on: bool) {
+        if let Some(h) = &mut self.history {
+            h.revisions = on;
+        }
+    }
+
     /// The transaction, for tables the batch does not hold open ([`OpenTables`]): checkpoints
     /// ([`crate::checkpoint`]), the re-derivation marks in `meta`. Marks the batch as worth
     /// committing even when no record changed (neither bumps the revision).

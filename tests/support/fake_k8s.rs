@@ -281,6 +281,32 @@ impl FakeK8s {
         rv
     }
 
+    /// [`FakeK8s::apply`] of a change made by `manager`, recorded as an API server records it:
+    /// the object's `metadata.managedFields` entry of that manager (operation `Update`, the time
+    /// now) replaced and listed last.
+    pub fn apply_by(&self, mut doc: Value, manager: &str) -> u64 {
+        let mut s = self.inner.lock();
+        let api_version = doc["apiVersion"].clone();
+        let (ns, name) = (
+            doc["metadata"]["namespace"].as_str().unwrap_or_default().to_string(),
+            doc["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+        );
+        let plural = plural_of(
+            api_version.as_str().unwrap_or_default().split('/').next().unwrap_or_default(),
+            doc["kind"].as_str().unwrap_or_default(),
+        );
+        let stored = plural.and_then(|p| s.collections.get(p)).and_then(|c| c.objects.get(&(ns, name))).map(Stored::value);
+        let mut entries: Vec<Value> = stored.and_then(|v| v["metadata"]["managedFields"].as_array().cloned()).unwrap_or_default();
+        entries.retain(|e| e["manager"] != manager);
+        let seconds = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        let time = schema::Timestamp(seconds * 1_000_000_000).to_rfc3339();
+        entries.push(json!({"manager": manager, "operation": "Update", "apiVersion": api_version, "time": time, "fieldsType": "FieldsV1", "fieldsV1": {}}));
+        doc["metadata"]["managedFields"] = Value::Array(entries);
+        let (plural, rv, ty, object) = upsert(&mut s, doc);
+        record(&self.inner, &mut s, &plural, rv, ty, &object);
+        rv
+    }
+
     /// Deletes an object; returns whether it existed. Open watches get `DELETED`.
     pub fn delete(&self, kind: KindId, namespace: &str, name: &str) -> bool {
         let mut s = self.inner.lock();

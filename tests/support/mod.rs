@@ -216,6 +216,7 @@ impl Server {
             let data = dir.path().join("data");
             control_plane::snapshot::restore(&file, &data, false).unwrap();
             let store = storage::Store::open(&data).unwrap();
+            store.set_history(self.running.app().config().history);
             let (catalogue, opened) = storage::search::Catalogue::open(&data.join(storage::search::SEARCH_DIR), &store).unwrap();
             assert_eq!(opened, storage::search::Opened::UpToDate, "restore built the search index");
             *twin = Some(Twin { revision: before.0, store, _catalogue: catalogue, _dir: dir });

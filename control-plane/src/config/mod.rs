@@ -473,7 +473,7 @@ pub const SETTINGS: &[Setting] = &[
         "CP_SUBSCRIPTIONS_CHANGE_LOG_SIZE",
         "N",
         "10000",
-        "Record changes kept for resuming subscriptions (`changes(after:)`), 1 to 1000000; an older position gets GONE.",
+        "Record changes kept in memory for resuming subscriptions (`changes(after:)`), 1 to 1000000; an older position is read from the durable change log (history.*), or gets GONE with history off.",
         |d, v| set(&mut d.config.subscriptions.change_log_size, parse_between(one(v)?, 1, 1_000_000)),
     ),
     Setting::file(
@@ -481,8 +481,40 @@ pub const SETTINGS: &[Setting] = &[
         "CP_SUBSCRIPTIONS_CHANGE_LOG_RETENTION",
         "DURATION",
         "1h",
-        "Longest a record change is kept for resuming subscriptions (Go duration, 1s to 24h).",
+        "Longest a record change is kept in memory for resuming subscriptions (Go duration, 1s to 24h); older ones are read from the durable change log (history.*), or get GONE with history off.",
         |d, v| set(&mut d.config.subscriptions.change_log_retention, parse_duration_between(one(v)?, Duration::from_secs(1), Duration::from_secs(86_400))),
+    ),
+    Setting::file(
+        "history.enabled",
+        "CP_HISTORY_ENABLED",
+        "BOOL",
+        "true",
+        "Keep a durable log of every change in the store: each object's revisions (`history`), the teams' activity (`activity`), and `changes(after:)` resuming across restarts; false: `history` and `activity` answer HISTORY_DISABLED and subscriptions resume from memory only.",
+        |d, v| set(&mut d.config.history.enabled, parse_bool(one(v)?)),
+    ),
+    Setting::file(
+        "history.retention",
+        "CP_HISTORY_RETENTION",
+        "DURATION",
+        "720h",
+        "Longest a change is kept in the log (Go duration, 1s to 87600h); older ones are pruned in steps between writes.",
+        |d, v| set(&mut d.config.history.retention, parse_duration_between(one(v)?, Duration::from_secs(1), Duration::from_secs(87_600 * 3600))),
+    ),
+    Setting::file(
+        "history.maxRevisionsPerObject",
+        "CP_HISTORY_MAX_REVISIONS_PER_OBJECT",
+        "N",
+        "100",
+        formatcp!("Revisions kept per object (1 to {}); the oldest go as new ones are written.", storage::history::MAX_REVISIONS_PER_OBJECT),
+        |d, v| set(&mut d.config.history.max_revisions_per_object, parse_between(one(v)?, 1, storage::history::MAX_REVISIONS_PER_OBJECT as usize).map(|n| n as u32)),
+    ),
+    Setting::file(
+        "history.maxBytes",
+        "CP_HISTORY_MAX_BYTES",
+        "BYTES",
+        "1073741824",
+        "Most bytes the log keeps (entries and their index keys, at least 65536); the oldest changes go first.",
+        |d, v| set(&mut d.config.history.max_bytes, parse_at_least(one(v)?, 65_536).map(|n| n as u64)),
     ),
     Setting::file(
         "subscriptions.maxConnections",
@@ -623,6 +655,8 @@ pub struct Config {
     pub file_manager: FileManagerConfig,
     /// `subscriptions.*`.
     pub subscriptions: SubscriptionsConfig,
+    /// `history.*`: the durable change log ([`storage::history`]).
+    pub history: storage::history::HistorySettings,
     /// `mutations.*`.
     pub mutations: MutationsConfig,
     /// `roverServer.*`.
@@ -929,6 +963,12 @@ impl Draft {
                 idle_timeout: Duration::ZERO,
                 max_lifetime: Duration::ZERO,
                 send_timeout: Duration::ZERO,
+            },
+            history: storage::history::HistorySettings {
+                enabled: false,
+                retention: Duration::ZERO,
+                max_revisions_per_object: 0,
+                max_bytes: 0,
             },
             projector: ProjectorConfig {
                 dependency_delay: Duration::ZERO,

@@ -267,7 +267,7 @@ struct OpenConnections {
 
 /// How a new connection is taken.
 enum Admission {
-    Served(Registered),
+    Served(Box<Registered>),
     Refused,
 }
 
@@ -313,7 +313,7 @@ impl Registry {
         });
         open.connections.insert(id, connection.clone());
         metrics.http_connections.set(open.connections.len() as i64);
-        Admission::Served(Registered { registry: self.clone(), id, connection, metrics: metrics.clone() })
+        Admission::Served(Box::new(Registered { registry: self.clone(), id, connection, metrics: metrics.clone() }))
     }
 
     fn close_all(&self) {
@@ -464,7 +464,7 @@ pub async fn serve(
             }
         };
         let registered = match registry.admit(limits.max_connections, &metrics) {
-            Admission::Served(r) => r,
+            Admission::Served(r) => *r,
             Admission::Refused => continue,
         };
         let _ = stream.set_nodelay(true);

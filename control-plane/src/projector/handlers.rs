@@ -98,7 +98,8 @@ pub trait Handler: Send + Sync {
     /// The kind.
     fn kind(&self) -> KindId;
     /// Decodes and translates one document; the record keeps the document, compressed with
-    /// `dictionaries`.
+    /// `dictionaries`, and the `manager` of the change (kept with its revision, the kube
+    /// source's: [`crate::source::kube::manager_of`]).
     ///
     /// # Errors
     /// [`Rejection`] when the document does not decode or translation skips it.
@@ -107,6 +108,7 @@ pub trait Handler: Send + Sync {
         doc: &Value,
         ctx: &Context,
         dictionaries: &storage::documents::Dictionaries,
+        manager: Option<String>,
     ) -> Result<Arc<dyn Prepared>, Rejection>;
 }
 
@@ -149,6 +151,7 @@ impl<K: Kind> Handler for Typed<K> {
         doc: &Value,
         ctx: &Context,
         dictionaries: &storage::documents::Dictionaries,
+        manager: Option<String>,
     ) -> Result<Arc<dyn Prepared>, Rejection> {
         // Path tracking allocates the name of every key it passes (a fifth of the scan's CPU), so
         // it only runs again on a document that fails: it decodes exactly as the plain decode
@@ -160,7 +163,7 @@ impl<K: Kind> Handler for Typed<K> {
         let rec = K::translate(&cr, ctx).map_err(Rejection::Skip)?;
         // Kept with the record, so that a later derivation needs nothing but the volume.
         let document = dictionaries.encode(K::ID, doc);
-        Ok(Arc::new(Record::<K>(storage::Encoded::new(rec).with_document(document))))
+        Ok(Arc::new(Record::<K>(storage::Encoded::new(rec).with_document(document).with_manager(manager))))
     }
 }
 
@@ -249,7 +252,21 @@ impl Handlers {
     /// # Errors
     /// [`Rejection`] when the document does not decode or translation skips it.
     pub fn prepare(&self, h: &dyn Handler, doc: &Value, ctx: &Context) -> Result<Arc<dyn Prepared>, Rejection> {
-        h.prepare_with(doc, ctx, &self.dictionaries)
+        h.prepare_with(doc, ctx, &self.dictionaries, None)
+    }
+
+    /// [`Handlers::prepare`] of a change made by `manager` (the kube source's).
+    ///
+    /// # Errors
+    /// As [`Handlers::prepare`].
+    pub fn prepare_managed(
+        &self,
+        h: &dyn Handler,
+        doc: &Value,
+        ctx: &Context,
+        manager: Option<String>,
+    ) -> Result<Arc<dyn Prepared>, Rejection> {
+        h.prepare_with(doc, ctx, &self.dictionaries, manager)
     }
 
     /// The largest document (manifests) or object (kube, as JSON) projected, in bytes; a

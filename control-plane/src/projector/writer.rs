@@ -362,6 +362,7 @@ impl Writer {
             release: spawn_release()?,
             reconcile: FastMap::default(),
             orders_retry_at: None,
+            history_prune_at: Instant::now(),
             rederiving,
             orders_built: 0,
             synced_marked: false,
@@ -628,6 +629,8 @@ struct WriterThread {
     /// After a failed build of ordering indexes, no new try before this instant (reads keep
     /// sorting in memory meanwhile).
     orders_retry_at: Option<Instant>,
+    /// When the next step of pruning the change log is due ([`Store::prune_history`]).
+    history_prune_at: Instant,
     /// Whether the store has kinds to re-derive ([`Store::rederiving`]) whose re-derivation
     /// this writer has not ended yet.
     rederiving: bool,
@@ -660,6 +663,12 @@ struct WriterThread {
 
 /// The wait after a failed build of ordering indexes before the next try.
 const ORDERS_RETRY: Duration = Duration::from_secs(60);
+
+/// Entries one step of pruning the change log removes at most ([`Store::prune_history`]).
+const HISTORY_PRUNE_CHUNK: usize = 2048;
+
+/// How often the writer looks for changes beyond the log's bounds when none were left.
+const HISTORY_PRUNE_EVERY: Duration = Duration::from_secs(1);
 
 /// How many more free bytes than at the last failure count as "space is freed": the held
 /// changes are tried at once, not after the backoff.
@@ -737,26 +746,7 @@ impl WriterThread {
             if !self.synced_marked && !self.rederiving && self.readiness.synced() {
                 self.mark_synced();
             }
-            // Re-derivations from the volume need no source: they run from the start, a step
-            // between two batches.
-            let rebuilding = !self.store.rebuilding().is_empty() && self.rebuild_retry_at.is_none_or(|at| Instant::now() >= at);
-            if rebuilding {
-                self.rebuild_step();
-            }
-            // Builds wait for the initial sync: the load goes first (reads sort in memory
-            // meanwhile).
-            let building =
-                self.store.orders_pending() && self.readiness.synced() && self.orders_retry_at.is_none_or(|at| Instant::now() >= at);
-            if building {
-                self.build_orders();
-            }
-            // While a build has chunks left, only look for changes that are already there: a
-            // change waits for one chunk at most.
-            let wait = if (building && self.store.orders_pending()) || (rebuilding && !self.store.rebuilding().is_empty()) {
-                Duration::ZERO
-            } else {
-                self.next_due().map(|d| d.saturating_duration_since(Instant::now())).unwrap_or(Duration::from_secs(1))
-            };
+            let wait = self.background_steps();
             match rx.recv_timeout(wait) {
                 Ok(WriterMessage::Change(c)) => {
                     self.queue.taken();
@@ -794,6 +784,32 @@ impl WriterThread {
             self.process(std::mem::take(&mut batch));
         }
         tracing::debug!(parked = self.parked.len(), "writer stopped");
+    }
+
+    /// One step of each background job that is due between two batches: the re-derivation of
+    /// a kind from the volume, the ordering index builds, pruning the change log. Returns how
+    /// long to wait for changes: while a job has steps left, only for changes that are already
+    /// there (a change waits for one step at most).
+    fn background_steps(&mut self) -> Duration {
+        // Re-derivations from the volume need no source: they run from the start.
+        let rebuilding = !self.store.rebuilding().is_empty() && self.rebuild_retry_at.is_none_or(|at| Instant::now() >= at);
+        if rebuilding {
+            self.rebuild_step();
+        }
+        // Builds wait for the initial sync: the load goes first (reads sort in memory
+        // meanwhile).
+        let building = self.store.orders_pending() && self.readiness.synced() && self.orders_retry_at.is_none_or(|at| Instant::now() >= at);
+        if building {
+            self.build_orders();
+        }
+        if Instant::now() >= self.history_prune_at {
+            self.prune_history();
+        }
+        if (building && self.store.orders_pending()) || (rebuilding && !self.store.rebuilding().is_empty()) {
+            return Duration::ZERO;
+        }
+        let due = self.next_due().map_or(self.history_prune_at, |d| d.min(self.history_prune_at));
+        due.saturating_duration_since(Instant::now()).min(Duration::from_secs(1))
     }
 
     /// Ends the re-derivation of kinds whose derivation version changed
@@ -881,6 +897,26 @@ impl WriterThread {
             Ok(()) => self.synced_marked = true,
             Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new(), true),
             Err(e) => tracing::warn!(error = %e, "recording the completed initial sync failed; trying again"),
+        }
+    }
+
+    /// One step of pruning the change log ([`Store::prune_history`]: at most
+    /// [`HISTORY_PRUNE_CHUNK`] entries, one commit); the next is due at once while entries beyond
+    /// the bounds remain, else after [`HISTORY_PRUNE_EVERY`].
+    fn prune_history(&mut self) {
+        self.history_prune_at = Instant::now() + HISTORY_PRUNE_EVERY;
+        match self.store.prune_history(self.settings.clock.now(), HISTORY_PRUNE_CHUNK) {
+            Ok(pruned) => {
+                if pruned.more {
+                    self.history_prune_at = Instant::now();
+                }
+                if pruned.entries > 0 {
+                    tracing::debug!(entries = pruned.entries, more = pruned.more, "change log pruned");
+                    self.update_counts();
+                }
+            }
+            Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new(), true),
+            Err(e) => tracing::warn!(error = %e, retry_in_s = HISTORY_PRUNE_EVERY.as_secs(), "pruning the change log failed"),
         }
     }
 
@@ -1353,6 +1389,9 @@ impl WriterThread {
         };
         if let Ok(rev) = view.revision() {
             self.metrics.store_revision.set(rev as i64);
+        }
+        if let Ok(stats) = view.history_stats() {
+            self.metrics.history.set(stats);
         }
         for &kind in &self.kinds {
             if let Ok(n) = view.count(kind, &Scope::All) {

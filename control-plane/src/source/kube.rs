@@ -835,8 +835,11 @@ impl KindWatch {
         let ctx = Context { now: self.wiring.clock.now(), features: self.wiring.features };
         let max = self.wiring.handlers.max_document_bytes();
         let bytes = crate::projector::handlers::json_len(&doc, max);
-        let prepared =
-            if bytes > max { Err(Rejection::TooLarge { bytes, max }) } else { self.wiring.handlers.prepare(handler, &doc, &ctx) };
+        let prepared = if bytes > max {
+            Err(Rejection::TooLarge { bytes, max })
+        } else {
+            self.wiring.handlers.prepare_managed(handler, &doc, &ctx, manager_of(&doc))
+        };
         match prepared {
             Ok(record) => {
                 self.skipped.remove(&src);
@@ -964,3 +967,29 @@ pub fn classify(e: &watcher::Error) -> &'static str {
 
 #[cfg(test)]
 mod tests;
+
+/// Who made an object's latest change: the `manager` of its `metadata.managedFields` entry with
+/// the latest `time` (the last listed of equal times; entries without a time count as oldest),
+/// when non-empty and at most [`storage::history::MAX_MANAGER_BYTES`] (a longer one is not
+/// kept, and logged). `None` without `managedFields`.
+pub fn manager_of(doc: &serde_json::Value) -> Option<String> {
+    let entries = doc.pointer("/metadata/managedFields")?.as_array()?;
+    let time = |e: &serde_json::Value| e.get("time").and_then(|t| t.as_str()).and_then(|t| schema::Timestamp::parse_rfc3339(t).ok());
+    let latest = entries.iter().filter(|e| e.get("manager").and_then(|m| m.as_str()).is_some_and(|m| !m.is_empty())).fold(
+        None,
+        |best: Option<&serde_json::Value>, e| match best {
+            Some(b) if time(b) > time(e) => Some(b),
+            _ => Some(e),
+        },
+    )?;
+    let manager = latest.get("manager")?.as_str()?;
+    if manager.len() > storage::history::MAX_MANAGER_BYTES {
+        tracing::debug!(
+            bytes = manager.len(),
+            max = storage::history::MAX_MANAGER_BYTES,
+            "a managedFields manager is longer than Kubernetes allows; not kept"
+        );
+        return None;
+    }
+    Some(manager.to_string())
+}

@@ -54,7 +54,7 @@ impl Entity for AgenticExposure {
             field::<S>("security", TypeRef::named("AgenticExposureSecurity"), |p, _| {
                 let r = &p.record;
                 Ok(r.security.m2m.as_ref().and_then(|_| {
-                    object_value(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<AgenticExposure>(&p.key), r.security.clone()))
+                    object_value(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<AgenticExposure>(&p.key), p.as_of.is_some(), r.security.clone()))
                 }))
             }),
             record_field::<AgenticExposure>("traffic", TypeRef::named("Traffic"), |r| object_value(r.traffic.clone())),

@@ -32,7 +32,7 @@ impl Entity for AgenticSubscription {
             field::<S>("security", TypeRef::named("AgenticSubscriptionSecurity"), |p, _| {
                 let r = &p.record;
                 Ok(r.security.clone().and_then(|sec| {
-                    object_value(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<AgenticSubscription>(&p.key), sec))
+                    object_value(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<AgenticSubscription>(&p.key), p.as_of.is_some(), sec))
                 }))
             }),
             record_field::<AgenticSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {

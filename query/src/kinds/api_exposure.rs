@@ -35,7 +35,7 @@ impl Entity for ApiExposure {
             field::<S>("security", TypeRef::named("ApiExposureSecurity"), |p, _| {
                 let r = &p.record;
                 Ok(r.security.m2m.as_ref().and_then(|_| {
-                    object_value(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<ApiExposure>(&p.key), r.security.clone()))
+                    object_value(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<ApiExposure>(&p.key), p.as_of.is_some(), r.security.clone()))
                 }))
             }),
             record_field::<ApiExposure>("traffic", TypeRef::named("Traffic"), |r| object_value(r.traffic.clone())),

@@ -31,7 +31,7 @@ impl Entity for ApiSubscription {
             field::<S>("security", TypeRef::named("ApiSubscriptionSecurity"), |p, _| {
                 let r = &p.record;
                 Ok(r.security.clone().and_then(|sec| {
-                    object_value(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<ApiSubscription>(&p.key), sec))
+                    object_value(Owned::new(&r.meta.environment, r.meta.team(), &global_id::<ApiSubscription>(&p.key), p.as_of.is_some(), sec))
                 }))
             }),
             record_field::<ApiSubscription>("requestedScopes", TypeRef::named_nn_list(TypeRef::STRING), |r| {

@@ -38,21 +38,25 @@ pub struct Owned<T> {
     pub record: String,
     /// The value.
     pub v: T,
+    /// Whether the owning record is a past revision ([`storage::Stored::as_of`]): its secrets
+    /// are masked.
+    pub historical: bool,
 }
 
 impl<T> Owned<T> {
-    /// Wraps `v` of the record `record` (a global ID) owned by `(env, team)`.
-    pub fn new(env: &str, team: &str, record: &str, v: T) -> Owned<T> {
-        Owned { env: env.to_string(), team: team.to_string(), record: record.to_string(), v }
+    /// Wraps `v` of the record `record` (a global ID) owned by `(env, team)`; `historical`:
+    /// the record is a past revision ([`storage::Stored::as_of`]).
+    pub fn new(env: &str, team: &str, record: &str, historical: bool, v: T) -> Owned<T> {
+        Owned { env: env.to_string(), team: team.to_string(), record: record.to_string(), v, historical }
     }
 
     /// A part of the value, owned by the same record.
     pub fn child<U>(&self, v: U) -> Owned<U> {
-        Owned { env: self.env.clone(), team: self.team.clone(), record: self.record.clone(), v }
+        Owned { env: self.env.clone(), team: self.team.clone(), record: self.record.clone(), v, historical: self.historical }
     }
 
     fn site<'a>(&'a self, value: Option<&'a str>) -> SecretSite<'a> {
-        SecretSite { env: &self.env, team: &self.team, record: (&*self.record).into(), value }
+        SecretSite { env: &self.env, team: &self.team, record: (&*self.record).into(), value, historical: self.historical }
     }
 }
 
