@@ -225,9 +225,11 @@ async fn history_pages_walk_both_ways_and_hostile_arguments_are_refused() {
         let (_, errors) = server.query_raw(&owner, page, vars).await;
         assert_eq!(errors.first().map(|e| e["extensions"]["code"].clone()), Some(json!("BAD_USER_INPUT")), "{what}: {errors:?}");
     }
+    let many_kinds = format!("{{ activity(kinds: [{}]) {{ totalCount }} }}", ["APPLICATION"; 65].join(", "));
     for (query, what) in [
         ("{ activity(kinds: []) { totalCount } }", "no kinds"),
         ("{ activity(since: \"yesterday\") { totalCount } }", "a time that is not RFC 3339"),
+        (many_kinds.as_str(), "65 kinds"),
         ("{ activity(since: \"2026-09-02T00:00:00Z\", until: \"2026-09-01T00:00:00Z\") { totalCount } }", "since after until"),
     ] {
         let (_, errors) = server.query_raw(&owner, query, json!({})).await;
@@ -249,45 +251,75 @@ async fn history_pages_walk_both_ways_and_hostile_arguments_are_refused() {
     server.stop().await;
 }
 
-/// Through the kube source: each revision names the manager of the change (`managedFields`),
-/// and its `resourceVersion`.
+/// Through the kube source, the same story: created at load, edited twice (by two managers),
+/// deleted and created again — five revisions, each naming the manager of its change
+/// (`managedFields`) and its `resourceVersion`; other viewers get `NOT_FOUND`; a restart answers
+/// the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn through_the_kube_source_each_revision_names_its_manager() {
     let k8s = fake_k8s::FakeK8s::start_world().await;
     let data = tempfile::tempdir().unwrap();
-    let mut config = control_plane::config::Config::for_kube(&k8s.url(), data.path());
-    config.now = Some(schema::Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap());
-    let doc: Value = serde_json::to_value(serde_saphyr::from_str::<Value>(&app_yaml("k1", "PSA-1")).unwrap()).unwrap();
-    k8s.apply_by(doc.clone(), "kubectl-client-side-apply");
-    let running = control_plane::start(config).await.unwrap();
-    assert!(running.app().wait_caught_up(std::time::Duration::from_secs(60)).await);
-    let mut edited = doc.clone();
-    edited["status"]["clientId"] = json!("k2");
-    let rv = k8s.apply_by(edited, "application-operator");
-    let owner = team_token("payments--checkout", "poc");
-    let base = format!("http://{}/graphql/query", running.local_addr());
-    let client = reqwest::Client::new();
-    let ask = async || -> Value {
-        client
-            .post(&base)
-            .bearer_auth(&owner)
-            .json(&json!({"query": HISTORY, "variables": {"id": app_id()}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+    let config = || {
+        let mut config = control_plane::config::Config::for_kube(&k8s.url(), data.path());
+        config.now = Some(schema::Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap());
+        config
     };
-    let answer = eventually(running.app(), "the edit to be recorded", async || {
-        let a = ask().await;
-        (a["data"]["history"]["totalCount"] == 2).then_some(a)
-    })
-    .await;
+    let doc: Value = serde_saphyr::from_str(&app_yaml("k1", "PSA-1")).unwrap();
+    k8s.apply_by(doc.clone(), "kubectl-client-side-apply");
+    let running = control_plane::start(config()).await.unwrap();
+    assert!(running.app().wait_caught_up(std::time::Duration::from_secs(60)).await);
+    let client = reqwest::Client::new();
+    let ask = async |running: &control_plane::Running, token: &str| -> Value {
+        let base = format!("http://{}/graphql/query", running.local_addr());
+        let body = json!({"query": HISTORY, "variables": {"id": app_id()}});
+        client.post(&base).bearer_auth(token).json(&body).send().await.unwrap().json().await.unwrap()
+    };
+    let owner = team_token("payments--checkout", "poc");
+    let until = async |running: &control_plane::Running, revisions: usize| {
+        eventually(running.app(), "the change to be recorded", async || {
+            let a = ask(running, &owner).await;
+            (a["data"]["history"]["totalCount"] == revisions).then_some(a)
+        })
+        .await
+    };
+    let mut versions = Vec::new();
+    for (i, (client_id, manager)) in [("k2", "application-operator"), ("k3", "kubectl-edit")].into_iter().enumerate() {
+        let mut edited = doc.clone();
+        edited["status"]["clientId"] = json!(client_id);
+        versions.push(k8s.apply_by(edited, manager));
+        until(&running, i + 2).await;
+    }
+    assert!(k8s.delete(schema::KindId::Application, NAMESPACE, "history-app"));
+    until(&running, 4).await;
+    let mut recreated = doc.clone();
+    recreated["status"]["clientId"] = json!("k4");
+    // A new object: the API server's managedFields start anew.
+    recreated["metadata"].as_object_mut().unwrap().remove("managedFields");
+    versions.push(k8s.apply_by(recreated, "kubectl-create"));
+    let answer = until(&running, 5).await;
     let edges = answer["data"]["history"]["edges"].as_array().unwrap();
-    assert_eq!(edges[0]["node"]["manager"], "application-operator", "{answer}");
-    assert_eq!(edges[0]["node"]["resourceVersion"], rv.to_string());
-    assert_eq!(edges[1]["node"]["manager"], "kubectl-client-side-apply");
-    assert_eq!(edges[0]["node"]["changedFields"].as_array().unwrap().iter().filter(|f| *f == "clientID").count(), 1);
+    let seen: Vec<(&str, &Value, &Value)> =
+        edges.iter().map(|e| (e["node"]["operation"].as_str().unwrap(), &e["node"]["manager"], &e["node"]["resourceVersion"])).collect();
+    let rv = |v: u64| json!(v.to_string());
+    assert_eq!(
+        seen,
+        vec![
+            ("CREATED", &json!("kubectl-create"), &rv(versions[2])),
+            ("DELETED", &Value::Null, &Value::Null),
+            ("UPDATED", &json!("kubectl-edit"), &rv(versions[1])),
+            ("UPDATED", &json!("application-operator"), &rv(versions[0])),
+            ("CREATED", &json!("kubectl-client-side-apply"), &edges[4]["node"]["resourceVersion"]),
+        ],
+        "{answer}"
+    );
+    assert_eq!(edges[2]["node"]["changedFields"].as_array().unwrap().iter().filter(|f| *f == "clientID").count(), 1);
+    for (who, attacker) in attackers() {
+        let answer = ask(&running, &attacker).await;
+        assert_eq!(answer["errors"][0]["extensions"]["code"], "NOT_FOUND", "{who}: {answer}");
+    }
+    running.shutdown().await.unwrap();
+    let running = control_plane::start(config()).await.unwrap();
+    assert!(running.app().wait_caught_up(std::time::Duration::from_secs(60)).await);
+    assert_eq!(ask(&running, &owner).await, answer, "the same after a restart");
     running.shutdown().await.unwrap();
 }

@@ -183,18 +183,18 @@ impl Builder {
 pub(crate) trait PastKind: Send + Sync {
     /// The kind's GraphQL object type.
     fn type_name(&self) -> &'static str;
-    /// The node as of `entry`, from its document's JSON; `None` when the document no longer
-    /// decodes or translates (logged).
-    fn node(&self, json: &[u8], entry: &storage::history::LogEntry) -> Option<FieldValue<'static>>;
+    /// The record as of `entry` (a `Stored` of the kind's record), translated from its
+    /// document's JSON; `None` when the document no longer decodes or translates (logged).
+    fn translate(&self, json: &[u8], entry: &storage::history::LogEntry) -> Option<PastRecord>;
+    /// The node of a record [`PastKind::translate`] made.
+    fn node(&self, past: &PastRecord) -> Option<FieldValue<'static>>;
     /// The GraphQL fields that differ between `before` (`None`: nothing before) and `after`,
-    /// each a revision's document with its entry; `None` when `after` does not translate.
-    fn changed_fields(
-        &self,
-        request: &RequestContext,
-        before: Option<(&[u8], &storage::history::LogEntry)>,
-        after: (&[u8], &storage::history::LogEntry),
-    ) -> Option<Vec<String>>;
+    /// records [`PastKind::translate`] made.
+    fn changed_fields(&self, request: &RequestContext, before: Option<&PastRecord>, after: &PastRecord) -> Vec<String>;
 }
+
+/// A record as of a past revision ([`PastKind::translate`]): a `Stored` of its kind's record.
+pub(crate) type PastRecord = Arc<dyn std::any::Any + Send + Sync>;
 
 /// The fields of every object type of the finished schema, by type name (filled from its SDL
 /// once it is built: a dynamic schema's fields do not tell their names).

@@ -21,7 +21,7 @@
 //! are in an admin's activity and in their own `history`.
 
 use crate::column::Column;
-use crate::entity::{Builder, Entity, ObjectFields, PastKind};
+use crate::entity::{Builder, Entity, ObjectFields, PastKind, PastRecord};
 use crate::error::{bad_input, not_found};
 use crate::fields::{enum_item, field, integer, nullable_string, object_value, string, time};
 use crate::request::RequestContext;
@@ -141,22 +141,22 @@ impl<K: Entity> PastKind for Past<K> {
         K::TYPE
     }
 
-    fn node(&self, json: &[u8], entry: &LogEntry) -> Option<FieldValue<'static>> {
-        Past::<K>::record(json, entry).map(|s| crate::entity::node_value::<K>(s).with_type(K::TYPE))
+    fn translate(&self, json: &[u8], entry: &LogEntry) -> Option<PastRecord> {
+        Past::<K>::record(json, entry).map(|s| Arc::new(s) as PastRecord)
     }
 
-    fn changed_fields(
-        &self,
-        request: &RequestContext,
-        before: Option<(&[u8], &LogEntry)>,
-        after: (&[u8], &LogEntry),
-    ) -> Option<Vec<String>> {
-        let after = Past::<K>::record(after.0, after.1)?;
-        let before = before.and_then(|(json, entry)| Past::<K>::record(json, entry));
+    fn node(&self, past: &PastRecord) -> Option<FieldValue<'static>> {
+        let stored = past.downcast_ref::<Stored<K::Record>>()?.clone();
+        Some(crate::entity::node_value::<K>(stored).with_type(K::TYPE))
+    }
+
+    fn changed_fields(&self, request: &RequestContext, before: Option<&PastRecord>, after: &PastRecord) -> Vec<String> {
+        let Some(after) = after.downcast_ref::<Stored<K::Record>>() else { return Vec::new() };
+        let before = before.and_then(|b| b.downcast_ref::<Stored<K::Record>>());
         let mut out = Vec::new();
         for c in &self.columns {
-            let now = c.value(&after, request);
-            let changed = match &before {
+            let now = c.value(after, request);
+            let changed = match before {
                 Some(b) => c.value(b, request) != now,
                 None => !now.is_null(),
             };
@@ -164,7 +164,7 @@ impl<K: Entity> PastKind for Past<K> {
                 out.push(c.name().to_string());
             }
         }
-        let (now, then) = (data_by_field(&after.record), before.as_ref().map(|b| data_by_field(&b.record)));
+        let (now, then) = (data_by_field(&after.record), before.map(|b| data_by_field(&b.record)));
         for name in self.others() {
             let Some(value) = now.get(name) else { continue };
             let changed = match &then {
@@ -175,9 +175,14 @@ impl<K: Entity> PastKind for Past<K> {
                 out.push(name.to_string());
             }
         }
-        Some(out)
+        out
     }
 }
+
+/// The records of past revisions a request translated, by position: a page's revision and the
+/// one before it are translated once each.
+#[derive(Default)]
+struct Translations(std::sync::Mutex<HashMap<LogPosition, Option<PastRecord>>>);
 
 /// A revision as a `Revision` or `Activity` value.
 struct RevisionValue {
@@ -186,39 +191,50 @@ struct RevisionValue {
     past: Arc<dyn PastKind>,
     /// The cursor of its edge.
     cursor: String,
+    /// What the page's revisions translated.
+    translations: Arc<Translations>,
 }
 
 impl RevisionValue {
-    /// The document this revision shows, if kept.
-    fn document(&self, request: &RequestContext) -> Result<Option<Vec<u8>>, Error> {
-        if self.entry.operation() == Operation::Deleted {
-            return Ok(None);
+    /// The record as of `entry` (this revision or the one before it), translated once per page.
+    fn record(&self, request: &RequestContext, entry: &LogEntry) -> Result<Option<PastRecord>, Error> {
+        let lock = |t: &Translations| t.0.lock().unwrap_or_else(|e| e.into_inner()).get(&entry.position).cloned();
+        if let Some(known) = lock(&self.translations) {
+            return Ok(known);
         }
-        request.view.revision_document(&self.entry).map_err(|e| request.storage_error(e))
+        let json = match entry.operation() {
+            Operation::Deleted => None,
+            _ => request.view.revision_document(entry).map_err(|e| request.storage_error(e))?,
+        };
+        let record = json.and_then(|json| self.past.translate(&json, entry));
+        self.translations.0.lock().unwrap_or_else(|e| e.into_inner()).insert(entry.position, record.clone());
+        Ok(record)
     }
 
     fn node(&self, request: &RequestContext) -> Result<Option<FieldValue<'static>>, Error> {
-        Ok(self.document(request)?.and_then(|json| self.past.node(&json, &self.entry)))
+        Ok(self.record(request, &self.entry)?.and_then(|r| self.past.node(&r)))
     }
 
     fn changed_fields(&self, request: &RequestContext) -> Result<Vec<String>, Error> {
-        let Some(after) = self.document(request)? else { return Ok(Vec::new()) };
+        let Some(after) = self.record(request, &self.entry)? else { return Ok(Vec::new()) };
         let e = &self.entry;
-        let older = request
-            .view
-            .revisions(e.kind, &e.key, (Bound::Unbounded, Bound::Excluded(e.position)), true, 1)
-            .map_err(|x| request.storage_error(x))?;
-        let previous = match (e.operation(), older.first()) {
-            (Operation::Updated, Some(&p)) => request.view.log_entry(p).map_err(|x| request.storage_error(x))?,
-            _ => None,
-        };
-        let before = match &previous {
-            Some(p) if p.operation() != Operation::Deleted => {
-                request.view.revision_document(p).map_err(|x| request.storage_error(x))?.map(|json| (json, p))
+        let storage = |x| request.storage_error(x);
+        let previous = match e.operation() {
+            Operation::Updated => {
+                let older =
+                    request.view.revisions(e.kind, &e.key, (Bound::Unbounded, Bound::Excluded(e.position)), true, 1).map_err(storage)?;
+                match older.first() {
+                    Some(&p) => request.view.log_entry(p).map_err(storage)?,
+                    None => None,
+                }
             }
             _ => None,
         };
-        Ok(self.past.changed_fields(request, before.as_ref().map(|(j, p)| (j.as_slice(), *p)), (&after, e)).unwrap_or_default())
+        let before = match &previous {
+            Some(p) => self.record(request, p)?,
+            None => None,
+        };
+        Ok(self.past.changed_fields(request, before.as_ref(), &after))
     }
 }
 
@@ -504,9 +520,13 @@ fn resolve_history(
     }
     inside.truncate(wanted);
     let (entries, has_next, has_previous) = window.page(inside, newest_first);
+    let translations = Arc::new(Translations::default());
     let edges = entries
         .into_iter()
-        .map(|entry| Arc::new(RevisionValue { cursor: encode_cursor('h', entry.position), entry, past: past.clone() }))
+        .map(|entry| {
+            let cursor = encode_cursor('h', entry.position);
+            Arc::new(RevisionValue { cursor, entry, past: past.clone(), translations: translations.clone() })
+        })
         .collect();
     Ok(object_value(RevisionPage { edges, has_next, has_previous, total }))
 }
@@ -585,11 +605,12 @@ fn resolve_activity(ctx: &ResolverContext<'_>, pasts: &HashMap<KindId, Arc<dyn P
     let want_total = ctx.look_ahead().field("totalCount").exists();
     let total = if want_total { activity_total(request, &kinds, since, until)? } else { 0 };
     let (entries, has_next, has_previous) = window.page(entries, newest_first);
+    let translations = Arc::new(Translations::default());
     let edges = entries
         .into_iter()
         .filter_map(|entry| {
             let past = pasts.get(&entry.kind)?.clone();
-            Some(Arc::new(RevisionValue { cursor: encode_cursor('a', entry.position), entry, past }))
+            Some(Arc::new(RevisionValue { cursor: encode_cursor('a', entry.position), entry, past, translations: translations.clone() }))
         })
         .collect();
     Ok(object_value(RevisionPage { edges, has_next, has_previous, total }))

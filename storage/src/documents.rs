@@ -225,13 +225,43 @@ impl Dictionaries {
                 let id = u32::from_le_bytes([*a, *b, *c, *d]);
                 let dict =
                     self.get(kind).filter(|dict| dict.id == id).ok_or_else(|| corrupt(format!("no dictionary {id} of {}", kind.name())))?;
-                let mut z = zstd::bulk::Decompressor::with_prepared_dictionary(&dict.decoder).map_err(|e| corrupt(e.to_string()))?;
-                z.decompress(frame, MAX_DOCUMENT_BYTES).map_err(|e| corrupt(e.to_string()))
+                decompress(frame, Some(dict.decoder.as_ddict())).map_err(corrupt)
             }
             [b'{', ..] => Ok(bytes.to_vec()),
-            _ => zstd::bulk::decompress(bytes, MAX_DOCUMENT_BYTES).map_err(|e| corrupt(e.to_string())),
+            _ => decompress(bytes, None).map_err(corrupt),
         }
     }
+}
+
+std::thread_local! {
+    /// A decompression context per thread, made once: making one per document cost as much
+    /// as the decompression (histories decompress a document per revision they show).
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::zstd_safe::DCtx<'static>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Decompresses one zstd `frame` (with the prepared dictionary `ddict`, if any) on this thread's
+/// context; at most [`MAX_DOCUMENT_BYTES`], which a frame must state.
+fn decompress(frame: &[u8], ddict: Option<&zstd::zstd_safe::DDict<'_>>) -> Result<Vec<u8>, String> {
+    let size = match zstd::zstd_safe::get_frame_content_size(frame) {
+        Ok(Some(size)) => size,
+        Ok(None) => return Err("the frame does not state its size".into()),
+        Err(_) => return Err("not a zstd frame".into()),
+    };
+    if size > MAX_DOCUMENT_BYTES as u64 {
+        return Err(format!("{size} bytes, more than {MAX_DOCUMENT_BYTES}"));
+    }
+    let mut out = Vec::with_capacity(size as usize);
+    DECOMPRESSOR
+        .with(|cell| {
+            let mut cell = cell.borrow_mut();
+            let context = cell.get_or_insert_with(zstd::zstd_safe::DCtx::create);
+            match ddict {
+                Some(ddict) => context.decompress_using_ddict(&mut out, frame, ddict),
+                None => context.decompress(&mut out, frame),
+            }
+        })
+        .map_err(|code| zstd::zstd_safe::get_error_name(code).to_string())?;
+    Ok(out)
 }
 
 /// The compact JSON of `doc` without `metadata.managedFields` and the

@@ -398,8 +398,9 @@ impl Recorder {
                 .current
                 .as_ref()
                 .is_some_and(|c| c.kind == kind && side.is_some_and(|s| s.source.0 == c.namespace && s.source.1 == c.name));
-        let first = !self.notes.contains_key(&(kind, key.clone()));
-        let note = self.notes.entry((kind, key.clone())).or_default();
+        let entry = self.notes.entry((kind, key.clone()));
+        let first = matches!(entry, std::collections::hash_map::Entry::Vacant(_));
+        let note = entry.or_default();
         if first {
             note.existed = before.is_some();
             if revision {
@@ -442,6 +443,9 @@ struct Tables<'txn> {
     log: redb::Table<'txn, &'static [u8], &'static [u8]>,
     index: redb::Table<'txn, &'static [u8], ()>,
     counts: redb::Table<'txn, &'static [u8], u64>,
+    /// Changes of `history_counts`, written once when the tables close (a batch of a load
+    /// touches the same few counters thousands of times).
+    deltas: HashMap<Vec<u8>, i64>,
     bytes: i64,
     entries: i64,
     floor: LogPosition,
@@ -460,6 +464,7 @@ impl<'txn> Tables<'txn> {
             log: txn.open_table(LOG)?,
             index: txn.open_table(INDEX)?,
             counts: txn.open_table(COUNTS)?,
+            deltas: HashMap::new(),
             bytes,
             entries,
             floor,
@@ -468,7 +473,10 @@ impl<'txn> Tables<'txn> {
     }
 
     fn close(self, txn: &WriteTransaction) -> Result<(), StorageError> {
-        let Tables { log, index, counts, bytes, entries, floor, pruned } = self;
+        let Tables { log, index, mut counts, deltas, bytes, entries, floor, pruned } = self;
+        for (key, delta) in deltas.into_iter().filter(|(_, d)| *d != 0) {
+            add_count(&mut counts, &key, delta)?;
+        }
         drop((log, index, counts));
         let mut meta = txn.open_table(META)?;
         meta.insert(meta::BYTES, bytes.max(0) as u64)?;
@@ -491,9 +499,9 @@ impl<'txn> Tables<'txn> {
                 self.bytes += key.len() as i64;
             }
             for scope in record.team_scopes() {
-                add_count(&mut self.counts, &team_count_key(scope, record.kind), 1)?;
+                *self.deltas.entry(team_count_key(scope, record.kind)).or_default() += 1;
             }
-            add_count(&mut self.counts, &kind_count_key(record.kind), 1)?;
+            *self.deltas.entry(kind_count_key(record.kind).to_vec()).or_default() += 1;
         }
         Ok(())
     }
@@ -513,9 +521,9 @@ impl<'txn> Tables<'txn> {
                 self.bytes -= key.len() as i64;
             }
             for scope in record.team_scopes() {
-                add_count(&mut self.counts, &team_count_key(scope, record.kind), -1)?;
+                *self.deltas.entry(team_count_key(scope, record.kind)).or_default() -= 1;
             }
-            add_count(&mut self.counts, &kind_count_key(record.kind), -1)?;
+            *self.deltas.entry(kind_count_key(record.kind).to_vec()).or_default() -= 1;
         }
         Ok(())
     }

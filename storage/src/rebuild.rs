@@ -562,6 +562,15 @@ mod tests {
         assert_eq!(now_messages.len(), clean.len() - 1);
         assert!(now_messages.iter().any(|m| m == "changed meanwhile"), "{now_messages:?}");
         assert!(now_messages.iter().all(|m| m != "previous derivation"));
+        // The switch logs every record it wrote, for subscriptions, but only the source's changes
+        // made meanwhile (the changed and the deleted exposure) are revisions of their objects:
+        // a re-derivation writes no revision.
+        let switch = switched.revision.expect("the switch changed records");
+        let logged = store.read().unwrap().log_after(crate::history::LogPosition::end_of(switch - 1), usize::MAX).unwrap().unwrap();
+        let of_switch: Vec<_> = logged.iter().filter(|e| e.position.revision == switch).collect();
+        assert!(of_switch.iter().filter(|e| e.kind == KindId::ApiExposure).count() == clean.len(), "every exposure written or removed");
+        let revisions: Vec<&Key> = of_switch.iter().filter(|e| e.is_revision).map(|e| &e.key).collect();
+        assert_eq!(revisions.len(), 2, "the changed and the deleted exposure: {revisions:?}");
 
         // The store equals a clean load of the same documents.
         let clean_dir = tempfile::tempdir().unwrap();
