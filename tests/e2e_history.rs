@@ -235,6 +235,15 @@ async fn history_pages_walk_both_ways_and_hostile_arguments_are_refused() {
         let (_, errors) = server.query_raw(&owner, query, json!({})).await;
         assert_eq!(errors.first().map(|e| e["extensions"]["code"].clone()), Some(json!("BAD_USER_INPUT")), "{what}: {errors:?}");
     }
+    let (_, errors) = server.query_raw(&owner, page, json!({"id": app_id(), "after": "y".repeat(100_000)})).await;
+    assert!(errors[0]["message"].as_str().unwrap().len() < 200, "a hostile cursor is not echoed");
+    let (_, errors) = server.query_raw(&owner, "query($t: Time) { activity(since: $t) { totalCount } }", json!({"t": 12345})).await;
+    assert_eq!(errors[0]["extensions"]["code"], "BAD_USER_INPUT", "a time that is no string: {errors:?}");
+    // A kind listed twice counts once.
+    let twice = "{ activity(kinds: [APPLICATION, APPLICATION]) { totalCount edges { node { id } } } }";
+    let (data, errors) = server.query_raw(&owner, twice, json!({})).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(data["activity"]["totalCount"], json!(data["activity"]["edges"].as_array().unwrap().len()));
     let (data, errors) =
         server.query_raw(&owner, "{ activity(kinds: [APPLICATION], since: \"2000-01-01T00:00:00Z\") { totalCount } }", json!({})).await;
     assert!(errors.is_empty(), "{errors:?}");

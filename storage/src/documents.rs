@@ -314,13 +314,17 @@ pub(crate) const COMPLETE: &str = "documents_complete";
 
 impl crate::ReadView {
     /// The stored source document of the object `namespace`/`name` of `kind`, as stored
-    /// ([`Dictionaries::decode`] reads it).
+    /// ([`Dictionaries::decode`] reads it), with the source version it is of.
     ///
     /// # Errors
-    /// [`StorageError`] on redb failures.
-    pub(crate) fn source_document(&self, kind: KindId, namespace: &str, name: &str) -> Result<Option<Vec<u8>>, StorageError> {
+    /// [`StorageError`] on redb or decoding failures.
+    pub(crate) fn source_document(&self, kind: KindId, namespace: &str, name: &str) -> Result<Option<(Vec<u8>, String)>, StorageError> {
         let skey = crate::tables::source_key(kind, namespace, name);
-        Ok(self.txn().open_table(DOCUMENTS)?.get(skey.as_slice())?.map(|v| v.value().to_vec()))
+        let Some(entry) = self.txn().open_table(crate::tables::SOURCES)?.get(skey.as_slice())?.map(|v| v.value().to_vec()) else {
+            return Ok(None);
+        };
+        let (_, version) = crate::write::decode_source_entry(&entry, kind)?;
+        Ok(self.txn().open_table(DOCUMENTS)?.get(skey.as_slice())?.map(|v| (v.value().to_vec(), version)))
     }
 }
 

@@ -336,9 +336,10 @@ pub(crate) struct Note {
     source: Option<(String, String)>,
     created_at: i64,
     links: Vec<Option<Vec<u8>>>,
-    /// The source document before the batch, when the object existed: it goes into the
-    /// object's newest revision, which this batch supersedes.
-    superseded: Option<Vec<u8>>,
+    /// The source document before the batch and the source version it is of, when the object
+    /// existed: it goes into the object's newest revision, which this batch supersedes, when
+    /// that revision is of the same version.
+    superseded: Option<(Vec<u8>, String)>,
     /// Whether the object existed before the batch (its first note saw it).
     existed: bool,
 }
@@ -389,7 +390,7 @@ impl Recorder {
         before: Option<Side<'_>>,
         after: Option<Side<'_>>,
         rederiving: bool,
-        document: impl FnOnce(&(String, String)) -> Option<Vec<u8>>,
+        document: impl FnOnce(&(String, String)) -> Option<(Vec<u8>, String)>,
     ) {
         let side = after.as_ref().or(before.as_ref());
         let revision = self.revisions
@@ -539,14 +540,16 @@ impl<'txn> Tables<'txn> {
         Ok(out)
     }
 
-    /// Gives the newest kept revision of an object (positions oldest first) its `document`
-    /// when it has none and is no delete: a change of the object supersedes it.
-    fn keep_document(&mut self, positions: &[LogPosition], document: Vec<u8>) -> Result<(), StorageError> {
+    /// Gives the newest kept revision of an object (positions oldest first) its `document` of
+    /// source `version` when it has none, is no delete and is of that version: a change of the
+    /// object supersedes it. (A document of another version was written while history was off:
+    /// the revision's own is lost.)
+    fn keep_document(&mut self, positions: &[LogPosition], (document, version): (Vec<u8>, String)) -> Result<(), StorageError> {
         let Some(&newest) = positions.last() else { return Ok(()) };
         let key = newest.to_bytes();
         let Some(value) = self.log.get(key.as_slice())?.map(|v| v.value().to_vec()) else { return Ok(()) };
         let mut record = EntryRecord::decode(&value)?;
-        if record.document.is_some() || record.after.is_none() {
+        if record.document.is_some() || record.after.is_none() || record.resource_version.as_deref() != Some(version.as_str()) {
             return Ok(());
         }
         record.document = Some(document);
@@ -1050,8 +1053,12 @@ impl crate::ReadView {
                 if newest.first() != Some(&entry.position) {
                     return Ok(None);
                 }
-                let Some(d) = self.source_document(entry.kind, namespace, name)? else { return Ok(None) };
-                d
+                // The source's document is this revision's only while the source is at its version
+                // (it moved while history was off, or the version was too long to keep: unknown).
+                match self.source_document(entry.kind, namespace, name)? {
+                    Some((d, version)) if entry.resource_version.as_deref() == Some(version.as_str()) => d,
+                    _ => return Ok(None),
+                }
             }
         };
         self.dictionaries().decode(entry.kind, &stored).map(Some)
@@ -1302,6 +1309,27 @@ mod tests {
         assert_eq!(view.log_after(LogPosition::default(), 10).unwrap(), None);
         assert_eq!(view.history_stats().unwrap().floor, LogPosition::end_of(view.revision().unwrap()));
         assert_eq!(revisions(&store, "a").len(), 1, "its revisions stay");
+    }
+
+    /// A change made while history was off is no revision, and the document it left is never
+    /// shown as another revision's: the newest revision before it shows nothing once the source
+    /// moved past its version, and a later change does not move the newer document into it.
+    #[test]
+    fn a_change_made_with_history_off_is_never_shown_as_another_revision() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        write_zone(&store, "z", "1", 1);
+        store.set_history(HistorySettings { enabled: false, ..HistorySettings::default() });
+        write_zone(&store, "z", "2", 2);
+        store.set_history(HistorySettings::default());
+        let entries = revisions(&store, "z");
+        assert_eq!(entries.len(), 1);
+        assert_eq!(shown_versions(&store, &entries), vec![None], "the source moved past the revision's version");
+        write_zone(&store, "z", "3", 3);
+        let entries = revisions(&store, "z");
+        assert_eq!(entries.iter().map(LogEntry::operation).collect::<Vec<_>>(), vec![Operation::Updated, Operation::Created]);
+        assert_eq!(shown_versions(&store, &entries), vec![Some("3".to_string()), None], "version 2's document is no revision's");
+        invariants(&store);
     }
 
     /// Hostile values from a source are not kept: a manager longer than Kubernetes allows, a

@@ -623,10 +623,12 @@ impl<'txn> WriteBatch<'txn> {
             fn side<'a, R>(v: Option<(&R, &'a Envelope)>) -> Option<crate::history::Side<'a>> {
                 v.map(|(_, env)| crate::history::Side { source: &env.source, created_at: env.created_at, links: &env.links })
             }
-            let documents = &self.tables.documents;
+            let (documents, sources) = (&self.tables.documents, &self.tables.sources);
             h.note(K::ID, key, side(before), side(after), self.rederiving.contains(&K::ID), |(namespace, name)| {
                 let skey = tables::source_key(K::ID, namespace, name);
-                documents.get(skey.as_slice()).ok().flatten().map(|v| v.value().to_vec())
+                let entry = sources.get(skey.as_slice()).ok().flatten()?;
+                let (_, version) = decode_source_entry(entry.value(), K::ID).ok()?;
+                Some((documents.get(skey.as_slice()).ok().flatten()?.value().to_vec(), version))
             });
         }
     }
