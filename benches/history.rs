@@ -137,16 +137,18 @@ fn rewrite_messages(dir: &Path, round: usize, only: &[String]) -> usize {
     changed
 }
 
-/// Waits until the change log holds at least `entries` entries and its count has not moved for
-/// a second (the documents whose records did not change write none).
+/// Waits until the change log holds at least `entries` entries, or its count, once it moved,
+/// has not moved for 3 s (documents whose records did not change write none).
 fn wait_for_entries(store: &storage::Store, entries: usize) {
-    let mut last = (0u64, Instant::now());
+    let count = || store.read().unwrap().history_stats().unwrap().entries;
+    let start = count();
+    let mut last = (start, Instant::now());
     loop {
-        let now = store.read().unwrap().history_stats().unwrap().entries;
+        let now = count();
         if now != last.0 {
             last = (now, Instant::now());
         }
-        if now as usize >= entries || last.1.elapsed() > Duration::from_secs(3) {
+        if now as usize >= entries || (now > start && last.1.elapsed() > Duration::from_secs(3)) {
             return;
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -222,11 +222,7 @@ async fn a_position_older_than_the_log_gets_gone() {
         c.history.enabled = false;
     })
     .await;
-    let admin = w.client(&token("platform--ops--console", ADMIN_SCOPE, "poc"), true).await;
-    let mut s = admin.subscribe(op(APP_CHANGES, json!({}))).await.unwrap();
-    w.subscriptions_running(1.0).await;
-    w.set_message("copilot-agent", "one");
-    let first = next(&mut s).await["position"].as_str().unwrap().to_string();
+    let (admin, mut s, first) = subscribed_after_one_change(&w).await;
     for m in ["two", "three", "four"] {
         w.set_message("copilot-agent", m);
         assert_eq!(next(&mut s).await["node"]["statusMessage"], m);
@@ -235,6 +231,17 @@ async fn a_position_older_than_the_log_gets_gone() {
     let answer = next(&mut late).await;
     assert_eq!(answer["errors"][0]["extensions"]["code"], "GONE", "{answer}");
     w.running.shutdown().await.unwrap();
+}
+
+/// An admin client subscribed to application changes, and the position of the first change it
+/// got (a new status message of copilot-agent).
+async fn subscribed_after_one_change(w: &World) -> (graphql_ws_client::Client, graphql_ws_client::Subscription<Op>, String) {
+    let admin = w.client(&token("platform--ops--console", ADMIN_SCOPE, "poc"), true).await;
+    let mut s = admin.subscribe(op(APP_CHANGES, json!({}))).await.unwrap();
+    w.subscriptions_running(1.0).await;
+    w.set_message("copilot-agent", "one");
+    let first = next(&mut s).await["position"].as_str().unwrap().to_string();
+    (admin, s, first)
 }
 
 /// With history on, a position older than the memory's log resumes from the store's durable log
@@ -247,11 +254,7 @@ async fn a_position_older_than_memory_resumes_from_the_durable_log_until_it_is_p
         c.history.max_revisions_per_object = 3;
     })
     .await;
-    let admin = w.client(&token("platform--ops--console", ADMIN_SCOPE, "poc"), true).await;
-    let mut s = admin.subscribe(op(APP_CHANGES, json!({}))).await.unwrap();
-    w.subscriptions_running(1.0).await;
-    w.set_message("copilot-agent", "one");
-    let first = next(&mut s).await["position"].as_str().unwrap().to_string();
+    let (admin, mut s, first) = subscribed_after_one_change(&w).await;
     let mut seen = Vec::new();
     for m in ["two", "three"] {
         w.set_message("copilot-agent", m);
