@@ -283,6 +283,9 @@ impl Registry {
                 .connections
                 .values()
                 .filter(|c| !c.closing.load(Ordering::SeqCst))
+                // A probe's connection closes after its one answer: it may still be listed,
+                // idle, when the next connection comes; closing it frees no place for that one.
+                .filter(|c| !c.probe_only)
                 .filter_map(|c| match *c.phase() {
                     Phase::Idle(since) => Some((since, c.clone())),
                     _ => None,
