@@ -99,13 +99,21 @@ async fn write_and_wait(server: &Server, dir: &Path, text: &str, revisions: usiz
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_application_edited_deleted_and_recreated_shows_its_revisions_to_its_team_only() {
+/// A server on a copy of the example world (`world/` in the directory returned, its data in
+/// `data/`) with the history file holding the Application at `client_id`, `external`.
+async fn world_with_app(client_id: &str, external: &str) -> (tempfile::TempDir, Server) {
     let tmp = tempfile::tempdir().unwrap();
     let (dir, data) = (tmp.path().join("world"), tmp.path().join("data"));
     support::copy_dir(&support::world_dir(), &dir);
-    std::fs::write(dir.join(FILE), app_yaml("first-client", "PSA-1")).unwrap();
+    std::fs::write(dir.join(FILE), app_yaml(client_id, external)).unwrap();
     let server = Server::start(&dir, Some(&data)).await;
+    (tmp, server)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_application_edited_deleted_and_recreated_shows_its_revisions_to_its_team_only() {
+    let (tmp, server) = world_with_app("first-client", "PSA-1").await;
+    let (dir, data) = (tmp.path().join("world"), tmp.path().join("data"));
     let owner = team_token("payments--checkout", "poc");
     assert_eq!(revisions_now(&server, &owner).await, 1, "its creation at load");
     write_and_wait(&server, &dir, &app_yaml("second-client", "PSA-1"), 2).await;
@@ -180,11 +188,8 @@ async fn an_application_edited_deleted_and_recreated_shows_its_revisions_to_its_
 /// answer `HISTORY_DISABLED`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn history_pages_walk_both_ways_and_hostile_arguments_are_refused() {
-    let tmp = tempfile::tempdir().unwrap();
+    let (tmp, server) = world_with_app("c0", "PSA-0").await;
     let (dir, data_dir) = (tmp.path().join("world"), tmp.path().join("data"));
-    support::copy_dir(&support::world_dir(), &dir);
-    std::fs::write(dir.join(FILE), app_yaml("c0", "PSA-0")).unwrap();
-    let server = Server::start(&dir, Some(&data_dir)).await;
     for i in 1..5 {
         write_and_wait(&server, &dir, &app_yaml(&format!("c{i}"), "PSA-0"), i + 1).await;
     }

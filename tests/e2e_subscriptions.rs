@@ -301,12 +301,19 @@ async fn a_subscription_resumes_across_a_restart_with_exactly_what_it_missed() {
     let w = w.restart().await;
     let admin = w.client(&admin_token, true).await;
     let mut resumed = admin.subscribe(op(APP_CHANGES, json!({"after": resume_at}))).await.unwrap();
+    // Another team resuming from the same position replays none of the first team's changes.
+    let other = w.client(&team("payments--ledger"), true).await;
+    let mut other_resumed = other.subscribe(op(APP_CHANGES, json!({"after": resume_at}))).await.unwrap();
+    w.subscriptions_running(2.0).await;
     for expected in &missed {
         assert_eq!(&next(&mut resumed).await, expected, "the missed changes, in order");
     }
     w.set_message("copilot-agent", "four");
     let live = next(&mut resumed).await;
     assert_eq!(live["node"]["statusMessage"], "four", "then live: {live}");
+    w.set_message("ledger-core", "ledger's own");
+    let first = next(&mut other_resumed).await;
+    assert_eq!(first["node"]["name"], "ledger-core", "the other team's first event is its own change: {first}");
     w.running.shutdown().await.unwrap();
 }
 

@@ -62,21 +62,9 @@ impl Default for ChangeLogSettings {
 }
 
 /// Where an entry sits in the log: the commit's revision, then the record's index in the
-/// commit. Ordered; `(R, u32::MAX)` is "everything of revision R".
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Position {
-    /// The store revision of the commit.
-    pub revision: u64,
-    /// The record's index among the commit's changes.
-    pub index: u32,
-}
-
-impl Position {
-    /// Everything of `revision` and before.
-    pub fn end_of(revision: u64) -> Position {
-        Position { revision, index: u32::MAX }
-    }
-}
+/// commit (the store's durable log uses the same positions). Ordered; `(R, u32::MAX)` is
+/// "everything of revision R".
+pub use storage::history::LogPosition as Position;
 
 /// One record written or removed, as kept in the log.
 #[derive(Clone, Debug)]
@@ -231,14 +219,13 @@ impl ChangeLog {
             }
             head
         };
-        let position = storage::history::LogPosition { revision: from.revision, index: from.index };
-        let logged = store.read().and_then(|v| v.log_after(position, max)).map_err(|e| {
+        let logged = store.read().and_then(|v| v.log_after(from, max)).map_err(|e| {
             tracing::warn!(error = %e, "reading the durable change log failed");
             Gone
         })?;
         let now = Instant::now();
         let entries = logged.ok_or(Gone)?.into_iter().map(|e| Entry {
-            position: Position { revision: e.position.revision, index: e.position.index },
+            position: e.position,
             kind: e.kind,
             key: e.key,
             before: e.before,

@@ -277,22 +277,8 @@ struct Window {
 
 impl Window {
     fn read(ctx: &ResolverContext<'_>, tag: char, max: usize) -> Result<Window, Error> {
-        let count = |name: &str| -> Result<Option<usize>, Error> {
-            match ctx.args.get(name).filter(|v| !v.is_null()) {
-                None => Ok(None),
-                Some(v) => {
-                    let n = v.i64()?;
-                    match usize::try_from(n) {
-                        Ok(n) if n <= max => Ok(Some(n)),
-                        _ => Err(bad_input(format!("`{name}` must be from 0 to {max}, got {n}"))),
-                    }
-                }
-            }
-        };
-        let (first, last) = (count("first")?, count("last")?);
-        if first.is_some() && last.is_some() {
-            return Err(bad_input("Passing both `first` and `last` to paginate a connection is not supported."));
-        }
+        let count = |name: &str| ctx.args.get(name).filter(|v| !v.is_null()).map(|v| v.i64()).transpose();
+        let (first, last) = crate::relay::page_sizes(count("first")?, count("last")?, max)?;
         let cursor = |name: &str| -> Result<Option<LogPosition>, Error> {
             ctx.args.get(name).filter(|v| !v.is_null()).map(|v| decode_cursor(tag, v.string()?)).transpose()
         };

@@ -123,22 +123,10 @@ impl PageArgs {
         desc: bool,
         max: usize,
     ) -> Result<PageArgs, Error> {
-        if first.is_some() && last.is_some() {
-            return Err(bad_input("Passing both `first` and `last` to paginate a connection is not supported."));
-        }
-        let check = |name: &str, v: Option<i64>| -> Result<Option<usize>, Error> {
-            match v {
-                None => Ok(None),
-                Some(n) if n < 0 => Err(bad_input(format!("`{name}` on a connection cannot be less than zero."))),
-                Some(n) if n as u64 > max as u64 => {
-                    Err(bad_input(format!("`{name}` on a connection cannot exceed the maximum page size {max}.")))
-                }
-                Some(n) => Ok(Some(n as usize)),
-            }
-        };
+        let (first, last) = page_sizes(first, last, max)?;
         Ok(PageArgs {
-            first: check("first", first)?,
-            last: check("last", last)?,
+            first,
+            last,
             after: after.map(|c| decode_cursor(c, kind, &order)).transpose()?,
             before: before.map(|c| decode_cursor(c, kind, &order)).transpose()?,
             default_limit: max,
@@ -147,6 +135,27 @@ impl PageArgs {
             desc,
         })
     }
+}
+
+/// A connection's `first` and `last`, checked: not both, neither negative nor over `max`.
+///
+/// # Errors
+/// `BAD_USER_INPUT` naming the argument.
+pub(crate) fn page_sizes(first: Option<i64>, last: Option<i64>, max: usize) -> Result<(Option<usize>, Option<usize>), Error> {
+    if first.is_some() && last.is_some() {
+        return Err(bad_input("Passing both `first` and `last` to paginate a connection is not supported."));
+    }
+    let check = |name: &str, v: Option<i64>| -> Result<Option<usize>, Error> {
+        match v {
+            None => Ok(None),
+            Some(n) if n < 0 => Err(bad_input(format!("`{name}` on a connection cannot be less than zero."))),
+            Some(n) if n as u64 > max as u64 => {
+                Err(bad_input(format!("`{name}` on a connection cannot exceed the maximum page size {max}.")))
+            }
+            Some(n) => Ok(Some(n as usize)),
+        }
+    };
+    Ok((check("first", first)?, check("last", last)?))
 }
 
 /// A row: cursor suffix and record.

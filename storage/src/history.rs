@@ -1163,12 +1163,7 @@ mod tests {
     }
 
     fn write_zone(store: &Store, name: &str, version: &str, time: i64) {
-        store
-            .write(at(time), |b| {
-                zone_version(b, name, version, at(time));
-                Ok(())
-            })
-            .unwrap();
+        crate::test_support::zone_at(store, name, version, at(time).0);
     }
 
     fn delete_zone(store: &Store, name: &str, time: i64) {

@@ -941,6 +941,17 @@ pub(crate) mod test_support {
         zone_compressed(batch, name, version, now, &crate::documents::Dictionaries::default());
     }
 
+    /// Upserts zone `name` (source `poc/name`) at version `version` and time `at` (ns), in a
+    /// batch of its own.
+    pub(crate) fn zone_at(store: &crate::Store, name: &str, version: &str, at: i64) {
+        store
+            .write(Timestamp(at), |batch| {
+                zone_version(batch, name, version, Timestamp(at));
+                Ok(())
+            })
+            .unwrap();
+    }
+
     /// [`zone_version`], its document compressed with `dictionaries`.
     pub(crate) fn zone_compressed(
         batch: &mut WriteBatch,
@@ -980,15 +991,7 @@ pub(crate) mod test_support {
 mod tests {
     use super::*;
 
-    /// Upserts zone `name` (source `poc/name`) at version `version` and time `at`.
-    fn zone_at(store: &Store, name: &str, version: &str, at: i64) {
-        store
-            .write(Timestamp(at), |batch| {
-                test_support::zone_version(batch, name, version, Timestamp(at));
-                Ok(())
-            })
-            .unwrap();
-    }
+    use test_support::zone_at;
 
     /// Zone names in the order a scan by `order` yields them.
     fn zones_by(view: &ReadView, order: OrderField, from: std::ops::Bound<&[u8]>, reverse: bool) -> Vec<String> {
