@@ -9,6 +9,8 @@
 //! rewrites only those files, for a 1M world whose every revision would not fit the disk: the
 //! measured objects are the busiest team's applications and API subscriptions).
 //! `history.maxBytes` is raised to 1 TiB so that nothing is pruned.
+//! The first `activity` page is measured for the busiest team and an admin (the same page
+//! again and again: its past records stay translated), and cold, for every other team in turn.
 //! Results: `BENCH_RESULT {json}` lines and `target/bench-results/ours-history-<size>.json`.
 //! Not part of `cargo test`.
 
@@ -80,6 +82,11 @@ fn main() {
         let activity = vec![support::gql_body(ACTIVITY, &json!({}))];
         report(&format!("activity first 20 (team {team})"), rt.block_on(timed(&client, &url, &token, &activity)));
         report("activity first 20 (admin)", rt.block_on(timed(&client, &url, &support::admin_token(), &activity)));
+        // Cold: every other team's first page in turn, more pages than the server's past
+        // records hold, so each request translates its revisions afresh.
+        let others: Vec<(String, String)> = teams.iter().skip(1).map(|t| (support::team_token(&t.0), activity[0].clone())).collect();
+        let cold = format!("activity first 20, another team each request ({} teams in turn)", others.len());
+        report(&cold, rt.block_on(timed_each(&client, &url, &activity[0], &token, &others)));
         let summary = json!({
             "objects": world.objects,
             "revisionsPerObject": revisions,
@@ -168,6 +175,21 @@ async fn object_ids(client: &reqwest::Client, url: &str, token: &str) -> Vec<Str
         }
     }
     assert!(!out.is_empty(), "the team has objects");
+    out
+}
+
+/// Sends `(token, body)` requests in turn ([`REQUESTS`], after as many warm-up ones of `warm`
+/// as `token`); the latencies.
+async fn timed_each(client: &reqwest::Client, url: &str, warm: &str, token: &str, requests: &[(String, String)]) -> Vec<Duration> {
+    for _ in 0..REQUESTS {
+        support::gql_ok(client, url, token, warm).await.unwrap();
+    }
+    let mut out = Vec::with_capacity(REQUESTS);
+    for (token, body) in requests.iter().cycle().take(REQUESTS) {
+        let t0 = Instant::now();
+        support::gql_ok(client, url, token, body).await.unwrap();
+        out.push(t0.elapsed());
+    }
     out
 }
 

@@ -337,3 +337,117 @@ async fn through_the_kube_source_each_revision_names_its_manager() {
     assert_eq!(ask(&running, &owner).await, answer, "the same after a restart");
     running.shutdown().await.unwrap();
 }
+
+/// The Approval that moves: `moving-approval` of `logistics--fleet`, first on `payments--checkout`'s
+/// subscription of `logistics-fleet-positions-v1`, then on `payments--ledger`'s.
+const MOVING_FILE: &str = "91-moving-approval.yaml";
+
+fn approval_yaml(team: &str, subscription: &str, reason: &str) -> String {
+    format!(
+        r#"apiVersion: approval.cp.ei.telekom.de/v1
+kind: Approval
+metadata:
+  name: moving-approval
+  namespace: poc--logistics--fleet
+  labels:
+    cp.ei.telekom.de/environment: poc
+  creationTimestamp: "2026-05-30T05:08:00Z"
+spec:
+  action: subscribe
+  strategy: Auto
+  state: Granted
+  target:
+    apiVersion: api.cp.ei.telekom.de/v1
+    kind: ApiSubscription
+    name: {subscription}
+    namespace: poc--{team}
+  requester:
+    teamName: {team}
+    teamEmail: someone@example.com
+    reason: {reason}
+  decider:
+    teamName: logistics--fleet
+    teamEmail: fleet@example.com
+"#
+    )
+}
+
+fn approval_id() -> String {
+    schema::GlobalId::new("Approval", &schema::keys::natural::namespaced("poc", "poc--logistics--fleet", "moving-approval")).encode()
+}
+
+/// (revision, operation) of the moving approval's revisions `token` sees, newest first, with
+/// `totalCount`; and the revisions of it in the viewer's activity.
+async fn moving_revisions(server: &Server, token: &str) -> (Vec<(u64, String)>, u64, Vec<(u64, String)>, Vec<Value>) {
+    let query = "query($id: ID!) { history(id: $id) { totalCount edges { node { revision operation node { id } } } } }";
+    let (data, errors) = server.query_raw(token, query, json!({"id": approval_id()})).await;
+    let pairs = |edges: &Value| {
+        edges
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter(|e| e["node"]["id"].is_null() || e["node"]["id"] == approval_id())
+                    .map(|e| (e["node"]["revision"].as_u64().unwrap(), e["node"]["operation"].as_str().unwrap().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let history = pairs(&data["history"]["edges"]);
+    let total = data["history"]["totalCount"].as_u64().unwrap_or(0);
+    let (activity, activity_errors) = server.query_raw(token, ACTIVITY, json!({})).await;
+    assert!(activity_errors.is_empty(), "{activity_errors:?}");
+    let mine = pairs(&activity["activity"]["edges"]);
+    (history, total, mine, errors)
+}
+
+/// An object that moves from team A to team B shows A only the revisions A owned (before or
+/// after the change) and B only those B owned, in `history`, its `totalCount` and `activity`;
+/// a team that never owned it gets `NOT_FOUND`. An Approval belongs to the team of its
+/// subscription (`spec.target`): it moves from `payments--checkout` to `payments--ledger`, then
+/// changes again under `payments--ledger`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_that_moved_shows_each_team_only_the_revisions_it_owned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (dir, data) = (tmp.path().join("world"), tmp.path().join("data"));
+    support::copy_dir(&support::world_dir(), &dir);
+    let write = |text: String| std::fs::write(dir.join(MOVING_FILE), text).unwrap();
+    write(approval_yaml("payments--checkout", "checkout-web--logistics-fleet-positions-v1", "first"));
+    let server = Server::start(&dir, Some(&data)).await;
+    let (a, b) = (team_token("payments--checkout", "poc"), team_token("payments--ledger", "poc"));
+    let provider = team_token("logistics--fleet", "poc");
+    let seen = async |token: &str, n: u64| {
+        eventually(server.running().app(), "the revision to be recorded", async || {
+            (moving_revisions(&server, token).await.1 == n).then_some(())
+        })
+        .await
+    };
+    seen(&a, 1).await;
+    write(approval_yaml("payments--ledger", "ledger-reports--logistics-fleet-positions-v1", "moved"));
+    seen(&provider, 2).await;
+    write(approval_yaml("payments--ledger", "ledger-reports--logistics-fleet-positions-v1", "changed under ledger"));
+    seen(&provider, 3).await;
+
+    let (all, _, all_activity, errors) = moving_revisions(&server, &provider).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    let ops: Vec<&str> = all.iter().map(|(_, o)| o.as_str()).collect();
+    assert_eq!(ops, ["UPDATED", "UPDATED", "CREATED"], "the provider team owned every revision");
+    assert_eq!(all_activity, all);
+    let (created, moved, changed) = (all[2].clone(), all[1].clone(), all[0].clone());
+
+    let (history, total, activity, errors) = moving_revisions(&server, &a).await;
+    assert!(errors.is_empty(), "A owned some of its revisions, so its history is no NOT_FOUND: {errors:?}");
+    assert_eq!(history, vec![moved.clone(), created.clone()], "A sees its creation and the move away, not what followed");
+    assert_eq!(total, 2);
+    assert_eq!(activity, history);
+
+    let (history, total, activity, errors) = moving_revisions(&server, &b).await;
+    assert!(errors.is_empty(), "{errors:?}");
+    assert_eq!(history, vec![changed, moved], "B sees the move to it and what followed, not the creation under A");
+    assert_eq!(total, 2);
+    assert_eq!(activity, history);
+
+    let (history, total, activity, errors) = moving_revisions(&server, &team_token("assist--copilot", "poc")).await;
+    assert_eq!(errors.first().map(|e| e["extensions"]["code"].clone()), Some(json!("NOT_FOUND")), "{errors:?}");
+    assert!(history.is_empty() && total == 0 && activity.is_empty());
+    server.stop().await;
+}

@@ -267,6 +267,42 @@ async fn answer_in_process(store: &storage::Store, answers: &[(String, String, V
     wrong
 }
 
+/// For a pair whose recorded answers hold the admin's `activity` (a build with history): each
+/// object in it answers `history(id:)` with exactly its revisions there (revision and
+/// operation, newest first, `totalCount`), each that is no delete with its node; the
+/// mismatches. (`history(id:)` takes a required argument: the recorder generates no query of
+/// it.)
+async fn histories_in_process(store: &storage::Store, answers: &[(String, String, Value)]) -> Vec<String> {
+    let Some((_, _, activity)) = answers.iter().find(|(who, query, _)| who == "admin" && query.contains("activity(")) else {
+        return Vec::new();
+    };
+    let mut expected: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
+    for edge in activity["data"]["activity"]["edges"].as_array().unwrap() {
+        let node = &edge["node"];
+        let revision = (node["revision"].as_u64().unwrap(), node["operation"].as_str().unwrap().to_string());
+        expected.entry(node["id"].as_str().unwrap().to_string()).or_default().push(revision);
+    }
+    let config = query::QueryConfig { now: Some(schema::Timestamp::parse_rfc3339("2026-09-01T00:00:00Z").unwrap()), ..Default::default() };
+    let api = query::build_schema(config).unwrap();
+    let query = "query($id: ID!) { history(id: $id, first: 100) { totalCount edges { node { revision operation node { id } } } } }";
+    let mut wrong = Vec::new();
+    for (id, revisions) in &expected {
+        let request = async_graphql::Request::new(query).variables(async_graphql::Variables::from_json(json!({"id": id})));
+        let got = serde_json::to_value(api.execute(store, viewer("admin"), request).await).unwrap();
+        let edges = got["data"]["history"]["edges"].as_array().cloned().unwrap_or_default();
+        let listed: Vec<(u64, String)> = edges
+            .iter()
+            .map(|e| (e["node"]["revision"].as_u64().unwrap_or(0), e["node"]["operation"].as_str().unwrap_or("").to_string()))
+            .collect();
+        let nodes_ok = edges.iter().all(|e| e["node"]["operation"] == "DELETED" || e["node"]["node"]["id"] == json!(id));
+        if &listed != revisions || got["data"]["history"]["totalCount"] != json!(revisions.len()) || !nodes_ok {
+            wrong.push(format!("{id}: {got}"));
+        }
+    }
+    assert!(expected.len() > 100, "the admin's activity lists {} objects", expected.len());
+    wrong
+}
+
 /// `phaseCounts` of every root connection for every recorded viewer (layouts before 5 had no
 /// phase counters: the migration counts them).
 async fn phase_counts(store: &storage::Store, answers: &[(String, String, Value)]) -> Vec<Value> {
@@ -302,6 +338,8 @@ async fn stores_and_snapshots_of_earlier_builds_open_restore_and_answer_the_same
             let (_catalogue, _) = storage::search::Catalogue::open(&data.join(storage::search::SEARCH_DIR), &store).unwrap();
             let wrong = answer_in_process(&store, &answers).await;
             assert!(wrong.is_empty(), "{}: the old data directory answers differently:\n{}", pair.display(), wrong.join("\n"));
+            let wrong = histories_in_process(&store, &answers).await;
+            assert!(wrong.is_empty(), "{}: the old data directory's histories differ:\n{}", pair.display(), wrong.join("\n"));
             assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new(), "{}: migrated counters", pair.display());
             phase_counts(&store, &answers).await
         };
@@ -314,6 +352,8 @@ async fn stores_and_snapshots_of_earlier_builds_open_restore_and_answer_the_same
             let (_catalogue, _) = storage::search::Catalogue::open(&restored.join(storage::search::SEARCH_DIR), &store).unwrap();
             let wrong = answer_in_process(&store, &answers).await;
             assert!(wrong.is_empty(), "{}: the restored snapshot answers differently:\n{}", pair.display(), wrong.join("\n"));
+            let wrong = histories_in_process(&store, &answers).await;
+            assert!(wrong.is_empty(), "{}: the restored snapshot's histories differ:\n{}", pair.display(), wrong.join("\n"));
             // The restore counts phases from the records; the migration must agree.
             let restored_phases = phase_counts(&store, &answers).await;
             assert_eq!(migrated_phases, restored_phases, "{}: phaseCounts after the migration", pair.display());

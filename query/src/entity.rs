@@ -188,6 +188,9 @@ pub(crate) trait PastKind: Send + Sync {
     fn translate(&self, json: &[u8], entry: &storage::history::LogEntry) -> Option<PastRecord>;
     /// The node of a record [`PastKind::translate`] made.
     fn node(&self, past: &PastRecord) -> Option<FieldValue<'static>>;
+    /// `past`, translated for an entry of the same position, with the links and `createdAt`
+    /// `entry` gives (the same record when they are equal).
+    fn with_origin(&self, past: &PastRecord, entry: &storage::history::LogEntry) -> Option<PastRecord>;
     /// The GraphQL fields that differ between `before` (`None`: nothing before) and `after`,
     /// records [`PastKind::translate`] made.
     fn changed_fields(&self, request: &RequestContext, before: Option<&PastRecord>, after: &PastRecord) -> Vec<String>;

@@ -150,6 +150,14 @@ impl<K: Entity> PastKind for Past<K> {
         Some(crate::entity::node_value::<K>(stored).with_type(K::TYPE))
     }
 
+    fn with_origin(&self, past: &PastRecord, entry: &LogEntry) -> Option<PastRecord> {
+        let stored = past.downcast_ref::<Stored<K::Record>>()?;
+        if stored.links == entry.links && stored.created_at == entry.created_at {
+            return Some(past.clone());
+        }
+        Some(Arc::new(Stored { links: entry.links.clone(), created_at: entry.created_at, ..stored.clone() }))
+    }
+
     fn changed_fields(&self, request: &RequestContext, before: Option<&PastRecord>, after: &PastRecord) -> Vec<String> {
         let Some(after) = after.downcast_ref::<Stored<K::Record>>() else { return Vec::new() };
         let before = before.and_then(|b| b.downcast_ref::<Stored<K::Record>>());
@@ -179,10 +187,47 @@ impl<K: Entity> PastKind for Past<K> {
     }
 }
 
-/// The records of past revisions a request translated, by position: a page's revision and the
-/// one before it are translated once each.
+/// The most past records [`PastRecords`] keeps.
+const PAST_RECORDS: usize = 4096;
+
+/// Past records translated, shared by the requests of one schema, by (log identity, position);
+/// `None`: no document kept, or it no longer translates. A kept position's document never
+/// changes (a change that supersedes a revision moves the same bytes into its entry) and this
+/// schema's rules are fixed, so an entry never goes stale; a record's links and `createdAt`
+/// are those of its entry when read ([`PastKind::with_origin`]: the newest revision reads them
+/// from the record). At most [`PAST_RECORDS`], the oldest inserted go first.
 #[derive(Default)]
-struct Translations(std::sync::Mutex<HashMap<LogPosition, Option<PastRecord>>>);
+pub(crate) struct PastRecords(std::sync::Mutex<PastRecordsInner>);
+
+#[derive(Default)]
+struct PastRecordsInner {
+    records: HashMap<(u64, LogPosition), Option<PastRecord>>,
+    inserted: std::collections::VecDeque<(u64, LogPosition)>,
+}
+
+impl PastRecords {
+    fn get(&self, key: (u64, LogPosition)) -> Option<Option<PastRecord>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).records.get(&key).cloned()
+    }
+
+    fn insert(&self, key: (u64, LogPosition), record: Option<PastRecord>) {
+        let mut inner = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if inner.records.insert(key, record).is_none() {
+            inner.inserted.push_back(key);
+        }
+        while inner.inserted.len() > PAST_RECORDS {
+            if let Some(oldest) = inner.inserted.pop_front() {
+                inner.records.remove(&oldest);
+            }
+        }
+    }
+
+    /// Records kept (tests).
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).records.len()
+    }
+}
 
 /// A revision as a `Revision` or `Activity` value.
 struct RevisionValue {
@@ -191,23 +236,26 @@ struct RevisionValue {
     past: Arc<dyn PastKind>,
     /// The cursor of its edge.
     cursor: String,
-    /// What the page's revisions translated.
-    translations: Arc<Translations>,
+    /// The log's identity, for [`PastRecords`].
+    log: u64,
+    /// The past records translated.
+    records: Arc<PastRecords>,
 }
 
 impl RevisionValue {
-    /// The record as of `entry` (this revision or the one before it), translated once per page.
+    /// The record as of `entry` (this revision or the one before it), translated once
+    /// ([`PastRecords`]).
     fn record(&self, request: &RequestContext, entry: &LogEntry) -> Result<Option<PastRecord>, Error> {
-        let lock = |t: &Translations| t.0.lock().unwrap_or_else(|e| e.into_inner()).get(&entry.position).cloned();
-        if let Some(known) = lock(&self.translations) {
-            return Ok(known);
+        let key = (self.log, entry.position);
+        if let Some(known) = self.records.get(key) {
+            return Ok(known.and_then(|r| self.past.with_origin(&r, entry)));
         }
         let json = match entry.operation() {
             Operation::Deleted => None,
             _ => request.view.revision_document(entry).map_err(|e| request.storage_error(e))?,
         };
         let record = json.and_then(|json| self.past.translate(&json, entry));
-        self.translations.0.lock().unwrap_or_else(|e| e.into_inner()).insert(entry.position, record.clone());
+        self.records.insert(key, record.clone());
         Ok(record)
     }
 
@@ -220,14 +268,7 @@ impl RevisionValue {
         let e = &self.entry;
         let storage = |x| request.storage_error(x);
         let previous = match e.operation() {
-            Operation::Updated => {
-                let older =
-                    request.view.revisions(e.kind, &e.key, (Bound::Unbounded, Bound::Excluded(e.position)), true, 1).map_err(storage)?;
-                match older.first() {
-                    Some(&p) => request.view.log_entry(p).map_err(storage)?,
-                    None => None,
-                }
-            }
+            Operation::Updated => request.view.previous_revision(e).map_err(storage)?,
             _ => None,
         };
         let before = match &previous {
@@ -426,9 +467,11 @@ pub(crate) fn register(builder: &mut Builder) {
     let pasts: Arc<HashMap<KindId, Arc<dyn PastKind>>> = Arc::new(std::mem::take(&mut builder.pasts));
     let by_type: Arc<HashMap<&'static str, KindId>> = Arc::new(builder.type_names.iter().map(|(k, t)| (*t, *k)).collect());
     let p = pasts.clone();
+    let records = Arc::new(PastRecords::default());
+    let r = records.clone();
     builder.query_fields.push(
         Field::new("history", TypeRef::named_nn("RevisionConnection"), move |ctx| {
-            crate::fields::ready(resolve_history(&ctx, &p, &by_type))
+            crate::fields::ready(resolve_history(&ctx, &p, &by_type, &r))
         })
         .description("Revisions of one object, newest first; works for deleted objects. Unknown or not visible: NOT_FOUND.")
         .argument(InputValue::new("id", TypeRef::named_nn(TypeRef::ID)))
@@ -438,18 +481,20 @@ pub(crate) fn register(builder: &mut Builder) {
         .argument(InputValue::new("last", TypeRef::named(TypeRef::INT))),
     );
     builder.query_fields.push(
-        Field::new("activity", TypeRef::named_nn("ActivityConnection"), move |ctx| crate::fields::ready(resolve_activity(&ctx, &pasts)))
-            .description(
-                "The viewer's changes across kinds, newest first: of the objects the viewer's teams own (every object for an admin), \
+        Field::new("activity", TypeRef::named_nn("ActivityConnection"), move |ctx| {
+            crate::fields::ready(resolve_activity(&ctx, &pasts, &records))
+        })
+        .description(
+            "The viewer's changes across kinds, newest first: of the objects the viewer's teams own (every object for an admin), \
                  of `kinds` when given, committed from `since` to `until` (inclusive) when given.",
-            )
-            .argument(InputValue::new("kinds", TypeRef::named_nn_list("RecordKind")))
-            .argument(InputValue::new("since", TypeRef::named("Time")))
-            .argument(InputValue::new("until", TypeRef::named("Time")))
-            .argument(InputValue::new("after", TypeRef::named("Cursor")))
-            .argument(InputValue::new("first", TypeRef::named(TypeRef::INT)))
-            .argument(InputValue::new("before", TypeRef::named("Cursor")))
-            .argument(InputValue::new("last", TypeRef::named(TypeRef::INT))),
+        )
+        .argument(InputValue::new("kinds", TypeRef::named_nn_list("RecordKind")))
+        .argument(InputValue::new("since", TypeRef::named("Time")))
+        .argument(InputValue::new("until", TypeRef::named("Time")))
+        .argument(InputValue::new("after", TypeRef::named("Cursor")))
+        .argument(InputValue::new("first", TypeRef::named(TypeRef::INT)))
+        .argument(InputValue::new("before", TypeRef::named("Cursor")))
+        .argument(InputValue::new("last", TypeRef::named(TypeRef::INT))),
     );
 }
 
@@ -462,6 +507,7 @@ fn resolve_history(
     ctx: &ResolverContext<'_>,
     pasts: &HashMap<KindId, Arc<dyn PastKind>>,
     by_type: &HashMap<&'static str, KindId>,
+    records: &Arc<PastRecords>,
 ) -> Result<Option<FieldValue<'static>>, Error> {
     let request = ctx.data::<RequestContext>()?;
     if !request.history_enabled {
@@ -479,7 +525,8 @@ fn resolve_history(
     for p in positions {
         request.deadline.tick()?;
         if let Some(e) = request.view.log_entry(p).map_err(storage)? {
-            if sees(request, &e) {
+            // Found by the object's digest: another object's revision may share it.
+            if e.kind == kind && e.key == gid.key && sees(request, &e) {
                 visible.push(e);
             }
         }
@@ -507,12 +554,12 @@ fn resolve_history(
     }
     inside.truncate(wanted);
     let (entries, has_next, has_previous) = window.page(inside, newest_first);
-    let translations = Arc::new(Translations::default());
+    let log = request.view.log_identity().map_err(storage)?;
     let edges = entries
         .into_iter()
         .map(|entry| {
             let cursor = encode_cursor('h', entry.position);
-            Arc::new(RevisionValue { cursor, entry, past: past.clone(), translations: translations.clone() })
+            Arc::new(RevisionValue { cursor, entry, past: past.clone(), log, records: records.clone() })
         })
         .collect();
     Ok(object_value(RevisionPage { edges, has_next, has_previous, total }))
@@ -527,7 +574,11 @@ fn currently_visible(request: &RequestContext, kind: KindId, key: &Key) -> Resul
 /// The most kinds `activity(kinds:)` takes (every kind once).
 const MAX_KINDS: usize = 64;
 
-fn resolve_activity(ctx: &ResolverContext<'_>, pasts: &HashMap<KindId, Arc<dyn PastKind>>) -> Result<Option<FieldValue<'static>>, Error> {
+fn resolve_activity(
+    ctx: &ResolverContext<'_>,
+    pasts: &HashMap<KindId, Arc<dyn PastKind>>,
+    records: &Arc<PastRecords>,
+) -> Result<Option<FieldValue<'static>>, Error> {
     let request = ctx.data::<RequestContext>()?;
     if !request.history_enabled {
         return Err(history_disabled());
@@ -555,49 +606,23 @@ fn resolve_activity(ctx: &ResolverContext<'_>, pasts: &HashMap<KindId, Arc<dyn P
     let window = Window::read(ctx, 'a', request.max_page_size)?;
     let wants = |k: KindId| kinds.contains(&k);
     let in_time = |e: &LogEntry| since.is_none_or(|s| e.at >= s) && until.is_none_or(|u| e.at <= u);
-    let (newest_first, wanted) = window.wanted();
+    let newest_first = window.wanted().0;
     let storage = |e| request.storage_error(e);
     let entries: Vec<LogEntry> = if request.viewer.is_admin() {
-        let mut out = Vec::new();
-        let mut range = window.range();
-        // Read in chunks so that a time bound stops the scan: commit times follow positions.
-        loop {
-            let chunk = request.view.all_revisions(range, newest_first, 256, wants, || request.deadline.passed()).map_err(storage)?;
-            request.deadline.tick()?;
-            let Some(last) = chunk.last().map(|e| e.position) else { break };
-            let mut past_bound = false;
-            for e in chunk {
-                let beyond = match newest_first {
-                    true => since.is_some_and(|s| e.at < s),
-                    false => until.is_some_and(|u| e.at > u),
-                };
-                past_bound |= beyond;
-                if in_time(&e) && !beyond {
-                    out.push(e);
-                }
-            }
-            if out.len() >= wanted || past_bound {
-                break;
-            }
-            range = match newest_first {
-                true => (range.0, Bound::Excluded(last)),
-                false => (Bound::Excluded(last), range.1),
-            };
-        }
-        out.truncate(wanted);
-        out
+        admin_entries(request, &window, &wants, in_time, (since, until))?
     } else {
         team_entries(request, &window, &wants, in_time, (since, until))?
     };
     let want_total = ctx.look_ahead().field("totalCount").exists();
     let total = if want_total { activity_total(request, &kinds, since, until)? } else { 0 };
     let (entries, has_next, has_previous) = window.page(entries, newest_first);
-    let translations = Arc::new(Translations::default());
+    let log = request.view.log_identity().map_err(storage)?;
     let edges = entries
         .into_iter()
         .filter_map(|entry| {
             let past = pasts.get(&entry.kind)?.clone();
-            Some(Arc::new(RevisionValue { cursor: encode_cursor('a', entry.position), entry, past, translations: translations.clone() }))
+            let cursor = encode_cursor('a', entry.position);
+            Some(Arc::new(RevisionValue { cursor, entry, past, log, records: records.clone() }))
         })
         .collect();
     Ok(object_value(RevisionPage { edges, has_next, has_previous, total }))
@@ -633,6 +658,48 @@ fn team_scopes(request: &RequestContext) -> Vec<Scope> {
     request.viewer.teams.iter().map(|t| Scope::Team { env: request.viewer.env.clone(), team: t.clone() }).collect()
 }
 
+/// The page's entries of an admin: every kind's revisions in the window, in time.
+fn admin_entries(
+    request: &RequestContext,
+    window: &Window,
+    wants: &dyn Fn(KindId) -> bool,
+    in_time: impl Fn(&LogEntry) -> bool,
+    (since, until): (Option<Timestamp>, Option<Timestamp>),
+) -> Result<Vec<LogEntry>, Error> {
+    let (newest_first, wanted) = window.wanted();
+    let storage = |e| request.storage_error(e);
+    let mut out = Vec::new();
+    let mut range = window.range();
+    // Read in chunks so that a time bound stops the scan: commit times follow positions.
+    loop {
+        // No more entries than the page still needs: each is decoded and may read its record.
+        let max = wanted.saturating_sub(out.len()).clamp(1, 256);
+        let chunk = request.view.all_revisions(range, newest_first, max, wants, || request.deadline.passed()).map_err(storage)?;
+        request.deadline.tick()?;
+        let Some(last) = chunk.last().map(|e| e.position) else { break };
+        let mut past_bound = false;
+        for e in chunk {
+            let beyond = match newest_first {
+                true => since.is_some_and(|s| e.at < s),
+                false => until.is_some_and(|u| e.at > u),
+            };
+            past_bound |= beyond;
+            if in_time(&e) && !beyond {
+                out.push(e);
+            }
+        }
+        if out.len() >= wanted || past_bound {
+            break;
+        }
+        range = match newest_first {
+            true => (range.0, Bound::Excluded(last)),
+            false => (Bound::Excluded(last), range.1),
+        };
+    }
+    out.truncate(wanted);
+    Ok(out)
+}
+
 /// The page's entries of a team or group viewer: each team's revisions in the window, merged by
 /// position (an entry of two of the viewer's teams once), in time.
 fn team_entries(
@@ -655,6 +722,10 @@ fn team_entries(
             let Some(&(last, _)) = chunk.last() else { break };
             let mut past_bound = false;
             for (p, _) in chunk {
+                // This scope's later entries lie beyond the page: none of them is read.
+                if taken >= wanted {
+                    break;
+                }
                 request.deadline.tick()?;
                 let Some(e) = request.view.log_entry(p).map_err(storage)? else { continue };
                 past_bound |= match newest_first {
@@ -740,4 +811,26 @@ fn activity_total(request: &RequestContext, kinds: &[KindId], since: Option<Time
         }
     }
     Ok(counted.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shared past records keep at most [`PAST_RECORDS`], the oldest inserted going first,
+    /// and a position inserted again takes no second place.
+    #[test]
+    fn past_records_are_bounded_and_the_oldest_go_first() {
+        let records = PastRecords::default();
+        let at = |i: usize| (7, LogPosition { revision: i as u64, index: 0 });
+        for i in 0..PAST_RECORDS + 10 {
+            records.insert(at(i), None);
+            records.insert(at(i), Some(Arc::new(i) as PastRecord));
+        }
+        assert_eq!(records.len(), PAST_RECORDS);
+        assert!(records.get(at(9)).is_none(), "the oldest went");
+        let newest = records.get(at(PAST_RECORDS + 9)).expect("the newest is kept").expect("its record");
+        assert_eq!(newest.downcast_ref::<usize>(), Some(&(PAST_RECORDS + 9)));
+        assert!(records.get((8, at(PAST_RECORDS + 9).1)).is_none(), "another log's position is another record");
+    }
 }

@@ -50,11 +50,16 @@ pub struct ReadView {
     refused: OnceLock<Vec<KindId>>,
     wanted: Arc<Wanted>,
     dictionaries: crate::documents::Dictionaries,
+    /// The salt of the history index's digests, read on first use.
+    pub(crate) history_salt: OnceLock<u64>,
     /// Counted by [`crate::Store::reopen`], which waits for the views of the database it closes.
     _reader: crate::ReaderGuard,
 }
 
 type RecordsTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
+
+/// A record's `createdAt`, resolved links and source object (`namespace`, `name`).
+pub(crate) type RecordOrigin = (Timestamp, Vec<Option<Key>>, (String, String));
 type CountsTable = redb::ReadOnlyTable<&'static [u8], u64>;
 
 /// One ordering-index entry: the cursor suffix (sort value · natural key) and the natural key.
@@ -84,6 +89,7 @@ impl ReadView {
             refused: OnceLock::new(),
             wanted,
             dictionaries,
+            history_salt: OnceLock::new(),
             _reader: reader,
         })
     }
@@ -214,6 +220,21 @@ impl ReadView {
             Some(v) => {
                 let env: EnvelopeRef = crate::codec::decode_borrowed(v.value(), kind.name())?;
                 Ok(Some((env.source.0.to_string(), env.source.1.to_string())))
+            }
+        }
+    }
+
+    /// What the record of `kind` under `key` holds besides its data: `createdAt`, its resolved
+    /// links and its source object (`namespace`, `name`); `None` when there is no such record.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures.
+    pub(crate) fn origin_of(&self, kind: KindId, key: &Key) -> Result<Option<RecordOrigin>, StorageError> {
+        match self.records(kind)?.get(key.as_bytes())? {
+            None => Ok(None),
+            Some(v) => {
+                let env: EnvelopeRef = crate::codec::decode_borrowed(v.value(), kind.name())?;
+                Ok(Some((env.created_at, env.links, (env.source.0.to_string(), env.source.1.to_string()))))
             }
         }
     }
