@@ -9,9 +9,28 @@ pub fn bad_input(message: impl Into<String>) -> Error {
     Error::new(message.into()).extend_with(|_, e| e.set("code", "BAD_USER_INPUT"))
 }
 
+/// The longest ID a `NOT_FOUND` message repeats whole, in bytes (a global ID of the longest
+/// natural key is well under it); a longer one is cut to [`ECHOED_ID_PREFIX_BYTES`] and its
+/// length, so that a request naming a huge ID in many fields cannot multiply it in its answer.
+pub const MAX_ECHOED_ID_BYTES: usize = 512;
+
+/// The part of an ID longer than [`MAX_ECHOED_ID_BYTES`] a `NOT_FOUND` message repeats.
+pub const ECHOED_ID_PREFIX_BYTES: usize = 64;
+
 /// `NOT_FOUND`: the same answer for unknown, malformed and invisible IDs (no existence leak).
+/// The message repeats the ID (an ID over [`MAX_ECHOED_ID_BYTES`]: its first
+/// [`ECHOED_ID_PREFIX_BYTES`] and its length).
 pub fn not_found(id: &str) -> Error {
-    Error::new(format!("Could not resolve to a node with the global id of '{id}'")).extend_with(|_, e| e.set("code", "NOT_FOUND"))
+    let message = if id.len() <= MAX_ECHOED_ID_BYTES {
+        format!("Could not resolve to a node with the global id of '{id}'")
+    } else {
+        let mut end = ECHOED_ID_PREFIX_BYTES;
+        while !id.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("Could not resolve to a node with the global id of '{}…' ({} bytes)", &id[..end], id.len())
+    };
+    Error::new(message).extend_with(|_, e| e.set("code", "NOT_FOUND"))
 }
 
 /// `NOT_FOUND` for a non-null field whose target is not (or no longer) projected, e.g. the

@@ -268,7 +268,8 @@ struct Origin {
     source: Option<(String, String)>,
 }
 
-/// An entry as stored in format [`FORMAT_WITH_ORIGIN`].
+/// An entry as stored in format [`FORMAT_WITH_ORIGIN`]: frozen, field for field, as the build
+/// before format 2 wrote it (its first eight fields are [`EntryRecord`]'s).
 #[derive(Deserialize)]
 #[cfg_attr(test, derive(Serialize))]
 struct EntryRecordWithOrigin {
