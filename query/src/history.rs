@@ -658,6 +658,27 @@ fn team_scopes(request: &RequestContext) -> Vec<Scope> {
     request.viewer.teams.iter().map(|t| Scope::Team { env: request.viewer.env.clone(), team: t.clone() }).collect()
 }
 
+/// Whether `e` lies past the time bound the walk goes towards (`since` newest first, `until`
+/// oldest first): commit times follow positions, so everything after it does too.
+fn beyond_time(e: &LogEntry, newest_first: bool, (since, until): (Option<Timestamp>, Option<Timestamp>)) -> bool {
+    match newest_first {
+        true => since.is_some_and(|s| e.at < s),
+        false => until.is_some_and(|u| e.at > u),
+    }
+}
+
+/// The rest of `range` after a chunk that ended at `last`, in the walk's direction.
+fn after_chunk(
+    range: (Bound<LogPosition>, Bound<LogPosition>),
+    newest_first: bool,
+    last: LogPosition,
+) -> (Bound<LogPosition>, Bound<LogPosition>) {
+    match newest_first {
+        true => (range.0, Bound::Excluded(last)),
+        false => (Bound::Excluded(last), range.1),
+    }
+}
+
 /// The page's entries of an admin: every kind's revisions in the window, in time.
 fn admin_entries(
     request: &RequestContext,
@@ -679,10 +700,7 @@ fn admin_entries(
         let Some(last) = chunk.last().map(|e| e.position) else { break };
         let mut past_bound = false;
         for e in chunk {
-            let beyond = match newest_first {
-                true => since.is_some_and(|s| e.at < s),
-                false => until.is_some_and(|u| e.at > u),
-            };
+            let beyond = beyond_time(&e, newest_first, (since, until));
             past_bound |= beyond;
             if in_time(&e) && !beyond {
                 out.push(e);
@@ -691,10 +709,7 @@ fn admin_entries(
         if out.len() >= wanted || past_bound {
             break;
         }
-        range = match newest_first {
-            true => (range.0, Bound::Excluded(last)),
-            false => (Bound::Excluded(last), range.1),
-        };
+        range = after_chunk(range, newest_first, last);
     }
     out.truncate(wanted);
     Ok(out)
@@ -728,10 +743,7 @@ fn team_entries(
                 }
                 request.deadline.tick()?;
                 let Some(e) = request.view.log_entry(p).map_err(storage)? else { continue };
-                past_bound |= match newest_first {
-                    true => since.is_some_and(|s| e.at < s),
-                    false => until.is_some_and(|u| e.at > u),
-                };
+                past_bound |= beyond_time(&e, newest_first, (since, until));
                 if in_time(&e) && sees(request, &e) && taken_positions.insert(e.position) {
                     out.push(e);
                     taken += 1;
@@ -740,10 +752,7 @@ fn team_entries(
             if taken >= wanted || past_bound {
                 break;
             }
-            range = match newest_first {
-                true => (range.0, Bound::Excluded(last)),
-                false => (Bound::Excluded(last), range.1),
-            };
+            range = after_chunk(range, newest_first, last);
         }
     }
     match newest_first {
