@@ -388,3 +388,21 @@ async fn a_huge_id_is_not_repeated_in_its_not_found_errors() {
     let r = world.run(&admin(), "{ node(id: \"QXBwbGljYXRpb246eA\") { id } }").await;
     assert_eq!(r["errors"][0]["message"], "Could not resolve to a node with the global id of 'QXBwbGljYXRpb246eA'");
 }
+
+/// A past node's edges go through the same limits as any edge: a cycle of edges under
+/// `history` multiplies into `TOO_MANY_NODES`, a selection nested past the depth limit is
+/// `QUERY_TOO_DEEP`, both refused before execution.
+#[tokio::test]
+async fn edges_of_past_nodes_are_bounded_like_any_edge() {
+    let world = world_with(|c| c.limits.max_nodes = 1000);
+    let cycle = "query($id: ID!) { history(id: $id) { edges { node { node { ... on Application { zone { applications { zone { \
+                 applications { zone { applications { name } } } } } } } } } } } }";
+    let id = json!({"id": "QXBwbGljYXRpb246eA"});
+    assert_eq!(code(&measure(&world, &admin(), cycle, id.clone()).unwrap_err()), "TOO_MANY_NODES");
+    let deep = format!(
+        "query($id: ID!) {{ history(id: $id) {{ edges {{ node {{ node {{ ... on Application {{ {}name{} }} }} }} }} }} }}",
+        "zone { applications { ".repeat(40),
+        " } }".repeat(40)
+    );
+    assert_eq!(code(&measure(&world, &admin(), &deep, id).unwrap_err()), "QUERY_TOO_DEEP");
+}
