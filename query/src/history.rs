@@ -238,6 +238,9 @@ struct RevisionValue {
     cursor: String,
     /// The log's identity, for [`PastRecords`].
     log: u64,
+    /// The object's revision kept before this one, when the page read it already
+    /// (`history(id:)` reads them all); `None`: looked up when asked.
+    previous: Option<Option<LogEntry>>,
     /// The past records translated.
     records: Arc<PastRecords>,
 }
@@ -267,8 +270,9 @@ impl RevisionValue {
         let Some(after) = self.record(request, &self.entry)? else { return Ok(Vec::new()) };
         let e = &self.entry;
         let storage = |x| request.storage_error(x);
-        let previous = match e.operation() {
-            Operation::Updated => request.view.previous_revision(e).map_err(storage)?,
+        let previous = match (e.operation(), &self.previous) {
+            (Operation::Updated, Some(known)) => known.clone(),
+            (Operation::Updated, None) => request.view.previous_revision(e).map_err(storage)?,
             _ => None,
         };
         let before = match &previous {
@@ -521,16 +525,20 @@ fn resolve_history(
     let storage = |e| request.storage_error(e);
     // Every revision kept of one object: at most `history.maxRevisionsPerObject`.
     let positions = request.view.revisions(kind, &gid.key, (Bound::Unbounded, Bound::Unbounded), true, usize::MAX).map_err(storage)?;
-    let mut visible = Vec::with_capacity(positions.len());
+    // Each visible revision with the object's revision kept before it (visible or not: its
+    // `changedFields` compare with it).
+    let mut kept: Vec<LogEntry> = Vec::with_capacity(positions.len());
     for p in positions {
         request.deadline.tick()?;
         if let Some(e) = request.view.log_entry(p).map_err(storage)? {
             // Found by the object's digest: another object's revision may share it.
-            if e.kind == kind && e.key == gid.key && sees(request, &e) {
-                visible.push(e);
+            if e.kind == kind && e.key == gid.key {
+                kept.push(e);
             }
         }
     }
+    let visible: Vec<(LogEntry, Option<LogEntry>)> =
+        (0..kept.len()).filter(|&i| sees(request, &kept[i])).map(|i| (kept[i].clone(), kept.get(i + 1).cloned())).collect();
     if visible.is_empty() && !currently_visible(request, kind, &gid.key)? {
         return Err(not_found(id));
     }
@@ -547,7 +555,7 @@ fn resolve_history(
         };
         above && below
     };
-    let mut inside: Vec<LogEntry> = visible.into_iter().filter(|e| inside(e.position)).collect();
+    let mut inside: Vec<(LogEntry, Option<LogEntry>)> = visible.into_iter().filter(|(e, _)| inside(e.position)).collect();
     let (newest_first, wanted) = window.wanted();
     if !newest_first {
         inside.reverse();
@@ -557,9 +565,9 @@ fn resolve_history(
     let log = request.view.log_identity().map_err(storage)?;
     let edges = entries
         .into_iter()
-        .map(|entry| {
+        .map(|(entry, previous)| {
             let cursor = encode_cursor('h', entry.position);
-            Arc::new(RevisionValue { cursor, entry, past: past.clone(), log, records: records.clone() })
+            Arc::new(RevisionValue { cursor, entry, past: past.clone(), log, previous: Some(previous), records: records.clone() })
         })
         .collect();
     Ok(object_value(RevisionPage { edges, has_next, has_previous, total }))
@@ -622,7 +630,7 @@ fn resolve_activity(
         .filter_map(|entry| {
             let past = pasts.get(&entry.kind)?.clone();
             let cursor = encode_cursor('a', entry.position);
-            Some(Arc::new(RevisionValue { cursor, entry, past, log, records: records.clone() }))
+            Some(Arc::new(RevisionValue { cursor, entry, past, log, previous: None, records: records.clone() }))
         })
         .collect();
     Ok(object_value(RevisionPage { edges, has_next, has_previous, total }))
