@@ -476,6 +476,9 @@ pub(crate) struct Recorder {
     /// By kind, then natural key (looked up without a copy of the key).
     notes: HashMap<KindId, HashMap<Key, Note>>,
     current: Option<SourceChange>,
+    /// Source documents replaced by a version that changed nothing in their record (no
+    /// revision): (kind, natural key, document, its version), for the object's newest revision.
+    kept_documents: Vec<(KindId, Key, Vec<u8>, String)>,
     /// Whether changes of the source are revisions now (off while a re-derivation switches).
     pub revisions: bool,
 }
@@ -499,7 +502,14 @@ impl Side<'_> {
 
 impl Recorder {
     pub(crate) fn new(settings: HistorySettings) -> Recorder {
-        Recorder { settings, notes: HashMap::default(), current: None, revisions: true }
+        Recorder { settings, notes: HashMap::default(), current: None, kept_documents: Vec::new(), revisions: true }
+    }
+
+    /// Notes that the source document of the object `key` of `kind`, of source `version`, is
+    /// replaced by one of another version that changes nothing in its record: the object's
+    /// newest revision, if of that version, keeps it.
+    pub(crate) fn keep_document(&mut self, kind: KindId, key: &Key, document: Vec<u8>, version: String) {
+        self.kept_documents.push((kind, key.clone(), document, version));
     }
 
     /// The writer starts applying `change` (`None`: it is done).
@@ -691,6 +701,16 @@ impl<'txn> Tables<'txn> {
         Ok(value.filter(|v| EntryRecord::is_of(v, kind, key)))
     }
 
+    /// Writes each document the recorder kept ([`Recorder::keep_document`]) into its object's
+    /// newest revision.
+    fn keep_documents(&mut self, recorder: &mut Recorder) -> Result<(), StorageError> {
+        for (kind, key, document, version) in std::mem::take(&mut recorder.kept_documents) {
+            let kept = self.revisions_of(kind.code(), key.as_bytes())?;
+            self.supersede((kind.code(), key.as_bytes()), &kept, None, Some((document, version)))?;
+        }
+        Ok(())
+    }
+
     /// Writes into the newest kept revision of the object `key` of `kind` (`positions` under its
     /// digest, oldest first), which a change of the object supersedes: its `origin` when it
     /// leaves it to the record, and the source `document` of `version` when it has none, is no
@@ -730,6 +750,17 @@ impl<'txn> Tables<'txn> {
         }
         Ok(())
     }
+}
+
+/// Gives each object whose source document a batch that changed no record replaced its
+/// document ([`Recorder::keep_document`]), in the batch's transaction.
+pub(crate) fn keep_documents(txn: &WriteTransaction, recorder: &mut Recorder) -> Result<(), StorageError> {
+    if recorder.kept_documents.is_empty() {
+        return Ok(());
+    }
+    let mut t = Tables::open(txn)?;
+    t.keep_documents(recorder)?;
+    t.close(txn)
 }
 
 /// Rebuilds `history_index` in this layout from the log's entries (a store whose index has an
@@ -796,6 +827,9 @@ pub(crate) fn append(
     };
     let mut t = Tables::open(txn)?;
     let max = recorder.settings.max_revisions_per_object.clamp(1, MAX_REVISIONS_PER_OBJECT) as usize;
+    // Before the batch's revisions: a revision of the same object supersedes the one that keeps
+    // the document.
+    t.keep_documents(&mut recorder)?;
     for (i, c) in changes.iter().enumerate() {
         let position = LogPosition { revision, index: u32::try_from(i).unwrap_or(u32::MAX - 1) };
         let note = recorder.notes.get_mut(&c.kind).and_then(|n| n.remove(&c.key)).unwrap_or_default();
@@ -1611,6 +1645,48 @@ mod tests {
         assert_eq!(a.iter().filter(|e| e.key == zone_key("a")).count(), 1, "a keeps one revision");
         let problems = store.read().unwrap().check_invariants().unwrap();
         assert_eq!(problems, vec!["history index: 0 missing, 1 dangling".to_string()], "only the planted key");
+    }
+
+    /// A source version that changes nothing in the record writes no revision, and the newest
+    /// revision keeps showing the document it was written from (a trial saw its node go null
+    /// after an edit of a field no record holds).
+    #[test]
+    fn a_source_change_that_leaves_the_record_as_it_was_keeps_the_revisions_document() {
+        use schema::kinds::zone::{Zone, ZoneRecord, ZoneVisibility};
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        write_zone(&store, "z", "1", 1);
+        let first = revisions(&store, "z");
+        // Version 1b: the same record, a document with an annotation no record holds.
+        store
+            .write(at(2), |b| {
+                let meta =
+                    schema::common::Meta { environment: "poc".into(), namespace: "poc".into(), name: "z".into(), creation_timestamp: None };
+                let rec = ZoneRecord {
+                    meta,
+                    visibility: ZoneVisibility::World,
+                    gateway_url: None,
+                    ai_gateway_url: None,
+                    issuer_url: None,
+                    permissions_url: None,
+                };
+                let doc = serde_json::json!({"apiVersion": "admin.cp.ei.telekom.de/v1", "kind": "Zone",
+                    "metadata": {"name": "z", "namespace": "poc", "resourceVersion": "1b", "annotations": {"note": "hello"}},
+                    "spec": {"visibility": "World"}});
+                let encoded =
+                    crate::Encoded::<Zone>::new(rec).with_document(crate::documents::Dictionaries::default().encode(KindId::Zone, &doc));
+                let src = SourceRef { kind: KindId::Zone, namespace: "poc".into(), name: "z".into() };
+                b.upsert_encoded::<Zone>(&src, "1b", &encoded, at(2)).map(|_| ())
+            })
+            .unwrap();
+        let after = revisions(&store, "z");
+        assert_eq!(after.len(), 1, "no revision");
+        assert_eq!(shown_versions(&store, &after), vec![Some("1".to_string())], "the revision still shows its own document");
+        assert_eq!(document_aside(&after), document_aside(&first));
+        write_zone(&store, "z", "2", 3);
+        let last = revisions(&store, "z");
+        assert_eq!(shown_versions(&store, &last), vec![Some("2".to_string()), Some("1".to_string())]);
+        invariants(&store);
     }
 
     /// An object created, updated twice, deleted and created again has five revisions, newest

@@ -869,6 +869,7 @@ impl<'txn> WriteBatch<'txn> {
         let same =
             old.as_ref().is_some_and(|o| o.record == bytes && o.links == links && o.source.0 == src.namespace && o.source.1 == src.name);
         let written = if same {
+            self.keep_replaced_document(K::ID, &key, &skey, previous.as_ref(), version)?;
             false
         } else {
             let old_rec: Option<K::Record> = old.as_ref().map(|o| decode(&o.record, K::ID.name())).transpose()?;
@@ -893,6 +894,26 @@ impl<'txn> WriteBatch<'txn> {
             (false, true) => Outcome::Written,
             (false, false) => Outcome::Unchanged,
         })
+    }
+
+    /// The source of the record `key` moves from `previous` to `version` without changing the
+    /// record: no revision, but the newest one keeps the document it was written from
+    /// ([`crate::history::Recorder::keep_document`]).
+    fn keep_replaced_document(
+        &mut self,
+        kind: KindId,
+        key: &Key,
+        skey: &[u8],
+        previous: Option<&SourceEntry>,
+        version: &str,
+    ) -> Result<(), StorageError> {
+        let (Some(h), Some(previous)) = (&mut self.history, previous) else { return Ok(()) };
+        if previous.key == *key && previous.version != version {
+            if let Some(document) = self.tables.documents.get(skey)? {
+                h.keep_document(kind, key, document.value().to_vec(), previous.version.clone());
+            }
+        }
+        Ok(())
     }
 
     /// Writes the source entry `entry` at `skey` and its document: `document` when given, else
@@ -1177,8 +1198,12 @@ impl<'txn> WriteBatch<'txn> {
         drop(self.tables);
         if !self.changed {
             // Only source versions moved (an edited document that projects to the same record):
-            // keep them, so the next pass sees the object as unchanged. Nothing at all: no
-            // durable write (retries of unlinked records stay cheap).
+            // keep them, so the next pass sees the object as unchanged, and the documents they
+            // replaced in the revisions they were written from. Nothing at all: no durable
+            // write (retries of unlinked records stay cheap).
+            if let (Some(mut recorder), true) = (self.history, self.sources_changed) {
+                crate::history::keep_documents(txn, &mut recorder)?;
+            }
             return Ok(Finished { keep: self.sources_changed, revision: None, changed: None, feed: self.feed });
         }
         WriteBatch::write_counts(txn, self.counts)?;
