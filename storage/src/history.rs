@@ -6,7 +6,7 @@
 //! | `history` | position: `revision u64 BE · index u32 BE` | `0x02 ·` postcard `EntryRecord` ([`LogEntry`]; `0x01`: the format before origins were left to the record) |
 //! | `history_index` | `'o' · object digest · position` (an object's revisions); `'t' · scope digest · position · kind u8` (a team's revisions) | `()` |
 //! | `history_counts` | `'T' · scope key · kind u8`, `'A' · kind u8` | `u64` revisions kept |
-//! | `history_meta` | `"history_bytes"`, `"history_entries"`, `"history_floor_revision"`, `"history_floor_index"`, `"history_revision"`, `"history_last_at"`, `"log_identity"`, `"history_pruned"`, `"history_index_salt"`, `"history_index_format"` | `u64` |
+//! | `history_meta` | `"history_bytes"`, `"history_entries"`, `"history_floor_revision"`, `"history_floor_index"`, `"history_revision"`, `"history_last_at"`, `"log_identity"`, `"history_pruned"`, `"history_index_salt"`, `"history_index_format"`, `"history_indexed_revision"` | `u64` |
 //!
 //! **Index keys are digests**: SHA-256 of the store's random salt and what is indexed, cut
 //! short — for an object, 3 bytes of its kind and *cluster* (its natural key without the last
@@ -17,6 +17,13 @@
 //! its kind and key first ([`ReadView::previous_revision`], the writer's pruning), and a
 //! team's entries pass the viewer's visibility check anyway. A store whose index has the older
 //! layout (`'O' · kind · natural key`, format 1) is re-indexed when it opens.
+//!
+//! **A load's index waits** ([`crate::Store::defer_history_index`]): while asked, a batch of
+//! creations only writes its entries and counters, and leaves their index keys and per-object
+//! bound to [`crate::Store::index_history`] (revisions after `history_indexed_revision` wait);
+//! any other batch indexes every waiting revision first, so what waits is always newer than
+//! what is indexed and is at most one creation per object. Readers add it: an object's from the
+//! commit that last wrote its record, a team's from the log's tail.
 //!
 //! **The log.** The writer appends, in the commit of each batch, one entry per record the batch
 //! wrote or removed — the same changes, in the same order, as the commit feed tells
@@ -54,6 +61,7 @@ use foldhash::HashMap;
 use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use schema::{Key, KindId, Scope, Timestamp};
 use serde::{Deserialize, Serialize};
+use std::ops::RangeBounds;
 use std::time::Duration;
 
 /// `history`: the change log, by position.
@@ -86,6 +94,9 @@ mod meta {
     pub const SALT: &str = "history_index_salt";
     /// The index's layout: [`super::INDEX_FORMAT`] (absent: the first, by natural key).
     pub const INDEX_FORMAT: &str = "history_index_format";
+    /// While revisions wait for their index: every revision of a commit up to this revision is
+    /// indexed, none after it (absent: all are).
+    pub const INDEXED: &str = "history_indexed_revision";
 }
 
 /// The format tag of an entry's value.
@@ -481,6 +492,9 @@ pub(crate) struct Recorder {
     kept_documents: Vec<(KindId, Key, Vec<u8>, String)>,
     /// Whether changes of the source are revisions now (off while a re-derivation switches).
     pub revisions: bool,
+    /// Whether a batch of creations only leaves its revisions' index to
+    /// [`crate::Store::index_history`].
+    defer_index: bool,
 }
 
 /// A record's state on one side of a change, as the writer sees it.
@@ -501,8 +515,8 @@ impl Side<'_> {
 }
 
 impl Recorder {
-    pub(crate) fn new(settings: HistorySettings) -> Recorder {
-        Recorder { settings, notes: HashMap::default(), current: None, kept_documents: Vec::new(), revisions: true }
+    pub(crate) fn new(settings: HistorySettings, defer_index: bool) -> Recorder {
+        Recorder { settings, notes: HashMap::default(), current: None, kept_documents: Vec::new(), revisions: true, defer_index }
     }
 
     /// Notes that the source document of the object `key` of `kind`, of source `version`, is
@@ -510,6 +524,11 @@ impl Recorder {
     /// newest revision, if of that version, keeps it.
     pub(crate) fn keep_document(&mut self, kind: KindId, key: &Key, document: Vec<u8>, version: String) {
         self.kept_documents.push((kind, key.clone(), document, version));
+    }
+
+    /// The most revisions kept per object.
+    fn max_per_object(&self) -> usize {
+        self.settings.max_revisions_per_object.clamp(1, MAX_REVISIONS_PER_OBJECT) as usize
     }
 
     /// The writer starts applying `change` (`None`: it is done).
@@ -593,11 +612,14 @@ struct Tables<'txn> {
     pruned: u64,
     /// The salt of the index's digests.
     salt: u64,
+    /// The revision up to which revisions are indexed, while later ones wait ([`meta::INDEXED`];
+    /// `None`: all are indexed).
+    indexed: Option<u64>,
 }
 
 impl<'txn> Tables<'txn> {
     fn open(txn: &'txn WriteTransaction) -> Result<Tables<'txn>, StorageError> {
-        let (floor, bytes, entries, pruned, salt) = {
+        let (floor, bytes, entries, pruned, salt, indexed) = {
             let mut meta = txn.open_table(META)?;
             let stored_salt = meta.get(meta::SALT)?.map(|v| v.value());
             let salt = match stored_salt {
@@ -610,7 +632,8 @@ impl<'txn> Tables<'txn> {
             };
             let get = |k: &str| -> Result<u64, StorageError> { Ok(meta.get(k)?.map(|v| v.value()).unwrap_or(0)) };
             let floor = LogPosition { revision: get(meta::FLOOR_REVISION)?, index: get(meta::FLOOR_INDEX)? as u32 };
-            (floor, get(meta::BYTES)? as i64, get(meta::ENTRIES)? as i64, get(meta::PRUNED)?, salt)
+            let indexed = meta.get(meta::INDEXED)?.map(|v| v.value());
+            (floor, get(meta::BYTES)? as i64, get(meta::ENTRIES)? as i64, get(meta::PRUNED)?, salt, indexed)
         };
         Ok(Tables {
             log: txn.open_table(LOG)?,
@@ -622,11 +645,12 @@ impl<'txn> Tables<'txn> {
             floor,
             pruned,
             salt,
+            indexed,
         })
     }
 
     fn close(self, txn: &WriteTransaction) -> Result<(), StorageError> {
-        let Tables { log, index, mut counts, deltas, bytes, entries, floor, pruned, salt: _ } = self;
+        let Tables { log, index, mut counts, deltas, bytes, entries, floor, pruned, salt: _, indexed } = self;
         for (key, delta) in deltas.into_iter().filter(|(_, d)| *d != 0) {
             add_count(&mut counts, &key, delta)?;
         }
@@ -637,19 +661,28 @@ impl<'txn> Tables<'txn> {
         meta.insert(meta::FLOOR_REVISION, floor.revision)?;
         meta.insert(meta::FLOOR_INDEX, u64::from(floor.index))?;
         meta.insert(meta::PRUNED, pruned)?;
+        match indexed {
+            Some(revision) => meta.insert(meta::INDEXED, revision)?,
+            None => meta.remove(meta::INDEXED)?,
+        };
         Ok(())
     }
 
-    /// Writes `record` at `position` with its index entries and counters.
-    fn insert(&mut self, position: LogPosition, record: &EntryRecord) -> Result<(), StorageError> {
+    /// Whether the entry at `position` has its index entries (else it waits for them).
+    fn is_indexed(&self, position: LogPosition) -> bool {
+        self.indexed.is_none_or(|w| position.revision <= w)
+    }
+
+    /// Writes `record` at `position` with its counters, and its index entries when `indexed`
+    /// (else [`Tables::index_pending`] writes them).
+    fn insert(&mut self, position: LogPosition, record: &EntryRecord, indexed: bool) -> Result<(), StorageError> {
         let value = record.encode();
         self.log.insert(position.to_bytes().as_slice(), value.as_slice())?;
         self.bytes += (12 + value.len()) as i64;
         self.entries += 1;
         if record.revision {
-            for key in index_keys_of(self.salt, record, position) {
-                self.index.insert(key.as_slice(), ())?;
-                self.bytes += key.len() as i64;
+            if indexed {
+                self.index_entry(position, record)?;
             }
             for scope in record.team_scopes() {
                 *self.deltas.entry(team_count_key(scope, record.kind)).or_default() += 1;
@@ -669,9 +702,11 @@ impl<'txn> Tables<'txn> {
         self.floor = self.floor.max(position);
         let Ok(record) = EntryRecord::decode(value) else { return Ok(()) };
         if record.revision {
-            for key in index_keys_of(self.salt, &record, position) {
-                self.index.remove(key.as_slice())?;
-                self.bytes -= key.len() as i64;
+            if self.is_indexed(position) {
+                for key in index_keys_of(self.salt, &record, position) {
+                    self.index.remove(key.as_slice())?;
+                    self.bytes -= key.len() as i64;
+                }
             }
             for scope in record.team_scopes() {
                 *self.deltas.entry(team_count_key(scope, record.kind)).or_default() -= 1;
@@ -679,6 +714,49 @@ impl<'txn> Tables<'txn> {
             *self.deltas.entry(kind_count_key(record.kind).to_vec()).or_default() -= 1;
         }
         Ok(())
+    }
+
+    /// Writes the index entries of the revision `record` at `position`.
+    fn index_entry(&mut self, position: LogPosition, record: &EntryRecord) -> Result<(), StorageError> {
+        for key in index_keys_of(self.salt, record, position) {
+            self.index.insert(key.as_slice(), ())?;
+            self.bytes += key.len() as i64;
+        }
+        Ok(())
+    }
+
+    /// Indexes the revisions that wait for it, oldest commit first, whole commits of at least
+    /// `max_entries` entries in all (`usize::MAX`: every one), and drops each object's revisions
+    /// beyond `max_per_object` as it goes; returns whether some still wait.
+    fn index_pending(&mut self, max_entries: usize, max_per_object: usize) -> Result<bool, StorageError> {
+        let Some(indexed) = self.indexed else { return Ok(false) };
+        let start = LogPosition { revision: indexed.saturating_add(1), index: 0 };
+        let mut pending: Vec<(LogPosition, EntryRecord)> = Vec::new();
+        let mut more = false;
+        for item in self.log.range(start.to_bytes().as_slice()..)? {
+            let (k, v) = item?;
+            let position = LogPosition::from_bytes(k.value()).ok_or_else(|| StorageError::Corrupt("history key".into()))?;
+            if pending.len() >= max_entries && pending.last().is_some_and(|(p, _)| p.revision != position.revision) {
+                more = true;
+                break;
+            }
+            pending.push((position, EntryRecord::decode(v.value())?));
+        }
+        for (position, record) in pending.iter().filter(|(_, r)| r.revision) {
+            self.indexed = Some(position.revision);
+            self.index_entry(*position, record)?;
+            let kept = self.revisions_of(record.kind, &record.key)?;
+            for old in &kept[..kept.len().saturating_sub(max_per_object)] {
+                if let Some(value) = self.revision_value(*old, record.kind, &record.key)? {
+                    self.remove(*old, &value)?;
+                }
+            }
+        }
+        self.indexed = match (more, pending.last()) {
+            (true, Some((p, _))) => Some(p.revision),
+            _ => None,
+        };
+        Ok(more)
     }
 
     /// The positions under an object's digest, oldest first: its revisions kept, and those of
@@ -759,6 +837,7 @@ pub(crate) fn keep_documents(txn: &WriteTransaction, recorder: &mut Recorder) ->
         return Ok(());
     }
     let mut t = Tables::open(txn)?;
+    t.index_pending(usize::MAX, recorder.max_per_object())?;
     t.keep_documents(recorder)?;
     t.close(txn)
 }
@@ -788,6 +867,7 @@ fn reindex(txn: &WriteTransaction) -> Result<u64, StorageError> {
         revisions += 1;
     }
     t.bytes += new_bytes - old_bytes;
+    t.indexed = None;
     t.close(txn)?;
     txn.open_table(META)?.insert(meta::INDEX_FORMAT, INDEX_FORMAT)?;
     Ok(revisions)
@@ -826,7 +906,15 @@ pub(crate) fn append(
         at
     };
     let mut t = Tables::open(txn)?;
-    let max = recorder.settings.max_revisions_per_object.clamp(1, MAX_REVISIONS_PER_OBJECT) as usize;
+    let max = recorder.max_per_object();
+    // A load's batch (creations only) leaves its index to `Store::index_history`; any other
+    // first indexes every revision that waits, as its own reads of the index need them.
+    let deferred = recorder.defer_index && recorder.kept_documents.is_empty() && changes.iter().all(|c| c.before.is_none());
+    if deferred {
+        t.indexed = Some(t.indexed.unwrap_or(revision - 1));
+    } else {
+        t.index_pending(usize::MAX, max)?;
+    }
     // Before the batch's revisions: a revision of the same object supersedes the one that keeps
     // the document.
     t.keep_documents(&mut recorder)?;
@@ -847,12 +935,14 @@ pub(crate) fn append(
             document: None,
         };
         let object = (record.kind, record.key.as_slice());
-        if record.revision {
+        if deferred {
+            t.insert(position, &record, false)?;
+        } else if record.revision {
             let mut kept = t.revisions_of(object.0, object.1)?;
             if note.existed {
                 t.supersede(object, &kept, note.superseded_origin, note.superseded)?;
             }
-            t.insert(position, &record)?;
+            t.insert(position, &record, true)?;
             kept.push(position);
             let excess = kept.len().saturating_sub(max);
             for old in &kept[..excess] {
@@ -867,7 +957,7 @@ pub(crate) fn append(
                 let kept = t.revisions_of(object.0, object.1)?;
                 t.supersede(object, &kept, note.superseded_origin, note.superseded)?;
             }
-            t.insert(position, &record)?;
+            t.insert(position, &record, true)?;
         }
     }
     t.close(txn)?;
@@ -961,8 +1051,9 @@ pub(crate) fn restore(
     let mut t = Tables::open(txn)?;
     for (k, v) in entries {
         let position = LogPosition::from_bytes(k).ok_or_else(|| StorageError::Corrupt("history key".into()))?;
-        t.insert(position, &EntryRecord::decode(v)?)?;
+        t.insert(position, &EntryRecord::decode(v)?, true)?;
     }
+    t.indexed = None;
     // The snapshot's floor: no position of the new identity lies below it, and the restored
     // store exports the same log again.
     t.floor = state.map_or(LogPosition::end_of(revision), |s| s.floor);
@@ -1067,7 +1158,115 @@ impl crate::Store {
     }
 }
 
+impl crate::Store {
+    /// Whether batches of creations only (a load) leave their revisions' index entries, and
+    /// their per-object bound, to [`crate::Store::index_history`]: the writer asks for it until
+    /// its initial sync is processed, so a load writes each revision's entry alone.
+    pub fn defer_history_index(&self, defer: bool) {
+        self.history_deferral.store(defer, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Indexes the revisions that wait for it (see [`crate::Store::defer_history_index`]),
+    /// whole commits of about `max_entries` entries, in one durable commit (no new revision);
+    /// returns whether some still wait. The writer calls it between batches once its initial
+    /// sync is processed; any other batch indexes every waiting revision first.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn index_history(&self, max_entries: usize) -> Result<bool, StorageError> {
+        if self.read()?.unindexed_after()?.is_none() {
+            return Ok(false);
+        }
+        let max_per_object = Recorder::new(self.history_settings(), false).max_per_object();
+        self.noting_failure(|| {
+            let txn = self.database()?.begin_write()?;
+            let more = {
+                let mut t = Tables::open(&txn)?;
+                let more = t.index_pending(max_entries.max(1), max_per_object)?;
+                t.close(&txn)?;
+                more
+            };
+            txn.commit()?;
+            Ok(more)
+        })
+    }
+}
+
 impl crate::ReadView {
+    /// The revision after which revisions wait for their index entries
+    /// ([`crate::Store::defer_history_index`]); `None`: every revision is indexed.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn unindexed_after(&self) -> Result<Option<u64>, StorageError> {
+        Ok(self.txn().open_table(META)?.get(meta::INDEXED)?.map(|v| v.value()))
+    }
+
+    /// The position of the object's revision that waits for its index entries, if any: its
+    /// creation, in the commit that last wrote its record (a batch that waits holds creations
+    /// only, and any later batch that touches the object indexes it first).
+    fn unindexed_revision(&self, kind: KindId, key: &Key) -> Result<Option<LogPosition>, StorageError> {
+        let Some(indexed) = self.unindexed_after()? else { return Ok(None) };
+        let Some(revision) = self.revision_of(kind, key)?.filter(|r| *r > indexed) else { return Ok(None) };
+        let log = self.txn().open_table(LOG)?;
+        let (start, end) = (LogPosition { revision, index: 0 }, LogPosition::end_of(revision));
+        for item in log.range(start.to_bytes().as_slice()..=end.to_bytes().as_slice())? {
+            let (k, v) = item?;
+            if EntryRecord::is_of(v.value(), kind.code(), key.as_bytes()) && EntryRecord::decode(v.value())?.revision {
+                return Ok(LogPosition::from_bytes(k.value()));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The revisions of records in the team scope `scope_key` that wait for their index
+    /// entries, in `range`, in the order asked, at most `max` accepted by `keep`.
+    fn unindexed_team_revisions(
+        &self,
+        scope_key: &[u8],
+        range: (std::ops::Bound<LogPosition>, std::ops::Bound<LogPosition>),
+        newest_first: bool,
+        max: usize,
+        keep: &impl Fn(KindId) -> bool,
+    ) -> Result<Vec<(LogPosition, KindId)>, StorageError> {
+        let mut out = Vec::new();
+        let Some(indexed) = self.unindexed_after()? else { return Ok(out) };
+        let first = LogPosition { revision: indexed.saturating_add(1), index: 0 };
+        let range = (later_bound(range.0, first), range.1);
+        if max == 0 || range_is_empty(range) {
+            return Ok(out);
+        }
+        let log = self.txn().open_table(LOG)?;
+        let (start, end) = bounded(&[], range);
+        let iter = log.range(start.as_slice()..end.as_slice())?;
+        let mut visit = |k: &[u8], v: &[u8]| -> Result<bool, StorageError> {
+            let kind = v.get(1).and_then(|c| KindId::from_code(*c));
+            if let Some(kind) = kind.filter(|k| keep(*k)) {
+                let record = EntryRecord::decode(v)?;
+                if record.revision && record.team_scopes().contains(&scope_key) {
+                    out.extend(LogPosition::from_bytes(k).map(|p| (p, kind)));
+                }
+            }
+            Ok(out.len() < max)
+        };
+        if newest_first {
+            for item in iter.rev() {
+                let (k, v) = item?;
+                if !visit(k.value(), v.value())? {
+                    break;
+                }
+            }
+        } else {
+            for item in iter {
+                let (k, v) = item?;
+                if !visit(k.value(), v.value())? {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
     fn meta_value(&self, key: &str) -> Result<u64, StorageError> {
         Ok(self.txn().open_table(META)?.get(key)?.map(|v| v.value()).unwrap_or(0))
     }
@@ -1178,7 +1377,17 @@ impl crate::ReadView {
         max: usize,
     ) -> Result<Vec<LogPosition>, StorageError> {
         let prefix = object_prefix(self.salt()?, kind.code(), key.as_bytes());
-        self.positions_under(&prefix, range, newest_first, max, LogPosition::from_bytes)
+        // A revision that waits for its index is newer than every indexed one.
+        let unindexed = self.unindexed_revision(kind, key)?.filter(|p| range.contains(p));
+        let mut out = Vec::new();
+        if let (true, Some(p)) = (newest_first && max > 0, unindexed) {
+            out.push(p);
+        }
+        out.extend(self.positions_under(&prefix, range, newest_first, max - out.len(), LogPosition::from_bytes)?);
+        if let (false, Some(p), true) = (newest_first, unindexed, out.len() < max) {
+            out.push(p);
+        }
+        Ok(out)
     }
 
     /// The positions of the revisions of records in the team scope `scope` kept, with their
@@ -1197,7 +1406,14 @@ impl crate::ReadView {
         keep: impl Fn(KindId) -> bool,
     ) -> Result<Vec<(LogPosition, KindId)>, StorageError> {
         let prefix = team_prefix(self.salt()?, scope.key().as_bytes());
-        let mut out = Vec::new();
+        // Revisions that wait for their index are newer than every indexed one.
+        let mut out = match newest_first {
+            true => self.unindexed_team_revisions(scope.key().as_bytes(), range, true, max, &keep)?,
+            false => Vec::new(),
+        };
+        if out.len() >= max {
+            return Ok(out);
+        }
         let index = self.txn().open_table(INDEX)?;
         let (start, end) = bounded(&prefix, range);
         let iter = index.range(start.as_slice()..end.as_slice())?;
@@ -1222,6 +1438,10 @@ impl crate::ReadView {
                     break;
                 }
             }
+        }
+        if !newest_first && out.len() < max {
+            let rest = max - out.len();
+            out.extend(self.unindexed_team_revisions(scope.key().as_bytes(), range, false, rest, &keep)?);
         }
         Ok(out)
     }
@@ -1363,17 +1583,20 @@ impl crate::ReadView {
         let mut counts = std::collections::BTreeMap::<Vec<u8>, u64>::new();
         let stats = self.history_stats()?;
         let salt = self.salt()?;
+        let indexed = self.unindexed_after()?;
         for item in self.txn().open_table(LOG)?.iter()? {
             let (k, v) = item?;
             let position = LogPosition::from_bytes(k.value()).ok_or_else(|| StorageError::Corrupt("history key".into()))?;
             let record = EntryRecord::decode(v.value())?;
             bytes += (k.value().len() + v.value().len()) as u64;
             entries += 1;
-            if record.revision {
+            if record.revision && indexed.is_none_or(|w| position.revision <= w) {
                 for key in index_keys_of(salt, &record, position) {
                     bytes += key.len() as u64;
                     index_keys.insert(key);
                 }
+            }
+            if record.revision {
                 for scope in record.team_scopes() {
                     *counts.entry(team_count_key(scope, record.kind)).or_default() += 1;
                 }
@@ -1400,6 +1623,25 @@ impl crate::ReadView {
             problems.push(format!("history: {entries} entries of {bytes} bytes kept, meta says {} of {}", stats.entries, stats.bytes));
         }
         Ok(problems)
+    }
+}
+
+/// The later (narrower) of two lower bounds: `bound`, or `Included(first)`.
+fn later_bound(bound: std::ops::Bound<LogPosition>, first: LogPosition) -> std::ops::Bound<LogPosition> {
+    use std::ops::Bound;
+    match bound {
+        Bound::Included(p) | Bound::Excluded(p) if p >= first => bound,
+        _ => Bound::Included(first),
+    }
+}
+
+/// Whether no position lies in `range`.
+fn range_is_empty(range: (std::ops::Bound<LogPosition>, std::ops::Bound<LogPosition>)) -> bool {
+    use std::ops::Bound;
+    match range {
+        (Bound::Included(a), Bound::Included(b)) => a > b,
+        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b)) | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
+        _ => false,
     }
 }
 
@@ -1693,6 +1935,45 @@ mod tests {
     /// first, each showing the document it was written from (the newest from the source's
     /// document, the others from the document moved into them), its version and time; a
     /// reopen keeps them and the log's identity.
+    /// A load's creations wait for their index; a later change of the object indexes them
+    /// first, and indexing applies the per-object bound.
+    #[test]
+    fn revisions_that_wait_for_their_index_read_the_same_and_get_their_bound_when_indexed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.set_history(HistorySettings { max_revisions_per_object: 2, ..HistorySettings::default() });
+        store.defer_history_index(true);
+        write_zone(&store, "a", "1", 1);
+        write_zone(&store, "b", "1", 2);
+        assert_eq!(store.read().unwrap().unindexed_after().unwrap(), Some(0));
+        // Found before they are indexed, with their documents.
+        let b = revisions(&store, "b");
+        assert_eq!((b.len(), b[0].operation()), (1, Operation::Created));
+        assert_eq!(shown_versions(&store, &b), vec![Some("1".to_string())]);
+        invariants(&store);
+        // An update is no load's batch: it indexes what waits first, then supersedes.
+        write_zone(&store, "a", "2", 3);
+        assert_eq!(store.read().unwrap().unindexed_after().unwrap(), None);
+        let a = revisions(&store, "a");
+        assert_eq!(a.iter().map(LogEntry::operation).collect::<Vec<_>>(), vec![Operation::Updated, Operation::Created]);
+        assert_eq!(shown_versions(&store, &a), vec![Some("2".to_string()), Some("1".to_string())]);
+        assert_eq!(store.read().unwrap().previous_revision(&a[0]).unwrap().map(|e| e.position), Some(a[1].position));
+        // Deleted (the bound keeps the update and the delete), then created again by a load's
+        // batch: three revisions until the index step trims them to the bound.
+        delete_zone(&store, "a", 4);
+        write_zone(&store, "a", "5", 5);
+        assert!(store.read().unwrap().unindexed_after().unwrap().is_some());
+        let before = revisions(&store, "a");
+        let operations = before.iter().map(LogEntry::operation).collect::<Vec<_>>();
+        assert_eq!(operations, vec![Operation::Created, Operation::Deleted, Operation::Updated]);
+        invariants(&store);
+        assert!(!store.index_history(1).unwrap());
+        assert_eq!(store.read().unwrap().unindexed_after().unwrap(), None);
+        assert_eq!(revisions(&store, "a"), before[..2]);
+        assert_eq!(revisions(&store, "b"), b);
+        invariants(&store);
+    }
+
     #[test]
     fn an_objects_revisions_are_kept_newest_first_each_showing_its_document() {
         let dir = tempfile::tempdir().unwrap();

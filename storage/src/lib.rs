@@ -131,6 +131,9 @@ pub struct Store {
     dictionaries: documents::Dictionaries,
     /// The history's settings ([`history`]).
     history: Arc<std::sync::RwLock<history::HistorySettings>>,
+    /// Whether batches of creations only leave their revisions' index to
+    /// [`Store::index_history`] ([`Store::defer_history_index`]).
+    history_deferral: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The read views of one open database handle, counted so that [`Store::reopen`] can wait for
@@ -381,6 +384,7 @@ impl Store {
             rebuilding: Arc::default(),
             dictionaries: documents::Dictionaries::default(),
             history: Arc::default(),
+            history_deferral: Arc::default(),
         };
         store.init()?;
         Ok(store)
@@ -880,7 +884,7 @@ impl Store {
                 batch.dictionaries = self.dictionaries.clone();
                 let history = self.history_settings();
                 if history.enabled {
-                    batch.record_history(history);
+                    batch.record_history(history, self.history_deferral.load(std::sync::atomic::Ordering::Relaxed));
                 }
                 let result = apply(&mut batch)?;
                 (result, batch.finish(now)?)

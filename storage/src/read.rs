@@ -239,6 +239,18 @@ impl ReadView {
         }
     }
 
+    /// The store revision that last wrote the record of `kind` under `key`; `None` when there
+    /// is no such record.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb or decoding failures.
+    pub(crate) fn revision_of(&self, kind: KindId, key: &Key) -> Result<Option<u64>, StorageError> {
+        match self.records(kind)?.get(key.as_bytes())? {
+            None => Ok(None),
+            Some(v) => Ok(Some(crate::codec::decode_borrowed::<EnvelopeRef>(v.value(), kind.name())?.revision)),
+        }
+    }
+
     /// What the store holds of source object `namespace/name` of `kind`: the natural key of
     /// its record and the source version (`metadata.resourceVersion`) it was projected from;
     /// `None` when the store holds nothing of it.
@@ -643,7 +655,6 @@ fn scan_bounds(prefix: &[u8], from: std::ops::Bound<&[u8]>, reverse: bool) -> (V
 struct EnvelopeRef<'a> {
     created_at: Timestamp,
     last_modified_at: Timestamp,
-    #[allow(dead_code)]
     revision: u64,
     links: Vec<Option<Key>>,
     #[serde(borrow)]

@@ -1247,11 +1247,13 @@ impl Finished {
 
 impl WriteBatch<'_> {
     /// Logs the batch's changes ([`crate::history`]) with `settings`.
-    pub(crate) fn record_history(&mut self, settings: crate::history::HistorySettings) {
+    /// With `defer_index`, a batch of creations only leaves its revisions' index to
+    /// [`crate::Store::index_history`].
+    pub(crate) fn record_history(&mut self, settings: crate::history::HistorySettings, defer_index: bool) {
         if self.touched.is_none() {
             self.touched = Some(Vec::with_capacity(4096));
         }
-        self.history = Some(crate::history::Recorder::new(settings));
+        self.history = Some(crate::history::Recorder::new(settings, defer_index));
     }
 
     /// Whether the changes of sources are revisions of their objects from now on

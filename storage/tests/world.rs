@@ -279,3 +279,96 @@ fn the_first_object_with_a_natural_key_keeps_it_until_it_is_deleted() {
     assert_eq!(apply(&store, std::slice::from_ref(&api), "1"), vec![Some(Outcome::Conflict(dup.clone()))]);
     assert_eq!(store.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
 }
+
+/// Everything a reader of the change log can ask, by position: every object's revisions in both
+/// orders and each one's previous revision, every team scope's revisions in both orders, whole
+/// and in pages of 7, and the counters.
+fn log_reads(store: &Store) -> Vec<String> {
+    use std::ops::Bound::{Excluded, Unbounded};
+    let view = store.read().unwrap();
+    let entries = view.log_after(view.history_stats().unwrap().floor, usize::MAX).unwrap().unwrap();
+    let mut out = vec![format!("{} entries", entries.len())];
+    let mut objects: Vec<(KindId, schema::Key)> = entries.iter().map(|e| (e.kind, e.key.clone())).collect();
+    objects.sort();
+    objects.dedup();
+    for (kind, key) in &objects {
+        for newest_first in [true, false] {
+            let positions = view.revisions(*kind, key, (Unbounded, Unbounded), newest_first, usize::MAX).unwrap();
+            let previous: Vec<_> = positions
+                .iter()
+                .map(|p| view.previous_revision(&view.log_entry(*p).unwrap().unwrap()).unwrap().map(|e| e.position))
+                .collect();
+            out.push(format!("{kind:?} {key:?} {newest_first}: {positions:?} after {previous:?}"));
+        }
+        out.push(format!("{kind:?} count {}", view.revision_count(*kind).unwrap()));
+    }
+    let mut scopes: Vec<Scope> = entries
+        .iter()
+        .flat_map(|e| e.before.iter().chain(e.after.iter()).flatten().cloned())
+        .filter(|s| matches!(s, Scope::Team { .. }))
+        .collect();
+    scopes.sort_by_key(|s| s.key());
+    scopes.dedup();
+    assert!(scopes.len() > 3, "the world has team scopes");
+    for scope in &scopes {
+        for newest_first in [true, false] {
+            let whole = view.team_revisions(scope, (Unbounded, Unbounded), newest_first, usize::MAX, |_| true).unwrap();
+            let mut paged = Vec::new();
+            let mut range = (Unbounded, Unbounded);
+            loop {
+                let page = view.team_revisions(scope, range, newest_first, 7, |k| k != KindId::Zone).unwrap();
+                let Some(&(last, _)) = page.last() else { break };
+                paged.extend(page);
+                range = if newest_first { (Unbounded, Excluded(last)) } else { (Excluded(last), Unbounded) };
+            }
+            out.push(format!("{scope:?} {newest_first}: {whole:?} paged {paged:?}"));
+        }
+        for kind in registry::registered() {
+            out.push(format!("{scope:?} {kind:?} count {}", view.team_revision_count(scope, kind).unwrap()));
+        }
+    }
+    out
+}
+
+/// A load whose batches leave their revisions' index to `index_history` (the writer's initial
+/// sync) answers every read of the change log as one that indexes as it goes: before the index
+/// step, between its steps and after; a later update indexes what waits first.
+#[test]
+fn a_load_that_leaves_its_history_index_for_later_reads_the_same_log() {
+    let docs = world_docs();
+    let load = |defer: bool| {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        store.defer_history_index(defer);
+        for chunk in docs.chunks(40) {
+            apply(&store, chunk, "v1");
+        }
+        (dir, store)
+    };
+    let (_eager_dir, eager) = load(false);
+    let expected = log_reads(&eager);
+    let (_dir, deferred) = load(true);
+    assert!(deferred.read().unwrap().unindexed_after().unwrap().is_some());
+    assert_eq!(log_reads(&deferred), expected, "before the index step");
+    assert_eq!(deferred.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+    let mut steps = 0;
+    while deferred.index_history(1).unwrap() {
+        steps += 1;
+        assert_eq!(log_reads(&deferred), expected, "after {steps} index steps");
+        assert_eq!(deferred.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+    }
+    assert!(steps > 2, "the index is written in steps, a commit each ({steps})");
+    assert_eq!(deferred.read().unwrap().unindexed_after().unwrap(), None);
+    assert_eq!(log_reads(&deferred), expected, "once indexed");
+
+    // A delete while revisions wait indexes them first.
+    let (_dir2, waiting) = load(true);
+    let deleted: Vec<SourceRef> =
+        docs.iter().filter(|d| d["kind"] == "Application").take(3).map(|d| source(d, KindId::Application)).collect();
+    for store in [&eager, &waiting] {
+        store.write(now(), |b| deleted.iter().try_for_each(|s| b.delete(s, now()).map(drop))).unwrap();
+    }
+    assert_eq!(waiting.read().unwrap().unindexed_after().unwrap(), None);
+    assert_eq!(log_reads(&waiting), log_reads(&eager), "after a delete");
+    assert_eq!(waiting.read().unwrap().check_invariants().unwrap(), Vec::<String>::new());
+}

@@ -363,6 +363,7 @@ impl Writer {
             reconcile: FastMap::default(),
             orders_retry_at: None,
             history_prune_at: Instant::now(),
+            history_unindexed: true,
             rederiving,
             orders_built: 0,
             synced_marked: false,
@@ -631,6 +632,9 @@ struct WriterThread {
     orders_retry_at: Option<Instant>,
     /// When the next step of pruning the change log is due ([`Store::prune_history`]).
     history_prune_at: Instant,
+    /// Whether revisions may wait for their index entries ([`Store::index_history`]): a load's
+    /// batches leave them until the initial sync is processed.
+    history_unindexed: bool,
     /// Whether the store has kinds to re-derive ([`Store::rederiving`]) whose re-derivation
     /// this writer has not ended yet.
     rederiving: bool,
@@ -666,6 +670,9 @@ const ORDERS_RETRY: Duration = Duration::from_secs(60);
 
 /// Entries one step of pruning the change log removes at most ([`Store::prune_history`]).
 const HISTORY_PRUNE_CHUNK: usize = 2048;
+
+/// Entries of the change log one step of [`Store::index_history`] indexes, about (whole commits).
+const HISTORY_INDEX_CHUNK: usize = 16_384;
 
 /// How often the writer looks for changes beyond the log's bounds when none were left.
 const HISTORY_PRUNE_EVERY: Duration = Duration::from_secs(1);
@@ -746,6 +753,7 @@ impl WriterThread {
             if !self.synced_marked && !self.rederiving && self.readiness.synced() {
                 self.mark_synced();
             }
+            self.store.defer_history_index(!self.readiness.synced());
             let wait = self.background_steps();
             match rx.recv_timeout(wait) {
                 Ok(WriterMessage::Change(c)) => {
@@ -805,7 +813,14 @@ impl WriterThread {
         if Instant::now() >= self.history_prune_at {
             self.prune_history();
         }
-        if (building && self.store.orders_pending()) || (rebuilding && !self.store.rebuilding().is_empty()) {
+        let indexing = self.history_unindexed && self.readiness.synced();
+        if indexing {
+            self.index_history();
+        }
+        if (building && self.store.orders_pending())
+            || (rebuilding && !self.store.rebuilding().is_empty())
+            || (indexing && self.history_unindexed)
+        {
             return Duration::ZERO;
         }
         let due = self.next_due().map_or(self.history_prune_at, |d| d.min(self.history_prune_at));
@@ -917,6 +932,24 @@ impl WriterThread {
             }
             Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new(), true),
             Err(e) => tracing::warn!(error = %e, retry_in_s = HISTORY_PRUNE_EVERY.as_secs(), "pruning the change log failed"),
+        }
+    }
+
+    /// One step of indexing the revisions a load left unindexed ([`Store::index_history`]: about
+    /// [`HISTORY_INDEX_CHUNK`] entries, one commit). After a failure no step follows: the next
+    /// batch that is no load's indexes them first (reads find them meanwhile).
+    fn index_history(&mut self) {
+        let started = Instant::now();
+        match self.store.index_history(HISTORY_INDEX_CHUNK) {
+            Ok(more) => {
+                self.history_unindexed = more;
+                tracing::debug!(ms = started.elapsed().as_millis() as u64, more, "change log indexed");
+            }
+            Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new(), true),
+            Err(e) => {
+                self.history_unindexed = false;
+                tracing::warn!(error = %e, "indexing the change log failed; the next batch indexes it");
+            }
         }
     }
 
