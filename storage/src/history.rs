@@ -23,7 +23,8 @@
 //! bound to [`crate::Store::index_history`] (revisions after `history_indexed_revision` wait);
 //! any other batch indexes every waiting revision first, so what waits is always newer than
 //! what is indexed and is at most one creation per object. Readers add it: an object's from the
-//! commit that last wrote its record, a team's from the log's tail.
+//! commit that last wrote its record, a team's from the log's tail, read once by scope for every
+//! view of the same tail ([`UnindexedTail`]).
 //!
 //! **The log.** The writer appends, in the commit of each batch, one entry per record the batch
 //! wrote or removed — the same changes, in the same order, as the commit feed tells
@@ -62,6 +63,7 @@ use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use schema::{Key, KindId, Scope, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::ops::RangeBounds;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `history`: the change log, by position.
@@ -1017,6 +1019,30 @@ fn new_identity() -> u64 {
     std::collections::hash_map::RandomState::new().build_hasher().finish()
 }
 
+/// The team scopes' revisions that wait for their index ([`crate::Store::defer_history_index`]),
+/// read from the log's tail by the first view that needs them and shared by every view of the
+/// same tail: a team's (or a group's) `activity` reads them by scope, not the whole tail each
+/// time. Held only while revisions wait (a view that finds none waiting empties it).
+#[derive(Default)]
+pub(crate) struct UnindexedTail(std::sync::Mutex<Option<Arc<TailByTeam>>>);
+
+impl UnindexedTail {
+    fn clear(&self) {
+        let mut kept = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if kept.is_some() {
+            *kept = None;
+        }
+    }
+}
+
+/// The revisions after `indexed` of a log logged up to `logged`, by team scope key, oldest
+/// first.
+pub(crate) struct TailByTeam {
+    logged: u64,
+    indexed: u64,
+    by_scope: HashMap<Vec<u8>, Vec<(LogPosition, KindId)>>,
+}
+
 /// What a snapshot keeps of the log besides its entries ([`crate::snapshot`], format 6).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LogState {
@@ -1220,7 +1246,8 @@ impl crate::ReadView {
     }
 
     /// The revisions of records in the team scope `scope_key` that wait for their index
-    /// entries, in `range`, in the order asked, at most `max` accepted by `keep`.
+    /// entries, in `range`, in the order asked, at most `max` accepted by `keep`: from the
+    /// store's [`UnindexedTail`], read from the log once for every view.
     fn unindexed_team_revisions(
         &self,
         scope_key: &[u8],
@@ -1229,42 +1256,48 @@ impl crate::ReadView {
         max: usize,
         keep: &impl Fn(KindId) -> bool,
     ) -> Result<Vec<(LogPosition, KindId)>, StorageError> {
-        let mut out = Vec::new();
-        let Some(indexed) = self.unindexed_after()? else { return Ok(out) };
-        let first = LogPosition { revision: indexed.saturating_add(1), index: 0 };
-        let range = (later_bound(range.0, first), range.1);
-        if max == 0 || range_is_empty(range) {
-            return Ok(out);
-        }
-        let log = self.txn().open_table(LOG)?;
-        let (start, end) = bounded(&[], range);
-        let iter = log.range(start.as_slice()..end.as_slice())?;
-        let mut visit = |k: &[u8], v: &[u8]| -> Result<bool, StorageError> {
-            let kind = v.get(1).and_then(|c| KindId::from_code(*c));
-            if let Some(kind) = kind.filter(|k| keep(*k)) {
-                let record = EntryRecord::decode(v)?;
-                if record.revision && record.team_scopes().contains(&scope_key) {
-                    out.extend(LogPosition::from_bytes(k).map(|p| (p, kind)));
-                }
-            }
-            Ok(out.len() < max)
+        let Some(indexed) = self.unindexed_after()? else {
+            self.unindexed_tail.clear();
+            return Ok(Vec::new());
         };
-        if newest_first {
-            for item in iter.rev() {
-                let (k, v) = item?;
-                if !visit(k.value(), v.value())? {
-                    break;
-                }
+        let tail = self.unindexed_tail(indexed)?;
+        let floor = self.history_stats()?.floor;
+        let Some(revisions) = tail.by_scope.get(scope_key) else { return Ok(Vec::new()) };
+        // Entries pruned since the tail was read lie at or below the floor.
+        let wanted = |(p, k): &&(LogPosition, KindId)| p.revision > indexed && *p > floor && range.contains(p) && keep(*k);
+        Ok(match newest_first {
+            true => revisions.iter().rev().filter(wanted).take(max).copied().collect(),
+            false => revisions.iter().filter(wanted).take(max).copied().collect(),
+        })
+    }
+
+    /// The store's [`UnindexedTail`] for this view (revisions after `indexed` wait): the one
+    /// read already when it holds this view's tail, else read from this view's log.
+    fn unindexed_tail(&self, indexed: u64) -> Result<Arc<TailByTeam>, StorageError> {
+        let logged = self.meta_value(meta::LOGGED)?;
+        let mut kept = self.unindexed_tail.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(tail) = kept.as_ref().filter(|t| t.logged == logged && t.indexed <= indexed) {
+            return Ok(tail.clone());
+        }
+        let mut by_scope: HashMap<Vec<u8>, Vec<(LogPosition, KindId)>> = HashMap::default();
+        let log = self.txn().open_table(LOG)?;
+        let start = LogPosition { revision: indexed.saturating_add(1), index: 0 };
+        for (i, item) in log.range(start.to_bytes().as_slice()..)?.enumerate() {
+            if i % 1024 == 1023 && self.interrupted() {
+                return Err(StorageError::Interrupted);
             }
-        } else {
-            for item in iter {
-                let (k, v) = item?;
-                if !visit(k.value(), v.value())? {
-                    break;
+            let (k, v) = item?;
+            let record = EntryRecord::decode(v.value())?;
+            let (Some(p), Some(kind)) = (LogPosition::from_bytes(k.value()), KindId::from_code(record.kind)) else { continue };
+            if record.revision {
+                for scope in record.team_scopes() {
+                    by_scope.entry(scope.to_vec()).or_default().push((p, kind));
                 }
             }
         }
-        Ok(out)
+        let tail = Arc::new(TailByTeam { logged, indexed, by_scope });
+        *kept = Some(tail.clone());
+        Ok(tail)
     }
 
     fn meta_value(&self, key: &str) -> Result<u64, StorageError> {
@@ -1623,25 +1656,6 @@ impl crate::ReadView {
             problems.push(format!("history: {entries} entries of {bytes} bytes kept, meta says {} of {}", stats.entries, stats.bytes));
         }
         Ok(problems)
-    }
-}
-
-/// The later (narrower) of two lower bounds: `bound`, or `Included(first)`.
-fn later_bound(bound: std::ops::Bound<LogPosition>, first: LogPosition) -> std::ops::Bound<LogPosition> {
-    use std::ops::Bound;
-    match bound {
-        Bound::Included(p) | Bound::Excluded(p) if p >= first => bound,
-        _ => Bound::Included(first),
-    }
-}
-
-/// Whether no position lies in `range`.
-fn range_is_empty(range: (std::ops::Bound<LogPosition>, std::ops::Bound<LogPosition>)) -> bool {
-    use std::ops::Bound;
-    match range {
-        (Bound::Included(a), Bound::Included(b)) => a > b,
-        (Bound::Included(a) | Bound::Excluded(a), Bound::Excluded(b)) | (Bound::Excluded(a), Bound::Included(b)) => a >= b,
-        _ => false,
     }
 }
 

@@ -134,6 +134,8 @@ pub struct Store {
     /// Whether batches of creations only leave their revisions' index to
     /// [`Store::index_history`] ([`Store::defer_history_index`]).
     history_deferral: Arc<std::sync::atomic::AtomicBool>,
+    /// The team scopes' revisions that wait for their index, read once for every view.
+    unindexed_tail: Arc<history::UnindexedTail>,
 }
 
 /// The read views of one open database handle, counted so that [`Store::reopen`] can wait for
@@ -385,6 +387,7 @@ impl Store {
             dictionaries: documents::Dictionaries::default(),
             history: Arc::default(),
             history_deferral: Arc::default(),
+            unindexed_tail: Arc::default(),
         };
         store.init()?;
         Ok(store)
@@ -679,7 +682,8 @@ impl Store {
         }
         let database = self.database()?;
         let reader = self.db.readers.lock().unwrap_or_else(|e| e.into_inner()).enter();
-        ReadView::new(database.begin_read()?, self.kinds.clone(), self.wanted.clone(), reader, self.dictionaries.clone())
+        let tail = self.unindexed_tail.clone();
+        ReadView::new(database.begin_read()?, self.kinds.clone(), self.wanted.clone(), reader, self.dictionaries.clone(), tail)
     }
 
     /// Calls `wake` (on the reading thread, so it should only signal) when a read first sorts

@@ -52,6 +52,8 @@ pub struct ReadView {
     dictionaries: crate::documents::Dictionaries,
     /// The salt of the history index's digests, read on first use.
     pub(crate) history_salt: OnceLock<u64>,
+    /// The team scopes' revisions that wait for their index, shared by the store's views.
+    pub(crate) unindexed_tail: Arc<crate::history::UnindexedTail>,
     /// Counted by [`crate::Store::reopen`], which waits for the views of the database it closes.
     _reader: crate::ReaderGuard,
 }
@@ -72,6 +74,7 @@ impl ReadView {
         wanted: Arc<Wanted>,
         reader: crate::ReaderGuard,
         dictionaries: crate::documents::Dictionaries,
+        unindexed_tail: Arc<crate::history::UnindexedTail>,
     ) -> Result<ReadView, StorageError> {
         let order = txn.open_table(tables::ORDER)?;
         let index_entries = txn.open_table(tables::INDEX_ENTRIES)?;
@@ -90,6 +93,7 @@ impl ReadView {
             wanted,
             dictionaries,
             history_salt: OnceLock::new(),
+            unindexed_tail,
             _reader: reader,
         })
     }
@@ -124,7 +128,7 @@ impl ReadView {
         }
     }
 
-    fn interrupted(&self) -> bool {
+    pub(crate) fn interrupted(&self) -> bool {
         self.interrupt.get().is_some_and(|stop| stop())
     }
 
