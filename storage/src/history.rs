@@ -1945,10 +1945,6 @@ mod tests {
         invariants(&store);
     }
 
-    /// An object created, updated twice, deleted and created again has five revisions, newest
-    /// first, each showing the document it was written from (the newest from the source's
-    /// document, the others from the document moved into them), its version and time; a
-    /// reopen keeps them and the log's identity.
     /// A load's creations wait for their index; a later change of the object indexes them
     /// first, and indexing applies the per-object bound.
     #[test]
@@ -1988,6 +1984,10 @@ mod tests {
         invariants(&store);
     }
 
+    /// An object created, updated twice, deleted and created again has five revisions, newest
+    /// first, each showing the document it was written from (the newest from the source's
+    /// document, the others from the document moved into them), its version and time; a
+    /// reopen keeps them and the log's identity.
     #[test]
     fn an_objects_revisions_are_kept_newest_first_each_showing_its_document() {
         let dir = tempfile::tempdir().unwrap();
