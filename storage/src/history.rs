@@ -134,6 +134,14 @@ pub struct HistorySettings {
     pub max_bytes: u64,
 }
 
+impl HistorySettings {
+    /// The most revisions kept per object: `max_revisions_per_object` within 1 to
+    /// [`MAX_REVISIONS_PER_OBJECT`].
+    fn max_per_object(&self) -> usize {
+        self.max_revisions_per_object.clamp(1, MAX_REVISIONS_PER_OBJECT) as usize
+    }
+}
+
 impl Default for HistorySettings {
     fn default() -> HistorySettings {
         HistorySettings { enabled: true, retention: Duration::from_secs(720 * 3600), max_revisions_per_object: 100, max_bytes: 1 << 30 }
@@ -528,11 +536,6 @@ impl Recorder {
         self.kept_documents.push((kind, key.clone(), document, version));
     }
 
-    /// The most revisions kept per object.
-    fn max_per_object(&self) -> usize {
-        self.settings.max_revisions_per_object.clamp(1, MAX_REVISIONS_PER_OBJECT) as usize
-    }
-
     /// The writer starts applying `change` (`None`: it is done).
     pub(crate) fn begin(&mut self, change: Option<SourceChange>) {
         self.current = change;
@@ -839,7 +842,7 @@ pub(crate) fn keep_documents(txn: &WriteTransaction, recorder: &mut Recorder) ->
         return Ok(());
     }
     let mut t = Tables::open(txn)?;
-    t.index_pending(usize::MAX, recorder.max_per_object())?;
+    t.index_pending(usize::MAX, recorder.settings.max_per_object())?;
     t.keep_documents(recorder)?;
     t.close(txn)
 }
@@ -908,7 +911,7 @@ pub(crate) fn append(
         at
     };
     let mut t = Tables::open(txn)?;
-    let max = recorder.max_per_object();
+    let max = recorder.settings.max_per_object();
     // A load's batch (creations only) leaves its index to `Store::index_history`; any other
     // first indexes every revision that waits, as its own reads of the index need them.
     let deferred = recorder.defer_index && recorder.kept_documents.is_empty() && changes.iter().all(|c| c.before.is_none());
@@ -1203,7 +1206,7 @@ impl crate::Store {
         if self.read()?.unindexed_after()?.is_none() {
             return Ok(false);
         }
-        let max_per_object = Recorder::new(self.history_settings(), false).max_per_object();
+        let max_per_object = self.history_settings().max_per_object();
         self.noting_failure(|| {
             let txn = self.database()?.begin_write()?;
             let more = {
@@ -1225,7 +1228,11 @@ impl crate::ReadView {
     /// # Errors
     /// [`StorageError`] on redb failures.
     pub fn unindexed_after(&self) -> Result<Option<u64>, StorageError> {
-        Ok(self.txn().open_table(META)?.get(meta::INDEXED)?.map(|v| v.value()))
+        if let Some(indexed) = self.history_unindexed.get() {
+            return Ok(*indexed);
+        }
+        let indexed = self.txn().open_table(META)?.get(meta::INDEXED)?.map(|v| v.value());
+        Ok(*self.history_unindexed.get_or_init(|| indexed))
     }
 
     /// The position of the object's revision that waits for its index entries, if any: its

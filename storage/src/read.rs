@@ -52,6 +52,9 @@ pub struct ReadView {
     dictionaries: crate::documents::Dictionaries,
     /// The salt of the history index's digests, read on first use.
     pub(crate) history_salt: OnceLock<u64>,
+    /// The revision after which revisions wait for their history index entries, read on first
+    /// use ([`ReadView::unindexed_after`]).
+    pub(crate) history_unindexed: OnceLock<Option<u64>>,
     /// The team scopes' revisions that wait for their index, shared by the store's views.
     pub(crate) unindexed_tail: Arc<crate::history::UnindexedTail>,
     /// Counted by [`crate::Store::reopen`], which waits for the views of the database it closes.
@@ -93,6 +96,7 @@ impl ReadView {
             wanted,
             dictionaries,
             history_salt: OnceLock::new(),
+            history_unindexed: OnceLock::new(),
             unindexed_tail,
             _reader: reader,
         })
