@@ -45,6 +45,8 @@ pub struct Metrics {
     pub order_builds_left: IntGauge,
     /// The change log's size ([`HistoryMetrics`]).
     pub history: HistoryMetrics,
+    /// The exports' metrics ([`ExportMetrics`]).
+    pub export: ExportMetrics,
     /// `controlplane_store_write_failing`: 1 while store writes fail on the volume (no space,
     /// I/O error, read-only; the store serves what it holds and retries), else 0.
     pub store_write_failing: IntGauge,
@@ -146,14 +148,13 @@ impl Metrics {
         let http_connections_closed = IntCounterVec::new(
             Opts::new(
                 "controlplane_http_connections_closed_total",
-                "HTTP connections closed or refused by the server's limits, by reason (idle, header_timeout, evicted, refused).",
+                "HTTP connections closed or refused by the server's limits, by reason (idle, header_timeout, evicted, refused, answer_timeout).",
             ),
             &["reason"],
         )
         .expect("metric definition is valid");
-        for reason in ["idle", "header_timeout", "evicted", "refused"] {
-            http_connections_closed.with_label_values(&[reason]);
-        }
+        let _ = ["idle", "header_timeout", "evicted", "refused", "answer_timeout"]
+            .map(|reason| http_connections_closed.with_label_values(&[reason]));
         let store_records = IntGaugeVec::new(Opts::new("controlplane_store_records", "Records in the store, by kind."), &["kind"])
             .expect("metric definition is valid");
         let store_bytes = IntGauge::new("controlplane_store_bytes", "Bytes on disk of the data directory (redb file and search index).")
@@ -212,6 +213,7 @@ impl Metrics {
         }
         Metrics {
             history: HistoryMetrics::new(&registry),
+            export: ExportMetrics::new(&registry),
             registry,
             reconcile_total,
             reconcile_duration,
@@ -338,6 +340,43 @@ pub fn dir_bytes(dir: &std::path::Path) -> u64 {
             _ => 0,
         })
         .sum()
+}
+
+/// The exports' metrics (`POST /graphql/export`, `crate::http::export`).
+#[derive(Clone)]
+pub struct ExportMetrics {
+    /// `controlplane_exports_total{format,outcome}`: exports ended, by format (`ndjson`, `csv`)
+    /// and outcome (`OK`, or the code that ended them: `TIMEOUT`, `EXPORT_TOO_LARGE`,
+    /// `CLIENT_GONE`, `TOO_MANY_EXPORTS`, a GraphQL error's code…).
+    pub ended: IntCounterVec,
+    /// `controlplane_export_rows_total{format}`: rows sent by exports.
+    pub rows: IntCounterVec,
+    /// `controlplane_export_bytes_total{format}`: bytes of rows sent by exports.
+    pub bytes: IntCounterVec,
+    /// `controlplane_exports_running`: exports running now.
+    pub running: IntGauge,
+}
+
+impl ExportMetrics {
+    fn new(registry: &Registry) -> ExportMetrics {
+        let counter = |name: &str, help: &str, labels: &[&str]| {
+            let c = IntCounterVec::new(Opts::new(name, help), labels).expect("metric definition is valid");
+            registry.register(Box::new(c.clone())).expect("metric names are unique");
+            c
+        };
+        let running = IntGauge::new("controlplane_exports_running", "Exports running now.").expect("metric definition is valid");
+        registry.register(Box::new(running.clone())).expect("metric names are unique");
+        ExportMetrics {
+            ended: counter(
+                "controlplane_exports_total",
+                "Exports ended, by format and outcome (OK or the code that ended them).",
+                &["format", "outcome"],
+            ),
+            rows: counter("controlplane_export_rows_total", "Rows sent by exports, by format.", &["format"]),
+            bytes: counter("controlplane_export_bytes_total", "Bytes sent by exports, by format.", &["format"]),
+            running,
+        }
+    }
 }
 
 /// The change log's metrics ([`storage::history`]), set by the writer after its batches and

@@ -160,6 +160,25 @@ pub fn unauthenticated() -> async_graphql::ServerError {
     request_error("not authenticated", "UNAUTHENTICATED")
 }
 
+/// `NOT_EXPORTABLE`: a request to the export endpoint that is not one query selecting one root
+/// connection or list of records; `why` says what is wrong and what to send.
+pub fn not_exportable(why: impl std::fmt::Display) -> async_graphql::ServerError {
+    request_error(format!("not exportable: {why}"), "NOT_EXPORTABLE")
+}
+
+/// `EXPORT_TOO_LARGE`: an export with more rows than `export.maxRows` (its last line; the rows
+/// before it were sent).
+pub fn export_too_large(max: usize) -> async_graphql::ServerError {
+    let mut e = request_error(
+        format!("the export has more than {max} rows (export.maxRows); narrow it with `where` or split it"),
+        "EXPORT_TOO_LARGE",
+    );
+    if let Some(ext) = e.extensions.as_mut() {
+        ext.set("max", max as u64);
+    }
+    e
+}
+
 /// A request-level error (no path) with `extensions.code` `code`.
 fn request_error(message: impl Into<String>, code: &str) -> async_graphql::ServerError {
     let mut e = async_graphql::ServerError::new(message.into(), None);

@@ -16,6 +16,7 @@ pub mod connection;
 pub mod deadline;
 pub mod entity;
 pub mod error;
+pub mod export;
 pub mod fields;
 pub mod filter;
 pub mod history;

@@ -443,6 +443,25 @@ impl Shapes {
     }
 }
 
+impl Shapes {
+    /// How an export walks the root query field `field` ([`crate::export`]): `Some(true)` a
+    /// Relay connection (paged with `first`/`after`: its type has `edges { node }` and
+    /// `pageInfo`), `Some(false)` a list of objects (read at once), `None` neither.
+    pub(crate) fn exported_root(&self, field: &str) -> Option<bool> {
+        let shape = self.outputs.get("Query")?.get(field)?;
+        match shape.multiplier {
+            Multiplier::Connection(_) => {
+                let connection = self.outputs.get(&shape.ty)?;
+                let edge = self.outputs.get(&connection.get("edges")?.ty)?;
+                let pages = shape.args.contains_key("first") && shape.args.contains_key("after");
+                (pages && edge.contains_key("node") && connection.contains_key("pageInfo")).then_some(true)
+            }
+            Multiplier::Records(_) | Multiplier::Ids | Multiplier::Same => Some(false),
+            Multiplier::One => None,
+        }
+    }
+}
+
 // ---- pass 2 and 3: the operation ---------------------------------------------------------------
 
 /// What [`analyze`] measured.

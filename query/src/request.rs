@@ -8,10 +8,12 @@ use schema::{Key, Kind, Timestamp};
 use std::sync::Arc;
 use storage::{ReadView, Stored};
 
-/// Per-request data: one consistent read view, the viewer, the clock.
+/// Per-request data: one consistent read view, the viewer, the clock. Cheap to clone (an
+/// export runs each of its pages on a clone, [`crate::export`]).
+#[derive(Clone)]
 pub struct RequestContext {
-    /// The read transaction every resolver of this request uses.
-    pub view: ReadView,
+    /// The read transaction every resolver of this request uses (shared by an export's pages).
+    pub view: Arc<ReadView>,
     /// The caller (group teams resolved).
     pub viewer: Viewer,
     /// The time used for time-dependent fields (secret rotation phase).
@@ -42,11 +44,24 @@ impl RequestContext {
         limits: &Arc<crate::limits::Limits>,
     ) -> RequestContext {
         deadline.limit_response(limits.max_response_bytes);
+        RequestContext::unlimited(store, view, viewer, deadline, now, limits)
+    }
+
+    /// As [`RequestContext::new`], without the answer budget (`graphql.maxResponseBytes`): an
+    /// export streams its answer in pages ([`crate::export`]).
+    pub(crate) fn unlimited(
+        store: &storage::Store,
+        view: storage::ReadView,
+        viewer: Viewer,
+        deadline: crate::deadline::Deadline,
+        now: Option<Timestamp>,
+        limits: &Arc<crate::limits::Limits>,
+    ) -> RequestContext {
         let stop = deadline.clone();
         view.interrupt_when(move || stop.passed());
         view.refuse_while_rederiving(store.unavailable());
         RequestContext {
-            view,
+            view: Arc::new(view),
             viewer,
             now: now.unwrap_or_else(|| Timestamp::from_datetime(chrono::Utc::now())),
             max_page_size: limits.max_page_size,

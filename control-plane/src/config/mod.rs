@@ -517,6 +517,30 @@ pub const SETTINGS: &[Setting] = &[
         |d, v| set(&mut d.config.history.max_bytes, parse_at_least(one(v)?, 65_536).map(|n| n as u64)),
     ),
     Setting::file(
+        "export.maxRows",
+        "CP_EXPORT_MAX_ROWS",
+        "N",
+        "1000000",
+        "Most rows one export (`POST /graphql/export`) sends, 1 to 100000000; a larger one ends with the error EXPORT_TOO_LARGE after them.",
+        |d, v| set(&mut d.config.export.max_rows, parse_between(one(v)?, 1, 100_000_000)),
+    ),
+    Setting::file(
+        "export.timeout",
+        "CP_EXPORT_TIMEOUT",
+        "DURATION",
+        "10m",
+        "Time limit of one export, from its request to its last row (Go duration, 1s to 24h), in place of graphql.requestTimeout; past it the export ends with TIMEOUT and a client that stopped reading is disconnected.",
+        |d, v| set(&mut d.config.export.timeout, parse_duration_between(one(v)?, Duration::from_secs(1), Duration::from_secs(86_400))),
+    ),
+    Setting::file(
+        "export.maxConcurrent",
+        "CP_EXPORT_MAX_CONCURRENT",
+        "N",
+        "2",
+        "Exports running at once (1 to 64), and one per client (token clientId); one more is refused with HTTP 429 and code TOO_MANY_EXPORTS.",
+        |d, v| set(&mut d.config.export.max_concurrent, parse_between(one(v)?, 1, 64)),
+    ),
+    Setting::file(
         "subscriptions.maxConnections",
         "CP_SUBSCRIPTIONS_MAX_CONNECTIONS",
         "N",
@@ -659,6 +683,8 @@ pub struct Config {
     pub history: storage::history::HistorySettings,
     /// `mutations.*`.
     pub mutations: MutationsConfig,
+    /// `export.*`: streamed exports (`POST /graphql/export`).
+    pub export: ExportConfig,
     /// `roverServer.*`.
     pub rover_server: RoverServerConfig,
     /// Projector timing (`DEPENDENCY_DELAY`, …).
@@ -836,6 +862,17 @@ pub struct SubscriptionsConfig {
     pub send_timeout: Duration,
 }
 
+/// `export.*`: streamed exports (`POST /graphql/export`, `crate::http::export`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExportConfig {
+    /// `export.maxRows`, default 1,000,000: most rows of one export.
+    pub max_rows: usize,
+    /// `export.timeout`, default 10 min: time limit of one export.
+    pub timeout: Duration,
+    /// `export.maxConcurrent`, default 2: exports at once (and one per client).
+    pub max_concurrent: usize,
+}
+
 /// `mutations.*`: the console's commands (ARCHITECTURE.md, `query`, "Mutations").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MutationsConfig {
@@ -946,6 +983,7 @@ impl Draft {
             },
             file_manager: FileManagerConfig { base_url: None },
             mutations: MutationsConfig { enabled: false, projection_timeout: Duration::ZERO },
+            export: ExportConfig { max_rows: 0, timeout: Duration::ZERO, max_concurrent: 0 },
             rover_server: RoverServerConfig {
                 base_url: None,
                 token_file: PathBuf::new(),

@@ -1,5 +1,5 @@
 //! The GraphQL endpoint: `POST|GET /graphql/query` with a bearer
-//! token, and the GraphiQL page at `/graphql` (the page needs no token; its queries do).
+//! token, `POST /graphql/export` (streamed exports, `super::export`), and the GraphiQL page at `/graphql` (the page needs no token; its queries do).
 //!
 //! Every request is authenticated first ([`crate::auth::Authenticator`]), before its body is
 //! read. The answers, as problem JSON (RFC 9457): missing or invalid token → HTTP 401 with
@@ -32,15 +32,15 @@ use std::sync::Arc;
 use storage::Store;
 
 /// Shared state of the endpoint.
-struct GraphqlEndpoint {
-    api: Arc<Api>,
+pub struct GraphqlEndpoint {
+    pub(super) api: Arc<Api>,
     /// The WebSocket connections' shared state ([`super::subscriptions`]).
     subscriptions: Arc<super::subscriptions::Hub>,
-    store: Store,
-    auth: Authenticator,
+    pub(super) store: Store,
+    pub(super) auth: Authenticator,
     limits: Limits,
-    metrics: Metrics,
-    executor: Executor,
+    pub(super) metrics: Metrics,
+    pub(super) executor: Executor,
     /// Bytes of answers being sent, in KiB permits ([`ANSWERS_IN_FLIGHT`] answers of
     /// `graphql.maxResponseBytes`): an answer holds its share until its last chunk is handed to
     /// the connection, so clients that read slowly cannot make the server hold more than that.
@@ -91,7 +91,8 @@ pub struct Services {
     pub commands: Option<Arc<dyn query::commands::CommandSink>>,
 }
 
-/// Routes `/graphql/query` (and `/graphql` when the playground is enabled), authenticating
+/// Routes `/graphql/query` (and `/graphql` when the playground is enabled), and returns the
+/// endpoint's state (the exports share it, `super::export`); authenticating
 /// requests with `auth`, resolving secret references and writing mutations with `services`;
 /// counts them in `metrics` (`controlplane_graphql_*`). Requests in flight stop once
 /// `shutdown` is set.
@@ -106,7 +107,7 @@ pub fn routes(
     metrics: Metrics,
     readiness: Readiness,
     shutdown: Arc<AtomicBool>,
-) -> Route {
+) -> (Route, Arc<GraphqlEndpoint>) {
     let api =
         query::build_schema(QueryConfig { secret_resolver: services.secrets, command_sink: services.commands, ..query_config(config) })
             .expect("invariant: the generated schema is valid (see query/schema.graphql test)");
@@ -128,12 +129,12 @@ pub fn routes(
     let sending = Arc::new(tokio::sync::Semaphore::new(pool_kib));
     let state =
         Arc::new(GraphqlEndpoint { api, subscriptions, store, auth, limits, metrics, executor, sending, sending_kib: pool_kib, readiness });
-    let mut route = Route::new().at("/graphql/query", get(graphql).post(graphql).data(state));
+    let mut route = Route::new().at("/graphql/query", get(graphql).post(graphql).data(state.clone()));
     if config.graphql.playground_enabled {
         route =
             route.at("/graphql", get(super::graphiql::page)).at(format!("{}/:file", super::graphiql::ASSETS), get(super::graphiql::asset));
     }
-    route
+    (route, state)
 }
 
 /// The served schema in SDL (`control-plane schema print`).
@@ -263,7 +264,11 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
 /// The GraphQL request of `req`: a POST body (at most `server.maxBodyBytes`, received within
 /// `server.bodyTimeout`, one JSON object with a `query` or a persisted query's hash) or a GET
 /// query string. A refusal is the outcome code and the answer to send.
-async fn read_request(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>) -> Result<async_graphql::Request, (&'static str, Response)> {
+pub(super) async fn read_request(
+    req: &Request,
+    body: Body,
+    state: &Arc<GraphqlEndpoint>,
+) -> Result<async_graphql::Request, (&'static str, Response)> {
     if req.method() == Method::POST {
         // A declared length over the limit is refused before waiting for the body.
         let declared = req.headers().get(poem::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
@@ -412,6 +417,7 @@ pub(crate) fn refusal_code(status: StatusCode) -> &'static str {
         StatusCode::URI_TOO_LONG => "URI_TOO_LONG",
         StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "HEADERS_TOO_LARGE",
         StatusCode::SERVICE_UNAVAILABLE => "UNAVAILABLE",
+        StatusCode::TOO_MANY_REQUESTS => "TOO_MANY_EXPORTS",
         _ => "BAD_REQUEST",
     }
 }
@@ -419,7 +425,7 @@ pub(crate) fn refusal_code(status: StatusCode) -> &'static str {
 /// `resp` with `Connection: close`, for an answer sent before the request body was read to its
 /// end: the server closes the connection after it (what is left of the body cannot be told apart
 /// from a next request), and the header tells keep-alive clients and proxies not to reuse it.
-fn closing(mut resp: Response) -> Response {
+pub(super) fn closing(mut resp: Response) -> Response {
     resp.headers_mut().insert(poem::http::header::CONNECTION, poem::http::HeaderValue::from_static("close"));
     resp
 }

@@ -4,6 +4,7 @@
 
 pub mod admin;
 pub mod executor;
+pub mod export;
 pub mod graphiql;
 pub mod graphql;
 pub mod server;
@@ -21,7 +22,7 @@ pub fn routes(app: &App) -> poem::Route {
     let metrics = app.metrics().clone();
     let data_dir = app.config().storage.data_dir.clone();
     let secrets = app.secret_manager().map(|m| m.resolver());
-    let route = graphql::routes(
+    let (route, graphql_state) = graphql::routes(
         app.store().clone(),
         app.config(),
         graphql::Services { secrets, commands: app.command_sink() },
@@ -30,6 +31,7 @@ pub fn routes(app: &App) -> poem::Route {
         readiness.clone(),
         app.shutdown_flag(),
     );
+    let route = export::mount(route, graphql_state, app.config().export);
     let admin = admin::AdminEndpoint::new(app.store().clone(), app.authenticator().clone(), app.readiness().clone());
     admin::mount(route, admin)
         .at("/healthz", get(make_sync(|_| Response::builder().content_type("text/plain; charset=utf-8").body("ok\n"))))

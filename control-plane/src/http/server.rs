@@ -20,7 +20,8 @@
 //!
 //! `controlplane_http_connections` counts the open connections,
 //! `controlplane_http_connections_closed_total{reason}` those closed by these rules (`idle`,
-//! `header_timeout`, `evicted`, `refused`).
+//! `header_timeout`, `evicted`, `refused`, `answer_timeout`: an answer with an [`AnswerDeadline`] not taken by
+//! then).
 
 use crate::metrics::Metrics;
 use bytes::Bytes;
@@ -158,7 +159,25 @@ enum Phase {
 enum Closed {
     Idle,
     HeaderTimeout,
+    /// An answer with an [`AnswerDeadline`] was not taken by then.
+    AnswerTimeout,
 }
+
+impl Closed {
+    /// The `reason` label.
+    fn reason(self) -> &'static str {
+        match self {
+            Closed::Idle => "idle",
+            Closed::HeaderTimeout => "header_timeout",
+            Closed::AnswerTimeout => "answer_timeout",
+        }
+    }
+}
+
+/// A response extension: the connection is closed when its answer is not sent by this time (a
+/// streamed export whose client stopped reading, `http::export`).
+#[derive(Clone, Copy, Debug)]
+pub struct AnswerDeadline(pub Instant);
 
 /// One open connection.
 struct Connection {
@@ -171,6 +190,8 @@ struct Connection {
     evicted: AtomicBool,
     /// Accepted into [`PROBE_ROOM`].
     probe_only: bool,
+    /// The [`AnswerDeadline`] of the answer being sent, if it has one.
+    answer_deadline: Mutex<Option<Instant>>,
 }
 
 impl Connection {
@@ -209,7 +230,10 @@ impl Connection {
         *phase = match *phase {
             Phase::Busy(n) if n > 1 => Phase::Busy(n - 1),
             Phase::Upgraded => Phase::Upgraded,
-            _ => Phase::Idle(Instant::now()),
+            _ => {
+                *self.answer_deadline.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                Phase::Idle(Instant::now())
+            }
         };
         drop(phase);
         self.changed.notify_waiters();
@@ -225,8 +249,15 @@ impl Connection {
         match *self.phase() {
             Phase::Idle(since) => Some(since + limits.idle_timeout),
             Phase::Header(since) => Some(since + self.header_timeout(limits)),
-            Phase::Busy(_) | Phase::Upgraded => None,
+            Phase::Busy(_) => *self.answer_deadline.lock().unwrap_or_else(|e| e.into_inner()),
+            Phase::Upgraded => None,
         }
+    }
+
+    /// Sets the [`AnswerDeadline`] of the answer being sent.
+    fn answer_by(&self, at: Instant) {
+        *self.answer_deadline.lock().unwrap_or_else(|e| e.into_inner()) = Some(at);
+        self.changed.notify_waiters();
     }
 
     fn header_timeout(&self, limits: &ConnectionLimits) -> Duration {
@@ -243,6 +274,9 @@ impl Connection {
         match *self.phase() {
             Phase::Idle(since) if now >= since + limits.idle_timeout => Some(Closed::Idle),
             Phase::Header(since) if now >= since + self.header_timeout(limits) => Some(Closed::HeaderTimeout),
+            Phase::Busy(_) if self.answer_deadline.lock().unwrap_or_else(|e| e.into_inner()).is_some_and(|at| now >= at) => {
+                Some(Closed::AnswerTimeout)
+            }
             _ => None,
         }
     }
@@ -312,6 +346,7 @@ impl Registry {
             changed: Notify::new(),
             closing: AtomicBool::new(false),
             evicted: AtomicBool::new(false),
+            answer_deadline: Mutex::new(None),
             probe_only,
         });
         open.connections.insert(id, connection.clone());
@@ -548,6 +583,9 @@ async fn serve_connection(
                 if response.status() == http::StatusCode::SWITCHING_PROTOCOLS {
                     connection.set(Phase::Upgraded);
                 }
+                if let Some(AnswerDeadline(at)) = response.extensions().get::<AnswerDeadline>() {
+                    connection.answer_by(*at);
+                }
                 let mut response: http::Response<PoemBody> = response.into();
                 if probe_only {
                     response.headers_mut().insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
@@ -581,11 +619,8 @@ async fn serve_connection(
             _ = changed => {}
             _ = expiry => {
                 if let Some(why) = connection.expired(&limits) {
-                    let reason = match why {
-                        Closed::Idle => "idle",
-                        Closed::HeaderTimeout => "header_timeout",
-                    };
-                    metrics.http_connections_closed.with_label_values(&[reason]).inc();
+                    metrics.http_connections_closed.with_label_values(&[why.reason()]).inc();
+                    metrics.notify_waiters();
                     // Dropping the connection closes its socket.
                     return;
                 }

@@ -1,0 +1,689 @@
+//! Exports: one query's root connection (or root list) walked to its end from one read view and
+//! written as NDJSON or CSV rows, page by page (the server streams them, `POST /graphql/export`).
+//!
+//! **What is exported.** The operation selects exactly one root field, a Relay connection
+//! (`applications(where:…) { edges { node { … } } }`, `search:` included) or a list of objects
+//! (`zones`, `groups`); anything else is refused with `NOT_EXPORTABLE` before any row. The
+//! connection's own `first`/`last`/`after`/`before` are ignored (nested connections keep
+//! theirs), as are its other fields (`totalCount`, `pageInfo`, `cursor`): the export selects
+//! `edges { node { <the nodes' selection> } } pageInfo { hasNextPage endCursor }` and pages
+//! with `first`/`after`.
+//!
+//! **The same rules as every query.** Each page is one GraphQL execution of that rewritten
+//! operation on the schema queries run on: validation, the limits (the node estimate is measured
+//! for one page, [`Api::prepare_export`]), isolation, masking and secret resolution apply as
+//! they do to any query. Every page reads the same [`storage::ReadView`] (one store revision);
+//! a `search:` reads the search index as of its last commit at each page. The answer budget
+//! (`graphql.maxResponseBytes`) does not apply: rows are streamed.
+//!
+//! **Rows.** NDJSON: one line per node, the node's JSON as GraphQL answers it. CSV (RFC 4180,
+//! CRLF): a header of the nodes' leaf field paths in selection order, fragments expanded and
+//! aliases naming columns (`name`, `ownerTeam.name`, `subscribedApis.edges.node.basePath`),
+//! then one record per node; a cell whose path crosses a list joins its values with `;`, each
+//! value's `\` and `;` escaped with `\`; null or absent is empty. An error after the first row
+//! ends the rows with one line: NDJSON `{"error":{"message":…,"code":…}}`, CSV
+//! `#error,CODE,message` ([`Format::error_line`]).
+
+use crate::error::not_exportable;
+use crate::limits::LimitError;
+use crate::request::RequestContext;
+use crate::viewer::Viewer;
+use crate::Api;
+use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, Field, OperationType, Selection, SelectionSet};
+use async_graphql::{Name, Positioned, Value};
+use std::collections::HashSet;
+use storage::Store;
+
+/// Most CSV columns (leaf field paths) one export has.
+pub const MAX_COLUMNS: usize = 1000;
+
+/// Most selections read while finding an export's nodes and columns (fragments expanded).
+const MAX_VISITS: usize = 10_000;
+
+/// The alias of the page information the export adds to a connection's selection.
+const PAGE_INFO: &str = "pageInfo";
+
+/// How rows are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Newline-delimited JSON: one node per line.
+    Ndjson,
+    /// RFC 4180 comma-separated values with a header record.
+    Csv,
+}
+
+impl Format {
+    /// The format named `name` (`ndjson`, `csv`), `None` for another name.
+    pub fn from_name(name: &str) -> Option<Format> {
+        match name {
+            "ndjson" => Some(Format::Ndjson),
+            "csv" => Some(Format::Csv),
+            _ => None,
+        }
+    }
+
+    /// The format's name (`ndjson`, `csv`): its metrics label and file extension.
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Ndjson => "ndjson",
+            Format::Csv => "csv",
+        }
+    }
+
+    /// The media type of the body.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Ndjson => "application/x-ndjson",
+            Format::Csv => "text/csv; charset=utf-8; header=present",
+        }
+    }
+
+    /// The line that ends an export cut short by an error with `code` and `message`.
+    pub fn error_line(self, code: &str, message: &str) -> Vec<u8> {
+        match self {
+            Format::Ndjson => {
+                let line = serde_json::json!({"error": {"message": message, "code": code}});
+                let mut out = line.to_string().into_bytes();
+                out.push(b'\n');
+                out
+            }
+            Format::Csv => {
+                let mut out = b"#error,".to_vec();
+                push_csv_field(&mut out, code);
+                out.push(b',');
+                push_csv_field(&mut out, message);
+                out.extend_from_slice(b"\r\n");
+                out
+            }
+        }
+    }
+}
+
+/// An export being walked: its rewritten operation, its read view and where its next page starts.
+pub struct Export {
+    /// The rewritten operation (one), without the page arguments.
+    doc: ExecutableDocument,
+    graphql_request: async_graphql::Request,
+    request: RequestContext,
+    /// The exported root field's name and response key.
+    field: String,
+    key: String,
+    connection: bool,
+    /// Nodes per page.
+    page_size: usize,
+    /// Where the next page starts; `None` before the first.
+    after: Option<String>,
+    done: bool,
+    /// A page has been answered without errors (later ones skip the full validation).
+    validated: bool,
+    format: Format,
+    /// CSV columns: leaf field paths.
+    columns: Vec<Vec<String>>,
+    revision: u64,
+    search_revision: Option<u64>,
+}
+
+/// An export's operation rewritten to read pages ([`rewrite`]).
+struct Rewritten {
+    doc: ExecutableDocument,
+    field: String,
+    key: String,
+    connection: bool,
+    /// The nodes' selection (CSV columns are read from it).
+    nodes: SelectionSet,
+    searches: bool,
+}
+
+impl Api {
+    /// Everything before an export's first page, as [`Api::prepare`] for a query: the text
+    /// scanned and parsed, the variables checked, the operation rewritten to read pages (see the
+    /// module docs), a read view opened (the export's one revision) and one page measured
+    /// against the limits — with the largest page size (`graphql.maxPageSize`, halved while the
+    /// node estimate of a page exceeds `graphql.maxNodes`).
+    ///
+    /// # Errors
+    /// The answer to send instead of rows: `NOT_EXPORTABLE` (not one query of one root
+    /// connection or list, or more than [`MAX_COLUMNS`] CSV columns), a limit's code, a syntax
+    /// error (`GRAPHQL_VALIDATION_FAILED`), or `INTERNAL` for a storage failure.
+    pub fn prepare_export(
+        &self,
+        store: &Store,
+        mut viewer: Viewer,
+        mut graphql_request: async_graphql::Request,
+        deadline: crate::deadline::Deadline,
+        format: Format,
+    ) -> Result<Export, Box<async_graphql::Response>> {
+        let refuse = |e: async_graphql::ServerError| Box::new(async_graphql::Response::from_errors(vec![e]));
+        self.persisted.resolve(&mut graphql_request).map_err(refuse)?;
+        crate::limits::scan_text(&graphql_request.query, &self.limits).map_err(|e| refuse(e.into_server_error()))?;
+        crate::limits::check_variables(&graphql_request.variables, &self.limits).map_err(|e| refuse(e.into_server_error()))?;
+        let doc = async_graphql::parser::parse_query(&graphql_request.query).map_err(|e| {
+            let mut error = async_graphql::ServerError::new(e.to_string(), None);
+            error.extensions = Some(Default::default());
+            error.extensions.as_mut().expect("set").set("code", "GRAPHQL_VALIDATION_FAILED");
+            refuse(error)
+        })?;
+        let rewritten = rewrite(&doc, graphql_request.operation_name.as_deref(), &self.shapes).map_err(refuse)?;
+        let columns = if format == Format::Csv { columns(&rewritten.nodes, &rewritten.doc).map_err(refuse)? } else { Vec::new() };
+        let unreadable = |e: storage::StorageError| refuse(crate::error::storage_request_error(e));
+        let view = store.read().map_err(unreadable)?;
+        viewer.resolve(&view).map_err(unreadable)?;
+        let revision = view.revision().map_err(unreadable)?;
+        graphql_request.operation_name = None;
+        let page_size = self.page_size(&rewritten, &graphql_request, &view, &viewer).map_err(|e| refuse(e.into_server_error()))?;
+        let request = RequestContext::unlimited(store, view, viewer, deadline, self.config.now, &self.limits);
+        let search_revision = rewritten.searches.then(|| request.catalogue.as_ref().map(|c| c.revision())).flatten();
+        let Rewritten { doc, field, key, connection, .. } = rewritten;
+        Ok(Export {
+            doc,
+            graphql_request,
+            request,
+            field,
+            key,
+            connection,
+            page_size,
+            after: None,
+            done: false,
+            validated: false,
+            format,
+            columns,
+            revision,
+            search_revision,
+        })
+    }
+
+    /// The largest page size (at most `graphql.maxPageSize`) whose page passes the limits.
+    fn page_size(
+        &self,
+        rewritten: &Rewritten,
+        graphql_request: &async_graphql::Request,
+        view: &storage::ReadView,
+        viewer: &Viewer,
+    ) -> Result<usize, LimitError> {
+        let mut size = self.limits.max_page_size.max(1);
+        loop {
+            let doc = page_document(&rewritten.doc, rewritten.connection.then_some((size, None)));
+            match self.measure(&doc, graphql_request, view, viewer) {
+                Ok(_) => return Ok(size),
+                Err(e) if size == 1 || !rewritten.connection || e.code != "TOO_MANY_NODES" => return Err(e),
+                Err(_) => size /= 2,
+            }
+        }
+    }
+
+    /// The next page of `export`: its nodes in order; `Ok(None)` once every page was read.
+    ///
+    /// # Errors
+    /// The page's answer when it has errors (a field's error, a limit, `TIMEOUT` once the
+    /// export's deadline passed): the export ends there.
+    pub async fn export_page(&self, export: &mut Export) -> Result<Option<Vec<Value>>, Box<async_graphql::Response>> {
+        if export.done {
+            return Ok(None);
+        }
+        let deadline = export.request.deadline.clone();
+        let timeout = || Box::new(async_graphql::Response::from_errors(vec![deadline.server_error()]));
+        if deadline.passed() {
+            return Err(timeout());
+        }
+        let page = export.connection.then(|| (export.page_size, export.after.clone()));
+        let mut graphql_request =
+            async_graphql::Request::new(String::new()).variables(export.graphql_request.variables.clone()).data(export.request.clone());
+        graphql_request.set_parsed_query(page_document(&export.doc, page));
+        let schemas = if export.graphql_request.query.contains("nodes") { &self.nodes } else { &self.plain };
+        let schema = if export.validated { &schemas.fast } else { &schemas.strict };
+        let response = schema.execute(graphql_request).await;
+        if deadline.passed() {
+            return Err(timeout());
+        }
+        if !response.errors.is_empty() {
+            return Err(Box::new(crate::with_codes(crate::cap_errors(response), &self.limits)));
+        }
+        export.validated = true;
+        let (nodes, next) = page_nodes(response.data, &export.key, export.connection);
+        export.after = next.clone();
+        export.done = next.is_none();
+        Ok(Some(nodes))
+    }
+}
+
+impl Export {
+    /// The exported root field's name (`applications`).
+    pub fn field(&self) -> &str {
+        &self.field
+    }
+
+    /// The store revision every page reads.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// With `search:` (or `catalogueSearch`): the store revision the search index held when the
+    /// export started (each page reads it as of its last commit); `None` without a search.
+    pub fn search_revision(&self) -> Option<u64> {
+        self.search_revision
+    }
+
+    /// The rows' format.
+    pub fn format(&self) -> Format {
+        self.format
+    }
+
+    /// The export's deadline (`export.timeout`; stops its pages).
+    pub fn deadline(&self) -> &crate::deadline::Deadline {
+        &self.request.deadline
+    }
+
+    /// What comes before the rows: the CSV header record (nothing for NDJSON).
+    pub fn preamble(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        if self.format == Format::Csv {
+            for (i, path) in self.columns.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                push_csv_field(&mut out, &path.join("."));
+            }
+            out.extend_from_slice(b"\r\n");
+        }
+        out
+    }
+
+    /// Appends the row of `node` to `out`.
+    pub fn write_row(&self, node: &Value, out: &mut Vec<u8>) {
+        match self.format {
+            Format::Ndjson => {
+                // A `Value` is always valid JSON (no non-string keys, no NaN).
+                let _ = serde_json::to_writer(&mut *out, node);
+                out.push(b'\n');
+            }
+            Format::Csv => {
+                for (i, path) in self.columns.iter().enumerate() {
+                    if i > 0 {
+                        out.push(b',');
+                    }
+                    push_csv_field(out, &cell(node, path));
+                }
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+    }
+}
+
+/// The code and message of the first error of an answer (`INTERNAL` without a code).
+pub fn first_error(response: &async_graphql::Response) -> (String, String) {
+    let Some(e) = response.errors.first() else { return ("INTERNAL".into(), "internal error".into()) };
+    let code = e.extensions.as_ref().and_then(|x| x.get("code")).and_then(|v| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Enum(n) => Some(n.to_string()),
+        _ => None,
+    });
+    (code.unwrap_or_else(|| "INTERNAL".into()), e.message.clone())
+}
+
+/// `doc` with the page arguments `first` and `after` on its root field (`None`: a list, as is).
+fn page_document(doc: &ExecutableDocument, page: Option<(usize, Option<String>)>) -> ExecutableDocument {
+    let mut doc = doc.clone();
+    let Some((first, after)) = page else { return doc };
+    if let DocumentOperations::Single(op) = &mut doc.operations {
+        if let Some(Selection::Field(f)) = op.node.selection_set.node.items.first_mut().map(|s| &mut s.node) {
+            let pos = f.pos;
+            let arg = |name: &str, value| (Positioned::new(Name::new(name), pos), Positioned::new(value, pos));
+            f.node.arguments.push(arg("first", async_graphql_value::Value::Number((first as u64).into())));
+            if let Some(after) = after {
+                f.node.arguments.push(arg("after", async_graphql_value::Value::String(after)));
+            }
+        }
+    }
+    doc
+}
+
+/// A page's nodes and the cursor of the next page (`None`: this was the last).
+fn page_nodes(data: Value, key: &str, connection: bool) -> (Vec<Value>, Option<String>) {
+    let Value::Object(mut data) = data else { return (Vec::new(), None) };
+    let root = data.shift_remove(key).unwrap_or(Value::Null);
+    if !connection {
+        let Value::List(nodes) = root else { return (Vec::new(), None) };
+        return (nodes, None);
+    }
+    let Value::Object(mut conn) = root else { return (Vec::new(), None) };
+    let next = match conn.shift_remove(PAGE_INFO) {
+        Some(Value::Object(info)) if info.get("hasNextPage") == Some(&Value::Boolean(true)) => match info.get("endCursor") {
+            Some(Value::String(c)) => Some(c.clone()),
+            _ => None,
+        },
+        _ => None,
+    };
+    let nodes = match conn.shift_remove("edges") {
+        Some(Value::List(edges)) => edges
+            .into_iter()
+            .filter_map(|e| match e {
+                Value::Object(mut e) => e.shift_remove("node").filter(|n| *n != Value::Null),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    (nodes, next)
+}
+
+/// The operation `name` (or the only one) of `doc` rewritten to read an export's pages: the
+/// only operation, its one root field without page arguments, a connection's selection
+/// replaced by `edges { node { … } } pageInfo { hasNextPage endCursor }`, unused fragments and
+/// variable definitions dropped (strict validation refuses them).
+fn rewrite(doc: &ExecutableDocument, name: Option<&str>, shapes: &crate::limits::Shapes) -> Result<Rewritten, async_graphql::ServerError> {
+    let op = match (&doc.operations, name) {
+        (DocumentOperations::Single(op), None) => op,
+        (DocumentOperations::Multiple(ops), Some(n)) => ops.get(n).ok_or_else(|| not_exportable(format!("no operation is named `{n}`")))?,
+        (DocumentOperations::Multiple(ops), None) if ops.len() == 1 => ops.values().next().expect("one operation"),
+        (DocumentOperations::Multiple(_), None) => {
+            return Err(not_exportable("the document has several operations: name one (`operationName`)"))
+        }
+        (DocumentOperations::Single(_), Some(n)) => return Err(not_exportable(format!("no operation is named `{n}`"))),
+    };
+    match op.node.ty {
+        OperationType::Query => {}
+        OperationType::Mutation => return Err(not_exportable("a mutation writes; only a query is exported")),
+        OperationType::Subscription => return Err(not_exportable("a subscription streams over the WebSocket; only a query is exported")),
+    }
+    let root = match op.node.selection_set.node.items.as_slice() {
+        [one] => match &one.node {
+            Selection::Field(f) if f.node.name.node != "__typename" && f.node.directives.is_empty() => f,
+            Selection::Field(f) if f.node.name.node != "__typename" => {
+                return Err(not_exportable("the exported field takes no directives"))
+            }
+            _ => return Err(not_exportable("select exactly one root field, without a fragment")),
+        },
+        _ => return Err(not_exportable("select exactly one root field (a connection or a list of records)")),
+    };
+    let field = root.node.name.node.to_string();
+    let connection =
+        shapes.exported_root(&field).ok_or_else(|| not_exportable(format!("`{field}` is neither a connection nor a list of records")))?;
+    let mut new_root = root.node.clone();
+    let searches = field == "catalogueSearch"
+        || root.node.arguments.iter().any(|(n, v)| n.node == "search" && v.node != async_graphql_value::Value::Null);
+    let nodes = if connection {
+        new_root.arguments.retain(|(n, _)| !matches!(n.node.as_str(), "first" | "last" | "after" | "before"));
+        let nodes = connection_nodes(&root.node.selection_set.node, doc)?;
+        new_root.selection_set.node = connection_selection(nodes.clone(), root.pos);
+        nodes
+    } else {
+        root.node.selection_set.node.clone()
+    };
+    let mut new_op = op.clone();
+    new_op.node.selection_set.node.items = vec![Positioned::new(Selection::Field(Positioned::new(new_root, root.pos)), root.pos)];
+    let mut out = ExecutableDocument { operations: DocumentOperations::Single(new_op), fragments: Default::default() };
+    keep_used(&mut out, doc);
+    let key = root.node.response_key().node.to_string();
+    Ok(Rewritten { doc: out, field, key, connection, nodes, searches })
+}
+
+/// The nodes' selection of a connection's selection `set`: the items of every `edges { node }`
+/// in it (fragments at the connection and edge levels expanded), in order.
+fn connection_nodes(set: &SelectionSet, doc: &ExecutableDocument) -> Result<SelectionSet, async_graphql::ServerError> {
+    let mut edges = Vec::new();
+    let mut visits = 0;
+    collect_fields(set, doc, "edges", &mut edges, &mut visits, 0)?;
+    let mut nodes = Vec::new();
+    for e in &edges {
+        collect_fields(&e.selection_set.node, doc, "node", &mut nodes, &mut visits, 0)?;
+    }
+    if nodes.is_empty() {
+        return Err(not_exportable("select the nodes to export: `edges { node { … } }`"));
+    }
+    let items = nodes.into_iter().flat_map(|n| n.selection_set.node.items).collect();
+    Ok(SelectionSet { items })
+}
+
+/// The fields named `name` in `set` (through fragments), refusing directives on them and on
+/// the fragments around them.
+fn collect_fields(
+    set: &SelectionSet,
+    doc: &ExecutableDocument,
+    name: &str,
+    out: &mut Vec<Field>,
+    visits: &mut usize,
+    depth: usize,
+) -> Result<(), async_graphql::ServerError> {
+    for item in &set.items {
+        *visits += 1;
+        if *visits > MAX_VISITS || depth > 32 {
+            return Err(not_exportable("the selection around the nodes expands to too many selections"));
+        }
+        let directives = match &item.node {
+            Selection::Field(f) if f.node.name.node == name => {
+                out.push(f.node.clone());
+                &f.node.directives
+            }
+            Selection::Field(_) => continue,
+            Selection::InlineFragment(f) => {
+                collect_fields(&f.node.selection_set.node, doc, name, out, visits, depth + 1)?;
+                &f.node.directives
+            }
+            Selection::FragmentSpread(s) => {
+                if let Some(f) = doc.fragments.get(&s.node.fragment_name.node) {
+                    collect_fields(&f.node.selection_set.node, doc, name, out, visits, depth + 1)?;
+                }
+                &s.node.directives
+            }
+        };
+        if !directives.is_empty() {
+            return Err(not_exportable("no directives around the nodes (`@skip`/`@include` on `edges`, `node` or their fragments)"));
+        }
+    }
+    Ok(())
+}
+
+/// `edges { node { <nodes> } } pageInfo { hasNextPage endCursor }`.
+fn connection_selection(nodes: SelectionSet, pos: async_graphql::Pos) -> SelectionSet {
+    let field = |name: &str, items: Vec<Positioned<Selection>>| {
+        let f = Field {
+            alias: None,
+            name: Positioned::new(Name::new(name), pos),
+            arguments: Vec::new(),
+            directives: Vec::new(),
+            selection_set: Positioned::new(SelectionSet { items }, pos),
+        };
+        Positioned::new(Selection::Field(Positioned::new(f, pos)), pos)
+    };
+    let node = field("node", nodes.items);
+    let page_info = field(PAGE_INFO, vec![field("hasNextPage", Vec::new()), field("endCursor", Vec::new())]);
+    SelectionSet { items: vec![field("edges", vec![node]), page_info] }
+}
+
+/// Copies into `out` the fragments of `from` its operation uses (transitively), and drops the
+/// operation's variable definitions nothing uses any more.
+fn keep_used(out: &mut ExecutableDocument, from: &ExecutableDocument) {
+    let DocumentOperations::Single(op) = &mut out.operations else { return };
+    let mut fragments = HashSet::new();
+    let mut variables = HashSet::new();
+    let mut pending = vec![op.node.selection_set.node.clone()];
+    let mut visits = 0;
+    while let Some(set) = pending.pop() {
+        for item in &set.items {
+            visits += 1;
+            if visits > MAX_VISITS * 10 {
+                return;
+            }
+            let (directives, inner) = match &item.node {
+                Selection::Field(f) => {
+                    f.node.arguments.iter().for_each(|(_, v)| variables_of(&v.node, &mut variables));
+                    (&f.node.directives, Some(&f.node.selection_set.node))
+                }
+                Selection::InlineFragment(f) => (&f.node.directives, Some(&f.node.selection_set.node)),
+                Selection::FragmentSpread(s) => {
+                    let name = s.node.fragment_name.node.clone();
+                    let fragment = from.fragments.get(&name).filter(|_| fragments.insert(name));
+                    (&s.node.directives, fragment.map(|f| &f.node.selection_set.node))
+                }
+            };
+            directives.iter().flat_map(|d| &d.node.arguments).for_each(|(_, v)| variables_of(&v.node, &mut variables));
+            pending.extend(inner.cloned());
+        }
+    }
+    out.fragments = from.fragments.iter().filter(|(n, _)| fragments.contains(*n)).map(|(n, f)| (n.clone(), f.clone())).collect();
+    op.node.variable_definitions.retain(|v| variables.contains(v.node.name.node.as_str()));
+}
+
+/// Adds the names of the variables `value` refers to.
+fn variables_of(value: &async_graphql_value::Value, out: &mut HashSet<String>) {
+    use async_graphql_value::Value as V;
+    match value {
+        V::Variable(n) => {
+            out.insert(n.to_string());
+        }
+        V::List(items) => items.iter().for_each(|v| variables_of(v, out)),
+        V::Object(fields) => fields.values().for_each(|v| variables_of(v, out)),
+        _ => {}
+    }
+}
+
+/// The CSV columns of the nodes' selection `set`: leaf field paths by response key, in
+/// selection order, fragments expanded (type conditions ignored: a column of another type's
+/// fragment stays empty), each path once.
+fn columns(set: &SelectionSet, doc: &ExecutableDocument) -> Result<Vec<Vec<String>>, async_graphql::ServerError> {
+    struct Walk<'a> {
+        doc: &'a ExecutableDocument,
+        out: Vec<Vec<String>>,
+        seen: HashSet<Vec<String>>,
+        visits: usize,
+    }
+    impl Walk<'_> {
+        fn set(&mut self, set: &SelectionSet, prefix: &mut Vec<String>, depth: usize) -> Result<(), async_graphql::ServerError> {
+            for item in &set.items {
+                self.visits += 1;
+                if self.visits > MAX_VISITS || depth > 64 {
+                    return Err(not_exportable("the nodes' selection expands to too many selections"));
+                }
+                match &item.node {
+                    Selection::Field(f) => {
+                        prefix.push(f.node.response_key().node.to_string());
+                        if f.node.selection_set.node.items.is_empty() {
+                            if self.seen.insert(prefix.clone()) {
+                                self.out.push(prefix.clone());
+                            }
+                        } else {
+                            self.set(&f.node.selection_set.node, prefix, depth + 1)?;
+                        }
+                        prefix.pop();
+                    }
+                    Selection::InlineFragment(f) => self.set(&f.node.selection_set.node, prefix, depth + 1)?,
+                    Selection::FragmentSpread(s) => {
+                        if let Some(f) = self.doc.fragments.get(&s.node.fragment_name.node) {
+                            self.set(&f.node.selection_set.node, prefix, depth + 1)?;
+                        }
+                    }
+                }
+                if self.out.len() > MAX_COLUMNS {
+                    return Err(not_exportable(format!("a CSV export has at most {MAX_COLUMNS} columns (leaf fields)")));
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut walk = Walk { doc, out: Vec::new(), seen: HashSet::new(), visits: 0 };
+    walk.set(set, &mut Vec::new(), 0)?;
+    Ok(walk.out)
+}
+
+/// The CSV cell of `path` in `node` (see the module docs).
+fn cell(node: &Value, path: &[String]) -> String {
+    let mut values = Vec::new();
+    let mut listed = false;
+    leaf_values(node, path, &mut values, &mut listed);
+    if !listed {
+        return values.pop().unwrap_or_default();
+    }
+    let mut out = String::new();
+    for (i, v) in values.iter().enumerate() {
+        if i > 0 {
+            out.push(';');
+        }
+        for c in v.chars() {
+            if c == ';' || c == '\\' {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The values at `path` under `value`, through lists (`listed` set when one was crossed).
+fn leaf_values(value: &Value, path: &[String], out: &mut Vec<String>, listed: &mut bool) {
+    match (value, path.split_first()) {
+        (Value::Null, _) => {}
+        (Value::List(items), _) => {
+            *listed = true;
+            items.iter().for_each(|v| leaf_values(v, path, out, listed));
+        }
+        (Value::Object(fields), Some((key, rest))) => {
+            if let Some(v) = fields.get(key.as_str()) {
+                leaf_values(v, rest, out, listed);
+            }
+        }
+        (Value::String(s), None) => out.push(s.clone()),
+        (Value::Enum(n), None) => out.push(n.to_string()),
+        (Value::Boolean(b), None) => out.push(b.to_string()),
+        (Value::Number(n), None) => out.push(n.to_string()),
+        // A JSON object scalar (`Map`), or a value the path does not reach.
+        (Value::Object(_), None) => out.push(serde_json::to_string(value).unwrap_or_default()),
+        _ => {}
+    }
+}
+
+/// Appends `value` as one RFC 4180 field: quoted (quotes doubled) when it holds a comma, a
+/// quote or a line break.
+fn push_csv_field(out: &mut Vec<u8>, value: &str) {
+    if value.contains([',', '"', '\r', '\n']) {
+        out.push(b'"');
+        out.extend_from_slice(value.replace('"', "\"\"").as_bytes());
+        out.push(b'"');
+    } else {
+        out.extend_from_slice(value.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(json: serde_json::Value) -> Value {
+        Value::from_json(json).unwrap()
+    }
+
+    /// Values that would break a record or a list cell are quoted and escaped; paths through
+    /// lists join, nulls and absent fields are empty, a `Map` is its JSON.
+    #[test]
+    fn cells_escape_what_would_break_a_record_or_a_list() {
+        let n = node(serde_json::json!({
+            "name": "a,b \"c\"\r\nd",
+            "tags": ["x;y", "back\\slash", "plain"],
+            "subs": {"edges": [{"node": {"path": "/p;1"}}, {"node": {"path": null}}, {"node": {"path": "/p2"}}]},
+            "owner": null,
+            "labels": {"k": "v"},
+            "ready": true,
+            "count": 3
+        }));
+        let path = |p: &str| p.split('.').map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(cell(&n, &path("name")), "a,b \"c\"\r\nd");
+        assert_eq!(cell(&n, &path("tags")), "x\\;y;back\\\\slash;plain");
+        assert_eq!(cell(&n, &path("subs.edges.node.path")), "/p\\;1;/p2");
+        assert_eq!(cell(&n, &path("owner.name")), "");
+        assert_eq!(cell(&n, &path("missing")), "");
+        assert_eq!(cell(&n, &path("labels")), r#"{"k":"v"}"#);
+        assert_eq!((cell(&n, &path("ready")), cell(&n, &path("count"))), ("true".to_string(), "3".to_string()));
+        let mut out = Vec::new();
+        push_csv_field(&mut out, &cell(&n, &path("name")));
+        assert_eq!(String::from_utf8(out).unwrap(), "\"a,b \"\"c\"\"\r\nd\"");
+    }
+
+    #[test]
+    fn the_error_line_is_one_json_line_or_one_csv_record() {
+        let line = Format::Ndjson.error_line("TIMEOUT", "took \"too\" long\nreally");
+        assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
+        let v: serde_json::Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(v, serde_json::json!({"error": {"message": "took \"too\" long\nreally", "code": "TIMEOUT"}}));
+        let csv = Format::Csv.error_line("TIMEOUT", "a, b");
+        assert_eq!(String::from_utf8(csv).unwrap(), "#error,TIMEOUT,\"a, b\"\r\n");
+    }
+}
