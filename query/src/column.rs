@@ -117,7 +117,15 @@ impl<R: Send + Sync + 'static> Column<R> {
         };
         let ty = if self.nullable { TypeRef::named(type_name) } else { TypeRef::named_nn(type_name) };
         let (get, is_enum) = (self.get.clone(), matches!(self.ty, FilterType::Enum(_)));
-        crate::fields::field::<Stored<R>>(self.name, ty, move |p, request| Ok(field_value(get(p, request), is_enum)))
+        crate::fields::field::<Stored<R>>(self.name, ty, move |p, request| {
+            Ok(graphql_value(get(p, request), is_enum).map(FieldValue::value))
+        })
+    }
+
+    /// The object field's value for `s` (null for `None`): what GraphQL answers, written by an
+    /// export's flat rows ([`crate::export`]) without resolving the field.
+    pub(crate) fn answer(&self, s: &Stored<R>, request: &RequestContext) -> Value {
+        graphql_value((self.get)(s, request), matches!(self.ty, FilterType::Enum(_))).unwrap_or(Value::Null)
     }
 
     /// The `where` input field.
@@ -135,7 +143,7 @@ impl<R: Send + Sync + 'static> Column<R> {
 }
 
 /// The GraphQL value of a column's value (`None` is null).
-fn field_value(v: FilterValue, is_enum: bool) -> Option<FieldValue<'static>> {
+fn graphql_value(v: FilterValue, is_enum: bool) -> Option<Value> {
     let value = match v {
         FilterValue::Str(Some(s)) if is_enum => Value::Enum(Name::new(s)),
         FilterValue::Str(Some(s)) => Value::String(s),
@@ -143,5 +151,5 @@ fn field_value(v: FilterValue, is_enum: bool) -> Option<FieldValue<'static>> {
         FilterValue::Time(Some(t)) => Value::String(t.to_rfc3339()),
         FilterValue::Str(None) | FilterValue::Bool(None) | FilterValue::Time(None) => return None,
     };
-    Some(FieldValue::value(value))
+    Some(value)
 }

@@ -75,6 +75,7 @@ pub fn register_entity<K: Entity>(builder: &mut Builder) {
         .implement("Node")
         .field(field::<Stored<K::Record>>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<K>(&p.key)))));
     let columns = K::columns();
+    builder.column_names.insert(name, columns.iter().map(Column::name).collect());
     for (type_name, values) in columns.iter().filter_map(Column::enum_type) {
         builder.enumeration(type_name, values);
     }
@@ -284,6 +285,9 @@ fn connection_value<K: Entity>(
     } else {
         crate::relay::Page { edges: Vec::new(), has_next: false, has_previous: false }
     };
+    if let Some(flat) = request.flat_rows.as_ref().filter(|f| f.type_name() == K::TYPE) {
+        flat.write::<K>(request, page.edges.iter().map(|(_, st)| st));
+    }
     let total = if look.field("totalCount").exists() { src.count()? } else { 0 };
     let phases = if look.field("phaseCounts").exists() { src.phase_counts(&|r| K::status(r).map(|s| s.phase))? } else { Vec::new() };
     let edges: Vec<_> = page.edges.into_iter().map(|(suffix, st)| (encode_cursor(K::ID, spec, &suffix), st)).collect();

@@ -76,6 +76,8 @@ pub struct Builder {
     pub(crate) pasts: HashMap<schema::KindId, Arc<dyn PastKind>>,
     /// The finished schema's object fields ([`ObjectFields`]).
     pub(crate) object_fields: ObjectFields,
+    /// Each entity type's column names ([`Entity::columns`]).
+    pub(crate) column_names: HashMap<&'static str, Vec<&'static str>>,
 }
 
 /// Loads a node of one type by key, `None` when absent or invisible.

@@ -32,7 +32,8 @@ use crate::Api;
 use async_graphql::parser::types::{DocumentOperations, ExecutableDocument, Field, OperationType, Selection, SelectionSet};
 use async_graphql::{Name, Positioned, Value};
 use std::collections::HashSet;
-use storage::Store;
+use std::sync::Arc;
+use storage::{Store, Stored};
 
 /// Most CSV columns (leaf field paths) one export has.
 pub const MAX_COLUMNS: usize = 1000;
@@ -121,6 +122,85 @@ pub struct Export {
     columns: Vec<Vec<String>>,
     revision: u64,
     search_revision: Option<u64>,
+    /// The rows of a page, written by the root connection itself when the nodes select only
+    /// columns ([`FlatRows`]).
+    flat: Option<Arc<FlatRows>>,
+}
+
+/// What [`Api::export_page`] wrote.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageRows {
+    /// Rows written.
+    pub rows: usize,
+    /// The page had more rows than the caller allowed (the export is over its bound).
+    pub over: bool,
+}
+
+/// The rows of one page of an export whose nodes select only columns (`id`, `__typename` and
+/// the kind's [`crate::column::Column`]s, through fragments on the type, without arguments or
+/// directives): the root connection writes them from its records
+/// (`crate::connection::connection_value`) with the values its object fields answer
+/// ([`crate::column::Column::answer`]), instead of answering edges whose fields GraphQL resolves
+/// one by one. The answer is the same (a test compares both for every kind).
+pub struct FlatRows {
+    type_name: String,
+    /// `(response key, field name)` in selection order, each key once.
+    fields: Vec<(String, String)>,
+    format: Format,
+    /// The page's rows and where each ends.
+    page: std::sync::Mutex<(Vec<u8>, Vec<usize>)>,
+}
+
+impl FlatRows {
+    /// The GraphQL type whose root connection writes the rows.
+    pub(crate) fn type_name(&self) -> &str {
+        &self.type_name
+    }
+
+    /// Writes the rows of `records` (a page of the root connection, visible and filtered).
+    pub(crate) fn write<'a, K: crate::entity::Entity>(
+        &self,
+        request: &RequestContext,
+        records: impl Iterator<Item = &'a Stored<K::Record>>,
+    ) {
+        let columns = K::columns();
+        let getters: Vec<Option<&crate::column::Column<K::Record>>> =
+            self.fields.iter().map(|(_, name)| columns.iter().find(|c| c.name() == name.as_str())).collect();
+        let mut page = self.page.lock().unwrap_or_else(|e| e.into_inner());
+        let (out, ends) = &mut *page;
+        for st in records {
+            let values = self.fields.iter().zip(&getters).map(|((_, name), getter)| match (name.as_str(), getter) {
+                ("__typename", _) => Value::String(K::TYPE.to_string()),
+                ("id", _) => Value::String(crate::entity::global_id::<K>(&st.key)),
+                (_, Some(c)) => c.answer(st, request),
+                (_, None) => Value::Null,
+            });
+            match self.format {
+                Format::Ndjson => {
+                    out.push(b'{');
+                    for (i, ((key, _), value)) in self.fields.iter().zip(values).enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        let _ = serde_json::to_writer(&mut *out, key);
+                        out.push(b':');
+                        let _ = serde_json::to_writer(&mut *out, &value);
+                    }
+                    out.extend_from_slice(b"}\n");
+                }
+                Format::Csv => {
+                    for (i, value) in values.enumerate() {
+                        if i > 0 {
+                            out.push(b',');
+                        }
+                        push_csv_field(out, &cell(&value, &[]));
+                    }
+                    out.extend_from_slice(b"\r\n");
+                }
+            }
+            ends.push(out.len());
+        }
+    }
 }
 
 /// An export's operation rewritten to read pages ([`rewrite`]).
@@ -132,6 +212,9 @@ struct Rewritten {
     /// The nodes' selection (CSV columns are read from it).
     nodes: SelectionSet,
     searches: bool,
+    /// The nodes select only columns of this type: `(type, [(response key, field)])`, and the
+    /// operation selects only the connection's `pageInfo` ([`FlatRows`]).
+    flat: Option<(String, Vec<(String, String)>)>,
 }
 
 impl Api {
@@ -163,17 +246,19 @@ impl Api {
             error.extensions.as_mut().expect("set").set("code", "GRAPHQL_VALIDATION_FAILED");
             refuse(error)
         })?;
-        let rewritten = rewrite(&doc, graphql_request.operation_name.as_deref(), &self.shapes).map_err(refuse)?;
-        let columns = if format == Format::Csv { columns(&rewritten.nodes, &rewritten.doc).map_err(refuse)? } else { Vec::new() };
+        let rewritten = rewrite(&doc, graphql_request.operation_name.as_deref(), &self.shapes, &self.columns).map_err(refuse)?;
+        let columns = if format == Format::Csv { columns(&rewritten.nodes, &doc).map_err(refuse)? } else { Vec::new() };
         let unreadable = |e: storage::StorageError| refuse(crate::error::storage_request_error(e));
         let view = store.read().map_err(unreadable)?;
         viewer.resolve(&view).map_err(unreadable)?;
         let revision = view.revision().map_err(unreadable)?;
         graphql_request.operation_name = None;
         let page_size = self.page_size(&rewritten, &graphql_request, &view, &viewer).map_err(|e| refuse(e.into_server_error()))?;
-        let request = RequestContext::unlimited(store, view, viewer, deadline, self.config.now, &self.limits);
+        let mut request = RequestContext::unlimited(store, view, viewer, deadline, self.config.now, &self.limits);
         let search_revision = rewritten.searches.then(|| request.catalogue.as_ref().map(|c| c.revision())).flatten();
-        let Rewritten { doc, field, key, connection, .. } = rewritten;
+        let Rewritten { doc, field, key, connection, flat, .. } = rewritten;
+        let flat = flat.map(|(type_name, fields)| Arc::new(FlatRows { type_name, fields, format, page: Default::default() }));
+        request.flat_rows = flat.clone();
         Ok(Export {
             doc,
             graphql_request,
@@ -189,7 +274,14 @@ impl Api {
             columns,
             revision,
             search_revision,
+            flat,
         })
+    }
+
+    /// The fields an export writes from the records of `type_name` without resolving them (its
+    /// [`crate::column::Column`]s; `id` and `__typename` too), `None` for a type without columns.
+    pub fn columns_of(&self, type_name: &str) -> Option<&[&'static str]> {
+        self.columns.get(type_name).map(Vec::as_slice)
     }
 
     /// The largest page size (at most `graphql.maxPageSize`) whose page passes the limits.
@@ -211,12 +303,18 @@ impl Api {
         }
     }
 
-    /// The next page of `export`: its nodes in order; `Ok(None)` once every page was read.
+    /// Writes the rows of the next page of `export` to `out`, at most `allowed`; `Ok(None)` once
+    /// every page was read.
     ///
     /// # Errors
     /// The page's answer when it has errors (a field's error, a limit, `TIMEOUT` once the
     /// export's deadline passed): the export ends there.
-    pub async fn export_page(&self, export: &mut Export) -> Result<Option<Vec<Value>>, Box<async_graphql::Response>> {
+    pub async fn export_page(
+        &self,
+        export: &mut Export,
+        out: &mut Vec<u8>,
+        allowed: usize,
+    ) -> Result<Option<PageRows>, Box<async_graphql::Response>> {
         if export.done {
             return Ok(None);
         }
@@ -236,13 +334,29 @@ impl Api {
             return Err(timeout());
         }
         if !response.errors.is_empty() {
+            if let Some(flat) = &export.flat {
+                *flat.page.lock().unwrap_or_else(|e| e.into_inner()) = Default::default();
+            }
             return Err(Box::new(crate::with_codes(crate::cap_errors(response), &self.limits)));
         }
         export.validated = true;
         let (nodes, next) = page_nodes(response.data, &export.key, export.connection);
         export.after = next.clone();
         export.done = next.is_none();
-        Ok(Some(nodes))
+        let written = match &export.flat {
+            Some(flat) => {
+                let (bytes, ends) = std::mem::take(&mut *flat.page.lock().unwrap_or_else(|e| e.into_inner()));
+                let rows = ends.len().min(allowed);
+                out.extend_from_slice(&bytes[..if rows == 0 { 0 } else { ends[rows - 1] }]);
+                PageRows { rows, over: ends.len() > allowed }
+            }
+            None => {
+                let rows = nodes.len().min(allowed);
+                nodes.iter().take(rows).for_each(|node| export.write_row(node, out));
+                PageRows { rows, over: nodes.len() > allowed }
+            }
+        };
+        Ok(Some(written))
     }
 }
 
@@ -288,8 +402,14 @@ impl Export {
         out
     }
 
+    /// Whether the nodes select only columns: the rows are written by the root connection
+    /// ([`FlatRows`]).
+    pub fn is_flat(&self) -> bool {
+        self.flat.is_some()
+    }
+
     /// Appends the row of `node` to `out`.
-    pub fn write_row(&self, node: &Value, out: &mut Vec<u8>) {
+    fn write_row(&self, node: &Value, out: &mut Vec<u8>) {
         match self.format {
             Format::Ndjson => {
                 // A `Value` is always valid JSON (no non-string keys, no NaN).
@@ -370,7 +490,12 @@ fn page_nodes(data: Value, key: &str, connection: bool) -> (Vec<Value>, Option<S
 /// only operation, its one root field without page arguments, a connection's selection
 /// replaced by `edges { node { … } } pageInfo { hasNextPage endCursor }`, unused fragments and
 /// variable definitions dropped (strict validation refuses them).
-fn rewrite(doc: &ExecutableDocument, name: Option<&str>, shapes: &crate::limits::Shapes) -> Result<Rewritten, async_graphql::ServerError> {
+fn rewrite(
+    doc: &ExecutableDocument,
+    name: Option<&str>,
+    shapes: &crate::limits::Shapes,
+    columns: &std::collections::HashMap<&'static str, Vec<&'static str>>,
+) -> Result<Rewritten, async_graphql::ServerError> {
     let op = match (&doc.operations, name) {
         (DocumentOperations::Single(op), None) => op,
         (DocumentOperations::Multiple(ops), Some(n)) => ops.get(n).ok_or_else(|| not_exportable(format!("no operation is named `{n}`")))?,
@@ -401,10 +526,13 @@ fn rewrite(doc: &ExecutableDocument, name: Option<&str>, shapes: &crate::limits:
     let mut new_root = root.node.clone();
     let searches = field == "catalogueSearch"
         || root.node.arguments.iter().any(|(n, v)| n.node == "search" && v.node != async_graphql_value::Value::Null);
+    let mut flat = None;
     let nodes = if connection {
         new_root.arguments.retain(|(n, _)| !matches!(n.node.as_str(), "first" | "last" | "after" | "before"));
         let nodes = connection_nodes(&root.node.selection_set.node, doc)?;
-        new_root.selection_set.node = connection_selection(nodes.clone(), root.pos);
+        let node_type = shapes.node_type(&field).unwrap_or_default();
+        flat = columns.get(node_type).and_then(|c| flat_fields(&nodes, doc, node_type, c)).map(|f| (node_type.to_string(), f));
+        new_root.selection_set.node = connection_selection(nodes.clone(), root.pos, flat.is_none());
         nodes
     } else {
         root.node.selection_set.node.clone()
@@ -414,7 +542,7 @@ fn rewrite(doc: &ExecutableDocument, name: Option<&str>, shapes: &crate::limits:
     let mut out = ExecutableDocument { operations: DocumentOperations::Single(new_op), fragments: Default::default() };
     keep_used(&mut out, doc);
     let key = root.node.response_key().node.to_string();
-    Ok(Rewritten { doc: out, field, key, connection, nodes, searches })
+    Ok(Rewritten { doc: out, field, key, connection, nodes, searches, flat })
 }
 
 /// The nodes' selection of a connection's selection `set`: the items of every `edges { node }`
@@ -473,8 +601,9 @@ fn collect_fields(
     Ok(())
 }
 
-/// `edges { node { <nodes> } } pageInfo { hasNextPage endCursor }`.
-fn connection_selection(nodes: SelectionSet, pos: async_graphql::Pos) -> SelectionSet {
+/// `edges { node { <nodes> } } pageInfo { hasNextPage endCursor }` (`pageInfo` alone without
+/// `edges`: the rows are [`FlatRows`]).
+fn connection_selection(nodes: SelectionSet, pos: async_graphql::Pos, edges: bool) -> SelectionSet {
     let field = |name: &str, items: Vec<Positioned<Selection>>| {
         let f = Field {
             alias: None,
@@ -487,7 +616,65 @@ fn connection_selection(nodes: SelectionSet, pos: async_graphql::Pos) -> Selecti
     };
     let node = field("node", nodes.items);
     let page_info = field(PAGE_INFO, vec![field("hasNextPage", Vec::new()), field("endCursor", Vec::new())]);
-    SelectionSet { items: vec![field("edges", vec![node]), page_info] }
+    if edges {
+        SelectionSet { items: vec![field("edges", vec![node]), page_info] }
+    } else {
+        SelectionSet { items: vec![page_info] }
+    }
+}
+
+/// The `(response key, field)` pairs of a nodes' selection that selects only `id`,
+/// `__typename` and `columns` of `type_name` (through fragments on the type or on `Node`),
+/// without arguments, directives or sub-selections, each key naming one field; `None` otherwise.
+fn flat_fields(set: &SelectionSet, doc: &ExecutableDocument, type_name: &str, columns: &[&str]) -> Option<Vec<(String, String)>> {
+    fn walk(
+        set: &SelectionSet,
+        doc: &ExecutableDocument,
+        on: &dyn Fn(&str) -> bool,
+        columns: &[&str],
+        out: &mut Vec<(String, String)>,
+        depth: usize,
+    ) -> Option<()> {
+        if depth > 16 || out.len() > MAX_COLUMNS {
+            return None;
+        }
+        for item in &set.items {
+            match &item.node {
+                Selection::Field(f) => {
+                    let f = &f.node;
+                    let name = f.name.node.as_str();
+                    let plain = f.arguments.is_empty() && f.directives.is_empty() && f.selection_set.node.items.is_empty();
+                    if !plain || !(name == "id" || name == "__typename" || columns.contains(&name)) {
+                        return None;
+                    }
+                    let key = f.response_key().node.as_str();
+                    match out.iter().find(|(k, _)| k == key) {
+                        Some((_, n)) if n != name => return None,
+                        Some(_) => {}
+                        None => out.push((key.to_string(), name.to_string())),
+                    }
+                }
+                Selection::InlineFragment(fr) => {
+                    let typed = fr.node.type_condition.as_ref().is_none_or(|t| on(t.node.on.node.as_str()));
+                    if !fr.node.directives.is_empty() || !typed {
+                        return None;
+                    }
+                    walk(&fr.node.selection_set.node, doc, on, columns, out, depth + 1)?;
+                }
+                Selection::FragmentSpread(sp) => {
+                    let fr = doc.fragments.get(&sp.node.fragment_name.node)?;
+                    if !sp.node.directives.is_empty() || !on(fr.node.type_condition.node.on.node.as_str()) {
+                        return None;
+                    }
+                    walk(&fr.node.selection_set.node, doc, on, columns, out, depth + 1)?;
+                }
+            }
+        }
+        Some(())
+    }
+    let mut out = Vec::new();
+    walk(set, doc, &|t| t == type_name || t == "Node", columns, &mut out, 0)?;
+    Some(out)
 }
 
 /// Copies into `out` the fragments of `from` its operation uses (transitively), and drops the

@@ -111,6 +111,9 @@ pub struct Api {
     shapes: limits::Shapes,
     parsed: ParseCache,
     persisted: persisted::PersistedQueries,
+    /// The column names of each entity type ([`entity::Entity::columns`]; exports write rows of
+    /// columns directly, [`export`]).
+    columns: std::collections::HashMap<&'static str, Vec<&'static str>>,
 }
 
 /// One schema built twice: `strict` runs every validation rule of GraphQL, `fast` only the
@@ -181,10 +184,10 @@ impl ParseCache {
 /// # Errors
 /// [`SchemaError`] when the generated schema is inconsistent (a bug, caught by the SDL test).
 pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
-    let mut records = std::collections::HashMap::new();
+    let (mut records, mut columns) = Default::default();
     let mut both = |nodes| -> Result<Validating, SchemaError> {
-        let (strict, r) = build(&config, Extras { nullable_nodes: nodes, change_events: false }, ValidationMode::Strict)?;
-        records = r;
+        let (strict, (r, c)) = build(&config, Extras { nullable_nodes: nodes, change_events: false }, ValidationMode::Strict)?;
+        (records, columns) = (r, c);
         Ok(Validating { strict, fast: build(&config, Extras { nullable_nodes: nodes, change_events: false }, ValidationMode::Fast)?.0 })
     };
     let plain = both(false)?;
@@ -194,7 +197,7 @@ pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
         limits::Shapes::new(&plain.strict.sdl(), records).map_err(|e| SchemaError(format!("the generated SDL does not parse: {e}")))?;
     let limits = Arc::new(limits::Limits { max_depth: config.limits.max_depth.min(limits::MAX_DEPTH_CEILING), ..config.limits.clone() });
     let persisted = persisted::PersistedQueries::new(config.persisted_queries);
-    Ok(Api { plain, nodes, subscriptions, config, limits, shapes, parsed: ParseCache::default(), persisted })
+    Ok(Api { plain, nodes, subscriptions, config, limits, shapes, parsed: ParseCache::default(), persisted, columns })
 }
 
 /// The extensions of one build of the schema.
@@ -206,11 +209,14 @@ struct Extras {
     change_events: bool,
 }
 
+/// The column names of each entity type.
+type ColumnNames = std::collections::HashMap<&'static str, Vec<&'static str>>;
+
 fn build(
     config: &QueryConfig,
     extras: Extras,
     validation: ValidationMode,
-) -> Result<(Schema, std::collections::HashMap<String, limits::RecordList>), SchemaError> {
+) -> Result<(Schema, (std::collections::HashMap<String, limits::RecordList>, ColumnNames)), SchemaError> {
     let mut builder = Builder::default();
     builder.file_manager_base_url = config.file_manager_base_url.as_deref().map(Arc::from);
     builder.secret_resolver = config.secret_resolver.clone();
@@ -273,7 +279,7 @@ fn build(
     }
     let schema = sb.finish()?;
     history::fill_object_fields(&object_fields, &schema.sdl());
-    Ok((schema, builder.records))
+    Ok((schema, (builder.records, builder.column_names)))
 }
 
 impl Api {

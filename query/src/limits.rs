@@ -460,6 +460,13 @@ impl Shapes {
             Multiplier::One => None,
         }
     }
+
+    /// The node type of the root connection `field` (`applications` → `Application`).
+    pub(crate) fn node_type(&self, field: &str) -> Option<&str> {
+        let connection = &self.outputs.get("Query")?.get(field)?.ty;
+        let edge = &self.outputs.get(connection)?.get("edges")?.ty;
+        Some(&self.outputs.get(edge)?.get("node")?.ty)
+    }
 }
 
 // ---- pass 2 and 3: the operation ---------------------------------------------------------------

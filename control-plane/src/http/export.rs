@@ -26,7 +26,7 @@ use super::graphql::{problem, GraphqlEndpoint};
 use bytes::Bytes;
 use poem::http::StatusCode;
 use poem::{Body, Request, Response};
-use query::export::{Export, Format};
+use query::export::{Export, Format, PageRows};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -266,8 +266,9 @@ impl Producer {
             Ok(e) => e,
             Err(refused) => return self.refused(started, refused, "-"),
         };
-        let first = match self.handle.block_on(self.api.export_page(&mut export)) {
-            Ok(page) => page.unwrap_or_default(),
+        let mut out = export.preamble();
+        let first = match self.handle.block_on(self.api.export_page(&mut export, &mut out, self.max_rows)) {
+            Ok(page) => page,
             Err(refused) => return self.refused(started, refused, &export.field().to_string()),
         };
         let _ = started.send(Ok(Started {
@@ -276,7 +277,7 @@ impl Producer {
             search_revision: export.search_revision(),
         }));
         let (mut rows, mut bytes) = (0usize, 0usize);
-        let outcome = self.stream(&mut export, first, &mut rows, &mut bytes);
+        let outcome = self.stream(&mut export, out, first, &mut rows, &mut bytes);
         if let Err((code, message)) = &outcome {
             let line = Bytes::from(self.format.error_line(code, message));
             let _ = self.last_line.set(line);
@@ -284,28 +285,24 @@ impl Producer {
         self.ended(&export, rows, bytes, outcome);
     }
 
-    /// Writes the rows of `first` and every later page, in chunks.
-    fn stream(&self, export: &mut Export, first: Vec<async_graphql::Value>, rows: &mut usize, bytes: &mut usize) -> Outcome {
-        let mut out = export.preamble();
+    /// Sends `out` (the rows of the first page, `first`) and the rows of every later page, in
+    /// chunks.
+    fn stream(&self, export: &mut Export, mut out: Vec<u8>, first: Option<PageRows>, rows: &mut usize, bytes: &mut usize) -> Outcome {
         let mut page = first;
         loop {
-            for node in &page {
-                if *rows == self.max_rows {
-                    self.send(export, &mut out, bytes, true)?;
-                    let e = query::error::export_too_large(self.max_rows);
-                    return Err(("EXPORT_TOO_LARGE".into(), e.message));
-                }
-                export.write_row(node, &mut out);
-                *rows += 1;
-                if out.len() >= CHUNK_BYTES {
-                    self.send(export, &mut out, bytes, false)?;
-                }
+            let Some(written) = page else { return self.send(export, &mut out, bytes, true) };
+            *rows += written.rows;
+            if written.over {
+                self.send(export, &mut out, bytes, true)?;
+                return Err(("EXPORT_TOO_LARGE".into(), query::error::export_too_large(self.max_rows).message));
             }
-            self.send(export, &mut out, bytes, true)?;
-            page = match self.handle.block_on(self.api.export_page(export)) {
-                Ok(Some(next)) => next,
-                Ok(None) => return Ok(()),
-                Err(answer) => return Err(query::export::first_error(&answer)),
+            self.send(export, &mut out, bytes, false)?;
+            page = match self.handle.block_on(self.api.export_page(export, &mut out, self.max_rows - *rows)) {
+                Ok(next) => next,
+                Err(answer) => {
+                    self.send(export, &mut out, bytes, true)?;
+                    return Err(query::export::first_error(&answer));
+                }
             };
         }
     }
