@@ -41,7 +41,11 @@ async fn metric(client: &reqwest::Client, base: &str, name: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn both_formats_stream_with_the_revision_and_refusals_come_before_any_row() {
-    let (running, base, client) = server(|c| c.export.max_rows = 5).await;
+    let (running, base, client) = server(|c| {
+        c.export.max_rows = 5;
+        c.graphql.limits.max_complexity = 100_000;
+    })
+    .await;
     let q = "{ zones { name gatewayURL applications { name } } }";
     let r = export(&client, &base, ADMIN, "?format=ndjson", q).await;
     assert_eq!(r.status(), 200);
@@ -87,6 +91,16 @@ async fn both_formats_stream_with_the_revision_and_refusals_come_before_any_row(
     assert_eq!(records.len(), 7, "a header, five rows and the error: {csv}");
     assert!(records[6].starts_with("#error,EXPORT_TOO_LARGE,"), "{csv}");
     assert_eq!(metric(&client, &base, "controlplane_exports_total{format=\"csv\",outcome=\"EXPORT_TOO_LARGE\"}").await, 1.0);
+    // Rows of about 40 KB, handed over in chunks of 64 KiB: the chunks end with whole rows and
+    // the error line is a line of its own.
+    let aliases: String = (0..600).map(|i| format!("a{i}: id ")).collect();
+    let wide = format!("{{ applications {{ edges {{ node {{ {aliases} }} }} }} }}");
+    let text = export(&client, &base, ADMIN, "", &wide).await.text().await.unwrap();
+    let lines: Vec<Value> =
+        text.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {}", &l[..l.len().min(80)]))).collect();
+    assert_eq!(lines.len(), 6);
+    assert!(lines[..5].iter().all(|l| l["a599"] == l["a0"]), "whole rows");
+    assert_eq!(lines[5]["error"]["code"], "EXPORT_TOO_LARGE");
 
     for (params, query, status, code) in [
         ("", "{ zones { name } groups { name } }", 400, "NOT_EXPORTABLE"),

@@ -285,12 +285,16 @@ fn connection_value<K: Entity>(
     } else {
         crate::relay::Page { edges: Vec::new(), has_next: false, has_previous: false }
     };
-    if let Some(flat) = request.flat_rows.as_ref().filter(|f| f.type_name() == K::TYPE) {
-        flat.write::<K>(request, page.edges.iter().map(|(_, st)| st));
+    let mut page_edges = page.edges;
+    if let Some(flat) = ctx.data_opt::<Arc<crate::export::FlatRows>>().filter(|f| f.type_name() == K::TYPE) {
+        // An export's page of columns: its rows are written here; only the last edge is kept,
+        // for the next page's cursor (`pageInfo { hasNextPage endCursor }` is all it selects).
+        flat.write::<K>(request, page_edges.iter().map(|(_, st)| st))?;
+        page_edges = page_edges.pop().into_iter().collect();
     }
     let total = if look.field("totalCount").exists() { src.count()? } else { 0 };
     let phases = if look.field("phaseCounts").exists() { src.phase_counts(&|r| K::status(r).map(|s| s.phase))? } else { Vec::new() };
-    let edges: Vec<_> = page.edges.into_iter().map(|(suffix, st)| (encode_cursor(K::ID, spec, &suffix), st)).collect();
+    let edges: Vec<_> = page_edges.into_iter().map(|(suffix, st)| (encode_cursor(K::ID, spec, &suffix), st)).collect();
     let cursors = look.field("edges").field("cursor").exists();
     request.deadline.charge(edges.iter().map(|(cursor, _)| if cursors { cursor.len() + 24 } else { 24 }).sum::<usize>() + 64)?;
     Ok(object_value(ConnData::<K::Record> { edges, has_next: page.has_next, has_previous: page.has_previous, total, phases }))

@@ -129,6 +129,19 @@ impl Deadline {
         self.budget.get().filter(|b| b.exceeded.load(Ordering::Relaxed))
     }
 
+    /// This deadline and its flags with an answer budget of its own of `max` bytes: each page
+    /// of an export is one answer ([`crate::export`]).
+    pub fn with_own_budget(&self, max: usize) -> Deadline {
+        let own = Deadline { budget: Arc::default(), ..self.clone() };
+        own.limit_response(max);
+        own
+    }
+
+    /// Whether the answer outgrew its budget ([`Deadline::limit_response`]).
+    pub fn answer_too_large(&self) -> bool {
+        self.too_large().is_some()
+    }
+
     /// The instant the request's time is up, if it has a limit.
     pub fn at(&self) -> Option<Instant> {
         self.at

@@ -41,6 +41,10 @@ pub const MAX_COLUMNS: usize = 1000;
 /// Most selections read while finding an export's nodes and columns (fragments expanded).
 const MAX_VISITS: usize = 10_000;
 
+/// Most bytes one page of an export answers (at most `graphql.maxResponseBytes`): a larger page
+/// is read again at half its size, down to one node.
+pub const PAGE_BYTES: usize = 4 << 20;
+
 /// The alias of the page information the export adds to a connection's selection.
 const PAGE_INFO: &str = "pageInfo";
 
@@ -76,6 +80,14 @@ impl Format {
         match self {
             Format::Ndjson => "application/x-ndjson",
             Format::Csv => "text/csv; charset=utf-8; header=present",
+        }
+    }
+
+    /// What ends a record: `\n` (NDJSON), `\r\n` (CSV).
+    pub fn line_break(self) -> &'static [u8] {
+        match self {
+            Format::Ndjson => b"\n",
+            Format::Csv => b"\r\n",
         }
     }
 
@@ -157,12 +169,17 @@ impl FlatRows {
         &self.type_name
     }
 
-    /// Writes the rows of `records` (a page of the root connection, visible and filtered).
+    /// Writes the rows of `records` (a page of the root connection, visible and filtered),
+    /// charging their bytes to the page's answer budget.
+    ///
+    /// # Errors
+    /// `RESPONSE_TOO_LARGE` once the page's rows exceed the budget (the export reads the page
+    /// again smaller, [`Api::export_page`]).
     pub(crate) fn write<'a, K: crate::entity::Entity>(
         &self,
         request: &RequestContext,
         records: impl Iterator<Item = &'a Stored<K::Record>>,
-    ) {
+    ) -> Result<(), async_graphql::Error> {
         let columns = K::columns();
         let getters: Vec<Option<&crate::column::Column<K::Record>>> =
             self.fields.iter().map(|(_, name)| columns.iter().find(|c| c.name() == name.as_str())).collect();
@@ -198,8 +215,10 @@ impl FlatRows {
                     out.extend_from_slice(b"\r\n");
                 }
             }
+            request.deadline.charge(out.len() - ends.last().copied().unwrap_or(0))?;
             ends.push(out.len());
         }
+        Ok(())
     }
 }
 
@@ -240,13 +259,9 @@ impl Api {
         self.persisted.resolve(&mut graphql_request).map_err(refuse)?;
         crate::limits::scan_text(&graphql_request.query, &self.limits).map_err(|e| refuse(e.into_server_error()))?;
         crate::limits::check_variables(&graphql_request.variables, &self.limits).map_err(|e| refuse(e.into_server_error()))?;
-        let doc = async_graphql::parser::parse_query(&graphql_request.query).map_err(|e| {
-            let mut error = async_graphql::ServerError::new(e.to_string(), None);
-            error.extensions = Some(Default::default());
-            error.extensions.as_mut().expect("set").set("code", "GRAPHQL_VALIDATION_FAILED");
-            refuse(error)
-        })?;
-        let rewritten = rewrite(&doc, graphql_request.operation_name.as_deref(), &self.shapes, &self.columns).map_err(refuse)?;
+        let doc = async_graphql::parser::parse_query(&graphql_request.query).map_err(|e| refuse(validation_failed(e.to_string())))?;
+        let rewritten = rewrite(&doc, graphql_request.operation_name.as_deref(), &self.shapes, &self.columns, &graphql_request.variables)
+            .map_err(refuse)?;
         let columns = if format == Format::Csv { columns(&rewritten.nodes, &doc).map_err(refuse)? } else { Vec::new() };
         let unreadable = |e: storage::StorageError| refuse(crate::error::storage_request_error(e));
         let view = store.read().map_err(unreadable)?;
@@ -254,11 +269,10 @@ impl Api {
         let revision = view.revision().map_err(unreadable)?;
         graphql_request.operation_name = None;
         let page_size = self.page_size(&rewritten, &graphql_request, &view, &viewer).map_err(|e| refuse(e.into_server_error()))?;
-        let mut request = RequestContext::unlimited(store, view, viewer, deadline, self.config.now, &self.limits);
+        let request = RequestContext::unlimited(store, view, viewer, deadline, self.config.now, &self.limits);
         let search_revision = rewritten.searches.then(|| request.catalogue.as_ref().map(|c| c.revision())).flatten();
         let Rewritten { doc, field, key, connection, flat, .. } = rewritten;
         let flat = flat.map(|(type_name, fields)| Arc::new(FlatRows { type_name, fields, format, page: Default::default() }));
-        request.flat_rows = flat.clone();
         Ok(Export {
             doc,
             graphql_request,
@@ -323,22 +337,38 @@ impl Api {
         if deadline.passed() {
             return Err(timeout());
         }
-        let page = export.connection.then(|| (export.page_size, export.after.clone()));
-        let mut graphql_request =
-            async_graphql::Request::new(String::new()).variables(export.graphql_request.variables.clone()).data(export.request.clone());
-        graphql_request.set_parsed_query(page_document(&export.doc, page));
-        let schemas = if export.graphql_request.query.contains("nodes") { &self.nodes } else { &self.plain };
-        let schema = if export.validated { &schemas.fast } else { &schemas.strict };
-        let response = schema.execute(graphql_request).await;
-        if deadline.passed() {
-            return Err(timeout());
-        }
-        if !response.errors.is_empty() {
+        let response = loop {
+            // Each page is one answer, bounded like any (its tree of values is held until its rows
+            // are written): a page over the budget is read again at half the size.
+            let page_deadline = deadline.with_own_budget(self.limits.max_response_bytes.min(PAGE_BYTES));
+            let mut request = export.request.clone();
+            request.deadline = page_deadline.clone();
+            let page = export.connection.then(|| (export.page_size, export.after.clone()));
+            let mut graphql_request =
+                async_graphql::Request::new(String::new()).variables(export.graphql_request.variables.clone()).data(request);
+            if let Some(flat) = &export.flat {
+                // The root connection finds it in the request's data and writes its rows there.
+                graphql_request = graphql_request.data(flat.clone());
+            }
+            graphql_request.set_parsed_query(page_document(&export.doc, page));
+            let schemas = if export.graphql_request.query.contains("nodes") { &self.nodes } else { &self.plain };
+            let schema = if export.validated { &schemas.fast } else { &schemas.strict };
+            let response = schema.execute(graphql_request).await;
+            if deadline.passed() {
+                return Err(timeout());
+            }
+            if response.errors.is_empty() {
+                break response;
+            }
             if let Some(flat) = &export.flat {
                 *flat.page.lock().unwrap_or_else(|e| e.into_inner()) = Default::default();
             }
+            if page_deadline.answer_too_large() && export.connection && export.page_size > 1 {
+                export.page_size /= 2;
+                continue;
+            }
             return Err(Box::new(crate::with_codes(crate::cap_errors(response), &self.limits)));
-        }
+        };
         export.validated = true;
         let (nodes, next) = page_nodes(response.data, &export.key, export.connection);
         export.after = next.clone();
@@ -495,6 +525,7 @@ fn rewrite(
     name: Option<&str>,
     shapes: &crate::limits::Shapes,
     columns: &std::collections::HashMap<&'static str, Vec<&'static str>>,
+    variables: &async_graphql::Variables,
 ) -> Result<Rewritten, async_graphql::ServerError> {
     let op = match (&doc.operations, name) {
         (DocumentOperations::Single(op), None) => op,
@@ -521,8 +552,18 @@ fn rewrite(
         _ => return Err(not_exportable("select exactly one root field (a connection or a list of records)")),
     };
     let field = root.node.name.node.to_string();
+    if !shapes.has_root_field(&field) {
+        return Err(validation_failed(format!("Unknown field \"{field}\" on type \"Query\".")));
+    }
     let connection =
         shapes.exported_root(&field).ok_or_else(|| not_exportable(format!("`{field}` is neither a connection nor a list of records")))?;
+    // What the query endpoint would refuse in what the rewrite drops: an unused variable, a page
+    // argument of the wrong type.
+    let (_, used) = used(&op.node.selection_set.node, doc);
+    if let Some(unused) = op.node.variable_definitions.iter().find(|v| !used.contains(v.node.name.node.as_str())) {
+        return Err(validation_failed(format!("Variable \"${}\" is not used.", unused.node.name.node)));
+    }
+    check_page_arguments(&root.node, op, variables)?;
     let mut new_root = root.node.clone();
     let searches = field == "catalogueSearch"
         || root.node.arguments.iter().any(|(n, v)| n.node == "search" && v.node != async_graphql_value::Value::Null);
@@ -681,15 +722,22 @@ fn flat_fields(set: &SelectionSet, doc: &ExecutableDocument, type_name: &str, co
 /// operation's variable definitions nothing uses any more.
 fn keep_used(out: &mut ExecutableDocument, from: &ExecutableDocument) {
     let DocumentOperations::Single(op) = &mut out.operations else { return };
+    let (fragments, variables) = used(&op.node.selection_set.node, from);
+    out.fragments = from.fragments.iter().filter(|(n, _)| fragments.contains(*n)).map(|(n, f)| (n.clone(), f.clone())).collect();
+    op.node.variable_definitions.retain(|v| variables.contains(v.node.name.node.as_str()));
+}
+
+/// The fragments (of `from`, transitively) and the variables a selection uses.
+fn used(selection: &SelectionSet, from: &ExecutableDocument) -> (HashSet<Name>, HashSet<String>) {
     let mut fragments = HashSet::new();
     let mut variables = HashSet::new();
-    let mut pending = vec![op.node.selection_set.node.clone()];
+    let mut pending = vec![selection.clone()];
     let mut visits = 0;
     while let Some(set) = pending.pop() {
         for item in &set.items {
             visits += 1;
             if visits > MAX_VISITS * 10 {
-                return;
+                return (fragments, variables);
             }
             let (directives, inner) = match &item.node {
                 Selection::Field(f) => {
@@ -707,8 +755,45 @@ fn keep_used(out: &mut ExecutableDocument, from: &ExecutableDocument) {
             pending.extend(inner.cloned());
         }
     }
-    out.fragments = from.fragments.iter().filter(|(n, _)| fragments.contains(*n)).map(|(n, f)| (n.clone(), f.clone())).collect();
-    op.node.variable_definitions.retain(|v| variables.contains(v.node.name.node.as_str()));
+    (fragments, variables)
+}
+
+/// The page arguments the rewrite drops (`first`, `last`, `after`, `before`) hold values of
+/// their types (`Int`, `Cursor`) or null, as the query endpoint's validation requires.
+fn check_page_arguments(
+    root: &Field,
+    op: &Positioned<async_graphql::parser::types::OperationDefinition>,
+    variables: &async_graphql::Variables,
+) -> Result<(), async_graphql::ServerError> {
+    use async_graphql_value::Value as V;
+    for (name, value) in &root.arguments {
+        let value = match &value.node {
+            V::Variable(v) => variables.get(v).cloned().or_else(|| {
+                let def = op.node.variable_definitions.iter().find(|d| d.node.name.node == *v)?;
+                def.node.default_value.as_ref().map(|d| d.node.clone())
+            }),
+            other => other.clone().into_const(),
+        }
+        .unwrap_or(Value::Null);
+        let (ok, ty) = match name.node.as_str() {
+            "first" | "last" => (matches!(&value, Value::Null) || matches!(&value, Value::Number(n) if n.is_i64()), "Int"),
+            "after" | "before" => (matches!(value, Value::Null | Value::String(_)), "Cursor"),
+            _ => (true, ""),
+        };
+        if !ok {
+            return Err(validation_failed(format!("Invalid value for argument \"{}\", expected type \"{ty}\"", name.node)));
+        }
+    }
+    Ok(())
+}
+
+/// `GRAPHQL_VALIDATION_FAILED` with `message`.
+fn validation_failed(message: String) -> async_graphql::ServerError {
+    let mut error = async_graphql::ServerError::new(message, None);
+    let mut ext = async_graphql::ErrorExtensionValues::default();
+    ext.set("code", "GRAPHQL_VALIDATION_FAILED");
+    error.extensions = Some(ext);
+    error
 }
 
 /// Adds the names of the variables `value` refers to.

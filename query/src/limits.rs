@@ -461,6 +461,11 @@ impl Shapes {
         }
     }
 
+    /// Whether the schema's `Query` has the field `field`.
+    pub(crate) fn has_root_field(&self, field: &str) -> bool {
+        self.outputs.get("Query").is_some_and(|q| q.contains_key(field))
+    }
+
     /// The node type of the root connection `field` (`applications` → `Application`).
     pub(crate) fn node_type(&self, field: &str) -> Option<&str> {
         let connection = &self.outputs.get("Query")?.get(field)?.ty;

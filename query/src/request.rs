@@ -29,9 +29,6 @@ pub struct RequestContext {
     pub deadline: crate::deadline::Deadline,
     /// Whether the store keeps history (`history.enabled`; `history`, `activity`).
     pub history_enabled: bool,
-    /// An export whose nodes select only columns: the root connection writes its page's rows
-    /// here instead of answering its edges ([`crate::export`]).
-    pub flat_rows: Option<Arc<crate::export::FlatRows>>,
 }
 
 impl RequestContext {
@@ -72,7 +69,6 @@ impl RequestContext {
             limits: limits.clone(),
             deadline,
             history_enabled: store.history_settings().enabled,
-            flat_rows: None,
         }
     }
 

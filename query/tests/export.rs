@@ -272,6 +272,10 @@ async fn what_is_not_one_query_of_one_root_connection_or_list_is_refused_before_
         ("{ applications { edges { node { nope } } } }".into(), &["GRAPHQL_VALIDATION_FAILED"]),
         ("{ applications(where: {nameHasPrefix: 7}) { edges { node { id } } } }".into(), &["GRAPHQL_VALIDATION_FAILED"]),
         ("{ zones { name ".into(), &["GRAPHQL_VALIDATION_FAILED"]),
+        ("{ zonez { name } }".into(), &["GRAPHQL_VALIDATION_FAILED"]),
+        ("query($s: Int) { zones { name } }".into(), &["GRAPHQL_VALIDATION_FAILED"]),
+        (r#"{ applications(first: "x") { edges { node { id } } } }"#.into(), &["GRAPHQL_VALIDATION_FAILED"]),
+        ("{ applications(after: 7) { edges { node { id } } } }".into(), &["GRAPHQL_VALIDATION_FAILED"]),
     ];
     for (q, codes) in cases {
         for format in [Format::Ndjson, Format::Csv] {
@@ -383,4 +387,35 @@ fn type_of(api: &query::Api, field: &str) -> Option<String> {
         },
         _ => None,
     })
+}
+
+/// A page is one answer, bounded by `graphql.maxResponseBytes` (at most `export::PAGE_BYTES`):
+/// a page over it is read again smaller, down to one node; a node over it ends the export with
+/// `RESPONSE_TOO_LARGE`. Rows of columns and rows GraphQL resolves alike.
+#[tokio::test]
+async fn a_page_over_the_answer_budget_is_read_again_smaller() {
+    let w = World::load();
+    let limits = query::limits::Limits {
+        max_page_size: 8,
+        max_response_bytes: 64 << 10,
+        max_complexity: 100_000,
+        ..query::limits::Limits::default()
+    };
+    let api = query::build_schema(QueryConfig { now: Some(reference_time()), limits, ..QueryConfig::default() }).unwrap();
+    let total = w.data(&admin(), "{ applications { totalCount } }").await["applications"]["totalCount"].as_u64().unwrap() as usize;
+    // About 20 KB a row: three rows fit a page, eight do not.
+    let aliases: String = (0..300).map(|i| format!("a{i}: id ")).collect();
+    for fields in [aliases.clone(), format!("... @include(if: true) {{ {aliases} }}")] {
+        let q = format!("{{ applications {{ edges {{ node {{ {fields} }} }} }} }}");
+        let (rows, _) = export(&w, &api, &admin(), &q, Format::Ndjson).await.unwrap_or_else(|e| panic!("{e:?}"));
+        let rows = lines(&rows);
+        assert_eq!(rows.len(), total);
+        assert!(rows.iter().all(|r| r["a299"] == r["a0"]), "whole rows");
+    }
+    let huge: String = (0..2000).map(|i| format!("a{i}: id ")).collect();
+    let q = format!("{{ applications {{ edges {{ node {{ {huge} }} }} }} }}");
+    let request = async_graphql::Request::new(q);
+    let mut e = api.prepare_export(&w.store, admin(), request, query::deadline::Deadline::none(), Format::Ndjson).unwrap();
+    let refused = api.export_page(&mut e, &mut Vec::new(), usize::MAX).await.err().expect("one node over the budget");
+    assert_eq!(error_codes(&serde_json::to_value(*refused).unwrap()), ["RESPONSE_TOO_LARGE"]);
 }

@@ -130,10 +130,20 @@ async fn answer(req: &Request, body: Body, endpoint: &Arc<ExportEndpoint>) -> Re
     };
     let request = match super::graphql::read_request(req, body, state).await {
         Ok(request) => request,
-        Err((_, refused)) => return refused,
+        Err((code, mut refused)) => {
+            // A GraphQL answer (variables nested too deep) is a refusal here, like the others.
+            if refused.status() == StatusCode::OK {
+                refused.set_status(StatusCode::BAD_REQUEST);
+            }
+            state.metrics.export.ended.with_label_values(&[format.name(), code]).inc();
+            return refused;
+        }
     };
     let deadline = state.executor.deadline(t0, endpoint.settings.timeout);
     let cancel = deadline.canceller();
+    // A client that leaves before the first page is answered cancels the export (the body
+    // takes this over once it exists).
+    let leaving = CancelOnDrop(Some(cancel.clone()));
     let (started_tx, started_rx) = tokio::sync::oneshot::channel();
     let (rows_tx, rows_rx) = tokio::sync::mpsc::channel::<Bytes>(CHUNKS_IN_FLIGHT);
     let last_line = Arc::new(OnceLock::new());
@@ -151,6 +161,7 @@ async fn answer(req: &Request, body: Body, endpoint: &Arc<ExportEndpoint>) -> Re
         client: viewer.client_id.clone(),
         t0,
         format,
+        at_line_start: std::cell::Cell::new(true),
     };
     tokio::task::spawn_blocking(move || producer.run(viewer, request, deadline, started_tx));
     let started = match started_rx.await {
@@ -159,7 +170,25 @@ async fn answer(req: &Request, body: Body, endpoint: &Arc<ExportEndpoint>) -> Re
         // The producer panicked (a bug; the runtime logged it).
         Err(_) => return refused_answer(async_graphql::Response::from_errors(vec![query::error::internal_server_error()])),
     };
+    leaving.disarm();
     streamed(started, format, rows_rx, last_line, cancel, t0 + endpoint.settings.timeout + CUT_GRACE, slot)
+}
+
+/// Sets the export's cancel flag when dropped, unless disarmed.
+struct CancelOnDrop(Option<Arc<std::sync::atomic::AtomicBool>>);
+
+impl CancelOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(cancel) = &self.0 {
+            cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
 }
 
 /// What the producer tells the handler once the first page is read.
@@ -171,8 +200,10 @@ struct Started {
 
 /// The answer to an export refused before any row: the GraphQL errors, with an HTTP status by
 /// the first error's code.
-fn refused_answer(answer: async_graphql::Response) -> Response {
+fn refused_answer(mut answer: async_graphql::Response) -> Response {
     let (code, _) = query::export::first_error(&answer);
+    // No rows: what a page resolved before its error is not part of the answer.
+    answer.data = async_graphql::Value::Null;
     let status = match code.as_str() {
         "INTERNAL" => StatusCode::INTERNAL_SERVER_ERROR,
         "UNAVAILABLE" | "TIMEOUT" => StatusCode::SERVICE_UNAVAILABLE,
@@ -249,6 +280,8 @@ struct Producer {
     client: String,
     t0: Instant,
     format: Format,
+    /// The last chunk handed to the client ended a line (or none was).
+    at_line_start: std::cell::Cell<bool>,
 }
 
 /// How an export ended: `OK` or a code, with the error line's message.
@@ -279,8 +312,10 @@ impl Producer {
         let (mut rows, mut bytes) = (0usize, 0usize);
         let outcome = self.stream(&mut export, out, first, &mut rows, &mut bytes);
         if let Err((code, message)) = &outcome {
-            let line = Bytes::from(self.format.error_line(code, message));
-            let _ = self.last_line.set(line);
+            // After a row cut short (one longer than a chunk), the error line starts a new line.
+            let mut line = if self.at_line_start.get() { Vec::new() } else { self.format.line_break().to_vec() };
+            line.extend(self.format.error_line(code, message));
+            let _ = self.last_line.set(Bytes::from(line));
         }
         self.ended(&export, rows, bytes, outcome);
     }
@@ -311,9 +346,17 @@ impl Producer {
     /// until the export's deadline.
     fn send(&self, export: &Export, out: &mut Vec<u8>, bytes: &mut usize, all: bool) -> Outcome {
         while out.len() >= CHUNK_BYTES || (all && !out.is_empty()) {
-            let rest = out.split_off(out.len().min(CHUNK_BYTES));
+            // Chunks end with a whole row when one fits: an export cut short (its deadline)
+            // ends after a whole row, and its error line starts a line of its own.
+            let cut = if all && out.len() <= CHUNK_BYTES {
+                out.len()
+            } else {
+                out[..CHUNK_BYTES.min(out.len())].iter().rposition(|b| *b == b'\n').map_or(CHUNK_BYTES.min(out.len()), |i| i + 1)
+            };
+            let rest = out.split_off(cut);
             let chunk = Bytes::from(std::mem::replace(out, rest));
             let len = chunk.len();
+            self.at_line_start.set(chunk.last() == Some(&b'\n'));
             let wait = self.rows.send(chunk);
             let sent = match export.deadline().at() {
                 Some(at) => self.handle.block_on(tokio::time::timeout_at(at.into(), wait)),
