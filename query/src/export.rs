@@ -904,9 +904,10 @@ fn leaf_values(value: &Value, path: &[String], out: &mut Vec<String>, listed: &m
 }
 
 /// Appends `value` as one RFC 4180 field: quoted (quotes doubled) when it holds a comma, a
-/// quote or a line break.
+/// quote or a line break, or starts with `#` (a record of values can never read as the error
+/// record `#error,…`, [`Format::error_line`]).
 fn push_csv_field(out: &mut Vec<u8>, value: &str) {
-    if value.contains([',', '"', '\r', '\n']) {
+    if value.contains([',', '"', '\r', '\n']) || value.starts_with('#') {
         out.push(b'"');
         out.extend_from_slice(value.replace('"', "\"\"").as_bytes());
         out.push(b'"');
@@ -947,6 +948,10 @@ mod tests {
         let mut out = Vec::new();
         push_csv_field(&mut out, &cell(&n, &path("name")));
         assert_eq!(String::from_utf8(out).unwrap(), "\"a,b \"\"c\"\"\r\nd\"");
+        // A value can never make a record read as the error record.
+        let mut out = Vec::new();
+        push_csv_field(&mut out, "#error");
+        assert_eq!(String::from_utf8(out).unwrap(), "\"#error\"");
     }
 
     #[test]

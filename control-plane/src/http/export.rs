@@ -295,14 +295,15 @@ impl Producer {
         deadline: query::deadline::Deadline,
         started: tokio::sync::oneshot::Sender<Result<Started, Box<async_graphql::Response>>>,
     ) {
+        let left = deadline.canceller();
         let mut export = match self.api.prepare_export(&self.store, viewer, request, deadline, self.format) {
             Ok(e) => e,
-            Err(refused) => return self.refused(started, refused, "-"),
+            Err(refused) => return self.refused(started, refused, "-", &left),
         };
         let mut out = export.preamble();
         let first = match self.handle.block_on(self.api.export_page(&mut export, &mut out, self.max_rows)) {
             Ok(page) => page,
-            Err(refused) => return self.refused(started, refused, &export.field().to_string()),
+            Err(refused) => return self.refused(started, refused, &export.field().to_string(), &left),
         };
         let _ = started.send(Ok(Started {
             field: export.field().to_string(),
@@ -378,8 +379,11 @@ impl Producer {
         started: tokio::sync::oneshot::Sender<Result<Started, Box<async_graphql::Response>>>,
         answer: Box<async_graphql::Response>,
         field: &str,
+        left: &std::sync::atomic::AtomicBool,
     ) {
-        let (code, _) = query::export::first_error(&answer);
+        // A client that left before the first row stopped the export: not a timeout.
+        let code =
+            if left.load(std::sync::atomic::Ordering::Relaxed) { "CLIENT_GONE".to_string() } else { query::export::first_error(&answer).0 };
         self.audit(field, 0, 0, &code, None);
         let _ = started.send(Err(answer));
     }
