@@ -351,7 +351,7 @@ impl Api {
                 graphql_request = graphql_request.data(flat.clone());
             }
             graphql_request.set_parsed_query(page_document(&export.doc, page));
-            let schemas = if export.graphql_request.query.contains("nodes") { &self.nodes } else { &self.plain };
+            let schemas = self.schemas_for(&export.graphql_request.query);
             let schema = if export.validated { &schemas.fast } else { &schemas.strict };
             let response = schema.execute(graphql_request).await;
             if deadline.passed() {
@@ -731,7 +731,7 @@ fn keep_used(out: &mut ExecutableDocument, from: &ExecutableDocument) {
 fn used(selection: &SelectionSet, from: &ExecutableDocument) -> (HashSet<Name>, HashSet<String>) {
     let mut fragments = HashSet::new();
     let mut variables = HashSet::new();
-    let mut pending = vec![selection.clone()];
+    let mut pending = vec![selection];
     let mut visits = 0;
     while let Some(set) = pending.pop() {
         for item in &set.items {
@@ -752,7 +752,7 @@ fn used(selection: &SelectionSet, from: &ExecutableDocument) -> (HashSet<Name>, 
                 }
             };
             directives.iter().flat_map(|d| &d.node.arguments).for_each(|(_, v)| variables_of(&v.node, &mut variables));
-            pending.extend(inner.cloned());
+            pending.extend(inner);
         }
     }
     (fragments, variables)

@@ -442,8 +442,7 @@ impl Api {
         if deadline.passed() {
             return async_graphql::Response::from_errors(vec![deadline.server_error()]);
         }
-        // `nodes` can only be selected by a query whose text contains the word.
-        let schemas = if graphql_request.query.contains("nodes") { &self.nodes } else { &self.plain };
+        let schemas = self.schemas_for(&graphql_request.query);
         let unnamed = graphql_request.operation_name.is_none();
         let validated = parsed.as_ref().is_some_and(|p| unnamed && p.validated.load(std::sync::atomic::Ordering::Relaxed));
         let response = if validated {
@@ -463,6 +462,16 @@ impl Api {
 }
 
 impl Api {
+    /// The builds a request of text `query` runs on: `nodes(ids:)` can only be selected by a
+    /// text that contains the word (see [`Api`]).
+    fn schemas_for(&self, query: &str) -> &Validating {
+        if query.contains("nodes") {
+            &self.nodes
+        } else {
+            &self.plain
+        }
+    }
+
     /// Runs a mutation request in two passes ([`mutations`]): the first executes the writes in
     /// document order (each answered once projected, or its projection timeout passed) and keeps
     /// their outcomes; the second resolves the same selection on a read view opened after them.
