@@ -402,7 +402,7 @@ impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
     fn iter(&self, from: Bound<&[u8]>, reverse: bool) -> Result<RowIter<'_, K::Record>, Error> {
         let mut heads = Vec::new();
         for scope in &self.scopes {
-            let it = self.request.view.scan(K::ID, self.order, scope, from, reverse).map_err(|e| self.request.storage_error(e))?;
+            let it = self.request.view.scan_records::<K>(self.order, scope, from, reverse).map_err(|e| self.request.storage_error(e))?;
             heads.push(it.peekable());
         }
         let merged = Merge { heads, reverse };
@@ -412,14 +412,9 @@ impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
             if let Err(e) = request.deadline.tick() {
                 return Some(Err(e));
             }
-            let (suffix, key) = match item {
-                Ok(x) => x,
-                Err(e) => return Some(Err(request.storage_error(e))),
-            };
-            match request.view.get::<K>(&key) {
+            match item {
                 Err(e) => Some(Err(request.storage_error(e))),
-                Ok(None) => None,
-                Ok(Some(s)) => pred.eval(&s, request).then_some(Ok((suffix, s))),
+                Ok((suffix, st)) => pred.eval(&st, request).then_some(Ok((suffix, st))),
             }
         })))
     }
@@ -457,17 +452,20 @@ impl<K: Entity> Rows<K::Record> for IndexRows<'_, K> {
     }
 }
 
-/// Merges sorted index streams by suffix, dropping duplicates (a record visible through two
-/// of the viewer's teams appears once).
-struct Merge<I: Iterator<Item = Result<storage::OrderEntry, storage::StorageError>>> {
+/// Merges sorted streams of `(suffix, row)` by suffix, dropping duplicates (a record visible
+/// through two scopes).
+struct Merge<T, I: Iterator<Item = Result<(Vec<u8>, T), storage::StorageError>>> {
     heads: Vec<std::iter::Peekable<I>>,
     reverse: bool,
 }
 
-impl<I: Iterator<Item = Result<storage::OrderEntry, storage::StorageError>>> Iterator for Merge<I> {
-    type Item = Result<storage::OrderEntry, storage::StorageError>;
+impl<T, I: Iterator<Item = Result<(Vec<u8>, T), storage::StorageError>>> Iterator for Merge<T, I> {
+    type Item = Result<(Vec<u8>, T), storage::StorageError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let [head] = self.heads.as_mut_slice() {
+            return head.next();
+        }
         let mut best: Option<(usize, Vec<u8>)> = None;
         for (i, h) in self.heads.iter_mut().enumerate() {
             match h.peek() {

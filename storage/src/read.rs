@@ -70,6 +70,12 @@ type CountsTable = redb::ReadOnlyTable<&'static [u8], u64>;
 /// One ordering-index entry: the cursor suffix (sort value · natural key) and the natural key.
 pub type OrderEntry = (Vec<u8>, Key);
 
+/// The rows of [`ReadView::scan_records`]: `(cursor suffix, record)`, lazily, item errors yielded.
+pub type RecordRows<'a, R> = Box<dyn Iterator<Item = Result<(Vec<u8>, Stored<R>), StorageError>> + 'a>;
+
+/// An entry of a records table as redb yields it: natural key and envelope.
+type RawEntry = (redb::AccessGuard<'static, &'static [u8]>, redb::AccessGuard<'static, &'static [u8]>);
+
 impl ReadView {
     pub(crate) fn new(
         txn: ReadTransaction,
@@ -403,6 +409,40 @@ impl ReadView {
         } else {
             entries(self.order.range::<&[u8]>((lower, upper))?, reverse, entry)
         })
+    }
+
+    /// [`ReadView::scan`] with each entry's record: `(suffix, record)` in the same order, an entry
+    /// whose record is gone skipped. The natural-key order of [`Scope::All`] decodes each record
+    /// from the records table as the scan passes it (the table is that order); every other scan
+    /// reads the record of each entry ([`ReadView::get`]).
+    ///
+    /// # Errors
+    /// [`StorageError`] when the range cannot be opened; item errors (redb, decoding) are yielded.
+    pub fn scan_records<K: Kind>(
+        &self,
+        order: OrderField,
+        scope: &Scope,
+        from: std::ops::Bound<&[u8]>,
+        reverse: bool,
+    ) -> Result<RecordRows<'_, K::Record>, StorageError> {
+        if !tables::derived_from_records(order, scope) {
+            let entries = self.scan(K::ID, order, scope, from, reverse)?;
+            return Ok(Box::new(
+                entries
+                    .filter_map(move |entry| entry.and_then(|(suffix, key)| Ok(self.get::<K>(&key)?.map(|st| (suffix, st)))).transpose()),
+            ));
+        }
+        self.serving(K::ID)?;
+        let (lo, hi) = scan_bounds(&[], from, reverse);
+        let upper = hi.as_deref().map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        let range = self.records(K::ID)?.range::<&[u8]>((std::ops::Bound::Included(lo.as_slice()), upper))?;
+        let row = |item: Result<RawEntry, redb::StorageError>| {
+            let (k, v) = item?;
+            let suffix = k.value().to_vec();
+            let st = stored::<K>(Key::from_bytes(suffix.clone()), v.value())?;
+            Ok((suffix, st))
+        };
+        Ok(if reverse { Box::new(range.rev().map(row)) } else { Box::new(range.map(row)) })
     }
 
     /// The ordering entries of `kind` by `order` in `scope`, built from the scope's natural-key
