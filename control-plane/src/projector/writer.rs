@@ -755,6 +755,9 @@ impl WriterThread {
             }
             self.store.defer_history_index(!self.readiness.synced());
             let wait = self.background_steps();
+            if !wait.is_zero() && self.queue.depth.load(Ordering::Relaxed) == 0 {
+                self.release_write_buffer();
+            }
             match rx.recv_timeout(wait) {
                 Ok(WriterMessage::Change(c)) => {
                     self.queue.taken();
@@ -932,6 +935,16 @@ impl WriterThread {
             }
             Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new(), true),
             Err(e) => tracing::warn!(error = %e, retry_in_s = HISTORY_PRUNE_EVERY.as_secs(), "pruning the change log failed"),
+        }
+    }
+
+    /// With nothing left to do: redb's buffered pages written out ([`Store::release_write_buffer`],
+    /// which keeps reads that miss its cache fast), once after any writes.
+    fn release_write_buffer(&mut self) {
+        match self.store.release_write_buffer() {
+            Ok(_) => {}
+            Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new(), true),
+            Err(e) => tracing::warn!(error = %e, "writing out redb's buffered pages failed; the next idle writer tries again"),
         }
     }
 
