@@ -4,7 +4,7 @@
 //!
 //! An admin reads every `ApiSubscription`, with each of `SELECTIONS` (a console list's columns,
 //! with and without the owner application's name), three ways, in turn, `CP_BENCH_ROUNDS` rounds
-//! (default 3):
+//! (default 3; `CP_BENCH_SELECTIONS` and `CP_BENCH_HOW` choose some of them, comma-separated):
 //! - `POST /graphql/export?format=ndjson` and `?format=csv`: time to the body's last byte, rows
 //!   (lines), bytes, rows/s;
 //! - the same walk with `first: 1000` pages over `/graphql/query` (`after` the last page's
@@ -54,6 +54,13 @@ async fn with_peak_rss<T>(f: impl std::future::Future<Output = T>) -> (T, u64) {
     stop.store(true, Ordering::Relaxed);
     sampler.join().unwrap();
     (out, peak.load(Ordering::Relaxed))
+}
+
+/// Whether `name` is in the comma-separated list of the environment variable `var` (every name
+/// when it is unset): `CP_BENCH_SELECTIONS=columns CP_BENCH_HOW=ndjson` reads one way only (to
+/// profile it).
+fn chosen(var: &str, name: &str) -> bool {
+    std::env::var(var).map_or(true, |list| list.split(',').any(|one| one.trim() == name))
 }
 
 /// One export: (rows, bytes, seconds).
@@ -127,6 +134,8 @@ fn main() {
             while running.app().store().orders_pending() || running.app().store().read().unwrap().unindexed_after().unwrap().is_some() {
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
+            // The writer writes redb's buffered pages out once idle; make sure it has.
+            running.app().store().release_write_buffer().unwrap();
             eprintln!("{}: settled {:.1} s after ready", size.name, t0.elapsed().as_secs_f64());
             running
         });
@@ -135,8 +144,8 @@ fn main() {
         let token = support::admin_token();
         rt.block_on(async {
             for round in 0..rounds {
-                for (name, selection) in SELECTIONS {
-                    for how in ["ndjson", "csv", "paged"] {
+                for (name, selection) in SELECTIONS.iter().filter(|(name, _)| chosen("CP_BENCH_SELECTIONS", name)) {
+                    for how in ["ndjson", "csv", "paged"].into_iter().filter(|how| chosen("CP_BENCH_HOW", how)) {
                         let before = rss();
                         let ((rows, bytes, secs), peak) = with_peak_rss(async {
                             if how == "paged" {

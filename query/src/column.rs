@@ -122,18 +122,14 @@ impl<R: Send + Sync + 'static> Column<R> {
         })
     }
 
-    /// The object field's value for `s` (null for `None`): what GraphQL answers, written by an
-    /// export's flat rows ([`crate::export`]) without resolving the field.
-    pub(crate) fn answer(&self, s: &Stored<R>, request: &RequestContext) -> Value {
-        graphql_value((self.get)(s, request), matches!(self.ty, FilterType::Enum(_))).unwrap_or(Value::Null)
-    }
-
-    /// The `where` input field.
-    /// The column's value of `s` for `request` (`changedFields` compares them, [`crate::history`]).
+    /// The column's value of `s` for `request`: what its object field answers (`None` is null),
+    /// what `changedFields` compares ([`crate::history`]) and an export's flat rows write
+    /// ([`crate::export`]).
     pub(crate) fn value(&self, s: &Stored<R>, request: &RequestContext) -> FilterValue {
         (self.get)(s, request)
     }
 
+    /// The `where` input field.
     pub fn filter_field(&self) -> FilterField<R> {
         FilterField::with_request(self.name, self.ty.clone(), self.nillable, {
             let get = self.get.clone();

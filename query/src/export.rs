@@ -25,6 +25,7 @@
 //! `#error,CODE,message` ([`Format::error_line`]).
 
 use crate::error::not_exportable;
+use crate::filter::FilterValue;
 use crate::limits::LimitError;
 use crate::request::RequestContext;
 use crate::viewer::Viewer;
@@ -122,8 +123,11 @@ pub struct Export {
     field: String,
     key: String,
     connection: bool,
-    /// Nodes per page.
+    /// Nodes per page: at most `max_page_size`, halved for a page over its bytes and doubled
+    /// back after a page that used a quarter of them at most.
     page_size: usize,
+    /// The largest page the limits allow (the node estimate, `graphql.maxPageSize`).
+    max_page_size: usize,
     /// Where the next page starts; `None` before the first.
     after: Option<String>,
     done: bool,
@@ -152,7 +156,7 @@ pub struct PageRows {
 /// the kind's [`crate::column::Column`]s, through fragments on the type, without arguments or
 /// directives): the root connection writes them from its records
 /// (`crate::connection::connection_value`) with the values its object fields answer
-/// ([`crate::column::Column::answer`]), instead of answering edges whose fields GraphQL resolves
+/// (their [`crate::column::Column`]'s value, spelled as GraphQL answers it), instead of answering edges whose fields GraphQL resolves
 /// one by one. The answer is the same (a test compares both for every kind).
 pub struct FlatRows {
     type_name: String,
@@ -183,38 +187,40 @@ impl FlatRows {
         let columns = K::columns();
         let getters: Vec<Option<&crate::column::Column<K::Record>>> =
             self.fields.iter().map(|(_, name)| columns.iter().find(|c| c.name() == name.as_str())).collect();
+        // NDJSON: what comes before each value (`{"key":`, `,"key":`), written once.
+        let keys: Vec<Vec<u8>> = self
+            .fields
+            .iter()
+            .enumerate()
+            .map(|(i, (key, _))| {
+                let mut k = if i == 0 { b"{".to_vec() } else { b",".to_vec() };
+                let _ = serde_json::to_writer(&mut k, key);
+                k.push(b':');
+                k
+            })
+            .collect();
         let mut page = self.page.lock().unwrap_or_else(|e| e.into_inner());
         let (out, ends) = &mut *page;
         for st in records {
-            let values = self.fields.iter().zip(&getters).map(|((_, name), getter)| match (name.as_str(), getter) {
-                ("__typename", _) => Value::String(K::TYPE.to_string()),
-                ("id", _) => Value::String(crate::entity::global_id::<K>(&st.key)),
-                (_, Some(c)) => c.answer(st, request),
-                (_, None) => Value::Null,
-            });
-            match self.format {
-                Format::Ndjson => {
-                    out.push(b'{');
-                    for (i, ((key, _), value)) in self.fields.iter().zip(values).enumerate() {
-                        if i > 0 {
-                            out.push(b',');
-                        }
-                        let _ = serde_json::to_writer(&mut *out, key);
-                        out.push(b':');
-                        let _ = serde_json::to_writer(&mut *out, &value);
-                    }
-                    out.extend_from_slice(b"}\n");
+            for (i, ((_, name), getter)) in self.fields.iter().zip(&getters).enumerate() {
+                match self.format {
+                    Format::Ndjson => out.extend_from_slice(&keys[i]),
+                    Format::Csv if i > 0 => out.push(b','),
+                    Format::Csv => {}
                 }
-                Format::Csv => {
-                    for (i, value) in values.enumerate() {
-                        if i > 0 {
-                            out.push(b',');
-                        }
-                        push_csv_field(out, &cell(&value, &[]));
-                    }
-                    out.extend_from_slice(b"\r\n");
+                match (name.as_str(), getter) {
+                    // Spelled without a character JSON escapes or CSV quotes: written as they are.
+                    ("__typename", _) => push_plain(out, self.format, K::TYPE),
+                    ("id", _) => push_plain(out, self.format, &crate::entity::global_id::<K>(&st.key)),
+                    (_, Some(c)) => push_value(out, self.format, &c.value(st, request)),
+                    (_, None) => push_value(out, self.format, &FilterValue::Str(None)),
                 }
             }
+            out.extend_from_slice(match self.format {
+                Format::Ndjson if self.fields.is_empty() => b"{}\n",
+                Format::Ndjson => b"}\n",
+                Format::Csv => b"\r\n",
+            });
             request.deadline.charge(out.len() - ends.last().copied().unwrap_or(0))?;
             ends.push(out.len());
         }
@@ -281,6 +287,7 @@ impl Api {
             key,
             connection,
             page_size,
+            max_page_size: page_size,
             after: None,
             done: false,
             validated: false,
@@ -320,6 +327,10 @@ impl Api {
     /// Writes the rows of the next page of `export` to `out`, at most `allowed`; `Ok(None)` once
     /// every page was read.
     ///
+    /// A page is one answer of at most `graphql.maxResponseBytes` ([`PAGE_BYTES`] at most): a
+    /// page over it is read again at half the size; after a page that used a quarter of it at
+    /// most, the next page is twice as large (up to the first page's size).
+    ///
     /// # Errors
     /// The page's answer when it has errors (a field's error, a limit, `TIMEOUT` once the
     /// export's deadline passed): the export ends there.
@@ -337,10 +348,11 @@ impl Api {
         if deadline.passed() {
             return Err(timeout());
         }
+        let budget = self.limits.max_response_bytes.min(PAGE_BYTES);
         let response = loop {
             // Each page is one answer, bounded like any (its tree of values is held until its rows
             // are written): a page over the budget is read again at half the size.
-            let page_deadline = deadline.with_own_budget(self.limits.max_response_bytes.min(PAGE_BYTES));
+            let page_deadline = deadline.with_own_budget(budget);
             let mut request = export.request.clone();
             request.deadline = page_deadline.clone();
             let page = export.connection.then(|| (export.page_size, export.after.clone()));
@@ -358,6 +370,10 @@ impl Api {
                 return Err(timeout());
             }
             if response.errors.is_empty() {
+                // One tenant's large rows do not slow the rest: small pages grow back.
+                if page_deadline.spent() <= budget / 4 {
+                    export.page_size = (export.page_size * 2).min(export.max_page_size);
+                }
                 break response;
             }
             if let Some(flat) = &export.flat {
@@ -375,10 +391,15 @@ impl Api {
         export.done = next.is_none();
         let written = match &export.flat {
             Some(flat) => {
-                let (bytes, ends) = std::mem::take(&mut *flat.page.lock().unwrap_or_else(|e| e.into_inner()));
+                let mut page = flat.page.lock().unwrap_or_else(|e| e.into_inner());
+                let (bytes, ends) = &mut *page;
                 let rows = ends.len().min(allowed);
                 out.extend_from_slice(&bytes[..if rows == 0 { 0 } else { ends[rows - 1] }]);
-                PageRows { rows, over: ends.len() > allowed }
+                let over = ends.len() > allowed;
+                // Emptied, not dropped: the next page reuses the buffers.
+                bytes.clear();
+                ends.clear();
+                PageRows { rows, over }
             }
             None => {
                 let rows = nodes.len().min(allowed);
@@ -430,6 +451,11 @@ impl Export {
             out.extend_from_slice(b"\r\n");
         }
         out
+    }
+
+    /// Nodes the next page reads (a connection's; see [`Api::export_page`]).
+    pub fn page_size(&self) -> usize {
+        self.page_size
     }
 
     /// Whether the nodes select only columns: the rows are written by the root connection
@@ -905,6 +931,36 @@ fn leaf_values(value: &Value, path: &[String], out: &mut Vec<String>, listed: &m
 
 /// Appends `value` as one RFC 4180 field: quoted (quotes doubled) when it holds a comma, a
 /// quote or a line break, or starts with `#` (a record of values can never read as the error
+/// Appends `value`, a string without a character that JSON escapes or CSV quotes (a type's name,
+/// a global ID, a time), as a JSON string or a CSV field.
+fn push_plain(out: &mut Vec<u8>, format: Format, value: &str) {
+    debug_assert!(!value.contains(['"', '\\', ',', '\r', '\n']) && !value.starts_with('#') && !value.contains(char::is_control));
+    match format {
+        Format::Ndjson => {
+            out.push(b'"');
+            out.extend_from_slice(value.as_bytes());
+            out.push(b'"');
+        }
+        Format::Csv => out.extend_from_slice(value.as_bytes()),
+    }
+}
+
+/// Appends a column's value as GraphQL's JSON answer spells it (a string, enum values and
+/// times too; `true`/`false`; `null`), or as a CSV field as [`cell`] writes the answered value
+/// (null is empty).
+fn push_value(out: &mut Vec<u8>, format: Format, value: &FilterValue) {
+    match (value, format) {
+        (FilterValue::Str(Some(s)), Format::Ndjson) => {
+            let _ = serde_json::to_writer(&mut *out, s);
+        }
+        (FilterValue::Str(Some(s)), Format::Csv) => push_csv_field(out, s),
+        (FilterValue::Time(Some(t)), _) => push_plain(out, format, &t.to_rfc3339()),
+        (FilterValue::Bool(Some(b)), _) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        (FilterValue::Str(None) | FilterValue::Time(None) | FilterValue::Bool(None), Format::Ndjson) => out.extend_from_slice(b"null"),
+        (FilterValue::Str(None) | FilterValue::Time(None) | FilterValue::Bool(None), Format::Csv) => {}
+    }
+}
+
 /// record `#error,…`, [`Format::error_line`]).
 fn push_csv_field(out: &mut Vec<u8>, value: &str) {
     if value.contains([',', '"', '\r', '\n']) || value.starts_with('#') {

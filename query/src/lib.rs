@@ -212,11 +212,11 @@ struct Extras {
 /// The column names of each entity type.
 type ColumnNames = std::collections::HashMap<&'static str, Vec<&'static str>>;
 
-fn build(
-    config: &QueryConfig,
-    extras: Extras,
-    validation: ValidationMode,
-) -> Result<(Schema, (std::collections::HashMap<String, limits::RecordList>, ColumnNames)), SchemaError> {
+/// What a schema build learns besides the schema: each record list's shape, and the
+/// columns of each type ([`Api::columns_of`]).
+type BuiltShapes = (std::collections::HashMap<String, limits::RecordList>, ColumnNames);
+
+fn build(config: &QueryConfig, extras: Extras, validation: ValidationMode) -> Result<(Schema, BuiltShapes), SchemaError> {
     let mut builder = Builder::default();
     builder.file_manager_base_url = config.file_manager_base_url.as_deref().map(Arc::from);
     builder.secret_resolver = config.secret_resolver.clone();

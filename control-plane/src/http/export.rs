@@ -303,7 +303,7 @@ impl Producer {
         let mut out = export.preamble();
         let first = match self.handle.block_on(self.api.export_page(&mut export, &mut out, self.max_rows)) {
             Ok(page) => page,
-            Err(refused) => return self.refused(started, refused, &export.field().to_string(), &left),
+            Err(refused) => return self.refused(started, refused, export.field(), &left),
         };
         let _ = started.send(Ok(Started {
             field: export.field().to_string(),
@@ -346,17 +346,21 @@ impl Producer {
     /// Hands `out` to the client (all of it when `all`, else whole chunks), waiting for room
     /// until the export's deadline.
     fn send(&self, export: &Export, out: &mut Vec<u8>, bytes: &mut usize, all: bool) -> Outcome {
-        while out.len() >= CHUNK_BYTES || (all && !out.is_empty()) {
+        let mut at = 0;
+        let outcome = loop {
+            let left = &out[at..];
+            if left.is_empty() || (left.len() < CHUNK_BYTES && !all) {
+                break Ok(());
+            }
             // Chunks end with a whole row when one fits: an export cut short (its deadline)
             // ends after a whole row, and its error line starts a line of its own.
-            let cut = if all && out.len() <= CHUNK_BYTES {
-                out.len()
+            let cut = if all && left.len() <= CHUNK_BYTES {
+                left.len()
             } else {
-                out[..CHUNK_BYTES.min(out.len())].iter().rposition(|b| *b == b'\n').map_or(CHUNK_BYTES.min(out.len()), |i| i + 1)
+                left[..CHUNK_BYTES].iter().rposition(|b| *b == b'\n').map_or(CHUNK_BYTES, |i| i + 1)
             };
-            let rest = out.split_off(cut);
-            let chunk = Bytes::from(std::mem::replace(out, rest));
-            let len = chunk.len();
+            let chunk = Bytes::copy_from_slice(&left[..cut]);
+            at += cut;
             self.at_line_start.set(chunk.last() == Some(&b'\n'));
             let wait = self.rows.send(chunk);
             let sent = match export.deadline().at() {
@@ -364,14 +368,16 @@ impl Producer {
                 None => Ok(self.handle.block_on(wait)),
             };
             match sent {
-                Ok(Ok(())) => *bytes += len,
-                Ok(Err(_)) => return Err(("CLIENT_GONE".into(), "the client went away".into())),
+                Ok(Ok(())) => *bytes += cut,
+                Ok(Err(_)) => break Err(("CLIENT_GONE".into(), "the client went away".into())),
                 Err(_) => {
-                    return Err(query::export::first_error(&async_graphql::Response::from_errors(vec![export.deadline().server_error()])))
+                    break Err(query::export::first_error(&async_graphql::Response::from_errors(vec![export.deadline().server_error()])))
                 }
             }
-        }
-        Ok(())
+        };
+        // What was sent leaves the buffer at once (each byte is copied once).
+        out.drain(..at);
+        outcome
     }
 
     fn refused(
