@@ -681,6 +681,11 @@ const HISTORY_PRUNE_EVERY: Duration = Duration::from_secs(1);
 /// changes are tried at once, not after the backoff.
 pub const FAULT_SPACE_STEP: u64 = 1 << 20;
 
+/// The free space below which the idle writer does not release redb's write buffer
+/// ([`Store::release_write_buffer`]): that buffer holds at most half of redb's page cache (64 MiB
+/// by default), and on a nearly full volume a write that nothing waits for is not worth a fault.
+const RELEASE_MIN_FREE: u64 = 64 << 20;
+
 /// How often the writer looks at the volume's free space while its writes fail.
 const FAULT_POLL: Duration = Duration::from_millis(200);
 
@@ -939,8 +944,12 @@ impl WriterThread {
     }
 
     /// With nothing left to do: redb's buffered pages written out ([`Store::release_write_buffer`],
-    /// which keeps reads that miss its cache fast), once after any writes.
+    /// which keeps reads that miss its cache fast), once after any writes, unless the volume has
+    /// less than [`RELEASE_MIN_FREE`] free.
     fn release_write_buffer(&mut self) {
+        if self.store.available_space().is_ok_and(|free| free < RELEASE_MIN_FREE) {
+            return;
+        }
         match self.store.release_write_buffer() {
             Ok(_) => {}
             Err(e) if e.is_volume_fault() => self.enter_fault(&e, Vec::new(), true),
