@@ -107,6 +107,7 @@ async fn both_formats_stream_with_the_revision_and_refusals_come_before_any_row(
         ("", "mutation { __typename }", 400, "NOT_EXPORTABLE"),
         ("", "{ applications { edges { node { nope } } } }", 400, "GRAPHQL_VALIDATION_FAILED"),
         ("?format=xlsx", "{ zones { name } }", 400, "BAD_REQUEST"),
+        ("?format=csv&format=ndjson", "{ zones { name } }", 400, "BAD_REQUEST"),
     ] {
         let r = export(&client, &base, ADMIN, params, query).await;
         assert_eq!(r.status(), status, "{params} {query}");

@@ -573,6 +573,7 @@ fn rewrite(
             Selection::Field(f) if f.node.name.node != "__typename" => {
                 return Err(not_exportable("the exported field takes no directives"))
             }
+            Selection::Field(_) => return Err(not_exportable("`__typename` is not a connection or a list of records")),
             _ => return Err(not_exportable("select exactly one root field, without a fragment")),
         },
         _ => return Err(not_exportable("select exactly one root field (a connection or a list of records)")),

@@ -95,8 +95,11 @@ async fn handle(req: &Request, body: Body, state: poem::web::Data<&Arc<ExportEnd
 
 /// The format a request asks for; `Err` names what is wrong.
 fn format_of(req: &Request) -> Result<Format, String> {
-    let asked = req.uri().query().into_iter().flat_map(|q| q.split('&')).find_map(|pair| pair.strip_prefix("format="));
-    if let Some(name) = asked {
+    let mut asked = req.uri().query().into_iter().flat_map(|q| q.split('&')).filter_map(|pair| pair.strip_prefix("format="));
+    if let Some(name) = asked.next() {
+        if asked.next().is_some() {
+            return Err("`format` is given more than once".into());
+        }
         return Format::from_name(name)
             .ok_or_else(|| format!("unknown format {:?}: use ndjson or csv", name.chars().take(32).collect::<String>()));
     }
