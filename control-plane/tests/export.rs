@@ -34,6 +34,11 @@ async fn export(client: &reqwest::Client, base: &str, token: &str, params: &str,
     client.post(format!("{base}/graphql/export{params}")).bearer_auth(token).json(&json!({"query": query})).send().await.unwrap()
 }
 
+/// The answer of /graphql/query to `body`, as the admin.
+async fn query(client: &reqwest::Client, base: &str, body: Value) -> Value {
+    client.post(format!("{base}/graphql/query")).bearer_auth(ADMIN).json(&body).send().await.unwrap().json().await.unwrap()
+}
+
 async fn metric(client: &reqwest::Client, base: &str, name: &str) -> f64 {
     let text = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
     text.lines().find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
@@ -52,16 +57,7 @@ async fn both_formats_stream_with_the_revision_and_refusals_come_before_any_row(
     assert_eq!(r.headers()["content-type"], "application/x-ndjson");
     let revision: u64 = r.headers()["x-store-revision"].to_str().unwrap().parse().unwrap();
     let text = r.text().await.unwrap();
-    let zones: Value = client
-        .post(format!("{base}/graphql/query"))
-        .bearer_auth(ADMIN)
-        .json(&json!({"query": q}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let zones = query(&client, &base, json!({"query": q})).await;
     let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(json!(lines), zones["data"]["zones"], "{text}");
     assert_eq!(revision, metric(&client, &base, "controlplane_store_revision").await as u64);
@@ -213,21 +209,12 @@ fn team_manifest(name: &str, email: &str, members: usize) -> String {
 /// Every node of a connection `field(args)` selected by `selection`, walked with `first`/`after`
 /// over /graphql/query.
 async fn walk(client: &reqwest::Client, base: &str, field: &str, args: &str, selection: &str) -> Vec<Value> {
-    let query = format!(
+    let text = format!(
         "query($after: Cursor) {{ {field}({args} after: $after) {{ edges {{ node {{ {selection} }} }} pageInfo {{ hasNextPage endCursor }} }} }}"
     );
     let (mut nodes, mut after) = (Vec::new(), Value::Null);
     loop {
-        let answer: Value = client
-            .post(format!("{base}/graphql/query"))
-            .bearer_auth(ADMIN)
-            .json(&json!({"query": query, "variables": {"after": after}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let answer = query(client, base, json!({"query": text, "variables": {"after": after}})).await;
         assert!(answer.get("errors").is_none(), "{answer}");
         let page = &answer["data"][field];
         nodes.extend(page["edges"].as_array().unwrap().iter().map(|e| e["node"].clone()));
@@ -323,9 +310,9 @@ async fn under_churn_every_row_of_an_export_is_of_the_revision_in_its_header() {
             writes
         })
     };
-    let query = "{ teams { edges { node { id name email members { name email } } } } }";
+    let teams = "{ teams { edges { node { id name email members { name email } } } } }";
     for _ in 0..2 {
-        let mut stream = stalled_export(running.local_addr(), ADMIN, query).await;
+        let mut stream = stalled_export(running.local_addr(), ADMIN, teams).await;
         let store = running.app().store().clone();
         let (revision, rows) = export_with_a_pause(&mut stream, async {
             let at = store.read().unwrap().revision().unwrap();
