@@ -120,3 +120,29 @@ pub fn world_projected_count() -> usize {
         .map(|n| n.as_u64().unwrap() as usize)
         .sum()
 }
+
+/// The answer of /graphql/query to `body`, as the admin.
+pub async fn query(client: &reqwest::Client, base: &str, body: serde_json::Value) -> serde_json::Value {
+    client.post(format!("{base}/graphql/query")).bearer_auth(ADMIN).json(&body).send().await.unwrap().json().await.unwrap()
+}
+
+/// Waits until `condition` holds of the server's metrics (re-checked at each change they
+/// announce); two minutes at most, so a failure does not hang the suite.
+pub async fn wait(running: &control_plane::app::Running, condition: impl FnMut(&control_plane::metrics::Metrics) -> bool) {
+    assert!(running.app().metrics().wait_until(std::time::Duration::from_secs(120), condition).await, "the metrics did not get there");
+}
+
+/// Sends an export request on a connection that never reads (a small receive buffer, so the
+/// server's rows wait for it instead of filling this machine's socket buffers).
+pub async fn stalled_export(addr: std::net::SocketAddr, token: &str, query: &str) -> tokio::net::TcpStream {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(addr).await.unwrap();
+    let body = serde_json::json!({"query": query}).to_string();
+    let request = format!(
+        "POST /graphql/export HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut stream, request.as_bytes()).await.unwrap();
+    stream
+}
