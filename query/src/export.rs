@@ -156,8 +156,8 @@ pub struct PageRows {
 /// the kind's [`crate::column::Column`]s, through fragments on the type, without arguments or
 /// directives): the root connection writes them from its records
 /// (`crate::connection::connection_value`) with the values its object fields answer
-/// (their [`crate::column::Column`]'s value, spelled as GraphQL answers it), instead of answering edges whose fields GraphQL resolves
-/// one by one. The answer is the same (a test compares both for every kind).
+/// (their [`crate::column::Column`]'s value, spelled as GraphQL answers it), instead of
+/// answering edges whose fields GraphQL resolves one by one. The answer is the same (a test compares both for every kind).
 pub struct FlatRows {
     type_name: String,
     /// `(response key, field name)` in selection order, each key once.
@@ -930,8 +930,6 @@ fn leaf_values(value: &Value, path: &[String], out: &mut Vec<String>, listed: &m
     }
 }
 
-/// Appends `value` as one RFC 4180 field: quoted (quotes doubled) when it holds a comma, a
-/// quote or a line break, or starts with `#` (a record of values can never read as the error
 /// Appends `value`, a string without a character that JSON escapes or CSV quotes (a type's name,
 /// a global ID, a time), as a JSON string or a CSV field.
 fn push_plain(out: &mut Vec<u8>, format: Format, value: &str) {
@@ -962,6 +960,8 @@ fn push_value(out: &mut Vec<u8>, format: Format, value: &FilterValue) {
     }
 }
 
+/// Appends `value` as one RFC 4180 field: quoted (quotes doubled) when it holds a comma, a
+/// quote or a line break, or starts with `#` (a record of values can never read as the error
 /// record `#error,…`, [`Format::error_line`]).
 fn push_csv_field(out: &mut Vec<u8>, value: &str) {
     if value.contains([',', '"', '\r', '\n']) || value.starts_with('#') {

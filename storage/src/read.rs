@@ -391,13 +391,6 @@ impl ReadView {
         }
         let in_records = tables::derived_from_records(order, scope);
         let prefix = if in_records { Vec::new() } else { tables::order_prefix(kind, order, scope) };
-        let (lo, hi) = scan_bounds(&prefix, from, reverse);
-        use std::ops::Bound;
-        let lower = Bound::Included(lo.as_slice());
-        let upper = match &hi {
-            Some(h) => Bound::Excluded(h.as_slice()),
-            None => Bound::Unbounded,
-        };
         let plen = prefix.len();
         let entry = move |k: &[u8]| -> Result<OrderEntry, StorageError> {
             let suffix = k[plen..].to_vec();
@@ -405,9 +398,9 @@ impl ReadView {
             Ok((suffix, key))
         };
         Ok(if in_records {
-            entries(self.records(kind)?.range::<&[u8]>((lower, upper))?, reverse, entry)
+            entries(scan_range(self.records(kind)?, &prefix, from, reverse)?, reverse, entry)
         } else {
-            entries(self.order.range::<&[u8]>((lower, upper))?, reverse, entry)
+            entries(scan_range(&self.order, &prefix, from, reverse)?, reverse, entry)
         })
     }
 
@@ -433,9 +426,7 @@ impl ReadView {
             ));
         }
         self.serving(K::ID)?;
-        let (lo, hi) = scan_bounds(&[], from, reverse);
-        let upper = hi.as_deref().map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
-        let range = self.records(K::ID)?.range::<&[u8]>((std::ops::Bound::Included(lo.as_slice()), upper))?;
+        let range = scan_range(self.records(K::ID)?, &[], from, reverse)?;
         let row = |item: Result<RawEntry, redb::StorageError>| {
             let (k, v) = item?;
             let suffix = k.value().to_vec();
@@ -672,6 +663,20 @@ fn entries<V: redb::Value + 'static>(
     } else {
         Box::new(items)
     }
+}
+
+/// The entries of `table` of a scan of the entries under `prefix` from the cursor suffix `from`
+/// ([`scan_bounds`]), in key order.
+fn scan_range<V: redb::Value + 'static>(
+    table: &redb::ReadOnlyTable<&'static [u8], V>,
+    prefix: &[u8],
+    from: std::ops::Bound<&[u8]>,
+    reverse: bool,
+) -> Result<redb::Range<'static, &'static [u8], V>, StorageError> {
+    use std::ops::Bound;
+    let (lo, hi) = scan_bounds(prefix, from, reverse);
+    let upper = hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
+    Ok(table.range::<&[u8]>((Bound::Included(lo.as_slice()), upper))?)
 }
 
 /// The key range `[lo, hi)` (`hi` `None` = unbounded) of a scan of the entries under `prefix`
