@@ -1097,6 +1097,15 @@ pub(crate) fn restore(
 }
 
 impl crate::ReadView {
+    /// Whether [`crate::Store::prune_history`] would remove an entry: the oldest is older than
+    /// `oldest_kept`, or the log's bytes exceed `max_bytes`.
+    fn prune_due(&self, oldest_kept: i64, max_bytes: u64) -> Result<bool, StorageError> {
+        let bytes = self.txn().open_table(META)?.get(meta::BYTES)?.map_or(0, |v| v.value());
+        let log = self.txn().open_table(LOG)?;
+        let Some((_, oldest)) = log.first()? else { return Ok(false) };
+        Ok(bytes > max_bytes || EntryRecord::decode(oldest.value()).map_or(i64::MIN, |r| r.at) < oldest_kept)
+    }
+
     /// The log's floor, newest commit time and pruned count ([`LogState`]).
     ///
     /// # Errors
@@ -1149,6 +1158,11 @@ impl crate::Store {
     pub fn prune_history(&self, now: Timestamp, max_entries: usize) -> Result<Pruned, StorageError> {
         let settings = self.history_settings();
         let oldest_kept = now.0.saturating_sub(i64::try_from(settings.retention.as_nanos()).unwrap_or(i64::MAX));
+        // Nothing due: no write transaction (the writer asks every second; a write would count
+        // for `Store::release_write_buffer` and take the write lock for nothing).
+        if !self.read()?.prune_due(oldest_kept, settings.max_bytes)? {
+            return Ok(Pruned { entries: 0, more: false });
+        }
         self.noting_failure(|| {
             let txn = self.database()?.begin_write()?;
             let pruned;

@@ -656,6 +656,7 @@ impl Store {
         }
         let released = self.noting_failure(|| {
             let database = self.database()?;
+            // Database's own begin_write: this commit is no write to release again.
             let txn = (*database).begin_write()?;
             txn.commit()?;
             Ok(())
@@ -1086,6 +1087,9 @@ mod tests {
         zone_at(&store, "a", "2", 11);
         assert!(store.release_write_buffer().unwrap(), "written since");
         assert!(!store.release_write_buffer().unwrap(), "released already");
+        // The writer prunes the change log every second: with nothing due, that is no write.
+        assert_eq!(store.prune_history(Timestamp(12), 100).unwrap().entries, 0);
+        assert!(!store.release_write_buffer().unwrap(), "a prune with nothing due writes nothing");
         let view = store.read().unwrap();
         assert_eq!(
             (view.revision().unwrap(), zones_by(&view, OrderField::Key, std::ops::Bound::Unbounded, false)),
