@@ -225,6 +225,10 @@ pub struct Page<R> {
     pub has_previous: bool,
 }
 
+/// The most edges a page reserves room for before reading (a page holds its size plus one):
+/// growing the vector of records as it fills copies every record read so far.
+const EDGES_RESERVED: usize = 4096;
+
 /// Cuts one page out of `rows` per the Relay specification: `after`/`before` bound the edge
 /// set, then `first` keeps the first n (`hasNextPage` = more remain) or `last` the last n
 /// (`hasPreviousPage` = more remain). `hasPreviousPage` with `first`/`after` is true when a row
@@ -248,7 +252,7 @@ pub fn paginate<R>(rows: &dyn Rows<R>, args: &PageArgs) -> Result<Page<R>, Error
             Some(b) => Bound::Excluded(b.as_slice()),
             None => Bound::Unbounded,
         };
-        let mut edges = Vec::new();
+        let mut edges = Vec::with_capacity(last.min(EDGES_RESERVED) + 1);
         for row in rows.iter(from, !desc)? {
             let row = row?;
             if let Some(a) = &args.after {
@@ -276,7 +280,7 @@ pub fn paginate<R>(rows: &dyn Rows<R>, args: &PageArgs) -> Result<Page<R>, Error
         Some(a) => Bound::Excluded(a.as_slice()),
         None => Bound::Unbounded,
     };
-    let mut edges = Vec::new();
+    let mut edges = Vec::with_capacity(limit.min(EDGES_RESERVED) + 1);
     for row in rows.iter(from, desc)? {
         let row = row?;
         if let Some(b) = &args.before {

@@ -140,11 +140,33 @@ impl GlobalId {
 
     /// The opaque string form.
     pub fn encode(&self) -> String {
-        let mut raw = Vec::with_capacity(self.type_name.len() + 1 + self.key.0.len());
-        raw.extend_from_slice(self.type_name.as_bytes());
-        raw.push(0);
-        raw.extend_from_slice(&self.key.0);
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+        let mut out = Vec::new();
+        GlobalId::encode_into(&self.type_name, &self.key, &mut out);
+        // Base64 is ASCII.
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// Appends the opaque string form of the ID of `type_name`'s record under `key` to `out`
+    /// (what [`GlobalId::encode`] returns, `[A-Za-z0-9_-]` only), without building the ID: an
+    /// export writes one per row.
+    pub fn encode_into(type_name: &str, key: &Key, out: &mut Vec<u8>) {
+        let mut raw = [0u8; 256];
+        let len = type_name.len() + 1 + key.0.len();
+        let mut spilled = Vec::new();
+        let raw: &mut [u8] = if len <= raw.len() {
+            &mut raw[..len]
+        } else {
+            spilled.resize(len, 0);
+            &mut spilled
+        };
+        raw[..type_name.len()].copy_from_slice(type_name.as_bytes());
+        raw[type_name.len()] = 0;
+        raw[type_name.len() + 1..].copy_from_slice(&key.0);
+        let start = out.len();
+        let encoded = base64::encoded_len(len, false).unwrap_or(0);
+        out.resize(start + encoded, 0);
+        let written = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode_slice(&*raw, &mut out[start..]).unwrap_or(0);
+        out.truncate(start + written);
     }
 
     /// Parses the opaque string form.

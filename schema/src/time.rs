@@ -36,15 +36,76 @@ impl Timestamp {
         Ok(Timestamp::from_datetime(DateTime::parse_from_rfc3339(s)?.with_timezone(&Utc)))
     }
 
-    /// RFC 3339 with second precision when the nanoseconds are zero (`2026-09-01T00:00:00Z`).
+    /// RFC 3339 in UTC (`Z`) with the sub-second digits that are not zero, in groups of three
+    /// (`2026-09-01T00:00:00Z`, `2026-09-01T00:00:00.250Z`): chrono's
+    /// `to_rfc3339_opts(SecondsFormat::AutoSi, true)`, which a test compares it with.
     pub fn to_rfc3339(self) -> String {
-        self.to_datetime().to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+        let mut out = Vec::with_capacity(30);
+        self.write_rfc3339(&mut out);
+        // Digits and ASCII punctuation only.
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    /// Appends [`Timestamp::to_rfc3339`] to `out` (an export writes one per row and time
+    /// column). The years of an `i64` of nanoseconds (1677–2262) always take four digits.
+    pub fn write_rfc3339(self, out: &mut Vec<u8>) {
+        let secs = self.0.div_euclid(1_000_000_000);
+        let nanos = self.0.rem_euclid(1_000_000_000) as u32;
+        let (year, month, day) = civil_from_days(secs.div_euclid(86_400));
+        let of_day = secs.rem_euclid(86_400) as u32;
+        fn digits(out: &mut Vec<u8>, value: u32, width: u32) {
+            for place in (0..width).rev() {
+                out.push(b'0' + (value / 10u32.pow(place) % 10) as u8);
+            }
+        }
+        digits(out, year as u32, 4);
+        out.push(b'-');
+        digits(out, month, 2);
+        out.push(b'-');
+        digits(out, day, 2);
+        out.push(b'T');
+        digits(out, of_day / 3600, 2);
+        out.push(b':');
+        digits(out, of_day / 60 % 60, 2);
+        out.push(b':');
+        digits(out, of_day % 60, 2);
+        match nanos {
+            0 => {}
+            n if n % 1_000_000 == 0 => {
+                out.push(b'.');
+                digits(out, n / 1_000_000, 3);
+            }
+            n if n % 1_000 == 0 => {
+                out.push(b'.');
+                digits(out, n / 1_000, 6);
+            }
+            n => {
+                out.push(b'.');
+                digits(out, n, 9);
+            }
+        }
+        out.push(b'Z');
     }
 
     /// Big-endian, order-preserving byte encoding (sign bit flipped), for index keys.
     pub fn to_sort_bytes(self) -> [u8; 8] {
         ((self.0 as u64) ^ (1 << 63)).to_be_bytes()
     }
+}
+
+/// The proleptic Gregorian `(year, month, day)` of `days` since 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
 }
 
 impl From<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time> for Timestamp {
@@ -64,6 +125,22 @@ mod tests {
         let b = Timestamp(0).to_sort_bytes();
         let c = Timestamp(1_700_000_000_000_000_000).to_sort_bytes();
         assert!(a < b && b < c);
+    }
+
+    #[test]
+    fn rfc3339_is_chronos_for_every_precision_and_both_ends_of_the_range() {
+        let chrono = |t: Timestamp| t.to_datetime().to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true);
+        let mut times = vec![i64::MIN, i64::MIN + 1, -1, 0, 1, 999_999_999, 1_000_000_000, 951_782_400_000_000_000, i64::MAX];
+        // A deterministic spread over the range, then each value at every sub-second precision.
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        for _ in 0..20_000 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
+            let t = x as i64;
+            times.extend([t, t - t.rem_euclid(1_000_000_000), t - t.rem_euclid(1_000_000), t - t.rem_euclid(1_000)]);
+        }
+        for t in times {
+            assert_eq!(Timestamp(t).to_rfc3339(), chrono(Timestamp(t)), "{t}");
+        }
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub mod documents;
 mod error;
 pub mod history;
 mod read;
+mod read_ahead;
 pub mod rebuild;
 pub mod search;
 pub mod snapshot;

@@ -57,6 +57,10 @@ pub struct ReadView {
     pub(crate) history_unindexed: OnceLock<Option<u64>>,
     /// The team scopes' revisions that wait for their index, shared by the store's views.
     pub(crate) unindexed_tail: Arc<crate::history::UnindexedTail>,
+    /// The helper reading ahead of this view's scans of records tables, when asked for
+    /// ([`ReadView::read_ahead`]). Declared before `_reader`: dropping it waits for the helper,
+    /// which holds a table of this view's transaction.
+    pub(crate) read_ahead: OnceLock<Option<crate::read_ahead::ReadAhead>>,
     /// Counted by [`crate::Store::reopen`], which waits for the views of the database it closes.
     _reader: crate::ReaderGuard,
 }
@@ -104,6 +108,7 @@ impl ReadView {
             history_salt: OnceLock::new(),
             history_unindexed: OnceLock::new(),
             unindexed_tail,
+            read_ahead: OnceLock::new(),
             _reader: reader,
         })
     }
@@ -136,6 +141,16 @@ impl ReadView {
             Some(refused) if refused.contains(&kind) => Err(StorageError::Rederiving(kind)),
             _ => Ok(()),
         }
+    }
+
+    /// Makes a helper thread read the records ahead of this view's scans of a records table in
+    /// key order ([`ReadView::scan_records`] of the natural-key order of [`Scope::All`]), at most
+    /// `window` entries ahead of what the scan took, so that the scan finds its pages in redb's
+    /// cache: for a view that walks a whole table page after page (an export). The helper
+    /// follows the latest such scan and ends with the view (its drop waits for it). Set once;
+    /// later calls are ignored; without a thread (the system refused one) scans read as before.
+    pub fn read_ahead(&self, window: usize) {
+        let _ = self.read_ahead.get_or_init(|| crate::read_ahead::ReadAhead::start(window));
     }
 
     pub(crate) fn interrupted(&self) -> bool {
@@ -427,7 +442,17 @@ impl ReadView {
         }
         self.serving(K::ID)?;
         let range = scan_range(self.records(K::ID)?, &[], from, reverse)?;
-        let row = |item: Result<RawEntry, redb::StorageError>| {
+        let taken = match self.read_ahead.get() {
+            Some(Some(ahead)) => {
+                let (lo, hi) = scan_bounds(&[], from, reverse);
+                Some(ahead.follow(crate::read_ahead::Follow { table: self.txn.open_table(tables::records(K::ID))?, lo, hi, reverse }))
+            }
+            _ => None,
+        };
+        let row = move |item: Result<RawEntry, redb::StorageError>| {
+            if let Some(taken) = &taken {
+                taken.one();
+            }
             let (k, v) = item?;
             let suffix = k.value().to_vec();
             let st = stored::<K>(Key::from_bytes(suffix.clone()), v.value())?;
