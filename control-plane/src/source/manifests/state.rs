@@ -437,6 +437,15 @@ impl ManifestsState {
         r: &mut Refresh,
         send: Option<&mut dyn FnMut(Change)>,
     ) -> Option<Option<FileEntry>> {
+        if let Some(e) = self.files.get(rel).filter(|e| e.stamp == stamp && !force) {
+            // The periodic full check of a file whose stamp did not move: its hash, read in
+            // blocks (a manifest file of 500 MB is not held whole to find it unchanged).
+            if let Ok(hash) = hash_file(path) {
+                if hash == e.hash {
+                    return None;
+                }
+            }
+        }
         let bytes = match std::fs::read(path) {
             Ok(b) => b,
             Err(e) => {
@@ -504,6 +513,28 @@ impl ManifestsState {
     }
 }
 
+/// The SHA-256 of the file at `path`, read in blocks of [`HASH_BLOCK`] bytes.
+///
+/// # Errors
+/// The file's read error.
+fn hash_file(path: &Path) -> std::io::Result<[u8; 32]> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut block = vec![0u8; HASH_BLOCK];
+    let mut hasher = Sha256::new();
+    loop {
+        match file.read(&mut block) {
+            Ok(0) => return Ok(hasher.finalize().into()),
+            Ok(n) => hasher.update(&block[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The bytes [`hash_file`] reads at a time.
+const HASH_BLOCK: usize = 256 << 10;
+
 fn unreadable(rel: &str, message: String) -> FileScan {
     FileScan {
         docs: Vec::new(),
@@ -522,6 +553,21 @@ fn unreadable(rel: &str, message: String) -> FileScan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hash of a file read in blocks is the hash of its bytes, for files shorter than a
+    /// block, of whole blocks and of a block and a bit.
+    #[test]
+    fn a_file_hashed_in_blocks_has_the_hash_of_its_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        for len in [0, 1, HASH_BLOCK - 1, HASH_BLOCK, 2 * HASH_BLOCK + 7] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
+            let path = dir.path().join(format!("{len}.yaml"));
+            std::fs::write(&path, &bytes).unwrap();
+            let whole: [u8; 32] = Sha256::digest(&bytes).into();
+            assert_eq!(hash_file(&path).unwrap(), whole, "{len} bytes");
+        }
+        assert!(hash_file(&dir.path().join("missing.yaml")).is_err());
+    }
 
     /// A file whose length or stamp moves while it is read (written in place right now) is not
     /// taken: it is read at the next poll.
@@ -544,5 +590,40 @@ mod tests {
         assert_eq!((state.file_count(), r.files_read), (0, 0));
         assert!(state.read_file("g.yaml", &path, stamp, false, &mut r, None).is_some());
         assert_eq!((state.file_count(), r.files_read), (1, 1));
+    }
+
+    /// The periodic full check finds a change that left the file's stamp as it was (a rewrite
+    /// of the same length within the filesystem's time granularity), and reads nothing of an
+    /// unchanged file but its hash.
+    #[test]
+    fn the_full_check_finds_a_change_the_stamp_did_not_show() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.yaml");
+        let group = |name: &str| {
+            format!("apiVersion: organization.cp.ei.telekom.de/v1\nkind: Group\nmetadata: {{name: {name}, namespace: poc}}\nspec: {{displayName: G}}\n")
+        };
+        std::fs::write(&path, group("g1")).unwrap();
+        let features = Features::default();
+        let mut state = ManifestsState::new(dir.path(), Arc::new(Handlers::new(&features)), features, Clock(None));
+        assert_eq!(state.refresh().changes.len(), 1);
+        let full = state.refresh_with(true);
+        assert_eq!((full.files_read, full.changes.len()), (0, 0), "unchanged: only hashed");
+        std::fs::write(&path, group("g2")).unwrap();
+        // The stamp as the first read saw it: the walk sees no change of it.
+        let now = Stamp::of(&std::fs::metadata(&path).unwrap());
+        state.files.get_mut("g.yaml").unwrap().stamp = now;
+        assert_eq!(state.refresh().files_read, 0);
+        let full = state.refresh_with(true);
+        assert_eq!(full.files_read, 1);
+        let changes: Vec<(&str, &str)> = full
+            .changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::Apply { src, .. } => Some(("apply", src.name.as_str())),
+                Change::Delete { src, .. } => Some(("delete", src.name.as_str())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(changes, [("apply", "g2"), ("delete", "g1")]);
     }
 }
