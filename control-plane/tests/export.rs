@@ -99,6 +99,8 @@ async fn both_formats_stream_with_the_revision_and_refusals_come_before_any_row(
         ("", "{ applications { edges { node { nope } } } }", 400, "GRAPHQL_VALIDATION_FAILED"),
         ("?format=xlsx", "{ zones { name } }", 400, "BAD_REQUEST"),
         ("?format=csv&format=ndjson", "{ zones { name } }", 400, "BAD_REQUEST"),
+        ("?format=csv&form%61t=ndjson", "{ zones { name } }", 400, "BAD_REQUEST"),
+        ("?format=%63sv%00", "{ zones { name } }", 400, "BAD_REQUEST"),
     ] {
         let r = export(&client, &base, ADMIN, params, query).await;
         assert_eq!(r.status(), status, "{params} {query}");
@@ -107,6 +109,16 @@ async fn both_formats_stream_with_the_revision_and_refusals_come_before_any_row(
     }
     let r = client.post(format!("{base}/graphql/export")).json(&json!({"query": "{ zones { name } }"})).send().await.unwrap();
     assert_eq!(r.status(), 401);
+    // Parameter names and values are percent-decoded.
+    let encoded = export(&client, &base, ADMIN, "?form%61t=c%73v", "{ zones { name } }").await;
+    assert_eq!(encoded.headers()["content-type"].to_str().unwrap().split(';').next(), Some("text/csv"));
+    assert!(encoded.text().await.unwrap().starts_with("name\r\n"));
+    for method in [reqwest::Method::GET, reqwest::Method::PUT, reqwest::Method::DELETE] {
+        let r = client.request(method.clone(), format!("{base}/graphql/export")).bearer_auth(ADMIN).send().await.unwrap();
+        assert_eq!((r.status().as_u16(), r.headers().get("allow").map(|a| a.to_str().unwrap().to_string())), (405, Some("POST".into())), "{method}");
+        let body: Value = r.json().await.unwrap();
+        assert_eq!(body["errors"][0]["extensions"]["code"], "METHOD_NOT_ALLOWED", "{method}: {body}");
+    }
     running.shutdown().await.unwrap();
 }
 

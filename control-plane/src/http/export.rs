@@ -85,22 +85,30 @@ pub struct ExportEndpoint {
 /// Routes `POST /graphql/export` on `route`, sharing the GraphQL endpoint's state (`graphql`).
 pub(super) fn mount(route: poem::Route, graphql: Arc<GraphqlEndpoint>, settings: crate::config::ExportConfig) -> poem::Route {
     let state = Arc::new(ExportEndpoint { graphql, exports: Arc::default(), settings });
-    route.at("/graphql/export", poem::EndpointExt::data(poem::post(handle), state))
+    route.at("/graphql/export", poem::EndpointExt::data(handle, state))
 }
 
 #[poem::handler]
 async fn handle(req: &Request, body: Body, state: poem::web::Data<&Arc<ExportEndpoint>>) -> Response {
+    if req.method() != poem::http::Method::POST {
+        let detail = format!("an export is a POST of a GraphQL request, not a {}", req.method());
+        let mut resp = problem(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed", &detail);
+        resp.headers_mut().insert(poem::http::header::ALLOW, poem::http::HeaderValue::from_static("POST"));
+        return super::graphql::closing(resp);
+    }
     answer(req, body, &state).await
 }
 
 /// The format a request asks for; `Err` names what is wrong.
 fn format_of(req: &Request) -> Result<Format, String> {
-    let mut asked = req.uri().query().into_iter().flat_map(|q| q.split('&')).filter_map(|pair| pair.strip_prefix("format="));
+    // Names and values percent-decoded (`form%61t=csv` is `format=csv`).
+    let query = req.uri().query().unwrap_or("");
+    let mut asked = form_urlencoded::parse(query.as_bytes()).filter(|(name, _)| name == "format").map(|(_, value)| value);
     if let Some(name) = asked.next() {
         if asked.next().is_some() {
             return Err("`format` is given more than once".into());
         }
-        return Format::from_name(name)
+        return Format::from_name(&name)
             .ok_or_else(|| format!("unknown format {:?}: use ndjson or csv", name.chars().take(32).collect::<String>()));
     }
     let accept = req.headers().get("accept").and_then(|h| h.to_str().ok()).unwrap_or("");

@@ -412,6 +412,7 @@ pub(crate) fn refusal_code(status: StatusCode) -> &'static str {
         StatusCode::UNAUTHORIZED => "UNAUTHENTICATED",
         StatusCode::FORBIDDEN => "FORBIDDEN",
         StatusCode::NOT_FOUND => "NOT_FOUND",
+        StatusCode::METHOD_NOT_ALLOWED => "METHOD_NOT_ALLOWED",
         StatusCode::REQUEST_TIMEOUT => "REQUEST_TIMEOUT",
         StatusCode::PAYLOAD_TOO_LARGE => "PAYLOAD_TOO_LARGE",
         StatusCode::URI_TOO_LONG => "URI_TOO_LONG",

@@ -755,13 +755,22 @@ fn walk(dir: &Path) -> (Vec<Found>, Vec<(String, String)>) {
 /// The reason of an ignored empty document (a comment-only `---` section): logged at debug only.
 pub const EMPTY_DOCUMENT: &str = "empty document";
 
+/// The most findings of one sort (skipped, ignored, duplicate documents) logged for one file
+/// in one refresh; the file's others are counted in one line (a file of 200,000 documents of
+/// no kind would otherwise log 200,000 lines).
+pub const LOGGED_PER_FILE: usize = 20;
+
 /// Logs a refresh's findings: one `warn!` per skipped document, ignored document (but empty
-/// ones) and duplicate, for the files read in this refresh (so once per file and change);
-/// counts skips in `projector_reconcile_total{outcome="skip"}`.
+/// ones, at debug) and duplicate, for the files read in this refresh (so once per file and
+/// change), at most [`LOGGED_PER_FILE`] of each sort per file and then one line with the
+/// number left out; counts every skip in `projector_reconcile_total{outcome="skip"}`.
 pub fn report(r: &Refresh, metrics: &Metrics) {
     for s in &r.new_skips {
         let module = s.kind.as_deref().and_then(KindId::from_name).map(KindId::module).unwrap_or("unknown");
         metrics.reconciled(module, outcome::SKIP, 0.0);
+    }
+    let (skips, skips_left) = per_file(&r.new_skips, |s| &s.origin.file);
+    for s in skips {
         tracing::warn!(
             file = %s.origin.file,
             document = s.origin.document,
@@ -772,7 +781,8 @@ pub fn report(r: &Refresh, metrics: &Metrics) {
             "document skipped"
         );
     }
-    for i in &r.new_ignored {
+    let (ignored, ignored_left) = per_file(&r.new_ignored, |i| &i.origin.file);
+    for i in ignored {
         if i.disabled {
             tracing::info!(origin = %i.origin, reason = %i.reason, "document skipped: kind disabled");
         } else if i.reason == EMPTY_DOCUMENT {
@@ -781,9 +791,35 @@ pub fn report(r: &Refresh, metrics: &Metrics) {
             tracing::warn!(file = %i.origin.file, document = i.origin.document, line = i.origin.line, reason = %i.reason, "document ignored");
         }
     }
-    for d in &r.new_duplicates {
+    let (duplicates, duplicates_left) = per_file(&r.new_duplicates, |d| &d.loser.file);
+    for d in duplicates {
         tracing::warn!(object = %d.src, ignored = %d.loser, wins = %d.winner, "the same object is defined twice; the later path wins");
     }
+    for (left, what) in [(skips_left, "skipped"), (ignored_left, "ignored"), (duplicates_left, "defined again later")] {
+        for (file, more) in left {
+            tracing::warn!(file = %file, more, logged = LOGGED_PER_FILE, "more documents {what} in this file than are logged");
+        }
+    }
+}
+
+/// `items` with at most [`LOGGED_PER_FILE`] of each file (`file_of`), in their order, and the
+/// number left out of each file that had more.
+fn per_file<T>(items: &[T], file_of: impl Fn(&T) -> &Arc<str>) -> (Vec<&T>, Vec<(Arc<str>, usize)>) {
+    let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut over: Vec<&Arc<str>> = Vec::new();
+    let mut kept = Vec::new();
+    for item in items {
+        let file = file_of(item);
+        let seen = counts.entry(file).or_default();
+        *seen += 1;
+        match *seen {
+            n if n <= LOGGED_PER_FILE => kept.push(item),
+            n if n == LOGGED_PER_FILE + 1 => over.push(file),
+            _ => {}
+        }
+    }
+    let left = over.into_iter().map(|file| (file.clone(), counts[&**file] - LOGGED_PER_FILE)).collect();
+    (kept, left)
 }
 
 /// The running manifests source: a thread that polls the directory and feeds the writer.

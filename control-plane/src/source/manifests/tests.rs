@@ -168,3 +168,22 @@ fn fragments_of_broken_text_are_not_guessed_as_an_identity() {
     let (k, ns, n) = guess_identity("kind: [unclosed\nmetadata:\n  name: {a: b\n  namespace: poc--team\n");
     assert_eq!((k.as_deref(), ns.as_deref(), n.as_deref()), (None, Some("poc--team"), None));
 }
+
+/// A file of many documents of no kind logs `LOGGED_PER_FILE` of them and one count; other
+/// files keep their own lines.
+#[test]
+fn findings_are_logged_up_to_a_bound_per_file() {
+    let ignored = |file: &str, document: usize| Ignored {
+        origin: DocumentPosition { file: Arc::from(file), document, item: None, line: document },
+        reason: "no kind".into(),
+        disabled: false,
+    };
+    let mut items: Vec<Ignored> = (1..=200_000).map(|d| ignored("huge.yaml", d)).collect();
+    items.insert(5, ignored("small.yaml", 1));
+    items.push(ignored("small.yaml", 2));
+    let (kept, left) = per_file(&items, |i| &i.origin.file);
+    assert_eq!(kept.len(), LOGGED_PER_FILE + 2);
+    assert_eq!(kept.iter().filter(|i| &*i.origin.file == "small.yaml").count(), 2);
+    assert_eq!(kept.iter().filter(|i| &*i.origin.file == "huge.yaml").map(|i| i.origin.document).max(), Some(LOGGED_PER_FILE));
+    assert_eq!(left, vec![(Arc::from("huge.yaml"), 200_000 - LOGGED_PER_FILE)]);
+}
