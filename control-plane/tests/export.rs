@@ -115,7 +115,11 @@ async fn both_formats_stream_with_the_revision_and_refusals_come_before_any_row(
     assert!(encoded.text().await.unwrap().starts_with("name\r\n"));
     for method in [reqwest::Method::GET, reqwest::Method::PUT, reqwest::Method::DELETE] {
         let r = client.request(method.clone(), format!("{base}/graphql/export")).bearer_auth(ADMIN).send().await.unwrap();
-        assert_eq!((r.status().as_u16(), r.headers().get("allow").map(|a| a.to_str().unwrap().to_string())), (405, Some("POST".into())), "{method}");
+        assert_eq!(
+            (r.status().as_u16(), r.headers().get("allow").map(|a| a.to_str().unwrap().to_string())),
+            (405, Some("POST".into())),
+            "{method}"
+        );
         let body: Value = r.json().await.unwrap();
         assert_eq!(body["errors"][0]["extensions"]["code"], "METHOD_NOT_ALLOWED", "{method}: {body}");
     }
