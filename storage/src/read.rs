@@ -444,8 +444,7 @@ impl ReadView {
         let range = scan_range(self.records(K::ID)?, &[], from, reverse)?;
         let taken = match self.read_ahead.get() {
             Some(Some(ahead)) => {
-                let (lo, hi) = scan_bounds(&[], from, reverse);
-                Some(ahead.follow(crate::read_ahead::Follow { table: self.txn.open_table(tables::records(K::ID))?, lo, hi, reverse }))
+                Some(ahead.follow(crate::read_ahead::Follow { range: scan_range(self.records(K::ID)?, &[], from, reverse)?, reverse }))
             }
             _ => None,
         };

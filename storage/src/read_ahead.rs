@@ -13,15 +13,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{JoinHandle, Thread};
 
-/// A records table of the view's transaction, opened for the helper.
-pub(crate) type RecordsTable = redb::ReadOnlyTable<&'static [u8], &'static [u8]>;
-
-/// One scan to follow: the table, its key range `[lo, hi)` (`hi` `None`: to the table's end)
-/// and its direction.
+/// One scan to follow: a range of the records table over the scan's keys (of the view's
+/// transaction, opened by `scan_records` as its own) and its direction.
 pub(crate) struct Follow {
-    pub table: RecordsTable,
-    pub lo: Vec<u8>,
-    pub hi: Option<Vec<u8>>,
+    pub range: redb::Range<'static, &'static [u8], &'static [u8]>,
     pub reverse: bool,
 }
 
@@ -148,16 +143,13 @@ fn run(shared: &Shared, window: usize) {
         }
         seen = generation;
         let Some(scan) = shared.next.lock().unwrap_or_else(|e| e.into_inner()).take() else { continue };
-        read = walk(shared, &scan, generation, window);
+        read = walk(shared, scan, generation, window);
     }
 }
 
 /// Reads the entries of `scan` while it is the latest and the view lives; returns how many.
-fn walk(shared: &Shared, scan: &Follow, generation: u64, window: usize) -> usize {
-    use std::ops::Bound;
-    let upper = scan.hi.as_deref().map_or(Bound::Unbounded, Bound::Excluded);
-    let Ok(range) = scan.table.range::<&[u8]>((Bound::Included(scan.lo.as_slice()), upper)) else { return 0 };
-    let mut entries: Box<dyn Iterator<Item = _>> = if scan.reverse { Box::new(range.rev()) } else { Box::new(range) };
+fn walk(shared: &Shared, scan: Follow, generation: u64, window: usize) -> usize {
+    let mut entries: Box<dyn Iterator<Item = _>> = if scan.reverse { Box::new(scan.range.rev()) } else { Box::new(scan.range) };
     let mut read = 0usize;
     loop {
         if shared.stop.load(Ordering::Acquire) || shared.generation.load(Ordering::Acquire) != generation {
