@@ -168,7 +168,8 @@ pub fn percentile_us(v: &mut [Duration], p: f64) -> f64 {
 
 /// The configuration of the benches: manifests source on `manifests`, store in `data_dir`,
 /// mock authentication, clock pinned to [`NOW`], `127.0.0.1:0`; redb's page cache from
-/// `CP_STORAGE_CACHE_SIZE` (bytes), the GraphQL workers from `CP_GRAPHQL_WORKERS` and the change
+/// `CP_STORAGE_CACHE_SIZE` (bytes), the GraphQL workers from `CP_GRAPHQL_WORKERS`, planned
+/// execution from `CP_GRAPHQL_PLANNED_EXECUTION` and the change
 /// log from `CP_HISTORY_ENABLED`, as in the server, else the defaults.
 pub fn config(manifests: &Path, data_dir: &Path) -> Config {
     from_env(Config::for_manifests(manifests, data_dir))
@@ -192,6 +193,9 @@ fn from_env(mut c: Config) -> Config {
     }
     if let Ok(v) = std::env::var("CP_STORAGE_PREBUILD_ORDERS") {
         c.storage.prebuild_orders = v.parse().unwrap_or_else(|_| panic!("CP_STORAGE_PREBUILD_ORDERS={v}: not true or false"));
+    }
+    if let Ok(v) = std::env::var("CP_GRAPHQL_PLANNED_EXECUTION") {
+        c.graphql.planned_execution = v.parse().unwrap_or_else(|_| panic!("CP_GRAPHQL_PLANNED_EXECUTION={v}: not true or false"));
     }
     if let Ok(v) = std::env::var("CP_GRAPHQL_WORKERS") {
         c.graphql.workers = v.parse().unwrap_or_else(|_| panic!("CP_GRAPHQL_WORKERS={v}: not a number"));

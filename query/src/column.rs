@@ -93,6 +93,11 @@ impl<R: Send + Sync + 'static> Column<R> {
         Column { nillable: true, ..self }
     }
 
+    /// Whether the object field is nullable.
+    pub fn is_nullable(&self) -> bool {
+        self.nullable
+    }
+
     /// The GraphQL name.
     pub fn name(&self) -> &'static str {
         self.name

@@ -8,13 +8,15 @@ use crate::entity::{global_id, node_value, Builder, Entity, Loader};
 use crate::error::{bad_input, internal};
 use crate::fields::{enum_item, field, integer, object_value, object_values, string};
 use crate::filter::{Predicate, WhereType};
+use crate::plan::tree::{ConnData, ConnectionArgs, ConnectionSelection, PlannedConnection, Run, Wanted};
+use crate::plan::write::Writer;
 use crate::relay::{encode_cursor, paginate, OrderSpec, PageArgs, Row, RowIter, Rows, VecRows};
 use crate::request::RequestContext;
 use async_graphql::dynamic::{Field, FieldValue, InputObject, InputValue, Object, ResolverContext, TypeRef};
 use async_graphql::{Error, Name, Value};
 use schema::common::StatusPhase;
 use schema::GraphqlEnum;
-use schema::{Key, Kind, KindId, Scope};
+use schema::{Key, Kind, Scope};
 use std::any::Any;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -46,16 +48,6 @@ pub fn list_field<K: Entity>(builder: &mut Builder, name: &str, with_where: bool
     } else {
         f
     }
-}
-
-/// A resolved connection.
-pub struct ConnData<R> {
-    edges: Vec<(String, Stored<R>)>,
-    has_next: bool,
-    has_previous: bool,
-    total: u64,
-    /// `phaseCounts`, when selected.
-    phases: Vec<(StatusPhase, u64)>,
 }
 
 fn order_fields<K: Entity>() -> Vec<&'static str> {
@@ -128,9 +120,7 @@ pub fn register_entity<K: Entity>(builder: &mut Builder) {
     builder.subscription_fields.push(crate::changes::kind_field::<K>(where_type.clone()));
     if let Some(root) = K::ROOT {
         let w = where_type.clone();
-        let mut root_field = connection_field::<K, ()>(root, w, |request, _, order, pred| {
-            Ok(Box::new(IndexRows::<K> { request, scopes: request.viewer.scopes(K::TEAM_OWNED), order, pred }))
-        });
+        let mut root_field = connection_field::<K, ()>(builder, root, w, root_rows::<K>);
         if schema::catalogue::KINDS.contains(&K::ID) {
             // Full-text search, by relevance (read in `connection_field`, see `crate::search`).
             root_field = root_field.argument(
@@ -147,7 +137,22 @@ pub fn register_entity<K: Entity>(builder: &mut Builder) {
     builder.pasts.insert(K::ID, Arc::new(past));
 }
 
-type MakeRows<K, P> = dyn for<'a> Fn(
+/// The rows of the root connection of `K`: every record `request`'s viewer may see, in
+/// `order`, filtered by `pred`.
+///
+/// # Errors
+/// None yet: reading starts when the rows are iterated.
+pub(crate) fn root_rows<'a, K: Entity>(
+    request: &'a RequestContext,
+    _: &'a (),
+    order: OrderField,
+    pred: Predicate<K::Record>,
+) -> Result<Box<dyn Rows<K::Record> + 'a>, Error> {
+    Ok(Box::new(IndexRows::<K> { request, scopes: request.viewer.scopes(K::TEAM_OWNED), order, pred }))
+}
+
+/// Makes the rows of a connection of `K` under a parent `P` ([`connection_field`]).
+pub(crate) type MakeRows<K, P> = dyn for<'a> Fn(
         &'a RequestContext,
         &'a P,
         OrderField,
@@ -159,6 +164,7 @@ type MakeRows<K, P> = dyn for<'a> Fn(
 /// A connection field of entity `K` on a parent of type `P` (`()` for root queries), with the
 /// standard arguments. `rows` produces the visible, filtered rows in the requested order.
 pub fn connection_field<K: Entity, P: Any + Send + Sync>(
+    builder: &mut Builder,
     name: &str,
     where_type: Arc<WhereType<K::Record>>,
     rows: impl for<'a> Fn(&'a RequestContext, &'a P, OrderField, Predicate<K::Record>) -> Result<Box<dyn Rows<K::Record> + 'a>, Error>
@@ -167,6 +173,8 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
         + 'static,
 ) -> Field {
     let rows: Arc<MakeRows<K, P>> = Arc::new(rows);
+    let planned = ConnectionPlan::<K, P> { rows: rows.clone(), columns: K::columns() };
+    builder.planned_connections.insert((std::any::TypeId::of::<P>(), name.to_string()), Arc::new(planned));
     let tn = K::TYPE;
     let order_ty = if K::MULTI_ORDER { TypeRef::named_nn_list(format!("{tn}Order")) } else { TypeRef::named(format!("{tn}Order")) };
     Field::new(name, TypeRef::named_nn(format!("{tn}Connection")), move |ctx: ResolverContext<'_>| {
@@ -180,9 +188,8 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
     .argument(InputValue::new("where", TypeRef::named(format!("{tn}WhereInput"))))
 }
 
-/// The connection of `K` that `ctx` asks for: its arguments read (`search`, `orderBy`, `where`,
-/// the Relay arguments), its rows produced (`rows`, or the search's hits), then paged, counted and
-/// charged to the request's answer budget as the selection needs.
+/// The connection of `K` that `ctx` asks for: its arguments and selection read from the
+/// resolver's context, then [`connection_data`].
 fn resolve_connection<K: Entity, P: Any + Send + Sync>(
     ctx: &ResolverContext<'_>,
     where_type: &WhereType<K::Record>,
@@ -191,13 +198,58 @@ fn resolve_connection<K: Entity, P: Any + Send + Sync>(
     let request = ctx.data::<RequestContext>()?;
     request.deadline.check()?;
     let parent = parent_value::<P>(ctx)?;
-    let search = search_text(ctx, request)?;
-    let (order, desc, spec) = order_spec(parse_order(ctx, K::MULTI_ORDER)?, search.as_deref())?;
+    let arg = |name: &str| ctx.args.get(name).map(|v| v.as_value());
+    let args = ConnectionArgs {
+        search: arg("search"),
+        order_by: arg("orderBy"),
+        first: arg("first"),
+        last: arg("last"),
+        after: arg("after"),
+        before: arg("before"),
+    };
     let pred = match ctx.args.get("where") {
         Some(w) if !w.is_null() => where_type.parse(&w.object()?)?,
         _ => Predicate::always(),
     };
-    let args = page_args(ctx, K::ID, spec.clone(), desc, request.max_page_size)?;
+    let look = ctx.look_ahead();
+    let wanted = Wanted {
+        page: look.field("edges").exists() || look.field("pageInfo").exists(),
+        total: look.field("totalCount").exists(),
+        phases: look.field("phaseCounts").exists(),
+        cursors: look.field("edges").field("cursor").exists(),
+    };
+    let flat = ctx.data_opt::<Arc<crate::export::FlatRows>>().filter(|f| f.type_name() == K::TYPE);
+    Ok(object_value(connection_data::<K, P>(request, parent, rows, &args, pred, wanted, flat.map(|f| f.as_ref()))?))
+}
+
+/// The connection of `K` under `parent` for `args` and `pred`: its rows produced (`rows`, or
+/// the search's hits), then paged, counted and charged to the request's answer budget as
+/// `wanted` says (the edges' cursors and objects; their fields charge their own). An export's
+/// page of columns (`flat`) writes its rows there and keeps only the last edge.
+///
+/// # Errors
+/// `BAD_USER_INPUT` for invalid arguments, the deadline's error, storage failures.
+pub(crate) fn connection_data<K: Entity, P: Any + Send + Sync>(
+    request: &RequestContext,
+    parent: &P,
+    rows: &MakeRows<K, P>,
+    args: &ConnectionArgs<'_>,
+    pred: Predicate<K::Record>,
+    wanted: Wanted,
+    flat: Option<&crate::export::FlatRows>,
+) -> Result<ConnData<K::Record>, Error> {
+    let search = search_text(args.search, request)?;
+    let (order, desc, spec) = order_spec(parse_order(args.order_by, K::MULTI_ORDER)?, search.as_deref())?;
+    let page_args = PageArgs::new(
+        int_argument(args.first)?,
+        int_argument(args.last)?,
+        string_argument(args.after)?,
+        string_argument(args.before)?,
+        K::ID,
+        spec.clone(),
+        desc,
+        request.max_page_size,
+    )?;
     let mut src = match &search {
         Some(q) => Box::new(crate::search::rows::<K>(request, q, &pred)?),
         None => rows(request, parent, order, pred)?,
@@ -205,7 +257,7 @@ fn resolve_connection<K: Entity, P: Any + Send + Sync>(
     if let OrderSpec::Multi(fields) = &spec {
         src = Box::new(sorted_by_fields::<K>(src.as_ref(), fields)?);
     }
-    connection_value::<K>(ctx, request, src.as_ref(), &args, &spec)
+    connection_value::<K>(request, src.as_ref(), &page_args, &spec, wanted, flat)
 }
 
 /// The parent value of a connection field: the parent object's `P`, or `()` for a root field
@@ -218,11 +270,29 @@ fn parent_value<'a, P: Any + Send + Sync>(ctx: &'a ResolverContext<'_>) -> Resul
     (&UNIT as &dyn Any).downcast_ref::<P>().ok_or_else(|| internal("connection parent type mismatch"))
 }
 
+/// An `Int` argument (`None` when absent or null).
+fn int_argument(v: Option<&Value>) -> Result<Option<i64>, Error> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => n.as_i64().map(Some).ok_or_else(|| bad_input(format!("{n} is not an integer"))),
+        Some(other) => Err(bad_input(format!("{other} is not an integer"))),
+    }
+}
+
+/// A `String` (or `Cursor`) argument (`None` when absent or null).
+fn string_argument(v: Option<&Value>) -> Result<Option<&str>, Error> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.as_str())),
+        Some(other) => Err(bad_input(format!("{other} is not a string"))),
+    }
+}
+
 /// The `search` argument, checked against `graphql.maxSearchLength`; `None` when absent or when
 /// it has no word (no letter or digit: it lists as without it, as
 /// `crate::search::SEARCH_TEXT_RULE` says).
-fn search_text(ctx: &ResolverContext<'_>, request: &RequestContext) -> Result<Option<String>, Error> {
-    let search = ctx.args.get("search").filter(|v| !v.is_null()).map(|v| v.string().map(str::to_string)).transpose()?;
+fn search_text(v: Option<&Value>, request: &RequestContext) -> Result<Option<String>, Error> {
+    let search = string_argument(v)?.map(str::to_string);
     if let Some(q) = &search {
         crate::limits::check_search(q, &request.limits).map_err(crate::limits::LimitError::into_error)?;
     }
@@ -248,15 +318,6 @@ fn order_spec(entries: Vec<(OrderField, bool)>, search: Option<&str>) -> Result<
     }
 }
 
-/// The Relay arguments `first`, `last`, `after` and `before` of `ctx`, checked by [`PageArgs::new`].
-fn page_args(ctx: &ResolverContext<'_>, kind: KindId, spec: OrderSpec, desc: bool, max_page_size: usize) -> Result<PageArgs, Error> {
-    let arg_i = |n: &str| -> Result<Option<i64>, Error> { ctx.args.get(n).filter(|v| !v.is_null()).map(|v| v.i64()).transpose() };
-    let arg_s = |n: &str| -> Result<Option<String>, Error> {
-        ctx.args.get(n).filter(|v| !v.is_null()).map(|v| v.string().map(str::to_string)).transpose()
-    };
-    PageArgs::new(arg_i("first")?, arg_i("last")?, arg_s("after")?.as_deref(), arg_s("before")?.as_deref(), kind, spec, desc, max_page_size)
-}
-
 /// Every row of `src`, sorted by the composite key of `fields` (an `orderBy` of several fields).
 fn sorted_by_fields<K: Entity>(src: &dyn Rows<K::Record>, fields: &[(OrderField, bool)]) -> Result<VecRows<K::Record>, Error> {
     let mut all = Vec::new();
@@ -268,48 +329,48 @@ fn sorted_by_fields<K: Entity>(src: &dyn Rows<K::Record>, fields: &[(OrderField,
     Ok(VecRows(all))
 }
 
-/// The connection object over `src`: the page when `edges` or `pageInfo` is selected (`{
-/// totalCount }` alone reads no page, with counters no record at all), `totalCount` and
-/// `phaseCounts` when selected; the edges' cursors and objects are charged to the answer budget
-/// (their fields charge their own).
+/// The connection over `src`: the page when `wanted.page` (`{ totalCount }` alone reads no page,
+/// with counters no record at all), `totalCount` and `phaseCounts` when wanted; the edges'
+/// cursors and objects are charged to the answer budget (their fields charge their own).
 fn connection_value<K: Entity>(
-    ctx: &ResolverContext<'_>,
     request: &RequestContext,
     src: &dyn Rows<K::Record>,
     args: &PageArgs,
     spec: &OrderSpec,
-) -> Result<Option<FieldValue<'static>>, Error> {
-    let look = ctx.look_ahead();
-    let page = if look.field("edges").exists() || look.field("pageInfo").exists() {
-        paginate(src, args)?
-    } else {
-        crate::relay::Page { edges: Vec::new(), has_next: false, has_previous: false }
-    };
+    wanted: Wanted,
+    flat: Option<&crate::export::FlatRows>,
+) -> Result<ConnData<K::Record>, Error> {
+    let page =
+        if wanted.page { paginate(src, args)? } else { crate::relay::Page { edges: Vec::new(), has_next: false, has_previous: false } };
     let mut page_edges = page.edges;
-    if let Some(flat) = ctx.data_opt::<Arc<crate::export::FlatRows>>().filter(|f| f.type_name() == K::TYPE) {
+    if let Some(flat) = flat {
         // An export's page of columns: its rows are written here; only the last edge is kept,
         // for the next page's cursor (`pageInfo { hasNextPage endCursor }` is all it selects).
         flat.write::<K>(request, page_edges.iter().map(|(_, st)| st))?;
         page_edges = page_edges.pop().into_iter().collect();
     }
-    let total = if look.field("totalCount").exists() { src.count()? } else { 0 };
-    let phases = if look.field("phaseCounts").exists() { src.phase_counts(&|r| K::status(r).map(|s| s.phase))? } else { Vec::new() };
+    let total = if wanted.total { src.count()? } else { 0 };
+    let phases = if wanted.phases { src.phase_counts(&|r| K::status(r).map(|s| s.phase))? } else { Vec::new() };
     let edges: Vec<_> = page_edges.into_iter().map(|(suffix, st)| (encode_cursor(K::ID, spec, &suffix), st)).collect();
-    let cursors = look.field("edges").field("cursor").exists();
+    let cursors = wanted.cursors;
     request.deadline.charge(edges.iter().map(|(cursor, _)| if cursors { cursor.len() + 24 } else { 24 }).sum::<usize>() + 64)?;
-    Ok(object_value(ConnData::<K::Record> { edges, has_next: page.has_next, has_previous: page.has_previous, total, phases }))
+    Ok(ConnData::<K::Record> { edges, has_next: page.has_next, has_previous: page.has_previous, total, phases })
 }
 
 /// Reads `orderBy`: `(field, descending)` entries in list order (empty = natural key order).
 /// Two adjacent entries with the same field are an error, as in the reference. A connection of
 /// one order (`multi` false: `orderBy: XOrder`) refuses a list (`BAD_USER_INPUT`), literal or
 /// variable, as GraphQL's input coercion does; a list argument takes one value as a list of one.
-fn parse_order(ctx: &ResolverContext<'_>, multi: bool) -> Result<Vec<(OrderField, bool)>, Error> {
-    let Some(v) = ctx.args.get("orderBy").filter(|v| !v.is_null()) else { return Ok(Vec::new()) };
-    let entries: Vec<async_graphql::indexmap::IndexMap<Name, Value>> = match v.list() {
-        Ok(_) if !multi => return Err(bad_input("`orderBy` of this connection takes one order, not a list")),
-        Ok(list) => list.iter().map(|e| e.object().map(|o| o.as_index_map().clone())).collect::<Result<_, _>>()?,
-        Err(_) => vec![v.object()?.as_index_map().clone()],
+fn parse_order(v: Option<&Value>, multi: bool) -> Result<Vec<(OrderField, bool)>, Error> {
+    let not_an_order = || bad_input("an `orderBy` entry is not an input object");
+    let entries: Vec<&async_graphql::indexmap::IndexMap<Name, Value>> = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::List(_)) if !multi => return Err(bad_input("`orderBy` of this connection takes one order, not a list")),
+        Some(Value::List(list)) => {
+            list.iter().map(|e| if let Value::Object(o) = e { Ok(o) } else { Err(not_an_order()) }).collect::<Result<_, _>>()?
+        }
+        Some(Value::Object(o)) => vec![o],
+        Some(_) => return Err(not_an_order()),
     };
     let mut out: Vec<(OrderField, bool)> = Vec::new();
     for one in entries {
@@ -496,5 +557,47 @@ impl<T, I: Iterator<Item = Result<(Vec<u8>, T), storage::StorageError>>> Iterato
             }
         }
         item
+    }
+}
+
+/// The plan side of a connection field of `K` under parents `P` ([`connection_field`]): the
+/// same rows, and the kind's columns for its nodes.
+struct ConnectionPlan<K: Entity, P> {
+    rows: Arc<MakeRows<K, P>>,
+    columns: Vec<Column<K::Record>>,
+}
+
+impl<K: Entity, P: Any + Send + Sync> PlannedConnection for ConnectionPlan<K, P> {
+    fn type_name(&self) -> &'static str {
+        K::TYPE
+    }
+
+    fn record_type(&self) -> std::any::TypeId {
+        std::any::TypeId::of::<Stored<K::Record>>()
+    }
+
+    fn column(&self, name: &str) -> Option<usize> {
+        self.columns.iter().position(|c| c.name() == name)
+    }
+
+    fn has_phase_counts(&self) -> bool {
+        self.columns.iter().any(|c| c.name() == "statusPhase")
+    }
+
+    fn write(
+        &self,
+        run: &Run<'_>,
+        parent: &(dyn Any + Send + Sync),
+        args: &ConnectionArgs<'_>,
+        selection: &ConnectionSelection,
+        out: &mut Vec<u8>,
+    ) -> Result<(), Error> {
+        run.request.deadline.check()?;
+        let parent = match parent.downcast_ref::<P>() {
+            Some(p) => p,
+            None => return Err(internal("connection parent type mismatch")),
+        };
+        let data = connection_data::<K, P>(run.request, parent, self.rows.as_ref(), args, Predicate::always(), selection.wanted, None)?;
+        Writer { run, columns: &self.columns, type_name: K::TYPE }.connection(&data, selection, out)
     }
 }

@@ -120,6 +120,14 @@ impl Deadline {
         Ok(())
     }
 
+    /// Sets the bytes counted back to `bytes` ([`Deadline::spent`] earlier): a plan that gave
+    /// way to the resolvers, which charge the answer again ([`crate::plan`]).
+    pub(crate) fn restore_spent(&self, bytes: usize) {
+        if let Some(b) = self.budget.get() {
+            b.spent.store(bytes, Ordering::Relaxed);
+        }
+    }
+
     /// Bytes of the answer counted so far ([`Deadline::charge`]); 0 without a budget.
     pub fn spent(&self) -> usize {
         self.budget.get().map_or(0, |b| b.spent.load(Ordering::Relaxed))

@@ -66,6 +66,8 @@ pub struct Builder {
     /// Object types listed as records (for the node estimate, `crate::limits`), by type name.
     pub(crate) records: HashMap<String, crate::limits::RecordList>,
     registered: std::collections::HashSet<String>,
+    /// The registering functions that ran ([`Builder::first_time`]).
+    units: std::collections::HashSet<&'static str>,
     wheres: crate::filter::WhereRegistry,
     extras: HashMap<String, Vec<Field>>,
     /// [`crate::QueryConfig::file_manager_base_url`].
@@ -78,6 +80,8 @@ pub struct Builder {
     pub(crate) object_fields: ObjectFields,
     /// Each entity type's column names ([`Entity::columns`]).
     pub(crate) column_names: HashMap<&'static str, Vec<&'static str>>,
+    /// The connections plans read ([`crate::plan`]), by parent type and field name.
+    pub(crate) planned_connections: crate::plan::tree::PlannedConnections,
 }
 
 /// Loads a node of one type by key, `None` when absent or invisible.
@@ -109,6 +113,13 @@ impl Builder {
             let (base, spec) = (base.as_deref()?, spec(r).filter(|s| !s.is_empty())?);
             string(&format!("{base}/files/{}", crate::url::path_escape(spec)))
         })
+    }
+
+    /// Whether `unit` (a function registering shared types) runs for the first time in this
+    /// build; a later call returns at once. The fields it makes are made once: plans find
+    /// each field's resolver by its parent type and name ([`crate::fields::FieldTable`]).
+    pub fn first_time(&mut self, unit: &'static str) -> bool {
+        self.units.insert(unit)
     }
 
     /// Registers an object once (by name).

@@ -69,29 +69,104 @@ pub(crate) fn ready<'a>(result: Result<Option<FieldValue<'a>>, Error>) -> FieldF
     }
 }
 
+/// A field's resolver over its parent as `&dyn Any` (a `T` for a field made by [`field`]):
+/// deadline tick, value, answer budget, `NOT_FOUND` for a missing non-null value. The GraphQL
+/// field calls it, and so do plans ([`crate::plan`]).
+pub(crate) type Resolve =
+    Arc<dyn Fn(&(dyn Any + Send + Sync), &RequestContext) -> Result<Option<FieldValue<'static>>, Error> + Send + Sync>;
+
+/// The parent value a [`FieldValue`] holds, when it holds a value of one Rust type (one function
+/// per type: a `FieldValue` only downcasts to a named type).
+pub(crate) type Unwrap = for<'a> fn(&'a FieldValue<'_>) -> Option<&'a (dyn Any + Send + Sync)>;
+
+fn unwrap<'a, T: Any + Send + Sync>(v: &'a FieldValue<'_>) -> Option<&'a (dyn Any + Send + Sync)> {
+    v.downcast_ref::<T>().map(|t| t as &(dyn Any + Send + Sync))
+}
+
+/// The resolvers of the fields made by [`field`] while a schema was built ([`collecting`]):
+/// by the parent's Rust type and the field's name, and how to find a parent of each type in a
+/// [`FieldValue`].
+#[derive(Default)]
+pub(crate) struct FieldTable {
+    resolvers: std::collections::HashMap<(std::any::TypeId, String), Resolve>,
+    /// Fields of one name made twice for one parent type: two object types over one Rust type
+    /// (`McpServer` and `AgentCard`), or one object made twice. Which one an object has is not
+    /// known here, so plans use neither.
+    ambiguous: std::collections::HashSet<(std::any::TypeId, String)>,
+    types: std::collections::HashMap<std::any::TypeId, Unwrap>,
+}
+
+impl FieldTable {
+    /// The resolver of field `name` of parents of type `parent`.
+    pub(crate) fn resolver(&self, parent: std::any::TypeId, name: &str) -> Option<&Resolve> {
+        let key = (parent, name.to_string());
+        self.resolvers.get(&key).filter(|_| !self.ambiguous.contains(&key))
+    }
+
+    /// The parent type a value of `v` holds, with its [`Unwrap`], among the types of the table.
+    pub(crate) fn learn(&self, v: &FieldValue<'_>) -> Option<(std::any::TypeId, Unwrap)> {
+        self.types.iter().find(|(_, unwrap)| unwrap(v).is_some()).map(|(id, unwrap)| (*id, *unwrap))
+    }
+
+    /// The [`Unwrap`] of parents of type `parent`.
+    pub(crate) fn unwrap_of(&self, parent: std::any::TypeId) -> Option<Unwrap> {
+        self.types.get(&parent).copied()
+    }
+}
+
+std::thread_local! {
+    /// The table being collected on this thread ([`collecting`]); `None` outside a build.
+    static COLLECTING: std::cell::RefCell<Option<FieldTable>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `build` (a schema build, on this thread) and returns what it built with the resolvers
+/// of every field it made with [`field`]. A thread-local, because [`field`] is a free function
+/// every object type calls, and a build runs on one thread.
+pub(crate) fn collecting<R>(build: impl FnOnce() -> R) -> (R, FieldTable) {
+    let outer = COLLECTING.with(|c| c.replace(Some(FieldTable::default())));
+    let built = build();
+    let table = COLLECTING.with(|c| c.replace(outer)).unwrap_or_default();
+    (built, table)
+}
+
 /// A field of an object whose parent value is a `T`; `f` computes the value synchronously.
 pub fn field<T: Any + Send + Sync>(
     name: &str,
     ty: TypeRef,
     f: impl Fn(&T, &RequestContext) -> Result<Option<FieldValue<'static>>, Error> + Send + Sync + 'static,
 ) -> Field {
-    let f = Arc::new(f);
     // A non-null field whose value is absent (e.g. the owner of a record whose parent was
     // deleted and whose own delete has not arrived yet) is NOT_FOUND, not an internal error.
     let non_null = matches!(ty, TypeRef::NonNull(_));
     let field_name = name.to_string();
+    let resolve: Resolve = Arc::new(move |parent: &(dyn Any + Send + Sync), request: &RequestContext| {
+        let parent = parent.downcast_ref::<T>().ok_or_else(|| crate::error::internal("a field's parent has another type"))?;
+        request.deadline.tick()?;
+        let v = f(parent, request)?;
+        request.deadline.charge(field_name.len() + 4 + v.as_ref().map_or(4, answer_bytes))?;
+        match v {
+            None if non_null => Err(crate::error::not_projected(&field_name)),
+            v => Ok(v),
+        }
+    });
+    COLLECTING.with(|c| {
+        if let Some(table) = c.borrow_mut().as_mut() {
+            let parent = std::any::TypeId::of::<T>();
+            match table.resolvers.entry((parent, name.to_string())) {
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(resolve.clone());
+                }
+                std::collections::hash_map::Entry::Occupied(e) => {
+                    table.ambiguous.insert(e.key().clone());
+                }
+            }
+            table.types.insert(parent, unwrap::<T>);
+        }
+    });
     Field::new(name, ty, move |ctx: ResolverContext<'_>| {
-        let f = f.clone();
         let result = (|| {
             let parent = ctx.parent_value.try_downcast_ref::<T>()?;
-            let request = ctx.data::<RequestContext>()?;
-            request.deadline.tick()?;
-            let v = f(parent, request)?;
-            request.deadline.charge(field_name.len() + 4 + v.as_ref().map_or(4, answer_bytes))?;
-            match v {
-                None if non_null => Err(crate::error::not_projected(&field_name)),
-                v => Ok(v),
-            }
+            resolve(parent, ctx.data::<RequestContext>()?)
         })();
         crate::fields::ready(result)
     })

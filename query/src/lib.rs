@@ -27,6 +27,7 @@ pub mod mutations;
 pub mod node;
 mod nodes_ext;
 pub mod persisted;
+pub mod plan;
 pub mod relay;
 pub mod request;
 mod search;
@@ -64,6 +65,8 @@ pub struct QueryConfig {
     pub now: Option<Timestamp>,
     /// Whether introspection is enabled (default true).
     pub introspection: bool,
+    /// Whether a text answered once runs by its plan ([`plan`]; default true).
+    pub planned_execution: bool,
     /// Query texts kept for automatic persisted queries ([`persisted`]; default
     /// [`persisted::DEFAULT_CAPACITY`]), at least 1.
     pub persisted_queries: usize,
@@ -84,6 +87,7 @@ impl Default for QueryConfig {
             limits: limits::Limits::default(),
             now: None,
             introspection: true,
+            planned_execution: true,
             file_manager_base_url: None,
             persisted_queries: persisted::DEFAULT_CAPACITY,
             secret_resolver: None,
@@ -114,6 +118,8 @@ pub struct Api {
     /// The column names of each entity type ([`entity::Entity::columns`]; exports write rows of
     /// columns directly, [`export`]).
     columns: std::collections::HashMap<&'static str, Vec<&'static str>>,
+    /// What plans are made from ([`plan`]).
+    catalog: plan::Catalog,
 }
 
 /// One schema built twice: `strict` runs every validation rule of GraphQL, `fast` only the
@@ -135,7 +141,11 @@ struct Validating {
 /// small and refills at once). A concurrent map: every request looks its text up, and one lock
 /// would serialize them.
 #[derive(Default)]
-struct ParseCache(dashmap::DashMap<String, Arc<Parsed>, foldhash::fast::RandomState>);
+struct ParseCache {
+    texts: dashmap::DashMap<String, Arc<Parsed>, foldhash::fast::RandomState>,
+    /// The estimated bytes of the kept documents' plans (at most [`plan::MAX_PLAN_BYTES`]).
+    plan_bytes: std::sync::atomic::AtomicUsize,
+}
 
 /// A cached parsed document.
 struct Parsed {
@@ -145,6 +155,9 @@ struct Parsed {
     /// A request of this text without an operation name was answered without errors on the
     /// strict schema (see [`Validating`]); only set when `variable_free`.
     validated: std::sync::atomic::AtomicBool,
+    /// The document's plan ([`plan`]), made once a request of it was answered without errors;
+    /// `None` inside when the plan does not cover it (or the plans' byte bound was reached).
+    plan: std::sync::OnceLock<Option<Arc<plan::Plan>>>,
 }
 
 impl ParseCache {
@@ -159,7 +172,7 @@ impl ParseCache {
         if query.len() > Self::MAX_TEXT {
             return None;
         }
-        self.0.get(query).map(|hit| hit.value().clone())
+        self.texts.get(query).map(|hit| hit.value().clone())
     }
 
     /// Parses `query` and keeps it (when short enough); `None` when it does not parse (the
@@ -167,15 +180,34 @@ impl ParseCache {
     fn parse(&self, query: &str) -> Option<Arc<Parsed>> {
         let doc = async_graphql::parser::parse_query(query).ok()?;
         let variable_free = doc.operations.iter().all(|(_, op)| op.node.variable_definitions.is_empty());
-        let parsed = Arc::new(Parsed { doc, variable_free, validated: Default::default() });
+        let parsed = Arc::new(Parsed { doc, variable_free, validated: Default::default(), plan: Default::default() });
         if query.len() > Self::MAX_TEXT {
             return Some(parsed);
         }
-        if self.0.len() >= Self::MAX_ENTRIES {
-            self.0.clear();
+        if self.texts.len() >= Self::MAX_ENTRIES {
+            self.texts.clear();
+            self.plan_bytes.store(0, std::sync::atomic::Ordering::Relaxed);
         }
-        self.0.insert(query.to_string(), parsed.clone());
+        self.texts.insert(query.to_string(), parsed.clone());
         Some(parsed)
+    }
+
+    /// The plan of `parsed` (made now if not yet), `None` when the plan does not cover it or
+    /// the plans' byte bound is reached. Only for a document answered once without errors.
+    fn plan(&self, parsed: &Parsed, catalog: &plan::Catalog) -> Option<Arc<plan::Plan>> {
+        use std::sync::atomic::Ordering;
+        parsed
+            .plan
+            .get_or_init(|| {
+                let plan = plan::Plan::build(&parsed.doc, catalog)?;
+                let before = self.plan_bytes.fetch_add(plan.bytes, Ordering::Relaxed);
+                if before + plan.bytes > plan::MAX_PLAN_BYTES {
+                    self.plan_bytes.fetch_sub(plan.bytes, Ordering::Relaxed);
+                    return None;
+                }
+                Some(Arc::new(plan))
+            })
+            .clone()
     }
 }
 
@@ -184,10 +216,12 @@ impl ParseCache {
 /// # Errors
 /// [`SchemaError`] when the generated schema is inconsistent (a bug, caught by the SDL test).
 pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
-    let (mut records, mut columns) = Default::default();
+    let (mut records, mut columns, mut connections, mut resolvers) = Default::default();
     let mut both = |nodes| -> Result<Validating, SchemaError> {
-        let (strict, (r, c)) = build(&config, Extras { nullable_nodes: nodes, change_events: false }, ValidationMode::Strict)?;
-        (records, columns) = (r, c);
+        let (built, table) =
+            fields::collecting(|| build(&config, Extras { nullable_nodes: nodes, change_events: false }, ValidationMode::Strict));
+        let (strict, (r, c, p)) = built?;
+        (records, columns, connections, resolvers) = (r, c, p, table);
         Ok(Validating { strict, fast: build(&config, Extras { nullable_nodes: nodes, change_events: false }, ValidationMode::Fast)?.0 })
     };
     let plain = both(false)?;
@@ -197,7 +231,9 @@ pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
         limits::Shapes::new(&plain.strict.sdl(), records).map_err(|e| SchemaError(format!("the generated SDL does not parse: {e}")))?;
     let limits = Arc::new(limits::Limits { max_depth: config.limits.max_depth.min(limits::MAX_DEPTH_CEILING), ..config.limits.clone() });
     let persisted = persisted::PersistedQueries::new(config.persisted_queries);
-    Ok(Api { plain, nodes, subscriptions, config, limits, shapes, parsed: ParseCache::default(), persisted, columns })
+    let catalog = plan::Catalog::new(&plain.strict.sdl(), resolvers, connections)
+        .ok_or_else(|| SchemaError("the generated SDL does not parse".to_string()))?;
+    Ok(Api { plain, nodes, subscriptions, config, limits, shapes, parsed: ParseCache::default(), persisted, columns, catalog })
 }
 
 /// The extensions of one build of the schema.
@@ -212,9 +248,9 @@ struct Extras {
 /// The column names of each entity type.
 type ColumnNames = std::collections::HashMap<&'static str, Vec<&'static str>>;
 
-/// What a schema build learns besides the schema: each record list's shape, and the
-/// columns of each type ([`Api::columns_of`]).
-type BuiltShapes = (std::collections::HashMap<String, limits::RecordList>, ColumnNames);
+/// What a schema build learns besides the schema: each record list's shape, the columns of
+/// each type ([`Api::columns_of`]) and the root connections plans answer.
+type BuiltShapes = (std::collections::HashMap<String, limits::RecordList>, ColumnNames, plan::tree::PlannedConnections);
 
 fn build(config: &QueryConfig, extras: Extras, validation: ValidationMode) -> Result<(Schema, BuiltShapes), SchemaError> {
     let mut builder = Builder::default();
@@ -279,7 +315,7 @@ fn build(config: &QueryConfig, extras: Extras, validation: ValidationMode) -> Re
     }
     let schema = sb.finish()?;
     history::fill_object_fields(&object_fields, &schema.sdl());
-    Ok((schema, (builder.records, builder.column_names)))
+    Ok((schema, (builder.records, builder.column_names, builder.planned_connections)))
 }
 
 impl Api {
@@ -449,7 +485,7 @@ impl Api {
             schemas.fast.execute(graphql_request.data(request)).await
         } else {
             let response = schemas.strict.execute(graphql_request.data(request)).await;
-            if let Some(p) = parsed.filter(|p| unnamed && p.variable_free && response.errors.is_empty()) {
+            if let Some(p) = parsed.as_ref().filter(|p| unnamed && p.variable_free && response.errors.is_empty()) {
                 p.validated.store(true, std::sync::atomic::Ordering::Relaxed);
             }
             response
@@ -457,7 +493,76 @@ impl Api {
         if deadline.passed() {
             return async_graphql::Response::from_errors(vec![deadline.server_error()]);
         }
+        if let Some(p) = parsed.filter(|_| self.config.planned_execution && response.errors.is_empty()) {
+            // Answered without errors: the text parses and validates; later requests may run its plan.
+            self.parsed.plan(&p, &self.catalog);
+        }
         with_codes(cap_errors(response), &self.limits)
+    }
+
+    /// Answers a prepared request: by its text's plan when there is one ([`plan`]), else (or
+    /// when the plan gives way: a variable it does not coerce, an error) as [`Api::run`] does.
+    pub async fn answer(&self, prepared: Prepared) -> Answer {
+        let planned = prepared.parsed.as_ref().and_then(|p| p.plan.get().cloned().flatten());
+        if let Some(plan) = planned.filter(|p| !prepared.mutation && p.runs(prepared.graphql_request.operation_name.as_deref())) {
+            let deadline = prepared.request.deadline.clone();
+            let spent = deadline.spent();
+            let data = plan.execute(&prepared.request, &prepared.graphql_request.variables, &self.catalog);
+            if deadline.passed() {
+                return Answer::Response(async_graphql::Response::from_errors(vec![deadline.server_error()]));
+            }
+            match data {
+                Ok(data) => return Answer::Planned(data),
+                // Charged again by the resolvers.
+                Err(_) => deadline.restore_spent(spent),
+            }
+        }
+        Answer::Response(self.run(prepared).await)
+    }
+
+    /// [`Api::prepare`] then [`Api::answer`], without a deadline.
+    pub async fn execute_answer(&self, store: &Store, viewer: Viewer, graphql_request: async_graphql::Request) -> Answer {
+        match self.prepare(store, viewer, graphql_request, deadline::Deadline::none()) {
+            Ok(p) => self.answer(p).await,
+            Err(refused) => Answer::Response(*refused),
+        }
+    }
+}
+
+/// The answer to a request ([`Api::answer`]).
+pub enum Answer {
+    /// async-graphql's response.
+    Response(async_graphql::Response),
+    /// The JSON of the answer's `data`, written by a plan: an answer without errors.
+    Planned(Vec<u8>),
+}
+
+impl Answer {
+    /// Whether a plan wrote the answer.
+    pub fn is_planned(&self) -> bool {
+        matches!(self, Answer::Planned(_))
+    }
+
+    /// The answer as JSON, as async-graphql writes a response (`data`, `extensions`,
+    /// `errors`), with `extensions` added.
+    pub fn into_json(self, extensions: std::collections::BTreeMap<String, async_graphql::Value>) -> Vec<u8> {
+        match self {
+            Answer::Response(mut r) => {
+                r.extensions.extend(extensions);
+                serde_json::to_vec(&r).unwrap_or_default()
+            }
+            Answer::Planned(data) => {
+                let mut out = Vec::with_capacity(data.len() + 16);
+                out.extend_from_slice(b"{\"data\":");
+                out.extend_from_slice(&data);
+                if !extensions.is_empty() {
+                    out.extend_from_slice(b",\"extensions\":");
+                    out.extend_from_slice(&serde_json::to_vec(&extensions).unwrap_or_default());
+                }
+                out.push(b'}');
+                out
+            }
+        }
     }
 }
 
@@ -674,7 +779,7 @@ mod parse_cache_tests {
     use super::ParseCache;
 
     fn len(c: &ParseCache) -> usize {
-        c.0.len()
+        c.texts.len()
     }
 
     #[test]
@@ -688,7 +793,7 @@ mod parse_cache_tests {
         assert!(!first.variable_free);
         assert!(c.parse("query { teams { totalCount } }").unwrap().variable_free);
         assert_eq!(len(&c), 2);
-        c.0.clear();
+        c.texts.clear();
         c.parse(q).unwrap();
         assert_eq!(len(&c), 1);
         assert!(c.parse("{ teams(first: ").is_none(), "a syntax error is left to the executor");
@@ -769,5 +874,55 @@ mod limits_tests {
     fn every_object_list_of_the_schema_is_declared() {
         let api = build_schema(QueryConfig::default()).unwrap();
         assert_eq!(api.shapes.undeclared, Vec::<String>::new(), "declare these with Builder::record_list or limits::EMBEDDED");
+    }
+}
+
+#[cfg(test)]
+mod plan_bounds_tests {
+    use super::*;
+
+    fn parsed(query: &str) -> Parsed {
+        let doc = async_graphql::parser::parse_query(query).unwrap();
+        Parsed { doc, variable_free: true, validated: Default::default(), plan: Default::default() }
+    }
+
+    /// `n` aliased `totalCount`s of the root `teams`.
+    fn wide(n: usize) -> String {
+        format!("{{ teams {{ {} }} }}", (0..n).map(|i| format!("t{i}: totalCount")).collect::<Vec<_>>().join(" "))
+    }
+
+    /// An operation over [`plan::MAX_PLAN_NODES`] nodes is not planned (it runs on the
+    /// resolvers); one just under is.
+    #[test]
+    fn a_plan_has_at_most_its_nodes() {
+        let api = build_schema(QueryConfig::default()).unwrap();
+        assert!(plan::Plan::build(&parsed(&wide(plan::MAX_PLAN_NODES - 1)).doc, &api.catalog).is_some());
+        assert!(plan::Plan::build(&parsed(&wide(plan::MAX_PLAN_NODES)).doc, &api.catalog).is_none());
+        // Fragments spread in many places count every time they are written.
+        let fragments = format!(
+            "{{ teams {{ ...A ...B }} }} fragment A on TeamConnection {{ {} }} fragment B on TeamConnection {{ {} }}",
+            (0..600).map(|i| format!("a{i}: totalCount")).collect::<Vec<_>>().join(" "),
+            (0..600).map(|i| format!("b{i}: totalCount")).collect::<Vec<_>>().join(" ")
+        );
+        assert!(plan::Plan::build(&parsed(&fragments).doc, &api.catalog).is_none());
+    }
+
+    /// The plans of one schema hold at most [`plan::MAX_PLAN_BYTES`] together; past it, a new
+    /// text is not planned, and emptying the parse cache makes room again.
+    #[test]
+    fn the_plans_hold_at_most_their_bytes() {
+        let api = build_schema(QueryConfig::default()).unwrap();
+        let cache = ParseCache::default();
+        let mut kept = 0;
+        for i in 0..200 {
+            let p = parsed(&format!("{} # {i}", wide(plan::MAX_PLAN_NODES - 1)));
+            kept += usize::from(cache.plan(&p, &api.catalog).is_some());
+        }
+        let bytes = cache.plan_bytes.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(bytes <= plan::MAX_PLAN_BYTES, "{bytes} bytes");
+        assert!(kept > 10 && kept < 200, "{kept} plans kept");
+        cache.texts.clear();
+        cache.plan_bytes.store(0, std::sync::atomic::Ordering::Relaxed);
+        assert!(cache.plan(&parsed(&wide(3)), &api.catalog).is_some());
     }
 }

@@ -349,6 +349,14 @@ pub const SETTINGS: &[Setting] = &[
         |d, v| set(&mut d.config.graphql.introspection_enabled, parse_bool(one(v)?)),
     ),
     Setting::file(
+        "graphql.plannedExecution",
+        "CP_GRAPHQL_PLANNED_EXECUTION",
+        "BOOL",
+        "true",
+        "Answer a query text seen before by its plan, written without GraphQL's per-field resolution (same answers); false = always resolve field by field.",
+        |d, v| set(&mut d.config.graphql.planned_execution, parse_bool(one(v)?)),
+    ),
+    Setting::file(
         "graphql.requestTimeout",
         "CP_GRAPHQL_REQUEST_TIMEOUT",
         "DURATION",
@@ -791,8 +799,8 @@ pub struct SecurityConfig {
     pub leeway: Duration,
 }
 
-/// `graphql.*`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `graphql.*` (`Default`: what an unset setting means before [`SETTINGS`]' defaults apply).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GraphqlConfig {
     /// The limits of every request: `graphql.maxPageSize`, `maxDepth`, `maxComplexity`,
     /// `maxNodes`, `maxInputDepth`, `maxFilterDepth`, `maxSearchLength`, `maxSearchTerms`,
@@ -802,6 +810,8 @@ pub struct GraphqlConfig {
     pub playground_enabled: bool,
     /// `graphql.introspectionEnabled`, default `true`.
     pub introspection_enabled: bool,
+    /// `graphql.plannedExecution`, default `true` (`query::plan`).
+    pub planned_execution: bool,
     /// `graphql.requestTimeout`, default 10 s; zero = no limit.
     pub request_timeout: Duration,
     /// `graphql.maxBodyBytes`, default 1 MiB, at least 1 KiB.
@@ -964,16 +974,7 @@ impl Draft {
                 audience: None,
                 leeway: Duration::ZERO,
             },
-            graphql: GraphqlConfig {
-                limits: query::limits::Limits::default(),
-                playground_enabled: false,
-                introspection_enabled: false,
-                request_timeout: Duration::ZERO,
-                max_body_bytes: 0,
-                workers: 0,
-                queue_length: 0,
-                persisted_queries: 0,
-            },
+            graphql: GraphqlConfig::default(),
             secret_manager: SecretManagerConfig {
                 url: None,
                 token_file: PathBuf::new(),

@@ -174,10 +174,15 @@ async fn answer(req: &Request, body: Body, endpoint: &Arc<ExportEndpoint>) -> Re
         format,
         at_line_start: std::cell::Cell::new(true),
     };
-    tokio::task::spawn_blocking(move || producer.run(viewer, request, deadline, started_tx));
+    let producing = tokio::task::spawn_blocking(move || producer.run(viewer, request, deadline, started_tx));
     let started = match started_rx.await {
         Ok(Ok(started)) => started,
-        Ok(Err(answer)) => return refused_answer(*answer),
+        Ok(Err(answer)) => {
+            // The producer ends at once and frees the slot: the client's next export must find
+            // it free when the refusal arrives.
+            let _ = producing.await;
+            return refused_answer(*answer);
+        }
         // The producer panicked (a bug; the runtime logged it).
         Err(_) => return refused_answer(async_graphql::Response::from_errors(vec![query::error::internal_server_error()])),
     };

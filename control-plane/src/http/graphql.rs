@@ -26,7 +26,7 @@ use poem::http::{Method, StatusCode};
 use poem::web::Data;
 use poem::{get, handler, EndpointExt, IntoResponse, Request, Response, Route};
 use poem::{Body, FromRequest, RequestBody};
-use query::{Api, QueryConfig};
+use query::{Answer, Api, QueryConfig};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use storage::Store;
@@ -75,6 +75,7 @@ pub fn query_config(config: &Config) -> QueryConfig {
         limits: config.graphql.limits.clone(),
         now: config.now,
         introspection: config.graphql.introspection_enabled,
+        planned_execution: config.graphql.planned_execution,
         file_manager_base_url: config.file_manager.base_url.clone(),
         persisted_queries: config.graphql.persisted_queries,
         secret_resolver: None,
@@ -228,30 +229,36 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
         }
         Ok(prepared)
     };
-    let run = move |p: query::Prepared| async move { run_state.api.run(p).await };
+    let run = move |p: query::Prepared| async move { run_state.api.answer(p).await };
     let timeout = state.limits.timeout;
     let shutting_down = || state.executor.shutting_down();
+    let errors = |e| Answer::Response(async_graphql::Response::from_errors(vec![e]));
     let lost = |why: Lost| match why {
-        Lost::Deadline if shutting_down() => async_graphql::Response::from_errors(vec![query::error::unavailable()]),
-        Lost::Deadline => async_graphql::Response::from_errors(vec![query::error::timeout(timeout)]),
-        Lost::Panicked => async_graphql::Response::from_errors(vec![query::error::internal_server_error()]),
+        Lost::Deadline if shutting_down() => errors(query::error::unavailable()),
+        Lost::Deadline => errors(query::error::timeout(timeout)),
+        Lost::Panicked => errors(query::error::internal_server_error()),
     };
-    let resp = match state.executor.execute(at, cancel, prepare, run, lost).await {
-        Ok(resp) => resp,
-        Err(Refusal::Deadline) if shutting_down() => async_graphql::Response::from_errors(vec![query::error::unavailable()]),
-        Err(Refusal::Deadline) => async_graphql::Response::from_errors(vec![query::error::timeout(timeout)]),
+    let prepare = || prepare().map_err(|refused| Box::new(Answer::Response(*refused)));
+    let answer = match state.executor.execute(at, cancel, prepare, run, lost).await {
+        Ok(answer) => answer,
+        Err(Refusal::Deadline) if shutting_down() => errors(query::error::unavailable()),
+        Err(Refusal::Deadline) => errors(query::error::timeout(timeout)),
         Err(Refusal::Overloaded) => return ("OVERLOADED", overloaded("too many queries are waiting; retry later")),
     };
-    let code = outcome(&resp);
-    let mut resp = resp;
-    // Every root field skipped (`@skip`/`@include`): an empty selection's answer is `{}`.
-    if resp.data == async_graphql::Value::Null && resp.errors.is_empty() {
-        resp.data = async_graphql::Value::Object(Default::default());
-    }
-    if let Some(f) = freshness(&state.store, &state.readiness) {
-        resp.extensions.insert("freshness".into(), f);
-    }
-    let mut http = GraphQLResponse::from(resp).into_response();
+    let code = match &answer {
+        Answer::Response(resp) => outcome(resp),
+        Answer::Planned(_) => "OK",
+    };
+    let answer = match answer {
+        // Every root field skipped (`@skip`/`@include`): an empty selection's answer is `{}`.
+        Answer::Response(mut resp) if resp.data == async_graphql::Value::Null && resp.errors.is_empty() => {
+            resp.data = async_graphql::Value::Object(Default::default());
+            Answer::Response(resp)
+        }
+        answer => answer,
+    };
+    let extensions = freshness(&state.store, &state.readiness).map(|f| ("freshness".to_string(), f)).into_iter().collect();
+    let mut http = Response::builder().content_type("application/json; charset=utf-8").body(answer.into_json(extensions));
     if code == "MUTATION_OVER_GET" {
         http.set_status(StatusCode::NOT_ACCEPTABLE);
     }

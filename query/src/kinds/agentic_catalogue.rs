@@ -66,12 +66,10 @@ pub fn edge_filters() -> Vec<EdgeFilter<AgenticCatalogueRecord>> {
 pub fn register_all<K: Entity<Record = AgenticCatalogueRecord>>(builder: &mut Builder, team_field: &str) {
     crate::connection::register_entity::<K>(builder);
     let w = builder.where_type::<K>();
-    builder.extend(
-        "Team",
-        vec![connection_field::<K, Stored<TeamRecord>>(team_field, w, |request, team, order, pred| {
-            // Catalogue keys are (env, team, basePath): the team's key is their prefix.
-            let candidates = request.view.with_prefix::<K>(&team.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<K>(request, candidates, order, &pred)))
-        })],
-    );
+    let field = connection_field::<K, Stored<TeamRecord>>(builder, team_field, w, |request, team, order, pred| {
+        // Catalogue keys are (env, team, basePath): the team's key is their prefix.
+        let candidates = request.view.with_prefix::<K>(&team.key).map_err(crate::error::storage)?;
+        Ok(Box::new(nested_rows::<K>(request, candidates, order, &pred)))
+    });
+    builder.extend("Team", vec![field]);
 }

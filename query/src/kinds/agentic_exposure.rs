@@ -170,6 +170,9 @@ pub fn active_exposure(request: &RequestContext, env: &str, base_path: &str, age
 /// Registers `AgenticExposureInfo` and its enums: no upstreams, security or subscriber data of
 /// the owner.
 pub fn register_info(builder: &mut Builder) {
+    if !builder.first_time("agentic_exposure::register_info") {
+        return;
+    }
     super::values::register(builder);
     builder.enumeration_of::<Visibility>(VISIBILITY);
     builder.enumeration_of::<AgenticVariant>(VARIANT);

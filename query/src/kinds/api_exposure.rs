@@ -122,6 +122,9 @@ pub fn active_exposure(request: &RequestContext, env: &str, base_path: &str) -> 
 
 /// Registers `ApiExposureInfo`: no upstreams, security or subscriber data of the owner.
 pub fn register_info(builder: &mut Builder) {
+    if !builder.first_time("api_exposure::register_info") {
+        return;
+    }
     super::values::register(builder);
     let mut o = Object::new("ApiExposureInfo")
         .field(field::<ApiExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<ApiExposure>(&p.0.key)))))

@@ -74,6 +74,9 @@ pub fn register(builder: &mut Builder) {
 /// Registers `ApiSubscriptionInfo` (implements `SubscriptionInfo`): no security, client ids or
 /// gateway data of the subscriber.
 pub fn register_info(builder: &mut Builder) {
+    if !builder.first_time("api_subscription::register_info") {
+        return;
+    }
     register_info_object::<ApiSubscriptionInfo>(
         builder,
         vec![field::<ApiSubscriptionInfo>("basePath", TypeRef::named_nn(TypeRef::STRING), |p, _| Ok(string(&p.0.record.base_path)))],

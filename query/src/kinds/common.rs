@@ -76,19 +76,18 @@ pub enum ApplicationEdge {
 pub fn register_with_application_edge<K: Entity>(builder: &mut Builder, edge: &str, by: ApplicationEdge) {
     register_entity::<K>(builder);
     let w = builder.where_type::<K>();
-    builder.extend(
-        schema::kinds::application::Application::TYPE,
-        vec![connection_field::<K, storage::Stored<schema::kinds::application::ApplicationRecord>>(
-            edge,
-            w,
-            move |request, app, order, pred| {
-                let candidates = match by {
-                    ApplicationEdge::KeyPrefix => request.view.with_prefix::<K>(&app.key),
-                    ApplicationEdge::Index(index) => request.view.lookup_records::<K>(index, &app.key),
-                }
-                .map_err(crate::error::storage)?;
-                Ok(Box::new(nested_rows::<K>(request, candidates, order, &pred)))
-            },
-        )],
+    let field = connection_field::<K, storage::Stored<schema::kinds::application::ApplicationRecord>>(
+        builder,
+        edge,
+        w,
+        move |request, app, order, pred| {
+            let candidates = match by {
+                ApplicationEdge::KeyPrefix => request.view.with_prefix::<K>(&app.key),
+                ApplicationEdge::Index(index) => request.view.lookup_records::<K>(index, &app.key),
+            }
+            .map_err(crate::error::storage)?;
+            Ok(Box::new(nested_rows::<K>(request, candidates, order, &pred)))
+        },
     );
+    builder.extend(schema::kinds::application::Application::TYPE, vec![field]);
 }

@@ -127,6 +127,9 @@ pub fn active_exposure(request: &RequestContext, env: &str, event_type: &str) ->
 
 /// Registers `EventExposureInfo`: no scopes, triggers or publishing URL of the owner.
 pub fn register_info(builder: &mut Builder) {
+    if !builder.first_time("event_exposure::register_info") {
+        return;
+    }
     super::values::register(builder);
     builder.enumeration_of::<Visibility>("EventExposureVisibility");
     let mut o = Object::new("EventExposureInfo")
@@ -155,6 +158,9 @@ fn attributes(a: &std::collections::BTreeMap<String, String>) -> Option<FieldVal
 /// `ResponseFilter`, `SelectionFilter`, `EventDelivery`, `ResponseFilterMode`, `PayloadType`,
 /// `EventSubscriptionDeliveryType`, `EventExposureVisibility`.
 pub fn register_values(builder: &mut Builder) {
+    if !builder.first_time("event_exposure::register_values") {
+        return;
+    }
     super::values::register(builder);
     builder.enumeration_of::<Visibility>("EventExposureVisibility");
     builder.enumeration_of::<DeliveryType>("EventSubscriptionDeliveryType");

@@ -63,12 +63,10 @@ impl Entity for EventType {
 pub fn register(builder: &mut Builder) {
     register_entity::<EventType>(builder);
     let w = builder.where_type::<EventType>();
-    builder.extend(
-        "Team",
-        vec![connection_field::<EventType, Stored<TeamRecord>>("eventTypes", w, |request, team, order, pred| {
-            // EventType keys are (env, team, type): the team's key is their prefix.
-            let rows = request.view.with_prefix::<EventType>(&team.key).map_err(crate::error::storage)?;
-            Ok(Box::new(nested_rows::<EventType>(request, rows, order, &pred)))
-        })],
-    );
+    let field = connection_field::<EventType, Stored<TeamRecord>>(builder, "eventTypes", w, |request, team, order, pred| {
+        // EventType keys are (env, team, type): the team's key is their prefix.
+        let rows = request.view.with_prefix::<EventType>(&team.key).map_err(crate::error::storage)?;
+        Ok(Box::new(nested_rows::<EventType>(request, rows, order, &pred)))
+    });
+    builder.extend("Team", vec![field]);
 }

@@ -29,6 +29,9 @@ type S = Stored<FileExposureRecord>;
 /// Registers the value types and enums of the file kinds (idempotent): `FileSFTP`,
 /// `SSHPublicKey`, `FileExposureVisibility`, `FileExposureVariant`.
 pub fn register_values(builder: &mut Builder) {
+    if !builder.first_time("file_exposure::register_values") {
+        return;
+    }
     builder.enumeration_of::<Visibility>("FileExposureVisibility");
     builder.enumeration_of::<FileVariant>("FileExposureVariant");
     builder.object(
@@ -116,6 +119,9 @@ pub fn register(builder: &mut Builder) {
 
 /// Registers `FileExposureInfo`: no SFTP keys, approval settings or subscriber data of the owner.
 pub fn register_info(builder: &mut Builder) {
+    if !builder.first_time("file_exposure::register_info") {
+        return;
+    }
     register_values(builder);
     let mut o = Object::new("FileExposureInfo")
         .field(field::<FileExposureInfo>("id", TypeRef::named_nn(TypeRef::ID), |p, _| Ok(string(&global_id::<FileExposure>(&p.0.key)))))

@@ -64,12 +64,12 @@ impl Entity for Team {
             field::<Stored<TeamRecord>>("members", TypeRef::named_nn_list(MEMBER), |p, _| Ok(object_values(members_of(p)))),
         ];
         let apps = builder.where_type::<Application>();
-        v.push(connection_field::<Application, Stored<TeamRecord>>("applications", apps, |request, p, order, pred| {
+        v.push(connection_field::<Application, Stored<TeamRecord>>(builder, "applications", apps, |request, p, order, pred| {
             let rows = request.view.with_prefix::<Application>(&p.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<Application>(request, rows, order, &pred)))
         }));
         let apis = builder.where_type::<Api>();
-        v.push(connection_field::<Api, Stored<TeamRecord>>("apis", apis, |request, p, order, pred| {
+        v.push(connection_field::<Api, Stored<TeamRecord>>(builder, "apis", apis, |request, p, order, pred| {
             let rows = request.view.with_prefix::<Api>(&p.key).map_err(crate::error::storage)?;
             Ok(Box::new(nested_rows::<Api>(request, rows, order, &pred)))
         }));

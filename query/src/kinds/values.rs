@@ -65,8 +65,8 @@ pub fn features(f: &[ApiExposureFeature]) -> Vec<&'static str> {
     f.iter().map(|f| f.as_str()).collect()
 }
 
-/// Registers every value type and enum of this module (idempotent).
-pub fn register(builder: &mut Builder) {
+/// Registers the enums of this module's value types.
+fn register_enums(builder: &mut Builder) {
     builder.enumeration_of::<ApprovalStrategy>("ApprovalStrategy");
     builder.enumeration_of::<ApprovalStrategy>("ApprovalRequestStrategy");
     builder.enumeration_of::<ApprovalState>("ApprovalState");
@@ -76,6 +76,15 @@ pub fn register(builder: &mut Builder) {
     builder.enumeration_of::<ApiExposureFeature>("ApiExposureFeature");
     builder.enumeration_of::<Visibility>("ApiExposureVisibility");
     builder.enumeration_of::<M2mAuthMethod>("ApiSubscriptionM2mAuthMethod");
+}
+
+/// Registers every value type and enum of this module, once per build (a later call returns
+/// at once).
+pub fn register(builder: &mut Builder) {
+    if !builder.first_time("values::register") {
+        return;
+    }
+    register_enums(builder);
 
     let string_type = || TypeRef::named(TypeRef::STRING);
     let string_nn = || TypeRef::named_nn(TypeRef::STRING);

@@ -168,8 +168,12 @@ impl World {
     }
 
     /// Executes `query` for `viewer`; the whole response (`data`, `errors`) as JSON.
+    ///
+    /// A query runs on both paths: async-graphql's resolvers, then (the text answered once) its
+    /// plan; when a plan answers, its bytes must be the resolvers' ([`planned_agrees`]).
     pub async fn run(&self, viewer: &Viewer, query: &str) -> Value {
         let response = self.api.execute(&self.store, viewer.clone(), Request::new(query)).await;
+        planned_agrees(&self.api, &self.store, viewer, Request::new(query), &response).await;
         serde_json::to_value(&response).expect("responses serialize")
     }
 
@@ -179,6 +183,31 @@ impl World {
         assert!(r.get("errors").is_none_or(|e| e.as_array().is_some_and(|a| a.is_empty())), "unexpected errors for {query}: {r:#}");
         r["data"].clone()
     }
+}
+
+/// Runs `request` (a query: mutations and subscriptions are not run again) through
+/// [`query::Api::answer`] (its plan, when it has one) and requires the bytes of `resolved` (the
+/// resolvers' answer to the same request); whether a plan answered.
+pub async fn planned_agrees(
+    api: &query::Api,
+    store: &Store,
+    viewer: &Viewer,
+    request: Request,
+    resolved: &async_graphql::Response,
+) -> bool {
+    let is_query = async_graphql::parser::parse_query(&request.query)
+        .is_ok_and(|doc| doc.operations.iter().all(|(_, op)| op.node.ty == async_graphql::parser::types::OperationType::Query));
+    if !is_query {
+        return false;
+    }
+    let query = request.query.clone();
+    let answer = api.execute_answer(store, viewer.clone(), request).await;
+    let planned = answer.is_planned();
+    let expected = serde_json::to_vec(resolved).expect("responses serialize");
+    let got = answer.into_json(Default::default());
+    let path = if planned { "the plan's" } else { "a second" };
+    assert_eq!(String::from_utf8_lossy(&got), String::from_utf8_lossy(&expected), "{path} answer differs for {query}");
+    planned
 }
 
 /// A viewer from mock-token claims (scope prefix `tardis`).
