@@ -8,7 +8,7 @@ use crate::entity::{global_id, node_value, Builder, Entity, Loader};
 use crate::error::{bad_input, internal};
 use crate::fields::{enum_item, field, integer, object_value, object_values, string};
 use crate::filter::{Predicate, WhereType};
-use crate::plan::tree::{ConnData, ConnectionArgs, ConnectionSelection, PlannedConnection, Run, Wanted};
+use crate::plan::tree::{ConnData, ConnectionArgs, ConnectionSelection, ObjectPlan, PlannedConnection, RecordLoader, Run, Wanted};
 use crate::plan::write::Writer;
 use crate::relay::{encode_cursor, paginate, OrderSpec, PageArgs, Row, RowIter, Rows, VecRows};
 use crate::request::RequestContext;
@@ -132,6 +132,10 @@ pub fn register_entity<K: Entity>(builder: &mut Builder) {
     let loader: Loader =
         Arc::new(|request: &RequestContext, key: &Key| Ok(request.load_visible::<K>(key)?.map(|s| node_value::<K>(s).with_type(K::TYPE))));
     builder.loaders.insert(K::TYPE, loader);
+    let record_loader: RecordLoader = Arc::new(|request: &RequestContext, key: &Key| {
+        Ok(request.load_visible::<K>(key)?.map(|s| Box::new(s) as Box<dyn Any + Send + Sync>))
+    });
+    builder.record_loaders.insert(K::TYPE, record_loader);
     builder.type_names.insert(K::ID, K::TYPE);
     let past = crate::history::Past::<K>::new(builder.object_fields.clone());
     builder.pasts.insert(K::ID, Arc::new(past));
@@ -173,7 +177,7 @@ pub fn connection_field<K: Entity, P: Any + Send + Sync>(
         + 'static,
 ) -> Field {
     let rows: Arc<MakeRows<K, P>> = Arc::new(rows);
-    let planned = ConnectionPlan::<K, P> { rows: rows.clone(), columns: K::columns() };
+    let planned = ConnectionPlan::<K, P> { rows: rows.clone(), columns: K::columns(), where_type: where_type.clone() };
     builder.planned_connections.insert((std::any::TypeId::of::<P>(), name.to_string()), Arc::new(planned));
     let tn = K::TYPE;
     let order_ty = if K::MULTI_ORDER { TypeRef::named_nn_list(format!("{tn}Order")) } else { TypeRef::named(format!("{tn}Order")) };
@@ -200,6 +204,7 @@ fn resolve_connection<K: Entity, P: Any + Send + Sync>(
     let parent = parent_value::<P>(ctx)?;
     let arg = |name: &str| ctx.args.get(name).map(|v| v.as_value());
     let args = ConnectionArgs {
+        where_input: None,
         search: arg("search"),
         order_by: arg("orderBy"),
         first: arg("first"),
@@ -565,6 +570,7 @@ impl<T, I: Iterator<Item = Result<(Vec<u8>, T), storage::StorageError>>> Iterato
 struct ConnectionPlan<K: Entity, P> {
     rows: Arc<MakeRows<K, P>>,
     columns: Vec<Column<K::Record>>,
+    where_type: Arc<WhereType<K::Record>>,
 }
 
 impl<K: Entity, P: Any + Send + Sync> PlannedConnection for ConnectionPlan<K, P> {
@@ -584,6 +590,11 @@ impl<K: Entity, P: Any + Send + Sync> PlannedConnection for ConnectionPlan<K, P>
         self.columns.iter().any(|c| c.name() == "statusPhase")
     }
 
+    fn write_record(&self, run: &Run<'_>, record: &(dyn Any + Send + Sync), plan: &ObjectPlan, out: &mut Vec<u8>) -> Result<(), Error> {
+        let record = record.downcast_ref::<Stored<K::Record>>().ok_or_else(|| internal("a record of another kind"))?;
+        Writer { run, columns: &self.columns, type_name: K::TYPE }.node(record, plan, out)
+    }
+
     fn write(
         &self,
         run: &Run<'_>,
@@ -597,7 +608,12 @@ impl<K: Entity, P: Any + Send + Sync> PlannedConnection for ConnectionPlan<K, P>
             Some(p) => p,
             None => return Err(internal("connection parent type mismatch")),
         };
-        let data = connection_data::<K, P>(run.request, parent, self.rows.as_ref(), args, Predicate::always(), selection.wanted, None)?;
+        let pred = match args.where_input {
+            None | Some(Value::Null) => Predicate::always(),
+            Some(Value::Object(input)) => self.where_type.parse_input(input)?,
+            Some(_) => return Err(bad_input("`where` is not an input object")),
+        };
+        let data = connection_data::<K, P>(run.request, parent, self.rows.as_ref(), args, pred, selection.wanted, None)?;
         Writer { run, columns: &self.columns, type_name: K::TYPE }.connection(&data, selection, out)
     }
 }

@@ -80,6 +80,8 @@ pub struct Builder {
     pub(crate) object_fields: ObjectFields,
     /// Each entity type's column names ([`Entity::columns`]).
     pub(crate) column_names: HashMap<&'static str, Vec<&'static str>>,
+    /// Record loaders by GraphQL type name, for plans of `node(id:)` ([`crate::plan`]).
+    pub(crate) record_loaders: HashMap<&'static str, crate::plan::tree::RecordLoader>,
     /// The connections plans read ([`crate::plan`]), by parent type and field name.
     pub(crate) planned_connections: crate::plan::tree::PlannedConnections,
 }

@@ -14,8 +14,10 @@
 
 use crate::error::bad_input;
 use crate::request::RequestContext;
-use async_graphql::dynamic::{InputObject, InputValue, ObjectAccessor, TypeRef, ValueAccessor};
+use async_graphql::dynamic::{InputObject, InputValue, ObjectAccessor, TypeRef};
+use async_graphql::indexmap::IndexMap;
 use async_graphql::Error;
+use async_graphql::{Name, Value};
 use schema::Timestamp;
 use std::sync::Arc;
 use storage::Stored;
@@ -215,7 +217,11 @@ impl WhereRegistry {
 pub type EdgeEval<R> = Arc<dyn Fn(&RequestContext, &Stored<R>) -> bool + Send + Sync>;
 
 /// Compiles the entries of a `has<Edge>With`; `nested` = inside another `has<Edge>With`.
-type EdgeCompile<R> = Arc<dyn Fn(&WhereRegistry, Vec<ObjectAccessor<'_>>, bool) -> Result<EdgeEval<R>, Error> + Send + Sync>;
+type EdgeCompile<R> = Arc<dyn Fn(&WhereRegistry, Vec<&Input>, bool) -> Result<EdgeEval<R>, Error> + Send + Sync>;
+
+/// A `where` input object's fields, as GraphQL coerced them (or as a plan holds them,
+/// [`crate::plan`]).
+pub type Input = IndexMap<Name, Value>;
 
 /// An edge of an entity usable in `where` (`hasOwner`, `hasOwnerWith`).
 pub struct EdgeFilter<R> {
@@ -368,6 +374,14 @@ impl<R: 'static> WhereType<R> {
     /// # Errors
     /// `BAD_USER_INPUT` for values of the wrong shape (e.g. a malformed time).
     pub fn parse(&self, input: &ObjectAccessor<'_>) -> Result<Predicate<R>, Error> {
+        self.parse_at(input.as_index_map(), false)
+    }
+
+    /// [`WhereType::parse`] of an input's fields.
+    ///
+    /// # Errors
+    /// As [`WhereType::parse`].
+    pub fn parse_input(&self, input: &Input) -> Result<Predicate<R>, Error> {
         self.parse_at(input, false)
     }
 
@@ -376,28 +390,26 @@ impl<R: 'static> WhereType<R> {
     ///
     /// # Errors
     /// As [`WhereType::parse`].
-    pub fn parse_at(&self, input: &ObjectAccessor<'_>, nested: bool) -> Result<Predicate<R>, Error> {
+    pub fn parse_at(&self, input: &Input, nested: bool) -> Result<Predicate<R>, Error> {
         let mut all = Vec::new();
         for (name, value) in input.iter() {
-            if value.is_null() {
+            if *value == Value::Null {
                 continue;
             }
             match name.as_str() {
                 "not" => {
                     // An empty nested input is a no-op, also under `not`.
-                    let inner = self.parse_at(&value.object()?, nested)?;
+                    let inner = self.parse_at(object(value)?, nested)?;
                     if !inner.is_empty() {
                         all.push(Predicate::Not(Box::new(inner)));
                     }
                 }
                 "and" => {
-                    let list = value.list()?;
-                    let parts = list.iter().map(|v| self.parse_at(&v.object()?, nested)).collect::<Result<Vec<_>, _>>()?;
+                    let parts = list(value)?.iter().map(|v| self.parse_at(object(v)?, nested)).collect::<Result<Vec<_>, _>>()?;
                     all.push(Predicate::All(parts));
                 }
                 "or" => {
-                    let list = value.list()?;
-                    let parts = list.iter().map(|v| self.parse_at(&v.object()?, nested)).collect::<Result<Vec<_>, _>>()?;
+                    let parts = list(value)?.iter().map(|v| self.parse_at(object(v)?, nested)).collect::<Result<Vec<_>, _>>()?;
                     if !parts.is_empty() {
                         all.push(Predicate::Any(parts));
                     }
@@ -405,33 +417,32 @@ impl<R: 'static> WhereType<R> {
                 other if self.edge(other).is_some() => {
                     let (edge, with) = self.edge(other).expect("checked by the guard");
                     if with {
-                        let list = value.list()?;
-                        let inputs = list.iter().map(|v| v.object()).collect::<Result<Vec<_>, _>>()?;
+                        let inputs = list(value)?.iter().map(object).collect::<Result<Vec<_>, _>>()?;
                         if !inputs.is_empty() {
                             all.push(Predicate::Edge(EdgeTest::With((edge.compile)(&self.registry, inputs, nested)?)));
                         }
                     } else {
-                        all.push(Predicate::Edge(EdgeTest::Has(edge, value.boolean()?)));
+                        all.push(Predicate::Edge(EdgeTest::Has(edge, boolean(value)?)));
                     }
                 }
                 other => {
                     let (field, op) = self.resolve(other).ok_or_else(|| bad_input(format!("unknown filter field {other:?}")))?;
                     match op {
                         Op::IsNil | Op::NotNil => {
-                            if value.boolean()? {
+                            if boolean(value)? {
                                 all.push(Predicate::Cmp(field, op, Arg::None));
                             }
                         }
                         Op::In | Op::NotIn => {
-                            let items = value.list()?.iter().map(|v| operand(&field.ty, &v)).collect::<Result<Vec<_>, _>>()?;
+                            let items = list(value)?.iter().map(|v| operand(&field.ty, v)).collect::<Result<Vec<_>, _>>()?;
                             if !items.is_empty() {
                                 all.push(Predicate::Cmp(field, op, Arg::List(items)));
                             }
                         }
                         Op::Contains | Op::HasPrefix | Op::HasSuffix | Op::EqualFold | Op::ContainsFold => {
-                            all.push(Predicate::Cmp(field, op, Arg::One(FilterValue::Str(Some(value.string()?.to_string())))));
+                            all.push(Predicate::Cmp(field, op, Arg::One(FilterValue::Str(Some(string(value)?.to_string())))));
                         }
-                        _ => all.push(Predicate::Cmp(field.clone(), op, Arg::One(operand(&field.ty, &value)?))),
+                        _ => all.push(Predicate::Cmp(field.clone(), op, Arg::One(operand(&field.ty, value)?))),
                     }
                 }
             }
@@ -465,16 +476,55 @@ impl<R: 'static> WhereType<R> {
     }
 }
 
-fn operand(ty: &FilterType, v: &ValueAccessor<'_>) -> Result<FilterValue, Error> {
+fn operand(ty: &FilterType, v: &Value) -> Result<FilterValue, Error> {
     Ok(match ty {
-        FilterType::Id | FilterType::Str => FilterValue::Str(Some(v.string()?.to_string())),
-        FilterType::Enum(_) => FilterValue::Str(Some(v.enum_name()?.to_string())),
-        FilterType::Bool => FilterValue::Bool(Some(v.boolean()?)),
+        FilterType::Id | FilterType::Str => FilterValue::Str(Some(string(v)?.to_string())),
+        FilterType::Enum(_) => FilterValue::Str(Some(enum_name(v)?.to_string())),
+        FilterType::Bool => FilterValue::Bool(Some(boolean(v)?)),
         FilterType::Time => {
-            let s = v.string()?;
+            let s = string(v)?;
             FilterValue::Time(Some(Timestamp::parse_rfc3339(s).map_err(|_| bad_input(format!("invalid time {s:?}")))?))
         }
     })
+}
+
+// A coerced input's values, read as async-graphql's `ValueAccessor` reads them (same messages:
+// only a value GraphQL did not coerce can be of another type).
+
+fn object(v: &Value) -> Result<&Input, Error> {
+    match v {
+        Value::Object(o) => Ok(o),
+        _ => Err(Error::new("internal: not an object")),
+    }
+}
+
+fn list(v: &Value) -> Result<&[Value], Error> {
+    match v {
+        Value::List(l) => Ok(l),
+        _ => Err(Error::new("internal: not a list")),
+    }
+}
+
+fn boolean(v: &Value) -> Result<bool, Error> {
+    match v {
+        Value::Boolean(b) => Ok(*b),
+        _ => Err(Error::new("internal: not a boolean")),
+    }
+}
+
+fn string(v: &Value) -> Result<&str, Error> {
+    match v {
+        Value::String(s) => Ok(s),
+        _ => Err(Error::new("internal: not a string")),
+    }
+}
+
+fn enum_name(v: &Value) -> Result<&str, Error> {
+    match v {
+        Value::Enum(n) => Ok(n.as_str()),
+        Value::String(s) => Ok(s),
+        _ => Err(Error::new("internal: not an enum name")),
+    }
 }
 
 impl<R> Predicate<R> {

@@ -216,12 +216,12 @@ impl ParseCache {
 /// # Errors
 /// [`SchemaError`] when the generated schema is inconsistent (a bug, caught by the SDL test).
 pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
-    let (mut records, mut columns, mut connections, mut resolvers) = Default::default();
+    let (mut records, mut columns, mut connections, mut loaders, mut resolvers) = Default::default();
     let mut both = |nodes| -> Result<Validating, SchemaError> {
         let (built, table) =
             fields::collecting(|| build(&config, Extras { nullable_nodes: nodes, change_events: false }, ValidationMode::Strict));
-        let (strict, (r, c, p)) = built?;
-        (records, columns, connections, resolvers) = (r, c, p, table);
+        let (strict, (r, c, p, l)) = built?;
+        (records, columns, connections, loaders, resolvers) = (r, c, p, l, table);
         Ok(Validating { strict, fast: build(&config, Extras { nullable_nodes: nodes, change_events: false }, ValidationMode::Fast)?.0 })
     };
     let plain = both(false)?;
@@ -231,7 +231,7 @@ pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
         limits::Shapes::new(&plain.strict.sdl(), records).map_err(|e| SchemaError(format!("the generated SDL does not parse: {e}")))?;
     let limits = Arc::new(limits::Limits { max_depth: config.limits.max_depth.min(limits::MAX_DEPTH_CEILING), ..config.limits.clone() });
     let persisted = persisted::PersistedQueries::new(config.persisted_queries);
-    let catalog = plan::Catalog::new(&plain.strict.sdl(), resolvers, connections)
+    let catalog = plan::Catalog::new(&plain.strict.sdl(), resolvers, connections, loaders)
         .ok_or_else(|| SchemaError("the generated SDL does not parse".to_string()))?;
     Ok(Api { plain, nodes, subscriptions, config, limits, shapes, parsed: ParseCache::default(), persisted, columns, catalog })
 }
@@ -249,8 +249,13 @@ struct Extras {
 type ColumnNames = std::collections::HashMap<&'static str, Vec<&'static str>>;
 
 /// What a schema build learns besides the schema: each record list's shape, the columns of
-/// each type ([`Api::columns_of`]) and the root connections plans answer.
-type BuiltShapes = (std::collections::HashMap<String, limits::RecordList>, ColumnNames, plan::tree::PlannedConnections);
+/// each type ([`Api::columns_of`]), the connections and record loaders plans read.
+type BuiltShapes = (
+    std::collections::HashMap<String, limits::RecordList>,
+    ColumnNames,
+    plan::tree::PlannedConnections,
+    std::collections::HashMap<&'static str, plan::tree::RecordLoader>,
+);
 
 fn build(config: &QueryConfig, extras: Extras, validation: ValidationMode) -> Result<(Schema, BuiltShapes), SchemaError> {
     let mut builder = Builder::default();
@@ -315,7 +320,7 @@ fn build(config: &QueryConfig, extras: Extras, validation: ValidationMode) -> Re
     }
     let schema = sb.finish()?;
     history::fill_object_fields(&object_fields, &schema.sdl());
-    Ok((schema, (builder.records, builder.column_names, builder.planned_connections)))
+    Ok((schema, (builder.records, builder.column_names, builder.planned_connections, builder.record_loaders)))
 }
 
 impl Api {

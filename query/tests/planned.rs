@@ -67,8 +67,8 @@ fn cases(r: &Root) -> Vec<Case> {
         case(format!("{{ {f}(first: 1, last: 1) {{ edges {{ node {{ id }} }} }} }}"), false),
         case(format!("{{ {f}(after: \"not a cursor\") {{ edges {{ node {{ id }} }} }} }}"), false),
         case(format!("{{ {f}(first: 100000) {{ edges {{ node {{ id }} }} }} }}"), false),
-        // Not covered by plans yet: the resolvers answer.
-        case(format!("{{ {f}(first: 1, where: {{ id: \"x\" }}) {{ totalCount }} }}"), false),
+        case(format!("{{ {f}(first: 1, where: {{ id: \"x\" }}) {{ totalCount }} }}"), true),
+        // Not covered by plans: the resolvers answer.
         case(format!("{{ {f}(first: 1) {{ edges {{ node {{ id }} }} }} {f}(first: 1) {{ totalCount }} }}"), false),
     ];
     if r.columns.iter().any(|c| c == "statusPhase") {
@@ -176,6 +176,43 @@ async fn nested_cases(world: &World, r: &Root) -> Vec<Case> {
     out
 }
 
+/// One `where` per input field of the root's `<Node>WhereInput` (every filter operator,
+/// `has<Edge>`, `has<Edge>With`, `and`, `or`, `not`), each with a value of its type.
+async fn where_cases(world: &World, r: &Root) -> Vec<Case> {
+    let unwrapped = "kind name ofType { kind name ofType { kind name } }";
+    let input = format!("{}WhereInput", r.node);
+    let t = world.data(&admin(), &format!("{{ __type(name: \"{input}\") {{ inputFields {{ name type {{ {unwrapped} }} }} }} }}")).await;
+    let mut out = Vec::new();
+    for field in t["__type"]["inputFields"].as_array().into_iter().flatten() {
+        let (mut ty, mut list) = (&field["type"], false);
+        while ty["name"].is_null() && !ty["ofType"].is_null() {
+            list |= ty["kind"] == "LIST";
+            ty = &ty["ofType"];
+        }
+        let named = ty["name"].as_str().unwrap();
+        let one = match (ty["kind"].as_str().unwrap(), named) {
+            ("SCALAR", "Boolean") => "true".to_string(),
+            ("SCALAR", "Time") => "\"2026-01-01T00:00:00Z\"".to_string(),
+            ("SCALAR", _) => "\"a\"".to_string(),
+            ("ENUM", _) => {
+                let e = world.data(&admin(), &format!("{{ __type(name: \"{named}\") {{ enumValues {{ name }} }} }}")).await;
+                e["__type"]["enumValues"][0]["name"].as_str().unwrap().to_string()
+            }
+            _ => "{}".to_string(),
+        };
+        let value = if list { format!("[{one}]") } else { one };
+        let f = &r.field;
+        out.push(case(
+            format!(
+                "{{ {f}(first: 3, where: {{ {}: {value} }}) {{ totalCount edges {{ node {{ id }} }} }} }}",
+                field["name"].as_str().unwrap()
+            ),
+            false,
+        ));
+    }
+    out
+}
+
 /// The console pages of the benches (`benches/http_queries.rs`): all but Q4 (`node`) planned.
 fn bench_cases() -> Vec<Case> {
     vec![
@@ -195,6 +232,35 @@ fn bench_cases() -> Vec<Case> {
             edges { node { id name statusPhase createdAt } } } }".to_string(), true),
         case("{ teams(first: 5) { edges { node { name applications(first: 3) { totalCount edges { node { id name zone { name } } } } } } } }".to_string(), true),
     ]
+}
+
+/// `node(id:)` of the first record of each root connection, with the node type's leaves, on
+/// both paths; Q4 of the benches (an application with its team and zone) is planned for its
+/// owner team.
+async fn node_cases(world: &World, roots: &[Root], viewers: &[Viewer]) -> usize {
+    let mut planned = 0;
+    for r in roots {
+        let first = world.data(&admin(), &format!("{{ {}(first: 1) {{ edges {{ node {{ id }} }} }} }}", r.field)).await;
+        let Some(id) = first[r.field.as_str()]["edges"][0]["node"]["id"].as_str() else { continue };
+        let leaves = leaves(world, &r.node).await;
+        for (query, id) in [
+            (format!("query N($id: ID!) {{ node(id: $id) {{ id __typename ... on {} {{ {leaves} }} }} }}", r.node), json!(id)),
+            ("query N($id: ID!) { node(id: $id) { id } }".to_string(), json!("bm90IGFuIGlk")),
+            ("query N($id: ID!) { node(id: $id) { id } }".to_string(), json!("not base64")),
+        ] {
+            for viewer in viewers {
+                planned +=
+                    usize::from(run(world, viewer, &Case { query: query.clone(), variables: json!({ "id": id }), planned: false }).await);
+            }
+        }
+    }
+    let checkout = team_viewer("payments--checkout", "poc");
+    let app = world.data(&checkout, "{ applications(first: 1) { edges { node { id } } } }").await;
+    let q4 =
+        "query Q4($id: ID!) { node(id: $id) { id ... on Application { name statusPhase clientID ownerTeam { name } zone { name } } } }";
+    let c = Case { query: q4.to_string(), variables: json!({ "id": app["applications"]["edges"][0]["node"]["id"] }), planned: true };
+    assert!(run(world, &checkout, &c).await, "Q4 is planned for the application's team");
+    planned + 1
 }
 
 /// Runs `c` for `viewer` on both paths (the first run makes the plan); whether the plan answered.
@@ -243,6 +309,8 @@ async fn the_plan_answers_as_the_resolvers_do() {
     let roots = roots(&world).await;
     assert!(roots.len() >= 15, "every kind's root connection: {:?}", roots.iter().map(|r| &r.field).collect::<Vec<_>>());
     let viewers = [team_viewer("payments--checkout", "poc"), group_viewer("payments", "poc"), admin()];
+    let nodes = node_cases(&world, &roots, &viewers).await;
+    assert!(nodes > roots.len(), "`node` is planned for most types: {nodes} of {} roots", roots.len());
     let (mut planned, mut total) = (0, 0);
     for c in bench_cases() {
         for viewer in &viewers {
@@ -258,6 +326,16 @@ async fn the_plan_answers_as_the_resolvers_do() {
         }
     }
     assert!(planned * 2 > total, "{planned} of {total} nested cases answered by plans");
+    let (mut planned, mut total) = (0, 0);
+    for r in &roots {
+        for c in where_cases(&world, r).await {
+            for viewer in &viewers {
+                planned += usize::from(run(&world, viewer, &c).await);
+                total += 1;
+            }
+        }
+    }
+    assert!(planned * 10 > total * 9, "{planned} of {total} where cases answered by plans");
     let (mut planned, mut total) = (0, 0);
     for r in &roots {
         assert!(!r.columns.is_empty(), "{} has columns", r.node);

@@ -23,8 +23,8 @@
 //!   plans live with their parsed document (in the parse cache) and with the schema: a new
 //!   schema starts without plans.
 //!
-//! What a plan covers: connections (`first`, `last`, `after`, `before`, `orderBy`, `search`;
-//! no `where` yet) with `totalCount`, `phaseCounts`, `pageInfo`, `edges { cursor node }`; object
+//! What a plan covers: connections (`first`, `last`, `after`, `before`, `orderBy`, `search`,
+//! `where`) with `totalCount`, `phaseCounts`, `pageInfo`, `edges { cursor node }`; object
 //! fields without arguments; `__typename`; variables of scalar types (`Int`, `String`, `ID`,
 //! `Cursor`, `Boolean`). The differential test (`query/tests/planned.rs`) runs generated and
 //! suite queries through both paths.
@@ -41,7 +41,7 @@ use async_graphql::{Name, Positioned, Value, Variables};
 use async_graphql_value::Value as InputValue;
 use std::any::TypeId;
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use tree::*;
 
 /// The most nodes (fields written) one plan has; a larger operation is not planned.
@@ -64,8 +64,10 @@ pub(crate) struct Catalog {
     kinds: HashMap<String, NamedKind>,
     fields: FieldTable,
     connections: PlannedConnections,
-    /// The Rust type of each entity type's values (`Stored<K::Record>`).
-    entities: HashMap<String, TypeId>,
+    /// A connection of each entity type (its records' Rust type and columns).
+    entities: HashMap<String, Arc<dyn PlannedConnection>>,
+    /// Each entity type's record loader (`node(id:)`).
+    loaders: HashMap<String, RecordLoader>,
 }
 
 #[derive(Default)]
@@ -84,7 +86,12 @@ enum NamedKind {
 impl Catalog {
     /// The catalog of a schema of SDL `sdl`, with the resolvers and connections its build
     /// collected; `None` when the SDL does not parse (a bug: it is generated).
-    pub(crate) fn new(sdl: &str, fields: FieldTable, connections: PlannedConnections) -> Option<Catalog> {
+    pub(crate) fn new(
+        sdl: &str,
+        fields: FieldTable,
+        connections: PlannedConnections,
+        loaders: HashMap<&'static str, RecordLoader>,
+    ) -> Option<Catalog> {
         let doc = async_graphql::parser::parse_schema(sdl).ok()?;
         let (mut types, mut kinds) = (HashMap::new(), HashMap::new());
         for d in &doc.definitions {
@@ -105,8 +112,9 @@ impl Catalog {
         for leaf in ["Int", "Float", "String", "Boolean", "ID"] {
             kinds.insert(leaf.to_string(), NamedKind::Leaf);
         }
-        let entities = connections.values().map(|c| (c.type_name().to_string(), c.record_type())).collect();
-        Some(Catalog { types, kinds, fields, connections, entities })
+        let entities = connections.values().map(|c| (c.type_name().to_string(), c.clone())).collect();
+        let loaders = loaders.into_iter().map(|(name, load)| (name.to_string(), load)).collect();
+        Some(Catalog { types, kinds, fields, connections, entities, loaders })
     }
 }
 
@@ -251,13 +259,12 @@ fn variables(op: &OperationDefinition) -> Option<Vec<Variable>> {
     Some(out)
 }
 
-/// The arguments of a root connection field, `None` when one is not covered (`where`).
+/// The arguments of a connection field, `None` for one a connection does not have.
 fn connection_arguments(f: &Positioned<Field>) -> Option<Vec<(Name, InputValue)>> {
     let mut out = Vec::new();
     for (name, value) in &f.node.arguments {
         match name.node.as_str() {
-            "first" | "last" | "after" | "before" | "orderBy" | "search" => out.push((name.node.clone(), value.node.clone())),
-            "where" if value.node == InputValue::Null => {}
+            "first" | "last" | "after" | "before" | "orderBy" | "search" | "where" => out.push((name.node.clone(), value.node.clone())),
             _ => return None,
         }
     }
@@ -284,12 +291,19 @@ impl<'d> Planner<'d> {
     /// a directive other than a literal `@skip`/`@include`, another type condition, a response
     /// key selected twice, or more than [`MAX_PLAN_NODES`] nodes.
     fn collect(&mut self, set: &'d SelectionSet, ty: &str, interfaces: &[&str]) -> Option<Vec<&'d Positioned<Field>>> {
-        let mut out = Vec::new();
-        self.collect_into(set, ty, interfaces, &mut out, 0)?;
-        let mut keys: Vec<&str> = out.iter().map(|f| f.node.response_key().node.as_str()).collect();
-        keys.sort_unstable();
-        if keys.windows(2).any(|w| w[0] == w[1]) {
-            return None;
+        let mut all = Vec::new();
+        self.collect_into(set, ty, interfaces, &mut all, 0)?;
+        // A response key selected again is merged into its first place, as GraphQL merges
+        // fields: a leaf without arguments selected twice (`id … on X { id }`); anything else
+        // selected twice (merged sub-selections, arguments) is not planned.
+        let mut out: Vec<&'d Positioned<Field>> = Vec::with_capacity(all.len());
+        for f in all {
+            let key = f.node.response_key().node.as_str();
+            match out.iter().find(|o| o.node.response_key().node.as_str() == key) {
+                None => out.push(f),
+                Some(first) if is_plain_leaf(first) && is_plain_leaf(f) && first.node.name.node == f.node.name.node => {}
+                Some(_) => return None,
+            }
         }
         self.nodes += out.len();
         (self.nodes <= MAX_PLAN_NODES).then_some(out)
@@ -359,6 +373,9 @@ impl<'d> Planner<'d> {
         let name = f.node.name.node.as_str();
         let ty = output.fields.get(name)?;
         let set = &f.node.selection_set.node;
+        if name == "node" && matches!(parent, Parent::Known(id) if *id == TypeId::of::<()>()) {
+            return Some(ObjectItem::Node(key, self.node(f)?));
+        }
         if let Some(node) = ty.strip_suffix("Connection").filter(|_| self.catalog.kinds.get(ty) == Some(&NamedKind::Object)) {
             let Parent::Known(id) = parent else { return None };
             let connection = self.catalog.connections.get(&(*id, name.to_string()))?.clone();
@@ -376,7 +393,7 @@ impl<'d> Planner<'d> {
             NamedKind::Leaf => None,
             NamedKind::Object => {
                 let child_parent = match self.catalog.entities.get(ty) {
-                    Some(id) => Parent::Known(*id),
+                    Some(records) => Parent::Known(records.record_type()),
                     None => Parent::Learned(OnceLock::new()),
                 };
                 Some(Box::new(self.object(set, ty, child_parent, None)?))
@@ -388,6 +405,25 @@ impl<'d> Planner<'d> {
             Parent::Learned(_) => FieldResolve::Learned(OnceLock::new()),
         };
         Some(ObjectItem::Field(key, FieldPlan { name: name.to_string(), resolve, child }))
+    }
+
+    /// `node(id:)` at the root: the plan of its selection on each entity type (the types a
+    /// plan does not cover are kept as `None`).
+    fn node(&mut self, f: &'d Positioned<Field>) -> Option<NodeField> {
+        let [(name, id)] = f.node.arguments.as_slice() else { return None };
+        if name.node != "id" {
+            return None;
+        }
+        let set = &f.node.selection_set.node;
+        let mut types = HashMap::new();
+        for (ty, load) in &self.catalog.loaders {
+            let planned = self.catalog.entities.get(ty).and_then(|records| {
+                let plan = self.object(set, ty, Parent::Known(records.record_type()), Some(records.as_ref()))?;
+                Some((load.clone(), records.clone(), plan))
+            });
+            types.insert(ty.clone(), planned);
+        }
+        (self.nodes <= MAX_PLAN_NODES).then_some(NodeField { id: id.node.clone(), types })
     }
 
     /// The selection of a connection of `records`, `None` for a field the plan does not cover.
@@ -469,6 +505,11 @@ impl<'d> Planner<'d> {
         }
         Some(items)
     }
+}
+
+/// Whether `f` is a field without arguments, directives or sub-selection.
+fn is_plain_leaf(f: &Positioned<Field>) -> bool {
+    f.node.arguments.is_empty() && f.node.directives.is_empty() && f.node.selection_set.node.items.is_empty()
 }
 
 /// Whether literal `@skip`/`@include` directives keep a selection; `None` for another

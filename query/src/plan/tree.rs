@@ -25,10 +25,12 @@ pub struct ConnData<R> {
     pub(crate) phases: Vec<(StatusPhase, u64)>,
 }
 
-/// A connection's arguments besides `where`, as GraphQL values (`None` when not given): read
+/// A connection's arguments, as GraphQL values (`None` when not given): read
 /// from a resolver's context, or from a plan's arguments ([`crate::plan`]).
 #[derive(Default)]
 pub(crate) struct ConnectionArgs<'a> {
+    /// `where` (read by the connection's where type).
+    pub where_input: Option<&'a Value>,
     pub search: Option<&'a Value>,
     pub order_by: Option<&'a Value>,
     pub first: Option<&'a Value>,
@@ -62,6 +64,12 @@ pub(crate) trait PlannedConnection: Send + Sync {
     fn column(&self, name: &str) -> Option<usize>;
     /// Whether the connection has `phaseCounts`.
     fn has_phase_counts(&self) -> bool;
+    /// Writes a record of the kind (a `Stored<K::Record>`) as `plan` selects it, its `id` and
+    /// columns directly.
+    ///
+    /// # Errors
+    /// The resolvers' errors; `INTERNAL` for a value of another type.
+    fn write_record(&self, run: &Run<'_>, record: &(dyn Any + Send + Sync), plan: &ObjectPlan, out: &mut Vec<u8>) -> Result<(), Error>;
     /// Writes the connection's JSON object under `parent` for `args` and `selection`.
     ///
     /// # Errors
@@ -75,6 +83,11 @@ pub(crate) trait PlannedConnection: Send + Sync {
         out: &mut Vec<u8>,
     ) -> Result<(), Error>;
 }
+
+/// Loads a visible record of one kind by its natural key, as `node(id:)` does (`None` when
+/// absent or invisible).
+pub(crate) type RecordLoader =
+    Arc<dyn Fn(&RequestContext, &schema::Key) -> Result<Option<Box<dyn Any + Send + Sync>>, Error> + Send + Sync>;
 
 /// The connections plans read, by the parent's Rust type and the field's name.
 pub(crate) type PlannedConnections = HashMap<(TypeId, String), Arc<dyn PlannedConnection>>;
@@ -146,6 +159,16 @@ pub(crate) enum ObjectItem {
     Field(Key, FieldPlan),
     /// A connection field.
     Connection(Key, ConnectionField),
+    /// `node(id:)` (a root field): the plan of each entity type whose selection a plan covers.
+    Node(Key, NodeField),
+}
+
+/// `node(id:)`: its argument, and per entity type the loader, the kind and the plan of the
+/// selection on that type (`None`: that type's selection is not planned; such an ID runs on
+/// async-graphql).
+pub(crate) struct NodeField {
+    pub(crate) id: InputValue,
+    pub(crate) types: HashMap<String, Option<(RecordLoader, Arc<dyn PlannedConnection>, ObjectPlan)>>,
 }
 
 /// A field resolved by its resolver, and the plan of its object (or list of objects) value.
@@ -180,6 +203,7 @@ impl ConnectionField {
 pub(crate) fn connection_args<'a>(values: &'a [(&Name, Value)]) -> ConnectionArgs<'a> {
     let arg = |n: &str| values.iter().find(|(name, _)| name.as_str() == n).map(|(_, v)| v);
     ConnectionArgs {
+        where_input: arg("where"),
         search: arg("search"),
         order_by: arg("orderBy"),
         first: arg("first"),

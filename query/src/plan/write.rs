@@ -7,7 +7,7 @@ use crate::column::Column;
 use crate::filter::FilterValue;
 use crate::request::RequestContext;
 use async_graphql::dynamic::FieldValue;
-use async_graphql::Error;
+use async_graphql::{Error, Value};
 use schema::common::StatusPhase;
 use std::any::Any;
 use storage::Stored;
@@ -136,7 +136,12 @@ impl<R: Send + Sync + 'static> Writer<'_, R> {
         Ok(())
     }
 
-    fn node(&self, record: &Stored<R>, plan: &ObjectPlan, out: &mut Vec<u8>) -> Result<(), Error> {
+    /// Writes `record` as `plan` selects it: its `id` and columns directly, other fields by
+    /// their resolvers.
+    ///
+    /// # Errors
+    /// The resolvers' errors.
+    pub(crate) fn node(&self, record: &Stored<R>, plan: &ObjectPlan, out: &mut Vec<u8>) -> Result<(), Error> {
         out.push(b'{');
         for (i, item) in plan.items.iter().enumerate() {
             if i > 0 {
@@ -247,9 +252,27 @@ fn write_item(run: &Run<'_>, parent: &(dyn Any + Send + Sync), type_name: &str, 
             out.extend_from_slice(key);
             c.connection.write(run, parent, &connection_args(&values), &c.selection, out)?;
         }
+        ObjectItem::Node(key, node) => {
+            out.extend_from_slice(key);
+            write_node(run, node, out)?;
+        }
         ObjectItem::Id(_) | ObjectItem::Column(..) => return Err(crate::error::internal("a record field outside a connection's nodes")),
     }
     Ok(())
+}
+
+/// Writes `node(id:)`: the record of the ID's type, loaded as the resolver loads it. An ID that
+/// does not decode, names another type or is not found (`NOT_FOUND` on the resolvers' path), or
+/// a type whose selection is not planned, is an error here: async-graphql answers.
+fn write_node(run: &Run<'_>, node: &NodeField, out: &mut Vec<u8>) -> Result<(), Error> {
+    let id = node.id.clone().into_const_with(|var| Ok::<_, ()>(run.variables.get(&var).cloned().unwrap_or(Value::Null)));
+    let Ok(Value::String(id)) = id else { return Err(crate::error::internal("`node` without a string ID")) };
+    let gid = schema::GlobalId::decode(&id).map_err(|_| crate::error::not_found(&id))?;
+    let Some(Some((load, records, plan))) = node.types.get(gid.type_name.as_str()) else {
+        return Err(crate::error::not_found(&id));
+    };
+    let record = load(run.request, &gid.key)?.ok_or_else(|| crate::error::not_found(&id))?;
+    records.write_record(run, record.as_ref(), plan, out)
 }
 
 /// Writes a resolved value: a list item by item, a GraphQL value as async-graphql writes it, an
