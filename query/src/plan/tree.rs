@@ -168,8 +168,11 @@ pub(crate) enum ObjectItem {
 /// async-graphql).
 pub(crate) struct NodeField {
     pub(crate) id: InputValue,
-    pub(crate) types: HashMap<String, Option<(RecordLoader, Arc<dyn PlannedConnection>, ObjectPlan)>>,
+    pub(crate) types: HashMap<String, Option<NodeType>>,
 }
+
+/// The plan of `node(id:)` for one entity type: how its records load, their kind, the selection.
+pub(crate) type NodeType = (RecordLoader, Arc<dyn PlannedConnection>, ObjectPlan);
 
 /// A field resolved by its resolver, and the plan of its object (or list of objects) value.
 pub(crate) struct FieldPlan {
