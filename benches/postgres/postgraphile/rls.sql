@@ -1,5 +1,5 @@
--- NOT part of the reference schema: the team isolation of the reference's Go server (privacy
--- interceptor, reference-graphql.md §5.5) written as PostgreSQL row-level security, the way a team
+-- NOT part of the reference schema: the team isolation of the Go server it comes from (its privacy
+-- interceptor: a team reads the records its teams own) written as PostgreSQL row-level security, the way a team
 -- serving this schema with PostGraphile would. Applied by load-world.sh to `controlplane_tuned`
 -- only, after fk-indexes.sql (mode `tuned` of serve.sh).
 --
