@@ -73,6 +73,9 @@ pub struct Metrics {
     /// `controlplane_graphql_request_seconds`: time from receiving a GraphQL request to its
     /// answer, authentication included (seconds).
     pub graphql_seconds: Histogram,
+    /// `controlplane_graphql_planned_total`: GraphQL requests answered by their query text's
+    /// plan (`graphql.plannedExecution`; `query::plan`), a subset of the `OK` requests.
+    pub graphql_planned: prometheus::IntCounter,
     /// `controlplane_graphql_executing{lane}`: requests on a worker thread now, by lane
     /// (`light`, `heavy`; see `http::executor`).
     pub graphql_executing: IntGaugeVec,
@@ -159,16 +162,7 @@ impl Metrics {
             .expect("metric definition is valid");
         let store_bytes = IntGauge::new("controlplane_store_bytes", "Bytes on disk of the data directory (redb file and search index).")
             .expect("metric definition is valid");
-        let graphql_requests = IntCounterVec::new(
-            Opts::new("controlplane_graphql_requests_total", "GraphQL requests, by outcome code (OK or the first error's code)."),
-            &["code"],
-        )
-        .expect("metric definition is valid");
-        let graphql_seconds = Histogram::with_opts(
-            HistogramOpts::new("controlplane_graphql_request_seconds", "Time to answer a GraphQL request.")
-                .buckets(vec![0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]),
-        )
-        .expect("metric definition is valid");
+        let (graphql_requests, graphql_seconds, graphql_planned) = graphql_answers();
         let graphql_executing =
             IntGaugeVec::new(Opts::new("controlplane_graphql_executing", "GraphQL requests on a worker thread, by lane."), &["lane"])
                 .expect("metric definition is valid");
@@ -206,6 +200,7 @@ impl Metrics {
             Box::new(store_bytes.clone()),
             Box::new(graphql_requests.clone()),
             Box::new(graphql_seconds.clone()),
+            Box::new(graphql_planned.clone()),
             Box::new(catching_up.clone()),
             Box::new(rederiving.clone()),
         ] {
@@ -230,6 +225,7 @@ impl Metrics {
             store_bytes,
             graphql_requests,
             graphql_seconds,
+            graphql_planned,
             graphql_executing,
             graphql_queued,
             catching_up,
@@ -327,6 +323,27 @@ impl Metrics {
     pub fn encode(&self) -> String {
         TextEncoder::new().encode_to_string(&self.registry.gather()).unwrap_or_else(|e| format!("# encoding metrics failed: {e}\n"))
     }
+}
+
+/// `controlplane_graphql_requests_total{code}`, `controlplane_graphql_request_seconds` and
+/// `controlplane_graphql_planned_total` (see [`Metrics`]).
+fn graphql_answers() -> (IntCounterVec, Histogram, prometheus::IntCounter) {
+    let requests = IntCounterVec::new(
+        Opts::new("controlplane_graphql_requests_total", "GraphQL requests, by outcome code (OK or the first error's code)."),
+        &["code"],
+    )
+    .expect("metric definition is valid");
+    let seconds = Histogram::with_opts(
+        HistogramOpts::new("controlplane_graphql_request_seconds", "Time to answer a GraphQL request.")
+            .buckets(vec![0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]),
+    )
+    .expect("metric definition is valid");
+    let planned = prometheus::IntCounter::new(
+        "controlplane_graphql_planned_total",
+        "GraphQL requests answered by their query text's plan (graphql.plannedExecution).",
+    )
+    .expect("metric definition is valid");
+    (requests, seconds, planned)
 }
 
 /// Bytes of the regular files under `dir`, recursively (0 for what cannot be read).

@@ -41,7 +41,7 @@ async fn health_readiness_and_metrics() {
     }
     assert!(running.app().readiness().is_ready());
 
-    // Three GraphQL requests with three outcomes.
+    // GraphQL requests with three outcomes.
     let gql = format!("{base}/graphql/query");
     let ok = client.post(&gql).bearer_auth(ADMIN).json(&serde_json::json!({"query": "{ zones { name } }"})).send().await.unwrap();
     assert_eq!(ok.status(), 200);
@@ -49,6 +49,14 @@ async fn health_readiness_and_metrics() {
     let missing = client.post(&gql).bearer_auth(ADMIN).json(&q).send().await.unwrap().json::<serde_json::Value>().await.unwrap();
     assert_eq!(missing["errors"][0]["extensions"]["code"], "NOT_FOUND", "{missing}");
     assert_eq!(client.post(&gql).json(&q).send().await.unwrap().status(), 401);
+    // A text answered once without errors: its second request runs by its plan, with the
+    // same answer.
+    let twice = serde_json::json!({"query": "{ teams(first: 2) { totalCount edges { node { id name } } } }"});
+    let mut answers = Vec::new();
+    for _ in 0..2 {
+        answers.push(client.post(&gql).bearer_auth(ADMIN).json(&twice).send().await.unwrap().bytes().await.unwrap());
+    }
+    assert_eq!(answers[0], answers[1]);
 
     let text = client.get(format!("{base}/metrics")).send().await.unwrap().text().await.unwrap();
     let metric = |name: &str| -> f64 {
@@ -70,10 +78,11 @@ async fn health_readiness_and_metrics() {
     assert!(total > 100, "the world is loaded: {total} records");
     let db = std::fs::metadata(tmp.path().join("data").join(storage::DB_FILE)).unwrap().len() as f64;
     assert!(metric("controlplane_store_bytes") > db, "redb file plus search index");
-    assert_eq!(metric("controlplane_graphql_requests_total{code=\"OK\"}"), 1.0);
+    assert_eq!(metric("controlplane_graphql_requests_total{code=\"OK\"}"), 3.0);
+    assert_eq!(metric("controlplane_graphql_planned_total"), 1.0);
     assert_eq!(metric("controlplane_graphql_requests_total{code=\"NOT_FOUND\"}"), 1.0);
     assert_eq!(metric("controlplane_graphql_requests_total{code=\"UNAUTHENTICATED\"}"), 1.0);
-    assert_eq!(metric("controlplane_graphql_request_seconds_count"), 3.0);
+    assert_eq!(metric("controlplane_graphql_request_seconds_count"), 5.0);
     drop(view);
     running.shutdown().await.unwrap();
 }

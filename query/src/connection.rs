@@ -591,7 +591,7 @@ impl<K: Entity, P: Any + Send + Sync> PlannedConnection for ConnectionPlan<K, P>
     }
 
     fn write_record(&self, run: &Run<'_>, record: &(dyn Any + Send + Sync), plan: &ObjectPlan, out: &mut Vec<u8>) -> Result<(), Error> {
-        let record = record.downcast_ref::<Stored<K::Record>>().ok_or_else(|| internal("a record of another kind"))?;
+        let record = record.downcast_ref::<Stored<K::Record>>().ok_or_else(|| Error::new("not planned: a record of another kind"))?;
         Writer { run, columns: &self.columns, type_name: K::TYPE }.node(record, plan, out)
     }
 
@@ -604,10 +604,7 @@ impl<K: Entity, P: Any + Send + Sync> PlannedConnection for ConnectionPlan<K, P>
         out: &mut Vec<u8>,
     ) -> Result<(), Error> {
         run.request.deadline.check()?;
-        let parent = match parent.downcast_ref::<P>() {
-            Some(p) => p,
-            None => return Err(internal("connection parent type mismatch")),
-        };
+        let parent = parent.downcast_ref::<P>().ok_or_else(|| Error::new("not planned: a connection's parent of another type"))?;
         let pred = match args.where_input {
             None | Some(Value::Null) => Predicate::always(),
             Some(Value::Object(input)) => self.where_type.parse_input(input)?,

@@ -103,6 +103,11 @@ impl FieldTable {
         self.resolvers.get(&key).filter(|_| !self.ambiguous.contains(&key))
     }
 
+    /// Whether some parent type has an unambiguous resolver of a field `name`.
+    pub(crate) fn resolves(&self, name: &str) -> bool {
+        self.resolvers.keys().any(|key| key.1 == name && !self.ambiguous.contains(key))
+    }
+
     /// The parent type a value of `v` holds, with its [`Unwrap`], among the types of the table.
     pub(crate) fn learn(&self, v: &FieldValue<'_>) -> Option<(std::any::TypeId, Unwrap)> {
         self.types.iter().find(|(_, unwrap)| unwrap(v).is_some()).map(|(id, unwrap)| (*id, *unwrap))

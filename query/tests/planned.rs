@@ -69,6 +69,9 @@ fn cases(r: &Root) -> Vec<Case> {
         case(format!("{{ {f}(first: 100000) {{ edges {{ node {{ id }} }} }} }}"), false),
         case(format!("{{ {f}(first: 1, where: {{ id: \"x\" }}) {{ totalCount }} }}"), true),
         // Not covered by plans: the resolvers answer.
+        case(format!("{{ {f}(first: 1) {{ edges {{ node {{ id @skip(if: true) }} }} }} }}"), false),
+        case(format!("{{ {f}(first: 1) {{ totalCount @skip(if: true) }} }}"), false),
+        case(format!("{{ {f}(first: 1) {{ pageInfo {{ hasNextPage @include(if: false) }} totalCount }} }}"), false),
         case(format!("{{ {f}(first: 1) {{ edges {{ node {{ id }} }} }} {f}(first: 1) {{ totalCount }} }}"), false),
     ];
     if r.columns.iter().any(|c| c == "statusPhase") {
@@ -231,6 +234,12 @@ fn bench_cases() -> Vec<Case> {
         case("query Q6 { applications(first: 50, orderBy: [{field: NAME}]) { totalCount pageInfo { endCursor hasNextPage } \
             edges { node { id name statusPhase createdAt } } } }".to_string(), true),
         case("{ teams(first: 5) { edges { node { name applications(first: 3) { totalCount edges { node { id name zone { name } } } } } } } }".to_string(), true),
+        // A fragment on a union the node belongs to: skipped on both paths.
+        case("{ apis(first: 2) { edges { node { ...E } } } } fragment E on CatalogueEntry { __typename ... on Api { basePath } }".to_string(), false),
+        case("{ apis(first: 2) { edges { node { id ...E } } } } fragment E on CatalogueEntry { __typename }".to_string(), true),
+        case("{ eventTypes(first: 2) { edges { node { ... on CatalogueEntry { t: __typename } } } } }".to_string(), false),
+        // A field without an unambiguous resolver under a learned parent type.
+        case("{ apiSubscriptions(first: 1) { edges { node { security { m2m { scopes } } } } } }".to_string(), false),
     ]
 }
 

@@ -247,7 +247,10 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
     };
     let code = match &answer {
         Answer::Response(resp) => outcome(resp),
-        Answer::Planned(_) => "OK",
+        Answer::Planned(_) => {
+            state.metrics.graphql_planned.inc();
+            "OK"
+        }
     };
     let answer = match answer {
         // Every root field skipped (`@skip`/`@include`): an empty selection's answer is `{}`.

@@ -19,6 +19,9 @@
 //! - **Errors are async-graphql's.** A plan that meets an error (an invalid argument, a missing
 //!   record) gives way: the request runs on async-graphql, whose answer carries the error as
 //!   always. So does a variable the plan does not coerce exactly as GraphQL would.
+//! - **Not `{}` for `null`.** A selection whose every field is skipped is not planned
+//!   (async-graphql answers such an object `null`), nor is a fragment on a type a plan cannot
+//!   tell applies (a union): it is skipped, as async-graphql skips it.
 //! - **Bounds.** [`MAX_PLAN_NODES`] per plan, [`MAX_PLAN_BYTES`] for all plans of a schema;
 //!   plans live with their parsed document (in the parse cache) and with the schema: a new
 //!   schema starts without plans.
@@ -180,9 +183,6 @@ impl Plan {
         let variables = variables(&op.node)?;
         let mut planner = Planner { doc, catalog, nodes: 0 };
         let root = planner.object(&op.node.selection_set.node, "Query", Parent::Known(TypeId::of::<()>()), None)?;
-        if root.items.is_empty() {
-            return None;
-        }
         let bytes = std::mem::size_of::<Plan>() + (planner.nodes + variables.len()) * NODE_BYTES;
         Some(Plan { operation_name: name, variables, root, broken: Default::default(), bytes })
     }
@@ -306,7 +306,9 @@ impl<'d> Planner<'d> {
             }
         }
         self.nodes += out.len();
-        (self.nodes <= MAX_PLAN_NODES).then_some(out)
+        // Every field skipped: async-graphql answers such an object `null` (the plan would
+        // write `{}`), so it is left to async-graphql.
+        (!out.is_empty() && self.nodes <= MAX_PLAN_NODES).then_some(out)
     }
 
     fn collect_into(
@@ -402,6 +404,8 @@ impl<'d> Planner<'d> {
         };
         let resolve = match parent {
             Parent::Known(id) => FieldResolve::Known(self.catalog.fields.resolver(*id, name)?.clone()),
+            // No parent type has an unambiguous resolver of this name: it cannot be learned.
+            Parent::Learned(_) if !self.catalog.fields.resolves(name) => return None,
             Parent::Learned(_) => FieldResolve::Learned(OnceLock::new()),
         };
         Some(ObjectItem::Field(key, FieldPlan { name: name.to_string(), resolve, child }))

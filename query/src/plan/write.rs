@@ -206,6 +206,12 @@ impl<R: Send + Sync + 'static> Writer<'_, R> {
     }
 }
 
+/// An error of a plan that gives way to async-graphql (not an error of the request: it is
+/// not logged, and the request is answered again).
+fn unplanned(cause: impl std::fmt::Display) -> Error {
+    Error::new(format!("not planned: {cause}"))
+}
+
 /// Ticks the deadline and charges the field `name` with a value of `bytes` (as
 /// [`crate::fields::field`] does: the name, 4, and the value).
 fn charge(request: &RequestContext, name: &str, bytes: usize) -> Result<(), Error> {
@@ -238,7 +244,7 @@ fn write_item(run: &Run<'_>, parent: &(dyn Any + Send + Sync), type_name: &str, 
         ObjectItem::Field(key, field) => {
             let Some(resolve) = field.resolver(run, parent) else {
                 run.broken.set(true);
-                return Err(crate::error::internal(format!("no resolver of {type_name}.{}", field.name)));
+                return Err(unplanned(format!("no resolver of {type_name}.{}", field.name)));
             };
             let value = resolve(parent, run.request)?;
             out.extend_from_slice(key);
@@ -256,7 +262,7 @@ fn write_item(run: &Run<'_>, parent: &(dyn Any + Send + Sync), type_name: &str, 
             out.extend_from_slice(key);
             write_node(run, node, out)?;
         }
-        ObjectItem::Id(_) | ObjectItem::Column(..) => return Err(crate::error::internal("a record field outside a connection's nodes")),
+        ObjectItem::Id(_) | ObjectItem::Column(..) => return Err(unplanned("a record field outside a connection's nodes")),
     }
     Ok(())
 }
@@ -266,7 +272,7 @@ fn write_item(run: &Run<'_>, parent: &(dyn Any + Send + Sync), type_name: &str, 
 /// a type whose selection is not planned, is an error here: async-graphql answers.
 fn write_node(run: &Run<'_>, node: &NodeField, out: &mut Vec<u8>) -> Result<(), Error> {
     let id = node.id.clone().into_const_with(|var| Ok::<_, ()>(run.variables.get(&var).cloned().unwrap_or(Value::Null)));
-    let Ok(Value::String(id)) = id else { return Err(crate::error::internal("`node` without a string ID")) };
+    let Ok(Value::String(id)) = id else { return Err(unplanned("`node` without a string ID")) };
     let gid = schema::GlobalId::decode(&id).map_err(|_| crate::error::not_found(&id))?;
     let Some(Some((load, records, plan))) = node.types.get(gid.type_name.as_str()) else {
         return Err(crate::error::not_found(&id));
@@ -294,10 +300,10 @@ fn write_value(run: &Run<'_>, v: &FieldValue<'_>, child: Option<&ObjectPlan>, ou
         let _ = serde_json::to_writer(&mut *out, value);
         return Ok(());
     }
-    let plan = child.ok_or_else(|| crate::error::internal("an object value of a scalar field"))?;
+    let plan = child.ok_or_else(|| unplanned("an object value of a scalar field"))?;
     let Some(parent) = plan.unwrap(run, v) else {
         run.broken.set(true);
-        return Err(crate::error::internal(format!("a value of {} of another type", plan.type_name)));
+        return Err(unplanned(format!("a value of {} of another type", plan.type_name)));
     };
     write_object(run, parent, plan, out)
 }
