@@ -129,12 +129,15 @@ pub fn register_entity<K: Entity>(builder: &mut Builder) {
         }
         builder.query_fields.push(root_field);
     }
-    let loader: Loader =
-        Arc::new(|request: &RequestContext, key: &Key| Ok(request.load_visible::<K>(key)?.map(|s| node_value::<K>(s).with_type(K::TYPE))));
-    builder.loaders.insert(K::TYPE, loader);
     let record_loader: RecordLoader = Arc::new(|request: &RequestContext, key: &Key| {
         Ok(request.load_visible::<K>(key)?.map(|s| Box::new(s) as Box<dyn Any + Send + Sync>))
     });
+    // `node(id:)`'s value: the same record, typed for the `Node` interface.
+    let load = record_loader.clone();
+    let loader: Loader = Arc::new(move |request: &RequestContext, key: &Key| {
+        Ok(load(request, key)?.map(|record| FieldValue::boxed_any(record).with_type(K::TYPE)))
+    });
+    builder.loaders.insert(K::TYPE, loader);
     builder.record_loaders.insert(K::TYPE, record_loader);
     builder.type_names.insert(K::ID, K::TYPE);
     let past = crate::history::Past::<K>::new(builder.object_fields.clone());
@@ -204,17 +207,13 @@ fn resolve_connection<K: Entity, P: Any + Send + Sync>(
     let parent = parent_value::<P>(ctx)?;
     let arg = |name: &str| ctx.args.get(name).map(|v| v.as_value());
     let args = ConnectionArgs {
-        where_input: None,
+        where_input: arg("where"),
         search: arg("search"),
         order_by: arg("orderBy"),
         first: arg("first"),
         last: arg("last"),
         after: arg("after"),
         before: arg("before"),
-    };
-    let pred = match ctx.args.get("where") {
-        Some(w) if !w.is_null() => where_type.parse(&w.object()?)?,
-        _ => Predicate::always(),
     };
     let look = ctx.look_ahead();
     let wanted = Wanted {
@@ -224,10 +223,10 @@ fn resolve_connection<K: Entity, P: Any + Send + Sync>(
         cursors: look.field("edges").field("cursor").exists(),
     };
     let flat = ctx.data_opt::<Arc<crate::export::FlatRows>>().filter(|f| f.type_name() == K::TYPE);
-    Ok(object_value(connection_data::<K, P>(request, parent, rows, &args, pred, wanted, flat.map(|f| f.as_ref()))?))
+    Ok(object_value(connection_data::<K, P>(request, parent, rows, where_type, &args, wanted, flat.map(|f| f.as_ref()))?))
 }
 
-/// The connection of `K` under `parent` for `args` and `pred`: its rows produced (`rows`, or
+/// The connection of `K` under `parent` for `args` (`where` read by `where_type`): its rows produced (`rows`, or
 /// the search's hits), then paged, counted and charged to the request's answer budget as
 /// `wanted` says (the edges' cursors and objects; their fields charge their own). An export's
 /// page of columns (`flat`) writes its rows there and keeps only the last edge.
@@ -238,11 +237,17 @@ pub(crate) fn connection_data<K: Entity, P: Any + Send + Sync>(
     request: &RequestContext,
     parent: &P,
     rows: &MakeRows<K, P>,
+    where_type: &WhereType<K::Record>,
     args: &ConnectionArgs<'_>,
-    pred: Predicate<K::Record>,
     wanted: Wanted,
     flat: Option<&crate::export::FlatRows>,
 ) -> Result<ConnData<K::Record>, Error> {
+    let pred = match args.where_input {
+        None | Some(Value::Null) => Predicate::always(),
+        Some(Value::Object(input)) => where_type.parse_input(input)?,
+        // As async-graphql's accessor says it: GraphQL coerced `where` to an input object.
+        Some(_) => return Err(Error::new("internal: not an object")),
+    };
     let search = search_text(args.search, request)?;
     let (order, desc, spec) = order_spec(parse_order(args.order_by, K::MULTI_ORDER)?, search.as_deref())?;
     let page_args = PageArgs::new(
@@ -605,12 +610,7 @@ impl<K: Entity, P: Any + Send + Sync> PlannedConnection for ConnectionPlan<K, P>
     ) -> Result<(), Error> {
         run.request.deadline.check()?;
         let parent = parent.downcast_ref::<P>().ok_or_else(|| Error::new("not planned: a connection's parent of another type"))?;
-        let pred = match args.where_input {
-            None | Some(Value::Null) => Predicate::always(),
-            Some(Value::Object(input)) => self.where_type.parse_input(input)?,
-            Some(_) => return Err(bad_input("`where` is not an input object")),
-        };
-        let data = connection_data::<K, P>(run.request, parent, self.rows.as_ref(), args, pred, selection.wanted, None)?;
+        let data = connection_data::<K, P>(run.request, parent, self.rows.as_ref(), &self.where_type, args, selection.wanted, None)?;
         Writer { run, columns: &self.columns, type_name: K::TYPE }.connection(&data, selection, out)
     }
 }

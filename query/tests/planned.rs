@@ -445,3 +445,46 @@ async fn a_passed_deadline_stops_both_paths_alike() {
     assert_eq!(json["errors"][0]["extensions"]["code"], "TIMEOUT", "{json}");
     assert_eq!(json, serde_json::to_value(&resolved).unwrap());
 }
+
+/// On the plan's path a second team sees, counts, filters on and reaches by ID nothing of the
+/// first team's: its list holds only its own applications, a `where` on the first team's
+/// application name counts 0, and `node(id:)` of that application is `NOT_FOUND` (answered by
+/// the resolvers: the plan gives way on the error).
+#[tokio::test]
+async fn a_plan_gives_a_second_team_nothing_of_the_first() {
+    let world = World::load();
+    let (checkout, ledger) = (team_viewer("payments--checkout", "poc"), team_viewer("payments--ledger", "poc"));
+    let list = "{ applications(first: 50) { totalCount edges { node { id name namespace } } } }";
+    let theirs = world.data(&checkout, list).await;
+    let app = &theirs["applications"]["edges"][0]["node"];
+    let (id, name) = (app["id"].as_str().unwrap().to_string(), app["name"].as_str().unwrap().to_string());
+    let by_name = format!("{{ applications(where: {{ name: {name:?} }}) {{ totalCount edges {{ node {{ id }} }} }} }}");
+    for q in [list, by_name.as_str()] {
+        assert!(run(&world, &checkout, &case(q.to_string(), true)).await, "planned for the owner: {q}");
+    }
+    let own = |q: &str| {
+        let q = q.to_string();
+        let (world, ledger) = (&world, ledger.clone());
+        async move {
+            let answer = world.api.execute_answer(&world.store, ledger, Request::new(q)).await;
+            assert!(answer.is_planned());
+            serde_json::from_slice::<Value>(&answer.into_json(Default::default())).unwrap()
+        }
+    };
+    let mine = own(list).await;
+    assert!(mine["data"]["applications"]["totalCount"].as_u64().unwrap() > 0);
+    for node in mine["data"]["applications"]["edges"].as_array().unwrap() {
+        assert_ne!(node["node"]["id"], json!(id));
+        assert!(node["node"]["namespace"].as_str().is_some());
+    }
+    let none = own(&by_name).await;
+    assert_eq!(none["data"]["applications"]["totalCount"], 0, "{none}");
+    let q4 = "query Q4($id: ID!) { node(id: $id) { id ... on Application { name } } }";
+    let vars = || Variables::from_json(json!({ "id": id }));
+    assert!(run(&world, &checkout, &Case { query: q4.to_string(), variables: json!({ "id": id }), planned: true }).await);
+    let reached = world.api.execute_answer(&world.store, ledger.clone(), Request::new(q4).variables(vars())).await;
+    assert!(!reached.is_planned(), "a record the viewer cannot see gives way to the resolvers");
+    let json: Value = serde_json::from_slice(&reached.into_json(Default::default())).unwrap();
+    assert_eq!(json["errors"][0]["extensions"]["code"], "NOT_FOUND", "{json}");
+    assert_eq!(json["data"]["node"], Value::Null);
+}

@@ -198,9 +198,9 @@ impl Plan {
     ///
     /// # Errors
     /// [`Unplanned`]: the request is answered by async-graphql instead.
-    pub(crate) fn execute(&self, request: &RequestContext, variables: &Variables, fields: &Catalog) -> Result<Vec<u8>, Unplanned> {
+    pub(crate) fn execute(&self, request: &RequestContext, variables: &Variables, catalog: &Catalog) -> Result<Vec<u8>, Unplanned> {
         let values = self.coerce(variables).ok_or(Unplanned::Variables)?;
-        let run = Run { request, variables: &values, fields: &fields.fields, broken: Default::default() };
+        let run = Run { request, variables: &values, fields: &catalog.fields, broken: Default::default() };
         let mut out = Vec::with_capacity(4096);
         let written = write::write_object(&run, &(), &self.root, &mut out);
         if run.broken.get() {

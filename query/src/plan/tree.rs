@@ -29,7 +29,7 @@ pub struct ConnData<R> {
 /// from a resolver's context, or from a plan's arguments ([`crate::plan`]).
 #[derive(Default)]
 pub(crate) struct ConnectionArgs<'a> {
-    /// `where` (read by the connection's where type).
+    /// `where`, read by the connection's where type ([`crate::filter::WhereType::parse_input`]).
     pub where_input: Option<&'a Value>,
     pub search: Option<&'a Value>,
     pub order_by: Option<&'a Value>,
