@@ -129,19 +129,24 @@ pub fn register_entity<K: Entity>(builder: &mut Builder) {
         }
         builder.query_fields.push(root_field);
     }
+    register_loaders::<K>(builder);
+    builder.type_names.insert(K::ID, K::TYPE);
+    let past = crate::history::Past::<K>::new(builder.object_fields.clone());
+    builder.pasts.insert(K::ID, Arc::new(past));
+}
+
+/// Registers `K`'s record loader (a visible record by natural key, for plans of `node(id:)`)
+/// and `node`'s loader built from it (the same record, typed for the `Node` interface).
+fn register_loaders<K: Entity>(builder: &mut Builder) {
     let record_loader: RecordLoader = Arc::new(|request: &RequestContext, key: &Key| {
         Ok(request.load_visible::<K>(key)?.map(|s| Box::new(s) as Box<dyn Any + Send + Sync>))
     });
-    // `node(id:)`'s value: the same record, typed for the `Node` interface.
     let load = record_loader.clone();
     let loader: Loader = Arc::new(move |request: &RequestContext, key: &Key| {
         Ok(load(request, key)?.map(|record| FieldValue::boxed_any(record).with_type(K::TYPE)))
     });
     builder.loaders.insert(K::TYPE, loader);
     builder.record_loaders.insert(K::TYPE, record_loader);
-    builder.type_names.insert(K::ID, K::TYPE);
-    let past = crate::history::Past::<K>::new(builder.object_fields.clone());
-    builder.pasts.insert(K::ID, Arc::new(past));
 }
 
 /// The rows of the root connection of `K`: every record `request`'s viewer may see, in
