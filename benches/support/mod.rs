@@ -182,8 +182,9 @@ pub fn kube_config(url: &str, data_dir: &Path) -> Config {
 }
 
 /// The clock pinned to [`NOW`] and the settings the benches take from the environment (see
-/// [`config`]).
+/// [`config`]); the allocator configured as the binary does at start.
 fn from_env(mut c: Config) -> Config {
+    control_plane::configure_allocator();
     c.now = Some(schema::Timestamp::parse_rfc3339(NOW).unwrap());
     if let Ok(v) = std::env::var("CP_STORAGE_CACHE_SIZE") {
         c.storage.cache_size = v.parse().unwrap_or_else(|_| panic!("CP_STORAGE_CACHE_SIZE={v}: not a number of bytes"));

@@ -16,6 +16,7 @@ use std::process::ExitCode;
 static ALLOCATOR: control_plane::Allocator = control_plane::Allocator;
 
 fn main() -> ExitCode {
+    control_plane::configure_allocator();
     let cli = Cli::parse();
     let env = |k: &str| std::env::var(k).ok();
     let format = match config::log_format(cli.log_format.as_deref(), &env) {

@@ -549,6 +549,28 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
     let (status, _) = s.terminate();
     assert!(status.success(), "exit status {status}");
 
+    // ---- the memory budget of the queries in flight (`graphql.maxInFlightBytes`, 1 MiB): a
+    // query holding more beyond its free 256 KiB gets HTTP 503 with Retry-After; queries within
+    // it pass, again and again (each gives its share back) ----
+    let s = Server::start(&manifests, &data, &[("CP_GRAPHQL_MAX_IN_FLIGHT_BYTES", "1048576")]).await;
+    let aliases = |n: usize| {
+        let fields = (0..n)
+            .map(|i| format!("a{i}: approvalRequests(first: 1000) {{ edges {{ node {{ id name requester {{ reason teamName }} }} }} }}"));
+        q(format!("{{ {} }}", fields.collect::<Vec<_>>().join(" ")))
+    };
+    let r = s.http.post(format!("{}/graphql/query", s.base)).bearer_auth(ADMIN).json(&aliases(8)).send().await.unwrap();
+    assert_eq!((r.status().as_u16(), r.headers().get("retry-after").and_then(|v| v.to_str().ok())), (503, Some("1")));
+    let body: Value = r.json().await.unwrap();
+    assert_eq!(body["data"], Value::Null, "{body}");
+    assert_eq!(body["errors"][0]["extensions"], json!({"code": "OVERLOADED", "limit": "graphql.maxInFlightBytes", "max": 1048576}));
+    for round in 0..3 {
+        let (status, _, body) = s.post(ADMIN, aliases(2)).await;
+        assert_eq!(status, 200, "round {round}: {body}");
+        assert!(body["errors"].is_null() && body["data"]["a1"]["edges"].as_array().is_some_and(|e| !e.is_empty()), "round {round}: {body}");
+    }
+    assert!(s.metric("controlplane_graphql_requests_total{code=\"OVERLOADED\"}").await >= 1.0);
+    drop(s);
+
     // ---- a 1 ms time limit: TIMEOUT, no data ----
     let mut s = Server::start(&manifests, &data, &[("CP_GRAPHQL_REQUEST_TIMEOUT", "1ms")]).await;
     let (status, code) = s.case("1 ms time limit", ADMIN, q(HEAVY[1].to_string()), GROWTH_MB).await;

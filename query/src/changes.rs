@@ -342,6 +342,8 @@ pub struct SubscriptionData {
     pub(crate) deadline: Arc<dyn Fn() -> Deadline + Send + Sync>,
     pub(crate) now: Option<schema::Timestamp>,
     pub(crate) limits: Arc<crate::limits::Limits>,
+    /// The process's memory budget for requests in flight (each event is one).
+    pub(crate) pool: Arc<crate::deadline::MemoryPool>,
     /// The subscriptions this one shares answers with.
     pub(crate) group: Arc<answers::Group>,
     /// The event about to be answered ([`ChangeEvents`] takes it).
@@ -372,7 +374,7 @@ impl SubscriptionData {
         log: &ChangeLog,
         deadline: Arc<dyn Fn() -> Deadline + Send + Sync>,
         now: Option<schema::Timestamp>,
-        limits: Arc<crate::limits::Limits>,
+        (limits, pool): (Arc<crate::limits::Limits>, Arc<crate::deadline::MemoryPool>),
     ) -> SubscriptionData {
         let group = log.0.groups.join(answers::GroupKey::new(request, &viewer));
         SubscriptionData {
@@ -383,6 +385,7 @@ impl SubscriptionData {
             deadline,
             now,
             limits,
+            pool,
             group,
             next: Mutex::new(None),
         }
@@ -400,7 +403,7 @@ impl SubscriptionData {
     /// A read view and deadline for one event of `viewer`.
     fn context(&self, viewer: Viewer) -> Result<RequestContext, Error> {
         let view = self.store.read().map_err(crate::error::storage)?;
-        Ok(RequestContext::new(&self.store, view, viewer, (self.deadline)(), self.now, &self.limits))
+        Ok(RequestContext::new(&self.store, view, viewer, (self.deadline)(), self.now, &self.limits, &self.pool))
     }
 }
 

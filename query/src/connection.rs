@@ -270,7 +270,7 @@ pub(crate) fn connection_data<K: Entity, P: Any + Send + Sync>(
         None => rows(request, parent, order, pred)?,
     };
     if let OrderSpec::Multi(fields) = &spec {
-        src = Box::new(sorted_by_fields::<K>(src.as_ref(), fields)?);
+        src = Box::new(SortedKeys::<K>::new(request, src, fields)?);
     }
     connection_value::<K>(request, src.as_ref(), &page_args, &spec, wanted, flat)
 }
@@ -333,15 +333,57 @@ fn order_spec(entries: Vec<(OrderField, bool)>, search: Option<&str>) -> Result<
     }
 }
 
-/// Every row of `src`, sorted by the composite key of `fields` (an `orderBy` of several fields).
-fn sorted_by_fields<K: Entity>(src: &dyn Rows<K::Record>, fields: &[(OrderField, bool)]) -> Result<VecRows<K::Record>, Error> {
-    let mut all = Vec::new();
-    for r in src.iter(Bound::Unbounded, false)? {
-        let (_, st) = r?;
-        all.push((multi_suffix::<K>(&st, fields), st));
+/// The rows of `inner` sorted by the composite key of `fields` (an `orderBy` of several fields):
+/// only each row's sort key and natural key are held (their bytes are held against the
+/// request's memory budget, [`crate::deadline::Deadline::hold`]); a page's records are read
+/// again from the request's view.
+struct SortedKeys<'a, K: Entity> {
+    request: &'a RequestContext,
+    inner: Box<dyn Rows<K::Record> + 'a>,
+    keys: Vec<(Vec<u8>, Key)>,
+}
+
+/// What one row of [`SortedKeys`] holds besides its bytes: two vectors' headers.
+const SORTED_ROW_OVERHEAD: usize = 2 * std::mem::size_of::<Vec<u8>>();
+
+impl<'a, K: Entity> SortedKeys<'a, K> {
+    fn new(request: &'a RequestContext, inner: Box<dyn Rows<K::Record> + 'a>, fields: &[(OrderField, bool)]) -> Result<Self, Error> {
+        let mut keys = Vec::new();
+        for r in inner.iter(Bound::Unbounded, false)? {
+            let (_, st) = r?;
+            let suffix = multi_suffix::<K>(&st, fields);
+            request.deadline.hold(suffix.len() + st.key.as_bytes().len() + SORTED_ROW_OVERHEAD)?;
+            keys.push((suffix, st.key));
+        }
+        keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Ok(SortedKeys { request, inner, keys })
     }
-    all.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(VecRows(all))
+}
+
+impl<K: Entity> Rows<K::Record> for SortedKeys<'_, K> {
+    fn iter(&self, from: Bound<&[u8]>, reverse: bool) -> Result<RowIter<'_, K::Record>, Error> {
+        let slice = crate::relay::rows_from(&self.keys, from, reverse);
+        let request = self.request;
+        let load = move |(suffix, key): &(Vec<u8>, Key)| match request.view.get::<K>(key) {
+            Ok(Some(st)) => Some(Ok((suffix.clone(), st))),
+            // The view is the one the keys were read from: the record is there.
+            Ok(None) => None,
+            Err(e) => Some(Err(request.storage_error(e))),
+        };
+        if reverse {
+            Ok(Box::new(slice.iter().rev().filter_map(load)))
+        } else {
+            Ok(Box::new(slice.iter().filter_map(load)))
+        }
+    }
+
+    fn phase_counts(&self, phase: &dyn Fn(&K::Record) -> Option<StatusPhase>) -> Result<Vec<(StatusPhase, u64)>, Error> {
+        self.inner.phase_counts(phase)
+    }
+
+    fn count(&self) -> Result<u64, Error> {
+        Ok(self.keys.len() as u64)
+    }
 }
 
 /// The connection over `src`: the page when `wanted.page` (`{ totalCount }` alone reads no page,
@@ -456,11 +498,13 @@ pub fn nested_rows<K: Kind>(
     order: OrderField,
     pred: &Predicate<K::Record>,
 ) -> VecRows<K::Record> {
-    // Once the deadline passed, nothing more is kept: the request ends with TIMEOUT.
+    // Once the deadline passed (or the memory budget had no room for the rows held), nothing
+    // more is kept: the request ends with TIMEOUT (or OVERLOADED).
     let mut rows: Vec<Row<K::Record>> = candidates
         .into_iter()
         .filter(|s| request.deadline.tick().is_ok() && request.visible::<K>(s) && pred.eval(s, request))
         .map(|s| (suffix_of::<K>(&s, order), s))
+        .take_while(|row| request.deadline.hold(std::mem::size_of::<Row<K::Record>>() + row.0.len()).is_ok())
         .collect();
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     VecRows(rows)

@@ -10,6 +10,14 @@
 //! `RESPONSE_TOO_LARGE` error — so no answer, and no tree of values built for one, grows beyond
 //! a bound, whatever the records hold.
 //!
+//! Together, the requests in flight hold at most a **memory budget** (`graphql.maxInFlightBytes`,
+//! a [`MemoryPool`]): beyond [`FREE_BYTES`] each, a request's answer bytes and the rows it sorts
+//! in memory ([`Deadline::hold`]) are taken from the pool, in steps of [`POOL_STEP`], and given
+//! back when the request's last clone of its deadline is dropped. A request that finds the pool
+//! taken stops like a timed-out one with `OVERLOADED` (the server answers HTTP 503 with
+//! `Retry-After`): small requests never wait on large ones, and many large ones at once cannot
+//! make the process grow past the budget.
+//!
 //! Checks are cheap: [`Deadline::tick`] reads the clock on every 64th call only.
 
 use async_graphql::{Error, ErrorExtensions};
@@ -61,12 +69,72 @@ pub struct Deadline {
     slow_done: AtomicBool,
 }
 
-/// Bytes an answer may take (`graphql.maxResponseBytes`) and what it has taken so far.
+/// Bytes an answer may take (`graphql.maxResponseBytes`) and what it has taken so far; what
+/// the request holds of the process's [`MemoryPool`].
 #[derive(Debug)]
 struct Budget {
     max: usize,
     spent: AtomicUsize,
     exceeded: AtomicBool,
+    /// The pool the request's bytes beyond [`FREE_BYTES`] are taken from (`None`: unbounded).
+    pool: Option<Arc<MemoryPool>>,
+    /// Bytes of rows held in memory besides the answer ([`Deadline::hold`]).
+    working: AtomicUsize,
+    /// Bytes taken from `pool`, given back on drop.
+    taken: AtomicUsize,
+    /// Set once the pool had no room for this request.
+    starved: AtomicBool,
+}
+
+impl Drop for Budget {
+    fn drop(&mut self) {
+        if let Some(pool) = &self.pool {
+            pool.give(*self.taken.get_mut());
+        }
+    }
+}
+
+/// Bytes a request holds without taking them from the [`MemoryPool`]: a console page's answer
+/// and sorts fit (256 KiB).
+pub const FREE_BYTES: usize = 256 << 10;
+
+/// The step in which a request takes bytes from the [`MemoryPool`] (64 KiB): one shared
+/// counter update per step, not per field.
+pub const POOL_STEP: usize = 64 << 10;
+
+/// The bytes every request in flight may hold together beyond [`FREE_BYTES`] each
+/// (`graphql.maxInFlightBytes`): answers as counted for `graphql.maxResponseBytes`, and rows
+/// sorted in memory. One per process, shared by every request.
+#[derive(Debug)]
+pub struct MemoryPool {
+    max: usize,
+    taken: AtomicUsize,
+}
+
+impl MemoryPool {
+    /// A pool of `max` bytes.
+    pub fn new(max: usize) -> Arc<MemoryPool> {
+        Arc::new(MemoryPool { max, taken: AtomicUsize::new(0) })
+    }
+
+    /// The pool's size in bytes.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Bytes taken by the requests in flight.
+    pub fn taken(&self) -> usize {
+        self.taken.load(Ordering::Relaxed)
+    }
+
+    /// Takes `bytes` if that many are free.
+    fn take(&self, bytes: usize) -> bool {
+        self.taken.fetch_update(Ordering::AcqRel, Ordering::Relaxed, |t| t.checked_add(bytes).filter(|n| *n <= self.max)).is_ok()
+    }
+
+    fn give(&self, bytes: usize) {
+        self.taken.fetch_sub(bytes.min(self.taken()), Ordering::AcqRel);
+    }
 }
 
 /// How often [`Deadline::tick`] reads the clock (every this many calls).
@@ -100,10 +168,19 @@ impl Deadline {
         Deadline { at: limit.map(|l| start + l), limit: limit.unwrap_or_default(), shutdown, ..Deadline::default() }
     }
 
-    /// Limits the answer to `max` bytes (see [`Deadline::charge`]); for this deadline and
-    /// every clone of it, made before or after. A second call is ignored.
-    pub fn limit_response(&self, max: usize) {
-        let _ = self.budget.set(Budget { max, spent: AtomicUsize::new(0), exceeded: AtomicBool::new(false) });
+    /// Limits the answer to `max` bytes (see [`Deadline::charge`]) and takes what the request
+    /// holds beyond [`FREE_BYTES`] from `pool` (`None`: no pool); for this deadline and every
+    /// clone of it, made before or after. A second call is ignored.
+    pub fn limit_response(&self, max: usize, pool: Option<Arc<MemoryPool>>) {
+        let _ = self.budget.set(Budget {
+            max,
+            spent: AtomicUsize::new(0),
+            exceeded: AtomicBool::new(false),
+            pool,
+            working: AtomicUsize::new(0),
+            taken: AtomicUsize::new(0),
+            starved: AtomicBool::new(false),
+        });
     }
 
     /// Counts `bytes` more of the answer (a field's name and value as JSON, roughly).
@@ -111,13 +188,41 @@ impl Deadline {
     /// # Errors
     /// `RESPONSE_TOO_LARGE` once the answer exceeds the budget; from then on the request
     /// [`Deadline::passed`] and every check fails with that error.
+    /// `OVERLOADED` once the request's bytes beyond [`FREE_BYTES`] find no room in the
+    /// [`MemoryPool`]; from then on it has passed too.
     pub fn charge(&self, bytes: usize) -> Result<(), Error> {
         let Some(b) = self.budget.get() else { return Ok(()) };
         if b.spent.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes) > b.max {
             b.exceeded.store(true, Ordering::Relaxed);
             return Err(self.error());
         }
-        Ok(())
+        self.reserve(b)
+    }
+
+    /// Counts `bytes` more held in memory by the request besides its answer (rows sorted in
+    /// memory) against the [`MemoryPool`]; they are given back with the request's budget.
+    ///
+    /// # Errors
+    /// `OVERLOADED` when the pool has no room for them (see [`Deadline::charge`]).
+    pub fn hold(&self, bytes: usize) -> Result<(), Error> {
+        let Some(b) = self.budget.get() else { return Ok(()) };
+        b.working.fetch_add(bytes, Ordering::Relaxed);
+        self.reserve(b)
+    }
+
+    /// Takes from the pool what the request holds beyond [`FREE_BYTES`] and has not taken yet.
+    fn reserve(&self, b: &Budget) -> Result<(), Error> {
+        let Some(pool) = &b.pool else { return Ok(()) };
+        let held = b.spent.load(Ordering::Relaxed).saturating_add(b.working.load(Ordering::Relaxed));
+        let taken = b.taken.load(Ordering::Relaxed);
+        let Some(missing) = held.saturating_sub(FREE_BYTES).checked_sub(taken).filter(|m| *m > 0) else { return Ok(()) };
+        let step = missing.div_ceil(POOL_STEP).saturating_mul(POOL_STEP);
+        if pool.take(step) {
+            b.taken.fetch_add(step, Ordering::Relaxed);
+            return Ok(());
+        }
+        b.starved.store(true, Ordering::Relaxed);
+        Err(self.error())
     }
 
     /// Sets the bytes counted back to `bytes` ([`Deadline::spent`] earlier): a plan that gave
@@ -137,11 +242,15 @@ impl Deadline {
         self.budget.get().filter(|b| b.exceeded.load(Ordering::Relaxed))
     }
 
+    fn starved(&self) -> Option<&MemoryPool> {
+        self.budget.get().filter(|b| b.starved.load(Ordering::Relaxed)).and_then(|b| b.pool.as_deref())
+    }
+
     /// This deadline and its flags with an answer budget of its own of `max` bytes: each page
     /// of an export is one answer ([`crate::export`]).
     pub fn with_own_budget(&self, max: usize) -> Deadline {
         let own = Deadline { budget: Arc::default(), ..self.clone() };
-        own.limit_response(max);
+        own.limit_response(max, None);
         own
     }
 
@@ -176,6 +285,7 @@ impl Deadline {
         self.cancelled.load(Ordering::Relaxed)
             || self.shutting_down()
             || self.too_large().is_some()
+            || self.starved().is_some()
             || self.at.is_some_and(|at| Instant::now() >= at)
     }
 
@@ -235,10 +345,14 @@ impl Deadline {
 
     /// The error of a request that must stop: `UNAVAILABLE` when the server shuts down,
     /// `RESPONSE_TOO_LARGE` (with `limit` and `max`, like every limit) when its answer outgrew
-    /// its budget, else `TIMEOUT`.
+    /// its budget, `OVERLOADED` (likewise) when the [`MemoryPool`] had no room for it, else
+    /// `TIMEOUT`.
     pub fn error(&self) -> Error {
         if let Some(b) = self.too_large().filter(|_| !self.shutting_down()) {
             return crate::limits::LimitError::response_too_large(b.max).into_error();
+        }
+        if let Some(pool) = self.starved().filter(|_| !self.shutting_down()) {
+            return crate::limits::LimitError::in_flight_bytes(pool.max()).into_error();
         }
         if self.shutting_down() {
             Error::new("the server is shutting down; retry the request").extend_with(|_, e| e.set("code", "UNAVAILABLE"))
@@ -285,11 +399,47 @@ mod tests {
     }
 
     #[test]
+    fn requests_in_flight_share_the_memory_pool_beyond_their_free_bytes() {
+        let code = |e: &Error| e.extensions.as_ref().and_then(|x| x.get("code")).cloned();
+        let pool = MemoryPool::new(4 * POOL_STEP);
+        let small = Deadline::none();
+        small.limit_response(usize::MAX, Some(pool.clone()));
+        assert!(small.charge(FREE_BYTES).is_ok() && small.hold(0).is_ok());
+        assert_eq!(pool.taken(), 0, "within its free bytes a request takes nothing");
+
+        let large = Deadline::none();
+        large.limit_response(usize::MAX, Some(pool.clone()));
+        assert!(large.charge(FREE_BYTES + 1).is_ok());
+        assert_eq!(pool.taken(), POOL_STEP, "taken in steps");
+        assert!(large.hold(2 * POOL_STEP).is_ok(), "rows held in memory count too");
+        assert_eq!(pool.taken(), 3 * POOL_STEP);
+
+        let other = Deadline::none();
+        other.limit_response(usize::MAX, Some(pool.clone()));
+        let e = other.charge(FREE_BYTES + 2 * POOL_STEP).unwrap_err();
+        assert_eq!(code(&e), Some(async_graphql::Value::from("OVERLOADED")));
+        assert_eq!(e.extensions.as_ref().and_then(|x| x.get("limit")), Some(&async_graphql::Value::from("graphql.maxInFlightBytes")));
+        assert!(other.passed() && other.clone().check().is_err(), "a starved request stops, with every clone");
+        assert_eq!(pool.taken(), 3 * POOL_STEP, "a refused step is not taken");
+        assert!(small.charge(1000).is_ok(), "the others go on");
+        assert_eq!(pool.taken(), 4 * POOL_STEP, "the pool is full");
+
+        drop(large);
+        assert_eq!(pool.taken(), POOL_STEP, "a request's share comes back when its last clone is dropped");
+        drop((small, other));
+        assert_eq!(pool.taken(), 0);
+        let next = Deadline::none();
+        next.limit_response(usize::MAX, Some(pool.clone()));
+        assert!(next.charge(FREE_BYTES + 4 * POOL_STEP).is_ok(), "the whole pool is free again");
+        assert!(next.charge(1).is_err_and(|e| code(&e) == Some(async_graphql::Value::from("OVERLOADED"))));
+    }
+
+    #[test]
     fn an_answer_beyond_its_budget_stops_the_request_and_every_clone() {
         let d = Deadline::none();
         let early = d.clone();
         assert!(d.charge(1 << 30).is_ok(), "no budget: no limit");
-        d.limit_response(100);
+        d.limit_response(100, None);
         assert!(d.charge(60).is_ok() && early.charge(40).is_ok());
         assert!(!d.passed());
         let e = early.charge(1).unwrap_err();

@@ -112,6 +112,8 @@ pub struct Api {
     subscriptions: Schema,
     config: QueryConfig,
     limits: Arc<limits::Limits>,
+    /// The memory budget of the requests in flight (`graphql.maxInFlightBytes`).
+    pool: Arc<deadline::MemoryPool>,
     shapes: limits::Shapes,
     parsed: ParseCache,
     persisted: persisted::PersistedQueries,
@@ -137,14 +139,17 @@ struct Validating {
 
 /// Parsed query documents by query text: a console sends the same few queries with other
 /// variables, and parsing is a tenth of a small query's time. Texts above
-/// [`ParseCache::MAX_TEXT`] bytes are not kept; a full cache is emptied (the working set is
-/// small and refills at once). A concurrent map: every request looks its text up, and one lock
+/// [`ParseCache::MAX_TEXT`] bytes are not kept; a full cache ([`ParseCache::MAX_ENTRIES`]
+/// documents or [`ParseCache::MAX_TEXT_BYTES`] of texts) is emptied (the working set is small
+/// and refills at once). A concurrent map: every request looks its text up, and one lock
 /// would serialize them.
 #[derive(Default)]
 struct ParseCache {
     texts: dashmap::DashMap<String, Arc<Parsed>, foldhash::fast::RandomState>,
     /// The estimated bytes of the kept documents' plans (at most [`plan::MAX_PLAN_BYTES`]).
     plan_bytes: std::sync::atomic::AtomicUsize,
+    /// The bytes of the kept texts (at most [`ParseCache::MAX_TEXT_BYTES`]).
+    text_bytes: std::sync::atomic::AtomicUsize,
 }
 
 /// A cached parsed document.
@@ -163,8 +168,11 @@ struct Parsed {
 impl ParseCache {
     /// Most documents kept.
     const MAX_ENTRIES: usize = 256;
-    /// Longest query text kept, in bytes.
-    const MAX_TEXT: usize = 16 * 1024;
+    /// Longest query text kept, in bytes: a wide text (hundreds of aliases) is kept too, so
+    /// that it is planned, and a plan writes its answer as bytes rather than a tree of values.
+    const MAX_TEXT: usize = 64 * 1024;
+    /// The kept texts' bytes together (their parsed documents take some tens of times more).
+    const MAX_TEXT_BYTES: usize = 1 << 20;
 
     /// The parsed document of `query`, parsed now when not cached; `None` when it does not
     /// parse (the executor then reports the syntax error as usual) or is too long to keep.
@@ -184,11 +192,15 @@ impl ParseCache {
         if query.len() > Self::MAX_TEXT {
             return Some(parsed);
         }
-        if self.texts.len() >= Self::MAX_ENTRIES {
+        use std::sync::atomic::Ordering;
+        if self.texts.len() >= Self::MAX_ENTRIES || self.text_bytes.load(Ordering::Relaxed) + query.len() > Self::MAX_TEXT_BYTES {
             self.texts.clear();
-            self.plan_bytes.store(0, std::sync::atomic::Ordering::Relaxed);
+            self.plan_bytes.store(0, Ordering::Relaxed);
+            self.text_bytes.store(0, Ordering::Relaxed);
         }
-        self.texts.insert(query.to_string(), parsed.clone());
+        if self.texts.insert(query.to_string(), parsed.clone()).is_none() {
+            self.text_bytes.fetch_add(query.len(), Ordering::Relaxed);
+        }
         Some(parsed)
     }
 
@@ -233,7 +245,8 @@ pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
     let persisted = persisted::PersistedQueries::new(config.persisted_queries);
     let catalog = plan::Catalog::new(&plain.strict.sdl(), resolvers, connections, loaders)
         .ok_or_else(|| SchemaError("the generated SDL does not parse".to_string()))?;
-    Ok(Api { plain, nodes, subscriptions, config, limits, shapes, parsed: ParseCache::default(), persisted, columns, catalog })
+    let pool = deadline::MemoryPool::new(limits.max_in_flight_bytes);
+    Ok(Api { plain, nodes, subscriptions, config, limits, pool, shapes, parsed: ParseCache::default(), persisted, columns, catalog })
 }
 
 /// The extensions of one build of the schema.
@@ -334,6 +347,12 @@ impl Api {
         &self.limits
     }
 
+    /// The memory budget of the requests in flight (`graphql.maxInFlightBytes`): its size and
+    /// what is taken now.
+    pub fn memory_pool(&self) -> &deadline::MemoryPool {
+        &self.pool
+    }
+
     /// Executes one GraphQL request for `viewer` on a consistent read view of `store`, without
     /// a deadline: [`Api::prepare`] then [`Api::run`].
     pub async fn execute(&self, store: &Store, viewer: Viewer, graphql_request: async_graphql::Request) -> async_graphql::Response {
@@ -388,7 +407,7 @@ impl Api {
             cost = self.measure(&p.doc, &graphql_request, &view, &viewer).map_err(refuse)?;
             graphql_request.set_parsed_query(p.doc.clone());
         }
-        let request = RequestContext::new(store, view, viewer, deadline, self.config.now, &self.limits);
+        let request = RequestContext::new(store, view, viewer, deadline, self.config.now, &self.limits, &self.pool);
         Ok(Prepared { request, graphql_request, parsed, cost, store: store.clone(), mutation })
     }
 
@@ -455,7 +474,15 @@ impl Api {
             }
         }
         graphql_request.set_parsed_query(doc);
-        let data = changes::SubscriptionData::new(store, viewer, &graphql_request, log, deadline, self.config.now, self.limits.clone());
+        let data = changes::SubscriptionData::new(
+            store,
+            viewer,
+            &graphql_request,
+            log,
+            deadline,
+            self.config.now,
+            (self.limits.clone(), self.pool.clone()),
+        );
         Ok(graphql_request.data(data))
     }
 
@@ -495,12 +522,15 @@ impl Api {
             }
             response
         };
+        // Answered without errors, or stopped only by the size of its answer (which comes after
+        // validation): the text parses and validates; later requests may run its plan. A plan
+        // writes bytes, not a tree of values, so a large answer costs its size.
+        let valid = response.errors.is_empty() || (deadline.answer_too_large() && !deadline.shutting_down());
+        if let Some(p) = parsed.filter(|_| self.config.planned_execution && valid) {
+            self.parsed.plan(&p, &self.catalog);
+        }
         if deadline.passed() {
             return async_graphql::Response::from_errors(vec![deadline.server_error()]);
-        }
-        if let Some(p) = parsed.filter(|_| self.config.planned_execution && response.errors.is_empty()) {
-            // Answered without errors: the text parses and validates; later requests may run its plan.
-            self.parsed.plan(&p, &self.catalog);
         }
         with_codes(cap_errors(response), &self.limits)
     }
@@ -617,7 +647,7 @@ impl Api {
         if let Err(e) = viewer.resolve(&view) {
             return unreadable(e);
         }
-        let request = RequestContext::new(&store, view, viewer, deadline.clone(), self.config.now, &self.limits);
+        let request = RequestContext::new(&store, view, viewer, deadline.clone(), self.config.now, &self.limits, &self.pool);
         let answer = self.plain.strict.execute(again.data(request).data(run.answer())).await;
         if deadline.passed() {
             return timeout(&deadline);
@@ -812,6 +842,19 @@ mod parse_cache_tests {
         }
         assert!(len(&c) <= ParseCache::MAX_ENTRIES, "bounded: {}", len(&c));
         assert!(len(&c) >= 1);
+        // Wide texts are kept up to MAX_TEXT_BYTES together: past it, the cache starts over.
+        c.texts.clear();
+        c.text_bytes.store(0, std::sync::atomic::Ordering::Relaxed);
+        let wide = |i: usize| format!("{{ teams {{ totalCount }} }} # {i} {}", "x".repeat(ParseCache::MAX_TEXT - 64));
+        let per_text = ParseCache::MAX_TEXT_BYTES / wide(0).len();
+        for i in 0..=per_text {
+            c.parse(&wide(i)).unwrap();
+            let kept = c.text_bytes.load(std::sync::atomic::Ordering::Relaxed);
+            assert!(kept <= ParseCache::MAX_TEXT_BYTES, "{kept} bytes kept");
+            assert_eq!(kept, c.texts.iter().map(|e| e.key().len()).sum::<usize>());
+        }
+        assert!(c.get(&wide(per_text)).is_some(), "the newest wide text is kept");
+        assert!(c.get(&wide(0)).is_none(), "the cache started over");
     }
 }
 
@@ -906,8 +949,8 @@ mod plan_bounds_tests {
         // Fragments spread in many places count every time they are written.
         let fragments = format!(
             "{{ teams {{ ...A ...B }} }} fragment A on TeamConnection {{ {} }} fragment B on TeamConnection {{ {} }}",
-            (0..600).map(|i| format!("a{i}: totalCount")).collect::<Vec<_>>().join(" "),
-            (0..600).map(|i| format!("b{i}: totalCount")).collect::<Vec<_>>().join(" ")
+            (0..plan::MAX_PLAN_NODES / 2 + 1).map(|i| format!("a{i}: totalCount")).collect::<Vec<_>>().join(" "),
+            (0..plan::MAX_PLAN_NODES / 2 + 1).map(|i| format!("b{i}: totalCount")).collect::<Vec<_>>().join(" ")
         );
         assert!(plan::Plan::build(&parsed(&fragments).doc, &api.catalog).is_none());
     }
@@ -920,7 +963,7 @@ mod plan_bounds_tests {
         let cache = ParseCache::default();
         let mut kept = 0;
         for i in 0..200 {
-            let p = parsed(&format!("{} # {i}", wide(plan::MAX_PLAN_NODES - 1)));
+            let p = parsed(&format!("{} # {i}", wide(1023)));
             kept += usize::from(cache.plan(&p, &api.catalog).is_some());
         }
         let bytes = cache.plan_bytes.load(std::sync::atomic::Ordering::Relaxed);

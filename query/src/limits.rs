@@ -72,6 +72,10 @@ pub struct Limits {
     /// `graphql.maxResponseBytes`: the answer's size, counted while it is resolved (see
     /// [`crate::deadline::Deadline::charge`]).
     pub max_response_bytes: usize,
+    /// `graphql.maxInFlightBytes`: what the requests in flight may hold together beyond
+    /// [`crate::deadline::FREE_BYTES`] each (see [`crate::deadline::MemoryPool`]). Below
+    /// `max_response_bytes`, the largest answers meet this bound before that one.
+    pub max_in_flight_bytes: usize,
 }
 
 /// The highest accepted `graphql.maxDepth`: the GraphQL parser refuses documents nested deeper
@@ -92,6 +96,7 @@ impl Limits {
         max_search_terms: 8,
         max_filter_bytes: 1_048_576,
         max_response_bytes: 16 << 20,
+        max_in_flight_bytes: 32 << 20,
     };
 }
 
@@ -136,11 +141,23 @@ const FILTER_DEPTH: Limit = Limit { code: "FILTER_TOO_DEEP", setting: "graphql.m
 const FILTER_BYTES: Limit = Limit { code: "FILTER_TOO_LARGE", setting: "graphql.maxFilterBytes" };
 /// Checked while the answer is resolved ([`crate::deadline::Deadline::charge`]).
 const RESPONSE_BYTES: Limit = Limit { code: "RESPONSE_TOO_LARGE", setting: "graphql.maxResponseBytes" };
+const IN_FLIGHT_BYTES: Limit = Limit { code: "OVERLOADED", setting: "graphql.maxInFlightBytes" };
 
 /// Every limit of a request (the README's limits table lists each); all but the response size
 /// are checked before execution.
-pub const LIMITS: &[Limit] =
-    &[DEPTH, FIELDS, NODES, INPUT_DEPTH, FILTER_DEPTH, FILTER_BYTES, RESPONSE_BYTES, LIST_ITEMS, SEARCH_BYTES, SEARCH_TERMS];
+pub const LIMITS: &[Limit] = &[
+    DEPTH,
+    FIELDS,
+    NODES,
+    INPUT_DEPTH,
+    FILTER_DEPTH,
+    FILTER_BYTES,
+    RESPONSE_BYTES,
+    IN_FLIGHT_BYTES,
+    LIST_ITEMS,
+    SEARCH_BYTES,
+    SEARCH_TERMS,
+];
 
 impl LimitError {
     fn new(limit: &Limit, max: impl TryInto<u64>, message: String) -> LimitError {
@@ -168,6 +185,16 @@ impl LimitError {
             &RESPONSE_BYTES,
             max,
             format!("the answer would take more than {max} bytes: select fewer fields, or paginate with a smaller `first`/`last`"),
+        )
+    }
+
+    /// The requests in flight hold the whole memory budget of `max` bytes
+    /// (`graphql.maxInFlightBytes`, [`crate::deadline::MemoryPool`]).
+    pub fn in_flight_bytes(max: usize) -> LimitError {
+        LimitError::new(
+            &IN_FLIGHT_BYTES,
+            max,
+            format!("the requests in flight hold the server's memory budget of {max} bytes for answers and sorts; retry later"),
         )
     }
 

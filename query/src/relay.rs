@@ -305,17 +305,22 @@ pub fn paginate<R>(rows: &dyn Rows<R>, args: &PageArgs) -> Result<Page<R>, Error
 /// Rows held in memory (nested connections), sorted by suffix ascending.
 pub struct VecRows<R>(pub Vec<Row<R>>);
 
+/// The part of `v` (sorted by suffix ascending) that a scan from `from` covers: going forward,
+/// the rows from `from` on; in `reverse`, the rows up to it.
+pub(crate) fn rows_from<'v, T>(v: &'v [(Vec<u8>, T)], from: Bound<&[u8]>, reverse: bool) -> &'v [(Vec<u8>, T)] {
+    let (lo, hi) = match (from, reverse) {
+        (Bound::Unbounded, _) => (0, v.len()),
+        (Bound::Included(f), false) => (v.partition_point(|r| r.0.as_slice() < f), v.len()),
+        (Bound::Excluded(f), false) => (v.partition_point(|r| r.0.as_slice() <= f), v.len()),
+        (Bound::Included(f), true) => (0, v.partition_point(|r| r.0.as_slice() <= f)),
+        (Bound::Excluded(f), true) => (0, v.partition_point(|r| r.0.as_slice() < f)),
+    };
+    &v[lo..hi]
+}
+
 impl<R: Clone> Rows<R> for VecRows<R> {
     fn iter(&self, from: Bound<&[u8]>, reverse: bool) -> Result<RowIter<'_, R>, Error> {
-        let v = &self.0;
-        let (lo, hi) = match (from, reverse) {
-            (Bound::Unbounded, _) => (0, v.len()),
-            (Bound::Included(f), false) => (v.partition_point(|r| r.0.as_slice() < f), v.len()),
-            (Bound::Excluded(f), false) => (v.partition_point(|r| r.0.as_slice() <= f), v.len()),
-            (Bound::Included(f), true) => (0, v.partition_point(|r| r.0.as_slice() <= f)),
-            (Bound::Excluded(f), true) => (0, v.partition_point(|r| r.0.as_slice() < f)),
-        };
-        let slice = &v[lo..hi];
+        let slice = rows_from(&self.0, from, reverse);
         if reverse {
             Ok(Box::new(slice.iter().rev().cloned().map(Ok)))
         } else {

@@ -34,7 +34,8 @@ pub struct RequestContext {
 impl RequestContext {
     /// The context every resolver of one request (or one subscription event) reads: `view` and
     /// `viewer` (group teams resolved), the clock (`now`, else the wall clock), the store's search
-    /// index, and `deadline`, which gets the response budget and stops the view's long reads.
+    /// index, and `deadline`, which gets the response budget (drawing on `pool` beyond
+    /// [`crate::deadline::FREE_BYTES`]) and stops the view's long reads.
     pub(crate) fn new(
         store: &storage::Store,
         view: storage::ReadView,
@@ -42,8 +43,9 @@ impl RequestContext {
         deadline: crate::deadline::Deadline,
         now: Option<Timestamp>,
         limits: &Arc<crate::limits::Limits>,
+        pool: &Arc<crate::deadline::MemoryPool>,
     ) -> RequestContext {
-        deadline.limit_response(limits.max_response_bytes);
+        deadline.limit_response(limits.max_response_bytes, Some(pool.clone()));
         RequestContext::unlimited(store, view, viewer, deadline, now, limits)
     }
 

@@ -420,6 +420,28 @@ async fn the_answer_budget_stops_both_paths_alike() {
     assert!(stopped_on_the_plan > 0, "some planned request ran out of its budget");
 }
 
+/// A text stopped only by the size of its answer was validated: it is planned, so a later
+/// answer of any size is written by the plan (bytes, not a tree of values) — and one too large
+/// again stops there with the same `RESPONSE_TOO_LARGE`.
+#[tokio::test]
+async fn a_text_stopped_by_its_answers_size_is_planned() {
+    let mut world = World::load();
+    let limits = query::limits::Limits { max_response_bytes: 2_000, ..Default::default() };
+    world.api = query::build_schema(query::QueryConfig { now: Some(support::reference_time()), limits, ..Default::default() }).unwrap();
+    let q = "query A($n: Int) { applications(first: $n) { totalCount edges { node { id name zone { name } } } } }";
+    let ask = |n: u64| world.api.execute_answer(&world.store, admin(), Request::new(q).variables(Variables::from_json(json!({"n": n}))));
+    let code = |answer: query::Answer| -> Value {
+        let json: Value = serde_json::from_slice(&answer.into_json(Default::default())).unwrap();
+        json["errors"][0]["extensions"]["code"].clone()
+    };
+    assert_eq!(code(ask(1000).await), "RESPONSE_TOO_LARGE", "the first answer: async-graphql's");
+    let small = ask(1).await;
+    assert!(small.is_planned(), "planned after an answer stopped by its size");
+    assert_eq!(code(ask(1000).await), "RESPONSE_TOO_LARGE", "the plan stops at the same budget");
+    let c = Case { query: q.to_string(), variables: json!({"n": 1000}), planned: true };
+    run(&world, &admin(), &c).await;
+}
+
 /// A request whose deadline passed answers `TIMEOUT` on the plan's path as on the resolvers'.
 #[tokio::test]
 async fn a_passed_deadline_stops_both_paths_alike() {

@@ -317,6 +317,14 @@ pub const SETTINGS: &[Setting] = &[
         |d, v| set(&mut d.config.graphql.limits.max_response_bytes, parse_at_least(one(v)?, 1024)),
     ),
     Setting::file(
+        "graphql.maxInFlightBytes",
+        "CP_GRAPHQL_MAX_IN_FLIGHT_BYTES",
+        "BYTES",
+        formatcp!("{}", Limits::DEFAULT.max_in_flight_bytes),
+        "Bytes the queries in flight may hold together beyond 256 KiB each (at least 1 MiB; below graphql.maxResponseBytes the largest answers meet it first): their answers, counted as for graphql.maxResponseBytes, and the rows they sort in memory. A query that finds no room stops and gets HTTP 503 with Retry-After. Error code OVERLOADED.",
+        |d, v| set(&mut d.config.graphql.limits.max_in_flight_bytes, parse_at_least(one(v)?, 1 << 20)),
+    ),
+    Setting::file(
         "graphql.workers",
         "CP_GRAPHQL_WORKERS",
         "N",

@@ -313,6 +313,8 @@ fn query_limits_are_bounded_settings() {
         ("CP_GRAPHQL_MAX_SEARCH_TERMS", "0", "at least 1"),
         ("CP_GRAPHQL_MAX_FILTER_BYTES", "0", "at least 1"),
         ("CP_GRAPHQL_MAX_RESPONSE_BYTES", "1023", "at least 1024"),
+        ("CP_GRAPHQL_MAX_IN_FLIGHT_BYTES", "1048575", "at least 1048576"),
+        ("CP_GRAPHQL_MAX_IN_FLIGHT_BYTES", "-1", "at least 1048576"),
         ("CP_GRAPHQL_QUEUE_LENGTH", "0", "at least 1"),
         ("CP_GRAPHQL_WORKERS", "-1", "from 0 to 256"),
         ("CP_GRAPHQL_WORKERS", "1000000", "from 0 to 256"),

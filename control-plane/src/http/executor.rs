@@ -167,6 +167,36 @@ impl query::deadline::OutsideWait for LightWait {
     }
 }
 
+/// Runs `prepared` with `run` on tokio's blocking pool once it has one of the heavy `slots`
+/// (before `deadline`; `None` when it passed first).
+fn heavy_job<T, F>(
+    slots: Arc<Slots>,
+    hold: Arc<Hold>,
+    in_flight: InFlight,
+    deadline: Option<Instant>,
+    prepared: query::Prepared,
+    run: impl FnOnce(query::Prepared) -> F + Send + 'static,
+) -> tokio::task::JoinHandle<Option<T>>
+where
+    T: Send + 'static,
+    F: std::future::Future<Output = T> + Send,
+{
+    let handle = tokio::runtime::Handle::current();
+    tokio::task::spawn_blocking(move || {
+        let _in_flight = in_flight;
+        if !hold.go_heavy(&slots, deadline) {
+            return None;
+        }
+        let answer = handle.block_on(run(prepared));
+        drop(hold);
+        // The blocking pool has many threads, each with its own allocator heap: a heavy job
+        // hands the pages it freed back before its thread idles, so idle threads do not keep a
+        // past job's memory.
+        crate::release_free_memory();
+        Some(answer)
+    })
+}
+
 /// The light permits, the heavy slots, the admission bound and the shutdown flag.
 pub struct Executor {
     light: Arc<Semaphore>,
@@ -255,21 +285,17 @@ impl Executor {
                     wait();
                 }
             });
+            let started = Instant::now();
             let answer = run(prepared).await;
             drop((hold, in_flight));
+            // A request that ran past its light budget may have built large values: this
+            // thread's allocator hands their pages back now rather than keeping them.
+            if started.elapsed() >= LIGHT_BUDGET {
+                crate::release_free_memory();
+            }
             return Ok(answer);
         }
-        let slots = self.heavy.clone();
-        let handle = tokio::runtime::Handle::current();
-        let job = tokio::task::spawn_blocking(move || {
-            let _in_flight = in_flight;
-            if !hold.go_heavy(&slots, deadline) {
-                return None;
-            }
-            let answer = handle.block_on(run(prepared));
-            drop(hold);
-            Some(answer)
-        });
+        let job = heavy_job(self.heavy.clone(), hold, in_flight, deadline, prepared, run);
         let joined = match deadline {
             Some(at) => match tokio::time::timeout_at((at + GRACE).into(), job).await {
                 Ok(j) => j,

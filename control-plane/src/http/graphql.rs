@@ -229,22 +229,42 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
         }
         Ok(prepared)
     };
-    let run = move |p: query::Prepared| async move { run_state.api.answer(p).await };
+    // The answer is written where it was built: its values are freed by the thread that
+    // allocated them (an allocator keeps what other threads free for the owner's next use).
+    let run = move |p: query::Prepared| async move { written(run_state.api.answer(p).await, &run_state) };
     let timeout = state.limits.timeout;
     let shutting_down = || state.executor.shutting_down();
-    let errors = |e| Answer::Response(async_graphql::Response::from_errors(vec![e]));
+    let errors = |e| written(Answer::Response(async_graphql::Response::from_errors(vec![e])), state);
     let lost = |why: Lost| match why {
         Lost::Deadline if shutting_down() => errors(query::error::unavailable()),
         Lost::Deadline => errors(query::error::timeout(timeout)),
         Lost::Panicked => errors(query::error::internal_server_error()),
     };
-    let prepare = || prepare().map_err(|refused| Box::new(Answer::Response(*refused)));
-    let answer = match state.executor.execute(at, cancel, prepare, run, lost).await {
-        Ok(answer) => answer,
+    let prepare = || prepare().map_err(|refused| Box::new(written(Answer::Response(*refused), state)));
+    let (code, body) = match state.executor.execute(at, cancel, prepare, run, lost).await {
+        Ok(written) => written,
         Err(Refusal::Deadline) if shutting_down() => errors(query::error::unavailable()),
         Err(Refusal::Deadline) => errors(query::error::timeout(timeout)),
         Err(Refusal::Overloaded) => return ("OVERLOADED", overloaded("too many queries are waiting; retry later")),
     };
+    let mut http = Response::builder().content_type("application/json; charset=utf-8").body(body);
+    if code == "MUTATION_OVER_GET" {
+        http.set_status(StatusCode::NOT_ACCEPTABLE);
+    }
+    // The memory budget of the queries in flight had no room (`graphql.maxInFlightBytes`).
+    if code == "OVERLOADED" {
+        http.set_status(StatusCode::SERVICE_UNAVAILABLE);
+        http.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("1"));
+    }
+    match send(http, state, at).await {
+        Some(resp) => (code, resp),
+        None => ("OVERLOADED", overloaded("too many answers are being sent; retry later")),
+    }
+}
+
+/// The outcome code of `answer` and its JSON with `extensions.freshness`; counts the answers of
+/// plans.
+fn written(answer: Answer, state: &GraphqlEndpoint) -> (&'static str, Vec<u8>) {
     let code = match &answer {
         Answer::Response(resp) => outcome(resp),
         Answer::Planned(_) => {
@@ -261,14 +281,7 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
         answer => answer,
     };
     let extensions = freshness(&state.store, &state.readiness).map(|f| ("freshness".to_string(), f)).into_iter().collect();
-    let mut http = Response::builder().content_type("application/json; charset=utf-8").body(answer.into_json(extensions));
-    if code == "MUTATION_OVER_GET" {
-        http.set_status(StatusCode::NOT_ACCEPTABLE);
-    }
-    match send(http, state, at).await {
-        Some(resp) => (code, resp),
-        None => ("OVERLOADED", overloaded("too many answers are being sent; retry later")),
-    }
+    (code, answer.into_json(extensions))
 }
 
 /// The GraphQL request of `req`: a POST body (at most `server.maxBodyBytes`, received within

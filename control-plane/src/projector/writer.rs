@@ -376,6 +376,7 @@ impl Writer {
             fault: None,
             failure_log: storage::throttle::LogThrottle::new(FAILURE_LOG_INTERVAL),
             recovering: None,
+            wrote_since_idle: false,
         };
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
         Ok(Writer { tx, queue, stop, thread: Some(thread), trainer: Some(trainer) })
@@ -663,6 +664,9 @@ struct WriterThread {
     /// After a volume fault, writes succeed again: when the fault began and the tries it took,
     /// until the queue is empty ([`WriterThread::end_recovery`]).
     recovering: Option<Recovering>,
+    /// A batch was written since the writer last went idle: its freed memory is handed back
+    /// to the system when it does ([`crate::release_free_memory`]).
+    wrote_since_idle: bool,
 }
 
 /// The wait after a failed build of ordering indexes before the next try.
@@ -762,6 +766,11 @@ impl WriterThread {
             let wait = self.background_steps();
             if !wait.is_zero() && self.queue.depth.load(Ordering::Relaxed) == 0 {
                 self.release_write_buffer();
+                // The allocator keeps the pages a batch freed for this thread's next batch;
+                // idle, it hands them back (a change a second must not hold a load's worth).
+                if std::mem::take(&mut self.wrote_since_idle) {
+                    crate::release_free_memory();
+                }
             }
             match rx.recv_timeout(wait) {
                 Ok(WriterMessage::Change(c)) => {
@@ -798,6 +807,7 @@ impl WriterThread {
                 }
             }
             self.process(std::mem::take(&mut batch));
+            self.wrote_since_idle = true;
         }
         tracing::debug!(parked = self.parked.len(), "writer stopped");
     }

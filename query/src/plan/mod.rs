@@ -47,8 +47,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 use tree::*;
 
-/// The most nodes (fields written) one plan has; a larger operation is not planned.
-pub const MAX_PLAN_NODES: usize = 1024;
+/// The most nodes (fields written) one plan has; a larger operation is not planned. Above the
+/// default `graphql.maxComplexity` (5,000 selected fields), so every operation the default
+/// limits admit can be planned: a wide one is where a plan saves most memory (bytes written
+/// instead of a tree of values).
+pub const MAX_PLAN_NODES: usize = 8192;
 
 /// The most bytes the plans of one schema hold together (estimated: [`Plan::bytes`]); past it,
 /// new texts are not planned until the parse cache is emptied.
@@ -297,10 +300,14 @@ impl<'d> Planner<'d> {
         // fields: a leaf without arguments selected twice (`id … on X { id }`); anything else
         // selected twice (merged sub-selections, arguments) is not planned.
         let mut out: Vec<&'d Positioned<Field>> = Vec::with_capacity(all.len());
+        let mut placed: HashMap<&'d str, usize> = HashMap::with_capacity(all.len());
         for f in all {
             let key = f.node.response_key().node.as_str();
-            match out.iter().find(|o| o.node.response_key().node.as_str() == key) {
-                None => out.push(f),
+            match placed.get(key).map(|&i| out[i]) {
+                None => {
+                    placed.insert(key, out.len());
+                    out.push(f);
+                }
                 Some(first) if is_plain_leaf(first) && is_plain_leaf(f) && first.node.name.node == f.node.name.node => {}
                 Some(_) => return None,
             }
