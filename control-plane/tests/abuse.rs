@@ -571,6 +571,18 @@ async fn every_abusive_request_is_refused_or_cut_and_the_server_stays_up() {
     assert!(s.metric("controlplane_graphql_requests_total{code=\"OVERLOADED\"}").await >= 1.0);
     drop(s);
 
+    // ---- a query's share is the most it holds at once: eight sorts by two fields, one after
+    // the other, each holding the keys of every approval request (≈ 3 MB), fit a budget of
+    // 8 MiB that their sum would not ----
+    let s = Server::start(&manifests, &data, &[("CP_GRAPHQL_MAX_IN_FLIGHT_BYTES", "8388608")]).await;
+    let sorts = (0..8).map(|i| {
+        format!("s{i}: approvalRequests(first: 1, orderBy: [{{field: CREATED_AT}}, {{field: LAST_MODIFIED_AT, direction: DESC}}]) {{ totalCount }}")
+    });
+    let (status, _, body) = s.post(ADMIN, q(format!("{{ {} }}", sorts.collect::<Vec<_>>().join(" ")))).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["errors"].is_null() && body["data"]["s7"]["totalCount"].as_u64().is_some_and(|n| n > 10_000), "{body}");
+    drop(s);
+
     // ---- a 1 ms time limit: TIMEOUT, no data ----
     let mut s = Server::start(&manifests, &data, &[("CP_GRAPHQL_REQUEST_TIMEOUT", "1ms")]).await;
     let (status, code) = s.case("1 ms time limit", ADMIN, q(HEAVY[1].to_string()), GROWTH_MB).await;

@@ -341,6 +341,8 @@ struct SortedKeys<'a, K: Entity> {
     request: &'a RequestContext,
     inner: Box<dyn Rows<K::Record> + 'a>,
     keys: Vec<(Vec<u8>, Key)>,
+    /// The keys' bytes, counted against the memory budget while they are kept.
+    _held: crate::deadline::Held,
 }
 
 /// What one row of [`SortedKeys`] holds besides its bytes: two vectors' headers.
@@ -349,14 +351,15 @@ const SORTED_ROW_OVERHEAD: usize = 2 * std::mem::size_of::<Vec<u8>>();
 impl<'a, K: Entity> SortedKeys<'a, K> {
     fn new(request: &'a RequestContext, inner: Box<dyn Rows<K::Record> + 'a>, fields: &[(OrderField, bool)]) -> Result<Self, Error> {
         let mut keys = Vec::new();
+        let mut held = request.deadline.hold(0)?;
         for r in inner.iter(Bound::Unbounded, false)? {
             let (_, st) = r?;
             let suffix = multi_suffix::<K>(&st, fields);
-            request.deadline.hold(suffix.len() + st.key.as_bytes().len() + SORTED_ROW_OVERHEAD)?;
+            held.join(request.deadline.hold(suffix.len() + st.key.as_bytes().len() + SORTED_ROW_OVERHEAD)?);
             keys.push((suffix, st.key));
         }
         keys.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        Ok(SortedKeys { request, inner, keys })
+        Ok(SortedKeys { request, inner, keys, _held: held })
     }
 }
 
@@ -498,13 +501,13 @@ pub fn nested_rows<K: Kind>(
     order: OrderField,
     pred: &Predicate<K::Record>,
 ) -> VecRows<K::Record> {
-    // Once the deadline passed (or the memory budget had no room for the rows held), nothing
-    // more is kept: the request ends with TIMEOUT (or OVERLOADED).
+    // Once the deadline passed, nothing more is kept: the request ends with TIMEOUT. (The rows
+    // of one parent, bounded by the node estimate and freed with its connection, are not held
+    // against the memory budget.)
     let mut rows: Vec<Row<K::Record>> = candidates
         .into_iter()
         .filter(|s| request.deadline.tick().is_ok() && request.visible::<K>(s) && pred.eval(s, request))
         .map(|s| (suffix_of::<K>(&s, order), s))
-        .take_while(|row| request.deadline.hold(std::mem::size_of::<Row<K::Record>>() + row.0.len()).is_ok())
         .collect();
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     VecRows(rows)

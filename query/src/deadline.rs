@@ -94,6 +94,28 @@ impl Drop for Budget {
     }
 }
 
+/// Bytes counted as held by a request until dropped ([`Deadline::hold`]).
+#[derive(Debug)]
+pub struct Held {
+    budget: Arc<std::sync::OnceLock<Budget>>,
+    bytes: usize,
+}
+
+impl Held {
+    /// Adds `other`'s bytes to these (both are given back together).
+    pub fn join(&mut self, mut other: Held) {
+        self.bytes += std::mem::take(&mut other.bytes);
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some(b) = self.budget.get() {
+            b.working.fetch_sub(self.bytes.min(b.working.load(Ordering::Relaxed)), Ordering::Relaxed);
+        }
+    }
+}
+
 /// Bytes a request holds without taking them from the [`MemoryPool`]: a console page's answer
 /// and sorts fit (256 KiB).
 pub const FREE_BYTES: usize = 256 << 10;
@@ -200,14 +222,17 @@ impl Deadline {
     }
 
     /// Counts `bytes` more held in memory by the request besides its answer (rows sorted in
-    /// memory) against the [`MemoryPool`]; they are given back with the request's budget.
+    /// memory) against the [`MemoryPool`] until the returned [`Held`] is dropped. What the
+    /// request took from the pool stays taken until it ends: its share is the most it held at
+    /// once, not the sum of everything it held in turn.
     ///
     /// # Errors
     /// `OVERLOADED` when the pool has no room for them (see [`Deadline::charge`]).
-    pub fn hold(&self, bytes: usize) -> Result<(), Error> {
-        let Some(b) = self.budget.get() else { return Ok(()) };
+    pub fn hold(&self, bytes: usize) -> Result<Held, Error> {
+        let held = Held { budget: self.budget.clone(), bytes };
+        let Some(b) = self.budget.get() else { return Ok(held) };
         b.working.fetch_add(bytes, Ordering::Relaxed);
-        self.reserve(b)
+        self.reserve(b).map(|()| held)
     }
 
     /// Takes from the pool what the request holds beyond [`FREE_BYTES`] and has not taken yet.
@@ -432,6 +457,25 @@ mod tests {
         next.limit_response(usize::MAX, Some(pool.clone()));
         assert!(next.charge(FREE_BYTES + 4 * POOL_STEP).is_ok(), "the whole pool is free again");
         assert!(next.charge(1).is_err_and(|e| code(&e) == Some(async_graphql::Value::from("OVERLOADED"))));
+    }
+
+    #[test]
+    fn a_request_takes_the_most_it_holds_at_once_not_the_sum() {
+        let pool = MemoryPool::new(2 * POOL_STEP);
+        let d = Deadline::none();
+        d.limit_response(usize::MAX, Some(pool.clone()));
+        for _ in 0..10 {
+            let held = d.hold(FREE_BYTES + POOL_STEP).expect("one at a time fits");
+            drop(held);
+        }
+        assert_eq!(pool.taken(), POOL_STEP, "taken once, for the most held at once");
+        let mut both = d.hold(2 * POOL_STEP).unwrap();
+        both.join(d.hold(FREE_BYTES).unwrap());
+        assert_eq!(pool.taken(), 2 * POOL_STEP);
+        assert!(d.hold(1).is_err(), "while both are held the pool is full");
+        drop(both);
+        drop(d);
+        assert_eq!(pool.taken(), 0);
     }
 
     #[test]

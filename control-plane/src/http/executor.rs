@@ -197,6 +197,22 @@ where
     })
 }
 
+/// One request counted in a `controlplane_graphql_queued` gauge until dropped.
+struct Queued(prometheus::IntGauge);
+
+impl Queued {
+    fn new(gauge: prometheus::IntGauge) -> Queued {
+        gauge.inc();
+        Queued(gauge)
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.0.dec();
+    }
+}
+
 /// The light permits, the heavy slots, the admission bound and the shutdown flag.
 pub struct Executor {
     light: Arc<Semaphore>,
@@ -319,14 +335,13 @@ impl Executor {
         if let Ok(permit) = self.light.clone().try_acquire_owned() {
             return Ok(permit);
         }
-        let queued = self.metrics.graphql_queued.with_label_values(&["light"]);
-        queued.inc();
+        // Counted while waiting, also when the client leaves meanwhile (this future dropped).
+        let _queued = Queued::new(self.metrics.graphql_queued.with_label_values(&["light"]));
         let wait = self.light.clone().acquire_owned();
         let got = match deadline {
             Some(at) => tokio::time::timeout_at(at.into(), wait).await.map_err(|_| Refusal::Deadline),
             None => Ok(wait.await),
         };
-        queued.dec();
         // The semaphore is never closed.
         got?.map_err(|_| Refusal::Overloaded)
     }
