@@ -87,3 +87,26 @@ async fn every_root_query_isolates_teams_groups_and_environments() {
     }
     assert!(probed >= 25, "{probed} node probes");
 }
+
+/// An `orderBy` of several fields sorts the viewer's rows by key and reads each page's records
+/// again by key: a team sees exactly what it sees unsorted, counts the same, and nothing of
+/// another team's.
+#[tokio::test]
+async fn a_sort_by_several_fields_keeps_the_viewers_rows() {
+    let w = World::load();
+    let viewers = [team_viewer("payments--checkout", "poc"), team_viewer("logistics--fleet", "poc"), group_viewer("payments", "poc")];
+    let order = "orderBy: [{field: CREATED_AT}, {field: LAST_MODIFIED_AT, direction: DESC}]";
+    let mut listed = 0;
+    for root in ["applications", "approvals", "approvalRequests"] {
+        for v in &viewers {
+            let plain = ids(&w, v, root).await;
+            let d = w.data(v, &format!("{{ {root}({order}) {{ totalCount edges {{ node {{ id }} }} }} }}")).await;
+            let sorted: BTreeSet<String> =
+                d[root]["edges"].as_array().unwrap().iter().map(|e| e["node"]["id"].as_str().unwrap().to_string()).collect();
+            assert_eq!(sorted, plain, "{root}: the sorted rows are the viewer's own");
+            assert_eq!(d[root]["totalCount"].as_u64().unwrap() as usize, plain.len(), "{root}: counted alike");
+            listed += usize::from(!plain.is_empty());
+        }
+    }
+    assert!(listed >= 5, "{listed} of 9 sorted lists hold rows");
+}

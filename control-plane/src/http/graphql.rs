@@ -253,8 +253,7 @@ async fn answer(req: &Request, body: Body, state: &Arc<GraphqlEndpoint>, t0: std
     }
     // The memory budget of the queries in flight had no room (`graphql.maxInFlightBytes`).
     if code == "OVERLOADED" {
-        http.set_status(StatusCode::SERVICE_UNAVAILABLE);
-        http.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("1"));
+        retry_later(&mut http);
     }
     match send(http, state, at).await {
         Some(resp) => (code, resp),
@@ -378,8 +377,14 @@ fn with_operation_name(mut request: async_graphql::Request, query: Option<&str>)
 
 fn overloaded(detail: &str) -> Response {
     let mut resp = problem(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", detail);
-    resp.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("1"));
+    retry_later(&mut resp);
     resp
+}
+
+/// HTTP 503 with `Retry-After: 1`: the server had no room for the request now.
+fn retry_later(resp: &mut Response) {
+    resp.set_status(StatusCode::SERVICE_UNAVAILABLE);
+    resp.headers_mut().insert("retry-after", poem::http::HeaderValue::from_static("1"));
 }
 
 /// The answer with its body handed out in chunks while it holds its share of
