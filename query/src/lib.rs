@@ -347,12 +347,6 @@ impl Api {
         &self.limits
     }
 
-    /// The memory budget of the requests in flight (`graphql.maxInFlightBytes`): its size and
-    /// what is taken now.
-    pub fn memory_pool(&self) -> &deadline::MemoryPool {
-        &self.pool
-    }
-
     /// Executes one GraphQL request for `viewer` on a consistent read view of `store`, without
     /// a deadline: [`Api::prepare`] then [`Api::run`].
     pub async fn execute(&self, store: &Store, viewer: Viewer, graphql_request: async_graphql::Request) -> async_graphql::Response {
