@@ -16,7 +16,8 @@
 //! back when the request's last clone of its deadline is dropped. A request that finds the pool
 //! taken stops like a timed-out one with `OVERLOADED` (the server answers HTTP 503 with
 //! `Retry-After`): small requests never wait on large ones, and many large ones at once cannot
-//! make the process grow past the budget.
+//! make the process grow past the budget. A request that alone needs more than the whole pool
+//! stops with `MEMORY_BUDGET_EXCEEDED` (a final answer: retrying cannot help).
 //!
 //! Checks are cheap: [`Deadline::tick`] reads the clock on every 64th call only.
 
@@ -84,6 +85,8 @@ struct Budget {
     taken: AtomicUsize,
     /// Set once the pool had no room for this request.
     starved: AtomicBool,
+    /// Set once this request alone held more than the whole pool.
+    beyond_pool: AtomicBool,
 }
 
 impl Drop for Budget {
@@ -202,6 +205,7 @@ impl Deadline {
             working: AtomicUsize::new(0),
             taken: AtomicUsize::new(0),
             starved: AtomicBool::new(false),
+            beyond_pool: AtomicBool::new(false),
         });
     }
 
@@ -211,7 +215,8 @@ impl Deadline {
     /// `RESPONSE_TOO_LARGE` once the answer exceeds the budget; from then on the request
     /// [`Deadline::passed`] and every check fails with that error.
     /// `OVERLOADED` once the request's bytes beyond [`FREE_BYTES`] find no room in the
-    /// [`MemoryPool`]; from then on it has passed too.
+    /// [`MemoryPool`], `MEMORY_BUDGET_EXCEEDED` once they exceed the whole pool (retrying cannot
+    /// help); from then on it has passed too.
     pub fn charge(&self, bytes: usize) -> Result<(), Error> {
         let Some(b) = self.budget.get() else { return Ok(()) };
         if b.spent.fetch_add(bytes, Ordering::Relaxed).saturating_add(bytes) > b.max {
@@ -241,6 +246,11 @@ impl Deadline {
         let held = b.spent.load(Ordering::Relaxed).saturating_add(b.working.load(Ordering::Relaxed));
         let taken = b.taken.load(Ordering::Relaxed);
         let Some(missing) = held.saturating_sub(FREE_BYTES).checked_sub(taken).filter(|m| *m > 0) else { return Ok(()) };
+        if held.saturating_sub(FREE_BYTES) > pool.max() {
+            b.beyond_pool.store(true, Ordering::Relaxed);
+            b.starved.store(true, Ordering::Relaxed);
+            return Err(self.error());
+        }
         let step = missing.div_ceil(POOL_STEP).saturating_mul(POOL_STEP);
         if pool.take(step) {
             b.taken.fetch_add(step, Ordering::Relaxed);
@@ -370,14 +380,16 @@ impl Deadline {
 
     /// The error of a request that must stop: `UNAVAILABLE` when the server shuts down,
     /// `RESPONSE_TOO_LARGE` (with `limit` and `max`, like every limit) when its answer outgrew
-    /// its budget, `OVERLOADED` (likewise) when the [`MemoryPool`] had no room for it, else
-    /// `TIMEOUT`.
+    /// its budget, `MEMORY_BUDGET_EXCEEDED` (likewise) when it alone held more than the whole
+    /// [`MemoryPool`], `OVERLOADED` (likewise) when the pool had no room for it, else `TIMEOUT`.
     pub fn error(&self) -> Error {
         if let Some(b) = self.too_large().filter(|_| !self.shutting_down()) {
             return crate::limits::LimitError::response_too_large(b.max).into_error();
         }
         if let Some(pool) = self.starved().filter(|_| !self.shutting_down()) {
-            return crate::limits::LimitError::in_flight_bytes(pool.max()).into_error();
+            let alone = self.budget.get().is_some_and(|b| b.beyond_pool.load(Ordering::Relaxed));
+            let error = if alone { crate::limits::LimitError::query_memory } else { crate::limits::LimitError::in_flight_bytes };
+            return error(pool.max()).into_error();
         }
         if self.shutting_down() {
             Error::new("the server is shutting down; retry the request").extend_with(|_, e| e.set("code", "UNAVAILABLE"))
@@ -456,7 +468,33 @@ mod tests {
         let next = Deadline::none();
         next.limit_response(usize::MAX, Some(pool.clone()));
         assert!(next.charge(FREE_BYTES + 4 * POOL_STEP).is_ok(), "the whole pool is free again");
-        assert!(next.charge(1).is_err_and(|e| code(&e) == Some(async_graphql::Value::from("OVERLOADED"))));
+        let e = next.charge(1).unwrap_err();
+        assert_eq!(code(&e), Some(async_graphql::Value::from("MEMORY_BUDGET_EXCEEDED")), "more than the whole pool: final");
+        assert_eq!(e.extensions.as_ref().and_then(|x| x.get("max")), Some(&async_graphql::Value::from(4 * POOL_STEP as u64)));
+        assert!(
+            next.passed() && next.clone().check().is_err_and(|e| code(&e) == Some(async_graphql::Value::from("MEMORY_BUDGET_EXCEEDED")))
+        );
+        drop(next);
+        assert_eq!(pool.taken(), 0);
+    }
+
+    #[test]
+    fn a_request_alone_beyond_the_whole_pool_is_refused_for_good_whatever_the_others_hold() {
+        let code = |e: &Error| e.extensions.as_ref().and_then(|x| x.get("code")).cloned();
+        let pool = MemoryPool::new(4 * POOL_STEP);
+        let busy = Deadline::none();
+        busy.limit_response(usize::MAX, Some(pool.clone()));
+        assert!(busy.charge(FREE_BYTES + 4 * POOL_STEP).is_ok());
+        let huge = Deadline::none();
+        huge.limit_response(usize::MAX, Some(pool.clone()));
+        let e = huge.hold(FREE_BYTES + 4 * POOL_STEP + 1).unwrap_err();
+        assert_eq!(code(&e), Some(async_graphql::Value::from("MEMORY_BUDGET_EXCEEDED")), "not OVERLOADED although the pool is full");
+        let fits = Deadline::none();
+        fits.limit_response(usize::MAX, Some(pool.clone()));
+        let e = fits.hold(FREE_BYTES + POOL_STEP).unwrap_err();
+        assert_eq!(code(&e), Some(async_graphql::Value::from("OVERLOADED")), "would fit alone: retry later");
+        drop(busy);
+        assert_eq!(pool.taken(), 0, "nothing was taken for the refused requests");
     }
 
     #[test]

@@ -142,6 +142,8 @@ const FILTER_BYTES: Limit = Limit { code: "FILTER_TOO_LARGE", setting: "graphql.
 /// Checked while the answer is resolved ([`crate::deadline::Deadline::charge`]).
 const RESPONSE_BYTES: Limit = Limit { code: "RESPONSE_TOO_LARGE", setting: "graphql.maxResponseBytes" };
 const IN_FLIGHT_BYTES: Limit = Limit { code: "OVERLOADED", setting: "graphql.maxInFlightBytes" };
+/// A query that alone needs more than the whole memory budget: retrying cannot help.
+const QUERY_MEMORY: Limit = Limit { code: "MEMORY_BUDGET_EXCEEDED", setting: "graphql.maxInFlightBytes" };
 
 /// Every limit of a request (the README's limits table lists each); all but the response size
 /// are checked before execution.
@@ -154,6 +156,7 @@ pub const LIMITS: &[Limit] = &[
     FILTER_BYTES,
     RESPONSE_BYTES,
     IN_FLIGHT_BYTES,
+    QUERY_MEMORY,
     LIST_ITEMS,
     SEARCH_BYTES,
     SEARCH_TERMS,
@@ -195,6 +198,18 @@ impl LimitError {
             &IN_FLIGHT_BYTES,
             max,
             format!("the requests in flight hold the server's memory budget of {max} bytes for answers and sorts; retry later"),
+        )
+    }
+
+    /// A query that alone holds more than the whole memory budget of `max` bytes beyond what
+    /// each query holds free: it would never fit, however long it waited.
+    pub fn query_memory(max: usize) -> LimitError {
+        LimitError::new(
+            &QUERY_MEMORY,
+            max,
+            format!(
+                "the query alone needs more than the server's memory budget of {max} bytes for answers and sorts; narrow it with `where` or a smaller `first`"
+            ),
         )
     }
 

@@ -321,7 +321,7 @@ pub const SETTINGS: &[Setting] = &[
         "CP_GRAPHQL_MAX_IN_FLIGHT_BYTES",
         "BYTES",
         formatcp!("{}", Limits::DEFAULT.max_in_flight_bytes),
-        "Bytes the queries in flight may hold together beyond 256 KiB each (at least 1 MiB; below graphql.maxResponseBytes the largest answers meet it first): their answers, counted as for graphql.maxResponseBytes, and the rows they sort in memory. A query that finds no room stops and gets HTTP 503 with Retry-After. Error code OVERLOADED.",
+        "Bytes the queries in flight may hold together beyond 256 KiB each (at least 1 MiB; below graphql.maxResponseBytes the largest answers meet it first): their answers, counted as for graphql.maxResponseBytes, and the rows they sort in memory. A query that finds no room stops and gets HTTP 503 with Retry-After (error code OVERLOADED); one that alone needs more than the whole budget gets MEMORY_BUDGET_EXCEEDED, without Retry-After.",
         |d, v| set(&mut d.config.graphql.limits.max_in_flight_bytes, parse_at_least(one(v)?, 1 << 20)),
     ),
     Setting::file(
