@@ -399,9 +399,12 @@ impl Deadline {
         }
     }
 
-    /// [`Deadline::error`] as a request-level error.
+    /// [`Deadline::error`] as a request-level error: no field is at fault, so it has no
+    /// `locations` (GraphQL positions start at 1; none is better than a made-up one).
     pub fn server_error(&self) -> async_graphql::ServerError {
-        self.error().into_server_error(Default::default())
+        let mut error = self.error().into_server_error(Default::default());
+        error.locations.clear();
+        error
     }
 }
 
@@ -476,6 +479,18 @@ mod tests {
         );
         drop(next);
         assert_eq!(pool.taken(), 0);
+    }
+
+    #[test]
+    fn a_stopped_request_points_at_no_place_in_the_query() {
+        let d = Deadline::none();
+        d.limit_response(10, None);
+        assert!(d.charge(11).is_err());
+        let error = d.server_error();
+        assert_eq!(error.extensions.as_ref().and_then(|x| x.get("code")), Some(&async_graphql::Value::from("RESPONSE_TOO_LARGE")));
+        assert!(error.locations.is_empty(), "{error:?}");
+        let json = serde_json::to_value(async_graphql::Response::from_errors(vec![error])).unwrap();
+        assert!(json["errors"][0].get("locations").is_none(), "{json}");
     }
 
     #[test]
