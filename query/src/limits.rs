@@ -146,7 +146,7 @@ const IN_FLIGHT_BYTES: Limit = Limit { code: "OVERLOADED", setting: "graphql.max
 const QUERY_MEMORY: Limit = Limit { code: "MEMORY_BUDGET_EXCEEDED", setting: "graphql.maxInFlightBytes" };
 
 /// Every limit of a request (the README's limits table lists each); all but the response size
-/// are checked before execution.
+/// and the memory budget of the queries in flight are checked before execution.
 pub const LIMITS: &[Limit] = &[
     DEPTH,
     FIELDS,
