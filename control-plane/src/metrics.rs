@@ -329,7 +329,10 @@ impl Metrics {
 /// `controlplane_graphql_planned_total` (see [`Metrics`]).
 fn graphql_answers() -> (IntCounterVec, Histogram, prometheus::IntCounter) {
     let requests = IntCounterVec::new(
-        Opts::new("controlplane_graphql_requests_total", "GraphQL requests, by outcome code (OK or the first error's code)."),
+        Opts::new(
+            "controlplane_graphql_requests_total",
+            "GraphQL requests, by outcome code (OK, the first error's code, or the refusal's: OVERLOADED for a full queue).",
+        ),
         &["code"],
     )
     .expect("metric definition is valid");
