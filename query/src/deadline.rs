@@ -412,6 +412,18 @@ impl Deadline {
 mod tests {
     use super::*;
 
+    /// A request without a time limit or an answer bound, taking from `pool`.
+    fn in_pool(pool: &Arc<MemoryPool>) -> Deadline {
+        let d = Deadline::none();
+        d.limit_response(usize::MAX, Some(pool.clone()));
+        d
+    }
+
+    /// The `extensions.code` of `e`.
+    fn code(e: &Error) -> Option<async_graphql::Value> {
+        e.extensions.as_ref().and_then(|x| x.get("code")).cloned()
+    }
+
     #[test]
     fn stops_when_the_time_is_up_cancelled_or_shutting_down() {
         let none = Deadline::none();
@@ -440,22 +452,18 @@ mod tests {
 
     #[test]
     fn requests_in_flight_share_the_memory_pool_beyond_their_free_bytes() {
-        let code = |e: &Error| e.extensions.as_ref().and_then(|x| x.get("code")).cloned();
         let pool = MemoryPool::new(4 * POOL_STEP);
-        let small = Deadline::none();
-        small.limit_response(usize::MAX, Some(pool.clone()));
+        let small = in_pool(&pool);
         assert!(small.charge(FREE_BYTES).is_ok() && small.hold(0).is_ok());
         assert_eq!(pool.taken(), 0, "within its free bytes a request takes nothing");
 
-        let large = Deadline::none();
-        large.limit_response(usize::MAX, Some(pool.clone()));
+        let large = in_pool(&pool);
         assert!(large.charge(FREE_BYTES + 1).is_ok());
         assert_eq!(pool.taken(), POOL_STEP, "taken in steps");
         assert!(large.hold(2 * POOL_STEP).is_ok(), "rows held in memory count too");
         assert_eq!(pool.taken(), 3 * POOL_STEP);
 
-        let other = Deadline::none();
-        other.limit_response(usize::MAX, Some(pool.clone()));
+        let other = in_pool(&pool);
         let e = other.charge(FREE_BYTES + 2 * POOL_STEP).unwrap_err();
         assert_eq!(code(&e), Some(async_graphql::Value::from("OVERLOADED")));
         assert_eq!(e.extensions.as_ref().and_then(|x| x.get("limit")), Some(&async_graphql::Value::from("graphql.maxInFlightBytes")));
@@ -468,8 +476,7 @@ mod tests {
         assert_eq!(pool.taken(), POOL_STEP, "a request's share comes back when its last clone is dropped");
         drop((small, other));
         assert_eq!(pool.taken(), 0);
-        let next = Deadline::none();
-        next.limit_response(usize::MAX, Some(pool.clone()));
+        let next = in_pool(&pool);
         assert!(next.charge(FREE_BYTES + 4 * POOL_STEP).is_ok(), "the whole pool is free again");
         let e = next.charge(1).unwrap_err();
         assert_eq!(code(&e), Some(async_graphql::Value::from("MEMORY_BUDGET_EXCEEDED")), "more than the whole pool: final");
@@ -495,17 +502,13 @@ mod tests {
 
     #[test]
     fn a_request_alone_beyond_the_whole_pool_is_refused_for_good_whatever_the_others_hold() {
-        let code = |e: &Error| e.extensions.as_ref().and_then(|x| x.get("code")).cloned();
         let pool = MemoryPool::new(4 * POOL_STEP);
-        let busy = Deadline::none();
-        busy.limit_response(usize::MAX, Some(pool.clone()));
+        let busy = in_pool(&pool);
         assert!(busy.charge(FREE_BYTES + 4 * POOL_STEP).is_ok());
-        let huge = Deadline::none();
-        huge.limit_response(usize::MAX, Some(pool.clone()));
+        let huge = in_pool(&pool);
         let e = huge.hold(FREE_BYTES + 4 * POOL_STEP + 1).unwrap_err();
         assert_eq!(code(&e), Some(async_graphql::Value::from("MEMORY_BUDGET_EXCEEDED")), "not OVERLOADED although the pool is full");
-        let fits = Deadline::none();
-        fits.limit_response(usize::MAX, Some(pool.clone()));
+        let fits = in_pool(&pool);
         let e = fits.hold(FREE_BYTES + POOL_STEP).unwrap_err();
         assert_eq!(code(&e), Some(async_graphql::Value::from("OVERLOADED")), "would fit alone: retry later");
         drop(busy);
@@ -515,8 +518,7 @@ mod tests {
     #[test]
     fn a_request_takes_the_most_it_holds_at_once_not_the_sum() {
         let pool = MemoryPool::new(2 * POOL_STEP);
-        let d = Deadline::none();
-        d.limit_response(usize::MAX, Some(pool.clone()));
+        let d = in_pool(&pool);
         for _ in 0..10 {
             let held = d.hold(FREE_BYTES + POOL_STEP).expect("one at a time fits");
             drop(held);
