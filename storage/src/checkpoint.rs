@@ -13,7 +13,7 @@ use crate::codec;
 use crate::tables;
 use crate::write::{for_each_source_bytes_in, for_each_source_in};
 use crate::{ReadView, StorageError, WriteBatch};
-use redb::{TableDefinition, TableError};
+use redb::{ReadableTable, TableDefinition, TableError};
 use schema::KindId;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -62,6 +62,35 @@ impl WriteBatch<'_> {
                 t.remove(key)?;
             }
         }
+        Ok(())
+    }
+}
+
+/// What a seal ([`WriteBatch::seal_checkpoints`]) records: the store's
+/// [`tables::SOURCES_GENERATION`] and revision at its point of the batch that wrote it.
+#[derive(serde::Serialize, serde::Deserialize, PartialEq, Eq, Debug)]
+struct Seal {
+    sources_generation: u64,
+    revision: u64,
+}
+
+impl WriteBatch<'_> {
+    /// Seals a source's checkpoints at `key`: records the store's count of source-entry writes
+    /// and its revision as they are at this point of the batch (counting its changes applied so
+    /// far). The seal stays current ([`ReadView::checkpoints_sealed`]) until a later change of
+    /// any source entry, by this batch or another, or of any record: the caller seals only when
+    /// its checkpoints describe exactly the store's source entries, and must remove the seal
+    /// (`put_checkpoint(key, None)`) with any checkpoint write that breaks that. A build that
+    /// predates seals moves the revision when it changes a record, not the count.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn seal_checkpoints(&mut self, key: &str) -> Result<(), StorageError> {
+        let (writes, revision) = (self.source_writes, self.revision_so_far());
+        let txn = self.txn_for_other_tables();
+        let generation = txn.open_table(tables::META)?.get(tables::SOURCES_GENERATION)?.map(|v| v.value()).unwrap_or(0);
+        let seal = Seal { sources_generation: generation.saturating_add(writes), revision };
+        txn.open_table(CHECKPOINTS)?.insert(key, encode(&seal).as_slice())?;
         Ok(())
     }
 }
@@ -124,6 +153,20 @@ impl ReadView {
             Err(e) => return Err(e.into()),
         };
         Ok(t.get(key)?.map(|v| v.value().to_vec()))
+    }
+
+    /// Whether the seal at `key` ([`WriteBatch::seal_checkpoints`]) is current: no source entry
+    /// and no record changed since the point of the batch that wrote it. `false` without a seal
+    /// or with one that does not decode.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub fn checkpoints_sealed(&self, key: &str) -> Result<bool, StorageError> {
+        let Some(bytes) = self.checkpoint(key)? else { return Ok(false) };
+        let Ok(seal) = decode::<Seal>(&bytes, "checkpoint seal") else { return Ok(false) };
+        let meta = self.txn().open_table(tables::META)?;
+        let generation = meta.get(tables::SOURCES_GENERATION)?.map(|v| v.value()).unwrap_or(0);
+        Ok(seal == Seal { sources_generation: generation, revision: self.revision()? })
     }
 
     /// Every checkpoint whose key starts with `prefix`, in key order, as (key, bytes) (see
@@ -238,6 +281,53 @@ mod tests {
             })
             .unwrap_err();
         assert_eq!((seen, err.to_string().contains("stop")), (1, true), "{err}");
+    }
+
+    /// A seal stays current across batches that write only checkpoints, and stops being current
+    /// with any later write of a source entry: an upsert at a new version, one in the same batch
+    /// after the seal, a delete.
+    #[test]
+    fn a_seal_is_current_until_a_source_entry_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let sealed = |store: &Store| store.read().unwrap().checkpoints_sealed("m/seal").unwrap();
+        let write = |store: &Store, f: &dyn Fn(&mut WriteBatch<'_>)| {
+            store
+                .write(schema::Timestamp(5), |wb| {
+                    f(wb);
+                    Ok(())
+                })
+                .unwrap()
+        };
+        assert!(!sealed(&store), "no seal");
+        write(&store, &|wb| {
+            crate::test_support::zone_version(wb, "a", "1", schema::Timestamp(5));
+            wb.seal_checkpoints("m/seal").unwrap();
+        });
+        assert!(sealed(&store), "sealed after the batch's own source write");
+        write(&store, &|wb| wb.put_checkpoint("m/file", Some(b"F")).unwrap());
+        assert!(sealed(&store), "a checkpoint is no source change");
+        write(&store, &|wb| crate::test_support::zone_version(wb, "a", "2", schema::Timestamp(5)));
+        assert!(!sealed(&store), "a new version of a source entry");
+        write(&store, &|wb| wb.seal_checkpoints("m/seal").unwrap());
+        assert!(sealed(&store));
+        write(&store, &|wb| {
+            wb.seal_checkpoints("m/seal").unwrap();
+            crate::test_support::zone_version(wb, "b", "1", schema::Timestamp(5));
+        });
+        assert!(!sealed(&store), "a source written after the seal in the same batch");
+        write(&store, &|wb| wb.seal_checkpoints("m/seal").unwrap());
+        let src = crate::SourceRef { kind: KindId::Zone, namespace: "poc".into(), name: "b".into() };
+        write(&store, &|wb| assert_eq!(wb.delete(&src, schema::Timestamp(6)).unwrap(), crate::Outcome::Deleted));
+        assert!(!sealed(&store), "a delete");
+        write(&store, &|wb| wb.put_checkpoint("m/seal", Some(b"garbage")).unwrap());
+        assert!(!sealed(&store), "a seal that does not decode");
+        drop(store);
+        // Durable: the count and the seal survive a reopen.
+        let store = Store::open(dir.path()).unwrap();
+        write(&store, &|wb| wb.seal_checkpoints("m/seal").unwrap());
+        drop(store);
+        assert!(sealed(&Store::open(dir.path()).unwrap()));
     }
 
     #[test]

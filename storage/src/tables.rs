@@ -45,12 +45,29 @@
 //! carry.
 
 use crate::StorageError;
-use redb::{TableDefinition, WriteTransaction};
+use redb::{ReadableTable, TableDefinition, WriteTransaction};
 use schema::common::StatusPhase;
 use schema::{GraphqlEnum, IndexName, Key, KindId, Scope};
 
 /// `meta`: layout version, revision, last commit time.
 pub const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
+/// The `meta` key counting every insert and removal of a `sources` entry ever committed: it
+/// moves whenever a source entry changes (a [`crate::checkpoint`] seal compares it). Absent: 0.
+pub const SOURCES_GENERATION: &str = "sources_generation";
+
+/// Adds `writes` inserts or removals of `sources` entries to [`SOURCES_GENERATION`], in `txn`.
+///
+/// # Errors
+/// [`StorageError`] on redb failures.
+pub(crate) fn add_source_writes(txn: &WriteTransaction, writes: u64) -> Result<(), StorageError> {
+    if writes > 0 {
+        let mut meta = txn.open_table(META)?;
+        let generation = meta.get(SOURCES_GENERATION)?.map(|v| v.value()).unwrap_or(0);
+        meta.insert(SOURCES_GENERATION, generation.saturating_add(writes))?;
+    }
+    Ok(())
+}
+
 /// `order_index`: ordering entries per scope.
 pub const ORDER: TableDefinition<&[u8], ()> = TableDefinition::new("order_index");
 /// `ref_index`: secondary index entries.

@@ -191,7 +191,12 @@ fn purge(txn: &WriteTransaction, kind: KindId) -> Result<u64, StorageError> {
     let range = &start[..]..&end[..];
     txn.open_table(tables::ORDER)?.retain_in::<&[u8], _>(range.clone(), |_, _| false)?;
     txn.open_table(tables::COUNTS)?.retain_in::<&[u8], _>(range.clone(), |_, _| false)?;
-    txn.open_table(tables::SOURCES)?.retain_in::<&[u8], _>(range.clone(), |_, _| false)?;
+    let mut removed = 0;
+    txn.open_table(tables::SOURCES)?.retain_in::<&[u8], _>(range.clone(), |_, _| {
+        removed += 1;
+        false
+    })?;
+    tables::add_source_writes(txn, removed)?;
     txn.open_table(crate::documents::DOCUMENTS)?.retain_in::<&[u8], _>(range, |_, _| false)?;
     if !keys.is_empty() {
         txn.open_table(tables::INDEX_ENTRIES)?.retain(|entry, _| !tables::ref_entry_of(entry, kind, &keys))?;

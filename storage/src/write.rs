@@ -434,6 +434,9 @@ pub struct WriteBatch<'txn> {
     revision: u64,
     changed: bool,
     sources_changed: bool,
+    /// Inserts and removals of `sources` entries so far: what the batch adds to
+    /// [`tables::SOURCES_GENERATION`] when it commits.
+    pub(crate) source_writes: u64,
     now: Timestamp,
     feed: Arc<Feed>,
     /// Records written or removed, when someone subscribed to the feed.
@@ -597,6 +600,7 @@ impl<'txn> WriteBatch<'txn> {
             revision: current + 1,
             changed: false,
             sources_changed: false,
+            source_writes: 0,
             now: Timestamp(0),
             feed,
             touched,
@@ -929,6 +933,7 @@ impl<'txn> WriteBatch<'txn> {
     ) -> Result<(), StorageError> {
         self.source_memo.replace(None);
         self.tables.sources.insert(skey, encode(&entry).as_slice())?;
+        self.source_writes += 1;
         match document {
             Some(doc) => {
                 self.tables.documents.insert(skey, &*self.dictionaries.with_dictionary(kind, doc))?;
@@ -1080,6 +1085,7 @@ impl<'txn> WriteBatch<'txn> {
         self.source_memo.replace(None);
         let skey = tables::source_key(src.kind, &src.namespace, &src.name);
         self.tables.sources.remove(skey.as_slice())?;
+        self.source_writes += 1;
         self.tables.documents.remove(skey.as_slice())?;
         self.changed = true;
         Ok(Outcome::Deleted)
@@ -1186,6 +1192,15 @@ impl<'txn> WriteBatch<'txn> {
         Ok(())
     }
 
+    /// The store's revision as of this point of the batch: the new one once a record changed.
+    pub(crate) fn revision_so_far(&self) -> u64 {
+        if self.changed {
+            self.revision
+        } else {
+            self.revision - 1
+        }
+    }
+
     /// Whether anything was written so far.
     pub fn changed(&self) -> bool {
         self.changed
@@ -1196,6 +1211,7 @@ impl<'txn> WriteBatch<'txn> {
     pub(crate) fn finish(self, now: Timestamp) -> Result<Finished, StorageError> {
         let txn = self.tables.txn;
         drop(self.tables);
+        tables::add_source_writes(txn, self.source_writes)?;
         if !self.changed {
             // Only source versions moved (an edited document that projects to the same record):
             // keep them, so the next pass sees the object as unchanged, and the documents they

@@ -94,20 +94,30 @@ pub enum Change {
         /// Set once the checkpoint is committed (never, when the writer stops first).
         committed: Option<Committed>,
     },
+    /// Seal the source's checkpoints at `key` ([`storage::WriteBatch::seal_checkpoints`]) when
+    /// the store's source entries are exactly as the changes sent before it left them: none of
+    /// them waits for a retry without its source entry written (a missing parent, a natural key
+    /// held by another object, a store error), none was older than the store, and no checkpoint
+    /// waits for a retry. Otherwise the seal at `key` is removed. The source sends it after its
+    /// checkpoints.
+    Seal {
+        /// The seal's checkpoint key.
+        key: String,
+    },
 }
 
 impl Change {
     fn src(&self) -> Option<&SourceRef> {
         match self {
             Change::Apply { src, .. } | Change::Delete { src, .. } => Some(src),
-            Change::Sweep { .. } | Change::Checkpoint { .. } => None,
+            Change::Sweep { .. } | Change::Checkpoint { .. } | Change::Seal { .. } => None,
         }
     }
 
     fn token(&self) -> Option<Token> {
         match self {
             Change::Apply { token, .. } | Change::Delete { token, .. } | Change::Sweep { token, .. } => *token,
-            Change::Checkpoint { .. } => None,
+            Change::Checkpoint { .. } | Change::Seal { .. } => None,
         }
     }
 
@@ -115,7 +125,7 @@ impl Change {
         match self {
             Change::Apply { src, .. } | Change::Delete { src, .. } => src.kind.module(),
             Change::Sweep { .. } => "sweep",
-            Change::Checkpoint { .. } => "checkpoint",
+            Change::Checkpoint { .. } | Change::Seal { .. } => "checkpoint",
         }
     }
 }
@@ -546,6 +556,9 @@ struct QueuedChange {
 struct Parked {
     seq: u64,
     work: QueuedChange,
+    /// Whether its source entry is written as sent (a record stored without its link target,
+    /// retried to link it): such a wait does not break a [`Change::Seal`].
+    stored: bool,
 }
 
 /// How one change ended, before its side effects are applied: the store's [`Outcome`] of an
@@ -591,6 +604,12 @@ impl ChangeEnd {
             | ChangeEnd::Swept { .. }
             | ChangeEnd::Checkpointed => None,
         }
+    }
+
+    /// Whether the change left the object's source entry other than it was sent
+    /// ([`Change::Seal`]).
+    fn left_source_entry_behind(&self) -> bool {
+        matches!(self, ChangeEnd::DependencyMissing(_) | ChangeEnd::Conflict(_) | ChangeEnd::Outdated)
     }
 
     /// The `projector_reconcile_total` outcome label ([`outcome`]) the change is counted under;
@@ -1094,12 +1113,12 @@ impl WriterThread {
         }
     }
 
-    fn park(&mut self, work: QueuedChange, delay: Duration) {
+    fn park(&mut self, work: QueuedChange, delay: Duration, stored: bool) {
         let Some(src) = work.change.src().cloned() else { return };
         self.seq += 1;
         let at = Instant::now() + delay;
         self.due.push(Reverse((at, self.seq, src.clone())));
-        self.parked.insert(src, Parked { seq: self.seq, work });
+        self.parked.insert(src, Parked { seq: self.seq, work, stored });
         self.metrics.set_retries_pending(self.parked.len());
     }
 
@@ -1169,7 +1188,7 @@ impl WriterThread {
             self.readiness.done(t);
         }
         if work.change.src().is_some() {
-            self.park(work, delay);
+            self.park(work, delay, false);
         } else {
             // A sweep or a checkpoint has no object identity to park under.
             self.sweeps.push((Instant::now() + delay, work));
@@ -1364,8 +1383,19 @@ impl WriterThread {
                     continue;
                 }
                 let t0 = Instant::now();
-                let d = self.apply(wb, &w.change, now)?;
+                let d = match &w.change {
+                    Change::Seal { key } => self.seal(wb, key, &out)?,
+                    change => self.apply(wb, change, now)?,
+                };
                 out.push((d, t0.elapsed().as_secs_f64()));
+            }
+            if out.iter().any(|(d, _)| d.left_source_entry_behind()) {
+                // A change after a seal in this batch left its source entry behind.
+                for w in batch {
+                    if let Change::Seal { key } = &w.change {
+                        wb.put_checkpoint(key, None)?;
+                    }
+                }
             }
             committing = Instant::now();
             Ok(out)
@@ -1381,6 +1411,17 @@ impl WriterThread {
             self.update_counts();
         }
         Ok(out)
+    }
+
+    /// Applies a [`Change::Seal`]: `before` are the outcomes of the batch's changes before it.
+    fn seal(&self, wb: &mut WriteBatch<'_>, key: &str, before: &[(ChangeEnd, f64)]) -> Result<ChangeEnd, StorageError> {
+        let as_sent =
+            self.sweeps.is_empty() && self.parked.values().all(|p| p.stored) && !before.iter().any(|(d, _)| d.left_source_entry_behind());
+        match as_sent {
+            true => wb.seal_checkpoints(key)?,
+            false => wb.put_checkpoint(key, None)?,
+        }
+        Ok(ChangeEnd::Checkpointed)
     }
 
     fn apply(&self, wb: &mut WriteBatch<'_>, c: &Change, now: Timestamp) -> Result<ChangeEnd, StorageError> {
@@ -1438,6 +1479,7 @@ impl WriterThread {
                 wb.put_checkpoint(key, value.as_deref())?;
                 ChangeEnd::Checkpointed
             }
+            Change::Seal { key } => self.seal(wb, key, &[])?,
         })
     }
 
@@ -1503,7 +1545,7 @@ impl WriterThread {
     /// [`WriterThread::finish`] but for the readiness item.
     fn outcome_effects(&mut self, mut work: QueuedChange, done: ChangeEnd, secs: f64) -> Option<QueuedChange> {
         let module = work.change.module();
-        let (wait, counted) = (done.wait(), done.outcome());
+        let (wait, counted, stored) = (done.wait(), done.outcome(), !done.left_source_entry_behind());
         // A change that waits for a retry is counted once it is parked, below.
         if let (None, Some(label)) = (&wait, counted) {
             self.reconciled(module, label, secs);
@@ -1565,7 +1607,7 @@ impl WriterThread {
         }
         if let Some(why) = wait {
             let delay = self.retry_delay(&mut work, why);
-            self.park(work, delay);
+            self.park(work, delay, stored);
             // Counted once parked: a reader seeing the count sees the retry pending.
             if let Some(label) = counted {
                 self.reconciled(module, label, secs);

@@ -171,6 +171,10 @@ pub struct WarmStart {
     /// Whether the store held no record at all (a new store): then everything stored after the
     /// first refresh came from it, and no sweep is needed.
     pub store_empty: bool,
+    /// Whether the checkpoints were sealed: nothing changed the store's source entries since
+    /// the writer confirmed that they are exactly the checkpoints' objects, so each file's
+    /// identity hashes were read instead of its documents, and nothing was checked.
+    pub sealed: bool,
 }
 
 /// The source's memory of the directory (see the module docs).
@@ -207,6 +211,18 @@ pub struct ManifestsState {
     failed_dirs: BTreeSet<String>,
     /// Chunks of documents stored for files that are gone, removed with their checkpoints.
     gone_chunks: BTreeMap<String, u32>,
+    /// What was last sent of the seal ([`checkpoint::SEAL_CHECKPOINT`]): to seal (`true`), to
+    /// remove it, or nothing yet. A call of [`ManifestsState::take_checkpoints`] with nothing
+    /// to write sends it only when that changes.
+    sealed: Option<bool>,
+    /// Whether the store holds the seed of [`ManifestsState::ids`] ([`checkpoint::ID_SEED_CHECKPOINT`]).
+    id_seed_stored: bool,
+    /// Whether a checkpoint could not be read back: the objects it listed may stay in the store
+    /// unseen, so nothing is sealed again and the next start checks everything.
+    unreadable_checkpoint: std::cell::Cell<bool>,
+    /// The identity hashes of files taken over by a checked warm start, to be checkpointed
+    /// ([`checkpoint::IDS_CHECKPOINT`]): relative path, 8 bytes per document.
+    pending_ids: Vec<(String, Vec<u8>)>,
 }
 
 impl ManifestsState {
@@ -232,6 +248,10 @@ impl ManifestsState {
             obsolete: Vec::new(),
             failed_dirs: BTreeSet::new(),
             gone_chunks: BTreeMap::new(),
+            sealed: None,
+            id_seed_stored: false,
+            unreadable_checkpoint: std::cell::Cell::new(false),
+            pending_ids: Vec::new(),
         }
     }
 

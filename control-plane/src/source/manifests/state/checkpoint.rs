@@ -16,6 +16,16 @@ pub(super) const FILE_CHECKPOINT: &str = "manifests/v2/file/";
 /// [`CHUNK_DOCS`] of its documents, in file order (a list of [`DocCheckpoint`]). Small values:
 /// redb's page cache holds and evicts them like other pages.
 pub(super) const DOCS_CHECKPOINT: &str = "manifests/v2/docs/";
+/// Followed by the file's relative path: the identity hash ([`IdHashes`]) of each of its
+/// documents in file order, 8 bytes each (little-endian), written with its chunks: what a
+/// sealed warm start reads instead of the documents.
+pub(super) const IDS_CHECKPOINT: &str = "manifests/v2/ids/";
+/// The seed of the identity hashes ([`IdSeed`]).
+pub(super) const ID_SEED_CHECKPOINT: &str = "manifests/v2/id-seed";
+/// The seal of the checkpoints ([`storage::WriteBatch::seal_checkpoints`], [`Change::Seal`]):
+/// current while the store's source entries are exactly the winners of the checkpoints and
+/// every file is checkpointed. A warm start then checks nothing against the store.
+pub(super) const SEAL_CHECKPOINT: &str = "manifests/v2/seal";
 /// Checkpoints of earlier layouts, removed after the first refresh.
 pub(super) const OLD_CHECKPOINTS: &str = "manifests/v1/";
 /// Documents per checkpoint chunk.
@@ -27,6 +37,25 @@ pub(super) const CHUNK_DOCS: usize = 1024;
 /// this version of the file".
 pub fn file_checkpoint_key(rel: &str) -> String {
     format!("{FILE_CHECKPOINT}{rel}")
+}
+
+/// The key of file `rel`'s identity hashes.
+pub(super) fn ids_key(rel: &str) -> String {
+    format!("{IDS_CHECKPOINT}{rel}")
+}
+
+/// The identity hashes of `docs` as kept under [`IDS_CHECKPOINT`].
+fn id_bytes<'a>(ids: &IdHashes, docs: impl Iterator<Item = &'a Document>) -> Vec<u8> {
+    docs.flat_map(|d| ids.of(&d.src).to_le_bytes()).collect()
+}
+
+/// The seed of the identity hashes kept with the checkpoints, and the hash of a fixed identity
+/// under it ([`IdHashes::probe`]): a build whose hash function differs takes the kept hashes as
+/// absent.
+#[derive(Serialize, Deserialize)]
+pub(super) struct IdSeed {
+    seed: u64,
+    probe: u64,
 }
 
 /// The key of chunk `n` of file `rel`'s documents.
@@ -214,10 +243,12 @@ impl ManifestsState {
             Ok(Some(docs)) => docs,
             Ok(None) => {
                 tracing::error!(file = rel, "the file's checkpoint is missing from the store; taking it as empty");
+                self.unreadable_checkpoint.set(true);
                 Vec::new()
             }
             Err(e) => {
                 tracing::error!(file = rel, error = %e, "cannot read the file's checkpoint; taking it as empty");
+                self.unreadable_checkpoint.set(true);
                 Vec::new()
             }
         }
@@ -276,12 +307,102 @@ impl ManifestsState {
         w.store_empty = KindId::ALL
             .iter()
             .try_fold(true, |empty, &k| Ok::<_, storage::StorageError>(empty && view.count(k, &schema::Scope::All)? == 0))?;
+        self.read_id_seed(&view)?;
         let want = self.dir_checkpoint();
         let mut same_dir = false;
         view.for_each_checkpoint(DIR_CHECKPOINT, |key, value| {
             same_dir = key == DIR_CHECKPOINT
                 && storage::checkpoint::decode::<DirCheckpoint>(value, "manifests directory checkpoint").is_ok_and(|d| d == want);
         })?;
+        if same_dir && self.id_seed_stored && view.checkpoints_sealed(SEAL_CHECKPOINT)? {
+            match self.take_over_sealed(&view)? {
+                Some(files) => {
+                    self.adopt(files, &[], &[], &mut w);
+                    self.sealed = Some(true);
+                    w.sealed = true;
+                    tracing::debug!(
+                        seconds = t0.elapsed().as_secs_f64(),
+                        documents = w.documents,
+                        "warm start: sealed checkpoints taken over"
+                    );
+                    return Ok(w);
+                }
+                None => self.claims = DeclarationIndex::default(),
+            }
+        }
+        let (mut checkpointed, checked) = self.check_against_store(&view, same_dir, t0)?;
+        self.obsolete.append(&mut checkpointed.obsolete);
+        self.dirty.extend(std::mem::take(&mut checkpointed.dirty));
+        let Some((winners, confirmed, unconfirmed, mut ids)) = checked else { return Ok(w) };
+        w.unconfirmed = unconfirmed;
+        // The files' identity hashes are checkpointed again (under the seed in use).
+        self.pending_ids = checkpointed.files.iter().map(|(rel, f)| (rel.clone(), std::mem::take(&mut ids[f.id as usize]))).collect();
+        self.adopt(checkpointed.files, &winners, &confirmed, &mut w);
+        Ok(w)
+    }
+
+    /// Takes the seed of the identity hashes from the store, when it holds one made by the same
+    /// hash function; otherwise the random seed stays, to be stored with the next checkpoints.
+    ///
+    /// # Errors
+    /// A store error reading it.
+    fn read_id_seed(&mut self, view: &storage::ReadView) -> Result<(), storage::StorageError> {
+        let stored = view.checkpoint(ID_SEED_CHECKPOINT)?;
+        let Some(seed) = stored.and_then(|b| storage::checkpoint::decode::<IdSeed>(&b, "manifests id seed").ok()) else { return Ok(()) };
+        let ids = IdHashes::with_seed(seed.seed);
+        if ids.probe() == seed.probe {
+            self.ids = ids;
+            self.id_seed_stored = true;
+        }
+        Ok(())
+    }
+
+    /// The file checkpoints and the claims index of sealed checkpoints, read without a check
+    /// against the store: from each file's identity hashes, not its documents. `None` (the
+    /// claims index then holds part of them) when a file checkpoint does not decode, a file's
+    /// hashes are missing or do not add up to its documents, or checkpoints of earlier layouts
+    /// or of no file are left: the caller checks everything then.
+    ///
+    /// # Errors
+    /// A store error reading the checkpoints.
+    fn take_over_sealed(&mut self, view: &storage::ReadView) -> Result<Option<Vec<(String, FileEntry)>>, storage::StorageError> {
+        let checkpointed = CheckpointedFiles::read(view, true)?;
+        if !checkpointed.dirty.is_empty() || !checkpointed.obsolete.is_empty() {
+            return Ok(None);
+        }
+        let mut hashes = vec![0usize; checkpointed.files.len()];
+        let mut whole = true;
+        let claims = &mut self.claims;
+        claims.reserve(checkpointed.files.iter().map(|(_, f)| f.documents).sum());
+        view.for_each_checkpoint(IDS_CHECKPOINT, |key, value| {
+            let file = key.strip_prefix(IDS_CHECKPOINT).and_then(|rel| checkpointed.by_path.get(rel));
+            let (Some(&id), 0) = (file, value.len() % 8) else {
+                whole = false;
+                return;
+            };
+            hashes[id as usize] += value.len() / 8;
+            for h in value.chunks_exact(8) {
+                claims.add(u64::from_le_bytes(h.try_into().expect("invariant: chunks of 8 bytes")), id);
+            }
+        })?;
+        let whole = whole && checkpointed.files.iter().zip(&hashes).all(|((_, f), n)| f.documents == *n);
+        Ok(whole.then_some(checkpointed.files))
+    }
+
+    /// Reads the file checkpoints (and, for this directory, build and feature set, their
+    /// documents, checked against the store's source entries): the files, and for a checked
+    /// directory the winners, which of them the store confirmed, the stored objects no winner
+    /// confirmed and each file's identity hashes (by file id, [`IDS_CHECKPOINT`]'s layout).
+    ///
+    /// # Errors
+    /// A store error reading the checkpoints or sources.
+    #[allow(clippy::type_complexity)]
+    fn check_against_store(
+        &mut self,
+        view: &storage::ReadView,
+        same_dir: bool,
+        t0: std::time::Instant,
+    ) -> Result<(CheckpointedFiles, Option<(Vec<Expected>, Vec<bool>, Vec<SourceRef>, Vec<Vec<u8>>)>), storage::StorageError> {
         // The store's objects are read on a second thread (and on this one once the checkpoints
         // are read) while this one reads the checkpoints: the two halves of the check share the
         // two cores instead of running one after the other. Without checkpoints for this
@@ -290,33 +411,38 @@ impl ManifestsState {
         let next_kind = AtomicUsize::new(if same_dir { 0 } else { kinds.len() });
         let present: Mutex<Vec<Option<Present>>> = Mutex::new(kinds.iter().map(|_| None).collect());
         let (ids, claims) = (&self.ids, &mut self.claims);
-        let (mut checkpointed, checked) = std::thread::scope(|scope| {
-            let reader = scope.spawn(|| read_present(&view, ids, &kinds, &next_kind, &present));
-            let mut checkpointed = CheckpointedFiles::read(&view, same_dir)?;
+        std::thread::scope(|scope| {
+            let reader = scope.spawn(|| read_present(view, ids, &kinds, &next_kind, &present));
+            let mut checkpointed = CheckpointedFiles::read(view, same_dir)?;
             if !same_dir {
-                // Every file is read and checkpointed again; the chunks of the old checkpoints go
-                // first.
-                view.for_each_checkpoint(DOCS_CHECKPOINT, |key, _| checkpointed.obsolete.push(key.to_string()))?;
+                // Every file is read and checkpointed again; the chunks and hashes of the old
+                // checkpoints go first.
+                for prefix in [DOCS_CHECKPOINT, IDS_CHECKPOINT] {
+                    view.for_each_checkpoint(prefix, |key, _| checkpointed.obsolete.push(key.to_string()))?;
+                }
                 return Ok((checkpointed, None));
             }
-            let expected = checkpointed.read_documents(&view, ids)?;
+            let expected = checkpointed.read_documents(view, ids)?;
             tracing::debug!(seconds = t0.elapsed().as_secs_f64(), documents = expected.len(), "warm start: checkpoints read");
+            view.for_each_checkpoint(IDS_CHECKPOINT, |key, _| {
+                if key.strip_prefix(IDS_CHECKPOINT).is_none_or(|rel| !checkpointed.by_path.contains_key(rel)) {
+                    checkpointed.obsolete.push(key.to_string());
+                }
+            })?;
+            let mut file_ids = vec![Vec::new(); checkpointed.by_path.len()];
+            for e in &expected {
+                file_ids[e.file as usize].extend_from_slice(&e.h.to_le_bytes());
+            }
             let winners = claim_and_pick_winners(expected, claims);
             tracing::debug!(seconds = t0.elapsed().as_secs_f64(), "warm start: claims indexed, winners sorted");
             // This thread reads what is left of the store's objects, then waits for the other.
-            read_present(&view, ids, &kinds, &next_kind, &present)?;
+            read_present(view, ids, &kinds, &next_kind, &present)?;
             reader.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
             let present = std::mem::take(&mut *present.lock().unwrap_or_else(|e| e.into_inner()));
-            let (confirmed, unconfirmed) = confirm(&view, ids, &kinds, present, &winners)?;
+            let (confirmed, unconfirmed) = confirm(view, ids, &kinds, present, &winners)?;
             tracing::debug!(seconds = t0.elapsed().as_secs_f64(), "warm start: store's sources checked");
-            Ok::<_, storage::StorageError>((checkpointed, Some((winners, confirmed, unconfirmed))))
-        })?;
-        self.obsolete.append(&mut checkpointed.obsolete);
-        self.dirty.extend(std::mem::take(&mut checkpointed.dirty));
-        let Some((winners, confirmed, unconfirmed)) = checked else { return Ok(w) };
-        w.unconfirmed = unconfirmed;
-        self.adopt(checkpointed.files, &winners, &confirmed, &mut w);
-        Ok(w)
+            Ok((checkpointed, Some((winners, confirmed, unconfirmed, file_ids))))
+        })
     }
 
     /// Takes the checked files over: a document no store object confirmed is stale (a kind
@@ -355,6 +481,19 @@ impl ManifestsState {
         let mut out: Vec<Change> =
             std::mem::take(&mut self.obsolete).into_iter().map(|key| Change::Checkpoint { key, value: None, committed: None }).collect();
         let set = |key: String, bytes: Vec<u8>| Change::Checkpoint { key, value: Some(Arc::from(bytes)), committed: None };
+        let remove = |key: String| Change::Checkpoint { key, value: None, committed: None };
+        if !self.id_seed_stored {
+            out.push(set(
+                ID_SEED_CHECKPOINT.to_string(),
+                storage::checkpoint::encode(&IdSeed { seed: self.ids.seed(), probe: self.ids.probe() }),
+            ));
+            self.id_seed_stored = true;
+        }
+        for (rel, bytes) in std::mem::take(&mut self.pending_ids) {
+            if self.files.contains_key(&rel) {
+                out.push(set(ids_key(&rel), bytes));
+            }
+        }
         for rel in std::mem::take(&mut self.dirty) {
             if self.files.get(&rel).is_some_and(|f| matches!(f.docs, Docs::Stored)) {
                 // Only its stamp changed (touched): rewritten with its documents.
@@ -365,8 +504,9 @@ impl ManifestsState {
             }
             let gone = self.gone_chunks.remove(&rel).unwrap_or(0);
             let Some(f) = self.files.get_mut(&rel) else {
-                out.extend((0..gone).map(|n| Change::Checkpoint { key: docs_key(&rel, n), value: None, committed: None }));
-                out.push(Change::Checkpoint { key: format!("{FILE_CHECKPOINT}{rel}"), value: None, committed: None });
+                out.extend((0..gone).map(|n| remove(docs_key(&rel, n))));
+                out.push(remove(ids_key(&rel)));
+                out.push(remove(format!("{FILE_CHECKPOINT}{rel}")));
                 continue;
             };
             if f.partial {
@@ -380,14 +520,16 @@ impl ManifestsState {
                     let (header, chunks) = FileCheckpoint::of(f, docs);
                     f.chunks = chunks.len() as u32;
                     out.extend(chunks.into_iter().enumerate().map(|(n, c)| set(docs_key(&rel, n as u32), c)));
+                    out.push(set(ids_key(&rel), id_bytes(&self.ids, docs.iter())));
                     Some(Arc::<[u8]>::from(storage::checkpoint::encode(&header)))
                 }
                 _ => {
                     f.chunks = 0;
+                    out.push(remove(ids_key(&rel)));
                     None
                 }
             };
-            out.extend((f.chunks..before).map(|n| Change::Checkpoint { key: docs_key(&rel, n), value: None, committed: None }));
+            out.extend((f.chunks..before).map(|n| remove(docs_key(&rel, n))));
             // The header after its chunks: once it is stored, so are they.
             let written = written.map(|bytes| Written { bytes, committed: Committed::default() });
             let (value, committed) = match &written {
@@ -403,7 +545,29 @@ impl ManifestsState {
             let value = Some(Arc::from(storage::checkpoint::encode(&self.dir_checkpoint())));
             out.push(Change::Checkpoint { key: DIR_CHECKPOINT.to_string(), value, committed: None });
         }
+        // Sealed when every file is checkpointed and nothing waits to be sent: the writer seals
+        // if the store took every change as sent. Sent again only with other checkpoints or when
+        // that changes, so an idle directory costs no commit.
+        let sealable = self.sealable();
+        if !out.is_empty() || self.sealed != Some(sealable) {
+            out.push(match sealable {
+                true => Change::Seal { key: SEAL_CHECKPOINT.to_string() },
+                false => remove(SEAL_CHECKPOINT.to_string()),
+            });
+            self.sealed = Some(sealable);
+        }
         out
+    }
+
+    /// Whether the checkpoints, once written, describe every object the source holds in the
+    /// store: every file checkpointed, no object left unsent or stale, no directory unreadable,
+    /// every checkpoint read back whole.
+    fn sealable(&self) -> bool {
+        self.unsent.is_empty()
+            && self.stale.is_empty()
+            && self.failed_dirs.is_empty()
+            && !self.unreadable_checkpoint.get()
+            && self.files.values().all(|f| !f.uncheckpointed())
     }
 }
 

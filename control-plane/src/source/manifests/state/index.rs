@@ -122,17 +122,41 @@ impl Indexed {
     }
 }
 
-/// The identity hash of source objects ([`DeclarationIndex`]), seeded per process.
-#[derive(Default)]
-pub(super) struct IdHashes(foldhash::fast::RandomState);
+/// The identity hash of source objects ([`DeclarationIndex`]), seeded per store: the seed is
+/// kept with the checkpoints, where the hashes of every file's documents are kept too.
+pub(super) struct IdHashes {
+    seed: u64,
+    state: foldhash::fast::FixedState,
+}
+
+impl Default for IdHashes {
+    /// A random seed.
+    fn default() -> IdHashes {
+        IdHashes::with_seed(rand::random())
+    }
+}
 
 impl IdHashes {
+    pub(super) fn with_seed(seed: u64) -> IdHashes {
+        IdHashes { seed, state: foldhash::fast::FixedState::with_seed(seed) }
+    }
+
+    pub(super) fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The hash of one fixed identity: another one under the same seed means another hash
+    /// function (a later hasher's), so kept hashes are not valid any more.
+    pub(super) fn probe(&self) -> u64 {
+        self.parts(KindId::Zone, b"probe", b"probe")
+    }
+
     pub(super) fn of(&self, src: &SourceRef) -> u64 {
         self.parts(src.kind, src.namespace.as_bytes(), src.name.as_bytes())
     }
 
     /// The identity hash of (kind, namespace, name) given as bytes (as the store holds them).
     pub(super) fn parts(&self, kind: KindId, namespace: &[u8], name: &[u8]) -> u64 {
-        self.0.hash_one((kind.code(), namespace, name))
+        self.state.hash_one((kind.code(), namespace, name))
     }
 }
