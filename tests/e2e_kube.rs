@@ -137,7 +137,10 @@ async fn settled(app: &App) -> BTreeMap<String, String> {
     for _round in 0..100 {
         let revision = app.store().read().unwrap().revision().unwrap();
         let (pending, before) = (metrics.retries_pending.get() as u64, processed(metrics));
-        assert!(metrics.wait_until(Duration::from_secs(30), |m| processed(m) >= before + pending).await, "the retries stopped");
+        // A retry waits up to the longest backoff: a link without its target retried since
+        // the load began may be that far from its next attempt on a slow machine.
+        let round = control_plane::projector::retry::MAX_DEPENDENCY_DELAY + Duration::from_secs(30);
+        assert!(metrics.wait_until(round, |m| processed(m) >= before + pending).await, "the retries stopped");
         if app.store().read().unwrap().revision().unwrap() == revision {
             return dump(app.store());
         }

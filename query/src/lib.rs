@@ -229,21 +229,24 @@ impl ParseCache {
 /// [`SchemaError`] when the generated schema is inconsistent (a bug, caught by the SDL test).
 pub fn build_schema(config: QueryConfig) -> Result<Api, SchemaError> {
     let (mut records, mut columns, mut connections, mut loaders, mut resolvers) = Default::default();
+    // Every build has the same object types (the extensions and the validation mode differ):
+    // their fields are read from the first build's SDL.
+    let object_types = std::sync::OnceLock::new();
     let mut both = |nodes| -> Result<Validating, SchemaError> {
-        let (built, table) =
-            fields::collecting(|| build(&config, Extras { nullable_nodes: nodes, change_events: false }, ValidationMode::Strict));
+        let extras = Extras { nullable_nodes: nodes, change_events: false };
+        let (built, table) = fields::collecting(|| build(&config, extras, ValidationMode::Strict, &object_types));
         let (strict, (r, c, p, l)) = built?;
         (records, columns, connections, loaders, resolvers) = (r, c, p, l, table);
-        Ok(Validating { strict, fast: build(&config, Extras { nullable_nodes: nodes, change_events: false }, ValidationMode::Fast)?.0 })
+        Ok(Validating { strict, fast: build(&config, extras, ValidationMode::Fast, &object_types)?.0 })
     };
     let plain = both(false)?;
     let nodes = both(true)?;
-    let subscriptions = build(&config, Extras { nullable_nodes: false, change_events: true }, ValidationMode::Strict)?.0;
-    let shapes =
-        limits::Shapes::new(&plain.strict.sdl(), records).map_err(|e| SchemaError(format!("the generated SDL does not parse: {e}")))?;
+    let subscriptions = build(&config, Extras { nullable_nodes: false, change_events: true }, ValidationMode::Strict, &object_types)?.0;
+    let sdl = plain.strict.sdl();
+    let shapes = limits::Shapes::new(&sdl, records).map_err(|e| SchemaError(format!("the generated SDL does not parse: {e}")))?;
     let limits = Arc::new(limits::Limits { max_depth: config.limits.max_depth.min(limits::MAX_DEPTH_CEILING), ..config.limits.clone() });
     let persisted = persisted::PersistedQueries::new(config.persisted_queries);
-    let catalog = plan::Catalog::new(&plain.strict.sdl(), resolvers, connections, loaders)
+    let catalog = plan::Catalog::new(&sdl, resolvers, connections, loaders)
         .ok_or_else(|| SchemaError("the generated SDL does not parse".to_string()))?;
     let pool = deadline::MemoryPool::new(limits.max_in_flight_bytes);
     Ok(Api { plain, nodes, subscriptions, config, limits, pool, shapes, parsed: ParseCache::default(), persisted, columns, catalog })
@@ -270,7 +273,16 @@ type BuiltShapes = (
     std::collections::HashMap<&'static str, plan::tree::RecordLoader>,
 );
 
-fn build(config: &QueryConfig, extras: Extras, validation: ValidationMode) -> Result<(Schema, BuiltShapes), SchemaError> {
+/// The fields of every object type, by type name ([`history::object_fields_of`]).
+type ObjectTypes = std::collections::HashMap<String, Vec<String>>;
+
+/// Builds one schema; `object_types` is filled from its SDL by the first build and shared.
+fn build(
+    config: &QueryConfig,
+    extras: Extras,
+    validation: ValidationMode,
+    object_types: &std::sync::OnceLock<ObjectTypes>,
+) -> Result<(Schema, BuiltShapes), SchemaError> {
     let mut builder = Builder::default();
     builder.file_manager_base_url = config.file_manager_base_url.as_deref().map(Arc::from);
     builder.secret_resolver = config.secret_resolver.clone();
@@ -332,7 +344,7 @@ fn build(config: &QueryConfig, extras: Extras, validation: ValidationMode) -> Re
         sb = sb.extension(changes::ChangeEvents);
     }
     let schema = sb.finish()?;
-    history::fill_object_fields(&object_fields, &schema.sdl());
+    let _ = object_fields.set(object_types.get_or_init(|| history::object_fields_of(&schema.sdl())).clone());
     Ok((schema, (builder.records, builder.column_names, builder.planned_connections, builder.record_loaders)))
 }
 
@@ -916,6 +928,22 @@ mod limits_tests {
     fn every_object_list_of_the_schema_is_declared() {
         let api = build_schema(QueryConfig::default()).unwrap();
         assert_eq!(api.shapes.undeclared, Vec::<String>::new(), "declare these with Builder::record_list or limits::EMBEDDED");
+    }
+
+    /// The five builds share the object types read from the first one's SDL: each has the same.
+    #[test]
+    fn every_build_of_the_schema_has_the_same_object_types() {
+        let api = build_schema(QueryConfig::default()).unwrap();
+        let first = history::object_fields_of(&api.plain.strict.sdl());
+        assert!(first.get("Team").is_some_and(|f| f.iter().any(|n| n == "name")), "{:?}", first.get("Team"));
+        for (which, schema) in [
+            ("plain, fast", &api.plain.fast),
+            ("nodes, strict", &api.nodes.strict),
+            ("nodes, fast", &api.nodes.fast),
+            ("subscriptions", &api.subscriptions),
+        ] {
+            assert_eq!(history::object_fields_of(&schema.sdl()), first, "{which}");
+        }
     }
 }
 

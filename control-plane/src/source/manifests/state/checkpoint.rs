@@ -482,18 +482,7 @@ impl ManifestsState {
             std::mem::take(&mut self.obsolete).into_iter().map(|key| Change::Checkpoint { key, value: None, committed: None }).collect();
         let set = |key: String, bytes: Vec<u8>| Change::Checkpoint { key, value: Some(Arc::from(bytes)), committed: None };
         let remove = |key: String| Change::Checkpoint { key, value: None, committed: None };
-        if !self.id_seed_stored {
-            out.push(set(
-                ID_SEED_CHECKPOINT.to_string(),
-                storage::checkpoint::encode(&IdSeed { seed: self.ids.seed(), probe: self.ids.probe() }),
-            ));
-            self.id_seed_stored = true;
-        }
-        for (rel, bytes) in std::mem::take(&mut self.pending_ids) {
-            if self.files.contains_key(&rel) {
-                out.push(set(ids_key(&rel), bytes));
-            }
-        }
+        self.take_id_checkpoints(&mut out);
         for rel in std::mem::take(&mut self.dirty) {
             if self.files.get(&rel).is_some_and(|f| matches!(f.docs, Docs::Stored)) {
                 // Only its stamp changed (touched): rewritten with its documents.
@@ -557,6 +546,22 @@ impl ManifestsState {
             self.sealed = Some(sealable);
         }
         out
+    }
+
+    /// Appends to `out` the seed of the identity hashes when the store does not hold it, and
+    /// the hashes of the files a checked warm start took over.
+    fn take_id_checkpoints(&mut self, out: &mut Vec<Change>) {
+        let set = |key: String, bytes: Vec<u8>| Change::Checkpoint { key, value: Some(Arc::from(bytes)), committed: None };
+        if !self.id_seed_stored {
+            let seed = IdSeed { seed: self.ids.seed(), probe: self.ids.probe() };
+            out.push(set(ID_SEED_CHECKPOINT.to_string(), storage::checkpoint::encode(&seed)));
+            self.id_seed_stored = true;
+        }
+        for (rel, bytes) in std::mem::take(&mut self.pending_ids) {
+            if self.files.contains_key(&rel) {
+                out.push(set(ids_key(&rel), bytes));
+            }
+        }
     }
 
     /// Whether the checkpoints, once written, describe every object the source holds in the
