@@ -51,6 +51,8 @@ struct Progress {
     store_fault: Option<String>,
     /// Whether the store cannot even be read (it could not be reopened after a failed write).
     store_closed: bool,
+    /// Why the source stopped for good ([`Readiness::source_stopped`]).
+    source_stopped: Option<String>,
     /// Why the search index's commits fail ([`Readiness::report_search_failure`]).
     search_failure: Option<FailureOf>,
 }
@@ -177,6 +179,9 @@ pub struct ReadyStatus {
     /// completed a sync stays ready and serves what it holds (stale); one whose initial sync
     /// cannot complete is not ready. `None` normally.
     pub store_fault: Option<String>,
+    /// Why the source stopped for good (its thread failed, e.g. on a damaged store): the store
+    /// no longer follows it and the server is not ready until it is restarted. `None` normally.
+    pub source_fault: Option<String>,
 }
 
 /// The sync state of one kind (`GET /admin/v1/status`).
@@ -244,6 +249,13 @@ impl Readiness {
         s.store_fault = fault;
         s.store_closed = closed;
         drop(s);
+        self.changed();
+    }
+
+    /// Records that the source stopped for good, and why: not ready from now on (the store no
+    /// longer follows the source), named in [`ReadyStatus::source_fault`].
+    pub fn source_stopped(&self, why: String) {
+        self.lock().source_stopped = Some(why);
         self.changed();
     }
 
@@ -400,7 +412,7 @@ impl Readiness {
     /// follower has caught up with it; never while the store cannot be read.
     pub fn is_ready(&self) -> bool {
         let mut s = self.lock();
-        !s.store_closed && (s.warm || s.settled().0)
+        !s.store_closed && s.source_stopped.is_none() && (s.warm || s.settled().0)
     }
 
     /// The current status.
@@ -408,7 +420,7 @@ impl Readiness {
         let mut s = self.lock();
         let (settled, behind) = s.settled();
         ReadyStatus {
-            ready: !s.store_closed && (s.warm || settled),
+            ready: !s.store_closed && s.source_stopped.is_none() && (s.warm || settled),
             catching_up: s.catching_up(),
             rederiving: s.rederiving.as_ref().map(|f| f()).unwrap_or_default(),
             pending_phases: s.phases.iter().cloned().chain(behind).collect(),
@@ -417,6 +429,7 @@ impl Readiness {
             missing_kinds: s.missing.iter().cloned().collect(),
             notes: s.notes.clone(),
             store_fault: s.store_fault(),
+            source_fault: s.source_stopped.clone(),
         }
     }
 }
@@ -472,7 +485,8 @@ mod tests {
                 notes: vec![],
                 catching_up: vec![],
                 rederiving: vec![],
-                store_fault: None
+                store_fault: None,
+                source_fault: None
             }
         );
     }

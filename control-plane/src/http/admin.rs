@@ -191,6 +191,10 @@ struct Readyz {
     /// While store writes fail (a full or failing volume): the cause, the data directory and
     /// since when; the store serves what it holds meanwhile. Null normally.
     store_fault: Option<String>,
+    /// Why the source stopped for good (its thread failed, e.g. on a damaged store): not ready,
+    /// the store no longer follows the source; restart the server (restore a snapshot when the
+    /// store is damaged). Null normally.
+    source_fault: Option<String>,
 }
 
 impl From<ReadyStatus> for Readyz {
@@ -204,6 +208,7 @@ impl From<ReadyStatus> for Readyz {
             missing_kinds: s.missing_kinds,
             notes: s.notes,
             store_fault: s.store_fault,
+            source_fault: s.source_fault,
         }
     }
 }

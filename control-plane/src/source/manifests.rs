@@ -865,9 +865,10 @@ impl ManifestsSource {
         let skips = Arc::new(Mutex::new(Vec::new()));
         let source =
             SourceThread { dir: dir.to_path_buf(), sender, readiness, metrics, interval, stop: stop.clone(), skips: skips.clone() };
+        let readiness = source.readiness.clone();
         let thread = std::thread::Builder::new()
             .name("cp-manifests".into())
-            .spawn(move || source.run(state))
+            .spawn(move || report_failure(&readiness, "manifests", move || source.run(state)))
             .map_err(|e| format!("cannot start the manifests source: {e}"))?;
         Ok(ManifestsSource { stop, thread: Some(thread), skips })
     }
@@ -897,6 +898,23 @@ impl Drop for ManifestsSource {
     fn drop(&mut self) {
         self.stop_and_join();
     }
+}
+
+/// Runs a source's thread `run`; when it panics (a bug, or redb meeting a damaged store), logs
+/// it and records it in readiness ([`Readiness::source_stopped`]): the server is then not ready,
+/// instead of serving a store that no longer follows the source.
+pub(crate) fn report_failure(readiness: &Readiness, source: &str, run: impl FnOnce()) {
+    let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) else { return };
+    let what = match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
+        (Some(s), _) => s.to_string(),
+        (_, Some(s)) => s.clone(),
+        _ => "a panic".to_string(),
+    };
+    let why = format!(
+        "the {source} source stopped: {what}; the store no longer follows it: restart the server (restore a snapshot if the store is damaged)"
+    );
+    tracing::error!(source, error = %what, "{why}");
+    readiness.source_stopped(why);
 }
 
 /// The manifests source's thread: what it reads, where it sends, what it reports.

@@ -187,3 +187,21 @@ fn findings_are_logged_up_to_a_bound_per_file() {
     assert_eq!(kept.iter().filter(|i| &*i.origin.file == "huge.yaml").map(|i| i.origin.document).max(), Some(LOGGED_PER_FILE));
     assert_eq!(left, vec![(Arc::from("huge.yaml"), 200_000 - LOGGED_PER_FILE)]);
 }
+
+/// A source thread that panics leaves the server not ready, naming the source and the panic;
+/// one that ends normally changes nothing.
+#[test]
+fn a_source_that_panics_makes_the_server_unready_and_says_why() {
+    let readiness = Readiness::new(Vec::<String>::new());
+    readiness.serve_warm();
+    report_failure(&readiness, "manifests", || {});
+    assert!(readiness.is_ready());
+    assert_eq!(readiness.status().source_fault, None);
+    report_failure(&readiness, "manifests", || panic!("entered unreachable code"));
+    assert!(!readiness.is_ready(), "a source that stopped is not followed: not ready");
+    let status = readiness.status();
+    assert!(!status.ready);
+    let fault = status.source_fault.unwrap();
+    assert!(fault.starts_with("the manifests source stopped: entered unreachable code;"), "{fault}");
+    assert!(fault.contains("restart the server"), "{fault}");
+}
