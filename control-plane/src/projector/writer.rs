@@ -1383,10 +1383,7 @@ impl WriterThread {
                     continue;
                 }
                 let t0 = Instant::now();
-                let d = match &w.change {
-                    Change::Seal { key } => self.seal(wb, key, &out)?,
-                    change => self.apply(wb, change, now)?,
-                };
+                let d = self.apply(wb, &w.change, now, &out)?;
                 out.push((d, t0.elapsed().as_secs_f64()));
             }
             if out.iter().any(|(d, _)| d.left_source_entry_behind()) {
@@ -1424,7 +1421,8 @@ impl WriterThread {
         Ok(ChangeEnd::Checkpointed)
     }
 
-    fn apply(&self, wb: &mut WriteBatch<'_>, c: &Change, now: Timestamp) -> Result<ChangeEnd, StorageError> {
+    /// Applies one change; `before` are the outcomes of the batch's changes before it.
+    fn apply(&self, wb: &mut WriteBatch<'_>, c: &Change, now: Timestamp, before: &[(ChangeEnd, f64)]) -> Result<ChangeEnd, StorageError> {
         Ok(match c {
             Change::Apply { src, version, record, authoritative, .. } => {
                 let stored = wb.source_version(src)?;
@@ -1479,7 +1477,7 @@ impl WriterThread {
                 wb.put_checkpoint(key, value.as_deref())?;
                 ChangeEnd::Checkpointed
             }
-            Change::Seal { key } => self.seal(wb, key, &[])?,
+            Change::Seal { key } => self.seal(wb, key, before)?,
         })
     }
 
