@@ -985,6 +985,7 @@ const SET_BY_THE_CHART: &[(&str, ChartSets)] = &[
     ("storage.dataDir", ChartSets::FromValue { value: "persistence.mountPath", sample: "/data", gives: "/data" }),
     ("source.manifests", ChartSets::Unset { reason: "the chart deploys the kube source" }),
     ("source.kubeUrl", ChartSets::Unset { reason: "the kube source uses the pod's ServiceAccount" }),
+    ("source.maxFileBytes", ChartSets::Unset { reason: "manifest files only; the chart deploys the kube source" }),
     ("DEPENDENCY_DELAY", ChartSets::EnvFromValue { value: "projector.dependencyDelay" }),
     ("DEPENDENCY_DELAY_JITTER", ChartSets::EnvFromValue { value: "projector.dependencyDelayJitter" }),
     ("SKIP_REQUEUE", ChartSets::EnvFromValue { value: "projector.skipRequeue" }),

@@ -486,7 +486,9 @@ impl SourceStart<'_> {
                 "the store lacks source documents (written by an earlier release): every file is read once to keep them"
             );
         }
-        let state = ManifestsState::new(dir, handlers, config.features, config.clock()).with_checkpoints(store.clone());
+        let state = ManifestsState::new(dir, handlers, config.features, config.clock())
+            .with_max_file_bytes(config.max_file_bytes as u64)
+            .with_checkpoints(store.clone());
         let source = ManifestsSource::spawn(dir, state, writer.sender(), readiness.clone(), metrics.clone(), manifests::POLL_INTERVAL)
             .map_err(anyhow::Error::msg)?;
         tracing::info!(manifests = %dir.display(), data_dir = %config.storage.data_dir.display(), "projector started (manifests source)");

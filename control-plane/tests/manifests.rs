@@ -1349,3 +1349,40 @@ fn check_lists_ignored_documents_with_their_reason() {
     // The comment-only section is not a document.
     assert!(out.trim_end().ends_with(", 5 ignored"), "{out}");
 }
+
+/// A file larger than `source.maxFileBytes` is not read: it is skipped with its size and the
+/// limit, and the objects it held stay; once it is small enough again it is read.
+#[test]
+fn a_file_over_the_file_limit_is_skipped_and_its_objects_stay() {
+    let dir = tempfile::tempdir().unwrap();
+    let features = schema::kind::Features::default();
+    let mut state = ManifestsState::new(dir.path(), Arc::new(Handlers::new(&features)), features, Clock(None)).with_max_file_bytes(1 << 20);
+    let file = dir.path().join("groups.yaml");
+    std::fs::write(&file, group_doc("alpha", "Alpha")).unwrap();
+    assert_eq!(change_names(&state.refresh().changes), ["apply Group poc/alpha"]);
+
+    // Grown past the limit (a comment is enough): nothing read, nothing deleted.
+    let padding = format!("# {}\n", "p".repeat(1 << 20));
+    std::fs::write(&file, format!("{padding}{}", group_doc("alpha", "Alpha 2"))).unwrap();
+    let bytes = std::fs::metadata(&file).unwrap().len();
+    let r = state.refresh();
+    assert_eq!(change_names(&r.changes), Vec::<String>::new());
+    assert_eq!(r.new_skips.len(), 1, "{:?}", r.new_skips);
+    assert_eq!(
+        r.new_skips[0].reason.to_string(),
+        format!("file cannot be read: the file is {bytes} bytes, more than source.maxFileBytes (1048576)")
+    );
+    assert!(state.holds(&storage::SourceRef { kind: schema::KindId::Group, namespace: "poc".into(), name: "alpha".into() }));
+
+    // Small again: read, and its change applied.
+    std::fs::write(&file, group_doc("alpha", "Alpha 3")).unwrap();
+    let r = state.refresh();
+    assert_eq!(change_names(&r.changes), ["apply Group poc/alpha"]);
+    assert!(r.new_skips.is_empty() && state.skips().is_empty(), "{:?}", state.skips());
+
+    // A new state (a cold start) with the file too large: a skip, no object.
+    std::fs::write(&file, format!("{padding}{}", group_doc("alpha", "Alpha"))).unwrap();
+    let mut cold = ManifestsState::new(dir.path(), Arc::new(Handlers::new(&features)), features, Clock(None)).with_max_file_bytes(1 << 20);
+    let r = cold.refresh();
+    assert!(r.changes.is_empty() && r.new_skips.len() == 1, "{:?}", change_names(&r.changes));
+}

@@ -397,6 +397,14 @@ pub const SETTINGS: &[Setting] = &[
         |d, v| set(&mut d.config.max_document_bytes, parse_at_least(one(v)?, 1024)),
     ),
     Setting::file(
+        "source.maxFileBytes",
+        "CP_SOURCE_MAX_FILE_BYTES",
+        "BYTES",
+        "1073741824",
+        "Largest manifest file read, in bytes (at least 1048576). A file is read whole, so this bounds what reading one holds; a larger file is skipped with its reason and the objects it held are kept.",
+        |d, v| set(&mut d.config.max_file_bytes, parse_at_least(one(v)?, 1 << 20)),
+    ),
+    Setting::file(
         "secretManager.url",
         "CP_SECRET_MANAGER_URL",
         "URL",
@@ -708,6 +716,9 @@ pub struct Config {
     /// `source.maxDocumentBytes`: the largest document (manifests) or object (kube) projected,
     /// in bytes; default [`DEFAULT_MAX_DOCUMENT_BYTES`], at least 1024.
     pub max_document_bytes: usize,
+    /// `source.maxFileBytes`: the largest manifest file read, in bytes; default
+    /// [`DEFAULT_MAX_FILE_BYTES`], at least 1 MiB.
+    pub max_file_bytes: usize,
     /// `source.serveWhileCatchingUp`, default `true`: a start on a store that completed an
     /// initial sync of the same source is ready at once and catches up behind; `false`: ready
     /// only once the initial sync is applied.
@@ -752,6 +763,11 @@ pub struct StorageConfig {
 /// The default of `source.maxDocumentBytes`: 1.5 MiB, what the Kubernetes API server accepts
 /// for one object (etcd's request limit).
 pub const DEFAULT_MAX_DOCUMENT_BYTES: usize = 1536 * 1024;
+
+/// The default of `source.maxFileBytes`: 1 GiB. A manifest file is read whole (and, when it
+/// changes, its translated records are held until they are sent), so the largest file bounds
+/// the source's memory; the 1M-object world's largest file is 503 MB.
+pub const DEFAULT_MAX_FILE_BYTES: usize = 1 << 30;
 
 /// The object source.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1024,6 +1040,7 @@ impl Draft {
                 periodic_resync: Duration::ZERO,
             },
             max_document_bytes: 0,
+            max_file_bytes: 0,
             serve_while_catching_up: false,
             features: Features { pubsub: false, permission: false, ai_gateway: false, file_manager: false },
             now: None,

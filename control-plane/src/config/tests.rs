@@ -292,12 +292,14 @@ fn query_limits_are_bounded_settings() {
             ("CP_GRAPHQL_MAX_DEPTH", "30"),
             ("CP_GRAPHQL_WORKERS", "3"),
             ("CP_SOURCE_MAX_DOCUMENT_BYTES", "1024"),
+            ("CP_SOURCE_MAX_FILE_BYTES", "1048576"),
         ],
         Some("graphql:\n  maxInputDepth: 4\n  maxFilterDepth: 1\n  maxSearchLength: 64\n  maxSearchTerms: 2\n  maxFilterBytes: 99\n  maxResponseBytes: 2048\n  queueLength: 5\n"),
     )
     .unwrap();
     let g = &c.graphql;
     assert_eq!((g.limits.max_nodes, g.limits.max_depth, g.workers, c.max_document_bytes), (10, 30, 3, 1024));
+    assert_eq!(c.max_file_bytes, 1 << 20);
     assert_eq!(
         (g.limits.max_input_depth, g.limits.max_filter_depth, g.limits.max_search_length, g.limits.max_search_terms, g.queue_length),
         (4, 1, 64, 2, 5)
@@ -320,6 +322,8 @@ fn query_limits_are_bounded_settings() {
         ("CP_GRAPHQL_WORKERS", "1000000", "from 0 to 256"),
         ("CP_GRAPHQL_WORKERS", "99999999999999999999", "from 0 to 256"),
         ("CP_SOURCE_MAX_DOCUMENT_BYTES", "1023", "at least 1024"),
+        ("CP_SOURCE_MAX_FILE_BYTES", "1048575", "at least 1048576"),
+        ("CP_SOURCE_MAX_FILE_BYTES", "99999999999999999999", "at least 1048576"),
         ("CP_MUTATIONS_ENABLED", "yes please", "true"),
         ("CP_MUTATIONS_PROJECTION_TIMEOUT", "61s", "0s to 1m"),
         ("CP_ROVER_SERVER_TIMEOUT", "0s", "1ms to 1m"),

@@ -121,6 +121,19 @@ impl Change {
         }
     }
 
+    /// What the change holds in memory while queued, in bytes, as the queue counts it
+    /// ([`PACED_QUEUE_BYTES`]): a record's encoding twice (its decoded form is about as large)
+    /// and its document, a checkpoint's value; other changes 0.
+    fn queued_bytes(&self) -> usize {
+        match self {
+            Change::Apply { record, .. } => {
+                record.encoded().len().saturating_mul(2).saturating_add(record.document().map_or(0, <[u8]>::len))
+            }
+            Change::Checkpoint { value, .. } => value.as_ref().map_or(0, |v| v.len()),
+            Change::Delete { .. } | Change::Sweep { .. } | Change::Seal { .. } => 0,
+        }
+    }
+
     fn module(&self) -> &'static str {
         match self {
             Change::Apply { src, .. } | Change::Delete { src, .. } => src.kind.module(),
@@ -203,18 +216,37 @@ enum WriterMessage {
 #[derive(Default)]
 struct Queue {
     depth: AtomicUsize,
+    /// The [`Change::queued_bytes`] of the changes queued.
+    bytes: AtomicUsize,
     closed: AtomicBool,
-    /// Told when the depth falls to [`PACED_QUEUE_DEPTH`], and when the writer stops
-    /// ([`ChangeSender::room`]).
+    /// Told when the depth falls to [`PACED_QUEUE_DEPTH`] or the bytes to
+    /// [`PACED_QUEUE_BYTES`], and when the writer stops ([`ChangeSender::room`]).
     room: tokio::sync::Notify,
 }
 
 impl Queue {
+    /// Counts one change queued.
+    fn queued(&self, c: &Change) {
+        self.depth.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(c.queued_bytes(), Ordering::Relaxed);
+    }
+
     /// Counts one change taken by the writer.
-    fn taken(&self) {
-        if self.depth.fetch_sub(1, Ordering::Relaxed) == PACED_QUEUE_DEPTH + 1 {
+    fn taken(&self, c: &Change) {
+        let bytes = c.queued_bytes();
+        let depth_before = self.depth.fetch_sub(1, Ordering::Relaxed);
+        let bytes_before = self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+        let bytes_fell = bytes_before > PACED_QUEUE_BYTES && bytes_before - bytes <= PACED_QUEUE_BYTES;
+        if depth_before == PACED_QUEUE_DEPTH + 1 || bytes_fell {
             self.room.notify_waiters();
         }
+    }
+
+    /// Whether a paced source may queue another change ([`ChangeSender::room`]).
+    fn has_room(&self) -> bool {
+        let depth = self.depth.load(Ordering::Relaxed);
+        let bytes = self.bytes.load(Ordering::Relaxed);
+        (depth <= PACED_QUEUE_DEPTH && bytes <= PACED_QUEUE_BYTES) || self.closed.load(Ordering::Relaxed)
     }
 }
 
@@ -234,30 +266,36 @@ pub struct ChangeSender {
 /// directory of a million objects) does not hold every translated record in the queue.
 pub const PACED_QUEUE_DEPTH: usize = 20_000;
 
+/// The [`Change::queued_bytes`] above which [`ChangeSender::send_paced`] waits: 20,000 changes
+/// of large documents (a file of `source.maxDocumentBytes` documents) would otherwise queue
+/// gigabytes.
+pub const PACED_QUEUE_BYTES: usize = 64 << 20;
+
 impl ChangeSender {
     /// Queues a change. Returns `false` when the writer has stopped (the change is dropped).
     pub fn send(&self, c: Change) -> bool {
-        self.queue.depth.fetch_add(1, Ordering::Relaxed);
+        self.queue.queued(&c);
         self.tx.send(WriterMessage::Change(c)).is_ok()
     }
 
     /// Like [`ChangeSender::send`], but first waits (on this thread: for sources with a thread
     /// of their own, never on an async runtime) while more than [`PACED_QUEUE_DEPTH`] changes
-    /// are queued, so the queue's memory stays bounded.
+    /// or [`PACED_QUEUE_BYTES`] are queued, so the queue's memory stays bounded.
     pub fn send_paced(&self, c: Change) -> bool {
         futures::executor::block_on(self.room());
         self.send(c)
     }
 
     /// Waits (asynchronously: for sources on an async runtime) until at most
-    /// [`PACED_QUEUE_DEPTH`] changes are queued, or the writer has stopped: what
+    /// [`PACED_QUEUE_DEPTH`] changes and [`PACED_QUEUE_BYTES`] are queued, or the writer has
+    /// stopped: what
     /// [`ChangeSender::send_paced`] does on a thread of its own.
     pub async fn room(&self) {
         loop {
             let told = self.queue.room.notified();
             let mut told = std::pin::pin!(told);
             told.as_mut().enable();
-            if self.queue.depth.load(Ordering::Relaxed) <= PACED_QUEUE_DEPTH || self.queue.closed.load(Ordering::Relaxed) {
+            if self.queue.has_room() {
                 return;
             }
             told.await;
@@ -267,6 +305,11 @@ impl ChangeSender {
     /// Changes queued and not yet taken by the writer.
     pub fn queued(&self) -> usize {
         self.queue.depth.load(Ordering::Relaxed)
+    }
+
+    /// What the changes queued hold, in bytes, as the queue counts them ([`PACED_QUEUE_BYTES`]).
+    pub fn queued_bytes(&self) -> usize {
+        self.queue.bytes.load(Ordering::Relaxed)
     }
 }
 
@@ -793,7 +836,7 @@ impl WriterThread {
             }
             match rx.recv_timeout(wait) {
                 Ok(WriterMessage::Change(c)) => {
-                    self.queue.taken();
+                    self.queue.taken(&c);
                     self.accept(c, &mut batch)
                 }
                 Ok(WriterMessage::Wake) => continue,
@@ -818,7 +861,7 @@ impl WriterThread {
                 }
                 match rx.recv_timeout(left) {
                     Ok(WriterMessage::Change(c)) => {
-                        self.queue.taken();
+                        self.queue.taken(&c);
                         self.accept(c, &mut batch)
                     }
                     // A fault told by another thread: this batch's commit meets it.
@@ -1775,6 +1818,47 @@ mod tests {
         }
         assert!(tx.queued() > PACED_QUEUE_DEPTH);
         assert!(!tx.send_paced(checkpoint(0)));
+    }
+
+    /// The queue also counts bytes: a paced source waits once more than
+    /// [`PACED_QUEUE_BYTES`] are queued, however few changes hold them, and is told when the
+    /// writer's taking brings the bytes back under the bound.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_paced_source_waits_while_the_queued_bytes_are_above_their_bound() {
+        let (tx, rx) = mpsc::channel();
+        let sender = ChangeSender { tx, queue: Arc::new(Queue::default()) };
+        let large = |i: usize| Change::Checkpoint { key: format!("test/{i}"), value: Some(Arc::from(vec![7u8; 1 << 20])), committed: None };
+        for i in 0..=PACED_QUEUE_BYTES >> 20 {
+            assert!(sender.queue.has_room(), "room before change {i}");
+            assert!(sender.send(large(i)));
+        }
+        assert_eq!((sender.queued(), sender.queued_bytes()), ((PACED_QUEUE_BYTES >> 20) + 1, PACED_QUEUE_BYTES + (1 << 20)));
+        assert!(!sender.queue.has_room(), "far fewer than {PACED_QUEUE_DEPTH} changes, but over the bytes");
+        let waiting = tokio::spawn({
+            let sender = sender.clone();
+            async move { sender.room().await }
+        });
+        let Ok(WriterMessage::Change(first)) = rx.recv() else { panic!("a change was queued") };
+        sender.queue.taken(&first);
+        tokio::time::timeout(Duration::from_secs(60), waiting).await.expect("the waiting source is told").unwrap();
+        assert_eq!(sender.queued_bytes(), PACED_QUEUE_BYTES);
+        // A record counts its encoding twice and its document; a delete counts nothing.
+        let handlers = crate::projector::handlers::Handlers::new(&schema::kind::Features::default());
+        let crate::projector::handlers::Lookup::Kind(zones) = handlers.get(KindId::Zone) else { panic!("zones are projected") };
+        let doc = serde_json::json!({
+            "apiVersion": "admin.cp.ei.telekom.de/v1", "kind": "Zone",
+            "metadata": {"name": "z", "namespace": "poc", "resourceVersion": "1"},
+            "spec": {"visibility": "World"},
+        });
+        let ctx = schema::kind::Context { now: Timestamp(5), features: schema::kind::Features::default() };
+        let record = handlers.prepare(zones, &doc, &ctx).unwrap();
+        let expected = 2 * record.encoded().len() + record.document().unwrap().len();
+        let src = SourceRef { kind: KindId::Zone, namespace: "poc".into(), name: "z".into() };
+        let apply =
+            Change::Apply { src: src.clone(), version: "1".into(), record, origin: Arc::from("t"), token: None, authoritative: true };
+        assert!(expected > 0);
+        assert_eq!(apply.queued_bytes(), expected);
+        assert_eq!(Change::Delete { src, origin: Arc::from("t"), token: None }.queued_bytes(), 0);
     }
 
     /// Writes `n` zones with their documents, as the sources hand them over.

@@ -370,9 +370,11 @@ impl KubeSource {
             let api: Api<DynamicObject> = Api::all_with(client.clone(), &w.resource);
             let mut watch = KindWatch::new(w, wiring.clone());
             let alive = alive.clone();
+            let readiness = wiring.readiness.clone();
             tasks.push(runtime.spawn(async move {
                 let _alive = alive;
-                watch.run(api).await
+                let source = format!("kube ({name})");
+                crate::source::manifests::report_task_failure(&readiness, &source, watch.run(api)).await
             }));
         }
         KubeSource { tasks, ended: std::sync::Mutex::new(ended) }

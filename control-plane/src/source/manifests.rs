@@ -449,19 +449,20 @@ fn guess_identity(text: &str) -> (Option<String>, Option<String>, Option<String>
 /// Parses, decodes and translates the documents of one file's text. `file` is the relative
 /// path used in reports; `json` selects single-document JSON parsing.
 pub fn scan_text(file: &str, text: &str, json: bool, handlers: &Handlers, ctx: &Context) -> FileScan {
-    scan_text_blocks(file, text, json, handlers, ctx, usize::MAX, &mut |_| {})
+    scan_text_blocks(file, text, json, handlers, ctx, Block::WHOLE, &mut |_| {})
 }
 
-/// [`scan_text`] in blocks of at most `block` documents, in file order: `on_block` sees each
-/// block's scan before the next block is parsed (and may take its translated records), so a
-/// large file's records need not all be held at once. Returns the whole file's scan.
+/// [`scan_text`] in blocks of at most `block` documents and bytes ([`Block`]), in file order:
+/// `on_block` sees each block's scan before the next block is parsed (and may take its
+/// translated records), so a large file's records need not all be held at once. Returns the
+/// whole file's scan.
 fn scan_text_blocks(
     file: &str,
     text: &str,
     json: bool,
     handlers: &Handlers,
     ctx: &Context,
-    block: usize,
+    block: Block,
     on_block: &mut dyn FnMut(&mut FileScan),
 ) -> FileScan {
     let mut scan = FileScan::default();
@@ -475,7 +476,7 @@ fn scan_text_blocks(
     } else {
         split_parts(text)
     };
-    for group in chunks.chunks(block.max(1)) {
+    for group in block.split(&chunks) {
         let mut b = scan_parts(&file, group, json, handlers, ctx);
         on_block(&mut b);
         scan.docs.extend(b.docs);
@@ -523,8 +524,46 @@ fn scan_parts(file: &Arc<str>, chunks: &[Part<'_>], json: bool, handlers: &Handl
     scan
 }
 
-/// Documents per block when a cold start streams a file ([`ManifestsState::refresh_streaming`]).
-const STREAM_BLOCK: usize = 8192;
+/// How many documents are parsed and translated before their records are handed on
+/// ([`scan_text_blocks`]): at most `documents` of them and, after the first, at most `bytes` of
+/// their text. The records of a block are held at once, so a block of large documents is cut
+/// by its bytes.
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    documents: usize,
+    bytes: usize,
+}
+
+impl Block {
+    /// One block: the whole file.
+    const WHOLE: Block = Block { documents: usize::MAX, bytes: usize::MAX };
+
+    /// `parts` cut into consecutive blocks, each of at least one document.
+    fn split<'p, 'a>(self, parts: &'p [Part<'a>]) -> impl Iterator<Item = &'p [Part<'a>]> {
+        let mut rest = parts;
+        std::iter::from_fn(move || {
+            if rest.is_empty() {
+                return None;
+            }
+            let mut bytes = 0usize;
+            let end = rest
+                .iter()
+                .take(self.documents.max(1))
+                .position(|p| {
+                    bytes = bytes.saturating_add(p.text.len());
+                    bytes > self.bytes
+                })
+                .map_or(rest.len().min(self.documents.max(1)), |over| over.max(1));
+            let (block, after) = rest.split_at(end);
+            rest = after;
+            Some(block)
+        })
+    }
+}
+
+/// The blocks in which a cold start streams a file ([`ManifestsState::refresh_streaming`]):
+/// 8,192 documents, or 16 MiB of their text.
+const STREAM_BLOCK: Block = Block { documents: 8192, bytes: 16 << 20 };
 
 /// Documents from which a file is scanned on several threads.
 const PARALLEL_CHUNKS: usize = 512;
@@ -904,7 +943,22 @@ impl Drop for ManifestsSource {
 /// it and records it in readiness ([`Readiness::source_stopped`]): the server is then not ready,
 /// instead of serving a store that no longer follows the source.
 pub(crate) fn report_failure(readiness: &Readiness, source: &str, run: impl FnOnce()) {
-    let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) else { return };
+    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        report_panic(readiness, source, panic.as_ref());
+    }
+}
+
+/// [`report_failure`] of a source's task on an async runtime: awaits `run`, and when it panics,
+/// logs it and records it in readiness. A task aborted (a shutdown) is not a failure.
+pub(crate) async fn report_task_failure(readiness: &Readiness, source: &str, run: impl std::future::Future<Output = ()>) {
+    use futures::FutureExt;
+    if let Err(panic) = std::panic::AssertUnwindSafe(run).catch_unwind().await {
+        report_panic(readiness, source, panic.as_ref());
+    }
+}
+
+/// Logs the panic `panic` of `source` and records it in readiness ([`report_failure`]).
+fn report_panic(readiness: &Readiness, source: &str, panic: &(dyn std::any::Any + Send)) {
     let what = match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
         (Some(s), _) => s.to_string(),
         (_, Some(s)) => s.clone(),

@@ -223,6 +223,8 @@ pub struct ManifestsState {
     /// The identity hashes of files taken over by a checked warm start, to be checkpointed
     /// ([`checkpoint::IDS_CHECKPOINT`]): relative path, 8 bytes per document.
     pending_ids: Vec<(String, Vec<u8>)>,
+    /// The largest file read, in bytes (`source.maxFileBytes`): a file is read whole.
+    max_file_bytes: u64,
 }
 
 impl ManifestsState {
@@ -252,7 +254,15 @@ impl ManifestsState {
             id_seed_stored: false,
             unreadable_checkpoint: std::cell::Cell::new(false),
             pending_ids: Vec::new(),
+            max_file_bytes: crate::config::DEFAULT_MAX_FILE_BYTES as u64,
         }
+    }
+
+    /// Reads no file larger than `bytes` (`source.maxFileBytes`): a larger one is skipped with
+    /// its reason, like a file that cannot be read, and the objects it held stay.
+    pub fn with_max_file_bytes(mut self, bytes: u64) -> ManifestsState {
+        self.max_file_bytes = bytes;
+        self
     }
 
     /// Keeps checkpoints in `store` ([`storage::checkpoint`]): [`ManifestsState::warm_start`]
@@ -466,7 +476,7 @@ impl ManifestsState {
                 }
             }
         }
-        let bytes = match std::fs::read(path) {
+        let bytes = match read_at_most(path, stamp.len, self.max_file_bytes) {
             Ok(b) => b,
             Err(e) => {
                 let id = self.id_of(rel);
@@ -531,6 +541,24 @@ impl ManifestsState {
         entry.chunks = self.files.get(rel).map_or(0, |f| f.chunks);
         self.files.insert(rel.to_string(), entry)
     }
+}
+
+/// The bytes of the file at `path`, whose length was `len` when it was listed, unless that is
+/// more than `max` (`source.maxFileBytes`): a file is read whole, so its size is what its read
+/// holds in memory.
+///
+/// # Errors
+/// The file's read error, or that it is too large (the skip's reason).
+fn read_at_most(path: &Path, len: u64, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    if len > max {
+        return Err(std::io::Error::other(format!("the file is {len} bytes, more than source.maxFileBytes ({max})")));
+    }
+    // A file that grew since it was listed is read no further than the limit (and then
+    // found changed while read, and read at the next poll).
+    let mut bytes = Vec::with_capacity(len as usize);
+    std::fs::File::open(path)?.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// The SHA-256 of the file at `path`, read in blocks of [`HASH_BLOCK`] bytes.

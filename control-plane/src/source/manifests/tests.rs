@@ -205,3 +205,62 @@ fn a_source_that_panics_makes_the_server_unready_and_says_why() {
     assert!(fault.starts_with("the manifests source stopped: entered unreachable code;"), "{fault}");
     assert!(fault.contains("restart the server"), "{fault}");
 }
+
+/// A streamed file is scanned in blocks of at most the block's documents and, from the second
+/// document of a block on, its bytes: a document larger than the bytes is a block of its own,
+/// and every document is in exactly one block, in file order.
+#[test]
+fn blocks_are_cut_by_documents_and_by_bytes() {
+    let text: String = [("a", 10), ("b", 10), ("c", 50), ("d", 10), ("e", 10), ("f", 10), ("g", 10)]
+        .iter()
+        .map(|(name, width)| group(name, &"x".repeat(*width)))
+        .collect::<Vec<_>>()
+        .join("---\n");
+    let parts = split_parts(&text);
+    let sizes: Vec<usize> = parts.iter().map(|p| p.text.len()).collect();
+    let (small, large) = (sizes[0], sizes[2]);
+    assert!(large > small + 30, "{sizes:?}");
+    let block = Block { documents: 3, bytes: 2 * small };
+    let blocks: Vec<Vec<usize>> = block.split(&parts).map(|b| b.iter().map(|p| p.document).collect()).collect();
+    assert_eq!(blocks, [vec![1, 2], vec![3], vec![4, 5], vec![6, 7]]);
+    let by_count: Vec<usize> = Block { documents: 3, bytes: usize::MAX }.split(&parts).map(<[_]>::len).collect();
+    assert_eq!(by_count, [3, 3, 1]);
+    assert_eq!(Block::WHOLE.split(&parts).map(<[_]>::len).collect::<Vec<_>>(), [7]);
+    assert_eq!(Block { documents: 0, bytes: 0 }.split(&parts).count(), 7, "at least one document per block");
+    assert_eq!(Block::WHOLE.split(&[]).count(), 0);
+}
+
+/// A streamed file of large documents hands its records on in blocks of at most 16 MiB of
+/// text (and 8,192 documents), not all at once.
+#[test]
+fn a_streamed_file_of_large_documents_is_handed_on_in_blocks_of_bounded_bytes() {
+    let doc = group("g", &"y".repeat(1 << 20));
+    let text: String = (0..40).map(|i| doc.replacen("name: g", &format!("name: g{i}"), 1)).collect::<Vec<_>>().join("---\n");
+    let handlers = Handlers::new(&Features::default()).with_max_document_bytes(2 << 20);
+    let mut blocks = Vec::new();
+    let scan = scan_text_blocks("f.yaml", &text, false, &handlers, &ctx(), STREAM_BLOCK, &mut |b| {
+        blocks.push(b.docs.len());
+    });
+    assert_eq!(scan.docs.len(), 40, "{:?}", scan.skips);
+    assert_eq!(blocks.iter().sum::<usize>(), 40);
+    assert!(blocks.len() >= 3 && blocks.iter().all(|n| *n <= 16), "{blocks:?}");
+}
+
+/// A source's task on an async runtime (the kube source's watch of one kind) that panics leaves
+/// the server not ready, naming the source and the panic; one that ends normally changes
+/// nothing.
+#[tokio::test]
+async fn a_source_task_that_panics_makes_the_server_unready_and_says_why() {
+    let readiness = Readiness::new(Vec::<String>::new());
+    readiness.serve_warm();
+    report_task_failure(&readiness, "kube (Zone)", async {}).await;
+    assert!(readiness.is_ready());
+    let task = tokio::spawn({
+        let readiness = readiness.clone();
+        async move { report_task_failure(&readiness, "kube (Zone)", async { panic!("a watch failed") }).await }
+    });
+    task.await.expect("the panic is caught in the task");
+    assert!(!readiness.is_ready(), "a source that stopped is not followed: not ready");
+    let fault = readiness.status().source_fault.unwrap();
+    assert!(fault.starts_with("the kube (Zone) source stopped: a watch failed;"), "{fault}");
+}
