@@ -103,9 +103,9 @@ async fn zebras_at_ready(manifests: &std::path::Path, data: &std::path::Path) ->
         tokio::task::yield_now().await;
     }
     let at_ready = ask().await;
-    let store = running.app().store().clone();
+    let store = running.app().store();
     let settled = |s: &storage::Store| s.read().unwrap().revision().unwrap() == s.catalogue().unwrap().revision();
-    while !settled(&store) {
+    while !settled(store) {
         tokio::task::yield_now().await;
     }
     let after = ask().await;
