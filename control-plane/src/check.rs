@@ -173,12 +173,32 @@ impl CheckReport {
 /// # Errors
 /// A message when `dir` is not a readable directory.
 pub fn check(dir: &Path, features: Features, clock: Clock) -> Result<CheckReport, String> {
+    check_with(dir, features, clock, crate::config::DEFAULT_MAX_DOCUMENT_BYTES, crate::config::DEFAULT_MAX_FILE_BYTES)
+}
+
+/// [`check`] with the feature flags and the source's limits of `config`
+/// (`source.maxDocumentBytes`, `source.maxFileBytes`; [`crate::config::check_config_from_env`]).
+///
+/// # Errors
+/// As [`check`].
+pub fn check_as_configured(dir: &Path, config: &crate::config::Config) -> Result<CheckReport, String> {
+    check_with(dir, config.features, config.clock(), config.max_document_bytes, config.max_file_bytes)
+}
+
+fn check_with(
+    dir: &Path,
+    features: Features,
+    clock: Clock,
+    max_document_bytes: usize,
+    max_file_bytes: usize,
+) -> Result<CheckReport, String> {
     match std::fs::metadata(dir) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => return Err(format!("{} is not a directory", dir.display())),
         Err(e) => return Err(format!("{}: {e}", dir.display())),
     }
-    let mut state = ManifestsState::new(dir, Arc::new(Handlers::new(&features)), features, clock);
+    let handlers = Handlers::new(&features).with_max_document_bytes(max_document_bytes);
+    let mut state = ManifestsState::new(dir, Arc::new(handlers), features, clock).with_max_file_bytes(max_file_bytes as u64);
     let r = state.refresh();
     let mut projected: Vec<Projected> = r
         .changes

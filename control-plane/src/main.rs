@@ -5,7 +5,7 @@
 
 use clap::Parser;
 use control_plane::cli::{Cli, Command, SchemaCommand, SnapshotCommand};
-use control_plane::config::{self, Clock};
+use control_plane::config;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -62,11 +62,11 @@ fn serve(args: &control_plane::cli::ServeArgs) -> ExitCode {
 
 /// `check --manifests DIR`: the report on stdout; failure when a document fails.
 fn check(manifests: &std::path::Path, env: &dyn Fn(&str) -> Option<String>) -> ExitCode {
-    let features = match config::features_from_env(env) {
-        Ok(f) => f,
+    let config = match config::check_config_from_env(env) {
+        Ok(c) => c,
         Err(e) => return fail(&e),
     };
-    match control_plane::check::check(manifests, features, Clock(None)) {
+    match control_plane::check::check_as_configured(manifests, &config) {
         Ok(report) => {
             let mut out = std::io::stdout().lock();
             match report.print(&mut out) {

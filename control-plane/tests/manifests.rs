@@ -1386,3 +1386,46 @@ fn a_file_over_the_file_limit_is_skipped_and_its_objects_stay() {
     let r = cold.refresh();
     assert!(r.changes.is_empty() && r.new_skips.len() == 1, "{:?}", change_names(&r.changes));
 }
+
+/// An object declared twice in one file: when the later (winning) document goes, the earlier
+/// one, unchanged in the file, is sent (its file is read again for its record).
+#[test]
+fn an_unchanged_document_that_becomes_the_winner_is_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let features = schema::kind::Features::default();
+    let mut state = ManifestsState::new(dir.path(), Arc::new(Handlers::new(&features)), features, Clock(None));
+    let file = dir.path().join("groups.yaml");
+    std::fs::write(&file, format!("{}{}", group_doc("g", "First"), group_doc("g", "Second"))).unwrap();
+    let r = state.refresh();
+    assert_eq!(change_names(&r.changes), ["apply Group poc/g"]);
+    let Change::Apply { origin, .. } = &r.changes[0] else { unreachable!() };
+    assert!(origin.starts_with("groups.yaml#2"), "{origin}");
+    std::fs::write(&file, group_doc("g", "First")).unwrap();
+    let r = state.refresh();
+    assert_eq!(change_names(&r.changes), ["apply Group poc/g"]);
+    let Change::Apply { origin, .. } = &r.changes[0] else { unreachable!() };
+    assert!(origin.starts_with("groups.yaml#1"), "{origin}");
+}
+
+/// `check` reads the source's limits from the environment as `serve` does: a file over
+/// `CP_SOURCE_MAX_FILE_BYTES` and a document over `CP_SOURCE_MAX_DOCUMENT_BYTES` fail it.
+#[test]
+fn check_reads_the_source_limits_from_the_environment() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("big.yaml"), format!("# {}\n{}", "p".repeat(1 << 20), group_doc("alpha", "Alpha"))).unwrap();
+    std::fs::write(dir.path().join("small.yaml"), group_doc("beta", &"B".repeat(4096))).unwrap();
+    let run = |vars: &[(&str, &str)]| {
+        let env = |k: &str| vars.iter().find(|(name, _)| *name == k).map(|(_, v)| v.to_string());
+        let config = control_plane::config::check_config_from_env(&env).unwrap();
+        control_plane::check::check_as_configured(dir.path(), &config).unwrap()
+    };
+    assert_eq!((run(&[]).failures(), run(&[]).projected.len()), (0, 2));
+    let limited = run(&[("CP_SOURCE_MAX_FILE_BYTES", "1048576"), ("CP_SOURCE_MAX_DOCUMENT_BYTES", "2048")]);
+    assert_eq!((limited.failures(), limited.projected.len()), (2, 0));
+    let reasons: Vec<String> = limited.skips.iter().map(|s| s.reason.to_string()).collect();
+    assert!(reasons.iter().any(|r| r.contains("more than source.maxFileBytes (1048576)")), "{reasons:?}");
+    assert!(reasons.iter().any(|r| r.contains("more than source.maxDocumentBytes (2048)")), "{reasons:?}");
+    let env = |k: &str| (k == "CP_SOURCE_MAX_FILE_BYTES").then(|| "1".to_string());
+    let err = control_plane::config::check_config_from_env(&env).unwrap_err().to_string();
+    assert!(err.contains("CP_SOURCE_MAX_FILE_BYTES") && err.contains("at least 1048576"), "{err}");
+}

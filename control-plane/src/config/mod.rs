@@ -1478,18 +1478,21 @@ pub fn load(args: &ServeArgs, env: &dyn Fn(&str) -> Option<String>, file: Option
     Ok(config)
 }
 
-/// Feature flags from the environment alone (used by `check`).
+/// The defaults with what `check` reads from the environment `env` applied: the feature flags
+/// and the source's limits (`source.maxDocumentBytes`, `source.maxFileBytes`), so that `check`
+/// judges a directory as `serve` with the same environment would read it.
 ///
 /// # Errors
-/// [`ConfigError::Invalid`] for a value that is not a boolean.
-pub fn features_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Features, ConfigError> {
+/// [`ConfigError`] for an invalid value (naming its variable).
+pub fn check_config_from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    const READ_BY_CHECK: [&str; 2] = ["source.maxDocumentBytes", "source.maxFileBytes"];
     let mut draft = Draft::defaults();
-    for s in SETTINGS.iter().filter(|s| s.env.starts_with("FEATURE_")) {
+    for s in SETTINGS.iter().filter(|s| s.env.starts_with("FEATURE_") || READ_BY_CHECK.contains(&s.key)) {
         if let Some(v) = env(s.env) {
             draft.apply(s, &Raw::One(v), ValueOrigin::Env(s.env))?;
         }
     }
-    Ok(draft.config.features)
+    Ok(draft.config)
 }
 
 /// [`load`] with the process environment and the `--config` file read from disk.

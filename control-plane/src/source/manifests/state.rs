@@ -26,8 +26,8 @@
 //! no longer held (it lives in a file that was not read now) has its file read again.
 
 use super::{
-    has_manifest_extension, scan_text, scan_text_blocks, walk, Document, DocumentPosition, FileScan, Ignored, SkipReason, SkipReport,
-    Stamp, Version, STREAM_BLOCK,
+    has_manifest_extension, scan_text_blocks, walk, Document, DocumentPosition, FileScan, Ignored, SkipReason, SkipReport, Stamp, Version,
+    STREAM_BLOCK,
 };
 use crate::config::Clock;
 use crate::projector::handlers::{Handlers, Prepared};
@@ -468,6 +468,10 @@ impl ManifestsState {
         send: Option<&mut dyn FnMut(Change)>,
     ) -> Option<Option<FileEntry>> {
         if let Some(e) = self.files.get(rel).filter(|e| e.stamp == stamp && !force) {
+            if stamp.len > self.max_file_bytes {
+                // Skipped for its size when it had this stamp: neither read nor hashed again.
+                return None;
+            }
             // The periodic full check of a file whose stamp did not move: its hash, read in
             // blocks (a manifest file of 500 MB is not held whole to find it unchanged).
             if let Ok(hash) = hash_file(path) {
@@ -524,7 +528,17 @@ impl ManifestsState {
                         r.sent += sent;
                         scan
                     }
-                    None => scan_text(rel, text, json, &self.handlers, &ctx),
+                    None => {
+                        // The documents this file held before, unchanged, need no record: only
+                        // the changed ones are held until they are sent. (A record found
+                        // missing later is read again: `diff`'s re-read of a winner's file.)
+                        let before = if force { HashSet::default() } else { self.versions_of(rel) };
+                        scan_text_blocks(rel, text, json, &self.handlers, &ctx, STREAM_BLOCK, &mut |b| {
+                            for d in b.docs.iter_mut().filter(|d| before.contains(&d.version)) {
+                                d.record = None;
+                            }
+                        })
+                    }
                 }
             }
             Err(_) => unreadable(rel, "not UTF-8 text".into()),
@@ -533,6 +547,15 @@ impl ManifestsState {
         r.new_ignored.extend(scan.ignored.iter().cloned());
         self.dirty.insert(rel.to_string());
         Some(self.replace_entry(rel, FileEntry::new(id, stamp, hash, scan)))
+    }
+
+    /// The versions of the documents file `rel` held when it was last read (none for a new
+    /// file). A version is the hash of a whole document, its identity included.
+    fn versions_of(&self, rel: &str) -> HashSet<Version> {
+        self.files
+            .get(rel)
+            .map(|f| self.effective_docs(rel, f).iter().filter(|d| !d.skipped).map(|d| d.version).collect())
+            .unwrap_or_default()
     }
 
     /// Puts `entry` in place of file `rel`'s entry, which it returns; the stored checkpoint's
@@ -554,10 +577,11 @@ fn read_at_most(path: &Path, len: u64, max: u64) -> std::io::Result<Vec<u8>> {
     if len > max {
         return Err(std::io::Error::other(format!("the file is {len} bytes, more than source.maxFileBytes ({max})")));
     }
-    // A file that grew since it was listed is read no further than the limit (and then
-    // found changed while read, and read at the next poll).
-    let mut bytes = Vec::with_capacity(len as usize);
-    std::fs::File::open(path)?.take(max.saturating_add(1)).read_to_end(&mut bytes)?;
+    // A file that grew since it was listed is read one byte further than it was listed (then
+    // found changed while read, and read at the next poll), so no read holds more than the
+    // listed length: not a procfs file listed as empty, nor one growing while it is read.
+    let mut bytes = Vec::with_capacity(usize::try_from(len).unwrap_or(usize::MAX).saturating_add(1));
+    std::fs::File::open(path)?.take(len.saturating_add(1)).read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 
@@ -638,6 +662,32 @@ mod tests {
         assert_eq!((state.file_count(), r.files_read), (0, 0));
         assert!(state.read_file("g.yaml", &path, stamp, false, &mut r, None).is_some());
         assert_eq!((state.file_count(), r.files_read), (1, 1));
+    }
+
+    /// A file read again because it changed holds the translated records of the documents that
+    /// changed only: the others were sent before with the same version.
+    #[test]
+    fn a_changed_file_holds_records_of_its_changed_documents_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("g.yaml");
+        let group = |name: &str, display: &str| {
+            format!("apiVersion: organization.cp.ei.telekom.de/v1\nkind: Group\nmetadata: {{name: {name}, namespace: poc}}\nspec: {{displayName: {display}}}\n")
+        };
+        std::fs::write(&path, [group("a", "A"), group("b", "B"), group("c", "C")].join("---\n")).unwrap();
+        let features = Features::default();
+        let mut state = ManifestsState::new(dir.path(), Arc::new(Handlers::new(&features)), features, Clock(None));
+        assert_eq!(state.refresh().changes.len(), 3);
+        std::fs::write(&path, [group("a", "A"), group("b", "B2"), group("c", "C")].join("---\n")).unwrap();
+        let stamp = Stamp::of(&std::fs::metadata(&path).unwrap());
+        let held = |state: &ManifestsState| match &state.files["g.yaml"].docs {
+            Docs::Held { docs, .. } => docs.iter().map(|d| (d.src.name.clone(), d.record.is_some())).collect::<Vec<_>>(),
+            Docs::Stored => panic!("no store: documents are held"),
+        };
+        assert!(state.read_file("g.yaml", &path, stamp, false, &mut Refresh::default(), None).is_some());
+        assert_eq!(held(&state), [("a".to_string(), false), ("b".to_string(), true), ("c".to_string(), false)]);
+        // Read again on purpose (a winner's record is needed): every record.
+        assert!(state.read_file("g.yaml", &path, stamp, true, &mut Refresh::default(), None).is_some());
+        assert!(held(&state).iter().all(|(_, record)| *record));
     }
 
     /// The periodic full check finds a change that left the file's stamp as it was (a rewrite

@@ -63,8 +63,18 @@ impl ManifestsState {
             for rel in &plan.reread {
                 let path = self.dir.join(rel);
                 let stamp = std::fs::metadata(&path).map(|m| Stamp::of(&m)).unwrap_or_default();
+                // A changed file read without the records of its unchanged documents is read
+                // again whole; it stays one change, from its entry before this refresh.
+                let already = changed.iter().any(|c| &c.rel == rel);
+                let reported = (r.new_skips.len(), r.new_ignored.len(), r.files_read);
                 if let Some(old) = self.read_file(rel, &path, stamp, true, r, None) {
-                    changed.push(Changed { rel: rel.clone(), old });
+                    if already {
+                        r.new_skips.truncate(reported.0);
+                        r.new_ignored.truncate(reported.1);
+                        r.files_read = reported.2;
+                    } else {
+                        changed.push(Changed { rel: rel.clone(), old });
+                    }
                 }
             }
         };
