@@ -514,39 +514,44 @@ impl ManifestsState {
         let id = self.id_of(rel);
         let json = has_manifest_extension(path).unwrap_or(false);
         let scan = match String::from_utf8(bytes) {
-            Ok(text) => {
-                // A byte order mark is not part of the first document.
-                let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-                let ctx = Context { now: self.clock.now(), features: self.features };
-                match send {
-                    Some(send) => {
-                        let handlers = &self.handlers;
-                        let mut sent = 0;
-                        let scan = scan_text_blocks(rel, text, json, handlers, &ctx, STREAM_BLOCK, &mut |b| {
-                            sent += send_docs(handlers, &mut b.docs, send);
-                        });
-                        r.sent += sent;
-                        scan
-                    }
-                    None => {
-                        // The documents this file held before, unchanged, need no record: only
-                        // the changed ones are held until they are sent. (A record found
-                        // missing later is read again: `diff`'s re-read of a winner's file.)
-                        let before = if force { HashSet::default() } else { self.versions_of(rel) };
-                        scan_text_blocks(rel, text, json, &self.handlers, &ctx, STREAM_BLOCK, &mut |b| {
-                            for d in b.docs.iter_mut().filter(|d| before.contains(&d.version)) {
-                                d.record = None;
-                            }
-                        })
-                    }
-                }
-            }
+            Ok(text) => self.scan_file(rel, &text, json, force, r, send),
             Err(_) => unreadable(rel, "not UTF-8 text".into()),
         };
         r.new_skips.extend(scan.skips.iter().cloned());
         r.new_ignored.extend(scan.ignored.iter().cloned());
         self.dirty.insert(rel.to_string());
         Some(self.replace_entry(rel, FileEntry::new(id, stamp, hash, scan)))
+    }
+
+    /// Scans the text of file `rel` ([`ManifestsState::read_file`]): with `send`, in blocks
+    /// whose objects are sent at once; otherwise keeping the translated records of the documents
+    /// that changed only (all of them with `force`).
+    fn scan_file(&self, rel: &str, text: &str, json: bool, force: bool, r: &mut Refresh, send: Option<&mut dyn FnMut(Change)>) -> FileScan {
+        // A byte order mark is not part of the first document.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+        let ctx = Context { now: self.clock.now(), features: self.features };
+        match send {
+            Some(send) => {
+                let handlers = &self.handlers;
+                let mut sent = 0;
+                let scan = scan_text_blocks(rel, text, json, handlers, &ctx, STREAM_BLOCK, &mut |b| {
+                    sent += send_docs(handlers, &mut b.docs, send);
+                });
+                r.sent += sent;
+                scan
+            }
+            None => {
+                // The documents this file held before, unchanged, need no record: only the
+                // changed ones are held until they are sent. (A record found missing later is
+                // read again: `diff`'s re-read of a winner's file.)
+                let before = if force { HashSet::default() } else { self.versions_of(rel) };
+                scan_text_blocks(rel, text, json, &self.handlers, &ctx, STREAM_BLOCK, &mut |b| {
+                    for d in b.docs.iter_mut().filter(|d| before.contains(&d.version)) {
+                        d.record = None;
+                    }
+                })
+            }
+        }
     }
 
     /// The versions of the documents file `rel` held when it was last read (none for a new

@@ -34,6 +34,28 @@ impl ManifestsState {
         }
     }
 
+    /// Reads the files `reread` again whole, with every record (winners to send whose records
+    /// are not held), adding those not yet among `changed`. A changed file read without the
+    /// records of its unchanged documents stays one change, from its entry before this refresh,
+    /// reported once.
+    fn reread(&mut self, reread: &BTreeSet<String>, changed: &mut Vec<Changed>, r: &mut Refresh) {
+        for rel in reread {
+            let path = self.dir.join(rel);
+            let stamp = std::fs::metadata(&path).map(|m| Stamp::of(&m)).unwrap_or_default();
+            let already = changed.iter().any(|c| &c.rel == rel);
+            let reported = (r.new_skips.len(), r.new_ignored.len(), r.files_read);
+            if let Some(old) = self.read_file(rel, &path, stamp, true, r, None) {
+                if already {
+                    r.new_skips.truncate(reported.0);
+                    r.new_ignored.truncate(reported.1);
+                    r.files_read = reported.2;
+                } else {
+                    changed.push(Changed { rel: rel.clone(), old });
+                }
+            }
+        }
+    }
+
     /// Computes the changes of the files in `changed` (see the module docs), updates the claims
     /// index, the duplicates and the entries, and fills `r`. After a streamed cold start
     /// (`streamed`), every winner was sent while its file was read: only the index and the
@@ -60,23 +82,7 @@ impl ManifestsState {
             // Winners to send live in files not read now: read them again (their records) and
             // decide once more with them among the changed files.
             reread_once = true;
-            for rel in &plan.reread {
-                let path = self.dir.join(rel);
-                let stamp = std::fs::metadata(&path).map(|m| Stamp::of(&m)).unwrap_or_default();
-                // A changed file read without the records of its unchanged documents is read
-                // again whole; it stays one change, from its entry before this refresh.
-                let already = changed.iter().any(|c| &c.rel == rel);
-                let reported = (r.new_skips.len(), r.new_ignored.len(), r.files_read);
-                if let Some(old) = self.read_file(rel, &path, stamp, true, r, None) {
-                    if already {
-                        r.new_skips.truncate(reported.0);
-                        r.new_ignored.truncate(reported.1);
-                        r.files_read = reported.2;
-                    } else {
-                        changed.push(Changed { rel: rel.clone(), old });
-                    }
-                }
-            }
+            self.reread(&plan.reread, &mut changed, r);
         };
         r.files_examined = plan.examined;
         // The claims index: each changed file's old identities out, its new ones in.
