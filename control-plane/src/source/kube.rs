@@ -374,7 +374,7 @@ impl KubeSource {
             tasks.push(runtime.spawn(async move {
                 let _alive = alive;
                 let source = format!("kube ({name})");
-                crate::source::manifests::report_task_failure(&readiness, &source, watch.run(api)).await
+                super::report_task_failure(&readiness, &source, watch.run(api)).await
             }));
         }
         KubeSource { tasks, ended: std::sync::Mutex::new(ended) }

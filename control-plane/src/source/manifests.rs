@@ -907,7 +907,7 @@ impl ManifestsSource {
         let readiness = source.readiness.clone();
         let thread = std::thread::Builder::new()
             .name("cp-manifests".into())
-            .spawn(move || report_failure(&readiness, "manifests", move || source.run(state)))
+            .spawn(move || super::report_failure(&readiness, "manifests", move || source.run(state)))
             .map_err(|e| format!("cannot start the manifests source: {e}"))?;
         Ok(ManifestsSource { stop, thread: Some(thread), skips })
     }
@@ -937,38 +937,6 @@ impl Drop for ManifestsSource {
     fn drop(&mut self) {
         self.stop_and_join();
     }
-}
-
-/// Runs a source's thread `run`; when it panics (a bug, or redb meeting a damaged store), logs
-/// it and records it in readiness ([`Readiness::source_stopped`]): the server is then not ready,
-/// instead of serving a store that no longer follows the source.
-pub(crate) fn report_failure(readiness: &Readiness, source: &str, run: impl FnOnce()) {
-    if let Err(panic) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
-        report_panic(readiness, source, panic.as_ref());
-    }
-}
-
-/// [`report_failure`] of a source's task on an async runtime: awaits `run`, and when it panics,
-/// logs it and records it in readiness. A task aborted (a shutdown) is not a failure.
-pub(crate) async fn report_task_failure(readiness: &Readiness, source: &str, run: impl std::future::Future<Output = ()>) {
-    use futures::FutureExt;
-    if let Err(panic) = std::panic::AssertUnwindSafe(run).catch_unwind().await {
-        report_panic(readiness, source, panic.as_ref());
-    }
-}
-
-/// Logs the panic `panic` of `source` and records it in readiness ([`report_failure`]).
-fn report_panic(readiness: &Readiness, source: &str, panic: &(dyn std::any::Any + Send)) {
-    let what = match (panic.downcast_ref::<&str>(), panic.downcast_ref::<String>()) {
-        (Some(s), _) => s.to_string(),
-        (_, Some(s)) => s.clone(),
-        _ => "a panic".to_string(),
-    };
-    let why = format!(
-        "the {source} source stopped: {what}; the store no longer follows it: restart the server (restore a snapshot if the store is damaged)"
-    );
-    tracing::error!(source, error = %what, "{why}");
-    readiness.source_stopped(why);
 }
 
 /// The manifests source's thread: what it reads, where it sends, what it reports.

@@ -194,10 +194,10 @@ fn findings_are_logged_up_to_a_bound_per_file() {
 fn a_source_that_panics_makes_the_server_unready_and_says_why() {
     let readiness = Readiness::new(Vec::<String>::new());
     readiness.serve_warm();
-    report_failure(&readiness, "manifests", || {});
+    crate::source::report_failure(&readiness, "manifests", || {});
     assert!(readiness.is_ready());
     assert_eq!(readiness.status().source_fault, None);
-    report_failure(&readiness, "manifests", || panic!("entered unreachable code"));
+    crate::source::report_failure(&readiness, "manifests", || panic!("entered unreachable code"));
     assert!(!readiness.is_ready(), "a source that stopped is not followed: not ready");
     let status = readiness.status();
     assert!(!status.ready);
@@ -253,11 +253,11 @@ fn a_streamed_file_of_large_documents_is_handed_on_in_blocks_of_bounded_bytes() 
 async fn a_source_task_that_panics_makes_the_server_unready_and_says_why() {
     let readiness = Readiness::new(Vec::<String>::new());
     readiness.serve_warm();
-    report_task_failure(&readiness, "kube (Zone)", async {}).await;
+    crate::source::report_task_failure(&readiness, "kube (Zone)", async {}).await;
     assert!(readiness.is_ready());
     let task = tokio::spawn({
         let readiness = readiness.clone();
-        async move { report_task_failure(&readiness, "kube (Zone)", async { panic!("a watch failed") }).await }
+        async move { crate::source::report_task_failure(&readiness, "kube (Zone)", async { panic!("a watch failed") }).await }
     });
     task.await.expect("the panic is caught in the task");
     assert!(!readiness.is_ready(), "a source that stopped is not followed: not ready");
