@@ -170,16 +170,25 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     let staging = data_dir.join(&staging_name);
     let built = (|| -> Result<()> {
         let store = Store::open(&staging).with_context(|| format!("creating {}", staging.display()))?;
-        let writing = std::time::Instant::now();
-        store.restore(&snap).with_context(|| format!("store write failed while restoring into {}", staging.display()))?;
-        tracing::info!(seconds = writing.elapsed().as_secs_f64(), revision = snap.header.revision, "store written and committed");
         // The catalogue search index is derived data: build it now, so the first start after a
-        // restore serves search at once (it would otherwise be rebuilt on that start).
+        // restore serves search at once (it would otherwise be rebuilt on that start). From the
+        // snapshot's records while the store is written, when it restores every kind as it is;
+        // else from the store written.
         let search_dir = staging.join(search);
-        let (catalogue, _) = storage::search::Catalogue::open(&search_dir, &store)
-            .with_context(|| format!("building the search index in {}", search_dir.display()))?;
-        catalogue.shutdown();
-        Ok(())
+        let building = || format!("building the search index in {}", search_dir.display());
+        let beside = snap.header.rederived_kinds().is_empty();
+        let writing = std::time::Instant::now();
+        let searched = store
+            .restore_beside(&snap, || beside.then(|| storage::search::Catalogue::build_for_restore(&search_dir, &snap)))
+            .with_context(|| format!("store write failed while restoring into {}", staging.display()))?;
+        tracing::info!(seconds = writing.elapsed().as_secs_f64(), revision = snap.header.revision, "store written and committed");
+        match searched {
+            Some(searched) => searched.map(|_| ()).with_context(building),
+            None => {
+                storage::search::Catalogue::open(&search_dir, &store).with_context(building)?.0.shutdown();
+                Ok(())
+            }
+        }
     })();
     if let Err(e) = built {
         let _ = std::fs::remove_dir_all(&staging);

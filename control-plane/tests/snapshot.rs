@@ -46,6 +46,31 @@ fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     out
 }
 
+/// The search index a restore built in `data` (from the snapshot, while the store was written)
+/// is taken as up to date by the next open, and finds what an index rebuilt from the restored
+/// store finds.
+fn assert_search_index_matches_a_rebuild(data: &Path) {
+    use storage::search::{Catalogue, Opened, SearchRequest};
+    let store = Store::open(data).unwrap();
+    let (restored, opened) = Catalogue::open(&data.join(storage::search::SEARCH_DIR), &store).unwrap();
+    assert_eq!(opened, Opened::UpToDate);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let (rebuilt, opened) = Catalogue::open(elsewhere.path(), &store).unwrap();
+    let Opened::Rebuilt(entries) = opened else { panic!("a new directory is rebuilt: {opened:?}") };
+    assert!(entries > 0, "{entries} catalogue entries");
+    for query in ["payments", "ledger", "fleet tracking", "", "zzzz-nothing"] {
+        let request = SearchRequest { query, ..Default::default() };
+        let found = restored.search(&request, 1000).unwrap();
+        assert_eq!(found, rebuilt.search(&request, 1000).unwrap(), "search {query:?}");
+        if query == "payments" {
+            assert!(found.total > 0, "search {query:?} finds something");
+        }
+    }
+    assert_eq!(restored.search(&SearchRequest::default(), 10_000).unwrap().total, entries);
+    restored.shutdown();
+    rebuilt.shutdown();
+}
+
 /// The server on the example world and `data`, once its initial sync is applied.
 fn synced(data: &Path) -> App {
     let app = App::start(Config::for_manifests(&repo().join("examples/world"), data)).unwrap();
@@ -88,6 +113,7 @@ fn export_verify_restore_and_refusals() {
     assert!(original.values().sum::<u64>() > 100);
     assert_eq!(counts(&restored), original);
     assert!(restored.join(storage::search::SEARCH_DIR).is_dir(), "restore builds the search index");
+    assert_search_index_matches_a_rebuild(&restored);
 
     // Non-empty target: refused without --force, replaced with it.
     let o = run(&["snapshot", "restore", "--in", f, "--data-dir", r]);

@@ -46,6 +46,8 @@ fn queries() -> Vec<String> {
             .into(),
     );
     q.push("{ applications(last: 3, orderBy: [{field: CREATED_AT}]) { edges { cursor node { id name createdAt } } } }".into());
+    // The change log: its index (by object, by team) and counters are derived anew on restore.
+    q.push("{ activity(first: 100) { totalCount edges { cursor node { revision operation kind id name changedFields } } } }".into());
     q
 }
 
@@ -83,11 +85,15 @@ async fn a_restored_store_answers_every_query_like_the_original() {
     let ids = world.data(&admin(), "{ applications(first: 5) { edges { node { id } } } }").await;
     for edge in ids["applications"]["edges"].as_array().unwrap() {
         let id = edge["node"]["id"].as_str().unwrap();
-        let q = format!("{{ node(id: \"{id}\") {{ __typename ... on Application {{ id name createdAt }} }} }}");
+        let q = format!(
+            "{{ node(id: \"{id}\") {{ __typename ... on Application {{ id name createdAt }} }} \
+             history(id: \"{id}\") {{ totalCount edges {{ cursor node {{ revision operation changedFields }} }} }} }}"
+        );
         let before = world.run(&admin(), &q).await;
         let after = serde_json::to_value(world.api.execute(&restored, admin(), async_graphql::Request::new(q.as_str())).await).unwrap();
         assert_eq!(before, after);
         assert_eq!(after["data"]["node"]["id"], id);
+        assert!(after["data"]["history"]["totalCount"].as_u64().is_some_and(|n| n >= 1), "{after}");
     }
 
     // A second export of the restored store carries the same records.

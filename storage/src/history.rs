@@ -624,21 +624,13 @@ struct Tables<'txn> {
 
 impl<'txn> Tables<'txn> {
     fn open(txn: &'txn WriteTransaction) -> Result<Tables<'txn>, StorageError> {
-        let (floor, bytes, entries, pruned, salt, indexed) = {
-            let mut meta = txn.open_table(META)?;
-            let stored_salt = meta.get(meta::SALT)?.map(|v| v.value());
-            let salt = match stored_salt {
-                Some(salt) => salt,
-                None => {
-                    let salt = new_identity();
-                    meta.insert(meta::SALT, salt)?;
-                    salt
-                }
-            };
+        let salt = salt(txn)?;
+        let (floor, bytes, entries, pruned, indexed) = {
+            let meta = txn.open_table(META)?;
             let get = |k: &str| -> Result<u64, StorageError> { Ok(meta.get(k)?.map(|v| v.value()).unwrap_or(0)) };
             let floor = LogPosition { revision: get(meta::FLOOR_REVISION)?, index: get(meta::FLOOR_INDEX)? as u32 };
             let indexed = meta.get(meta::INDEXED)?.map(|v| v.value());
-            (floor, get(meta::BYTES)? as i64, get(meta::ENTRIES)? as i64, get(meta::PRUNED)?, salt, indexed)
+            (floor, get(meta::BYTES)? as i64, get(meta::ENTRIES)? as i64, get(meta::PRUNED)?, indexed)
         };
         Ok(Tables {
             log: txn.open_table(LOG)?,
@@ -1067,21 +1059,81 @@ pub(crate) fn check_entry(key: &[u8], value: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-/// Writes a snapshot's log `entries` (position order) into the restored store's `txn`,
-/// deriving their index entries and counters, with the snapshot's `state` (without one, a file
-/// of an older format: the floor at the end of `revision`). The restored log has an identity
-/// of its own ([`restart`]).
+/// The salt of the log's index digests in `txn`'s store, chosen (and written) on first use.
+pub(crate) fn salt(txn: &WriteTransaction) -> Result<u64, StorageError> {
+    let mut meta = txn.open_table(META)?;
+    let stored = meta.get(meta::SALT)?.map(|v| v.value());
+    match stored {
+        Some(salt) => Ok(salt),
+        None => {
+            let salt = new_identity();
+            meta.insert(meta::SALT, salt)?;
+            Ok(salt)
+        }
+    }
+}
+
+/// What a restore writes of a snapshot's log besides its entries, derived from them
+/// ([`derive_restored`]) while the store's records are written.
+pub(crate) struct RestoredLog {
+    /// Each entry's value as this build encodes it, when that differs from the snapshot's.
+    reencoded: Vec<Option<Vec<u8>>>,
+    /// Every entry's index keys, sorted and free of duplicates.
+    index: Vec<Vec<u8>>,
+    deltas: HashMap<Vec<u8>, i64>,
+    bytes: i64,
+}
+
+/// Decodes a snapshot's log `entries` (position order, each checked by [`check_entry`]) and
+/// derives their index keys (digests salted with `salt`, [`salt`]) and counters.
+///
+/// # Errors
+/// [`StorageError::Corrupt`] for a position or an entry that does not decode.
+pub(crate) fn derive_restored(salt: u64, entries: &[(Vec<u8>, Vec<u8>)]) -> Result<RestoredLog, StorageError> {
+    let mut log = RestoredLog { reencoded: Vec::with_capacity(entries.len()), index: Vec::new(), deltas: HashMap::default(), bytes: 0 };
+    for (k, v) in entries {
+        let position = LogPosition::from_bytes(k).ok_or_else(|| StorageError::Corrupt("history key".into()))?;
+        let record = EntryRecord::decode(v)?;
+        let value = record.encode();
+        log.bytes += (12 + value.len()) as i64;
+        if record.revision {
+            for key in index_keys_of(salt, &record, position) {
+                log.bytes += key.len() as i64;
+                log.index.push(key);
+            }
+            for scope in record.team_scopes() {
+                *log.deltas.entry(team_count_key(scope, record.kind)).or_default() += 1;
+            }
+            *log.deltas.entry(kind_count_key(record.kind).to_vec()).or_default() += 1;
+        }
+        log.reencoded.push((value != *v).then_some(value));
+    }
+    log.index.sort_unstable();
+    log.index.dedup();
+    Ok(log)
+}
+
+/// Writes a snapshot's log `entries` (position order) into the restored store's `txn`, with
+/// what [`derive_restored`] derived of them (`derived`, with this store's [`salt`]) and the
+/// snapshot's `state` (without one, a file of an older format: the floor at the end of
+/// `revision`). The restored log has an identity of its own ([`restart`]).
+///
+/// # Errors
+/// [`StorageError::Corrupt`] when positions do not ascend, other variants on redb failures.
 pub(crate) fn restore(
     txn: &WriteTransaction,
     entries: &[(Vec<u8>, Vec<u8>)],
+    derived: RestoredLog,
     state: Option<LogState>,
     revision: u64,
 ) -> Result<(), StorageError> {
     let mut t = Tables::open(txn)?;
-    for (k, v) in entries {
-        let position = LogPosition::from_bytes(k).ok_or_else(|| StorageError::Corrupt("history key".into()))?;
-        t.insert(position, &EntryRecord::decode(v)?, true)?;
-    }
+    let values = entries.iter().zip(&derived.reencoded).map(|((k, v), re)| (k.as_slice(), re.as_deref().unwrap_or(v)));
+    crate::bulk::append(&mut t.log, "change log", values)?;
+    crate::bulk::append(&mut t.index, "change log index", derived.index.iter().map(|k| (k.as_slice(), ())))?;
+    t.deltas = derived.deltas;
+    t.bytes += derived.bytes;
+    t.entries += entries.len() as i64;
     t.indexed = None;
     // The snapshot's floor: no position of the new identity lies below it, and the restored
     // store exports the same log again.

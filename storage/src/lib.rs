@@ -31,6 +31,7 @@
 #![forbid(unsafe_code)]
 
 pub mod analysis;
+mod bulk;
 pub mod checkpoint;
 mod codec;
 pub mod documents;

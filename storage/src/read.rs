@@ -740,7 +740,7 @@ struct EnvelopeRef<'a> {
 }
 
 /// The record of kind `K` under `key` from its stored envelope bytes.
-fn stored<K: Kind>(key: Key, bytes: &[u8]) -> Result<Stored<K::Record>, StorageError> {
+pub(crate) fn stored<K: Kind>(key: Key, bytes: &[u8]) -> Result<Stored<K::Record>, StorageError> {
     let env: EnvelopeRef = crate::codec::decode_borrowed(bytes, K::ID.name())?;
     Ok(Stored {
         record: decode(env.record, K::ID.name())?,

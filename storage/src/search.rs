@@ -198,12 +198,21 @@ fn loaders() -> Vec<(KindId, LoadFn)> {
     v.0
 }
 
-/// Adds every catalogue entry of `view` to `writer` (which must be empty). Returns the count.
-fn add_all(writer: &IndexWriter, f: &Fields, view: &ReadView) -> Result<usize, SearchError> {
+/// Where a catalogue index's entries are read from.
+#[derive(Clone, Copy)]
+enum Records<'a> {
+    /// A store, as of a read view.
+    Store(&'a ReadView),
+    /// A snapshot being restored: the records its store will hold.
+    Snapshot(&'a crate::snapshot::Snapshot),
+}
+
+/// Adds every catalogue entry of `records` to `writer` (which must be empty). Returns the count.
+fn add_all(writer: &IndexWriter, f: &Fields, records: Records<'_>) -> Result<usize, SearchError> {
     struct V<'a> {
         writer: &'a IndexWriter,
         f: &'a Fields,
-        view: &'a ReadView,
+        records: Records<'a>,
         n: usize,
         err: Option<SearchError>,
     }
@@ -212,7 +221,11 @@ fn add_all(writer: &IndexWriter, f: &Fields, view: &ReadView) -> Result<usize, S
             if self.err.is_some() {
                 return;
             }
-            let all = match self.view.with_prefix::<K>(&Key::from_bytes(Vec::new())) {
+            let all = match self.records {
+                Records::Store(view) => view.with_prefix::<K>(&Key::from_bytes(Vec::new())),
+                Records::Snapshot(snap) => snap.stored::<K>(),
+            };
+            let all = match all {
                 Ok(all) => all,
                 Err(e) => return self.err = Some(e.into()),
             };
@@ -224,7 +237,7 @@ fn add_all(writer: &IndexWriter, f: &Fields, view: &ReadView) -> Result<usize, S
             }
         }
     }
-    let mut v = V { writer, f, view, n: 0, err: None };
+    let mut v = V { writer, f, records, n: 0, err: None };
     catalogue::visit(&mut v);
     match v.err {
         Some(e) => Err(e),
@@ -410,6 +423,36 @@ impl Catalogue {
         let shared = Arc::new(shared);
         store.search.set(&shared);
         Ok((Catalogue(shared), opened))
+    }
+
+    /// Builds the index of the store that `snap` restores into the new directory `dir`, as of
+    /// the snapshot's revision, from the snapshot's records: what [`Catalogue::open`] would
+    /// rebuild on that store, built while the store is written. Only for a snapshot whose every
+    /// kind is restored as it is (no [`crate::snapshot::Header::rederived_kinds`]); the next
+    /// open finds it up to date.
+    ///
+    /// # Errors
+    /// [`SearchError::Index`] when `dir` cannot be created or written, [`SearchError::Storage`]
+    /// for a catalogue record that does not decode.
+    pub fn build_for_restore(dir: &Path, snap: &crate::snapshot::Snapshot) -> Result<usize, SearchError> {
+        let started = Instant::now();
+        std::fs::create_dir_all(dir).map_err(|e| SearchError::Index(format!("creating {}: {e}", dir.display())))?;
+        let (schema, f) = schema();
+        let index = open_index(dir, &schema)?;
+        register_tokenizers(&index);
+        let mut writer: IndexWriter = index.writer_with_num_threads(1, WRITER_HEAP)?;
+        let n = add_all(&writer, &f, Records::Snapshot(snap))?;
+        let mut prepared = writer.prepare_commit()?;
+        prepared.set_payload(&payload_of(snap.header.revision));
+        prepared.commit()?;
+        writer.wait_merging_threads()?;
+        tracing::info!(
+            entries = n,
+            revision = snap.header.revision,
+            seconds = started.elapsed().as_secs_f64(),
+            "search index built from the snapshot"
+        );
+        Ok(n)
     }
 
     /// Why the index's last commit failed (a full volume), until one succeeds: it answers as of
@@ -611,7 +654,7 @@ fn open_at_revision(dir: &Path, schema: &Schema, f: Fields, store: &Store) -> Re
 /// returns the entries written.
 fn rebuild(writer: &mut IndexWriter, f: &Fields, view: &ReadView, revision: u64) -> Result<usize, SearchError> {
     writer.delete_all_documents()?;
-    let n = add_all(writer, f, view)?;
+    let n = add_all(writer, f, Records::Store(view))?;
     let mut prepared = writer.prepare_commit()?;
     prepared.set_payload(&payload_of(revision));
     prepared.commit()?;

@@ -193,21 +193,23 @@ impl From<HeaderV3> for Header {
     }
 }
 
-/// One unit of the decompressed body (see the module docs).
+/// One unit of the decompressed body (see the module docs). Byte strings are written as one
+/// slice (`serde_bytes`), which postcard encodes as it encodes a sequence of bytes: a length,
+/// then the bytes.
 #[derive(Serialize, Deserialize)]
 enum Frame<'a> {
     Section(&'a str),
-    Record(&'a [u8], &'a [u8]),
-    Source(&'a [u8], &'a [u8]),
+    Record(#[serde(with = "serde_bytes")] &'a [u8], #[serde(with = "serde_bytes")] &'a [u8]),
+    Source(#[serde(with = "serde_bytes")] &'a [u8], #[serde(with = "serde_bytes")] &'a [u8]),
     End,
     /// A source document ([`crate::documents`]): `Key(namespace, name)` bytes and the stored
     /// value (format 4).
-    Document(&'a [u8], &'a [u8]),
+    Document(#[serde(with = "serde_bytes")] &'a [u8], #[serde(with = "serde_bytes")] &'a [u8]),
     /// The kind's document dictionary ([`crate::documents`]): its id and bytes (format 5).
-    Dictionary(u32, &'a [u8]),
+    Dictionary(u32, #[serde(with = "serde_bytes")] &'a [u8]),
     /// An entry of the change log ([`crate::history`]): its position and value, after every
     /// section, in position order (format 6).
-    History(&'a [u8], &'a [u8]),
+    History(#[serde(with = "serde_bytes")] &'a [u8], #[serde(with = "serde_bytes")] &'a [u8]),
     /// The change log's floor (revision, index), newest commit time and pruned count, after
     /// its entries (format 6).
     HistoryState(u64, u32, i64, u64),
@@ -302,6 +304,18 @@ pub struct Snapshot {
     /// The header.
     pub header: Header,
     body: Body,
+}
+
+impl Snapshot {
+    /// The records of kind `K` that a restore writes, decoded, in key order (none when the
+    /// snapshot has no section of it).
+    ///
+    /// # Errors
+    /// [`StorageError::Corrupt`] for a record that does not decode.
+    pub(crate) fn stored<K: schema::Kind>(&self) -> Result<Vec<crate::Stored<K::Record>>, StorageError> {
+        let section = self.body.sections.iter().find(|s| s.kind == K::ID);
+        section.map_or(&[][..], |s| &s.records[..]).iter().map(|(k, v)| crate::read::stored::<K>(Key::from_bytes(k.clone()), v)).collect()
+    }
 }
 
 /// A writer that hashes and counts what passes through it.
@@ -782,6 +796,18 @@ impl Store {
     /// or sources are not in strictly ascending key order, [`SnapshotError::Storage`] on redb
     /// failures (nothing is committed then).
     pub fn restore(&self, snap: &Snapshot) -> Result<(), SnapshotError> {
+        self.restore_beside(snap, || ())
+    }
+
+    /// [`Store::restore`], running `beside` on the thread that derived the index entries once
+    /// they are derived: work that needs a core the restore then leaves idle while this thread
+    /// writes them and commits (a restore builds the catalogue search index there). Its result
+    /// is returned once the store is committed.
+    ///
+    /// # Errors
+    /// As [`Store::restore`]; `beside` has not run when its error came before the entries were
+    /// derived.
+    pub fn restore_beside<R: Send>(&self, snap: &Snapshot, beside: impl FnOnce() -> R + Send) -> Result<R, SnapshotError> {
         {
             let view = self.read()?;
             if view.revision()? != 0 || !view.is_empty()? {
@@ -802,44 +828,15 @@ impl Store {
         // switch writes every record anew.
         let unreadable = self.unreadable_kinds(&from_volume, &sections);
         let derived_sections: Vec<&Section> = sections.iter().copied().filter(|s| !unreadable.contains(&s.kind)).collect();
-        let txn = self.database()?.begin_write().map_err(StorageError::from)?;
-        for &kind in &rederived {
-            crate::versions::mark_rederiving(&txn, kind)?;
-        }
-        for &kind in &from_volume {
-            let version = snap.header.kind_version(kind).unwrap_or(crate::versions::UNKNOWN_VERSION);
-            let mut meta = txn.open_table(tables::META).map_err(StorageError::from)?;
-            meta.insert(crate::versions::version_key(kind).as_str(), u64::from(version)).map_err(StorageError::from)?;
-            if unreadable.contains(&kind) {
-                let target = self.kinds.get(kind).map(|ops| ops.version()).unwrap_or_default();
-                meta.insert(crate::rebuild::mark_key(kind).as_str(), u64::from(target)).map_err(StorageError::from)?;
-            }
-        }
-        // Two threads: one decodes every record and derives (and sorts) its entries, while this
-        // one writes the records and sources as they are; the entries follow once derived.
-        let started = std::time::Instant::now();
-        std::thread::scope(|scope| -> Result<(), SnapshotError> {
-            let deriving = scope.spawn(|| {
-                let derived = derive(&self.kinds, &derived_sections);
-                tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: index entries derived and sorted");
-                derived
-            });
-            let written = write_records(&txn, &sections);
-            tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: records and sources written");
-            let derived = deriving.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
-            written?;
-            let mut order = txn.open_table(tables::ORDER).map_err(StorageError::from)?;
-            append(&mut order, "ordering index", derived.order.iter().map(|k| (k.as_slice(), ())))?;
-            let mut index_entries = txn.open_table(tables::INDEX_ENTRIES).map_err(StorageError::from)?;
-            append(&mut index_entries, "secondary index", derived.index_entries.iter().map(|k| (k.as_slice(), ())))?;
-            let mut ct = txn.open_table(tables::COUNTS).map_err(StorageError::from)?;
-            append(&mut ct, "counters", derived.counts.iter().map(|(k, n)| (k.as_slice(), *n)))?;
-            write_restored_meta(&txn, snap, &sections)?;
-            crate::history::restore(&txn, &snap.body.history, snap.body.history_state, snap.header.revision).map_err(SnapshotError::from)
-        })?;
-        tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: index entries written");
-        txn.commit().map_err(StorageError::from)?;
-        tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: committed");
+        let restored = std::thread::scope(|scope| {
+            let (stop, stopped) = std::sync::mpsc::channel::<()>();
+            scope.spawn(|| write_back_early(&self.db.path, stopped));
+            let kinds = (&rederived[..], &from_volume[..], &unreadable[..]);
+            let restored = self.restore_in_one_transaction(snap, &sections, &derived_sections, kinds, beside);
+            drop(stop);
+            restored
+        });
+        let besides = restored?;
         for s in &sections {
             if let Some((id, bytes)) = &s.dictionary {
                 self.dictionaries.insert(s.kind, *id, bytes.clone())?;
@@ -852,7 +849,62 @@ impl Store {
             );
             self.rederiving.lock().unwrap_or_else(|e| e.into_inner()).extend(rederived);
         }
-        Ok(())
+        Ok(besides)
+    }
+
+    /// Writes the restore's one transaction and commits it: the kinds' version marks, then the
+    /// records, sources and documents on this thread while two others derive the index entries
+    /// and counters and the change log's; then those, while the thread that derived the entries
+    /// runs `beside`, joined once the transaction is committed.
+    fn restore_in_one_transaction<R: Send>(
+        &self,
+        snap: &Snapshot,
+        sections: &[&Section],
+        derived_sections: &[&Section],
+        (rederived, from_volume, unreadable): (&[KindId], &[KindId], &[KindId]),
+        beside: impl FnOnce() -> R + Send,
+    ) -> Result<R, SnapshotError> {
+        let txn = self.database()?.begin_write().map_err(StorageError::from)?;
+        for &kind in rederived {
+            crate::versions::mark_rederiving(&txn, kind)?;
+        }
+        for &kind in from_volume {
+            let version = snap.header.kind_version(kind).unwrap_or(crate::versions::UNKNOWN_VERSION);
+            let mut meta = txn.open_table(tables::META).map_err(StorageError::from)?;
+            meta.insert(crate::versions::version_key(kind).as_str(), u64::from(version)).map_err(StorageError::from)?;
+            if unreadable.contains(&kind) {
+                let target = self.kinds.get(kind).map(|ops| ops.version()).unwrap_or_default();
+                meta.insert(crate::rebuild::mark_key(kind).as_str(), u64::from(target)).map_err(StorageError::from)?;
+            }
+        }
+        let started = std::time::Instant::now();
+        let salt = crate::history::salt(&txn)?;
+        std::thread::scope(|scope| -> Result<R, SnapshotError> {
+            let (derived_tx, derived_rx) = std::sync::mpsc::sync_channel(1);
+            let deriving = scope.spawn(move || {
+                let derived = derive(&self.kinds, derived_sections);
+                tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: index entries derived and sorted");
+                let sound = derived.is_ok();
+                let _ = derived_tx.send(derived);
+                sound.then(beside)
+            });
+            let logging = scope.spawn(|| crate::history::derive_restored(salt, &snap.body.history));
+            let written = write_records(&txn, sections);
+            tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: records and sources written");
+            let derived = derived_rx.recv().map_err(|_| SnapshotError::Malformed("the derivation of index entries stopped".into()));
+            let log = logging.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            let (derived, log) = (derived??, log?);
+            written?;
+            write_derived(&txn, &derived, snap, sections)?;
+            drop(derived);
+            tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: index entries and counters written");
+            crate::history::restore(&txn, &snap.body.history, log, snap.body.history_state, snap.header.revision)?;
+            tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: change log written");
+            txn.commit().map_err(StorageError::from)?;
+            tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: committed");
+            let besides = deriving.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            besides.ok_or_else(|| SnapshotError::Malformed("the index entries were not derived".into()))
+        })
     }
 
     /// The kinds of `from_volume` whose records in `sections` this build cannot read (or does
@@ -871,6 +923,38 @@ impl Store {
             })
             .collect()
     }
+}
+
+/// How often [`write_back_early`] flushes the file a restore is filling.
+const WRITE_BACK_INTERVAL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Flushes `path`'s written pages to the disk every [`WRITE_BACK_INTERVAL`] until `stop` is
+/// dropped, through a handle of its own: a restore writes gigabytes in one transaction, and its
+/// commit's flush then finds little left to write (the disk works while the restore computes).
+/// A failure is logged at debug level and ends it (the commit's own flush is what counts).
+fn write_back_early(path: &std::path::Path, stop: std::sync::mpsc::Receiver<()>) {
+    let file = match std::fs::File::open(path) {
+        Ok(file) => file,
+        Err(e) => return tracing::debug!(file = %path.display(), error = %e, "restore: no early write-back"),
+    };
+    while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stop.recv_timeout(WRITE_BACK_INTERVAL) {
+        if let Err(e) = file.sync_data() {
+            return tracing::debug!(file = %path.display(), error = %e, "restore: early write-back stopped");
+        }
+    }
+}
+
+/// Writes the index entries, ordering index and counters `derived` of the records of
+/// `sections`, then what a restored store knows besides ([`write_restored_meta`]).
+fn write_derived(txn: &redb::WriteTransaction, derived: &Derived, snap: &Snapshot, sections: &[&Section]) -> Result<(), SnapshotError> {
+    let mut order = txn.open_table(tables::ORDER).map_err(StorageError::from)?;
+    append(&mut order, "ordering index", derived.order.iter().map(|k| (k.as_slice(), ())))?;
+    let mut index_entries = txn.open_table(tables::INDEX_ENTRIES).map_err(StorageError::from)?;
+    append(&mut index_entries, "secondary index", derived.index_entries.iter().map(|k| (k.as_slice(), ())))?;
+    let mut ct = txn.open_table(tables::COUNTS).map_err(StorageError::from)?;
+    append(&mut ct, "counters", derived.counts.iter().map(|(k, n)| (k.as_slice(), *n)))?;
+    drop((order, index_entries, ct));
+    write_restored_meta(txn, snap, sections)
 }
 
 /// Writes what a restored store knows besides its records and entries: no order built beyond
@@ -1066,8 +1150,7 @@ fn check_documents(s: &Section) -> Result<(), SnapshotError> {
     Ok(())
 }
 
-/// Fills the empty `table` with `items`, which must be in strictly ascending key order, through
-/// one cursor at the table's end (redb buffers the run and packs it into full leaves).
+/// [`crate::bulk::append`] for a restore: keys that do not ascend are a malformed snapshot.
 ///
 /// # Errors
 /// [`SnapshotError::Malformed`] naming `what` when a key does not ascend,
@@ -1077,15 +1160,10 @@ fn append<'a, V: redb::Value + 'static>(
     what: &str,
     items: impl IntoIterator<Item = (&'a [u8], V::SelfType<'a>)>,
 ) -> Result<(), SnapshotError> {
-    let mut cursor = table.upper_bound_mut(std::ops::Bound::<&[u8]>::Unbounded).map_err(StorageError::from)?;
-    for (k, v) in items {
-        cursor.insert_before(k, v).map_err(|e| match e {
-            redb::CursorError::UnorderedKey => SnapshotError::Malformed(format!("{what}: keys not in strictly ascending order")),
-            e => SnapshotError::Storage(StorageError::Database(e.to_string())),
-        })?;
-    }
-    cursor.close().map_err(StorageError::from)?;
-    Ok(())
+    crate::bulk::append(table, what, items).map_err(|e| match e {
+        StorageError::Corrupt(m) => SnapshotError::Malformed(m),
+        e => SnapshotError::Storage(e),
+    })
 }
 
 #[doc(hidden)]
@@ -1629,6 +1707,25 @@ mod tests {
 
     /// A snapshot's document dictionary is checked as a restore needs it: a document naming a
     /// dictionary its section lacks, a second dictionary, or one too large is refused.
+    #[test]
+    fn early_write_back_flushes_until_told_to_stop_and_gives_up_on_a_missing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("filling");
+        std::fs::write(&path, vec![7u8; 1 << 16]).unwrap();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let flushing = std::thread::spawn(move || {
+            write_back_early(&path, stopped);
+            done_tx.send(()).unwrap();
+        });
+        assert!(done.try_recv().is_err(), "it flushes until told to stop");
+        drop(stop);
+        flushing.join().unwrap();
+        assert_eq!(done.try_recv(), Ok(()));
+        let (_stop, stopped) = std::sync::mpsc::channel::<()>();
+        write_back_early(&dir.path().join("missing"), stopped); // returns at once
+    }
+
     #[test]
     fn a_document_dictionary_is_checked() {
         let dir = tempfile::tempdir().unwrap();
