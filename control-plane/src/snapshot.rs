@@ -139,34 +139,16 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     tracing::info!(seconds = started.elapsed().as_secs_f64(), bytes = bytes.len(), "snapshot read, checked and decompressed");
     let search = storage::search::SEARCH_DIR;
     let staging_name = format!("{STAGING_PREFIX}{}", std::process::id());
-    if data_dir.exists() {
-        remove_restore_leftovers(data_dir)?;
-        let mut entries = Vec::new();
-        for e in std::fs::read_dir(data_dir).with_context(|| format!("reading {}", data_dir.display()))? {
-            entries.push(e.with_context(|| format!("reading {}", data_dir.display()))?.file_name().to_string_lossy().into_owned());
-        }
-        if !entries.is_empty() && !force {
-            bail!("the data directory {} is not empty; pass --force to replace it", data_dir.display());
-        }
-        // `lost+found`: the root of an ext4-formatted volume (the chart mounts one here).
-        let ours = |n: &str| n == DB_FILE || n == search || n == "lost+found" || n.starts_with(&format!("{DB_FILE}."));
-        let mut foreign: Vec<&String> = entries.iter().filter(|n| !ours(n)).collect();
-        if !foreign.is_empty() {
-            foreign.sort();
-            bail!(
-                "{} does not look like a data directory (it holds {}); refusing to replace it even with --force",
-                data_dir.display(),
-                foreign.iter().take(5).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
-            );
-        }
-        if data_dir.join(DB_FILE).exists() {
-            if let Err(StorageError::Locked(path)) = Store::open(data_dir) {
-                bail!("the database {path} is held by a running server; stop it before restoring");
-            }
-        }
-    }
+    // Created first and checked as it is then: a path whose parts do not exist yet may still
+    // name an existing directory (`new/../data`).
     let created = !data_dir.exists();
     std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
+    if let Err(e) = check_restore_target(data_dir, force) {
+        if created {
+            let _ = std::fs::remove_dir(data_dir);
+        }
+        return Err(e);
+    }
     let staging = data_dir.join(&staging_name);
     let built = (|| -> Result<()> {
         let store = Store::open(&staging).with_context(|| format!("creating {}", staging.display()))?;
@@ -210,6 +192,41 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     swap().with_context(|| format!("moving the restored store into {}", data_dir.display()))?;
     tracing::info!(seconds = started.elapsed().as_secs_f64(), data_dir = %data_dir.display(), "snapshot restored");
     Ok(Summary { format: snap.format, header: snap.header, bytes: bytes.len() as u64 })
+}
+
+/// Refuses to restore into `data_dir` (an existing directory) when it holds anything without
+/// `force`, anything but a data directory's files even with it, or a database held by a running
+/// server; removes the staging directories of killed restores first.
+///
+/// # Errors
+/// The reason to refuse, or a directory that cannot be read.
+fn check_restore_target(data_dir: &Path, force: bool) -> Result<()> {
+    remove_restore_leftovers(data_dir)?;
+    let mut entries = Vec::new();
+    for e in std::fs::read_dir(data_dir).with_context(|| format!("reading {}", data_dir.display()))? {
+        entries.push(e.with_context(|| format!("reading {}", data_dir.display()))?.file_name().to_string_lossy().into_owned());
+    }
+    // A new volume's root holds only `lost+found`: empty for a restore.
+    if entries.iter().any(|n| n != "lost+found") && !force {
+        bail!("the data directory {} is not empty; pass --force to replace it", data_dir.display());
+    }
+    // `lost+found`: the root of an ext4-formatted volume (the chart mounts one here).
+    let ours = |n: &str| n == DB_FILE || n == storage::search::SEARCH_DIR || n == "lost+found" || n.starts_with(&format!("{DB_FILE}."));
+    let mut foreign: Vec<&String> = entries.iter().filter(|n| !ours(n)).collect();
+    if !foreign.is_empty() {
+        foreign.sort();
+        bail!(
+            "{} does not look like a data directory (it holds {}); refusing to replace it even with --force",
+            data_dir.display(),
+            foreign.iter().take(5).map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        );
+    }
+    if data_dir.join(DB_FILE).exists() {
+        if let Err(StorageError::Locked(path)) = Store::open(data_dir) {
+            bail!("the database {path} is held by a running server; stop it before restoring");
+        }
+    }
+    Ok(())
 }
 
 /// The name of a restore's staging directory inside the data directory, before the restoring

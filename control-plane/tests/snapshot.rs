@@ -130,6 +130,21 @@ fn export_verify_restore_and_refusals() {
     names.sort();
     assert_eq!(names, vec![storage::DB_FILE.to_string(), storage::search::SEARCH_DIR.to_string()]);
 
+    // A path whose first part does not exist yet but that names the restored directory
+    // (`new/../restored`) is checked as that directory: refused without --force.
+    let detour = tmp.path().join("new").join("..").join("restored");
+    let o = run(&["snapshot", "restore", "--in", f, "--data-dir", detour.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("not empty") && stderr(&o).contains("--force"), "{}", stderr(&o));
+    assert_eq!(counts(&restored), original);
+    // A new volume's root (only `lost+found`) is empty for a restore, and keeps it.
+    let volume = tmp.path().join("volume");
+    std::fs::create_dir_all(volume.join("lost+found")).unwrap();
+    let o = run(&["snapshot", "restore", "--in", f, "--data-dir", volume.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(counts(&volume), original);
+    assert!(volume.join("lost+found").is_dir());
+
     // --force never deletes a directory that is not a data directory.
     let other = tmp.path().join("documents");
     std::fs::create_dir_all(&other).unwrap();
