@@ -603,6 +603,15 @@ fn add_count(counts: &mut redb::Table<'_, &'static [u8], u64>, key: &[u8], delta
     Ok(())
 }
 
+/// Adds `delta` to the counters of the revision `record`: its kind's, and its kind's under each
+/// of its team scopes.
+fn count_revision(deltas: &mut HashMap<Vec<u8>, i64>, record: &EntryRecord, delta: i64) {
+    for scope in record.team_scopes() {
+        *deltas.entry(team_count_key(scope, record.kind)).or_default() += delta;
+    }
+    *deltas.entry(kind_count_key(record.kind).to_vec()).or_default() += delta;
+}
+
 /// The tables of the log, open in one write transaction.
 struct Tables<'txn> {
     log: redb::Table<'txn, &'static [u8], &'static [u8]>,
@@ -681,10 +690,7 @@ impl<'txn> Tables<'txn> {
             if indexed {
                 self.index_entry(position, record)?;
             }
-            for scope in record.team_scopes() {
-                *self.deltas.entry(team_count_key(scope, record.kind)).or_default() += 1;
-            }
-            *self.deltas.entry(kind_count_key(record.kind).to_vec()).or_default() += 1;
+            count_revision(&mut self.deltas, record, 1);
         }
         Ok(())
     }
@@ -705,10 +711,7 @@ impl<'txn> Tables<'txn> {
                     self.bytes -= key.len() as i64;
                 }
             }
-            for scope in record.team_scopes() {
-                *self.deltas.entry(team_count_key(scope, record.kind)).or_default() -= 1;
-            }
-            *self.deltas.entry(kind_count_key(record.kind).to_vec()).or_default() -= 1;
+            count_revision(&mut self.deltas, &record, -1);
         }
         Ok(())
     }
@@ -1101,10 +1104,7 @@ pub(crate) fn derive_restored(salt: u64, entries: &[(Vec<u8>, Vec<u8>)]) -> Resu
                 log.bytes += key.len() as i64;
                 log.index.push(key);
             }
-            for scope in record.team_scopes() {
-                *log.deltas.entry(team_count_key(scope, record.kind)).or_default() += 1;
-            }
-            *log.deltas.entry(kind_count_key(record.kind).to_vec()).or_default() += 1;
+            count_revision(&mut log.deltas, &record, 1);
         }
         log.reencoded.push((value != *v).then_some(value));
     }

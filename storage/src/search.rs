@@ -441,10 +441,7 @@ impl Catalogue {
         let index = open_index(dir, &schema)?;
         register_tokenizers(&index);
         let mut writer: IndexWriter = index.writer_with_num_threads(1, WRITER_HEAP)?;
-        let n = add_all(&writer, &f, Records::Snapshot(snap))?;
-        let mut prepared = writer.prepare_commit()?;
-        prepared.set_payload(&payload_of(snap.header.revision));
-        prepared.commit()?;
+        let n = rebuild(&mut writer, &f, Records::Snapshot(snap), snap.header.revision)?;
         writer.wait_merging_threads()?;
         tracing::info!(
             entries = n,
@@ -625,7 +622,7 @@ fn open_at_revision(dir: &Path, schema: &Schema, f: Fields, store: &Store) -> Re
         Opened::UpToDate
     } else {
         let t0 = Instant::now();
-        match rebuild(&mut writer, &f, &view, revision) {
+        match rebuild(&mut writer, &f, Records::Store(&view), revision) {
             Ok(n) => {
                 tracing::info!(entries = n, revision, seconds = t0.elapsed().as_secs_f64(), found = ?payload, "search index rebuilt");
                 Opened::Rebuilt(n)
@@ -650,11 +647,11 @@ fn open_at_revision(dir: &Path, schema: &Schema, f: Fields, store: &Store) -> Re
     Ok((writer, reader, revision, opened))
 }
 
-/// Replaces every entry of the index by the catalogue of `view` (at `revision`) in one commit;
-/// returns the entries written.
-fn rebuild(writer: &mut IndexWriter, f: &Fields, view: &ReadView, revision: u64) -> Result<usize, SearchError> {
+/// Replaces every entry of the index by the catalogue of `records` (at `revision`) in one
+/// commit; returns the entries written.
+fn rebuild(writer: &mut IndexWriter, f: &Fields, records: Records<'_>, revision: u64) -> Result<usize, SearchError> {
     writer.delete_all_documents()?;
-    let n = add_all(writer, f, Records::Store(view))?;
+    let n = add_all(writer, f, records)?;
     let mut prepared = writer.prepare_commit()?;
     prepared.set_payload(&payload_of(revision));
     prepared.commit()?;
@@ -775,7 +772,7 @@ impl Job {
         let view = self.store.read()?;
         if self.rebuild {
             let revision = view.revision()?;
-            let n = rebuild(&mut self.writer, &self.f, &view, revision)?;
+            let n = rebuild(&mut self.writer, &self.f, Records::Store(&view), revision)?;
             tracing::info!(entries = n, revision, "search index rebuilt");
             self.reader.reload()?;
             self.rebuild = false;
