@@ -1,5 +1,6 @@
 //! The `control-plane` binary: parses the command line and dispatches. Exit codes: 0 success,
-//! 1 failure (message on stderr), 2 usage error.
+//! 1 failure (message on stderr), 2 usage error, 143 and 130 when SIGTERM or SIGINT stops a
+//! `snapshot restore` or offline `snapshot export` (what it had not finished removed).
 
 #![forbid(unsafe_code)]
 
@@ -88,6 +89,11 @@ fn check(manifests: &std::path::Path, env: &dyn Fn(&str) -> Option<String>) -> E
 /// `snapshot export|restore|verify`: what was done and the snapshot's summary on stdout.
 fn snapshot(command: SnapshotCommand) -> ExitCode {
     use control_plane::snapshot as snap;
+    if matches!(command, SnapshotCommand::Restore { .. } | SnapshotCommand::Export { data_dir: Some(_), .. }) {
+        if let Err(e) = snap::remove_unfinished_on_termination() {
+            return fail(&format!("{e:#}"));
+        }
+    }
     let (what, result) = match command {
         SnapshotCommand::Export { data_dir: Some(data_dir), out, .. } => ("exported", snap::export_offline(&data_dir, &out)),
         SnapshotCommand::Export { server, token, out, .. } => {

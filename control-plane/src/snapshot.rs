@@ -34,16 +34,21 @@ pub fn export_offline(data_dir: &Path, out: &Path) -> Result<Summary> {
     };
     let view = store.read().context("starting a read transaction")?;
     let partial = sibling(out, "partial");
+    unfinished().replace(partial.clone());
+    tracing::info!(partial = %partial.display(), "writing the snapshot");
     let result = (|| -> Result<Summary> {
         let file = std::fs::File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
         let mut w = std::io::BufWriter::new(file);
         let summary = snapshot::export(&view, now(), &mut w).with_context(|| format!("writing the snapshot to {}", partial.display()))?;
         let file = w.into_inner().map_err(|e| e.into_error()).context("writing the snapshot")?;
         file.sync_all().context("syncing the snapshot")?;
+        let mut finishing = unfinished();
+        finishing.take();
         std::fs::rename(&partial, out).with_context(|| format!("renaming to {}", out.display()))?;
         Ok(summary)
     })();
     if result.is_err() {
+        unfinished().take();
         let _ = std::fs::remove_file(&partial);
     }
     result
@@ -101,7 +106,8 @@ fn read_snapshot_file(file: &Path) -> Result<Vec<u8>> {
     let mut magic = Vec::with_capacity(storage::snapshot::MAGIC.len());
     (&mut f).take(storage::snapshot::MAGIC.len() as u64).read_to_end(&mut magic).with_context(|| format!("reading {}", file.display()))?;
     if magic.len() == storage::snapshot::MAGIC.len() && magic != storage::snapshot::MAGIC {
-        return Err(storage::snapshot::SnapshotError::NotASnapshot.into());
+        return Err(anyhow::Error::from(storage::snapshot::SnapshotError::NotASnapshot))
+            .with_context(|| format!("reading {}", file.display()));
     }
     let mut bytes = magic;
     bytes.reserve(meta.len().saturating_sub(bytes.len() as u64) as usize);
@@ -150,35 +156,18 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
         return Err(e);
     }
     let staging = data_dir.join(&staging_name);
-    let built = (|| -> Result<()> {
-        let store = Store::open(&staging).with_context(|| format!("creating {}", staging.display()))?;
-        // The catalogue search index is derived data: build it now, so the first start after a
-        // restore serves search at once (it would otherwise be rebuilt on that start). From the
-        // snapshot's records while the store is written, when it restores every kind as it is;
-        // else from the store written.
-        let search_dir = staging.join(search);
-        let building = || format!("building the search index in {}", search_dir.display());
-        let beside = snap.header.rederived_kinds().is_empty();
-        let writing = std::time::Instant::now();
-        let searched = store
-            .restore_beside(&snap, || beside.then(|| storage::search::Catalogue::build_for_restore(&search_dir, &snap)))
-            .with_context(|| format!("store write failed while restoring into {}", staging.display()))?;
-        tracing::info!(seconds = writing.elapsed().as_secs_f64(), revision = snap.header.revision, "store written and committed");
-        match searched {
-            Some(searched) => searched.map(|_| ()).with_context(building),
-            None => {
-                storage::search::Catalogue::open(&search_dir, &store).with_context(building)?.0.shutdown();
-                Ok(())
+    unfinished().replace(staging.clone());
+    let running = match build_staged(&staging, &snap) {
+        Ok(running) => running,
+        Err(e) => {
+            unfinished().take();
+            let _ = std::fs::remove_dir_all(&staging);
+            if created {
+                let _ = std::fs::remove_dir(data_dir);
             }
+            return Err(e);
         }
-    })();
-    if let Err(e) = built {
-        let _ = std::fs::remove_dir_all(&staging);
-        if created {
-            let _ = std::fs::remove_dir(data_dir);
-        }
-        return Err(e);
-    }
+    };
     let swap = || -> std::io::Result<()> {
         let target_search = data_dir.join(search);
         if target_search.exists() {
@@ -189,9 +178,43 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
         std::fs::remove_dir_all(&staging)?;
         std::fs::File::open(data_dir)?.sync_all()
     };
+    // A termination signal now waits for the moves, and removes nothing.
+    let mut finishing = unfinished();
+    finishing.take();
     swap().with_context(|| format!("moving the restored store into {}", data_dir.display()))?;
+    drop((finishing, running));
     tracing::info!(seconds = started.elapsed().as_secs_f64(), data_dir = %data_dir.display(), "snapshot restored");
     Ok(Summary { format: snap.format, header: snap.header, bytes: bytes.len() as u64 })
+}
+
+/// Builds the restored store of `snap` and its search index in the staging directory
+/// `staging`, holding its [`STAGING_LOCK`]; returns the locked file, to hold until the store is
+/// moved into place.
+///
+/// # Errors
+/// The staging directory cannot be created or locked, the store write or the search index
+/// fails.
+fn build_staged(staging: &Path, snap: &snapshot::Snapshot) -> Result<std::fs::File> {
+    let running = lock_staging(staging)?;
+    tracing::info!(staging = %staging.display(), "building the restored store");
+    let store = Store::open(staging).with_context(|| format!("creating {}", staging.display()))?;
+    // The catalogue search index is derived data: build it now, so the first start after a
+    // restore serves search at once (it would otherwise be rebuilt on that start). From the
+    // snapshot's records while the store is written, when it restores every kind as it is;
+    // else from the store written.
+    let search_dir = staging.join(storage::search::SEARCH_DIR);
+    let building = || format!("building the search index in {}", search_dir.display());
+    let beside = snap.header.rederived_kinds().is_empty();
+    let writing = std::time::Instant::now();
+    let searched = store
+        .restore_beside(snap, || beside.then(|| storage::search::Catalogue::build_for_restore(&search_dir, snap)))
+        .with_context(|| format!("store write failed while restoring into {}", staging.display()))?;
+    tracing::info!(seconds = writing.elapsed().as_secs_f64(), revision = snap.header.revision, "store written and committed");
+    match searched {
+        Some(searched) => searched.map(|_| ()).with_context(building)?,
+        None => storage::search::Catalogue::open(&search_dir, &store).with_context(building)?.0.shutdown(),
+    }
+    Ok(running)
 }
 
 /// Refuses to restore into `data_dir` (an existing directory) when it holds anything without
@@ -258,7 +281,7 @@ pub fn remove_restore_leftovers(data_dir: &Path) -> Result<Vec<PathBuf>> {
             tracing::warn!(path = %path.display(), "not a staging directory (not a directory); left alone");
             continue;
         }
-        if restoring(pid) {
+        if restoring(&path, pid) {
             bail!("{} belongs to a restore in progress (process {pid}); wait for it to end", path.display());
         }
         let bytes = size_of_tree(&path);
@@ -269,9 +292,33 @@ pub fn remove_restore_leftovers(data_dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(removed)
 }
 
-/// Whether process `pid` (of a staging directory's name) is alive, is not this process, and
-/// runs this program's `snapshot restore`: a restore in progress. Without `/proc`, never.
-fn restoring(pid: &str) -> bool {
+/// The file a running restore holds locked inside its staging directory
+/// ([`std::fs::File::try_lock`]; the lock ends with the process, however it ends).
+pub const STAGING_LOCK: &str = "restoring.lock";
+
+/// Creates the staging directory `staging` and its [`STAGING_LOCK`], locked: the returned file
+/// holds the lock.
+///
+/// # Errors
+/// The directory or the file cannot be created, or another process holds the lock.
+fn lock_staging(staging: &Path) -> Result<std::fs::File> {
+    std::fs::create_dir_all(staging).with_context(|| format!("creating {}", staging.display()))?;
+    let path = staging.join(STAGING_LOCK);
+    let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+    file.try_lock().with_context(|| format!("locking {}", path.display()))?;
+    Ok(file)
+}
+
+/// Whether the staging directory `staging`, named after process `pid`, belongs to a restore in
+/// progress: its [`STAGING_LOCK`] is held by a process; without the file (a restore that has
+/// just created its directory, or one of an older build), whether `pid` is alive, is not this
+/// process, and runs this program's `snapshot restore` (without `/proc`, never).
+fn restoring(staging: &Path, pid: &str) -> bool {
+    match std::fs::File::open(staging.join(STAGING_LOCK)) {
+        Ok(lock) => return matches!(lock.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return false,
+        Err(_) => {}
+    }
     let Ok(pid) = pid.parse::<u32>() else { return false };
     if pid == std::process::id() {
         return false;
@@ -281,6 +328,65 @@ fn restoring(pid: &str) -> bool {
     let args = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let mut args = args.split(|b| *b == 0);
     same_program && args.any(|a| a == b"snapshot") && args.any(|a| a == b"restore")
+}
+
+/// What the running offline command writes and has not finished: a restore's staging directory
+/// or an export's `.partial` file. A termination signal removes it
+/// ([`remove_unfinished_on_termination`]); the command takes it out, holding the lock, before it
+/// moves its finished output into place, so a signal during the moves waits for them and
+/// removes nothing.
+static UNFINISHED: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+
+fn unfinished() -> std::sync::MutexGuard<'static, Option<PathBuf>> {
+    UNFINISHED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Makes SIGTERM and SIGINT end an offline `snapshot export` or `restore` without leaving what it
+/// had not finished: a thread of its own waits for either, removes the unfinished output
+/// ([`UNFINISHED`]), logs it, and ends the process with status 143 (SIGTERM) or 130 (SIGINT),
+/// as their default action would. Without it, a restore stopped by a signal left its staging
+/// directory until the next `restore` or `serve`.
+///
+/// # Errors
+/// The signals cannot be listened for, or the thread cannot start.
+pub fn remove_unfinished_on_termination() -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("starting the signal listener")?;
+    let (mut term, mut int) = {
+        let _entered = rt.enter();
+        (signal(SignalKind::terminate())?, signal(SignalKind::interrupt())?)
+    };
+    std::thread::Builder::new().name("cp-signals".into()).spawn(move || {
+        let (name, status) = rt.block_on(async {
+            tokio::select! {
+                _ = term.recv() => ("SIGTERM", 143),
+                _ = int.recv() => ("SIGINT", 130),
+            }
+        });
+        if let Some(path) = unfinished().take() {
+            let removed = remove_path(&path);
+            tracing::warn!(signal = name, path = %path.display(), removed, "stopped by a signal: removed what was not finished");
+        }
+        std::process::exit(status);
+    })?;
+    Ok(())
+}
+
+/// Removes the file or directory `path`, trying a directory again while other threads of this
+/// process still create files in it; whether it is gone.
+fn remove_path(path: &Path) -> bool {
+    for _ in 0..5 {
+        let removed = match std::fs::symlink_metadata(path) {
+            Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+            Ok(_) => std::fs::remove_file(path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return true,
+            Err(e) => Err(e),
+        };
+        if removed.is_ok() {
+            return true;
+        }
+    }
+    !path.exists()
 }
 
 /// The bytes of the files under `path` (for the log; unreadable entries count 0).

@@ -208,6 +208,7 @@ fn export_verify_restore_and_refusals() {
         let o = run(&args);
         assert_eq!(o.status.code(), Some(1), "{args:?}: {}", stderr(&o));
         assert!(stderr(&o).contains("not a snapshot file (bad magic bytes)"), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(&format!("reading {}", other.display())), "names the file: {}", stderr(&o));
     }
 
     // Usage errors exit 2.
@@ -404,4 +405,101 @@ async fn online_export_during_continuous_ingest_is_one_consistent_revision() {
     assert!(revisions.windows(2).all(|w| w[0] < w[1]), "each export is of a later revision: {revisions:?}");
     assert!(revisions.first() < revisions.last(), "ingest moved between exports: {revisions:?}");
     assert!(final_revision >= *revisions.last().unwrap());
+}
+
+/// Starts `control-plane` with `args`, reads its log until a line holds `barrier`, sends it
+/// SIGTERM, and returns its exit status with the whole log.
+fn terminate_at(args: &[&str], barrier: &str) -> (std::process::ExitStatus, String) {
+    use std::io::{BufRead, Read};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_control-plane")).args(args).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let mut log = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let before = seen.len();
+        assert!(log.read_line(&mut seen).unwrap() > 0, "{args:?} ended before logging {barrier:?}: {seen}");
+        if seen[before..].contains(barrier) {
+            break;
+        }
+    }
+    let killed = Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    log.read_to_string(&mut seen).unwrap();
+    (child.wait().unwrap(), seen)
+}
+
+/// The names in `dir` that start with `prefix`.
+fn named(dir: &Path, prefix: &str) -> Vec<String> {
+    let names = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned());
+    names.filter(|n| n.starts_with(prefix)).collect()
+}
+
+#[test]
+fn a_restore_or_an_export_stopped_by_sigterm_leaves_no_unfinished_output() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let file = tmp.path().join("world.snap");
+    let (d, f) = (data.to_str().unwrap(), file.to_str().unwrap());
+    synced(&data).shutdown();
+    let original = counts(&data);
+    let o = run(&["snapshot", "export", "--data-dir", d, "--out", f]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // Stopped while it builds: its staging directory is removed, and the store it would have
+    // replaced is whole. Whether the signal or the end of the restore comes first, nothing
+    // unfinished is left, and the store is the old one or the restored one.
+    let target = tmp.path().join("target");
+    synced(&target).shutdown();
+    let before = counts(&target);
+    for _ in 0..3 {
+        let (status, log) = terminate_at(
+            &["snapshot", "restore", "--in", f, "--data-dir", target.to_str().unwrap(), "--force"],
+            "building the restored store",
+        );
+        match status.code() {
+            Some(143) => assert!(log.contains("stopped by a signal: removed what was not finished") && log.contains(".restore-"), "{log}"),
+            Some(0) => {}
+            other => panic!("exit {other:?}: {log}"),
+        }
+        assert_eq!(named(&target, control_plane::snapshot::STAGING_PREFIX), Vec::<String>::new(), "{log}");
+        let now = counts(&target);
+        assert!(now == before || now == original, "{now:?}");
+    }
+
+    // An offline export stopped the same way leaves no `.partial` file, and the snapshot, if
+    // it was written, verifies.
+    let out = tmp.path().join("stopped.snap");
+    let (status, log) = terminate_at(&["snapshot", "export", "--data-dir", d, "--out", out.to_str().unwrap()], "writing the snapshot");
+    assert!(matches!(status.code(), Some(143 | 0)), "{status:?}: {log}");
+    assert_eq!(named(tmp.path(), "stopped.snap."), Vec::<String>::new(), "{log}");
+    if out.exists() {
+        assert_eq!(run(&["snapshot", "verify", out.to_str().unwrap()]).status.code(), Some(0));
+    }
+}
+
+#[test]
+fn a_staging_directory_whose_lock_is_held_is_a_restore_in_progress_whatever_its_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let file = tmp.path().join("world.snap");
+    synced(&data).shutdown();
+    let o = run(&["snapshot", "export", "--data-dir", data.to_str().unwrap(), "--out", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+
+    // Named after a process that is gone (or a binary of another name): the held lock decides.
+    let target = tmp.path().join("target");
+    let staging = leave_killed_restore(&target, &data);
+    let lock = std::fs::File::create(staging.join(control_plane::snapshot::STAGING_LOCK)).unwrap();
+    lock.try_lock().unwrap();
+    let restore = ["snapshot", "restore", "--in", file.to_str().unwrap(), "--data-dir", target.to_str().unwrap(), "--force"];
+    let o = run(&restore);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("belongs to a restore in progress"), "{}", stderr(&o));
+    assert!(staging.join(storage::DB_FILE).exists(), "left alone");
+
+    // Once the lock is released (its process ended), the directory is a leftover.
+    drop(lock);
+    let o = run(&restore);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!staging.exists());
+    assert_eq!(counts(&target), counts(&data));
 }
