@@ -229,15 +229,21 @@ fn leave_killed_restore(dir: &Path, store: &Path) -> PathBuf {
     staging
 }
 
+/// A temporary directory holding `data`, the example world's synced store, and `world.snap`,
+/// its offline export.
+fn exported_world() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    let (data, file) = (tmp.path().join("data"), tmp.path().join("world.snap"));
+    synced(&data).shutdown();
+    let o = run(&["snapshot", "export", "--data-dir", data.to_str().unwrap(), "--out", file.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    (tmp, data, file)
+}
+
 #[test]
 fn a_killed_restores_staging_directory_is_removed_by_the_next_restore_and_by_serve() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let file = tmp.path().join("world.snap");
-    let (d, f) = (data.to_str().unwrap(), file.to_str().unwrap());
-    synced(&data).shutdown();
-    let o = run(&["snapshot", "export", "--data-dir", d, "--out", f]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (tmp, data, file) = exported_world();
+    let f = file.to_str().unwrap();
     let original = counts(&data);
 
     // A directory holding only the leftover: restored without --force, the leftover named.
@@ -435,14 +441,9 @@ fn named(dir: &Path, prefix: &str) -> Vec<String> {
 
 #[test]
 fn a_restore_or_an_export_stopped_by_sigterm_leaves_no_unfinished_output() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let file = tmp.path().join("world.snap");
+    let (tmp, data, file) = exported_world();
     let (d, f) = (data.to_str().unwrap(), file.to_str().unwrap());
-    synced(&data).shutdown();
     let original = counts(&data);
-    let o = run(&["snapshot", "export", "--data-dir", d, "--out", f]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 
     // Stopped while it builds: its staging directory is removed, and the store it would have
     // replaced is whole. Whether the signal or the end of the restore comes first, nothing
@@ -478,12 +479,7 @@ fn a_restore_or_an_export_stopped_by_sigterm_leaves_no_unfinished_output() {
 
 #[test]
 fn a_staging_directory_whose_lock_is_held_is_a_restore_in_progress_whatever_its_name() {
-    let tmp = tempfile::tempdir().unwrap();
-    let data = tmp.path().join("data");
-    let file = tmp.path().join("world.snap");
-    synced(&data).shutdown();
-    let o = run(&["snapshot", "export", "--data-dir", data.to_str().unwrap(), "--out", file.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let (tmp, data, file) = exported_world();
 
     // Named after a process that is gone (or a binary of another name): the held lock decides.
     let target = tmp.path().join("target");
