@@ -1,6 +1,7 @@
 //! The `control-plane` binary: parses the command line and dispatches. Exit codes: 0 success,
 //! 1 failure (message on stderr), 2 usage error, 143 and 130 when SIGTERM or SIGINT stops a
-//! `snapshot restore` or offline `snapshot export` (what it had not finished removed).
+//! `snapshot restore` or offline `snapshot export` (what it had not finished removed; a signal
+//! during its final moves lets it end as it does).
 
 #![forbid(unsafe_code)]
 

@@ -1,12 +1,14 @@
 //! The offline snapshot commands: `snapshot export --data-dir`, `snapshot restore`, `snapshot
 //! verify` (the file format is [`storage::snapshot`]).
 //!
-//! Restore never touches the target directory until the new store is complete: the snapshot is
-//! verified, restored into a temporary directory next to the target (every record decoded, its
-//! index entries and counters derived from it), its search index (`search/`, derived data, not
-//! part of the snapshot) built from the restored records, and only then swapped in by renames.
-//! The target must therefore be a directory that can be renamed (not a mount point itself:
-//! restore into a subdirectory of a volume).
+//! Restore never touches the target's store until the new one is complete: the snapshot is
+//! verified, restored into a staging directory inside the target (`DIR/.restore-<pid>`: every
+//! record decoded, its index entries and counters derived from it), its search index
+//! (`search/`, derived data, not part of the snapshot) built from the restored records, and only
+//! then moved into place by renames, so the target may be a volume's mount point. A restore
+//! holds a lock on the target directory (one restore at a time) and one in its staging directory
+//! (which `serve` and later restores spare while it is held); SIGTERM and SIGINT remove what a
+//! restore or an export had not finished ([`remove_unfinished_on_termination`]).
 
 use anyhow::{bail, Context, Result};
 use schema::Timestamp;
@@ -34,7 +36,7 @@ pub fn export_offline(data_dir: &Path, out: &Path) -> Result<Summary> {
     };
     let view = store.read().context("starting a read transaction")?;
     let partial = sibling(out, "partial");
-    unfinished().replace(partial.clone());
+    let writing = Writing::begin(partial.clone(), None);
     tracing::info!(partial = %partial.display(), "writing the snapshot");
     let result = (|| -> Result<Summary> {
         let file = std::fs::File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
@@ -42,15 +44,14 @@ pub fn export_offline(data_dir: &Path, out: &Path) -> Result<Summary> {
         let summary = snapshot::export(&view, now(), &mut w).with_context(|| format!("writing the snapshot to {}", partial.display()))?;
         let file = w.into_inner().map_err(|e| e.into_error()).context("writing the snapshot")?;
         file.sync_all().context("syncing the snapshot")?;
-        let mut finishing = unfinished();
-        finishing.take();
+        writing.moving();
         std::fs::rename(&partial, out).with_context(|| format!("renaming to {}", out.display()))?;
         Ok(summary)
     })();
     if result.is_err() {
-        unfinished().take();
         let _ = std::fs::remove_file(&partial);
     }
+    drop(writing);
     result
 }
 
@@ -121,7 +122,7 @@ fn read_snapshot_file(file: &Path) -> Result<Vec<u8>> {
 /// The file cannot be read, or the first failed check ([`snapshot::SnapshotError`]).
 pub fn verify(file: &Path) -> Result<Summary> {
     let bytes = read_snapshot_file(file)?;
-    Ok(snapshot::verify(&bytes)?)
+    snapshot::verify(&bytes).with_context(|| format!("verifying {}", file.display()))
 }
 
 /// Restores `file` into `data_dir`. A non-empty `data_dir` is refused unless `force`, and even
@@ -149,18 +150,23 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     // name an existing directory (`new/../data`).
     let created = !data_dir.exists();
     std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
-    if let Err(e) = check_restore_target(data_dir, force) {
-        if created {
-            let _ = std::fs::remove_dir(data_dir);
+    // Held until the store is in place: one restore into a directory at a time, whatever the
+    // binary is called, checked and built as one.
+    let checked = lock_target(data_dir).and_then(|lock| check_restore_target(data_dir, force).map(|()| lock));
+    let target_lock = match checked {
+        Ok(lock) => lock,
+        Err(e) => {
+            if created {
+                let _ = std::fs::remove_dir(data_dir);
+            }
+            return Err(e);
         }
-        return Err(e);
-    }
+    };
     let staging = data_dir.join(&staging_name);
-    unfinished().replace(staging.clone());
+    let writing = Writing::begin(staging.clone(), created.then(|| data_dir.to_path_buf()));
     let running = match build_staged(&staging, &snap) {
         Ok(running) => running,
         Err(e) => {
-            unfinished().take();
             let _ = std::fs::remove_dir_all(&staging);
             if created {
                 let _ = std::fs::remove_dir(data_dir);
@@ -178,13 +184,25 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
         std::fs::remove_dir_all(&staging)?;
         std::fs::File::open(data_dir)?.sync_all()
     };
-    // A termination signal now waits for the moves, and removes nothing.
-    let mut finishing = unfinished();
-    finishing.take();
+    writing.moving();
     swap().with_context(|| format!("moving the restored store into {}", data_dir.display()))?;
-    drop((finishing, running));
+    drop((writing, running, target_lock));
     tracing::info!(seconds = started.elapsed().as_secs_f64(), data_dir = %data_dir.display(), "snapshot restored");
     Ok(Summary { format: snap.format, header: snap.header, bytes: bytes.len() as u64 })
+}
+
+/// Locks the data directory `data_dir` for a restore ([`std::fs::File::try_lock`] on the
+/// directory itself; released however the process ends): the returned handle holds the lock.
+///
+/// # Errors
+/// Another restore into `data_dir` holds it, or it cannot be opened or locked.
+fn lock_target(data_dir: &Path) -> Result<std::fs::File> {
+    let dir = std::fs::File::open(data_dir).with_context(|| format!("opening {}", data_dir.display()))?;
+    match dir.try_lock() {
+        Ok(()) => Ok(dir),
+        Err(std::fs::TryLockError::WouldBlock) => bail!("another restore into {} is in progress; wait for it to end", data_dir.display()),
+        Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("locking {}", data_dir.display())),
+    }
 }
 
 /// Builds the restored store of `snap` and its search index in the staging directory
@@ -330,22 +348,81 @@ fn restoring(staging: &Path, pid: &str) -> bool {
     same_program && args.any(|a| a == b"snapshot") && args.any(|a| a == b"restore")
 }
 
-/// What the running offline command writes and has not finished: a restore's staging directory
-/// or an export's `.partial` file. A termination signal removes it
-/// ([`remove_unfinished_on_termination`]); the command takes it out, holding the lock, before it
-/// moves its finished output into place, so a signal during the moves waits for them and
-/// removes nothing.
-static UNFINISHED: std::sync::Mutex<Option<PathBuf>> = std::sync::Mutex::new(None);
+/// What an offline command writes and has not finished ([`Unfinished`]), by the command's id:
+/// a termination signal removes it ([`remove_unfinished_on_termination`]).
+static UNFINISHED: std::sync::Mutex<Vec<Unfinished>> = std::sync::Mutex::new(Vec::new());
 
-fn unfinished() -> std::sync::MutexGuard<'static, Option<PathBuf>> {
+/// Woken when an [`Unfinished`] that was being moved into place ends.
+static UNFINISHED_ENDED: std::sync::Condvar = std::sync::Condvar::new();
+
+fn unfinished() -> std::sync::MutexGuard<'static, Vec<Unfinished>> {
     UNFINISHED.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What one offline `snapshot restore` or `export` writes and has not finished: a restore's
+/// staging directory (and the data directory, when the restore created it) or an export's
+/// `.partial` file.
+struct Unfinished {
+    id: u64,
+    /// Removed whole.
+    output: PathBuf,
+    /// Removed when empty (a data directory the restore created).
+    created: Option<PathBuf>,
+    /// Being moved into place: a signal waits for it to end.
+    moving: bool,
+}
+
+/// An [`Unfinished`] registered for the time a command writes it; its registration ends when
+/// this is dropped (the output moved into place, or removed after an error).
+struct Writing(u64);
+
+impl Writing {
+    fn begin(output: PathBuf, created: Option<PathBuf>) -> Writing {
+        static IDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = IDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        unfinished().push(Unfinished { id, output, created, moving: false });
+        Writing(id)
+    }
+
+    /// Marks the output as being moved into place: a termination signal from now on waits for
+    /// the moves, and the command ends as they do. Never returns when a signal already removed
+    /// the output (its thread ends the process).
+    fn moving(&self) {
+        let mut all = unfinished();
+        match all.iter_mut().find(|u| u.id == self.0) {
+            Some(u) => u.moving = true,
+            None => {
+                drop(all);
+                loop {
+                    std::thread::park();
+                }
+            }
+        }
+    }
+}
+
+/// Whether an output was moved into place in this process: the command has done its work, and
+/// a signal after it lets it end as it does.
+static MOVED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+impl Drop for Writing {
+    fn drop(&mut self) {
+        let mut all = unfinished();
+        if all.iter().any(|u| u.id == self.0 && u.moving) {
+            MOVED.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        all.retain(|u| u.id != self.0);
+        UNFINISHED_ENDED.notify_all();
+    }
 }
 
 /// Makes SIGTERM and SIGINT end an offline `snapshot export` or `restore` without leaving what it
 /// had not finished: a thread of its own waits for either, removes the unfinished output
-/// ([`UNFINISHED`]), logs it, and ends the process with status 143 (SIGTERM) or 130 (SIGINT),
-/// as their default action would. Without it, a restore stopped by a signal left its staging
-/// directory until the next `restore` or `serve`.
+/// ([`Unfinished`]), logs it, and ends the process with status 143 (SIGTERM) or 130 (SIGINT),
+/// as their default action would. A signal while the finished output is moved into place waits
+/// for the moves and lets the command end as it does (0 once moved); nothing is removed then.
+/// Without it, a restore stopped by a signal left its staging directory until the next
+/// `restore` or `serve`.
 ///
 /// # Errors
 /// The signals cannot be listened for, or the thread cannot start.
@@ -363,13 +440,36 @@ pub fn remove_unfinished_on_termination() -> Result<()> {
                 _ = int.recv() => ("SIGINT", 130),
             }
         });
-        if let Some(path) = unfinished().take() {
-            let removed = remove_path(&path);
-            tracing::warn!(signal = name, path = %path.display(), removed, "stopped by a signal: removed what was not finished");
+        if remove_unfinished(name) {
+            std::process::exit(status);
         }
-        std::process::exit(status);
     })?;
     Ok(())
+}
+
+/// What a termination signal `signal` does to the unfinished outputs: waits while one is moved
+/// into place; then removes every one left (and the data directories their restores created,
+/// when empty) and returns `true`, the process to end. `false` when nothing is left unfinished
+/// and an output was moved into place: the command has done its work and ends as it does.
+fn remove_unfinished(signal: &str) -> bool {
+    let mut all = unfinished();
+    if all.iter().any(|u| u.moving) {
+        tracing::warn!(signal, "a signal during the final moves: they are finished first");
+        while all.iter().any(|u| u.moving) {
+            all = UNFINISHED_ENDED.wait(all).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+    if all.is_empty() && MOVED.load(std::sync::atomic::Ordering::SeqCst) {
+        return false;
+    }
+    for u in all.drain(..) {
+        let removed = remove_path(&u.output);
+        if let Some(dir) = u.created {
+            let _ = std::fs::remove_dir(dir);
+        }
+        tracing::warn!(signal, path = %u.output.display(), removed, "stopped by a signal: removed what was not finished");
+    }
+    true
 }
 
 /// Removes the file or directory `path`, trying a directory again while other threads of this
@@ -436,4 +536,44 @@ fn sibling(path: &Path, name: &str) -> PathBuf {
 
 fn now() -> Timestamp {
     Timestamp::from_datetime(chrono::Utc::now())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one test of the process-wide registry of unfinished outputs (tests of it running in
+    /// parallel would share it).
+    #[test]
+    fn a_signal_removes_unfinished_outputs_and_lets_a_moved_one_end() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Being written: removed, and the data directory its restore created with it.
+        let created = tmp.path().join("created");
+        let staging = created.join(format!("{STAGING_PREFIX}1"));
+        std::fs::create_dir_all(staging.join(storage::search::SEARCH_DIR)).unwrap();
+        std::fs::write(staging.join(DB_FILE), "pages").unwrap();
+        let kept = tmp.path().join("kept");
+        std::fs::create_dir_all(kept.join(format!("{STAGING_PREFIX}2"))).unwrap();
+        std::fs::write(kept.join(DB_FILE), "the old store").unwrap();
+        let restoring = Writing::begin(staging.clone(), Some(created.clone()));
+        let other = Writing::begin(kept.join(format!("{STAGING_PREFIX}2")), Some(kept.clone()));
+        assert!(remove_unfinished("SIGTERM"), "nothing was moved: the process ends");
+        assert!(!created.exists(), "the staging directory and the directory created for it");
+        assert!(!kept.join(format!("{STAGING_PREFIX}2")).exists());
+        assert_eq!(std::fs::read_to_string(kept.join(DB_FILE)).unwrap(), "the old store", "a directory not empty stays");
+        assert!(unfinished().is_empty());
+        drop((restoring, other));
+
+        // Being moved into place: the signal waits for the move, removes nothing, and lets the
+        // command end (whether it came before or after the move ended).
+        let partial = tmp.path().join(".out.snap.partial");
+        std::fs::write(&partial, "snapshot").unwrap();
+        let writing = Writing::begin(partial.clone(), None);
+        writing.moving();
+        let signal = std::thread::spawn(|| remove_unfinished("SIGINT"));
+        std::fs::rename(&partial, tmp.path().join("out.snap")).unwrap();
+        drop(writing);
+        assert!(!signal.join().unwrap(), "the command ends as it does");
+        assert_eq!(std::fs::read_to_string(tmp.path().join("out.snap")).unwrap(), "snapshot");
+    }
 }

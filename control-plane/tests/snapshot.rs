@@ -466,6 +466,16 @@ fn a_restore_or_an_export_stopped_by_sigterm_leaves_no_unfinished_output() {
         assert!(now == before || now == original, "{now:?}");
     }
 
+    // Into a directory it created: the directory goes too.
+    let fresh = tmp.path().join("fresh");
+    let (status, log) =
+        terminate_at(&["snapshot", "restore", "--in", f, "--data-dir", fresh.to_str().unwrap()], "building the restored store");
+    match status.code() {
+        Some(143) => assert!(!fresh.exists(), "{log}"),
+        Some(0) => assert_eq!(counts(&fresh), original),
+        other => panic!("exit {other:?}: {log}"),
+    }
+
     // An offline export stopped the same way leaves no `.partial` file, and the snapshot, if
     // it was written, verifies.
     let out = tmp.path().join("stopped.snap");
@@ -494,6 +504,16 @@ fn a_staging_directory_whose_lock_is_held_is_a_restore_in_progress_whatever_its_
 
     // Once the lock is released (its process ended), the directory is a leftover.
     drop(lock);
+
+    // One restore into a directory at a time: the second is refused before it checks or writes
+    // anything (two started together both passed the checks before).
+    let running = std::fs::File::open(&target).unwrap();
+    running.try_lock().unwrap();
+    let o = run(&restore);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&format!("another restore into {} is in progress", target.display())), "{}", stderr(&o));
+    assert!(staging.exists(), "nothing was checked or removed");
+    drop(running);
     let o = run(&restore);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!staging.exists());
