@@ -39,6 +39,8 @@ pub struct App {
     catalogue: storage::search::Catalogue,
     /// Set once when the process shuts down: GraphQL requests in flight stop.
     shutdown: Arc<std::sync::atomic::AtomicBool>,
+    /// Held while the server runs: no restore replaces its store, no other server opens it.
+    _data_dir_lock: crate::snapshot::DataDirLock,
 }
 
 /// The running source.
@@ -69,8 +71,9 @@ impl App {
     /// [`App::start_with`].
     ///
     /// # Errors
-    /// A message for: jwt mode (no trusted issuer, no crypto backend, no HTTP client), a
-    /// store that cannot be opened (locked, other layout version, I/O), a manifests path that
+    /// A message for: jwt mode (no trusted issuer, no crypto backend, no HTTP client), a data
+    /// directory in use by another process (a server or a restore holds its lock), a store that
+    /// cannot be opened (locked, other layout version, I/O), a manifests path that
     /// is not a readable directory, a kube source without runtime or Kubernetes configuration.
     pub fn start(config: Config) -> anyhow::Result<App> {
         App::start_with(config, None)
@@ -101,7 +104,9 @@ impl App {
             (SourceConfig::Manifests(dir), _) => manifests::source_identity(dir),
             (SourceConfig::Kube(_), None) => unreachable!("the kube client is built above"),
         };
-        crate::snapshot::remove_restore_leftovers(&config.storage.data_dir)?;
+        let data_dir = &config.storage.data_dir;
+        std::fs::create_dir_all(data_dir).with_context(|| format!("creating the data directory {}", data_dir.display()))?;
+        let data_dir_lock = crate::snapshot::lock_data_dir(data_dir)?;
         let store = Store::open_with_cache(&config.storage.data_dir, config.storage.cache_size)
             .with_context(|| format!("opening the store in {}", config.storage.data_dir.display()))?;
         store.set_history(config.history);
@@ -149,6 +154,7 @@ impl App {
             writer: Some(writer),
             catalogue,
             shutdown: Arc::default(),
+            _data_dir_lock: data_dir_lock,
         })
     }
 

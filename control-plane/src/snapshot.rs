@@ -6,9 +6,9 @@
 //! record decoded, its index entries and counters derived from it), its search index
 //! (`search/`, derived data, not part of the snapshot) built from the restored records, and only
 //! then moved into place by renames, so the target may be a volume's mount point. A restore
-//! holds a lock on the target directory (one restore at a time) and one in its staging directory
-//! (which `serve` and later restores spare while it is held); SIGTERM and SIGINT remove what a
-//! restore or an export had not finished ([`remove_unfinished_on_termination`]).
+//! holds the data directory's lock ([`lock_data_dir`]: `serve` holds it too, so neither starts
+//! while the other runs); SIGTERM and SIGINT remove what a restore or an export had not
+//! finished ([`remove_unfinished_on_termination`]).
 
 use anyhow::{bail, Context, Result};
 use schema::Timestamp;
@@ -145,35 +145,18 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     let snap = snapshot::decode_for_restore(&bytes).with_context(|| format!("refusing to restore {}", file.display()))?;
     tracing::info!(seconds = started.elapsed().as_secs_f64(), bytes = bytes.len(), "snapshot read, checked and decompressed");
     let search = storage::search::SEARCH_DIR;
-    let staging_name = format!("{STAGING_PREFIX}{}", std::process::id());
-    // Created first and checked as it is then: a path whose parts do not exist yet may still
-    // name an existing directory (`new/../data`).
-    let created = !data_dir.exists();
-    std::fs::create_dir_all(data_dir).with_context(|| format!("creating {}", data_dir.display()))?;
-    // Held until the store is in place: one restore into a directory at a time, whatever the
-    // binary is called, checked and built as one.
-    let checked = lock_target(data_dir).and_then(|lock| check_restore_target(data_dir, force).map(|()| lock));
-    let target_lock = match checked {
-        Ok(lock) => lock,
-        Err(e) => {
-            if created {
-                let _ = std::fs::remove_dir(data_dir);
-            }
-            return Err(e);
+    let created = create_target(data_dir)?;
+    // Held until the store is in place: checked and built as one, by one process at a time.
+    let target_lock = lock_data_dir(data_dir)?;
+    let staging = data_dir.join(format!("{STAGING_PREFIX}{}", std::process::id()));
+    let writing = Writing::begin(staging.clone(), created.clone());
+    if let Err(e) = check_restore_target(data_dir, force).and_then(|()| build_staged(&staging, &snap)) {
+        let _ = std::fs::remove_dir_all(&staging);
+        if let Some(created) = &created {
+            let _ = std::fs::remove_dir(created);
         }
-    };
-    let staging = data_dir.join(&staging_name);
-    let writing = Writing::begin(staging.clone(), created.then(|| data_dir.to_path_buf()));
-    let running = match build_staged(&staging, &snap) {
-        Ok(running) => running,
-        Err(e) => {
-            let _ = std::fs::remove_dir_all(&staging);
-            if created {
-                let _ = std::fs::remove_dir(data_dir);
-            }
-            return Err(e);
-        }
-    };
+        return Err(e);
+    }
     let swap = || -> std::io::Result<()> {
         let target_search = data_dir.join(search);
         if target_search.exists() {
@@ -186,34 +169,69 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     };
     writing.moving();
     swap().with_context(|| format!("moving the restored store into {}", data_dir.display()))?;
-    drop((writing, running, target_lock));
+    drop((writing, target_lock));
     tracing::info!(seconds = started.elapsed().as_secs_f64(), data_dir = %data_dir.display(), "snapshot restored");
     Ok(Summary { format: snap.format, header: snap.header, bytes: bytes.len() as u64 })
 }
 
-/// Locks the data directory `data_dir` for a restore ([`std::fs::File::try_lock`] on the
-/// directory itself; released however the process ends): the returned handle holds the lock.
+/// Creates the data directory `data_dir` of a restore; returns its canonical path when this call
+/// created it (a signal or an error removes it again, when empty), `None` when it existed. Judged
+/// by the one `mkdir` of its last component, not by the path as typed: `new/../data` names an
+/// existing `data` even when `new` did not exist, and of two restores creating it at once only
+/// one created it.
 ///
 /// # Errors
-/// Another restore into `data_dir` holds it, or it cannot be opened or locked.
-fn lock_target(data_dir: &Path) -> Result<std::fs::File> {
-    let dir = std::fs::File::open(data_dir).with_context(|| format!("opening {}", data_dir.display()))?;
-    match dir.try_lock() {
-        Ok(()) => Ok(dir),
-        Err(std::fs::TryLockError::WouldBlock) => bail!("another restore into {} is in progress; wait for it to end", data_dir.display()),
-        Err(std::fs::TryLockError::Error(e)) => Err(e).with_context(|| format!("locking {}", data_dir.display())),
+/// The directory or its parents cannot be created.
+fn create_target(data_dir: &Path) -> Result<Option<PathBuf>> {
+    let creating = || format!("creating {}", data_dir.display());
+    if let Some(parent) = data_dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).with_context(creating)?;
+    }
+    match std::fs::create_dir(data_dir) {
+        Ok(()) => Ok(Some(std::fs::canonicalize(data_dir).with_context(creating)?)),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && data_dir.is_dir() => Ok(None),
+        Err(e) => Err(e).with_context(creating),
     }
 }
 
-/// Builds the restored store of `snap` and its search index in the staging directory
-/// `staging`, holding its [`STAGING_LOCK`]; returns the locked file, to hold until the store is
-/// moved into place.
+/// The lock on a data directory ([`std::fs::File::try_lock`] on the directory itself, released
+/// however the process ends), held by every process that writes one: `serve` while it runs, a
+/// `snapshot restore` until its store is in place. While it is held, no other process serves,
+/// restores into or removes anything from the directory.
+pub struct DataDirLock {
+    _dir: std::fs::File,
+}
+
+/// Locks the existing data directory `data_dir` ([`DataDirLock`]), then removes the staging
+/// directories killed restores left in it ([`remove_restore_leftovers`]: a restore in progress
+/// would hold the lock). Called by `serve` before it opens the store and by `snapshot restore`
+/// before it checks the target.
 ///
 /// # Errors
-/// The staging directory cannot be created or locked, the store write or the search index
-/// fails.
-fn build_staged(staging: &Path, snap: &snapshot::Snapshot) -> Result<std::fs::File> {
-    let running = lock_staging(staging)?;
+/// Another process (a running server, a restore) holds the lock; the directory cannot be opened
+/// or locked; a leftover cannot be removed.
+pub fn lock_data_dir(data_dir: &Path) -> Result<DataDirLock> {
+    let dir = std::fs::File::open(data_dir).with_context(|| format!("opening the data directory {}", data_dir.display()))?;
+    match dir.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => bail!(
+            "the data directory {} is in use by another process (a running server or a restore holds its lock); \
+             stop the server or wait for the restore to end",
+            data_dir.display()
+        ),
+        Err(std::fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", data_dir.display())),
+    }
+    remove_restore_leftovers(data_dir)?;
+    Ok(DataDirLock { _dir: dir })
+}
+
+/// Builds the restored store of `snap` and its search index in the new staging directory
+/// `staging`.
+///
+/// # Errors
+/// The staging directory cannot be created, the store write or the search index fails.
+fn build_staged(staging: &Path, snap: &snapshot::Snapshot) -> Result<()> {
+    std::fs::create_dir(staging).with_context(|| format!("creating {}", staging.display()))?;
     tracing::info!(staging = %staging.display(), "building the restored store");
     let store = Store::open(staging).with_context(|| format!("creating {}", staging.display()))?;
     // The catalogue search index is derived data: build it now, so the first start after a
@@ -232,17 +250,16 @@ fn build_staged(staging: &Path, snap: &snapshot::Snapshot) -> Result<std::fs::Fi
         Some(searched) => searched.map(|_| ()).with_context(building)?,
         None => storage::search::Catalogue::open(&search_dir, &store).with_context(building)?.0.shutdown(),
     }
-    Ok(running)
+    Ok(())
 }
 
 /// Refuses to restore into `data_dir` (an existing directory) when it holds anything without
 /// `force`, anything but a data directory's files even with it, or a database held by a running
-/// server; removes the staging directories of killed restores first.
+/// server.
 ///
 /// # Errors
 /// The reason to refuse, or a directory that cannot be read.
 fn check_restore_target(data_dir: &Path, force: bool) -> Result<()> {
-    remove_restore_leftovers(data_dir)?;
     let mut entries = Vec::new();
     for e in std::fs::read_dir(data_dir).with_context(|| format!("reading {}", data_dir.display()))? {
         entries.push(e.with_context(|| format!("reading {}", data_dir.display()))?.file_name().to_string_lossy().into_owned());
@@ -275,14 +292,12 @@ fn check_restore_target(data_dir: &Path, force: bool) -> Result<()> {
 pub const STAGING_PREFIX: &str = ".restore-";
 
 /// Removes the staging directories (`DIR/.restore-<pid>`) that killed restores left in
-/// `data_dir`, logging each one with its size; returns their paths. A staging directory whose
-/// process is alive and is this program (`/proc/<pid>/comm`) belongs to a restore in progress:
-/// refused rather than removed. Called by `restore` (with or without `--force`) and by `serve`
-/// before the store is opened.
+/// `data_dir`, logging each one with its size; returns their paths. Only under the data
+/// directory's lock ([`lock_data_dir`]): a restore in progress holds it.
 ///
 /// # Errors
-/// A restore in progress into `data_dir`, or a leftover that cannot be read or removed.
-pub fn remove_restore_leftovers(data_dir: &Path) -> Result<Vec<PathBuf>> {
+/// A leftover that cannot be read or removed.
+fn remove_restore_leftovers(data_dir: &Path) -> Result<Vec<PathBuf>> {
     let mut removed = Vec::new();
     let entries = match std::fs::read_dir(data_dir) {
         Ok(entries) => entries,
@@ -292,15 +307,14 @@ pub fn remove_restore_leftovers(data_dir: &Path) -> Result<Vec<PathBuf>> {
     for entry in entries {
         let entry = entry.with_context(|| format!("reading {}", data_dir.display()))?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix(STAGING_PREFIX) else { continue };
+        if !name.starts_with(STAGING_PREFIX) {
+            continue;
+        }
         let path = entry.path();
         // Only directories are staging directories (a symbolic link is never followed).
         if !std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
             tracing::warn!(path = %path.display(), "not a staging directory (not a directory); left alone");
             continue;
-        }
-        if restoring(&path, pid) {
-            bail!("{} belongs to a restore in progress (process {pid}); wait for it to end", path.display());
         }
         let bytes = size_of_tree(&path);
         std::fs::remove_dir_all(&path).with_context(|| format!("removing {}, left by a restore that did not end", path.display()))?;
@@ -308,44 +322,6 @@ pub fn remove_restore_leftovers(data_dir: &Path) -> Result<Vec<PathBuf>> {
         removed.push(path);
     }
     Ok(removed)
-}
-
-/// The file a running restore holds locked inside its staging directory
-/// ([`std::fs::File::try_lock`]; the lock ends with the process, however it ends).
-pub const STAGING_LOCK: &str = "restoring.lock";
-
-/// Creates the staging directory `staging` and its [`STAGING_LOCK`], locked: the returned file
-/// holds the lock.
-///
-/// # Errors
-/// The directory or the file cannot be created, or another process holds the lock.
-fn lock_staging(staging: &Path) -> Result<std::fs::File> {
-    std::fs::create_dir_all(staging).with_context(|| format!("creating {}", staging.display()))?;
-    let path = staging.join(STAGING_LOCK);
-    let file = std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-    file.try_lock().with_context(|| format!("locking {}", path.display()))?;
-    Ok(file)
-}
-
-/// Whether the staging directory `staging`, named after process `pid`, belongs to a restore in
-/// progress: its [`STAGING_LOCK`] is held by a process; without the file (a restore that has
-/// just created its directory, or one of an older build), whether `pid` is alive, is not this
-/// process, and runs this program's `snapshot restore` (without `/proc`, never).
-fn restoring(staging: &Path, pid: &str) -> bool {
-    match std::fs::File::open(staging.join(STAGING_LOCK)) {
-        Ok(lock) => return matches!(lock.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return false,
-        Err(_) => {}
-    }
-    let Ok(pid) = pid.parse::<u32>() else { return false };
-    if pid == std::process::id() {
-        return false;
-    }
-    let comm = |p: &str| std::fs::read_to_string(format!("/proc/{p}/comm")).ok();
-    let same_program = matches!((comm(&pid.to_string()), comm("self")), (Some(theirs), Some(ours)) if theirs == ours);
-    let args = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-    let mut args = args.split(|b| *b == 0);
-    same_program && args.any(|a| a == b"snapshot") && args.any(|a| a == b"restore")
 }
 
 /// What an offline command writes and has not finished ([`Unfinished`]), by the command's id:
@@ -541,6 +517,20 @@ fn now() -> Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_restore_created_its_data_directory_only_when_its_own_mkdir_made_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("parent").join("data");
+        assert_eq!(create_target(&data).unwrap(), Some(std::fs::canonicalize(&data).unwrap()), "made with its parent");
+        assert_eq!(create_target(&data).unwrap(), None, "a second restore into it did not create it");
+        // `new` does not exist, yet the path names the existing `data`.
+        let through = tmp.path().join("parent").join("new").join("..").join("data");
+        assert_eq!(create_target(&through).unwrap(), None);
+        assert!(data.is_dir());
+        std::fs::write(tmp.path().join("file"), "").unwrap();
+        assert!(create_target(&tmp.path().join("file")).is_err(), "a file is not a data directory");
+    }
 
     /// The one test of the process-wide registry of unfinished outputs (tests of it running in
     /// parallel would share it).

@@ -488,32 +488,40 @@ fn a_restore_or_an_export_stopped_by_sigterm_leaves_no_unfinished_output() {
 }
 
 #[test]
-fn a_staging_directory_whose_lock_is_held_is_a_restore_in_progress_whatever_its_name() {
+fn a_data_directory_in_use_is_refused_by_restore_and_serve_and_its_leftover_spared() {
     let (tmp, data, file) = exported_world();
-
-    // Named after a process that is gone (or a binary of another name): the held lock decides.
     let target = tmp.path().join("target");
     let staging = leave_killed_restore(&target, &data);
-    let lock = std::fs::File::create(staging.join(control_plane::snapshot::STAGING_LOCK)).unwrap();
-    lock.try_lock().unwrap();
     let restore = ["snapshot", "restore", "--in", file.to_str().unwrap(), "--data-dir", target.to_str().unwrap(), "--force"];
+    let in_use = format!("the data directory {} is in use by another process", target.display());
+
+    // A restore in progress holds the directory's lock (whatever its binary is called): a second
+    // restore and a server are refused before they check or remove anything (a server that
+    // removed the leftover and a restore started with it both succeeded before, the server then
+    // serving the replaced database).
+    let restoring = std::fs::File::open(&target).unwrap();
+    restoring.try_lock().unwrap();
     let o = run(&restore);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("belongs to a restore in progress"), "{}", stderr(&o));
+    assert!(stderr(&o).contains(&in_use), "{}", stderr(&o));
+    let refused = App::start(Config::for_manifests(&repo().join("examples/world"), &target)).err().expect("refused");
+    assert!(format!("{refused:#}").contains(&in_use), "{refused:#}");
     assert!(staging.join(storage::DB_FILE).exists(), "left alone");
+    drop(restoring);
+
+    // A running server holds it too: the restore is refused, the server's store untouched.
+    let served = tmp.path().join("served");
+    let app = synced(&served);
+    let inode = || std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(served.join(storage::DB_FILE)).unwrap());
+    let before = inode();
+    let served_restore = ["snapshot", "restore", "--in", file.to_str().unwrap(), "--data-dir", served.to_str().unwrap(), "--force"];
+    let o = run(&served_restore);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("is in use by another process"), "{}", stderr(&o));
+    assert_eq!(inode(), before, "the served database is not replaced");
+    app.shutdown();
 
     // Once the lock is released (its process ended), the directory is a leftover.
-    drop(lock);
-
-    // One restore into a directory at a time: the second is refused before it checks or writes
-    // anything (two started together both passed the checks before).
-    let running = std::fs::File::open(&target).unwrap();
-    running.try_lock().unwrap();
-    let o = run(&restore);
-    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains(&format!("another restore into {} is in progress", target.display())), "{}", stderr(&o));
-    assert!(staging.exists(), "nothing was checked or removed");
-    drop(running);
     let o = run(&restore);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(!staging.exists());
