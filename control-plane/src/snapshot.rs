@@ -145,11 +145,11 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     let snap = snapshot::decode_for_restore(&bytes).with_context(|| format!("refusing to restore {}", file.display()))?;
     tracing::info!(seconds = started.elapsed().as_secs_f64(), bytes = bytes.len(), "snapshot read, checked and decompressed");
     let search = storage::search::SEARCH_DIR;
-    let created = create_target(data_dir)?;
+    let staging = data_dir.join(format!("{STAGING_PREFIX}{}", std::process::id()));
+    let writing = Writing::begin(staging.clone(), None);
+    let created = writing.creating(|| create_target(data_dir))?;
     // Held until the store is in place: checked and built as one, by one process at a time.
     let target_lock = lock_data_dir(data_dir)?;
-    let staging = data_dir.join(format!("{STAGING_PREFIX}{}", std::process::id()));
-    let writing = Writing::begin(staging.clone(), created.clone());
     if let Err(e) = check_restore_target(data_dir, force).and_then(|()| build_staged(&staging, &snap)) {
         let _ = std::fs::remove_dir_all(&staging);
         if let Some(created) = &created {
@@ -360,6 +360,18 @@ impl Writing {
         Writing(id)
     }
 
+    /// Runs `create`, which makes the directory the output is written in and returns it when it
+    /// made it, and registers that directory to be removed with the output; a signal comes
+    /// before or after both (the registry is held meanwhile), never between.
+    fn creating(&self, create: impl FnOnce() -> Result<Option<PathBuf>>) -> Result<Option<PathBuf>> {
+        let mut all = unfinished();
+        let created = create()?;
+        if let Some(u) = all.iter_mut().find(|u| u.id == self.0) {
+            u.created.clone_from(&created);
+        }
+        Ok(created)
+    }
+
     /// Marks the output as being moved into place: a termination signal from now on waits for
     /// the moves, and the command ends as they do. Never returns when a signal already removed
     /// the output (its thread ends the process).
@@ -553,6 +565,18 @@ mod tests {
         assert_eq!(std::fs::read_to_string(kept.join(DB_FILE)).unwrap(), "the old store", "a directory not empty stays");
         assert!(unfinished().is_empty());
         drop((restoring, other));
+
+        // A directory made by the registered creation goes with the output; one that existed stays.
+        let made = tmp.path().join("made");
+        let writing = Writing::begin(made.join(format!("{STAGING_PREFIX}3")), None);
+        assert!(writing.creating(|| create_target(&made)).unwrap().is_some());
+        let empty = tmp.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        let existing = Writing::begin(empty.join(format!("{STAGING_PREFIX}4")), None);
+        assert_eq!(existing.creating(|| create_target(&empty)).unwrap(), None);
+        assert!(remove_unfinished("SIGTERM"));
+        assert!(!made.exists() && empty.is_dir());
+        drop((writing, existing));
 
         // Being moved into place: the signal waits for the move, removes nothing, and lets the
         // command end (whether it came before or after the move ended).
