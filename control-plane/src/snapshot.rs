@@ -141,22 +141,38 @@ pub fn verify(file: &Path) -> Result<Summary> {
 /// foreign files, a target held by a running server, I/O failures.
 pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     let started = std::time::Instant::now();
-    let bytes = read_snapshot_file(file)?;
-    let snap = snapshot::decode_for_restore(&bytes).with_context(|| format!("refusing to restore {}", file.display()))?;
-    tracing::info!(seconds = started.elapsed().as_secs_f64(), bytes = bytes.len(), "snapshot read, checked and decompressed");
     let search = storage::search::SEARCH_DIR;
     let staging = data_dir.join(format!("{STAGING_PREFIX}{}", std::process::id()));
     let writing = Writing::begin(staging.clone(), None);
     let created = writing.creating(|| create_target(data_dir))?;
-    // Held until the store is in place: checked and built as one, by one process at a time.
-    let target_lock = lock_data_dir(data_dir)?;
-    if let Err(e) = check_restore_target(data_dir, force).and_then(|()| build_staged(&staging, &snap)) {
-        let _ = std::fs::remove_dir_all(&staging);
-        if let Some(created) = &created {
-            let _ = std::fs::remove_dir(created);
+    // Held until the store is in place, taken before the file is read (a directory in use is
+    // refused at once, not after seconds of reading): checked and built by one process at a time.
+    let target_lock = match lock_data_dir(data_dir) {
+        Ok(lock) => lock,
+        Err(e) => {
+            // Never removed here: the process holding the lock may be using it.
+            writing.keep_created();
+            return Err(e);
         }
-        return Err(e);
-    }
+    };
+    let restored = (|| {
+        let bytes = read_snapshot_file(file)?;
+        let snap = snapshot::decode_for_restore(&bytes).with_context(|| format!("refusing to restore {}", file.display()))?;
+        tracing::info!(seconds = started.elapsed().as_secs_f64(), bytes = bytes.len(), "snapshot read, checked and decompressed");
+        check_restore_target(data_dir, force)?;
+        build_staged(&staging, &snap)?;
+        Ok((bytes.len(), snap))
+    })();
+    let (bytes, snap) = match restored {
+        Ok(restored) => restored,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            if let Some(created) = &created {
+                let _ = std::fs::remove_dir(created);
+            }
+            return Err(e);
+        }
+    };
     let swap = || -> std::io::Result<()> {
         let target_search = data_dir.join(search);
         if target_search.exists() {
@@ -171,7 +187,7 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
     swap().with_context(|| format!("moving the restored store into {}", data_dir.display()))?;
     drop((writing, target_lock));
     tracing::info!(seconds = started.elapsed().as_secs_f64(), data_dir = %data_dir.display(), "snapshot restored");
-    Ok(Summary { format: snap.format, header: snap.header, bytes: bytes.len() as u64 })
+    Ok(Summary { format: snap.format, header: snap.header, bytes: bytes as u64 })
 }
 
 /// Creates the data directory `data_dir` of a restore; returns its canonical path when this call
@@ -370,6 +386,14 @@ impl Writing {
             u.created.clone_from(&created);
         }
         Ok(created)
+    }
+
+    /// Keeps the directory [`Writing::creating`] made from removal by a signal: another
+    /// process may use it.
+    fn keep_created(&self) {
+        if let Some(u) = unfinished().iter_mut().find(|u| u.id == self.0) {
+            u.created = None;
+        }
     }
 
     /// Marks the output as being moved into place: a termination signal from now on waits for

@@ -504,6 +504,7 @@ fn a_data_directory_in_use_is_refused_by_restore_and_serve_and_its_leftover_spar
     let o = run(&restore);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains(&in_use), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("snapshot read"), "refused before the file is read: {}", stderr(&o));
     let refused = App::start(Config::for_manifests(&repo().join("examples/world"), &target)).err().expect("refused");
     assert!(format!("{refused:#}").contains(&in_use), "{refused:#}");
     assert!(staging.join(storage::DB_FILE).exists(), "left alone");
