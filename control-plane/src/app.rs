@@ -606,42 +606,23 @@ pub async fn start(config: Config) -> anyhow::Result<Running> {
     Ok(Running { app, addr, stop, server, ready_log })
 }
 
-/// Runs the server until SIGTERM or Ctrl-C, then shuts down gracefully.
+/// Runs the server until SIGTERM or SIGINT (Ctrl-C), then shuts down gracefully. Both are
+/// listened for before the server starts: one that comes while it starts (a warm start can be
+/// ready before its start returns) is taken once the start ends.
 ///
 /// # Errors
-/// Startup failures (see [`start`]) and server I/O errors.
+/// The signals cannot be listened for, startup failures (see [`start`]) and server I/O errors.
 pub async fn serve(config: Config) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).context("listening for SIGTERM")?;
+    let mut int = signal(SignalKind::interrupt()).context("listening for SIGINT")?;
     let running = start(config).await?;
-    shutdown_signal().await;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
     tracing::info!("shutting down");
     running.shutdown().await?;
     tracing::info!("stopped");
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(e) = tokio::signal::ctrl_c().await {
-            tracing::error!(error = %e, "cannot listen for Ctrl-C");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = term => {}
-    }
 }

@@ -228,6 +228,15 @@ pub struct DataDirLock {
 /// or locked; a leftover cannot be removed.
 pub fn lock_data_dir(data_dir: &Path) -> Result<DataDirLock> {
     let dir = std::fs::File::open(data_dir).with_context(|| format!("opening the data directory {}", data_dir.display()))?;
+    lock_opened(dir, data_dir)
+}
+
+/// [`lock_data_dir`] of `dir`, opened from the path `data_dir`: refused when the path no longer
+/// names it once it is locked.
+fn lock_opened(dir: std::fs::File, data_dir: &Path) -> Result<DataDirLock> {
+    use std::os::unix::fs::MetadataExt;
+    let identity = |m: std::fs::Metadata| (m.dev(), m.ino());
+    let opening = || format!("opening the data directory {}", data_dir.display());
     match dir.try_lock() {
         Ok(()) => {}
         Err(std::fs::TryLockError::WouldBlock) => bail!(
@@ -236,6 +245,12 @@ pub fn lock_data_dir(data_dir: &Path) -> Result<DataDirLock> {
             data_dir.display()
         ),
         Err(std::fs::TryLockError::Error(e)) => return Err(e).with_context(|| format!("locking {}", data_dir.display())),
+    }
+    // The directory opened may have been removed (by the restore that created it, stopped)
+    // before the lock was taken: a lock on it would guard nothing the path names now.
+    let locked = identity(dir.metadata().with_context(opening)?);
+    if std::fs::metadata(data_dir).map(identity).ok() != Some(locked) {
+        bail!("the data directory {} was removed or replaced while it was locked; start again", data_dir.display());
     }
     remove_restore_leftovers(data_dir)?;
     Ok(DataDirLock { _dir: dir })
@@ -553,6 +568,28 @@ fn now() -> Timestamp {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_data_directory_removed_or_replaced_before_its_lock_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data = tmp.path().join("data");
+        std::fs::create_dir(&data).unwrap();
+        let opened = std::fs::File::open(&data).unwrap();
+        std::fs::remove_dir(&data).unwrap();
+        let removed = lock_opened(opened, &data).err().expect("removed");
+        assert!(removed.to_string().contains("was removed or replaced"), "{removed:#}");
+
+        std::fs::create_dir(&data).unwrap();
+        let opened = std::fs::File::open(&data).unwrap();
+        std::fs::rename(&data, tmp.path().join("old")).unwrap();
+        std::fs::create_dir(&data).unwrap();
+        assert!(lock_opened(opened, &data).is_err(), "another directory under the same name");
+
+        let lock = lock_data_dir(&data).unwrap();
+        assert!(lock_data_dir(&data).err().expect("held").to_string().contains("is in use by another process"));
+        drop(lock);
+        assert!(lock_data_dir(&data).is_ok());
+    }
 
     #[test]
     fn a_restore_created_its_data_directory_only_when_its_own_mkdir_made_it() {

@@ -235,6 +235,27 @@ fn serve_becomes_ready_and_stops_on_sigterm() {
     assert!(log.contains("stopped"), "{log}");
 }
 
+/// SIGTERM while the server starts (here as it announces mock mode, before the store is opened)
+/// is taken once the start ends: a graceful stop, not the signal's default action (a warm start
+/// answered `/readyz` before its handler was installed).
+#[cfg(unix)]
+#[test]
+fn sigterm_during_the_start_stops_the_server_gracefully() {
+    let tmp = tempfile::tempdir().unwrap();
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_control-plane"))
+        .args(["serve", "--manifests", repo().join("examples/world").to_str().unwrap(), "--auth", "mock"])
+        .args(["--data-dir", tmp.path().join("d").to_str().unwrap(), "--listen", &addr, "--log-format", "json"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let log = ServerLog::follow(&mut child);
+    log.wait_for("MOCK MODE", Duration::from_secs(60));
+    let log = terminate(child, log);
+    assert!(log.contains("shutting down") && log.contains("stopped"), "{log}");
+}
+
 /// An environment value that is not UTF-8 is refused naming its variable (exit 1, as any invalid
 /// value), never taken as unset: a manifests directory must not silently become the kube source.
 #[test]
