@@ -189,6 +189,7 @@ async fn with_no_idle_connection_probes_get_through_and_the_rest_is_refused() {
     other.write_all(b"GET /graphql HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
     let answer = until_closed(&mut other).await;
     assert!(answer.starts_with("HTTP/1.1 503") && answer.contains("too many connections"), "{answer}");
+    assert!(answer.contains("application/problem+json") && answer.contains(r#""code":"OVERLOADED""#), "{answer}");
     // Beyond the reserved room: refused at once, without an answer. (A new connection waits
     // for its first header, so it is not idle; in the room it may wait 1 s at most.)
     let mut held = Vec::new();

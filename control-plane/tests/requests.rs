@@ -88,6 +88,58 @@ async fn only_a_json_object_with_a_query_is_executed_and_every_refusal_has_a_cod
     assert_eq!(fields["errors"][0]["extensions"]["code"], "HEADERS_TOO_LARGE", "{fields}");
     assert_eq!(many(2000).await.unwrap().status(), 431, "beyond the parsed table");
 
+    // A GET without a query is no request; a method but GET and POST, two Authorization
+    // headers (which one counts is not for the client to guess) and an encoded body are
+    // refused before anything runs.
+    for path in ["/graphql/query", "/graphql/query?foo=bar", "/graphql/query?query=", "/graphql/query?query=%20%20"] {
+        let r = client.get(format!("{base}{path}")).bearer_auth(ADMIN).send().await.unwrap();
+        assert_eq!(r.status(), 400, "{path}");
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer["errors"][0]["extensions"]["code"], "BAD_REQUEST", "{path}: {answer}");
+    }
+    for method in [reqwest::Method::PUT, reqwest::Method::DELETE, reqwest::Method::PATCH] {
+        let r = client.request(method.clone(), format!("{base}/graphql/query")).bearer_auth(ADMIN).send().await.unwrap();
+        assert_eq!(
+            (r.status().as_u16(), r.headers().get("allow").map(|v| v.to_str().unwrap().to_string())),
+            (405, Some("GET, POST".into()))
+        );
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer["errors"][0]["extensions"]["code"], "METHOD_NOT_ALLOWED", "{method}: {answer}");
+    }
+    let mut twice = reqwest::header::HeaderMap::new();
+    twice.append("authorization", format!("Bearer {ADMIN}").parse().unwrap());
+    twice.append("authorization", "Bearer another".parse().unwrap());
+    let r = client.post(format!("{base}/graphql/query")).headers(twice).json(&json!({"query": "{ zones { name } }"})).send().await.unwrap();
+    assert_eq!(r.status(), 400);
+    let answer: Value = r.json().await.unwrap();
+    assert_eq!(answer["errors"][0]["extensions"]["code"], "BAD_REQUEST", "{answer}");
+    assert!(answer["data"].is_null(), "{answer}");
+    for encoding in ["gzip", "br", "GZIP, identity"] {
+        let r = client
+            .post(format!("{base}/graphql/query"))
+            .bearer_auth(ADMIN)
+            .header("content-encoding", encoding)
+            .json(&json!({"query": "{ zones { name } }"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 415, "{encoding}");
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer["errors"][0]["extensions"]["code"], "UNSUPPORTED_MEDIA_TYPE", "{encoding}: {answer}");
+    }
+    let (status, answer) = {
+        let r = client
+            .post(format!("{base}/graphql/query"))
+            .bearer_auth(ADMIN)
+            .header("content-encoding", "identity")
+            .json(&json!({"query": "{ zones { name } }"}))
+            .send()
+            .await
+            .unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
+    };
+    assert_eq!(status, 200, "identity is no encoding: {answer}");
+
     // A subscription over HTTP: refused, and counted under its code.
     let (_, answer) = post(&client, &base, &json!({"query": "subscription { changes { id } }"}).to_string()).await;
     assert_eq!(answer["errors"][0]["extensions"]["code"], "BAD_REQUEST", "{answer}");

@@ -301,7 +301,12 @@ async fn online_export_through_the_admin_api() {
     assert_eq!(invalid.json::<serde_json::Value>().await.unwrap()["detail"], "invalid token");
     let team = client.get(&url).bearer_auth(TEAM).send().await.unwrap();
     assert_eq!(team.status(), 403);
-    assert_eq!(team.json::<serde_json::Value>().await.unwrap()["title"], "Forbidden");
+    let forbidden = team.json::<serde_json::Value>().await.unwrap();
+    assert_eq!(
+        (&forbidden["title"], &forbidden["errors"][0]["extensions"]["code"]),
+        (&"Forbidden".into(), &"FORBIDDEN".into()),
+        "{forbidden}"
+    );
     assert_eq!(client.get(format!("{base}/admin/v1/snapshot")).bearer_auth(TEAM).send().await.unwrap().status(), 403);
     let r = client.get(&url).bearer_auth(ADMIN).send().await.unwrap();
     assert_eq!(r.status(), 200);

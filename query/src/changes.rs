@@ -255,7 +255,8 @@ impl ChangeLog {
         if text.len() > MAX_POSITION_BYTES {
             return None;
         }
-        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text).ok()?;
+        // Padded or not: the position is base64url, and a client's encoder may pad it.
+        let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(text.trim_end_matches('=')).ok()?;
         let raw = std::str::from_utf8(&raw).ok()?;
         let mut parts = raw.split('.');
         let identity = u64::from_str_radix(parts.next()?, 16).ok()?;
@@ -737,6 +738,11 @@ mod tests {
         let p = Position { revision: 42, index: 7 };
         assert_eq!(log.decode(&log.encode(p)), Some(Ok(p)));
         assert_eq!(other.decode(&log.encode(p)), Some(Err(Gone)), "another process's position");
+        // Of 20 bytes: a padding encoder ends it with `=`.
+        let short = Position { revision: 4, index: 0 };
+        let padded = base64::engine::general_purpose::URL_SAFE.encode(format!("{:016x}.4.0", log.0.identity));
+        assert!(padded.ends_with('='), "{padded}");
+        assert_eq!(log.decode(&padded), Some(Ok(short)));
         for bad in
             ["", "x", "!!!", &"A".repeat(MAX_POSITION_BYTES + 1), &base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("1.2.3.4")]
         {

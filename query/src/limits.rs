@@ -581,7 +581,7 @@ struct Walk<'a, 'b> {
     limits: &'a Limits,
     bound: Bound<'b>,
     cost: Cost,
-    /// Fragments being expanded (a cycle is left to validation, which reports it).
+    /// Fragments being expanded (a spread of one of them is a cycle, refused).
     expanding: Vec<&'a str>,
 }
 
@@ -650,8 +650,15 @@ impl<'a> Walk<'a, '_> {
                 Selection::FragmentSpread(sp) => {
                     let name = sp.node.fragment_name.node.as_str();
                     let Some(fragment) = self.doc.fragments.get(name) else { continue };
-                    if self.expanding.contains(&name) {
-                        continue;
+                    if let Some(at) = self.expanding.iter().position(|n| *n == name) {
+                        // Expanded, it nests without end: deeper than any `maxDepth`.
+                        let through: Vec<String> = self.expanding[at..].iter().map(|n| format!("`{n}`")).collect();
+                        let max = self.limits.max_depth;
+                        let message = format!(
+                            "fragment `{name}` spreads itself (through {}): a cycle of fragments nests without end",
+                            through.join(" → ")
+                        );
+                        return Err(LimitError::new(&DEPTH, max, message));
                     }
                     let FragmentDefinition { type_condition, selection_set, .. } = &fragment.node;
                     self.expanding.push(name);

@@ -247,6 +247,12 @@ async fn hostile_inputs_are_refused_before_execution() {
     }
     let doubling = measure(&world, &team, &doc, json!({})).unwrap_err();
     assert_eq!(code(&doubling), "QUERY_TOO_COMPLEX");
+    // A cycle of fragments: refused as nesting without end, naming it (not as async-graphql's
+    // recursion limit).
+    let cyclic = "{ applications { edges { node { ...A } } } } fragment A on Application { name ...B } fragment B on Application { ...A }";
+    let cycle_error = measure(&world, &team, cyclic, json!({})).unwrap_err();
+    assert_eq!(code(&cycle_error), "QUERY_TOO_DEEP");
+    assert!(cycle_error["message"].as_str().unwrap().contains("fragment `A` spreads itself (through `A` → `B`)"), "{cycle_error}");
     // Lists multiplying along a cycle of edges.
     let cycle = "{ applications(first: 1) { edges { node { zone { applications { zone { applications { zone { applications { zone { applications { name } } } } } } } } } } } }";
     let world_small = world_with(|c| c.limits.max_nodes = 1000);

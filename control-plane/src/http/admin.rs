@@ -76,13 +76,7 @@ async fn admin_only(req: &Request, bearer: Bearer) -> poem::Result<Viewer> {
 }
 
 fn forbidden() -> Json<Problem> {
-    Json(Problem {
-        ty: "Forbidden".into(),
-        status: 403,
-        title: "Forbidden".into(),
-        detail: "the admin API needs an admin token with access `all`".into(),
-        instance: String::new(),
-    })
+    Problem::of(StatusCode::FORBIDDEN, "the admin API needs an admin token with access `all`".into())
 }
 
 /// A problem detail (RFC 9457), as every error of this server.
@@ -99,6 +93,41 @@ struct Problem {
     detail: String,
     /// Always empty (kept for the same shape as every other error of this server).
     instance: String,
+    /// The same refusal as one GraphQL error, for clients that read those: `detail` as its
+    /// `message`, and `extensions.code` (`FORBIDDEN`, `INTERNAL`, `UNAVAILABLE`).
+    errors: Vec<ProblemError>,
+}
+
+/// The GraphQL error of a [`Problem`].
+#[derive(Object)]
+struct ProblemError {
+    /// The problem's `detail`.
+    message: String,
+    /// Its `code`.
+    extensions: ProblemCode,
+}
+
+/// The `extensions` of a [`ProblemError`].
+#[derive(Object)]
+struct ProblemCode {
+    /// The refusal's code, as the GraphQL endpoint's refusals at the HTTP level name it.
+    code: String,
+}
+
+impl Problem {
+    /// The problem of `status` saying `detail`.
+    fn of(status: StatusCode, detail: String) -> Json<Problem> {
+        let title = status.canonical_reason().unwrap_or_default();
+        let code = super::graphql::refusal_code(status).to_string();
+        Json(Problem {
+            ty: title.replace(' ', ""),
+            status: status.as_u16(),
+            title: title.into(),
+            errors: vec![ProblemError { message: detail.clone(), extensions: ProblemCode { code } }],
+            detail,
+            instance: String::new(),
+        })
+    }
 }
 
 #[derive(ApiResponse)]
@@ -256,13 +285,7 @@ enum StatusResponse {
 }
 
 fn internal(detail: &str) -> Json<Problem> {
-    Json(Problem {
-        ty: "InternalServerError".into(),
-        status: 500,
-        title: "Internal Server Error".into(),
-        detail: detail.into(),
-        instance: String::new(),
-    })
+    Problem::of(StatusCode::INTERNAL_SERVER_ERROR, detail.into())
 }
 
 /// Chunk size of the streamed snapshot body (bytes).
@@ -372,16 +395,13 @@ impl AdminApi {
         match read() {
             Ok(s) => StatusResponse::Ok(Json(s)),
             // A failing volume (the writer reports it): readiness says why.
-            Err(e) if e.is_volume_fault() => StatusResponse::Unavailable(Json(Problem {
-                ty: "ServiceUnavailable".into(),
-                status: 503,
-                title: "Service Unavailable".into(),
-                detail: format!(
+            Err(e) if e.is_volume_fault() => StatusResponse::Unavailable(Problem::of(
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
                     "the store cannot be read after a volume fault; see /readyz: {}",
                     state.readiness.store_fault().unwrap_or_default()
                 ),
-                instance: String::new(),
-            })),
+            )),
             Err(e) => {
                 tracing::error!(error = %e, "status: reading the store failed");
                 StatusResponse::Internal(internal("the store cannot be read"))

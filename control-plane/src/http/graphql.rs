@@ -24,7 +24,7 @@ use crate::readiness::Readiness;
 use async_graphql_poem::{GraphQLRequest, GraphQLResponse};
 use poem::http::{Method, StatusCode};
 use poem::web::Data;
-use poem::{get, handler, EndpointExt, IntoResponse, Request, Response, Route};
+use poem::{get, handler, IntoResponse, Request, Response, Route};
 use poem::{Body, FromRequest, RequestBody};
 use query::{Answer, Api, QueryConfig};
 use std::sync::atomic::AtomicBool;
@@ -130,7 +130,7 @@ pub fn routes(
     let sending = Arc::new(tokio::sync::Semaphore::new(pool_kib));
     let state =
         Arc::new(GraphqlEndpoint { api, subscriptions, store, auth, limits, metrics, executor, sending, sending_kib: pool_kib, readiness });
-    let mut route = Route::new().at("/graphql/query", get(graphql).post(graphql).data(state.clone()));
+    let mut route = Route::new().at("/graphql/query", poem::EndpointExt::data(graphql, state.clone()));
     if config.graphql.playground_enabled {
         route =
             route.at("/graphql", get(super::graphiql::page)).at(format!("{}/:file", super::graphiql::ASSETS), get(super::graphiql::asset));
@@ -155,6 +155,12 @@ struct Limits {
 
 #[handler]
 async fn graphql(req: &Request, body: Body, state: Data<&Arc<GraphqlEndpoint>>) -> Response {
+    if req.method() != Method::GET && req.method() != Method::POST {
+        let detail = format!("a GraphQL request is a POST or a GET, not a {}", req.method());
+        let mut resp = problem(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed", &detail);
+        resp.headers_mut().insert(poem::http::header::ALLOW, poem::http::HeaderValue::from_static("GET, POST"));
+        return closing(resp);
+    }
     if req.method() == Method::GET && super::subscriptions::is_upgrade(req) {
         let s = &*state;
         return super::subscriptions::upgrade(req, s.api.clone(), s.store.clone(), s.auth.clone(), s.subscriptions.clone()).await;
@@ -342,6 +348,10 @@ pub(super) async fn read_request(
         }
     } else {
         match GraphQLRequest::from_request(req, &mut RequestBody::new(Body::empty())).await {
+            Ok(r) if r.0.query.trim().is_empty() && !r.0.extensions.contains_key("persistedQuery") => {
+                let detail = "the query string has no `query` (and no `extensions` with a `persistedQuery`)";
+                Err(("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", detail)))
+            }
             Ok(r) => Ok(with_operation_name(r.0, req.uri().query())),
             Err(_) => Err(("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", "the query string is not a GraphQL request"))),
         }
@@ -375,8 +385,10 @@ fn with_operation_name(mut request: async_graphql::Request, query: Option<&str>)
     request
 }
 
-fn overloaded(detail: &str) -> Response {
-    let mut resp = problem(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", detail);
+/// HTTP 503 with `Retry-After: 1`, code `OVERLOADED` (as it is counted): no room for the
+/// request now.
+pub(crate) fn overloaded(detail: &str) -> Response {
+    let mut resp = problem_with_code(StatusCode::SERVICE_UNAVAILABLE, "Service Unavailable", detail, "OVERLOADED");
     retry_later(&mut resp);
     resp
 }
@@ -422,6 +434,11 @@ async fn send(resp: Response, state: &GraphqlEndpoint, deadline: Option<std::tim
 }
 
 pub(crate) fn problem(status: StatusCode, title: &str, detail: &str) -> Response {
+    problem_with_code(status, title, detail, refusal_code(status))
+}
+
+/// [`problem`] with the `extensions.code` `code` instead of the status's.
+pub(crate) fn problem_with_code(status: StatusCode, title: &str, detail: &str, code: &str) -> Response {
     let body = serde_json::json!({
         "type": title.replace(' ', ""),
         "status": status.as_u16(),
@@ -429,7 +446,7 @@ pub(crate) fn problem(status: StatusCode, title: &str, detail: &str) -> Response
         "detail": detail,
         "instance": "",
         // What a GraphQL client reads: the same refusal as a GraphQL error with its code.
-        "errors": [{"message": detail, "extensions": {"code": refusal_code(status)}}],
+        "errors": [{"message": detail, "extensions": {"code": code}}],
     });
     Response::builder().status(status).content_type("application/problem+json").body(body.to_string())
 }
@@ -447,6 +464,8 @@ pub(crate) fn refusal_code(status: StatusCode) -> &'static str {
         StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE => "HEADERS_TOO_LARGE",
         StatusCode::SERVICE_UNAVAILABLE => "UNAVAILABLE",
         StatusCode::TOO_MANY_REQUESTS => "TOO_MANY_EXPORTS",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "UNSUPPORTED_MEDIA_TYPE",
+        StatusCode::INTERNAL_SERVER_ERROR => "INTERNAL",
         _ => "BAD_REQUEST",
     }
 }

@@ -528,7 +528,8 @@ fn closing(mut response: poem::Response) -> poem::Response {
 
 /// The answer to a request refused before it reaches an endpoint: a target longer than
 /// [`MAX_URI_BYTES`] (414), headers over [`MAX_HEADER_BYTES`] or [`MAX_HEADER_FIELDS`] (431),
-/// or anything but a probe on a connection beyond the limit (`probe_only`, 503).
+/// anything but a probe on a connection beyond the limit (`probe_only`, 503 `OVERLOADED`), more
+/// than one `Authorization` header (400), a body with a `Content-Encoding` (415).
 fn refusal(req: &http::Request<Incoming>, probe_only: bool) -> Option<poem::Response> {
     let uri_bytes = req.uri().path_and_query().map_or(0, |p| p.as_str().len());
     let header_bytes: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
@@ -540,12 +541,18 @@ fn refusal(req: &http::Request<Incoming>, probe_only: bool) -> Option<poem::Resp
         let status = http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE;
         Some(closing(super::graphql::problem(status, "Request Header Fields Too Large", &detail)))
     } else if probe_only && !PROBE_PATHS.contains(&req.uri().path()) {
-        Some(
-            poem::Response::builder()
-                .status(http::StatusCode::SERVICE_UNAVAILABLE)
-                .header("retry-after", "1")
-                .body("too many connections; retry later\n"),
-        )
+        Some(super::graphql::overloaded("too many connections; retry later"))
+    } else if req.headers().get_all(http::header::AUTHORIZATION).iter().count() > 1 {
+        // Which one a proxy or this server would take is not for the client to guess.
+        let detail = "the request has more than one Authorization header";
+        Some(closing(super::graphql::problem(http::StatusCode::BAD_REQUEST, "Bad Request", detail)))
+    } else if let Some(encoding) =
+        req.headers().get(http::header::CONTENT_ENCODING).filter(|e| !e.as_bytes().eq_ignore_ascii_case(b"identity"))
+    {
+        let detail =
+            format!("request bodies are read as sent, without a Content-Encoding (not {})", String::from_utf8_lossy(encoding.as_bytes()));
+        let status = http::StatusCode::UNSUPPORTED_MEDIA_TYPE;
+        Some(closing(super::graphql::problem(status, "Unsupported Media Type", &detail)))
     } else {
         None
     }
