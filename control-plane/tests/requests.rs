@@ -33,7 +33,14 @@ async fn post(client: &reqwest::Client, base: &str, body: &str) -> (u16, Value) 
 #[tokio::test(flavor = "multi_thread")]
 async fn only_a_json_object_with_a_query_is_executed_and_every_refusal_has_a_code() {
     let (running, base, client) = server().await;
-    for body in [r#"["{ zones { name } }"]"#, "[]", "{}", r#"{"variables": {}}"#, "  \n[{\"query\": \"{ zones { name } }\"}]"] {
+    for body in [
+        r#"["{ zones { name } }"]"#,
+        "[]",
+        "{}",
+        r#"{"variables": {}}"#,
+        "  \n[{\"query\": \"{ zones { name } }\"}]",
+        r#"{"query": " \n\t"}"#,
+    ] {
         let (status, answer) = post(&client, &base, body).await;
         assert_eq!(status, 400, "{body}: {answer}");
         assert_eq!(answer["errors"][0]["extensions"]["code"], "BAD_REQUEST", "{body}: {answer}");
@@ -127,6 +134,16 @@ async fn only_a_json_object_with_a_query_is_executed_and_every_refusal_has_a_cod
         let answer: Value = r.json().await.unwrap();
         assert_eq!(answer["errors"][0]["extensions"]["code"], "UNSUPPORTED_MEDIA_TYPE", "{encoding}: {answer}");
     }
+    // Every Content-Encoding header counts, not the first one.
+    let mut encodings = reqwest::header::HeaderMap::new();
+    encodings.append("content-encoding", "identity".parse().unwrap());
+    encodings.append("content-encoding", "gzip".parse().unwrap());
+    let r =
+        client.post(format!("{base}/graphql/query")).bearer_auth(ADMIN).headers(encodings).json(&json!({"query": "{ zones { name } }"}));
+    assert_eq!(r.send().await.unwrap().status(), 415);
+    // A request without a body has nothing to decode.
+    let r = client.get(format!("{base}/graphql/query?query=%7B__typename%7D")).bearer_auth(ADMIN).header("content-encoding", "gzip");
+    assert_eq!(r.send().await.unwrap().status(), 200);
     let (status, answer) = {
         let r = client
             .post(format!("{base}/graphql/query"))

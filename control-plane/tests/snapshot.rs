@@ -308,6 +308,13 @@ async fn online_export_through_the_admin_api() {
         "{forbidden}"
     );
     assert_eq!(client.get(format!("{base}/admin/v1/snapshot")).bearer_auth(TEAM).send().await.unwrap().status(), 403);
+    // Every operation is a GET; another method is refused like every other refusal.
+    for (method, path) in [(reqwest::Method::PUT, "status"), (reqwest::Method::POST, "snapshot"), (reqwest::Method::DELETE, "status")] {
+        let r = client.request(method, format!("{base}/admin/v1/{path}")).bearer_auth(ADMIN).send().await.unwrap();
+        assert_eq!((r.status().as_u16(), r.headers().get("allow").map(|v| v.to_str().unwrap().to_string())), (405, Some("GET".into())));
+        let refused = r.json::<serde_json::Value>().await.unwrap();
+        assert_eq!(refused["errors"][0]["extensions"]["code"], "METHOD_NOT_ALLOWED", "{refused}");
+    }
     let r = client.get(&url).bearer_auth(ADMIN).send().await.unwrap();
     assert_eq!(r.status(), 200);
     let status: serde_json::Value = r.json().await.unwrap();

@@ -573,6 +573,32 @@ pub fn analyze(
     Ok(walk.cost)
 }
 
+/// Fragment spreads nested in one another at most, as async-graphql's executor counts them with
+/// the fields around them (its recursion limit, 32): the walk over a query recurses once per
+/// spread, so a chain of thousands of fragments must not reach it.
+pub const MAX_FRAGMENT_NESTING: usize = 32;
+
+/// The fragments `names` for a message: the first two and the last when there are more, each
+/// cut to 64 bytes (a message does not grow with the query).
+fn fragment_path(names: &[&str]) -> String {
+    let quoted = |n: &&str| format!("`{}`", short(n));
+    match names {
+        [first, second, .., last] if names.len() > 3 => {
+            format!("{} → {} → … ({} more) → {}", quoted(first), quoted(second), names.len() - 3, quoted(last))
+        }
+        _ => names.iter().map(quoted).collect::<Vec<_>>().join(" → "),
+    }
+}
+
+/// `name` cut to at most 64 bytes, at a character boundary.
+fn short(name: &str) -> &str {
+    let mut end = name.len().min(64);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    &name[..end]
+}
+
 struct Walk<'a, 'b> {
     doc: &'a ExecutableDocument,
     variables: &'a Variables,
@@ -652,13 +678,21 @@ impl<'a> Walk<'a, '_> {
                     let Some(fragment) = self.doc.fragments.get(name) else { continue };
                     if let Some(at) = self.expanding.iter().position(|n| *n == name) {
                         // Expanded, it nests without end: deeper than any `maxDepth`.
-                        let through: Vec<String> = self.expanding[at..].iter().map(|n| format!("`{n}`")).collect();
-                        let max = self.limits.max_depth;
                         let message = format!(
-                            "fragment `{name}` spreads itself (through {}): a cycle of fragments nests without end",
-                            through.join(" → ")
+                            "fragment `{}` spreads itself (through {}): a cycle of fragments nests without end",
+                            short(name),
+                            fragment_path(&self.expanding[at..])
                         );
-                        return Err(LimitError::new(&DEPTH, max, message));
+                        return Err(LimitError::new(&DEPTH, self.limits.max_depth, message));
+                    }
+                    // A chain of spreads nests without braces (the text scan does not see it);
+                    // the executor refuses it beyond this anyway.
+                    if self.expanding.len() >= MAX_FRAGMENT_NESTING {
+                        let message = format!(
+                            "fragment spreads nest more than {MAX_FRAGMENT_NESTING} deep (through {})",
+                            fragment_path(&self.expanding)
+                        );
+                        return Err(LimitError::new(&DEPTH, self.limits.max_depth, message));
                     }
                     let FragmentDefinition { type_condition, selection_set, .. } = &fragment.node;
                     self.expanding.push(name);

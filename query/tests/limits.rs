@@ -253,6 +253,22 @@ async fn hostile_inputs_are_refused_before_execution() {
     let cycle_error = measure(&world, &team, cyclic, json!({})).unwrap_err();
     assert_eq!(code(&cycle_error), "QUERY_TOO_DEEP");
     assert!(cycle_error["message"].as_str().unwrap().contains("fragment `A` spreads itself (through `A` → `B`)"), "{cycle_error}");
+    // A chain of thousands of fragments (no cycle, no braces nesting): refused at the nesting
+    // bound, not by overflowing the stack of the walk; a long cycle's message stays short.
+    for cyclic in [false, true] {
+        let mut chain = String::from("{ applications { edges { node { ...F0 } } } }");
+        for i in 0..20_000 {
+            let next = if cyclic && i == 19_999 { 0 } else { i + 1 };
+            chain.push_str(&format!(" fragment F{i} on Application {{ name ...F{next} }}"));
+        }
+        if !cyclic {
+            chain.push_str(" fragment F20000 on Application { name }");
+        }
+        let deep = measure(&world, &team, &chain, json!({})).unwrap_err();
+        assert_eq!(code(&deep), "QUERY_TOO_DEEP", "{deep}");
+        let message = deep["message"].as_str().unwrap();
+        assert!(message.contains("fragment spreads nest more than 32 deep") && message.len() < 200, "{message}");
+    }
     // Lists multiplying along a cycle of edges.
     let cycle = "{ applications(first: 1) { edges { node { zone { applications { zone { applications { zone { applications { zone { applications { name } } } } } } } } } } } }";
     let world_small = world_with(|c| c.limits.max_nodes = 1000);

@@ -52,7 +52,16 @@ pub fn mount(route: Route, state: AdminEndpoint) -> Route {
         // A missing or non-bearer Authorization header is rejected by poem-openapi before the
         // checker runs: answer it like every other 401.
         .catch_error(|_: poem_openapi::error::AuthorizationError| async { rejection(&AuthError::Missing) });
-    route.nest("/admin/v1", Route::new().at("/openapi.json", spec).nest("/", api.into_endpoint()))
+    let admin = Route::new().at("/openapi.json", spec).nest("/", api.into_endpoint());
+    // Every operation is a GET: another method gets a problem like every other refusal.
+    route.nest("/admin/v1", admin.catch_error(|_: poem::error::MethodNotAllowedError| async { method_not_allowed() }))
+}
+
+/// HTTP 405 for an admin path: problem JSON, `Allow: GET`.
+fn method_not_allowed() -> poem::Response {
+    let mut resp = super::graphql::problem(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed", "the admin API answers GET only");
+    resp.headers_mut().insert(poem::http::header::ALLOW, poem::http::HeaderValue::from_static("GET"));
+    super::graphql::closing(resp)
 }
 
 /// The admin bearer token (a JWT, or a mock token in `mock` mode).

@@ -329,7 +329,7 @@ pub(super) async fn read_request(
         }
         match serde_json::from_slice::<async_graphql::Request>(&bytes) {
             // Neither a query nor a persisted query's hash (`{}`): nothing to execute.
-            Ok(r) if r.query.is_empty() && !r.extensions.contains_key("persistedQuery") => {
+            Ok(r) if r.query.trim().is_empty() && !r.extensions.contains_key("persistedQuery") => {
                 let detail = "the request has no `query` (and no `extensions.persistedQuery`)";
                 Err(("BAD_REQUEST", problem(StatusCode::BAD_REQUEST, "Bad Request", detail)))
             }

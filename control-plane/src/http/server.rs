@@ -546,16 +546,28 @@ fn refusal(req: &http::Request<Incoming>, probe_only: bool) -> Option<poem::Resp
         // Which one a proxy or this server would take is not for the client to guess.
         let detail = "the request has more than one Authorization header";
         Some(closing(super::graphql::problem(http::StatusCode::BAD_REQUEST, "Bad Request", detail)))
-    } else if let Some(encoding) =
-        req.headers().get(http::header::CONTENT_ENCODING).filter(|e| !e.as_bytes().eq_ignore_ascii_case(b"identity"))
-    {
-        let detail =
-            format!("request bodies are read as sent, without a Content-Encoding (not {})", String::from_utf8_lossy(encoding.as_bytes()));
+    } else if let Some(encoding) = body_encoding(req) {
+        let detail = format!("request bodies are read as sent, without a Content-Encoding (not {encoding})");
         let status = http::StatusCode::UNSUPPORTED_MEDIA_TYPE;
         Some(closing(super::graphql::problem(status, "Unsupported Media Type", &detail)))
     } else {
         None
     }
+}
+
+/// The `Content-Encoding` of the body of `req` (every such header, cut to 64 bytes) when it is
+/// anything but `identity`; `None` for a request without a body (no `Content-Length` above 0,
+/// no `Transfer-Encoding`), which has nothing to decode.
+fn body_encoding(req: &http::Request<Incoming>) -> Option<String> {
+    let headers = req.headers();
+    let declared = headers.get(http::header::CONTENT_LENGTH).is_some_and(|n| n.as_bytes() != b"0");
+    if !declared && !headers.contains_key(http::header::TRANSFER_ENCODING) {
+        return None;
+    }
+    let values: Vec<String> =
+        headers.get_all(http::header::CONTENT_ENCODING).iter().map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned()).collect();
+    let encoded = values.iter().flat_map(|v| v.split(',')).map(str::trim).any(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"));
+    encoded.then(|| values.join(", ").chars().take(64).collect())
 }
 
 /// Serves one connection until it ends, its deadline passes, or it is asked to close.
