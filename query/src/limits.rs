@@ -65,6 +65,9 @@ pub struct Limits {
     pub max_search_length: usize,
     /// `graphql.maxSearchTerms`: words of a search text.
     pub max_search_terms: usize,
+    /// `graphql.maxDefinitions`: operations and fragments defined in one document, used or not
+    /// (GraphQL validation's work grows with their square).
+    pub max_definitions: usize,
     /// `graphql.maxFilterBytes`: the operands of every `where` of the request together, in
     /// bytes (strings by their length, other scalars 8 bytes), each use of a variable counted
     /// again.
@@ -94,6 +97,7 @@ impl Limits {
         max_page_size: 1000,
         max_search_length: 256,
         max_search_terms: 8,
+        max_definitions: 256,
         max_filter_bytes: 1_048_576,
         max_response_bytes: 16 << 20,
         max_in_flight_bytes: 32 << 20,
@@ -135,6 +139,7 @@ const INPUT_DEPTH: Limit = Limit { code: "INPUT_TOO_DEEP", setting: "graphql.max
 const LIST_ITEMS: Limit = Limit { code: "BAD_USER_INPUT", setting: "graphql.maxPageSize" };
 const SEARCH_BYTES: Limit = Limit { code: "BAD_USER_INPUT", setting: "graphql.maxSearchLength" };
 const SEARCH_TERMS: Limit = Limit { code: "BAD_USER_INPUT", setting: "graphql.maxSearchTerms" };
+const DEFINITIONS: Limit = Limit { code: "QUERY_TOO_COMPLEX", setting: "graphql.maxDefinitions" };
 const FIELDS: Limit = Limit { code: "QUERY_TOO_COMPLEX", setting: "graphql.maxComplexity" };
 const NODES: Limit = Limit { code: "TOO_MANY_NODES", setting: "graphql.maxNodes" };
 const FILTER_DEPTH: Limit = Limit { code: "FILTER_TOO_DEEP", setting: "graphql.maxFilterDepth" };
@@ -266,6 +271,8 @@ pub fn check_search(text: &str, limits: &Limits) -> Result<(), LimitError> {
 pub fn scan_text(text: &str, limits: &Limits) -> Result<(), LimitError> {
     let b = text.as_bytes();
     let (mut i, mut parens, mut selection, mut value) = (0usize, 0usize, 0usize, 0usize);
+    // Each operation and fragment has one selection set at the document's top level.
+    let mut definitions = 0usize;
     // What each open `{`/`[` was: a value (inside parentheses) or a selection set.
     let mut opened_as_value: Vec<bool> = Vec::new();
     while i < b.len() {
@@ -301,6 +308,17 @@ pub fn scan_text(text: &str, limits: &Limits) -> Result<(), LimitError> {
                     selection += 1;
                     if selection > limits.max_depth {
                         return Err(LimitError::depth(limits.max_depth));
+                    }
+                    if opened_as_value.is_empty() {
+                        definitions += 1;
+                        if definitions > limits.max_definitions {
+                            let max = limits.max_definitions;
+                            return Err(LimitError::new(
+                                &DEFINITIONS,
+                                max,
+                                format!("the document defines more than {max} operations and fragments"),
+                            ));
+                        }
                     }
                 }
                 opened_as_value.push(is_value);

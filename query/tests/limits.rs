@@ -253,8 +253,22 @@ async fn hostile_inputs_are_refused_before_execution() {
     let cycle_error = measure(&world, &team, cyclic, json!({})).unwrap_err();
     assert_eq!(code(&cycle_error), "QUERY_TOO_DEEP");
     assert!(cycle_error["message"].as_str().unwrap().contains("fragment `A` spreads itself (through `A` → `B`)"), "{cycle_error}");
+    // Definitions in one document, used or not (validation's work grows with their square): at
+    // most `maxDefinitions`, counted in the text; braces of argument values do not count.
+    let unused = |n: usize| {
+        let mut doc =
+            String::from("query($w: ApplicationWhereInput = {name: \"x\"}) { applications(where: {name: \"y\"}) { totalCount } }");
+        for i in 1..n {
+            doc.push_str(&format!(" fragment U{i} on Application {{ name }}"));
+        }
+        doc
+    };
+    let many = measure(&world, &team, &unused(257), json!({})).unwrap_err();
+    assert_eq!(many["extensions"], json!({"code": "QUERY_TOO_COMPLEX", "limit": "graphql.maxDefinitions", "max": 256}), "{many}");
+    assert!(measure(&world, &team, &unused(256), json!({})).is_ok(), "within the limit (validation then reports the unused fragments)");
     // A chain of thousands of fragments (no cycle, no braces nesting): refused at the nesting
     // bound, not by overflowing the stack of the walk; a long cycle's message stays short.
+    let unbounded = world_with(|c| c.limits.max_definitions = 30_000);
     for cyclic in [false, true] {
         let mut chain = String::from("{ applications { edges { node { ...F0 } } } }");
         for i in 0..20_000 {
@@ -264,7 +278,7 @@ async fn hostile_inputs_are_refused_before_execution() {
         if !cyclic {
             chain.push_str(" fragment F20000 on Application { name }");
         }
-        let deep = measure(&world, &team, &chain, json!({})).unwrap_err();
+        let deep = measure(&unbounded, &team, &chain, json!({})).unwrap_err();
         assert_eq!(code(&deep), "QUERY_TOO_DEEP", "{deep}");
         let message = deep["message"].as_str().unwrap();
         assert!(message.contains("fragment spreads nest more than 32 deep") && message.len() < 200, "{message}");

@@ -301,6 +301,14 @@ pub const SETTINGS: &[Setting] = &[
         |d, v| set(&mut d.config.graphql.limits.max_search_terms, parse_at_least(one(v)?, 1)),
     ),
     Setting::file(
+        "graphql.maxDefinitions",
+        "CP_GRAPHQL_MAX_DEFINITIONS",
+        "N",
+        formatcp!("{}", Limits::DEFAULT.max_definitions),
+        "Maximum operations and fragments defined in one GraphQL document, used or not (validation's work grows with their square). Error code QUERY_TOO_COMPLEX.",
+        |d, v| set(&mut d.config.graphql.limits.max_definitions, parse_at_least(one(v)?, 1)),
+    ),
+    Setting::file(
         "graphql.maxFilterBytes",
         "CP_GRAPHQL_MAX_FILTER_BYTES",
         "BYTES",
@@ -828,7 +836,7 @@ pub struct SecurityConfig {
 pub struct GraphqlConfig {
     /// The limits of every request: `graphql.maxPageSize`, `maxDepth`, `maxComplexity`,
     /// `maxNodes`, `maxInputDepth`, `maxFilterDepth`, `maxSearchLength`, `maxSearchTerms`,
-    /// `maxFilterBytes`, `maxResponseBytes` (one struct, the query layer's own).
+    /// `maxDefinitions`, `maxFilterBytes`, `maxResponseBytes` (one struct, the query layer's own).
     pub limits: query::limits::Limits,
     /// `graphql.playgroundEnabled`, default `true`.
     pub playground_enabled: bool,
