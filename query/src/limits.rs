@@ -68,6 +68,12 @@ pub struct Limits {
     /// `graphql.maxDefinitions`: operations and fragments defined in one document, used or not
     /// (GraphQL validation's work grows with their square).
     pub max_definitions: usize,
+    /// `graphql.maxVariableUses`: `$` variables written in one document, definitions included
+    /// (validation checks each use once per operation).
+    pub max_variable_uses: usize,
+    /// `graphql.maxNameBytes`: bytes of one name (field, alias, argument, fragment, type,
+    /// variable) or number in a document (an unknown name is compared with every known one).
+    pub max_name_bytes: usize,
     /// `graphql.maxFilterBytes`: the operands of every `where` of the request together, in
     /// bytes (strings by their length, other scalars 8 bytes), each use of a variable counted
     /// again.
@@ -98,6 +104,8 @@ impl Limits {
         max_search_length: 256,
         max_search_terms: 8,
         max_definitions: 256,
+        max_variable_uses: 1000,
+        max_name_bytes: 1024,
         max_filter_bytes: 1_048_576,
         max_response_bytes: 16 << 20,
         max_in_flight_bytes: 32 << 20,
@@ -140,6 +148,8 @@ const LIST_ITEMS: Limit = Limit { code: "BAD_USER_INPUT", setting: "graphql.maxP
 const SEARCH_BYTES: Limit = Limit { code: "BAD_USER_INPUT", setting: "graphql.maxSearchLength" };
 const SEARCH_TERMS: Limit = Limit { code: "BAD_USER_INPUT", setting: "graphql.maxSearchTerms" };
 const DEFINITIONS: Limit = Limit { code: "QUERY_TOO_COMPLEX", setting: "graphql.maxDefinitions" };
+const VARIABLE_USES: Limit = Limit { code: "QUERY_TOO_COMPLEX", setting: "graphql.maxVariableUses" };
+const NAME_BYTES: Limit = Limit { code: "BAD_USER_INPUT", setting: "graphql.maxNameBytes" };
 const FIELDS: Limit = Limit { code: "QUERY_TOO_COMPLEX", setting: "graphql.maxComplexity" };
 const NODES: Limit = Limit { code: "TOO_MANY_NODES", setting: "graphql.maxNodes" };
 const FILTER_DEPTH: Limit = Limit { code: "FILTER_TOO_DEEP", setting: "graphql.maxFilterDepth" };
@@ -260,6 +270,23 @@ pub fn check_search(text: &str, limits: &Limits) -> Result<(), LimitError> {
 
 // ---- pass 1: the text ------------------------------------------------------------------------
 
+fn is_name_byte(c: u8) -> bool {
+    c == b'_' || c.is_ascii_alphanumeric()
+}
+
+/// The index of the last byte of the name (or number) starting at `start` in `b`.
+///
+/// # Errors
+/// [`LimitError`] `BAD_USER_INPUT` for a name longer than `max_name_bytes`.
+fn name_end(b: &[u8], start: usize, max_name_bytes: usize) -> Result<usize, LimitError> {
+    let length = b[start..].iter().take_while(|&&c| is_name_byte(c)).count();
+    if length > max_name_bytes {
+        let max = max_name_bytes;
+        return Err(LimitError::new(&NAME_BYTES, max, format!("a name or number in the document is longer than {max} bytes")));
+    }
+    Ok(start + length - 1)
+}
+
 /// Scans a query text before it is parsed: selection sets (braces outside parentheses) nested
 /// deeper than `max_depth`, or values (brackets and braces inside parentheses: arguments,
 /// variable definitions and their defaults) nested deeper than `max_input_depth`, are refused.
@@ -272,7 +299,7 @@ pub fn scan_text(text: &str, limits: &Limits) -> Result<(), LimitError> {
     let b = text.as_bytes();
     let (mut i, mut parens, mut selection, mut value) = (0usize, 0usize, 0usize, 0usize);
     // Each operation and fragment has one selection set at the document's top level.
-    let mut definitions = 0usize;
+    let (mut definitions, mut variable_uses) = (0usize, 0usize);
     // What each open `{`/`[` was: a value (inside parentheses) or a selection set.
     let mut opened_as_value: Vec<bool> = Vec::new();
     while i < b.len() {
@@ -297,6 +324,14 @@ pub fn scan_text(text: &str, limits: &Limits) -> Result<(), LimitError> {
             }
             b'(' => parens += 1,
             b')' => parens = parens.saturating_sub(1),
+            b'$' => {
+                variable_uses += 1;
+                if variable_uses > limits.max_variable_uses {
+                    let max = limits.max_variable_uses;
+                    return Err(LimitError::new(&VARIABLE_USES, max, format!("the document writes more than {max} variables ($)")));
+                }
+            }
+            c if is_name_byte(c) => i = name_end(b, i, limits.max_name_bytes)?,
             b'{' | b'[' => {
                 let is_value = parens > 0 || b[i] == b'[';
                 if is_value {

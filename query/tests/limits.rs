@@ -266,6 +266,27 @@ async fn hostile_inputs_are_refused_before_execution() {
     let many = measure(&world, &team, &unused(257), json!({})).unwrap_err();
     assert_eq!(many["extensions"], json!({"code": "QUERY_TOO_COMPLEX", "limit": "graphql.maxDefinitions", "max": 256}), "{many}");
     assert!(measure(&world, &team, &unused(256), json!({})).is_ok(), "within the limit (validation then reports the unused fragments)");
+    // Variables written (validation checks each use once per operation) and the bytes of one
+    // name (an unknown one is compared with every known one): counted in the text, strings and
+    // comments left out.
+    let uses = |n: usize| {
+        format!(
+            "query($v: Boolean = false) {{ applications @skip(if: $v) {{ edges {{ node {{ name{} }} }} }} }}",
+            " @skip(if: $v)".repeat(n)
+        )
+    };
+    let many_uses = measure(&world, &team, &uses(1000), json!({})).unwrap_err();
+    assert_eq!(
+        many_uses["extensions"],
+        json!({"code": "QUERY_TOO_COMPLEX", "limit": "graphql.maxVariableUses", "max": 1000}),
+        "{many_uses}"
+    );
+    assert!(measure(&world, &team, &uses(998), json!({})).is_ok(), "two uses and the definition: 1000");
+    let long_name = format!("{{ applications {{ edges {{ node {{ {} }} }} }} }}", "a".repeat(1025));
+    let long = measure(&world, &team, &long_name, json!({})).unwrap_err();
+    assert_eq!(long["extensions"], json!({"code": "BAD_USER_INPUT", "limit": "graphql.maxNameBytes", "max": 1024}), "{long}");
+    let in_text = format!("# {}\n{{ applications(where: {{name: \"{}$$$\"}}) {{ totalCount }} }}", "b".repeat(5000), "c".repeat(5000));
+    assert!(measure(&world, &team, &in_text, json!({})).is_ok(), "strings and comments are not names");
     // A chain of thousands of fragments (no cycle, no braces nesting): refused at the nesting
     // bound, not by overflowing the stack of the walk; a long cycle's message stays short.
     let unbounded = world_with(|c| c.limits.max_definitions = 30_000);

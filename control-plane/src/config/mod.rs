@@ -309,6 +309,22 @@ pub const SETTINGS: &[Setting] = &[
         |d, v| set(&mut d.config.graphql.limits.max_definitions, parse_at_least(one(v)?, 1)),
     ),
     Setting::file(
+        "graphql.maxVariableUses",
+        "CP_GRAPHQL_MAX_VARIABLE_USES",
+        "N",
+        formatcp!("{}", Limits::DEFAULT.max_variable_uses),
+        "Maximum variables ($name) written in one GraphQL document, their definitions included (validation checks each use once per operation). Error code QUERY_TOO_COMPLEX.",
+        |d, v| set(&mut d.config.graphql.limits.max_variable_uses, parse_at_least(one(v)?, 1)),
+    ),
+    Setting::file(
+        "graphql.maxNameBytes",
+        "CP_GRAPHQL_MAX_NAME_BYTES",
+        "BYTES",
+        formatcp!("{}", Limits::DEFAULT.max_name_bytes),
+        "Maximum bytes of one name (field, alias, argument, fragment, type, variable) or number in a GraphQL document (an unknown name is compared with every known one). Error code BAD_USER_INPUT.",
+        |d, v| set(&mut d.config.graphql.limits.max_name_bytes, parse_at_least(one(v)?, 1)),
+    ),
+    Setting::file(
         "graphql.maxFilterBytes",
         "CP_GRAPHQL_MAX_FILTER_BYTES",
         "BYTES",
@@ -836,7 +852,8 @@ pub struct SecurityConfig {
 pub struct GraphqlConfig {
     /// The limits of every request: `graphql.maxPageSize`, `maxDepth`, `maxComplexity`,
     /// `maxNodes`, `maxInputDepth`, `maxFilterDepth`, `maxSearchLength`, `maxSearchTerms`,
-    /// `maxDefinitions`, `maxFilterBytes`, `maxResponseBytes` (one struct, the query layer's own).
+    /// `maxDefinitions`, `maxVariableUses`, `maxNameBytes`, `maxFilterBytes`, `maxResponseBytes`
+    /// (one struct, the query layer's own).
     pub limits: query::limits::Limits,
     /// `graphql.playgroundEnabled`, default `true`.
     pub playground_enabled: bool,

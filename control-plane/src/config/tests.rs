@@ -314,6 +314,8 @@ fn query_limits_are_bounded_settings() {
         ("CP_GRAPHQL_MAX_SEARCH_LENGTH", "-1", "at least 1"),
         ("CP_GRAPHQL_MAX_SEARCH_TERMS", "0", "at least 1"),
         ("CP_GRAPHQL_MAX_DEFINITIONS", "0", "at least 1"),
+        ("CP_GRAPHQL_MAX_VARIABLE_USES", "0", "at least 1"),
+        ("CP_GRAPHQL_MAX_NAME_BYTES", "-5", "at least 1"),
         ("CP_GRAPHQL_MAX_DEFINITIONS", "99999999999999999999999", "at least 1"),
         ("CP_GRAPHQL_MAX_FILTER_BYTES", "0", "at least 1"),
         ("CP_GRAPHQL_MAX_RESPONSE_BYTES", "1023", "at least 1024"),
