@@ -54,14 +54,12 @@ pub fn mount(route: Route, state: AdminEndpoint) -> Route {
         .catch_error(|_: poem_openapi::error::AuthorizationError| async { rejection(&AuthError::Missing) });
     let admin = Route::new().at("/openapi.json", spec).nest("/", api.into_endpoint());
     // Every operation is a GET: another method gets a problem like every other refusal.
-    route.nest("/admin/v1", admin.catch_error(|_: poem::error::MethodNotAllowedError| async { method_not_allowed() }))
-}
-
-/// HTTP 405 for an admin path: problem JSON, `Allow: GET`.
-fn method_not_allowed() -> poem::Response {
-    let mut resp = super::graphql::problem(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed", "the admin API answers GET only");
-    resp.headers_mut().insert(poem::http::header::ALLOW, poem::http::HeaderValue::from_static("GET"));
-    super::graphql::closing(resp)
+    route.nest(
+        "/admin/v1",
+        admin.catch_error(|_: poem::error::MethodNotAllowedError| async {
+            super::graphql::method_not_allowed("the admin API answers GET only", "GET")
+        }),
+    )
 }
 
 /// The admin bearer token (a JWT, or a mock token in `mock` mode).

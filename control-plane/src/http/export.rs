@@ -91,10 +91,7 @@ pub(super) fn mount(route: poem::Route, graphql: Arc<GraphqlEndpoint>, settings:
 #[poem::handler]
 async fn handle(req: &Request, body: Body, state: poem::web::Data<&Arc<ExportEndpoint>>) -> Response {
     if req.method() != poem::http::Method::POST {
-        let detail = format!("an export is a POST of a GraphQL request, not a {}", req.method());
-        let mut resp = problem(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed", &detail);
-        resp.headers_mut().insert(poem::http::header::ALLOW, poem::http::HeaderValue::from_static("POST"));
-        return super::graphql::closing(resp);
+        return super::graphql::method_not_allowed(&format!("an export is a POST of a GraphQL request, not a {}", req.method()), "POST");
     }
     answer(req, body, &state).await
 }

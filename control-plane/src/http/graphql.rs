@@ -156,10 +156,7 @@ struct Limits {
 #[handler]
 async fn graphql(req: &Request, body: Body, state: Data<&Arc<GraphqlEndpoint>>) -> Response {
     if req.method() != Method::GET && req.method() != Method::POST {
-        let detail = format!("a GraphQL request is a POST or a GET, not a {}", req.method());
-        let mut resp = problem(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed", &detail);
-        resp.headers_mut().insert(poem::http::header::ALLOW, poem::http::HeaderValue::from_static("GET, POST"));
-        return closing(resp);
+        return method_not_allowed(&format!("a GraphQL request is a POST or a GET, not a {}", req.method()), "GET, POST");
     }
     if req.method() == Method::GET && super::subscriptions::is_upgrade(req) {
         let s = &*state;
@@ -435,6 +432,13 @@ async fn send(resp: Response, state: &GraphqlEndpoint, deadline: Option<std::tim
 
 pub(crate) fn problem(status: StatusCode, title: &str, detail: &str) -> Response {
     problem_with_code(status, title, detail, refusal_code(status))
+}
+
+/// HTTP 405 saying `detail`, with `Allow: allow`, closing the connection (its body is not read).
+pub(crate) fn method_not_allowed(detail: &str, allow: &'static str) -> Response {
+    let mut resp = problem(StatusCode::METHOD_NOT_ALLOWED, "Method Not Allowed", detail);
+    resp.headers_mut().insert(poem::http::header::ALLOW, poem::http::HeaderValue::from_static(allow));
+    closing(resp)
 }
 
 /// [`problem`] with the `extensions.code` `code` instead of the status's.
