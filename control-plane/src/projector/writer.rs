@@ -84,14 +84,14 @@ pub enum Change {
         /// Readiness item.
         token: Option<Token>,
     },
-    /// Store (`Some`) or remove (`None`) a source checkpoint ([`storage::checkpoint`]), in
-    /// order with the changes sent before it.
+    /// Store or remove source checkpoints ([`storage::checkpoint`]), in order with the changes
+    /// sent before it and all in the same transaction: what must never be committed apart (a
+    /// manifest file's document chunks, identity hashes and header) is one change.
     Checkpoint {
-        /// The checkpoint key (`manifests/…`).
-        key: String,
-        /// The encoded checkpoint.
-        value: Option<Arc<[u8]>>,
-        /// Set once the checkpoint is committed (never, when the writer stops first).
+        /// (checkpoint key (`manifests/…`), the encoded checkpoint or `None` to remove it), in
+        /// the order they are applied.
+        entries: Vec<(String, Option<Arc<[u8]>>)>,
+        /// Set once the checkpoints are committed (never, when the writer stops first).
         committed: Option<Committed>,
     },
     /// Seal the source's checkpoints at `key` ([`storage::WriteBatch::seal_checkpoints`]) when
@@ -107,6 +107,11 @@ pub enum Change {
 }
 
 impl Change {
+    /// A [`Change::Checkpoint`] of one key: `value` stored, or the key removed (`None`).
+    pub fn checkpoint(key: String, value: Option<Arc<[u8]>>) -> Change {
+        Change::Checkpoint { entries: vec![(key, value)], committed: None }
+    }
+
     fn src(&self) -> Option<&SourceRef> {
         match self {
             Change::Apply { src, .. } | Change::Delete { src, .. } => Some(src),
@@ -123,13 +128,13 @@ impl Change {
 
     /// What the change holds in memory while queued, in bytes, as the queue counts it
     /// ([`PACED_QUEUE_BYTES`]): a record's encoding twice (its decoded form is about as large)
-    /// and its document, a checkpoint's value; other changes 0.
+    /// and its document, a checkpoint's values; other changes 0.
     fn queued_bytes(&self) -> usize {
         match self {
             Change::Apply { record, .. } => {
                 record.encoded().len().saturating_mul(2).saturating_add(record.document().map_or(0, <[u8]>::len))
             }
-            Change::Checkpoint { value, .. } => value.as_ref().map_or(0, |v| v.len()),
+            Change::Checkpoint { entries, .. } => entries.iter().map(|(_, value)| value.as_ref().map_or(0, |v| v.len())).sum(),
             Change::Delete { .. } | Change::Sweep { .. } | Change::Seal { .. } => 0,
         }
     }
@@ -1516,8 +1521,10 @@ impl WriterThread {
                 }
                 ChangeEnd::Swept { gone, kept }
             }
-            Change::Checkpoint { key, value, .. } => {
-                wb.put_checkpoint(key, value.as_deref())?;
+            Change::Checkpoint { entries, .. } => {
+                for (key, value) in entries {
+                    wb.put_checkpoint(key, value.as_deref())?;
+                }
                 ChangeEnd::Checkpointed
             }
             Change::Seal { key } => self.seal(wb, key, before)?,
@@ -1769,7 +1776,7 @@ mod tests {
     }
 
     fn checkpoint(i: usize) -> Change {
-        Change::Checkpoint { key: format!("test/{i}"), value: Some(Arc::from(&b"x"[..])), committed: None }
+        Change::checkpoint(format!("test/{i}"), Some(Arc::from(&b"x"[..])))
     }
 
     /// An async source that waits for room before each send keeps the queue within the paced
@@ -1827,7 +1834,7 @@ mod tests {
     async fn a_paced_source_waits_while_the_queued_bytes_are_above_their_bound() {
         let (tx, rx) = mpsc::channel();
         let sender = ChangeSender { tx, queue: Arc::new(Queue::default()) };
-        let large = |i: usize| Change::Checkpoint { key: format!("test/{i}"), value: Some(Arc::from(vec![7u8; 1 << 20])), committed: None };
+        let large = |i: usize| Change::checkpoint(format!("test/{i}"), Some(Arc::from(vec![7u8; 1 << 20])));
         for i in 0..=PACED_QUEUE_BYTES >> 20 {
             assert!(sender.queue.has_room(), "room before change {i}");
             assert!(sender.send(large(i)));

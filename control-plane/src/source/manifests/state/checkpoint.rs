@@ -63,6 +63,13 @@ pub(super) fn docs_key(rel: &str, n: u32) -> String {
     format!("{DOCS_CHECKPOINT}{rel}\0{n:08x}")
 }
 
+/// What a file's checkpoint guarantees, kept in [`DirCheckpoint::rules`]: checkpoints written
+/// under other rules (or before there were rules) are not trusted, and every file is read and
+/// checkpointed again once. 1: a file's document chunks, identity hashes and header are
+/// committed in one transaction (before, a kill between them could leave the chunks of an edit
+/// under the header of the file before it).
+pub(super) const CHECKPOINT_RULES: u32 = 1;
+
 /// What the file checkpoints were made for: any difference starts cold.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct DirCheckpoint {
@@ -72,10 +79,12 @@ pub(super) struct DirCheckpoint {
     pub(super) features: String,
     /// The build (`CARGO_PKG_VERSION`): translation may differ between builds.
     pub(super) build: String,
+    /// [`CHECKPOINT_RULES`] of the build that wrote the checkpoints.
+    pub(super) rules: u32,
 }
 
 /// One file as last read: enough to know it is unchanged and what it holds, without its text
-/// (its documents are in `chunks` chunks under [`DOCS_CHECKPOINT`], written before it). Only
+/// (its documents are in `chunks` chunks under [`DOCS_CHECKPOINT`], committed with it). Only
 /// files without skipped documents or unreadable parts are checkpointed (the others are read on
 /// every start, so their skip reports are logged again).
 #[derive(Serialize, Deserialize)]
@@ -202,6 +211,7 @@ impl ManifestsState {
             dir: dir.display().to_string(),
             features: format!("{:?}", self.features),
             build: env!("CARGO_PKG_VERSION").to_string(),
+            rules: CHECKPOINT_RULES,
         }
     }
 
@@ -471,68 +481,28 @@ impl ManifestsState {
 
     /// The checkpoint changes for the writer since the last call: files read, re-read or gone,
     /// then the directory checkpoint. Sent after the refresh's changes, so a checkpoint is never
-    /// committed before the records it describes. Empty without [`ManifestsState::with_checkpoints`].
+    /// committed before the records it describes. Each file's document chunks, identity hashes
+    /// and header are one change, committed together: a header never describes chunks of
+    /// another version of its file (a kill between them left the chunks of an edit under the
+    /// header of the file before it, and a start that found the file back at that version
+    /// confirmed the edit's records against those chunks and kept them). Empty without
+    /// [`ManifestsState::with_checkpoints`].
     pub fn take_checkpoints(&mut self) -> Vec<Change> {
         if self.store.is_none() {
             self.dirty.clear();
             return Vec::new();
         }
         // Keys of no current checkpoint first: a chunk rewritten below then stays.
-        let mut out: Vec<Change> =
-            std::mem::take(&mut self.obsolete).into_iter().map(|key| Change::Checkpoint { key, value: None, committed: None }).collect();
-        let set = |key: String, bytes: Vec<u8>| Change::Checkpoint { key, value: Some(Arc::from(bytes)), committed: None };
-        let remove = |key: String| Change::Checkpoint { key, value: None, committed: None };
+        let mut out: Vec<Change> = std::mem::take(&mut self.obsolete).into_iter().map(|key| Change::checkpoint(key, None)).collect();
         self.take_id_checkpoints(&mut out);
         for rel in std::mem::take(&mut self.dirty) {
-            if self.files.get(&rel).is_some_and(|f| matches!(f.docs, Docs::Stored)) {
-                // Only its stamp changed (touched): rewritten with its documents.
-                let docs = self.load(&rel);
-                if let Some(f) = self.files.get_mut(&rel) {
-                    f.docs = Docs::Held { docs, written: None };
-                }
-            }
-            let gone = self.gone_chunks.remove(&rel).unwrap_or(0);
-            let Some(f) = self.files.get_mut(&rel) else {
-                out.extend((0..gone).map(|n| remove(docs_key(&rel, n))));
-                out.push(remove(ids_key(&rel)));
-                out.push(remove(format!("{FILE_CHECKPOINT}{rel}")));
-                continue;
-            };
-            if f.partial {
-                // Parts cannot be read: the checkpoint of the file as it was last read whole
-                // stays, so a restart still knows (and keeps) the objects it held.
-                continue;
-            }
-            let before = f.chunks.max(gone);
-            let written = match &f.docs {
-                Docs::Held { docs, .. } if !f.uncheckpointed() => {
-                    let (header, chunks) = FileCheckpoint::of(f, docs);
-                    f.chunks = chunks.len() as u32;
-                    out.extend(chunks.into_iter().enumerate().map(|(n, c)| set(docs_key(&rel, n as u32), c)));
-                    out.push(set(ids_key(&rel), id_bytes(&self.ids, docs.iter())));
-                    Some(Arc::<[u8]>::from(storage::checkpoint::encode(&header)))
-                }
-                _ => {
-                    f.chunks = 0;
-                    out.push(remove(ids_key(&rel)));
-                    None
-                }
-            };
-            out.extend((f.chunks..before).map(|n| remove(docs_key(&rel, n))));
-            // The header after its chunks: once it is stored, so are they.
-            let written = written.map(|bytes| Written { bytes, committed: Committed::default() });
-            let (value, committed) = match &written {
-                Some(w) => (Some(w.bytes.clone()), Some(w.committed.clone())),
-                None => (None, None),
-            };
-            out.push(Change::Checkpoint { key: format!("{FILE_CHECKPOINT}{rel}"), value, committed });
-            if let Docs::Held { written: w, .. } = &mut f.docs {
-                *w = written;
+            if let Some(change) = self.file_checkpoint_change(&rel) {
+                out.push(change);
             }
         }
         if std::mem::take(&mut self.dir_dirty) {
             let value = Some(Arc::from(storage::checkpoint::encode(&self.dir_checkpoint())));
-            out.push(Change::Checkpoint { key: DIR_CHECKPOINT.to_string(), value, committed: None });
+            out.push(Change::checkpoint(DIR_CHECKPOINT.to_string(), value));
         }
         // Sealed when every file is checkpointed and nothing waits to be sent: the writer seals
         // if the store took every change as sent. Sent again only with other checkpoints or when
@@ -541,17 +511,65 @@ impl ManifestsState {
         if !out.is_empty() || self.sealed != Some(sealable) {
             out.push(match sealable {
                 true => Change::Seal { key: SEAL_CHECKPOINT.to_string() },
-                false => remove(SEAL_CHECKPOINT.to_string()),
+                false => Change::checkpoint(SEAL_CHECKPOINT.to_string(), None),
             });
             self.sealed = Some(sealable);
         }
         out
     }
 
+    /// The one change that writes (or removes) file `rel`'s checkpoint: its document chunks,
+    /// identity hashes and header, in that order (the header last: once it is read back, so are
+    /// they). `None` for a file whose parts cannot be read: the checkpoint of the file as it was
+    /// last read whole stays, so a restart still knows (and keeps) the objects it held.
+    fn file_checkpoint_change(&mut self, rel: &str) -> Option<Change> {
+        if self.files.get(rel).is_some_and(|f| matches!(f.docs, Docs::Stored)) {
+            // Only its stamp changed (touched): rewritten with its documents.
+            let docs = self.load(rel);
+            if let Some(f) = self.files.get_mut(rel) {
+                f.docs = Docs::Held { docs, written: None };
+            }
+        }
+        let gone = self.gone_chunks.remove(rel).unwrap_or(0);
+        let mut entries: Vec<(String, Option<Arc<[u8]>>)> = Vec::new();
+        let Some(f) = self.files.get_mut(rel) else {
+            entries.extend((0..gone).map(|n| (docs_key(rel, n), None)));
+            entries.push((ids_key(rel), None));
+            entries.push((file_checkpoint_key(rel), None));
+            return Some(Change::Checkpoint { entries, committed: None });
+        };
+        if f.partial {
+            return None;
+        }
+        let before = f.chunks.max(gone);
+        let header = match &f.docs {
+            Docs::Held { docs, .. } if !f.uncheckpointed() => {
+                let (header, chunks) = FileCheckpoint::of(f, docs);
+                f.chunks = chunks.len() as u32;
+                entries.extend(chunks.into_iter().enumerate().map(|(n, c)| (docs_key(rel, n as u32), Some(Arc::from(c)))));
+                entries.push((ids_key(rel), Some(Arc::from(id_bytes(&self.ids, docs.iter())))));
+                Some(Arc::<[u8]>::from(storage::checkpoint::encode(&header)))
+            }
+            _ => {
+                f.chunks = 0;
+                entries.push((ids_key(rel), None));
+                None
+            }
+        };
+        entries.extend((f.chunks..before).map(|n| (docs_key(rel, n), None)));
+        let written = header.map(|bytes| Written { bytes, committed: Committed::default() });
+        entries.push((file_checkpoint_key(rel), written.as_ref().map(|w| w.bytes.clone())));
+        let committed = written.as_ref().map(|w| w.committed.clone());
+        if let Docs::Held { written: w, .. } = &mut f.docs {
+            *w = written;
+        }
+        Some(Change::Checkpoint { entries, committed })
+    }
+
     /// Appends to `out` the seed of the identity hashes when the store does not hold it, and
     /// the hashes of the files a checked warm start took over.
     fn take_id_checkpoints(&mut self, out: &mut Vec<Change>) {
-        let set = |key: String, bytes: Vec<u8>| Change::Checkpoint { key, value: Some(Arc::from(bytes)), committed: None };
+        let set = |key: String, bytes: Vec<u8>| Change::checkpoint(key, Some(Arc::from(bytes)));
         if !self.id_seed_stored {
             let seed = IdSeed { seed: self.ids.seed(), probe: self.ids.probe() };
             out.push(set(ID_SEED_CHECKPOINT.to_string(), storage::checkpoint::encode(&seed)));
