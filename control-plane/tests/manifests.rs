@@ -1030,36 +1030,42 @@ fn stored_versions(store: &Store) -> BTreeMap<String, String> {
     out
 }
 
+/// Every object's version in a store loaded from the directory as it is now.
+fn fresh_versions(dir: &Path) -> BTreeMap<String, String> {
+    final_applies(&plain_state(dir).refresh().changes).into_iter().map(|(src, (version, _))| (src, version)).collect()
+}
+
 /// The writer commits a refresh's changes in batches of any size, and a kill can come between
-/// any two of them. From a store that holds any prefix of an edit's changes, a warm start
-/// converges to the directory, whether the file stays edited or goes back to what it was. (A
-/// file's document chunks once committed without its header kept the edit's records when the
-/// file went back: the start confirmed them against those chunks and found the file's hash
-/// unchanged.)
-#[test]
-fn a_warm_start_converges_after_a_kill_between_any_two_changes_of_an_edit() {
-    let w = world();
-    let apps = w.manifests.join("04-applications.yaml");
-    let original = std::fs::read_to_string(&apps).unwrap();
-    let edited = original.replace("message: All sub-resources are up to date", "message: edited");
-    assert_ne!(edited, original);
-    let expected = |text: &str| {
-        std::fs::write(&apps, text).unwrap();
-        let fresh = final_applies(&plain_state(&w.manifests).refresh().changes);
-        fresh.into_iter().map(|(src, (version, _))| (src, version)).collect::<BTreeMap<_, _>>()
-    };
-    let (want_edited, want_original) = (expected(&edited), expected(&original));
-    assert_ne!(want_edited, want_original);
+/// any two of them. Loads the directory as `before` leaves it, then, for a store that holds
+/// the first `k` changes of the warm start after `after` (every `k` for a short list; for a long
+/// one the first, the middle and the last few, where the checkpoints are), checks that a warm
+/// start converges to the directory whether it stays as `after` left it or goes back to
+/// `before` (each call writes its files anew). Leaves the directory as `before` does.
+fn converges_after_a_kill_anywhere(w: &World, before: &dyn Fn(), after: &dyn Fn()) {
+    before();
+    let want_before = fresh_versions(&w.manifests);
+    after();
+    let want_after = fresh_versions(&w.manifests);
+    assert_ne!(want_before, want_after);
+    let base = w._tmp.path().join("base");
+    before();
     {
-        let store = Store::open(&w.data).unwrap();
+        let store = Store::open(&base).unwrap();
         let mut state = checkpointed_state(&w.manifests, &store);
         refresh_and_apply(&mut state, &store);
         refresh_and_apply(&mut state, &store);
-        assert_eq!(stored_versions(&store), want_original);
+        let stored = stored_versions(&store);
+        let differ: Vec<_> = want_before
+            .iter()
+            .filter(|(k, v)| stored.get(*k) != Some(v))
+            .map(|(k, _)| k)
+            .chain(stored.keys().filter(|k| !want_before.contains_key(*k)))
+            .take(5)
+            .collect();
+        assert!(differ.is_empty(), "{} stored, {} wanted, differing: {differ:?}", stored.len(), want_before.len());
     }
-    // The edit's changes from the stopped store, the first `k` of them committed.
-    let edit_committed_up_to = |k: usize, data: &Path| -> usize {
-        std::fs::write(&apps, &edited).unwrap();
+    let after_committed_up_to = |k: usize, data: &Path| -> usize {
+        after();
         let store = Store::open(data).unwrap();
         let mut state = checkpointed_state(&w.manifests, &store);
         state.warm_start().unwrap();
@@ -1069,8 +1075,8 @@ fn a_warm_start_converges_after_a_kill_between_any_two_changes_of_an_edit() {
         apply(&store, changes.into_iter().take(k).collect());
         total
     };
-    let converged = |data: &Path, text: &str| {
-        std::fs::write(&apps, text).unwrap();
+    let converged = |data: &Path, set: &dyn Fn()| {
+        set();
         let store = Store::open(data).unwrap();
         let mut state = checkpointed_state(&w.manifests, &store);
         state.warm_start().unwrap();
@@ -1078,17 +1084,44 @@ fn a_warm_start_converges_after_a_kill_between_any_two_changes_of_an_edit() {
         stored_versions(&store)
     };
     let probe = w._tmp.path().join("probe");
-    copy_dir(&w.data, &probe);
-    let total = edit_committed_up_to(0, &probe);
-    assert_eq!(total, 13 + 2, "the 13 applications, then the file's checkpoint and the seal");
-    for k in 0..=total {
+    copy_dir(&base, &probe);
+    let total = after_committed_up_to(0, &probe);
+    std::fs::remove_dir_all(&probe).unwrap();
+    let ks: std::collections::BTreeSet<usize> = match total {
+        0..=40 => (0..=total).collect(),
+        _ => [0, 1, total / 2].into_iter().chain(total - 5..=total).collect(),
+    };
+    for k in ks {
         let (back, kept) = (w._tmp.path().join(format!("back-{k}")), w._tmp.path().join(format!("kept-{k}")));
-        copy_dir(&w.data, &back);
-        edit_committed_up_to(k, &back);
+        copy_dir(&base, &back);
+        after_committed_up_to(k, &back);
         copy_dir(&back, &kept);
-        assert_eq!(converged(&back, &original), want_original, "the file back as it was, {k} of {total} changes committed");
-        assert_eq!(converged(&kept, &edited), want_edited, "the file kept edited, {k} of {total} changes committed");
+        assert_eq!(converged(&back, before), want_before, "back as before, {k} of {total} changes committed");
+        assert_eq!(converged(&kept, after), want_after, "kept as after, {k} of {total} changes committed");
+        std::fs::remove_dir_all(&back).unwrap();
+        std::fs::remove_dir_all(&kept).unwrap();
     }
+    std::fs::remove_dir_all(&base).unwrap();
+    before();
+}
+
+/// [`converges_after_a_kill_anywhere`] for an edit of a file, its removal, and a file of more
+/// documents than a checkpoint chunk holds shrinking to fewer. (A file's document chunks once
+/// committed without its header kept an edit's records when the file went back: the start
+/// confirmed them against those chunks and found the file's hash unchanged.)
+#[test]
+fn a_warm_start_converges_after_a_kill_between_any_two_changes_of_an_edit() {
+    let w = world();
+    let apps = w.manifests.join("04-applications.yaml");
+    let original = std::fs::read_to_string(&apps).unwrap();
+    let edited = original.replace("message: All sub-resources are up to date", "message: edited");
+    converges_after_a_kill_anywhere(&w, &|| std::fs::write(&apps, &original).unwrap(), &|| std::fs::write(&apps, &edited).unwrap());
+    converges_after_a_kill_anywhere(&w, &|| std::fs::write(&apps, &original).unwrap(), &|| drop(std::fs::remove_file(&apps)));
+
+    let many = w.manifests.join("90-many.yaml");
+    let groups = |n: usize, display: &str| (0..n).map(|i| group_doc(&format!("many-{i}"), display)).collect::<String>();
+    let (large, small) = (groups(1500, "Large"), groups(700, "Small"));
+    converges_after_a_kill_anywhere(&w, &|| std::fs::write(&many, &large).unwrap(), &|| std::fs::write(&many, &small).unwrap());
 }
 
 /// A store whose checkpoints were written before a file's chunks and header were committed
