@@ -86,7 +86,9 @@ pub enum Change {
     },
     /// Store or remove source checkpoints ([`storage::checkpoint`]), in order with the changes
     /// sent before it and all in the same transaction: what must never be committed apart (a
-    /// manifest file's document chunks, identity hashes and header) is one change.
+    /// manifest file's document chunks, identity hashes and header) is one change. Such a change
+    /// holds a whole file's checkpoint (about 100 bytes per document): a paced sender may queue
+    /// one past [`PACED_QUEUE_BYTES`], as a large record may.
     Checkpoint {
         /// (checkpoint key (`manifests/…`), the encoded checkpoint or `None` to remove it), in
         /// the order they are applied.
@@ -592,6 +594,28 @@ fn superseded(batch: &[QueuedChange]) -> Vec<bool> {
     out
 }
 
+/// Drops from `retries` (changes waiting for a retry after a store error) every checkpoint
+/// change that `newer` supersedes: one that writes or removes a key `newer` writes or removes.
+/// A retry of an older checkpoint must never land after a newer one of the same key (the header
+/// of a file before an edit over the records of after it).
+fn drop_superseded_checkpoints(retries: &mut Vec<(Instant, QueuedChange)>, newer: &Change) {
+    let Change::Checkpoint { entries, .. } = newer else { return };
+    let keys: HashSet<&str> = entries.iter().map(|(key, _)| key.as_str()).collect();
+    retries.retain(|(_, w)| match &w.change {
+        Change::Checkpoint { entries: older, .. } => !older.iter().any(|(key, _)| keys.contains(key.as_str())),
+        _ => true,
+    });
+}
+
+/// `work` with a [`Change::Seal`] turned into the removal of the seal's key; other changes as
+/// they are.
+fn unsealed(work: QueuedChange) -> QueuedChange {
+    match work.change {
+        Change::Seal { key } => QueuedChange { change: Change::checkpoint(key, None), ..work },
+        change => QueuedChange { change, ..work },
+    }
+}
+
 /// A queued change with its failed attempts.
 struct QueuedChange {
     change: Change,
@@ -1087,12 +1111,16 @@ impl WriterThread {
         }
     }
 
-    /// Takes a new change: it supersedes a parked retry of the same object. A sweep also drops
-    /// every retry (parked, or queued earlier in this batch) of an object of its kinds that is
-    /// not in its list: that object is gone, and a retry must not bring it back.
+    /// Takes a new change: it supersedes a parked retry of the same object, and a checkpoint
+    /// the retries of earlier checkpoints of its keys ([`drop_superseded_checkpoints`]). A sweep
+    /// also drops every retry (parked, or queued earlier in this batch) of an object of its kinds
+    /// that is not in its list: that object is gone, and a retry must not bring it back.
     fn accept(&mut self, c: Change, batch: &mut Vec<QueuedChange>) {
         if let Some(src) = c.src().filter(|_| !self.parked.is_empty()) {
             self.parked.remove(src);
+        }
+        if !self.sweeps.is_empty() {
+            drop_superseded_checkpoints(&mut self.sweeps, &c);
         }
         if let Change::Sweep { kinds, present, .. } = &c {
             let gone = |src: &SourceRef| kinds.contains(&src.kind) && !present.contains(src);
@@ -1200,7 +1228,9 @@ impl WriterThread {
                     if superseded {
                         drop(self.finish(work, ChangeEnd::Superseded, 0.0));
                     } else {
-                        self.process_one(work, now);
+                        // Change by change, a change after the seal may fail after it is
+                        // committed: the seal is removed instead.
+                        self.process_one(unsealed(work), now);
                     }
                 }
             }
@@ -1238,8 +1268,10 @@ impl WriterThread {
         if work.change.src().is_some() {
             self.park(work, delay, false);
         } else {
-            // A sweep or a checkpoint has no object identity to park under.
-            self.sweeps.push((Instant::now() + delay, work));
+            // A sweep or a checkpoint has no object identity to park under. A seal is retried as
+            // its removal: committed later, out of order with the changes it vouches for, it
+            // would vouch for changes it never saw.
+            self.sweeps.push((Instant::now() + delay, unsealed(work)));
         }
     }
 
@@ -1777,6 +1809,44 @@ mod tests {
 
     fn checkpoint(i: usize) -> Change {
         Change::checkpoint(format!("test/{i}"), Some(Arc::from(&b"x"[..])))
+    }
+
+    /// A checkpoint supersedes the retries of earlier checkpoints that write or remove one of
+    /// its keys (a retried header of a file before an edit must not land over the one after it);
+    /// other retries stay. A seal is retried as the removal of its key.
+    #[test]
+    fn a_checkpoint_drops_the_retries_it_supersedes_and_a_seal_is_retried_as_its_removal() {
+        let at = Instant::now();
+        let retry = |change: Change| (at, QueuedChange { change, failures: 1, waits: 0 });
+        let file = |rel: &str, v: u8| Change::Checkpoint {
+            entries: vec![(format!("docs/{rel}"), Some(Arc::from(vec![v]))), (format!("file/{rel}"), Some(Arc::from(vec![v])))],
+            committed: None,
+        };
+        let keys = |retries: &[(Instant, QueuedChange)]| -> Vec<String> {
+            retries
+                .iter()
+                .flat_map(|(_, w)| match &w.change {
+                    Change::Checkpoint { entries, .. } => entries.iter().map(|(key, _)| key.clone()).collect(),
+                    _ => vec!["other".to_string()],
+                })
+                .collect()
+        };
+        let mut retries = vec![retry(file("a", 1)), retry(file("b", 1)), retry(Change::Seal { key: "seal".into() })];
+        drop_superseded_checkpoints(&mut retries, &Change::Seal { key: "seal".into() });
+        assert_eq!(keys(&retries), ["docs/a", "file/a", "docs/b", "file/b", "other"], "a seal supersedes no retry");
+        drop_superseded_checkpoints(&mut retries, &file("a", 2));
+        assert_eq!(keys(&retries), ["docs/b", "file/b", "other"]);
+        drop_superseded_checkpoints(&mut retries, &Change::checkpoint("file/b".into(), None));
+        assert_eq!(keys(&retries), ["other"], "a removal of one of its keys supersedes it too");
+
+        let (_, seal) = retry(Change::Seal { key: "manifests/v2/seal".into() });
+        let removal = unsealed(seal);
+        assert_eq!(removal.failures, 1);
+        assert!(
+            matches!(&removal.change, Change::Checkpoint { entries, committed: None } if entries.len() == 1 && entries[0].0 == "manifests/v2/seal" && entries[0].1.is_none())
+        );
+        let (_, other) = retry(file("c", 1));
+        assert!(matches!(unsealed(other).change, Change::Checkpoint { entries, .. } if entries.len() == 2 && entries[1].0 == "file/c"));
     }
 
     /// An async source that waits for room before each send keeps the queue within the paced

@@ -63,11 +63,13 @@ pub(super) fn docs_key(rel: &str, n: u32) -> String {
     format!("{DOCS_CHECKPOINT}{rel}\0{n:08x}")
 }
 
-/// What a file's checkpoint guarantees, kept in [`DirCheckpoint::rules`]: checkpoints written
+/// What a file's checkpoint guarantees, part of [`DirCheckpoint::build`]: checkpoints written
 /// under other rules (or before there were rules) are not trusted, and every file is read and
 /// checkpointed again once. 1: a file's document chunks, identity hashes and header are
 /// committed in one transaction (before, a kill between them could leave the chunks of an edit
-/// under the header of the file before it).
+/// under the header of the file before it). In `build`, not a field of its own: a build before
+/// the rules compares `build` too, so it does not take over checkpoints of a later one either
+/// (and the directory checkpoint it writes then is not taken as made under these rules).
 pub(super) const CHECKPOINT_RULES: u32 = 1;
 
 /// What the file checkpoints were made for: any difference starts cold.
@@ -77,10 +79,9 @@ pub(super) struct DirCheckpoint {
     pub(super) dir: String,
     /// The feature flags (`Debug` form): a kind switched on or off changes what is projected.
     pub(super) features: String,
-    /// The build (`CARGO_PKG_VERSION`): translation may differ between builds.
+    /// The build (`CARGO_PKG_VERSION`, `+checkpoints.` and [`CHECKPOINT_RULES`]): translation
+    /// may differ between builds.
     pub(super) build: String,
-    /// [`CHECKPOINT_RULES`] of the build that wrote the checkpoints.
-    pub(super) rules: u32,
 }
 
 /// One file as last read: enough to know it is unchanged and what it holds, without its text
@@ -210,8 +211,7 @@ impl ManifestsState {
         DirCheckpoint {
             dir: dir.display().to_string(),
             features: format!("{:?}", self.features),
-            build: env!("CARGO_PKG_VERSION").to_string(),
-            rules: CHECKPOINT_RULES,
+            build: format!("{}+checkpoints.{CHECKPOINT_RULES}", env!("CARGO_PKG_VERSION")),
         }
     }
 
@@ -503,6 +503,12 @@ impl ManifestsState {
         if std::mem::take(&mut self.dir_dirty) {
             let value = Some(Arc::from(storage::checkpoint::encode(&self.dir_checkpoint())));
             out.push(Change::checkpoint(DIR_CHECKPOINT.to_string(), value));
+        }
+        if !out.is_empty() {
+            // The seal goes first: only writes of source entries end it, and a kill among these
+            // checkpoints (hashes under a new seed, keys of no file removed) must not leave a
+            // seal that vouches for half of them.
+            out.insert(0, Change::checkpoint(SEAL_CHECKPOINT.to_string(), None));
         }
         // Sealed when every file is checkpointed and nothing waits to be sent: the writer seals
         // if the store took every change as sent. Sent again only with other checkpoints or when
