@@ -73,6 +73,8 @@ struct Sdl {
     objects: BTreeMap<String, Vec<Field>>,
     /// Input types.
     inputs: BTreeMap<String, Vec<Field>>,
+    /// Descriptions of input fields, by `Input.field`.
+    input_descriptions: BTreeMap<String, String>,
     unions: BTreeMap<String, Vec<String>>,
     /// Types implementing `Node`.
     nodes: BTreeSet<String>,
@@ -110,6 +112,11 @@ fn parse_sdl(text: &str) -> Sdl {
                 sdl.objects.insert(name, i.fields.iter().map(field).collect());
             }
             TypeKind::InputObject(i) => {
+                for f in &i.fields {
+                    if let Some(d) = &f.node.description {
+                        sdl.input_descriptions.insert(format!("{name}.{}", f.node.name.node), d.node.clone());
+                    }
+                }
                 sdl.inputs.insert(
                     name,
                     i.fields
@@ -686,6 +693,46 @@ async fn no_viewer_sees_another_teams_data_through_any_query() {
                 }
                 p.cover(if label.contains(".where.has") { "has…With filters" } else { "where idIn" }, label.clone());
             }
+            // 5b. A bare has<Edge> counts only the neighbours the viewer sees: it selects
+            //     exactly what has<Edge>With: [{}] (some visible neighbour) selects, unless its
+            //     description says the edge's field shows every neighbour as a reduced …Info
+            //     (then it selects at least as much).
+            let mut pairs = Vec::new();
+            for f in p.sdl.objects["Query"].clone() {
+                let Some(input) = p.sdl.where_input(&f) else { continue };
+                let counted = p.sdl.connection_node(&f.base()).is_some();
+                for (with, _) in p.sdl.has_with(&input) {
+                    let has = with.trim_end_matches("With").to_string();
+                    if !p.sdl.inputs[&input].iter().any(|i| i.name == has) {
+                        continue;
+                    }
+                    let sel = if counted { "{ totalCount edges { node { id } } }" } else { "{ __typename id }" };
+                    let (bare, any) =
+                        (format!("{}(where: {{{has}: true}}) {sel}", f.name), format!("{}(where: {{{with}: [{{}}]}}) {sel}", f.name));
+                    let shown = p.sdl.input_descriptions.get(&format!("{input}.{has}")).is_some_and(|d| d == query::filter::SHOWN_AS_INFO);
+                    pairs.push((format!("{}.where.{has}", f.name), bare, any, shown));
+                }
+            }
+            let pair_batch = |pick: fn(&(String, String, String, bool)) -> &String| {
+                let fields: Vec<String> = pairs.iter().enumerate().map(|(i, pair)| format!("p{i}: {}", pick(pair))).collect();
+                format!("{{ {} }}", fields.join(" "))
+            };
+            let bare = p.post(&attacker.token, &pair_batch(|(_, bare, _, _)| bare), json!({})).await;
+            let any = p.post(&attacker.token, &pair_batch(|(_, _, any, _)| any), json!({})).await;
+            assert_eq!((&bare["errors"], &any["errors"]), (&json!([]), &json!([])), "{ctx}: bare has<Edge> probes");
+            for (i, (label, _, _, shown)) in pairs.iter().enumerate() {
+                let key = format!("p{i}");
+                if *shown {
+                    let size = |v: &Value| v["totalCount"].as_u64().or(v.as_array().map(|a| a.len() as u64));
+                    let (b, a) = (size(&bare["data"][&key]), size(&any["data"][&key]));
+                    assert!(b >= a, "{ctx}: {label}: every neighbour counts, the visible ones too");
+                    p.cover("bare has<Edge> filters shown as …Info", label.clone());
+                } else {
+                    assert_eq!(bare["data"][&key], any["data"][&key], "{ctx}: {label}: true selects what some visible neighbour selects");
+                    p.cover("bare has<Edge> filters", label.clone());
+                }
+            }
+
             // 6. Mutations with the owner's IDs of their entity's type, as the attacker with
             //    access `all`: NOT_FOUND, no entity, nothing written.
             let writes = fake.writes();

@@ -5,8 +5,11 @@
 //! [`EdgeFilter`]s. **Isolation inside edges:** `has<Edge>With` only ever evaluates neighbours the
 //! viewer may see, so a team filtering its own records through an edge into another team's
 //! records gets an answer that never depends on that team's values (the Go server did not filter
-//! inside edges: a team could probe another team's values, e.g. a team token by prefix). `has<Edge>` tests only the existence of a link, which the reduced `…Info` views
-//! already show.
+//! inside edges: a team could probe another team's values, e.g. a team token by prefix).
+//! `has<Edge>: true` holds when a neighbour the viewer may see exists, as `has<Edge>With: [{}]`
+//! (it counted every neighbour: a team could tell whether another group had teams, which the
+//! group's `teams` list does not show it), unless the edge's field shows every neighbour as its
+//! reduced `…Info` view ([`EdgeFilter::shown_as_info`]).
 //!
 //! Secrets (`teamToken`, client secrets, hidden `specification`) never appear in a filter
 //! table. Empty `In`/`NotIn` lists and `IsNil: false` are ignored; an empty input object
@@ -229,9 +232,16 @@ pub struct EdgeFilter<R> {
     pub name: &'static str,
     /// The target's where-input type name (`ApplicationWhereInput`).
     pub target_input: String,
+    /// Whether `has<Edge>` counts every neighbour ([`EdgeFilter::shown_as_info`]), not only
+    /// those the viewer may see.
+    pub shown_as_info: bool,
     exists: EdgeEval<R>,
+    exists_any: EdgeEval<R>,
     compile: EdgeCompile<R>,
 }
+
+/// The description of a `has<Edge>` that counts every neighbour ([`EdgeFilter::shown_as_info`]).
+pub const SHOWN_AS_INFO: &str = "True when a neighbour exists, also one of another team: its reduced `…Info` view shows it.";
 
 impl<R: 'static> EdgeFilter<R> {
     /// An edge to records of kind `T`, of the GraphQL type `target_type` (filtered by its
@@ -249,7 +259,14 @@ impl<R: 'static> EdgeFilter<R> {
         EdgeFilter {
             name,
             target_input,
-            exists: Arc::new(move |request, row| !neighbours(request, row).is_empty()),
+            // Only the neighbours the viewer sees count: `has<Edge>: true` selects exactly what
+            // `has<Edge>With: [{}]` selects.
+            shown_as_info: false,
+            exists: Arc::new({
+                let neighbours = neighbours.clone();
+                move |request, row| neighbours(request, row).iter().any(|x| request.visible::<T>(x))
+            }),
+            exists_any: Arc::new(move |request, row| !neighbours(request, row).is_empty()),
             compile: Arc::new(move |registry, inputs, nested| {
                 let w = registry
                     .get::<T::Record>(&target)
@@ -282,6 +299,16 @@ impl<R: 'static> EdgeFilter<R> {
                 Ok(eval)
             }),
         }
+    }
+}
+
+impl<R> EdgeFilter<R> {
+    /// The edge, its `has<Edge>` counting every neighbour: for an edge whose field shows every
+    /// neighbour, another team's too, as its reduced `…Info` view (`target: ApiExposureInfo`), so
+    /// its existence is no secret. `has<Edge>With` still only ever tests visible neighbours.
+    pub fn shown_as_info(mut self) -> Self {
+        self.shown_as_info = true;
+        self
     }
 }
 
@@ -362,8 +389,9 @@ impl<R: 'static> WhereType<R> {
             }
         }
         for e in &self.edges {
+            let has = InputValue::new(format!("has{}", e.name), TypeRef::named(TypeRef::BOOLEAN));
             o = o
-                .field(InputValue::new(format!("has{}", e.name), TypeRef::named(TypeRef::BOOLEAN)))
+                .field(if e.shown_as_info { has.description(SHOWN_AS_INFO) } else { has })
                 .field(InputValue::new(format!("has{}With", e.name), TypeRef::named_nn_list(&e.target_input)));
         }
         o
@@ -535,7 +563,10 @@ impl<R> Predicate<R> {
             Predicate::Any(ps) => ps.iter().any(|p| p.eval(row, request)),
             Predicate::Not(p) => !p.eval(row, request),
             Predicate::Cmp(field, op, arg) => compare(&(field.get)(row, request), *op, arg),
-            Predicate::Edge(EdgeTest::Has(edge, want)) => (edge.exists)(request, row) == *want,
+            Predicate::Edge(EdgeTest::Has(edge, want)) => {
+                let exists = if edge.shown_as_info { &edge.exists_any } else { &edge.exists };
+                exists(request, row) == *want
+            }
             Predicate::Edge(EdgeTest::With(eval)) => eval(request, row),
         }
     }

@@ -54,10 +54,12 @@ pub fn columns<K: Entity<Record = AgenticCatalogueRecord>>() -> Vec<Column<Agent
 /// base path.
 pub fn edge_filters() -> Vec<EdgeFilter<AgenticCatalogueRecord>> {
     vec![
-        edges::by_key::<AgenticCatalogueRecord, Team>("Owner", |s| Some(natural::team(&s.record.meta.environment, &s.record.team))),
+        edges::by_key::<AgenticCatalogueRecord, Team>("Owner", |s| Some(natural::team(&s.record.meta.environment, &s.record.team)))
+            .shown_as_info(),
         edges::by_index::<AgenticCatalogueRecord, AgenticExposure>("Exposures", index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH, |s| {
             s.record.active.then(|| natural::in_env(&s.record.meta.environment, &s.record.base_path))
-        }),
+        })
+        .shown_as_info(),
     ]
 }
 

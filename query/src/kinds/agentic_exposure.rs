@@ -100,7 +100,7 @@ impl Entity for AgenticExposure {
                 "Subscriptions",
                 index::AGENTIC_SUBSCRIPTION_BY_TARGET,
                 |s| Some(s.key.clone()),
-            ),
+            ).shown_as_info(),
         ]
     }
 

@@ -41,12 +41,12 @@ impl Entity for Api {
         vec![
             edges::by_key::<ApiRecord, schema::kinds::team::Team>("Owner", |s| {
                 Some(natural::team(&s.record.meta.environment, &s.record.team))
-            }),
+            }).shown_as_info(),
             edges::by_index::<ApiRecord, schema::kinds::api_exposure::ApiExposure>(
                 "Exposures",
                 index::API_EXPOSURE_ACTIVE_BY_BASE_PATH,
                 |s| s.record.active.then(|| natural::in_env(&s.record.meta.environment, &s.record.base_path)),
-            ),
+            ).shown_as_info(),
         ]
     }
 

@@ -77,7 +77,7 @@ impl Entity for ApiExposure {
                 "Subscriptions",
                 index::API_SUBSCRIPTION_BY_TARGET,
                 |s| Some(s.key.clone()),
-            ),
+            ).shown_as_info(),
         ]
     }
 

@@ -95,7 +95,7 @@ impl Entity for Application {
             }),
             edges::by_key::<ApplicationRecord, schema::kinds::team::Team>("OwnerTeam", |s| {
                 Some(natural::team(&s.record.meta.environment, &s.record.team))
-            }),
+            }).shown_as_info(),
             edges::by_prefix::<ApplicationRecord, schema::kinds::api_exposure::ApiExposure>("ExposedApis", |s| s.key.clone()),
             edges::by_index::<ApplicationRecord, schema::kinds::api_subscription::ApiSubscription>(
                 "SubscribedApis",

@@ -81,10 +81,10 @@ pub fn shared_edge_filters<K: ApprovalEntity>() -> Vec<EdgeFilter<K::Record>> {
         (sub.kind.kind_id() == kind).then(|| sub.key(&K::record_meta(&s.record).environment))
     }
     vec![
-        edges::by_key::<K::Record, ApiSubscription>("APISubscription", |s| subscription_of::<K>(s, KindId::ApiSubscription)),
-        edges::by_key::<K::Record, EventSubscription>("EventSubscription", |s| subscription_of::<K>(s, KindId::EventSubscription)),
-        edges::by_key::<K::Record, AgenticSubscription>("AgenticSubscription", |s| subscription_of::<K>(s, KindId::AgenticSubscription)),
-        edges::by_key::<K::Record, FileSubscription>("FileSubscription", |s| subscription_of::<K>(s, KindId::FileSubscription)),
+        edges::by_key::<K::Record, ApiSubscription>("APISubscription", |s| subscription_of::<K>(s, KindId::ApiSubscription)).shown_as_info(),
+        edges::by_key::<K::Record, EventSubscription>("EventSubscription", |s| subscription_of::<K>(s, KindId::EventSubscription)).shown_as_info(),
+        edges::by_key::<K::Record, AgenticSubscription>("AgenticSubscription", |s| subscription_of::<K>(s, KindId::AgenticSubscription)).shown_as_info(),
+        edges::by_key::<K::Record, FileSubscription>("FileSubscription", |s| subscription_of::<K>(s, KindId::FileSubscription)).shown_as_info(),
     ]
 }
 

@@ -83,7 +83,7 @@ impl Entity for EventExposure {
                 "Subscriptions",
                 index::EVENT_SUBSCRIPTION_BY_TARGET,
                 |s| Some(s.key.clone()),
-            ),
+            ).shown_as_info(),
         ]
     }
 

@@ -36,12 +36,12 @@ impl Entity for EventType {
         vec![
             edges::by_key::<EventTypeRecord, schema::kinds::team::Team>("Owner", |s| {
                 Some(natural::team(&s.record.meta.environment, &s.record.team))
-            }),
+            }).shown_as_info(),
             edges::by_index::<EventTypeRecord, schema::kinds::event_exposure::EventExposure>(
                 "Exposures",
                 index::EVENT_EXPOSURE_ACTIVE_BY_TYPE,
                 |s| s.record.active.then(|| natural::in_env(&s.record.meta.environment, &s.record.event_type)),
-            ),
+            ).shown_as_info(),
         ]
     }
 

@@ -92,7 +92,7 @@ impl Entity for FileExposure {
                 "Subscriptions",
                 index::FILE_SUBSCRIPTION_BY_TARGET,
                 |s| Some(s.key.clone()),
-            ),
+            ).shown_as_info(),
         ]
     }
 

@@ -77,7 +77,7 @@ pub fn link_fields<K: SubscriptionEntity>() -> Vec<Field> {
 pub fn link_edges<K: SubscriptionEntity>() -> Vec<EdgeFilter<K::Record>> {
     vec![
         edges::by_key::<K::Record, Application>("Owner", |s| Some(owner_key::<K>(&s.record))),
-        edges::by_key::<K::Record, K::Exposure>("Target", |s| s.links.first().cloned().flatten()),
+        edges::by_key::<K::Record, K::Exposure>("Target", |s| s.links.first().cloned().flatten()).shown_as_info(),
         edges::by_index::<K::Record, Approval>("Approval", index::APPROVAL_BY_SUBSCRIPTION, |s| Some(approval_key::<K>(&s.record))),
         edges::by_index::<K::Record, ApprovalRequest>("ApprovalRequests", index::APPROVAL_REQUEST_BY_SUBSCRIPTION, |s| {
             Some(approval_key::<K>(&s.record))
