@@ -113,6 +113,23 @@ async fn only_a_json_object_with_a_query_is_executed_and_every_refusal_has_a_cod
         let answer: Value = r.json().await.unwrap();
         assert_eq!(answer["errors"][0]["extensions"]["code"], "METHOD_NOT_ALLOWED", "{method}: {answer}");
     }
+    for (method, path) in [(reqwest::Method::POST, "/readyz"), (reqwest::Method::POST, "/healthz"), (reqwest::Method::DELETE, "/metrics")] {
+        let r = client.request(method.clone(), format!("{base}{path}")).send().await.unwrap();
+        assert_eq!((r.status().as_u16(), r.headers().get("allow").map(|v| v.to_str().unwrap().to_string())), (405, Some("GET".into())));
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer["errors"][0]["extensions"]["code"], "METHOD_NOT_ALLOWED", "{method} {path}: {answer}");
+    }
+    // A chunked body that does not decode is a bad request, not one too large.
+    for body in ["zz\r\n{}\r\n0\r\n\r\n", "ffffffffffffffffffff\r\n{}\r\n0\r\n\r\n", "2\r\n{}0\r\n\r\n"] {
+        let mut stream = tokio::net::TcpStream::connect(running.local_addr()).await.unwrap();
+        let head = format!("POST /graphql/query HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {ADMIN}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n");
+        tokio::io::AsyncWriteExt::write_all(&mut stream, format!("{head}{body}").as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        tokio::io::AsyncReadExt::read_to_end(&mut stream, &mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 400"), "{body:?}: {answer}");
+        assert!(answer.contains(r#""code":"BAD_REQUEST""#), "{body:?}: {answer}");
+    }
     let mut twice = reqwest::header::HeaderMap::new();
     twice.append("authorization", format!("Bearer {ADMIN}").parse().unwrap());
     twice.append("authorization", "Bearer another".parse().unwrap());

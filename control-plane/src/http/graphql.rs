@@ -24,7 +24,7 @@ use crate::readiness::Readiness;
 use async_graphql_poem::{GraphQLRequest, GraphQLResponse};
 use poem::http::{Method, StatusCode};
 use poem::web::Data;
-use poem::{get, handler, IntoResponse, Request, Response, Route};
+use poem::{handler, IntoResponse, Request, Response, Route};
 use poem::{Body, FromRequest, RequestBody};
 use query::{Answer, Api, QueryConfig};
 use std::sync::atomic::AtomicBool;
@@ -132,8 +132,9 @@ pub fn routes(
         Arc::new(GraphqlEndpoint { api, subscriptions, store, auth, limits, metrics, executor, sending, sending_kib: pool_kib, readiness });
     let mut route = Route::new().at("/graphql/query", poem::EndpointExt::data(graphql, state.clone()));
     if config.graphql.playground_enabled {
-        route =
-            route.at("/graphql", get(super::graphiql::page)).at(format!("{}/:file", super::graphiql::ASSETS), get(super::graphiql::asset));
+        route = route
+            .at("/graphql", super::get_only(super::graphiql::page))
+            .at(format!("{}/:file", super::graphiql::ASSETS), super::get_only(super::graphiql::asset));
     }
     (route, state)
 }
@@ -313,10 +314,15 @@ pub(super) async fn read_request(
                 let resp = problem(StatusCode::REQUEST_TIMEOUT, "Request Timeout", &detail);
                 return Err(("REQUEST_TIMEOUT", closing(resp)));
             }
-            Ok(Err(_)) => {
+            Ok(Err(poem::error::ReadBodyError::PayloadTooLarge)) => {
                 let detail = format!("the request body exceeds {} bytes", state.limits.max_body_bytes);
                 let resp = problem(StatusCode::PAYLOAD_TOO_LARGE, "Payload Too Large", &detail);
                 return Err(("PAYLOAD_TOO_LARGE", closing(resp)));
+            }
+            // A malformed chunked encoding, a connection cut mid-body.
+            Ok(Err(e)) => {
+                let detail = format!("the request body could not be read: {e}");
+                return Err(("BAD_REQUEST", closing(problem(StatusCode::BAD_REQUEST, "Bad Request", &detail))));
             }
         };
         // One JSON object: serde would also read a struct from an array, positionally.
