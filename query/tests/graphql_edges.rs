@@ -123,3 +123,42 @@ async fn empty_nested_inputs_are_no_ops_and_secrets_are_not_filterable() {
         );
     }
 }
+
+/// An active catalogue entry's `hasExposures` counts every team's active exposure of its base
+/// path, as its `activeExposure` shows them, but only of its own variant: an agent's exposure at
+/// an MCP server's path is not shown by the server's `activeExposure`, and must not be found
+/// through its `hasExposures` by a team that cannot see it either.
+#[tokio::test]
+async fn has_exposures_finds_what_active_exposure_shows() {
+    let w = World::load();
+    let agent_at_mcp_path = json!({
+        "apiVersion": "agentic.cp.ei.telekom.de/v1", "kind": "AgenticExposure",
+        "metadata": {
+            "name": "copilot-agent--mcp-orders-v1", "namespace": "poc--assist--copilot",
+            "labels": {"cp.ei.telekom.de/environment": "poc", "cp.ei.telekom.de/zone": "aws-eu1", "cp.ei.telekom.de/application": "copilot-agent"},
+            "creationTimestamp": "2026-05-23T08:05:00Z", "generation": 1
+        },
+        "spec": {
+            "basePath": "/mcp/orders/v1", "upstreams": [{"url": "https://copilot-a.assist.poc.example.com/a2a", "weight": 100}],
+            "visibility": "Enterprise", "approval": {"strategy": "FourEyes"}, "zone": {"name": "aws-eu1", "namespace": "poc"},
+            "provider": {"name": "copilot-agent", "namespace": "poc--assist--copilot"}, "variant": "AGENT"
+        },
+        "status": {"active": true}
+    });
+    let report = support::load(&w.store, &[agent_at_mcp_path]);
+    assert!(report.skipped.is_empty() && report.dependency_missing.is_empty(), "{report:?}");
+    let all = r#"{ mcpServers { edges { node { id active activeExposure { basePath } } } } }"#;
+    let matching = r#"{ mcpServers(where: {hasExposures: true}) { edges { node { id } } } }"#;
+    for viewer in [team_viewer("payments--checkout", "poc"), admin()] {
+        let shown: Vec<Value> = support::nodes(&w.data(&viewer, all).await["mcpServers"])
+            .iter()
+            .filter(|n| n["active"] == true && !n["activeExposure"].is_null())
+            .map(|n| n["id"].clone())
+            .collect();
+        assert!(!shown.is_empty(), "the world has MCP servers with an active exposure");
+        let found: Vec<Value> = support::nodes(&w.data(&viewer, matching).await["mcpServers"]).iter().map(|n| n["id"].clone()).collect();
+        assert_eq!(found, shown);
+    }
+    let agent = w.data(&admin(), r#"{ agenticExposures(where: {basePath: "/mcp/orders/v1"}) { totalCount } }"#).await;
+    assert_eq!(agent["agenticExposures"]["totalCount"], 1, "the agent's exposure at the MCP server's path is stored");
+}

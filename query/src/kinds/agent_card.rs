@@ -25,7 +25,7 @@ impl Entity for AgentCard {
     }
 
     fn edge_filters() -> Vec<EdgeFilter<AgentCardRecord>> {
-        agentic_catalogue::edge_filters()
+        agentic_catalogue::edge_filters(true)
     }
 }
 

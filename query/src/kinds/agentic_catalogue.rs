@@ -50,15 +50,20 @@ pub fn columns<K: Entity<Record = AgenticCatalogueRecord>>() -> Vec<Column<Agent
     c
 }
 
-/// The edges of a catalogue kind usable in `where`: its owner team and the exposures of its
-/// base path.
-pub fn edge_filters() -> Vec<EdgeFilter<AgenticCatalogueRecord>> {
+/// The edges of a catalogue kind usable in `where`: its owner team and the active exposures of
+/// its base path of its own variant (`agent`: an agent card's are agents, an MCP server's are
+/// not), the ones its `activeExposure` shows: an exposure of the other variant at the same path
+/// is not shown, and must not count for `hasExposures` either.
+pub fn edge_filters(agent: bool) -> Vec<EdgeFilter<AgenticCatalogueRecord>> {
     vec![
         edges::by_key::<AgenticCatalogueRecord, Team>("Owner", |s| Some(natural::team(&s.record.meta.environment, &s.record.team)))
             .shown_as_info(),
-        edges::by_index::<AgenticCatalogueRecord, AgenticExposure>("Exposures", index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH, |s| {
-            s.record.active.then(|| natural::in_env(&s.record.meta.environment, &s.record.base_path))
-        })
+        edges::by_index_keeping::<AgenticCatalogueRecord, AgenticExposure>(
+            "Exposures",
+            index::AGENTIC_EXPOSURE_ACTIVE_BY_BASE_PATH,
+            |s| s.record.active.then(|| natural::in_env(&s.record.meta.environment, &s.record.base_path)),
+            move |x| x.record.variant.is_agent() == agent,
+        )
         .shown_as_info(),
     ]
 }

@@ -40,3 +40,20 @@ pub fn by_index<R: 'static, T: Entity>(name: &'static str, index: IndexName, loo
         Some(k) => logged(request.view.lookup_records::<T>(index, &k), Vec::new()),
     })
 }
+
+/// [`by_index`], keeping only the records `keep` accepts.
+pub fn by_index_keeping<R: 'static, T: Entity>(
+    name: &'static str,
+    index: IndexName,
+    lookup: fn(&Stored<R>) -> Option<Key>,
+    keep: impl Fn(&Stored<T::Record>) -> bool + Send + Sync + 'static,
+) -> EdgeFilter<R> {
+    EdgeFilter::new::<T>(name, T::TYPE, move |request: &RequestContext, row: &Stored<R>| match lookup(row) {
+        None => Vec::new(),
+        Some(k) => {
+            let mut found = logged(request.view.lookup_records::<T>(index, &k), Vec::new());
+            found.retain(|x| keep(x));
+            found
+        }
+    })
+}

@@ -25,7 +25,7 @@ impl Entity for McpServer {
     }
 
     fn edge_filters() -> Vec<EdgeFilter<McpServerRecord>> {
-        agentic_catalogue::edge_filters()
+        agentic_catalogue::edge_filters(false)
     }
 }
 
