@@ -133,8 +133,8 @@ pub fn routes(
     let mut route = Route::new().at("/graphql/query", poem::EndpointExt::data(graphql, state.clone()));
     if config.graphql.playground_enabled {
         route = route
-            .at("/graphql", super::get_only(super::graphiql::page))
-            .at(format!("{}/:file", super::graphiql::ASSETS), super::get_only(super::graphiql::asset));
+            .at("/graphql", get_only(super::graphiql::page))
+            .at(format!("{}/:file", super::graphiql::ASSETS), get_only(super::graphiql::asset));
     }
     (route, state)
 }
@@ -438,6 +438,14 @@ async fn send(resp: Response, state: &GraphqlEndpoint, deadline: Option<std::tim
 
 pub(crate) fn problem(status: StatusCode, title: &str, detail: &str) -> Response {
     problem_with_code(status, title, detail, refusal_code(status))
+}
+
+/// `endpoint` for GET; another method gets the 405 problem every refusal is
+/// ([`method_not_allowed`]), not poem's plain text.
+pub(crate) fn get_only(endpoint: impl poem::Endpoint + 'static) -> impl poem::Endpoint {
+    poem::EndpointExt::catch_error(poem::get(endpoint), |_: poem::error::MethodNotAllowedError| async {
+        method_not_allowed("this endpoint answers GET only", "GET")
+    })
 }
 
 /// HTTP 405 saying `detail`, with `Allow: allow`, closing the connection (its body is not read).

@@ -13,15 +13,7 @@ pub mod subscriptions;
 use crate::app::App;
 use poem::endpoint::make_sync;
 use poem::http::StatusCode;
-use poem::{get, Response};
-
-/// `endpoint` for GET; another method gets the 405 problem every refusal is
-/// ([`graphql::method_not_allowed`]), not poem's plain text.
-pub(crate) fn get_only(endpoint: impl poem::Endpoint + 'static) -> impl poem::Endpoint {
-    poem::EndpointExt::catch_error(get(endpoint), |_: poem::error::MethodNotAllowedError| async {
-        graphql::method_not_allowed("this endpoint answers GET only", "GET")
-    })
-}
+use poem::Response;
 
 /// Every route of the server.
 pub fn routes(app: &App) -> poem::Route {
@@ -42,10 +34,10 @@ pub fn routes(app: &App) -> poem::Route {
     let route = export::mount(route, graphql_state, app.config().export);
     let admin = admin::AdminEndpoint::new(app.store().clone(), app.authenticator().clone(), app.readiness().clone());
     admin::mount(route, admin)
-        .at("/healthz", get_only(make_sync(|_| Response::builder().content_type("text/plain; charset=utf-8").body("ok\n"))))
+        .at("/healthz", graphql::get_only(make_sync(|_| Response::builder().content_type("text/plain; charset=utf-8").body("ok\n"))))
         .at(
             "/readyz",
-            get_only(make_sync(move |_| {
+            graphql::get_only(make_sync(move |_| {
                 let status = readiness.status();
                 let code = if status.ready { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
                 let body = serde_json::to_string(&status).unwrap_or_else(|_| "{}".into());
@@ -54,7 +46,7 @@ pub fn routes(app: &App) -> poem::Route {
         )
         .at(
             "/metrics",
-            get_only(make_sync(move |_| {
+            graphql::get_only(make_sync(move |_| {
                 metrics.store_bytes.set(crate::metrics::dir_bytes(&data_dir) as i64);
                 metrics.observe_readiness(&scraped);
                 Response::builder().content_type("text/plain; version=0.0.4; charset=utf-8").body(metrics.encode())
