@@ -35,10 +35,7 @@ pub fn by_prefix<R: 'static, T: Entity>(name: &'static str, prefix: fn(&Stored<R
 /// An edge to the records of `T` listed in secondary index `index` under the key `lookup`
 /// returns (none when `None`).
 pub fn by_index<R: 'static, T: Entity>(name: &'static str, index: IndexName, lookup: fn(&Stored<R>) -> Option<Key>) -> EdgeFilter<R> {
-    EdgeFilter::new::<T>(name, T::TYPE, move |request: &RequestContext, row: &Stored<R>| match lookup(row) {
-        None => Vec::new(),
-        Some(k) => logged(request.view.lookup_records::<T>(index, &k), Vec::new()),
-    })
+    by_index_keeping::<R, T>(name, index, lookup, |_| true)
 }
 
 /// [`by_index`], keeping only the records `keep` accepts.
