@@ -607,6 +607,23 @@ fn drop_superseded_checkpoints(retries: &mut Vec<(Instant, QueuedChange)>, newer
     });
 }
 
+/// Adds `src`, just handed to the store, to the list of every sweep in `retries` (changes
+/// waiting for a retry after a store error) that covers its kind. A sweep judges the store as the
+/// changes sent before it left it: retried after `src`'s change, which came after it, it would
+/// delete an object its list never had a chance to hold (a file added after the scan the sweep
+/// comes from).
+fn spare_from_retried_sweeps(retries: &mut [(Instant, QueuedChange)], src: &SourceRef) {
+    for (_, w) in retries {
+        if let Change::Sweep { kinds, present, .. } = &mut w.change {
+            if kinds.contains(&src.kind) && !present.contains(src) {
+                // Cloned once per retried sweep, on the first object spared: a sweep retries
+                // only after a store error.
+                Arc::make_mut(present).insert(src.clone());
+            }
+        }
+    }
+}
+
 /// `work` with a [`Change::Seal`] turned into the removal of the seal's key; other changes as
 /// they are.
 fn unsealed(work: QueuedChange) -> QueuedChange {
@@ -1615,6 +1632,9 @@ impl WriterThread {
     /// also sees the initial sync's retries in `projector_retries_pending`.
     fn finish(&mut self, work: QueuedChange, done: ChangeEnd, secs: f64) -> Option<QueuedChange> {
         let token = work.change.token();
+        if let (Change::Apply { src, .. }, false) = (&work.change, self.sweeps.is_empty()) {
+            spare_from_retried_sweeps(&mut self.sweeps, src);
+        }
         let kept = self.outcome_effects(work, done, secs);
         if let Some(t) = token {
             self.readiness.done(t);
@@ -1847,6 +1867,35 @@ mod tests {
         );
         let (_, other) = retry(file("c", 1));
         assert!(matches!(unsealed(other).change, Change::Checkpoint { entries, .. } if entries.len() == 2 && entries[1].0 == "file/c"));
+    }
+
+    /// A sweep retried after a store error spares the objects handed to the store after it: of
+    /// its kinds and missing from its list, they came after the list was taken.
+    #[test]
+    fn a_retried_sweep_spares_the_objects_applied_after_it() {
+        let app = |name: &str| SourceRef { kind: KindId::Application, namespace: "ns".into(), name: name.into() };
+        let listed = app("listed");
+        let sweep = Change::Sweep {
+            kinds: vec![KindId::Application],
+            present: Arc::new(HashSet::from([listed.clone()])),
+            keep_newer_than: None,
+            report: None,
+            token: None,
+        };
+        let sent = match &sweep {
+            Change::Sweep { present, .. } => Arc::clone(present),
+            _ => unreachable!(),
+        };
+        let mut retries = vec![(Instant::now(), QueuedChange { change: sweep, failures: 1, waits: 0 })];
+        let zone = SourceRef { kind: KindId::Zone, namespace: "ns".into(), name: "z".into() };
+        for src in [app("added-later"), listed.clone(), zone.clone(), app("added-later")] {
+            spare_from_retried_sweeps(&mut retries, &src);
+        }
+        let Change::Sweep { present, .. } = &retries[0].1.change else { panic!("still a sweep") };
+        let mut spared: Vec<&str> = present.iter().map(|s| s.name.as_str()).collect();
+        spared.sort_unstable();
+        assert_eq!(spared, ["added-later", "listed"], "a zone is not of the sweep's kinds");
+        assert_eq!(sent.len(), 1, "the list the source sent is not changed under it");
     }
 
     /// An async source that waits for room before each send keeps the queue within the paced
