@@ -119,6 +119,26 @@ async fn only_a_json_object_with_a_query_is_executed_and_every_refusal_has_a_cod
         let answer: Value = r.json().await.unwrap();
         assert_eq!(answer["errors"][0]["extensions"]["code"], "METHOD_NOT_ALLOWED", "{method} {path}: {answer}");
     }
+    // A path no route serves is the 404 problem, whatever the method, near a route or not; the
+    // path is not echoed.
+    let long = format!("/{}", "a".repeat(8000));
+    for (method, path) in [
+        (reqwest::Method::GET, "/"),
+        (reqwest::Method::GET, "/nope"),
+        (reqwest::Method::POST, "/graphql/query/extra"),
+        (reqwest::Method::GET, "/graphql/assets/none.js"),
+        (reqwest::Method::DELETE, "/healthz/x"),
+        (reqwest::Method::GET, "/admin/v1/nope"),
+        (reqwest::Method::GET, "/admin/nope"),
+        (reqwest::Method::GET, long.as_str()),
+    ] {
+        let r = client.request(method.clone(), format!("{base}{path}")).bearer_auth(ADMIN).send().await.unwrap();
+        assert_eq!(r.status(), 404, "{method} {}", &path[..path.len().min(40)]);
+        assert_eq!(r.headers()["content-type"], "application/problem+json");
+        let answer: Value = r.json().await.unwrap();
+        assert_eq!(answer["errors"][0]["extensions"]["code"], "NOT_FOUND", "{method}: {answer}");
+        assert!(!answer.to_string().contains("aaaa"), "the path is not echoed");
+    }
     // A chunked body that does not decode is a bad request, not one too large.
     for body in ["zz\r\n{}\r\n0\r\n\r\n", "ffffffffffffffffffff\r\n{}\r\n0\r\n\r\n", "2\r\n{}0\r\n\r\n"] {
         let mut stream = tokio::net::TcpStream::connect(running.local_addr()).await.unwrap();

@@ -56,9 +56,11 @@ pub fn mount(route: Route, state: AdminEndpoint) -> Route {
     // Every operation is a GET: another method gets a problem like every other refusal.
     route.nest(
         "/admin/v1",
-        admin.catch_error(|_: poem::error::MethodNotAllowedError| async {
-            super::graphql::method_not_allowed("the admin API answers GET only", "GET")
-        }),
+        admin
+            .catch_error(|_: poem::error::MethodNotAllowedError| async {
+                super::graphql::method_not_allowed("the admin API answers GET only", "GET")
+            })
+            .catch_error(|_: poem::error::NotFoundError| async { super::graphql::not_found_problem() }),
     )
 }
 

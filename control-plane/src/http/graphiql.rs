@@ -8,9 +8,8 @@
 //! `{"Authorization": "Bearer <token>"}` (README "GraphiQL"); subscriptions run over a WebSocket
 //! on `/graphql/query` (`graphql-transport-ws`) with those headers as `connection_init` payload.
 
-use poem::http::StatusCode;
 use poem::web::Html;
-use poem::{handler, IntoResponse, Request, Response};
+use poem::{handler, Request, Response};
 
 /// Where the assets are served.
 pub const ASSETS: &str = "/graphql/assets";
@@ -84,16 +83,15 @@ pub fn page() -> Html<&'static str> {
     Html(PAGE)
 }
 
-/// `GET /graphql/assets/<file>`: an embedded asset (cached a day), or 404 — for any other
+/// `GET /graphql/assets/<file>`: an embedded asset (cached a day), or poem's `NotFoundError`
+/// (answered as the 404 problem where the route is mounted) — for any other
 /// name, one that does not decode (`%ff`) included: the raw path is compared, the assets' names
 /// need no escaping.
 #[handler]
-pub fn asset(req: &Request) -> Response {
+pub fn asset(req: &Request) -> Result<Response, poem::error::NotFoundError> {
     let name = req.uri().path().strip_prefix(ASSETS).and_then(|p| p.strip_prefix('/')).unwrap_or_default();
-    match FILES.iter().find(|a| a.name == name) {
-        Some(a) => Response::builder().content_type(a.content_type).header("Cache-Control", "public, max-age=86400").body(a.bytes),
-        None => StatusCode::NOT_FOUND.into_response(),
-    }
+    let found = FILES.iter().find(|a| a.name == name).ok_or(poem::error::NotFoundError)?;
+    Ok(Response::builder().content_type(found.content_type).header("Cache-Control", "public, max-age=86400").body(found.bytes))
 }
 
 #[cfg(test)]

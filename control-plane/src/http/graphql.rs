@@ -132,9 +132,10 @@ pub fn routes(
         Arc::new(GraphqlEndpoint { api, subscriptions, store, auth, limits, metrics, executor, sending, sending_kib: pool_kib, readiness });
     let mut route = Route::new().at("/graphql/query", poem::EndpointExt::data(graphql, state.clone()));
     if config.graphql.playground_enabled {
-        route = route
-            .at("/graphql", get_only(super::graphiql::page))
-            .at(format!("{}/:file", super::graphiql::ASSETS), get_only(super::graphiql::asset));
+        route = route.at("/graphql", get_only(super::graphiql::page)).at(
+            format!("{}/:file", super::graphiql::ASSETS),
+            poem::EndpointExt::catch_error(get_only(super::graphiql::asset), |_: poem::error::NotFoundError| async { not_found_problem() }),
+        );
     }
     (route, state)
 }
@@ -446,6 +447,18 @@ pub(crate) fn get_only(endpoint: impl poem::Endpoint + 'static) -> impl poem::En
     poem::EndpointExt::catch_error(poem::get(endpoint), |_: poem::error::MethodNotAllowedError| async {
         method_not_allowed("this endpoint answers GET only", "GET")
     })
+}
+
+/// HTTP 404 problem (`NOT_FOUND`) for a path no route serves, whatever the method: the problem
+/// every other refusal is, not poem's empty plain-text answer. Its body is not read.
+#[poem::handler]
+pub(crate) fn not_found() -> Response {
+    not_found_problem()
+}
+
+/// The answer of [`not_found`]. The path is not echoed: it is the client's own input.
+pub(crate) fn not_found_problem() -> Response {
+    closing(problem(StatusCode::NOT_FOUND, "Not Found", "nothing is served at this path; the GraphQL API is at /graphql/query"))
 }
 
 /// HTTP 405 saying `detail`, with `Allow: allow`, closing the connection (its body is not read).

@@ -52,4 +52,5 @@ pub fn routes(app: &App) -> poem::Route {
                 Response::builder().content_type("text/plain; version=0.0.4; charset=utf-8").body(metrics.encode())
             })),
         )
+        .at("/*path", graphql::not_found)
 }
