@@ -279,11 +279,19 @@ impl<'a> Pending<'a> {
             return;
         }
         let end = at + piece.len();
-        let verbatim = self.text.as_bytes().get(end) == Some(&b'\n');
-        if verbatim && self.from == self.to {
-            (self.from, self.to) = (at, end + 1);
-        } else if verbatim && self.to == at {
-            self.to = end + 1;
+        // A line ending in `\r\n` is verbatim too (YAML reads both line ends alike), and so is
+        // the file's last line without its line end: a file of one long line, or of Windows
+        // line ends, is not copied.
+        let through = match self.text.as_bytes().get(end..end.saturating_add(2).min(self.text.len())) {
+            Some([b'\n', ..]) => Some(end + 1),
+            Some([b'\r', b'\n']) => Some(end + 2),
+            Some([]) => Some(end),
+            _ => None,
+        };
+        if let (Some(through), true) = (through, self.from == self.to) {
+            (self.from, self.to) = (at, through);
+        } else if let (Some(through), true) = (through, self.to == at) {
+            self.to = through;
         } else {
             let mut owned = String::with_capacity(self.to - self.from + piece.len() + 1);
             owned.push_str(&self.text[self.from..self.to]);

@@ -47,6 +47,47 @@ fn split_keeps_block_scalars_and_indented_dashes() {
     assert!(split_documents("---\n---\n# c\n").is_empty());
 }
 
+/// A file's last line without a line end is not copied: a file of one long line (a hostile
+/// one of a gigabyte) is held once, not twice, and its document measured as it is.
+#[test]
+fn a_last_line_without_its_line_end_is_borrowed_not_copied() {
+    let text = "a: 1\n---\nb: 2\nc: 3";
+    let parts = split_parts(text);
+    let got: Vec<(&str, bool)> = parts.iter().map(|p| (p.text.as_ref(), matches!(p.text, Cow::Borrowed(_)))).collect();
+    assert_eq!(got, [("a: 1\n", true), ("b: 2\nc: 3", true)]);
+    // Nor are lines ending in `\r\n`; a stray `\r` before one is read as before (copied).
+    let parts = split_parts("a: 1\r\n---\r\nb: 2\r\nc: 3\r\r\nd: 4\r\n");
+    let got: Vec<(&str, bool)> = parts.iter().map(|p| (p.text.as_ref(), matches!(p.text, Cow::Borrowed(_)))).collect();
+    assert_eq!(got, [("a: 1\r\n", true), ("b: 2\r\nc: 3\nd: 4\n", false)]);
+    let long = "x".repeat(3 << 20);
+    let parts = split_parts(&long);
+    assert!(matches!(&parts[0].text, Cow::Borrowed(t) if t.len() == long.len()));
+    let (docs, skips, _, partial) = check(&long);
+    assert!(docs.is_empty() && partial);
+    assert!(skips[0].contains(&format!("the document is {} bytes", long.len())), "{skips:?}");
+}
+
+/// A file with Windows line ends (read without copying its lines) holds the same objects at
+/// the same versions as with Unix ones: block, folded and multi-line scalars included.
+#[test]
+fn windows_line_ends_read_as_unix_ones() {
+    let lf = format!(
+        "{}---\n{}",
+        group("a", "A"),
+        "apiVersion: organization.cp.ei.telekom.de/v1\nkind: Group\nmetadata:\n  name: b # c\n  namespace: poc\nspec:\n  displayName: |\n    one\n    two\n  description: >\n    folded\n    text\n"
+    );
+    let crlf = lf.replace('\n', "\r\n");
+    let scan = |text: &str| -> Vec<(String, String)> {
+        let handlers = Handlers::new(&Features::default());
+        let s = scan_text("f.yaml", text, false, &handlers, &ctx());
+        assert!(s.skips.is_empty(), "{:?}", s.skips.iter().map(ToString::to_string).collect::<Vec<_>>());
+        s.docs.iter().map(|d| (d.src.name.clone(), d.version.hex())).collect()
+    };
+    let (unix, windows) = (scan(&lf), scan(&crlf));
+    assert_eq!(unix.len(), 2);
+    assert_eq!(unix, windows);
+}
+
 #[test]
 fn a_broken_document_between_two_good_ones_is_skipped_alone() {
     let text = format!(
