@@ -86,6 +86,11 @@ fn windows_line_ends_read_as_unix_ones() {
     let (unix, windows) = (scan(&lf), scan(&crlf));
     assert_eq!(unix.len(), 2);
     assert_eq!(unix, windows);
+    // Every scalar style the YAML parser reads, and flow collections over several lines.
+    let lf = "a: |+\n  one\n  two\n\nb: \"multi\n  line\n\n  quoted\"\nc: 'single\n  quoted'\nd: >-\n  x\n\n  y\ne: |-\n  z\n   w\nf: [1,\n  2]\ng: {x: 1,\n  y: 2}\nh: plain\n\n  more\n";
+    let unix: Value = serde_saphyr::from_str(lf).unwrap();
+    assert_eq!(unix["a"], "one\ntwo\n\n");
+    assert_eq!(serde_saphyr::from_str::<Value>(&lf.replace('\n', "\r\n")).unwrap(), unix);
 }
 
 #[test]
