@@ -95,10 +95,10 @@ const WITH_DICTIONARY: u8 = 0x01;
 /// Once the store holds this many documents of a kind, its dictionary is trained.
 pub const TRAIN_AFTER: u64 = 1000;
 
-/// Documents a dictionary is trained from (the first of the kind, in key order). On the 100k
-/// world's kinds, 1,000 documents train a dictionary that compresses within 1 % of one trained
-/// from 2,000 (130–146 B a document), in half the time (35 ms a kind instead of 70).
-const TRAIN_SAMPLES: usize = 1000;
+/// Documents a dictionary is trained from (the first of the kind, in key order): those that
+/// make it due. More train no better dictionary (BENCHMARKS.md, "Dictionaries from 1,000
+/// documents").
+const TRAIN_SAMPLES: usize = TRAIN_AFTER as usize;
 
 /// The size of a trained dictionary, in bytes.
 const DICTIONARY_BYTES: usize = 32 << 10;

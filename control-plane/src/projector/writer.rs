@@ -616,8 +616,7 @@ fn spare_from_retried_sweeps(retries: &mut [(Instant, QueuedChange)], src: &Sour
     for (_, w) in retries {
         if let Change::Sweep { kinds, present, .. } = &mut w.change {
             if kinds.contains(&src.kind) && !present.contains(src) {
-                // Cloned once per retried sweep, on the first object spared: a sweep retries
-                // only after a store error.
+                // Cloned only if the source kept a handle on the list (none does).
                 Arc::make_mut(present).insert(src.clone());
             }
         }
@@ -1129,7 +1128,8 @@ impl WriterThread {
     }
 
     /// Takes a new change: it supersedes a parked retry of the same object, and a checkpoint
-    /// the retries of earlier checkpoints of its keys ([`drop_superseded_checkpoints`]). A sweep
+    /// the retries of earlier checkpoints of its keys ([`drop_superseded_checkpoints`]); an
+    /// apply is spared by the sweeps waiting for a retry ([`spare_from_retried_sweeps`]). A sweep
     /// also drops every retry (parked, or queued earlier in this batch) of an object of its kinds
     /// that is not in its list: that object is gone, and a retry must not bring it back.
     fn accept(&mut self, c: Change, batch: &mut Vec<QueuedChange>) {
@@ -1138,6 +1138,11 @@ impl WriterThread {
         }
         if !self.sweeps.is_empty() {
             drop_superseded_checkpoints(&mut self.sweeps, &c);
+            // Taken after a sweep waiting for its retry: the sweep, appended to the batch after
+            // it when due, must not delete it.
+            if let Change::Apply { src, .. } = &c {
+                spare_from_retried_sweeps(&mut self.sweeps, src);
+            }
         }
         if let Change::Sweep { kinds, present, .. } = &c {
             let gone = |src: &SourceRef| kinds.contains(&src.kind) && !present.contains(src);
@@ -1632,6 +1637,7 @@ impl WriterThread {
     /// also sees the initial sync's retries in `projector_retries_pending`.
     fn finish(&mut self, work: QueuedChange, done: ChangeEnd, secs: f64) -> Option<QueuedChange> {
         let token = work.change.token();
+        // An apply after a sweep in a batch retried change by change: that sweep failed first.
         if let (Change::Apply { src, .. }, false) = (&work.change, self.sweeps.is_empty()) {
             spare_from_retried_sweeps(&mut self.sweeps, src);
         }

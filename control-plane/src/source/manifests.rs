@@ -245,7 +245,9 @@ pub fn split_documents(text: &str) -> Vec<Chunk> {
 }
 
 /// A [`Chunk`] whose text borrows from the file's text when it is a verbatim slice of it (lines
-/// ending in a bare `\n`, as in generated worlds): the scan then copies no document.
+/// ending in `\n` or `\r\n`, or a document of one line without line end at the end of the
+/// file): the scan then copies no document. Its size as measured against
+/// `source.maxDocumentBytes` is [`measured_len`].
 struct Part<'a> {
     document: usize,
     line: usize,
@@ -267,7 +269,8 @@ impl<'a> Pending<'a> {
         self.owned.is_none() && self.from == self.to
     }
 
-    /// Appends `piece` (a slice of `text` starting at byte `at`, without line end) and a `\n`.
+    /// Appends `piece` (a slice of `text` starting at byte `at`, without line end) and its line
+    /// end: the file's own `\n` or `\r\n` while the document is verbatim, else a `\n`.
     fn push(&mut self, at: usize, piece: &str) {
         if !self.meaningful {
             let t = piece.trim();
@@ -280,12 +283,14 @@ impl<'a> Pending<'a> {
         }
         let end = at + piece.len();
         // A line ending in `\r\n` is verbatim too (YAML reads both line ends alike), and so is
-        // the file's last line without its line end: a file of one long line, or of Windows
-        // line ends, is not copied.
+        // a document of one line without line end at the end of the file: a file of one long
+        // line, or of Windows line ends, is not copied. (A last line without line end after
+        // others is copied with a `\n`: a kept block scalar (`|+`) ending there reads its
+        // trailing line breaks from it.)
         let through = match self.text.as_bytes().get(end..end.saturating_add(2).min(self.text.len())) {
             Some([b'\n', ..]) => Some(end + 1),
             Some([b'\r', b'\n']) => Some(end + 2),
-            Some([]) => Some(end),
+            Some([]) if self.from == self.to => Some(end),
             _ => None,
         };
         if let (Some(through), true) = (through, self.from == self.to) {
@@ -576,16 +581,25 @@ const STREAM_BLOCK: Block = Block { documents: 8192, bytes: 16 << 20 };
 /// Documents from which a file is scanned on several threads.
 const PARALLEL_CHUNKS: usize = 512;
 
+/// The size of a document's text as measured against `source.maxDocumentBytes`: with every
+/// line ending in one `\n`, whether the file ends its lines in `\r\n` or its last line in
+/// nothing (so a document is within the limit or not whatever the file's line ends).
+fn measured_len(text: &str) -> usize {
+    let crlf = text.matches("\r\n").count();
+    text.len() - crlf + usize::from(!text.is_empty() && !text.ends_with('\n'))
+}
+
 /// Parses, decodes and translates one document into `scan`.
 fn scan_chunk(file: &Arc<str>, chunk: &Part<'_>, json: bool, handlers: &Handlers, ctx: &Context, scan: &mut FileScan) {
     let origin = DocumentPosition { file: file.clone(), document: chunk.document, item: None, line: chunk.line };
     let max = handlers.max_document_bytes();
     // A document too large is not parsed; a `List` is, and its items are measured one by one.
-    let oversized = chunk.text.len() > max;
+    let oversized = chunk.text.len() > max && measured_len(&chunk.text) > max;
     if oversized && !looks_like_list(&chunk.text) {
         let (kind, namespace, name) = guess_identity(&chunk.text);
         scan.partial = true;
-        scan.skips.push(SkipReport { origin, kind, namespace, name, reason: SkipReason::TooLarge { bytes: chunk.text.len(), max } });
+        let bytes = measured_len(&chunk.text);
+        scan.skips.push(SkipReport { origin, kind, namespace, name, reason: SkipReason::TooLarge { bytes, max } });
         return;
     }
     let parsed: Result<Value, String> = if json {

@@ -47,15 +47,21 @@ fn split_keeps_block_scalars_and_indented_dashes() {
     assert!(split_documents("---\n---\n# c\n").is_empty());
 }
 
-/// A file's last line without a line end is not copied: a file of one long line (a hostile
-/// one of a gigabyte) is held once, not twice, and its document measured as it is.
+/// A document of one line without line end at the end of the file, and lines ending in
+/// `\r\n`, are not copied: a file of one long line (a hostile one of a gigabyte) is held once,
+/// not twice. Documents are measured as with `\n` line ends.
 #[test]
 fn a_last_line_without_its_line_end_is_borrowed_not_copied() {
-    let text = "a: 1\n---\nb: 2\nc: 3";
+    let text = "a: 1\n---\nb: 2\n---\nc: 3";
     let parts = split_parts(text);
     let got: Vec<(&str, bool)> = parts.iter().map(|p| (p.text.as_ref(), matches!(p.text, Cow::Borrowed(_)))).collect();
-    assert_eq!(got, [("a: 1\n", true), ("b: 2\nc: 3", true)]);
-    // Nor are lines ending in `\r\n`; a stray `\r` before one is read as before (copied).
+    assert_eq!(got, [("a: 1\n", true), ("b: 2\n", true), ("c: 3", true)]);
+    // After other lines, such a last line is copied with its `\n`: a kept block scalar reads
+    // its trailing line breaks from it.
+    let parts = split_parts("a: |+\n  x\n  ");
+    assert_eq!(parts[0].text, "a: |+\n  x\n  \n");
+    assert_eq!(serde_saphyr::from_str::<Value>(&parts[0].text).unwrap()["a"], "x\n\n");
+    // Lines ending in `\r\n` are not copied either; a stray `\r` before one is (as before).
     let parts = split_parts("a: 1\r\n---\r\nb: 2\r\nc: 3\r\r\nd: 4\r\n");
     let got: Vec<(&str, bool)> = parts.iter().map(|p| (p.text.as_ref(), matches!(p.text, Cow::Borrowed(_)))).collect();
     assert_eq!(got, [("a: 1\r\n", true), ("b: 2\r\nc: 3\nd: 4\n", false)]);
@@ -64,7 +70,28 @@ fn a_last_line_without_its_line_end_is_borrowed_not_copied() {
     assert!(matches!(&parts[0].text, Cow::Borrowed(t) if t.len() == long.len()));
     let (docs, skips, _, partial) = check(&long);
     assert!(docs.is_empty() && partial);
-    assert!(skips[0].contains(&format!("the document is {} bytes", long.len())), "{skips:?}");
+    assert!(skips[0].contains(&format!("the document is {} bytes", long.len() + 1)), "measured with its `\\n`: {skips:?}");
+    // A document is measured as with `\n` line ends: within the limit or not with either.
+    let handlers = Handlers::new(&Features::default()).with_max_document_bytes(4096);
+    let base = group("g", "G");
+    let lf = format!("{base}  description: {}\n", "y".repeat(4096 - base.len() - 16));
+    assert_eq!(measured_len(&lf), 4096);
+    let over = lf.replacen("yy", "yyy", 1);
+    for (text, skipped) in
+        [(lf.clone(), false), (lf.replace('\n', "\r\n"), false), (over.clone(), true), (over.replace('\n', "\r\n"), true)]
+    {
+        assert!(matches!(&split_parts(&text)[0].text, Cow::Borrowed(_)));
+        let scan = scan_text("f.yaml", &text, false, &handlers, &ctx());
+        let skips: Vec<String> = scan.skips.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            (scan.docs.iter().filter(|d| d.record.is_some()).count(), skips.len()),
+            (usize::from(!skipped), usize::from(skipped)),
+            "{skips:?}"
+        );
+        if skipped {
+            assert!(skips[0].contains("the document is 4097 bytes"), "{skips:?}");
+        }
+    }
 }
 
 /// A file with Windows line ends (read without copying its lines) holds the same objects at
