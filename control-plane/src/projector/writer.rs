@@ -386,58 +386,8 @@ impl Writer {
     /// The OS error when the thread cannot be spawned.
     pub fn spawn(store: Store, metrics: Metrics, readiness: Readiness, settings: WriterSettings) -> std::io::Result<Writer> {
         let (tx, rx) = mpsc::channel();
-        let waker = tx.clone();
-        store.on_order_wanted(move || {
-            let _ = waker.send(WriterMessage::Wake);
-        });
-        let stop = Arc::new(AtomicBool::new(false));
-        let queue = Arc::new(Queue::default());
-        let rederiving = !store.rederiving().is_empty();
-        let handlers = crate::projector::handlers::Handlers::new(&settings.features).with_dictionaries(store.dictionaries());
-        let (train, trainer) = spawn_trainer(store.clone(), tx.clone())?;
-        let filling_documents = store.filling_documents();
-        if settings.prebuild_orders {
-            // Asked for now, built once the initial sync is processed: `orders_pending` is true
-            // from the start until every order is built.
-            store.want_every_order();
-        }
-        match store.order_builds_left() {
-            Ok(left) => metrics.order_builds_left.set(left as i64),
-            Err(e) => tracing::warn!(error = %e, "cannot count the ordering indexes left to build"),
-        }
-        let mut state = WriterThread {
-            queue: queue.clone(),
-            store,
-            metrics,
-            readiness,
-            settings,
-            stop: stop.clone(),
-            parked: FastMap::default(),
-            due: BinaryHeap::new(),
-            seq: 0,
-            reported: FastSet::default(),
-            waiting: FastMap::default(),
-            sweeps: Vec::new(),
-            kinds: schema::registry::registered(),
-            release: spawn_release()?,
-            reconcile: FastMap::default(),
-            orders_retry_at: None,
-            history_prune_at: Instant::now(),
-            history_unindexed: true,
-            rederiving,
-            orders_built: 0,
-            synced_marked: false,
-            handlers,
-            rebuild_retry_at: None,
-            rebuild_started: None,
-            filling_documents,
-            outdated: FastMap::default(),
-            train,
-            fault: None,
-            failure_log: storage::throttle::LogThrottle::new(FAILURE_LOG_INTERVAL),
-            recovering: None,
-            wrote_since_idle: false,
-        };
+        let (mut state, trainer) = WriterThread::new(store, metrics, readiness, settings, &tx)?;
+        let (queue, stop) = (state.queue.clone(), state.stop.clone());
         let thread = std::thread::Builder::new().name("cp-writer".into()).spawn(move || state.run(rx))?;
         Ok(Writer { tx, queue, stop, thread: Some(thread), trainer: Some(trainer) })
     }
@@ -838,6 +788,73 @@ fn spawn_release() -> std::io::Result<mpsc::Sender<Vec<QueuedChange>>> {
     let (tx, rx) = mpsc::channel::<Vec<QueuedChange>>();
     std::thread::Builder::new().name("cp-writer-free".into()).spawn(move || rx.into_iter().for_each(drop))?;
     Ok(tx)
+}
+
+impl WriterThread {
+    /// The writer's state on `store`, before its thread runs, with the dictionary thread it
+    /// wakes (started); `tx` is the writer's own channel (the store's order requests and the
+    /// dictionary thread's volume faults come through it).
+    fn new(
+        store: Store,
+        metrics: Metrics,
+        readiness: Readiness,
+        settings: WriterSettings,
+        tx: &mpsc::Sender<WriterMessage>,
+    ) -> std::io::Result<(WriterThread, JoinHandle<()>)> {
+        let waker = tx.clone();
+        store.on_order_wanted(move || {
+            let _ = waker.send(WriterMessage::Wake);
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let queue = Arc::new(Queue::default());
+        let rederiving = !store.rederiving().is_empty();
+        let handlers = crate::projector::handlers::Handlers::new(&settings.features).with_dictionaries(store.dictionaries());
+        let (train, trainer) = spawn_trainer(store.clone(), tx.clone())?;
+        let filling_documents = store.filling_documents();
+        if settings.prebuild_orders {
+            // Asked for now, built once the initial sync is processed: `orders_pending` is true
+            // from the start until every order is built.
+            store.want_every_order();
+        }
+        match store.order_builds_left() {
+            Ok(left) => metrics.order_builds_left.set(left as i64),
+            Err(e) => tracing::warn!(error = %e, "cannot count the ordering indexes left to build"),
+        }
+        let state = WriterThread {
+            queue,
+            store,
+            metrics,
+            readiness,
+            settings,
+            stop,
+            parked: FastMap::default(),
+            due: BinaryHeap::new(),
+            seq: 0,
+            reported: FastSet::default(),
+            waiting: FastMap::default(),
+            sweeps: Vec::new(),
+            kinds: schema::registry::registered(),
+            release: spawn_release()?,
+            reconcile: FastMap::default(),
+            orders_retry_at: None,
+            history_prune_at: Instant::now(),
+            history_unindexed: true,
+            rederiving,
+            orders_built: 0,
+            synced_marked: false,
+            handlers,
+            rebuild_retry_at: None,
+            rebuild_started: None,
+            filling_documents,
+            outdated: FastMap::default(),
+            train,
+            fault: None,
+            failure_log: storage::throttle::LogThrottle::new(FAILURE_LOG_INTERVAL),
+            recovering: None,
+            wrote_since_idle: false,
+        };
+        Ok((state, trainer))
+    }
 }
 
 impl Drop for WriterThread {
@@ -1975,22 +1992,50 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(60), waiting).await.expect("the waiting source is told").unwrap();
         assert_eq!(sender.queued_bytes(), PACED_QUEUE_BYTES);
         // A record counts its encoding twice and its document; a delete counts nothing.
+        let apply = zone_apply("z");
+        let Change::Apply { record, src, .. } = &apply else { panic!("an apply") };
+        let (expected, src) = (2 * record.encoded().len() + record.document().unwrap().len(), src.clone());
+        assert!(expected > 0);
+        assert_eq!(apply.queued_bytes(), expected);
+        assert_eq!(Change::Delete { src, origin: Arc::from("t"), token: None }.queued_bytes(), 0);
+    }
+
+    /// The change a source sends for the zone `name` (namespace `poc`).
+    fn zone_apply(name: &str) -> Change {
         let handlers = crate::projector::handlers::Handlers::new(&schema::kind::Features::default());
         let crate::projector::handlers::Lookup::Kind(zones) = handlers.get(KindId::Zone) else { panic!("zones are projected") };
         let doc = serde_json::json!({
             "apiVersion": "admin.cp.ei.telekom.de/v1", "kind": "Zone",
-            "metadata": {"name": "z", "namespace": "poc", "resourceVersion": "1"},
+            "metadata": {"name": name, "namespace": "poc", "resourceVersion": "1"},
             "spec": {"visibility": "World"},
         });
         let ctx = schema::kind::Context { now: Timestamp(5), features: schema::kind::Features::default() };
         let record = handlers.prepare(zones, &doc, &ctx).unwrap();
-        let expected = 2 * record.encoded().len() + record.document().unwrap().len();
-        let src = SourceRef { kind: KindId::Zone, namespace: "poc".into(), name: "z".into() };
-        let apply =
-            Change::Apply { src: src.clone(), version: "1".into(), record, origin: Arc::from("t"), token: None, authoritative: true };
-        assert!(expected > 0);
-        assert_eq!(apply.queued_bytes(), expected);
-        assert_eq!(Change::Delete { src, origin: Arc::from("t"), token: None }.queued_bytes(), 0);
+        let src = SourceRef { kind: KindId::Zone, namespace: "poc".into(), name: name.into() };
+        Change::Apply { src, version: "1".into(), record, origin: Arc::from("t"), token: None, authoritative: true }
+    }
+
+    /// A sweep waiting for its retry after a store error is appended, once due, to the batch
+    /// after the change just taken: it deletes what it was sent to delete, not an object that
+    /// came after it.
+    #[test]
+    fn a_due_sweep_retry_keeps_the_object_taken_before_it_in_the_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        zones_with_documents(&store, 1);
+        let (tx, _rx) = mpsc::channel();
+        let settings = WriterSettings::new(ProjectorConfig::default(), Clock(None));
+        let (mut state, _trainer) = WriterThread::new(store.clone(), Metrics::new(), Readiness::new(["test"]), settings, &tx).unwrap();
+        let sweep = Change::Sweep { kinds: vec![KindId::Zone], present: Arc::default(), keep_newer_than: None, report: None, token: None };
+        state.sweeps.push((Instant::now(), QueuedChange { change: sweep, failures: 1, waits: 0 }));
+        let mut batch = Vec::new();
+        state.accept(zone_apply("added-later"), &mut batch);
+        state.take_due(&mut batch);
+        assert_eq!(batch.iter().map(|w| w.change.module()).collect::<Vec<_>>(), ["zone", "sweep"]);
+        state.process(batch);
+        let view = store.read().unwrap();
+        assert!(view.source_version(KindId::Zone, "poc", "zone-00000").unwrap().is_none(), "stored before the sweep: deleted");
+        assert!(view.source_version(KindId::Zone, "poc", "added-later").unwrap().is_some(), "taken after the sweep: kept");
     }
 
     /// Writes `n` zones with their documents, as the sources hand them over.
