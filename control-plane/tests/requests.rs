@@ -113,7 +113,12 @@ async fn only_a_json_object_with_a_query_is_executed_and_every_refusal_has_a_cod
         let answer: Value = r.json().await.unwrap();
         assert_eq!(answer["errors"][0]["extensions"]["code"], "METHOD_NOT_ALLOWED", "{method}: {answer}");
     }
-    for (method, path) in [(reqwest::Method::POST, "/readyz"), (reqwest::Method::POST, "/healthz"), (reqwest::Method::DELETE, "/metrics")] {
+    for (method, path) in [
+        (reqwest::Method::POST, "/readyz"),
+        (reqwest::Method::POST, "/healthz"),
+        (reqwest::Method::DELETE, "/metrics"),
+        (reqwest::Method::POST, "/admin/v1/openapi.json"),
+    ] {
         let r = client.request(method.clone(), format!("{base}{path}")).send().await.unwrap();
         assert_eq!((r.status().as_u16(), r.headers().get("allow").map(|v| v.to_str().unwrap().to_string())), (405, Some("GET".into())));
         let answer: Value = r.json().await.unwrap();

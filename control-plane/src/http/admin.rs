@@ -52,7 +52,7 @@ pub fn mount(route: Route, state: AdminEndpoint) -> Route {
         // A missing or non-bearer Authorization header is rejected by poem-openapi before the
         // checker runs: answer it like every other 401.
         .catch_error(|_: poem_openapi::error::AuthorizationError| async { rejection(&AuthError::Missing) });
-    let admin = Route::new().at("/openapi.json", spec).nest("/", api.into_endpoint());
+    let admin = Route::new().at("/openapi.json", super::graphql::get_only(spec)).nest("/", api.into_endpoint());
     // Every operation is a GET: another method gets a problem like every other refusal.
     route.nest(
         "/admin/v1",
