@@ -319,41 +319,77 @@ impl<'a> Pending<'a> {
 
 /// [`split_documents`] without copying verbatim documents.
 fn split_parts(text: &str) -> Vec<Part<'_>> {
-    let mut out = Vec::new();
-    let mut cur = Pending { text, from: 0, to: 0, owned: None, meaningful: false };
-    let mut start = 1;
-    fn flush<'a>(cur: &mut Pending<'a>, start: usize, out: &mut Vec<Part<'a>>) {
-        let meaningful = cur.meaningful;
-        let text = cur.take();
-        if meaningful {
-            let document = out.len() + 1;
-            out.push(Part { document, line: start, text });
-        }
+    Parts::new(text).collect()
+}
+
+/// The documents of a file's text as [`Part`]s, one at a time: a file of millions of small
+/// documents is never split whole.
+struct Parts<'a> {
+    lines: std::iter::Enumerate<std::str::SplitInclusive<'a, char>>,
+    cur: Pending<'a>,
+    /// The line the pending document starts at.
+    start: usize,
+    /// The byte the next line starts at.
+    at: usize,
+    /// Documents yielded so far.
+    documents: usize,
+    ended: bool,
+}
+
+impl<'a> Parts<'a> {
+    fn new(text: &'a str) -> Parts<'a> {
+        let cur = Pending { text, from: 0, to: 0, owned: None, meaningful: false };
+        Parts { lines: text.split_inclusive('\n').enumerate(), cur, start: 1, at: 0, documents: 0, ended: false }
     }
-    let mut at = 0;
-    for (i, raw) in text.split_inclusive('\n').enumerate() {
-        let line = raw.trim_end_matches(['\n', '\r']);
-        let lineno = i + 1;
-        if line == "---" || line.starts_with("--- ") || line.starts_with("---\t") {
-            flush(&mut cur, start, &mut out);
-            start = lineno;
-            let rest = &line[3..];
-            if !rest.trim().is_empty() {
-                cur.push(at + 3, rest);
-            }
-        } else if line == "..." {
-            flush(&mut cur, start, &mut out);
-            start = lineno + 1;
-        } else {
-            if cur.is_empty() {
-                start = lineno;
-            }
-            cur.push(at, line);
-        }
-        at += raw.len();
+
+    /// The pending document as the next part, unless it holds only blanks, comments and
+    /// directives.
+    fn flush(&mut self) -> Option<Part<'a>> {
+        let meaningful = self.cur.meaningful;
+        let text = self.cur.take();
+        meaningful.then(|| {
+            self.documents += 1;
+            Part { document: self.documents, line: self.start, text }
+        })
     }
-    flush(&mut cur, start, &mut out);
-    out
+}
+
+impl<'a> Iterator for Parts<'a> {
+    type Item = Part<'a>;
+
+    fn next(&mut self) -> Option<Part<'a>> {
+        while let Some((i, raw)) = self.lines.next() {
+            let line = raw.trim_end_matches(['\n', '\r']);
+            let (lineno, at) = (i + 1, self.at);
+            self.at += raw.len();
+            if line == "---" || line.starts_with("--- ") || line.starts_with("---\t") {
+                let done = self.flush();
+                self.start = lineno;
+                let rest = &line[3..];
+                if !rest.trim().is_empty() {
+                    self.cur.push(at + 3, rest);
+                }
+                if done.is_some() {
+                    return done;
+                }
+            } else if line == "..." {
+                let done = self.flush();
+                self.start = lineno + 1;
+                if done.is_some() {
+                    return done;
+                }
+            } else {
+                if self.cur.is_empty() {
+                    self.start = lineno;
+                }
+                self.cur.push(at, line);
+            }
+        }
+        if std::mem::replace(&mut self.ended, true) {
+            return None;
+        }
+        self.flush()
+    }
 }
 
 /// Appends the canonical JSON of `v` (object keys sorted, no whitespace).
@@ -460,9 +496,10 @@ fn guess_identity(text: &str) -> (Option<String>, Option<String>, Option<String>
 }
 
 /// Parses, decodes and translates the documents of one file's text. `file` is the relative
-/// path used in reports; `json` selects single-document JSON parsing.
+/// path used in reports; `json` selects single-document JSON parsing. The text is split and
+/// parsed in blocks ([`STREAM_BLOCK`]), and the whole file's scan returned.
 pub fn scan_text(file: &str, text: &str, json: bool, handlers: &Handlers, ctx: &Context) -> FileScan {
-    scan_text_blocks(file, text, json, handlers, ctx, Block::WHOLE, &mut |_| {})
+    scan_text_blocks(file, text, json, handlers, ctx, STREAM_BLOCK, &mut |_| {})
 }
 
 /// [`scan_text`] in blocks of at most `block` documents and bytes ([`Block`]), in file order:
@@ -480,17 +517,21 @@ fn scan_text_blocks(
 ) -> FileScan {
     let mut scan = FileScan::default();
     let file: Arc<str> = Arc::from(file);
-    let chunks = if json {
-        if text.trim().is_empty() {
-            Vec::new()
-        } else {
-            vec![Part { document: 1, line: 1, text: Cow::Borrowed(text) }]
-        }
+    // A JSON file is one document; a YAML file is split as it is parsed.
+    let parts: Box<dyn Iterator<Item = Part<'_>> + '_> = if json {
+        let one = (!text.trim().is_empty()).then_some(Part { document: 1, line: 1, text: Cow::Borrowed(text) });
+        Box::new(one.into_iter())
     } else {
-        split_parts(text)
+        Box::new(Parts::new(text))
     };
-    for group in block.split(&chunks) {
-        let mut b = scan_parts(&file, group, json, handlers, ctx);
+    let mut parts = parts.peekable();
+    loop {
+        let group = block.take(&mut parts);
+        if group.is_empty() {
+            break;
+        }
+        let mut b = scan_parts(&file, &group, json, handlers, ctx);
+        drop(group);
         on_block(&mut b);
         scan.docs.extend(b.docs);
         scan.skips.extend(b.skips);
@@ -548,29 +589,20 @@ struct Block {
 }
 
 impl Block {
-    /// One block: the whole file.
-    const WHOLE: Block = Block { documents: usize::MAX, bytes: usize::MAX };
-
-    /// `parts` cut into consecutive blocks, each of at least one document.
-    fn split<'p, 'a>(self, parts: &'p [Part<'a>]) -> impl Iterator<Item = &'p [Part<'a>]> {
-        let mut rest = parts;
-        std::iter::from_fn(move || {
-            if rest.is_empty() {
-                return None;
+    /// The next block of `parts`: at least one document (none when `parts` is done), at most
+    /// `documents`, and after the first no more than `bytes` of text.
+    fn take<'a>(self, parts: &mut std::iter::Peekable<impl Iterator<Item = Part<'a>>>) -> Vec<Part<'a>> {
+        let mut block = Vec::new();
+        let mut bytes = 0usize;
+        while block.len() < self.documents.max(1) {
+            let Some(next) = parts.peek() else { break };
+            bytes = bytes.saturating_add(next.text.len());
+            if bytes > self.bytes && !block.is_empty() {
+                break;
             }
-            let mut bytes = 0usize;
-            let end = rest
-                .iter()
-                .take(self.documents.max(1))
-                .position(|p| {
-                    bytes = bytes.saturating_add(p.text.len());
-                    bytes > self.bytes
-                })
-                .map_or(rest.len().min(self.documents.max(1)), |over| over.max(1));
-            let (block, after) = rest.split_at(end);
-            rest = after;
-            Some(block)
-        })
+            block.extend(parts.next());
+        }
+        block
     }
 }
 

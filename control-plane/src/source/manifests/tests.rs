@@ -293,14 +293,18 @@ fn blocks_are_cut_by_documents_and_by_bytes() {
     let sizes: Vec<usize> = parts.iter().map(|p| p.text.len()).collect();
     let (small, large) = (sizes[0], sizes[2]);
     assert!(large > small + 30, "{sizes:?}");
-    let block = Block { documents: 3, bytes: 2 * small };
-    let blocks: Vec<Vec<usize>> = block.split(&parts).map(|b| b.iter().map(|p| p.document).collect()).collect();
-    assert_eq!(blocks, [vec![1, 2], vec![3], vec![4, 5], vec![6, 7]]);
-    let by_count: Vec<usize> = Block { documents: 3, bytes: usize::MAX }.split(&parts).map(<[_]>::len).collect();
+    let blocks = |block: Block| -> Vec<Vec<usize>> {
+        let mut parts = split_parts(&text).into_iter().peekable();
+        std::iter::from_fn(|| Some(block.take(&mut parts)).filter(|b| !b.is_empty()))
+            .map(|b| b.iter().map(|p| p.document).collect())
+            .collect()
+    };
+    assert_eq!(blocks(Block { documents: 3, bytes: 2 * small }), [vec![1, 2], vec![3], vec![4, 5], vec![6, 7]]);
+    let by_count: Vec<usize> = blocks(Block { documents: 3, bytes: usize::MAX }).iter().map(Vec::len).collect();
     assert_eq!(by_count, [3, 3, 1]);
-    assert_eq!(Block::WHOLE.split(&parts).map(<[_]>::len).collect::<Vec<_>>(), [7]);
-    assert_eq!(Block { documents: 0, bytes: 0 }.split(&parts).count(), 7, "at least one document per block");
-    assert_eq!(Block::WHOLE.split(&[]).count(), 0);
+    assert_eq!(blocks(Block { documents: usize::MAX, bytes: usize::MAX }).iter().map(Vec::len).collect::<Vec<_>>(), [7]);
+    assert_eq!(blocks(Block { documents: 0, bytes: 0 }).len(), 7, "at least one document per block");
+    assert!(Block { documents: 3, bytes: 10 }.take(&mut std::iter::empty::<Part<'_>>().peekable()).is_empty());
 }
 
 /// A streamed file of large documents hands its records on in blocks of at most 16 MiB of
