@@ -9,7 +9,7 @@
 use crate::config::Clock;
 use crate::projector::handlers::Handlers;
 use crate::projector::writer::Change;
-use crate::source::manifests::{Duplicate, Ignored, ManifestsState, SkipReport, EMPTY_DOCUMENT};
+use crate::source::manifests::{Duplicate, Ignored, LeftOut, ManifestsState, SkipReport, EMPTY_DOCUMENT, KEPT_PER_FILE};
 use schema::kind::Features;
 use std::io::Write;
 use std::path::Path;
@@ -84,6 +84,9 @@ pub struct CheckReport {
     pub projected: Vec<Projected>,
     /// Skipped documents.
     pub skips: Vec<SkipReport>,
+    /// Skipped and ignored documents not in `skips` and `ignored` (beyond the
+    /// [`KEPT_PER_FILE`] of each listed per file).
+    pub left_out: LeftOut,
     /// Ignored documents (not projected kinds, not objects, empty documents), in file order.
     pub ignored: Vec<Ignored>,
     /// Objects defined more than once.
@@ -119,9 +122,10 @@ pub struct Projected {
 }
 
 impl CheckReport {
-    /// Documents that failed to parse, decode or translate (deliberate skips excluded).
+    /// Documents that failed to parse, decode or translate (deliberate skips excluded), those
+    /// not listed included.
     pub fn failures(&self) -> usize {
-        self.skips.iter().filter(|s| s.reason.is_failure()).count()
+        self.skips.iter().filter(|s| s.reason.is_failure()).count() + self.left_out.failures
     }
 
     /// Writes the human-readable report.
@@ -157,10 +161,17 @@ impl CheckReport {
             self.files,
             self.documents,
             self.projected.len() - self.conflicts.len(),
-            self.skips.len(),
+            self.skips.len() + self.left_out.skips,
             self.failures(),
-            self.ignored.len()
+            self.ignored.len() + self.left_out.ignored
         )?;
+        if self.left_out != LeftOut::default() {
+            write!(
+                out,
+                " ({} skipped and {} ignored not listed: at most {KEPT_PER_FILE} of each are listed per file)",
+                self.left_out.skips, self.left_out.ignored
+            )?;
+        }
         if !self.conflicts.is_empty() {
             write!(out, ", {} waiting for a natural key another object holds", self.conflicts.len())?;
         }
@@ -220,6 +231,7 @@ fn check_with(
         documents: state.document_count(),
         projected,
         skips: state.skips(),
+        left_out: state.left_out(),
         ignored: {
             let mut ignored = state.ignored();
             ignored.sort_by(|a, b| a.origin.cmp(&b.origin));

@@ -246,6 +246,15 @@ impl Metrics {
         self.changes.send_modify(|n| *n += 1);
     }
 
+    /// Counts `n` changes of `module` that ended as `outcome` without a duration (documents
+    /// skipped beyond those a source keeps reports of).
+    pub fn reconciled_many(&self, module: &str, outcome: &str, n: u64) {
+        if n > 0 {
+            self.reconcile_total.with_label_values(&[module, outcome]).inc_by(n);
+            self.changes.send_modify(|c| *c += 1);
+        }
+    }
+
     /// A receiver marked changed whenever what `/metrics`, `/readyz` or a query shows may have
     /// changed: after each change the projector counts, each change of the pending retries
     /// (also the end of each writer batch), each readiness change and each search index commit

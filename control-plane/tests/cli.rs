@@ -136,6 +136,23 @@ fn check_exit_codes() {
     assert!(out.contains("metadata.namespace"), "{out}");
     let o = run(&["check", "--manifests", "/nonexistent"], &[]);
     assert_eq!(o.status.code(), Some(1));
+    // A file of many foreign documents and a broken one past those listed: counted in the
+    // summary, and the broken one fails the run.
+    let dir = tempfile::tempdir().unwrap();
+    let kept = control_plane::source::manifests::KEPT_PER_FILE;
+    std::fs::write(dir.path().join("many.yaml"), format!("{}---\nkind: [\n", "a: b\n---\n".repeat(kept + 1))).unwrap();
+    let o = run(&["check", "--manifests", dir.path().to_str().unwrap()], &[]);
+    assert_eq!(o.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(out.lines().filter(|l| l.starts_with("IGNORED ")).count(), kept, "{out}");
+    assert!(
+        out.ends_with(&format!(
+            "1 skipped (1 failed), {} ignored (0 skipped and 1 ignored not listed: at most {kept} of each are listed per file)\n",
+            kept + 1
+        )),
+        "{}",
+        out.lines().last().unwrap_or("")
+    );
 }
 
 #[test]

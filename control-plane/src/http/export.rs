@@ -91,7 +91,7 @@ pub(super) fn mount(route: poem::Route, graphql: Arc<GraphqlEndpoint>, settings:
 #[poem::handler]
 async fn handle(req: &Request, body: Body, state: poem::web::Data<&Arc<ExportEndpoint>>) -> Response {
     if req.method() != poem::http::Method::POST {
-        return super::graphql::method_not_allowed(&format!("an export is a POST of a GraphQL request, not a {}", req.method()), "POST");
+        return super::graphql::method_not_allowed("an export is a POST of a GraphQL request", "POST");
     }
     answer(req, body, &state).await
 }

@@ -158,7 +158,7 @@ struct Limits {
 #[handler]
 async fn graphql(req: &Request, body: Body, state: Data<&Arc<GraphqlEndpoint>>) -> Response {
     if req.method() != Method::GET && req.method() != Method::POST {
-        return method_not_allowed(&format!("a GraphQL request is a POST or a GET, not a {}", req.method()), "GET, POST");
+        return method_not_allowed("a GraphQL request is a POST or a GET", "GET, POST");
     }
     if req.method() == Method::GET && super::subscriptions::is_upgrade(req) {
         let s = &*state;

@@ -223,6 +223,42 @@ pub struct FileScan {
     /// Whether some document's identity could not be read (then the file's previous objects
     /// are kept).
     pub partial: bool,
+    /// Skipped and ignored documents beyond the [`KEPT_PER_FILE`] of each sort held.
+    pub left_out: LeftOut,
+}
+
+/// The skipped and ignored documents of a file beyond the first [`KEPT_PER_FILE`] of each sort:
+/// counted, not held (a file of millions of broken or foreign documents would otherwise hold a
+/// report of each).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LeftOut {
+    /// Skipped documents not held.
+    pub skips: usize,
+    /// Of those, the failures ([`SkipReason::is_failure`]).
+    pub failures: usize,
+    /// Ignored documents not held.
+    pub ignored: usize,
+}
+
+impl LeftOut {
+    fn add(&mut self, other: LeftOut) {
+        self.skips += other.skips;
+        self.failures += other.failures;
+        self.ignored += other.ignored;
+    }
+}
+
+/// The skip reports, and the ignored documents, held per file ([`FileScan::left_out`] counts the
+/// others): what `check` lists and the admin status shows of a file.
+pub const KEPT_PER_FILE: usize = 1000;
+
+/// Appends to `kept` the findings of `more` while it holds fewer than [`KEPT_PER_FILE`], and
+/// hands the others to `left_out`.
+fn keep_some<T>(kept: &mut Vec<T>, more: Vec<T>, mut left_out: impl FnMut(&T)) {
+    let room = KEPT_PER_FILE.saturating_sub(kept.len());
+    let mut more = more.into_iter();
+    kept.extend(more.by_ref().take(room));
+    more.for_each(|t| left_out(&t));
 }
 
 /// One document's text as split from a file.
@@ -534,8 +570,12 @@ fn scan_text_blocks(
         drop(group);
         on_block(&mut b);
         scan.docs.extend(b.docs);
-        scan.skips.extend(b.skips);
-        scan.ignored.extend(b.ignored);
+        let left_out = &mut scan.left_out;
+        keep_some(&mut scan.skips, b.skips, |s| {
+            left_out.skips += 1;
+            left_out.failures += usize::from(s.reason.is_failure());
+        });
+        keep_some(&mut scan.ignored, b.ignored, |_| left_out.ignored += 1);
         scan.partial |= b.partial;
     }
     scan
@@ -892,6 +932,17 @@ pub fn report(r: &Refresh, metrics: &Metrics) {
         for (file, more) in left {
             tracing::warn!(file = %file, more, logged = LOGGED_PER_FILE, "more documents {what} in this file than are logged");
         }
+    }
+    for (file, left) in &r.new_left_out {
+        metrics.reconciled_many("unknown", outcome::SKIP, left.skips as u64);
+        tracing::warn!(
+            file = %file,
+            skipped = left.skips,
+            failed = left.failures,
+            ignored = left.ignored,
+            kept = KEPT_PER_FILE,
+            "more documents skipped or ignored in this file than are kept: these are counted only"
+        );
     }
 }
 

@@ -26,8 +26,8 @@
 //! no longer held (it lives in a file that was not read now) has its file read again.
 
 use super::{
-    has_manifest_extension, scan_text_blocks, walk, Document, DocumentPosition, FileScan, Ignored, SkipReason, SkipReport, Stamp, Version,
-    STREAM_BLOCK,
+    has_manifest_extension, scan_text_blocks, walk, Document, DocumentPosition, FileScan, Ignored, LeftOut, SkipReason, SkipReport, Stamp,
+    Version, STREAM_BLOCK,
 };
 use crate::config::Clock;
 use crate::projector::handlers::{Handlers, Prepared};
@@ -86,6 +86,9 @@ struct FileEntry {
     documents: usize,
     skips: Vec<SkipReport>,
     ignored: Vec<Ignored>,
+    /// The skipped and ignored documents beyond those held (counted when it was last read; none
+    /// when it was taken over from its checkpoint).
+    left_out: LeftOut,
     /// Whether some part could not be read (then the objects it held before are kept).
     partial: bool,
     /// While `partial`: the documents of objects it held before that cannot be read now.
@@ -104,6 +107,7 @@ impl FileEntry {
             docs: Docs::Held { docs: scan.docs, written: None },
             skips: scan.skips,
             ignored: scan.ignored,
+            left_out: scan.left_out,
             partial: scan.partial,
             retained: Vec::new(),
             chunks: 0,
@@ -113,7 +117,7 @@ impl FileEntry {
     /// Whether the file is read on every start instead of being checkpointed (a partially
     /// readable file keeps the checkpoint of when it was last read whole).
     fn uncheckpointed(&self) -> bool {
-        self.partial || !self.skips.is_empty()
+        self.partial || !self.skips.is_empty() || self.left_out.skips > 0
     }
 }
 
@@ -137,6 +141,8 @@ pub struct Refresh {
     pub new_skips: Vec<SkipReport>,
     /// Ignored documents of files read in this refresh.
     pub new_ignored: Vec<Ignored>,
+    /// Per file read in this refresh, its skipped and ignored documents not held (to be logged).
+    pub new_left_out: Vec<(Arc<str>, LeftOut)>,
     /// Duplicates not reported before.
     pub new_duplicates: Vec<Duplicate>,
     /// Files read (parsed) in this refresh.
@@ -281,6 +287,15 @@ impl ManifestsState {
     /// Every ignored document of the directory as it is now.
     pub fn ignored(&self) -> Vec<Ignored> {
         self.files.values().flat_map(|f| f.ignored.iter().cloned()).collect()
+    }
+
+    /// The skipped and ignored documents of the directory beyond those [`ManifestsState::skips`]
+    /// and [`ManifestsState::ignored`] hold (at most [`super::KEPT_PER_FILE`] of each per file), as
+    /// counted when each file was last read.
+    pub fn left_out(&self) -> LeftOut {
+        let mut all = LeftOut::default();
+        self.files.values().for_each(|f| all.add(f.left_out));
+        all
     }
 
     /// Every object the directory holds now (including skipped and retained ones). Reads the
@@ -485,7 +500,7 @@ impl ManifestsState {
             Err(e) => {
                 let id = self.id_of(rel);
                 let scan = unreadable(rel, e.to_string());
-                r.changed |= self.files.get(rel).is_none_or(|old| old.skips != scan.skips);
+                r.changed |= self.files.get(rel).is_none_or(|old| old.skips != scan.skips || old.left_out != scan.left_out);
                 r.new_skips.extend(scan.skips.iter().cloned());
                 self.dirty.insert(rel.to_string());
                 return Some(self.replace_entry(rel, FileEntry::new(id, stamp, [0; 32], scan)));
@@ -519,6 +534,9 @@ impl ManifestsState {
         };
         r.new_skips.extend(scan.skips.iter().cloned());
         r.new_ignored.extend(scan.ignored.iter().cloned());
+        if scan.left_out != LeftOut::default() {
+            r.new_left_out.push((Arc::from(rel), scan.left_out));
+        }
         self.dirty.insert(rel.to_string());
         Some(self.replace_entry(rel, FileEntry::new(id, stamp, hash, scan)))
     }
@@ -624,6 +642,7 @@ fn unreadable(rel: &str, message: String) -> FileScan {
         }],
         ignored: Vec::new(),
         partial: true,
+        left_out: LeftOut::default(),
     }
 }
 

@@ -94,6 +94,24 @@ fn a_last_line_without_its_line_end_is_borrowed_not_copied() {
     }
 }
 
+/// A file of many foreign and broken documents holds a report of the first [`KEPT_PER_FILE`]
+/// of each sort and counts the others; its objects are all read.
+#[test]
+fn a_file_keeps_a_bounded_number_of_reports_and_counts_the_rest() {
+    let foreign = "a: b\n---\n".repeat(KEPT_PER_FILE + 500);
+    let broken = "kind: [\n---\n".repeat(KEPT_PER_FILE + 700);
+    let text = format!("{foreign}{broken}{}", group("last", "L"));
+    let scan = scan_text("f.yaml", &text, false, &Handlers::new(&Features::default()), &ctx());
+    assert_eq!((scan.ignored.len(), scan.skips.len()), (KEPT_PER_FILE, KEPT_PER_FILE));
+    assert_eq!(scan.left_out, LeftOut { skips: 700, failures: 700, ignored: 500 });
+    assert_eq!(scan.skips[0].origin.document, KEPT_PER_FILE + 501, "the first ones are kept");
+    assert_eq!(
+        scan.docs.iter().map(|d| (d.src.name.as_str(), d.origin.document)).collect::<Vec<_>>(),
+        [("last", 2 * KEPT_PER_FILE + 1201)]
+    );
+    assert!(scan.partial);
+}
+
 /// A file with Windows line ends (read without copying its lines) holds the same objects at
 /// the same versions as with Unix ones: block, folded and multi-line scalars included.
 #[test]

@@ -654,6 +654,8 @@ impl CheckpointedFiles {
                 docs: Docs::Stored,
                 skips: Vec::new(),
                 ignored: FileCheckpoint::ignored(c.ignored, rel),
+                // Not checkpointed: counted again when the file is read again.
+                left_out: LeftOut::default(),
                 partial: false,
                 retained: Vec::new(),
                 chunks: c.chunks,
