@@ -553,6 +553,15 @@ fn scan_text_blocks(
 ) -> FileScan {
     let mut scan = FileScan::default();
     let file: Arc<str> = Arc::from(file);
+    // Lines ending in a lone CR (classic Mac OS; YAML reads a CR as a line end): a file that
+    // has CRs and no LF is read with LFs instead (a copy, for these files only).
+    let with_lf;
+    let text = if !json && !text.contains('\n') && text.contains('\r') {
+        with_lf = text.replace('\r', "\n");
+        with_lf.as_str()
+    } else {
+        text
+    };
     // A JSON file is one document; a YAML file is split as it is parsed.
     let parts: Box<dyn Iterator<Item = Part<'_>> + '_> = if json {
         let one = (!text.trim().is_empty()).then_some(Part { document: 1, line: 1, text: Cow::Borrowed(text) });

@@ -112,10 +112,11 @@ fn a_file_keeps_a_bounded_number_of_reports_and_counts_the_rest() {
     assert!(scan.partial);
 }
 
-/// A file with Windows line ends (read without copying its lines) holds the same objects at
+/// A file with Windows line ends (read without copying its lines) or classic Mac OS ones (a
+/// lone CR) holds the same objects at
 /// the same versions as with Unix ones: block, folded and multi-line scalars included.
 #[test]
-fn windows_line_ends_read_as_unix_ones() {
+fn windows_and_classic_mac_line_ends_read_as_unix_ones() {
     let lf = format!(
         "{}---\n{}",
         group("a", "A"),
@@ -131,6 +132,8 @@ fn windows_line_ends_read_as_unix_ones() {
     let (unix, windows) = (scan(&lf), scan(&crlf));
     assert_eq!(unix.len(), 2);
     assert_eq!(unix, windows);
+    // Classic Mac OS line ends (a lone CR) too, even after a first comment line.
+    assert_eq!(scan(&format!("# teams\r---\r{}", lf.replace('\n', "\r"))), unix);
     // Every scalar style the YAML parser reads, and flow collections over several lines.
     let lf = "a: |+\n  one\n  two\n\nb: \"multi\n  line\n\n  quoted\"\nc: 'single\n  quoted'\nd: >-\n  x\n\n  y\ne: |-\n  z\n   w\nf: [1,\n  2]\ng: {x: 1,\n  y: 2}\nh: plain\n\n  more\n";
     let unix: Value = serde_saphyr::from_str(lf).unwrap();
