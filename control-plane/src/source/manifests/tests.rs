@@ -113,8 +113,8 @@ fn a_file_keeps_a_bounded_number_of_reports_and_counts_the_rest() {
 }
 
 /// A file with Windows line ends (read without copying its lines) or classic Mac OS ones (a
-/// lone CR) holds the same objects at
-/// the same versions as with Unix ones: block, folded and multi-line scalars included.
+/// lone CR) holds the same objects at the same versions as with Unix ones: block, folded and
+/// multi-line scalars included.
 #[test]
 fn windows_and_classic_mac_line_ends_read_as_unix_ones() {
     let lf = format!(
