@@ -1126,7 +1126,7 @@ impl SourceThread {
             files_read = r.files_read,
             files_unchanged = state.file_count().saturating_sub(r.files_read),
             changes = applies + gone,
-            skipped = state.skips().len(),
+            skipped = state.skips().len() + state.left_out().skips,
             elapsed = ?t0.elapsed(),
             "initial scan done"
         );
