@@ -39,7 +39,8 @@ pub fn export_offline(data_dir: &Path, out: &Path) -> Result<Summary> {
     let writing = Writing::begin(partial.clone(), None);
     tracing::info!(partial = %partial.display(), "writing the snapshot");
     let result = (|| -> Result<Summary> {
-        let file = std::fs::File::create(&partial).with_context(|| format!("creating {}", partial.display()))?;
+        let file =
+            writing.while_unfinished(|| std::fs::File::create(&partial).with_context(|| format!("creating {}", partial.display())))?;
         let mut w = std::io::BufWriter::new(file);
         let summary = snapshot::export(&view, now(), &mut w).with_context(|| format!("writing the snapshot to {}", partial.display()))?;
         let file = w.into_inner().map_err(|e| e.into_error()).context("writing the snapshot")?;
@@ -160,7 +161,7 @@ pub fn restore(file: &Path, data_dir: &Path, force: bool) -> Result<Summary> {
         let snap = snapshot::decode_for_restore(&bytes).with_context(|| format!("refusing to restore {}", file.display()))?;
         tracing::info!(seconds = started.elapsed().as_secs_f64(), bytes = bytes.len(), "snapshot read, checked and decompressed");
         check_restore_target(data_dir, force)?;
-        build_staged(&staging, &snap)?;
+        build_staged(&staging, &snap, &writing)?;
         Ok((bytes.len(), snap))
     })();
     let (bytes, snap) = match restored {
@@ -259,27 +260,33 @@ fn lock_opened(dir: std::fs::File, data_dir: &Path) -> Result<DataDirLock> {
 /// Builds the restored store of `snap` and its search index in the new staging directory
 /// `staging`.
 ///
+/// Every directory is made while `writing` is unfinished ([`Writing::while_unfinished`]): a
+/// signal that removed the staging directory never sees it made again.
+///
 /// # Errors
 /// The staging directory cannot be created, the store write or the search index fails.
-fn build_staged(staging: &Path, snap: &snapshot::Snapshot) -> Result<()> {
-    std::fs::create_dir(staging).with_context(|| format!("creating {}", staging.display()))?;
+fn build_staged(staging: &Path, snap: &snapshot::Snapshot, writing: &Writing) -> Result<()> {
+    let search_dir = staging.join(storage::search::SEARCH_DIR);
+    let store = writing.while_unfinished(|| {
+        std::fs::create_dir(staging).with_context(|| format!("creating {}", staging.display()))?;
+        std::fs::create_dir(&search_dir).with_context(|| format!("creating {}", search_dir.display()))?;
+        Store::open(staging).with_context(|| format!("creating {}", staging.display()))
+    })?;
     tracing::info!(staging = %staging.display(), "building the restored store");
-    let store = Store::open(staging).with_context(|| format!("creating {}", staging.display()))?;
     // The catalogue search index is derived data: build it now, so the first start after a
     // restore serves search at once (it would otherwise be rebuilt on that start). From the
     // snapshot's records while the store is written, when it restores every kind as it is;
     // else from the store written.
-    let search_dir = staging.join(storage::search::SEARCH_DIR);
     let building = || format!("building the search index in {}", search_dir.display());
     let beside = snap.header.rederived_kinds().is_empty();
-    let writing = std::time::Instant::now();
+    let started = std::time::Instant::now();
     let searched = store
         .restore_beside(snap, || beside.then(|| storage::search::Catalogue::build_for_restore(&search_dir, snap)))
         .with_context(|| format!("store write failed while restoring into {}", staging.display()))?;
-    tracing::info!(seconds = writing.elapsed().as_secs_f64(), revision = snap.header.revision, "store written and committed");
+    tracing::info!(seconds = started.elapsed().as_secs_f64(), revision = snap.header.revision, "store written and committed");
     match searched {
         Some(searched) => searched.map(|_| ()).with_context(building)?,
-        None => storage::search::Catalogue::open(&search_dir, &store).with_context(building)?.0.shutdown(),
+        None => writing.while_unfinished(|| storage::search::Catalogue::open(&search_dir, &store).with_context(building))?.0.shutdown(),
     }
     Ok(())
 }
@@ -401,6 +408,21 @@ impl Writing {
             u.created.clone_from(&created);
         }
         Ok(created)
+    }
+
+    /// Runs `make`, which makes the output or directories in it, while it is unfinished: the
+    /// registry is held meanwhile, so a signal removes the output before or after, never
+    /// between. After a signal removed it, never returns (the signal's thread ends the
+    /// process): what it made then would be left behind.
+    fn while_unfinished<T>(&self, make: impl FnOnce() -> Result<T>) -> Result<T> {
+        let all = unfinished();
+        if !all.iter().any(|u| u.id == self.0) {
+            drop(all);
+            loop {
+                std::thread::park();
+            }
+        }
+        make()
     }
 
     /// Keeps the directory [`Writing::creating`] made from removal by a signal: another

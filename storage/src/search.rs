@@ -431,12 +431,20 @@ impl Catalogue {
     /// kind is restored as it is (no [`crate::snapshot::Header::rederived_kinds`]); the next
     /// open finds it up to date.
     ///
+    /// `dir` is made if missing, but not its parent: a restore's staging directory removed
+    /// meanwhile (by a signal) is not made again.
+    ///
     /// # Errors
     /// [`SearchError::Index`] when `dir` cannot be created or written, [`SearchError::Storage`]
     /// for a catalogue record that does not decode.
     pub fn build_for_restore(dir: &Path, snap: &crate::snapshot::Snapshot) -> Result<usize, SearchError> {
         let started = Instant::now();
-        std::fs::create_dir_all(dir).map_err(|e| SearchError::Index(format!("creating {}: {e}", dir.display())))?;
+        match std::fs::create_dir(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(SearchError::Index(format!("creating {}: {e}", dir.display())));
+            }
+            _ => {}
+        }
         let (schema, f) = schema();
         let index = open_index(dir, &schema)?;
         register_tokenizers(&index);
