@@ -123,7 +123,12 @@ async fn only_a_json_object_with_a_query_is_executed_and_every_refusal_has_a_cod
         (reqwest::Method::POST, "/admin/v1/openapi.json"),
     ] {
         let r = client.request(method.clone(), format!("{base}{path}")).send().await.unwrap();
-        assert_eq!((r.status().as_u16(), r.headers().get("allow").map(|v| v.to_str().unwrap().to_string())), (405, Some("GET".into())));
+        assert_eq!(
+            (r.status().as_u16(), r.headers().get("allow").map(|v| v.to_str().unwrap().to_string())),
+            (405, Some("GET, HEAD".into()))
+        );
+        let head = client.head(format!("{base}{path}")).send().await.unwrap();
+        assert_ne!(head.status().as_u16(), 405, "{path}: HEAD is allowed, as the header says");
         let answer: Value = r.json().await.unwrap();
         assert_eq!(answer["errors"][0]["extensions"]["code"], "METHOD_NOT_ALLOWED", "{method} {path}: {answer}");
     }

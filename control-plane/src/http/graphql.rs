@@ -441,11 +441,11 @@ pub(crate) fn problem(status: StatusCode, title: &str, detail: &str) -> Response
     problem_with_code(status, title, detail, refusal_code(status))
 }
 
-/// `endpoint` for GET; another method gets the 405 problem every refusal is
-/// ([`method_not_allowed`]), not poem's plain text.
+/// `endpoint` for GET (and HEAD, which poem answers for a GET route); another method gets the
+/// 405 problem every refusal is ([`method_not_allowed`]), not poem's plain text.
 pub(crate) fn get_only(endpoint: impl poem::Endpoint + 'static) -> impl poem::Endpoint {
     poem::EndpointExt::catch_error(poem::get(endpoint), |_: poem::error::MethodNotAllowedError| async {
-        method_not_allowed("this endpoint answers GET only", "GET")
+        method_not_allowed("this endpoint answers GET and HEAD only", "GET, HEAD")
     })
 }
 
