@@ -415,14 +415,23 @@ impl Writing {
     /// between. After a signal removed it, never returns (the signal's thread ends the
     /// process): what it made then would be left behind.
     fn while_unfinished<T>(&self, make: impl FnOnce() -> Result<T>) -> Result<T> {
+        let _held = self.registered();
+        make()
+    }
+
+    /// The registry, held, and the index of this output in it. Never returns when a signal
+    /// already removed the output (its thread ends the process).
+    fn registered(&self) -> (std::sync::MutexGuard<'static, Vec<Unfinished>>, usize) {
         let all = unfinished();
-        if !all.iter().any(|u| u.id == self.0) {
-            drop(all);
-            loop {
-                std::thread::park();
+        match all.iter().position(|u| u.id == self.0) {
+            Some(at) => (all, at),
+            None => {
+                drop(all);
+                loop {
+                    std::thread::park();
+                }
             }
         }
-        make()
     }
 
     /// Keeps the directory [`Writing::creating`] made from removal by a signal: another
@@ -437,16 +446,8 @@ impl Writing {
     /// the moves, and the command ends as they do. Never returns when a signal already removed
     /// the output (its thread ends the process).
     fn moving(&self) {
-        let mut all = unfinished();
-        match all.iter_mut().find(|u| u.id == self.0) {
-            Some(u) => u.moving = true,
-            None => {
-                drop(all);
-                loop {
-                    std::thread::park();
-                }
-            }
-        }
+        let (mut all, at) = self.registered();
+        all[at].moving = true;
     }
 }
 

@@ -790,6 +790,14 @@ fn spawn_release() -> std::io::Result<mpsc::Sender<Vec<QueuedChange>>> {
     Ok(tx)
 }
 
+impl Drop for WriterThread {
+    /// However the thread ends (stop, disconnect, panic), paced senders stop waiting.
+    fn drop(&mut self) {
+        self.queue.closed.store(true, Ordering::Relaxed);
+        self.queue.room.notify_waiters();
+    }
+}
+
 impl WriterThread {
     /// The writer's state on `store`, before its thread runs, with the dictionary thread it
     /// wakes (started); `tx` is the writer's own channel (the store's order requests and the
@@ -855,17 +863,7 @@ impl WriterThread {
         };
         Ok((state, trainer))
     }
-}
 
-impl Drop for WriterThread {
-    /// However the thread ends (stop, disconnect, panic), paced senders stop waiting.
-    fn drop(&mut self) {
-        self.queue.closed.store(true, Ordering::Relaxed);
-        self.queue.room.notify_waiters();
-    }
-}
-
-impl WriterThread {
     fn run(&mut self, rx: mpsc::Receiver<WriterMessage>) {
         self.update_counts();
         let mut batch: Vec<QueuedChange> = Vec::new();

@@ -675,12 +675,12 @@ fn scan_chunk(file: &Arc<str>, chunk: &Part<'_>, json: bool, handlers: &Handlers
     let origin = DocumentPosition { file: file.clone(), document: chunk.document, item: None, line: chunk.line };
     let max = handlers.max_document_bytes();
     // A document too large is not parsed; a `List` is, and its items are measured one by one.
-    let oversized = chunk.text.len() > max && measured_len(&chunk.text) > max;
+    let measured = if chunk.text.len() > max { measured_len(&chunk.text) } else { 0 };
+    let oversized = measured > max;
     if oversized && !looks_like_list(&chunk.text) {
         let (kind, namespace, name) = guess_identity(&chunk.text);
         scan.partial = true;
-        let bytes = measured_len(&chunk.text);
-        scan.skips.push(SkipReport { origin, kind, namespace, name, reason: SkipReason::TooLarge { bytes, max } });
+        scan.skips.push(SkipReport { origin, kind, namespace, name, reason: SkipReason::TooLarge { bytes: measured, max } });
         return;
     }
     let parsed: Result<Value, String> = if json {
