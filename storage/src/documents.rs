@@ -8,13 +8,17 @@
 //! | `kind u8 · Key(namespace, name)` (the `sources` key) | the document's compact JSON, compressed ([`Dictionaries::encode`]): a zstd frame, or `0x01 · dictionary id u32 LE ·` a zstd frame made with that dictionary of its kind |
 //!
 //! **Dictionaries** (table `document_dictionaries`: `kind u8` → postcard `(id, bytes)`). Documents
-//! of one kind share their structure, which a small document compresses badly alone: once the
-//! store holds [`TRAIN_AFTER`] documents of a kind, a dictionary is trained from them (off the
-//! writer: [`crate::Store::train_dictionaries`]) and every later document of the kind is
-//! compressed with it (about four times smaller). A kind has one dictionary for good; the
-//! documents written before it are recompressed with it, a short transaction at a time, once per
-//! store ([`crate::Store::recompress_documents`]). Snapshots carry the dictionaries with the
-//! documents.
+//! of one kind share their structure, which a small document compresses badly alone: a
+//! dictionary is trained from the first [`TRAIN_SAMPLES`] documents of a kind the sources encode
+//! with the store's dictionaries (on the source's thread, as the last of them is encoded:
+//! [`Dictionaries::encode`]), and every later document of the kind is compressed with it (about
+//! four times smaller). The dictionary is stored by the first commit that follows, the one of
+//! the first document compressed with it at the latest ([`crate::Store::write`]). A store that
+//! already holds [`TRAIN_AFTER`] documents of a kind without a dictionary (written by a build
+//! before dictionaries) trains one from them (off the writer: [`crate::Store::train_dictionaries`]).
+//! A kind has one dictionary for good; the documents written before it are recompressed with
+//! it, a short transaction at a time, once per store ([`crate::Store::recompress_documents`]).
+//! Snapshots carry the dictionaries with the documents.
 //!
 //! **What is kept.** The document as the source handed it to translation, without what no
 //! translation reads and Kubernetes adds in bulk: `metadata.managedFields` and the
@@ -33,7 +37,8 @@ use schema::KindId;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// `source_documents`: the source document of each source entry.
 pub const DOCUMENTS: TableDefinition<&[u8], &[u8]> = TableDefinition::new("source_documents");
@@ -92,13 +97,21 @@ fn recompressed_key(kind: KindId) -> String {
 /// The tag of a document compressed with its kind's dictionary.
 const WITH_DICTIONARY: u8 = 0x01;
 
-/// Once the store holds this many documents of a kind, its dictionary is trained.
+/// Once the store holds this many documents of a kind without a dictionary, its dictionary is
+/// trained from them ([`crate::Store::train_dictionaries`]).
 pub const TRAIN_AFTER: u64 = 1000;
 
-/// Documents a dictionary is trained from (the first of the kind, in key order): those that
-/// make it due. More train no better dictionary (BENCHMARKS.md, "Dictionaries from 1,000
+/// Documents a dictionary is trained from: the first the sources encode, or the first stored in
+/// key order. More train no better dictionary (BENCHMARKS.md, "Dictionaries from 1,000
 /// documents").
-const TRAIN_SAMPLES: usize = TRAIN_AFTER as usize;
+pub const TRAIN_SAMPLES: usize = TRAIN_AFTER as usize;
+
+/// The largest document taken as a sample, in bytes: a larger one is compressed alone, not kept.
+pub const MAX_SAMPLE_BYTES: usize = 64 << 10;
+
+/// The most bytes of samples kept for one kind: a kind is trained once it has [`TRAIN_SAMPLES`]
+/// samples or this many bytes of them (a hundred times the dictionary's size is what zstd asks).
+pub const MAX_SAMPLES_BYTES: usize = 4 << 20;
 
 /// The size of a trained dictionary, in bytes.
 const DICTIONARY_BYTES: usize = 32 << 10;
@@ -133,16 +146,40 @@ struct Dictionary {
     bytes: Vec<u8>,
     encoder: zstd::dict::EncoderDictionary<'static>,
     decoder: zstd::dict::DecoderDictionary<'static>,
+    /// Whether a commit has written it to `document_dictionaries` (a dictionary trained from
+    /// the sources' documents is not, until the next commit).
+    stored: AtomicBool,
 }
 
 /// The document dictionaries of a store, per kind (see the module docs). Cheap to clone: the
 /// sources encode documents with it on their own threads, and see a dictionary once trained.
 #[derive(Clone, Default)]
-pub struct Dictionaries(Arc<RwLock<HashMap<KindId, Arc<Dictionary>>>>);
+pub struct Dictionaries {
+    trained: Arc<RwLock<HashMap<KindId, Arc<Dictionary>>>>,
+    /// The samples of the kinds without a dictionary, as the sources encode their documents:
+    /// the store's own dictionaries only ([`Dictionaries::sampling`]); a copy made elsewhere
+    /// (`Dictionaries::default()`) compresses documents alone until it is given one.
+    samples: Option<Arc<Mutex<HashMap<KindId, Samples>>>>,
+}
+
+/// One kind's samples ([`Dictionaries::encode`]).
+#[derive(Default)]
+struct Samples {
+    documents: Vec<Vec<u8>>,
+    bytes: usize,
+    /// Whether they have been taken to train (or trained nothing): no more are kept.
+    taken: bool,
+}
 
 impl Dictionaries {
+    /// Dictionaries that train a kind's from the first documents encoded with them: the
+    /// store's own.
+    pub(crate) fn sampling() -> Dictionaries {
+        Dictionaries { samples: Some(Arc::default()), ..Dictionaries::default() }
+    }
+
     fn get(&self, kind: KindId) -> Option<Arc<Dictionary>> {
-        self.0.read().unwrap_or_else(|e| e.into_inner()).get(&kind).cloned()
+        self.trained.read().unwrap_or_else(|e| e.into_inner()).get(&kind).cloned()
     }
 
     /// Whether `kind` has a dictionary.
@@ -152,15 +189,71 @@ impl Dictionaries {
 
     /// The kinds with a dictionary, with its id and bytes (for snapshots).
     pub(crate) fn all(&self) -> Vec<(KindId, u32, Vec<u8>)> {
-        let map = self.0.read().unwrap_or_else(|e| e.into_inner());
+        let map = self.trained.read().unwrap_or_else(|e| e.into_inner());
         KindId::ALL.iter().filter_map(|k| map.get(k).map(|d| (*k, d.id, d.bytes.clone()))).collect()
     }
 
-    /// Adds `kind`'s dictionary.
+    /// Adds `kind`'s dictionary, read from a store or a snapshot (stored).
     ///
     /// # Errors
     /// [`StorageError::Corrupt`] when zstd cannot prepare it.
     pub(crate) fn insert(&self, kind: KindId, id: u32, bytes: Vec<u8>) -> Result<(), StorageError> {
+        let d = Self::prepare(kind, id, bytes, true)?;
+        self.trained.write().unwrap_or_else(|e| e.into_inner()).insert(kind, d);
+        Ok(())
+    }
+
+    /// Adds `kind`'s dictionary, just trained and not stored yet, unless the kind has one
+    /// already (trained meanwhile by another thread); returns whether it was added. The next
+    /// commit stores it ([`Dictionaries::store_new`]).
+    ///
+    /// # Errors
+    /// [`StorageError::Corrupt`] when zstd cannot prepare it.
+    pub(crate) fn insert_trained(&self, kind: KindId, bytes: Vec<u8>) -> Result<bool, StorageError> {
+        let d = Self::prepare(kind, 1, bytes, false)?;
+        match self.trained.write().unwrap_or_else(|e| e.into_inner()).entry(kind) {
+            std::collections::hash_map::Entry::Occupied(_) => Ok(false),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(d);
+                Ok(true)
+            }
+        }
+    }
+
+    /// Writes to `document_dictionaries` of `txn` every dictionary not stored yet; returns
+    /// their kinds, to pass to [`Dictionaries::stored`] once `txn` is committed. Every write
+    /// transaction that stores documents calls it after its last one, so a dictionary is
+    /// committed with the first document compressed with it.
+    ///
+    /// # Errors
+    /// [`StorageError`] on redb failures.
+    pub(crate) fn store_new(&self, txn: &redb::WriteTransaction) -> Result<Vec<KindId>, StorageError> {
+        let new: Vec<(KindId, Arc<Dictionary>)> = {
+            let map = self.trained.read().unwrap_or_else(|e| e.into_inner());
+            map.iter().filter(|(_, d)| !d.stored.load(Ordering::Acquire)).map(|(k, d)| (*k, d.clone())).collect()
+        };
+        if new.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut table = txn.open_table(DICTIONARIES)?;
+        for (kind, d) in &new {
+            table.insert(kind.code(), crate::codec::encode(&(d.id, &d.bytes)).as_slice())?;
+        }
+        Ok(new.into_iter().map(|(k, _)| k).collect())
+    }
+
+    /// Marks the dictionaries of `kinds` as stored: the transaction [`Dictionaries::store_new`]
+    /// wrote them in is committed.
+    pub(crate) fn stored(&self, kinds: &[KindId]) {
+        let map = self.trained.read().unwrap_or_else(|e| e.into_inner());
+        for kind in kinds {
+            if let Some(d) = map.get(kind) {
+                d.stored.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    fn prepare(kind: KindId, id: u32, bytes: Vec<u8>, stored: bool) -> Result<Arc<Dictionary>, StorageError> {
         let bad = |e: std::io::Error| StorageError::Corrupt(format!("{} document dictionary: {e}", kind.name()));
         if bytes.len() > MAX_DICTIONARY_BYTES {
             return Err(StorageError::Corrupt(format!(
@@ -175,9 +268,7 @@ impl Dictionaries {
         }
         let encoder = zstd::dict::EncoderDictionary::try_copy(&bytes, LEVEL).map_err(bad)?;
         let decoder = zstd::dict::DecoderDictionary::try_copy(&bytes).map_err(bad)?;
-        let d = Arc::new(Dictionary { id, bytes, encoder, decoder });
-        self.0.write().unwrap_or_else(|e| e.into_inner()).insert(kind, d);
-        Ok(())
+        Ok(Arc::new(Dictionary { id, bytes, encoder, decoder, stored: AtomicBool::new(stored) }))
     }
 
     /// Reads every dictionary of `t` (a damaged one is logged and left out).
@@ -203,13 +294,60 @@ impl Dictionaries {
 
     /// The compact JSON of `doc` of `kind` as kept ([`document_json`]), compressed with the
     /// kind's dictionary when it has one.
+    ///
+    /// The store's own dictionaries ([`crate::Store::dictionaries`]) keep a copy of the first
+    /// [`TRAIN_SAMPLES`] documents of a kind without a dictionary (at most [`MAX_SAMPLES_BYTES`],
+    /// none above [`MAX_SAMPLE_BYTES`]); the call that completes them trains the kind's
+    /// dictionary on its thread (tens of milliseconds, once per kind and store) and compresses
+    /// with it. A kind whose samples train none is logged and compressed alone from then on.
     pub fn encode(&self, kind: KindId, doc: &Value) -> Vec<u8> {
-        self.compress(kind, &document_json(doc))
+        self.encode_json(kind, &document_json(doc))
+    }
+
+    /// [`Dictionaries::encode`] of a document whose JSON as kept ([`document_json`]) is `json`.
+    pub fn encode_json(&self, kind: KindId, json: &[u8]) -> Vec<u8> {
+        if self.samples.is_some() && !self.has(kind) {
+            self.sample(kind, json);
+        }
+        self.compress(kind, json)
+    }
+
+    /// Keeps `json` as a sample of `kind`, and trains the kind's dictionary when it completes
+    /// them ([`Dictionaries::encode`]).
+    fn sample(&self, kind: KindId, json: &[u8]) {
+        let Some(samples) = &self.samples else { return };
+        let due = {
+            let mut all = samples.lock().unwrap_or_else(|e| e.into_inner());
+            let s = all.entry(kind).or_default();
+            if s.taken || json.len() > MAX_SAMPLE_BYTES {
+                return;
+            }
+            s.documents.push(json.to_vec());
+            s.bytes += json.len();
+            if s.documents.len() < TRAIN_SAMPLES && s.bytes < MAX_SAMPLES_BYTES {
+                return;
+            }
+            s.taken = true;
+            s.bytes = 0;
+            std::mem::take(&mut s.documents)
+        };
+        let trained = zstd::dict::from_samples(&due, DICTIONARY_BYTES)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| self.insert_trained(kind, bytes).map_err(|e| e.to_string()));
+        match trained {
+            Ok(true) => tracing::info!(
+                kind = kind.name(),
+                samples = due.len(),
+                "document dictionary trained from the first documents read: the kind's documents are stored smaller"
+            ),
+            Ok(false) => {}
+            Err(e) => tracing::warn!(kind = kind.name(), error = %e, "no document dictionary trained; its documents are compressed alone"),
+        }
     }
 
     /// The kinds with a dictionary.
     pub fn kinds(&self) -> Vec<KindId> {
-        let map = self.0.read().unwrap_or_else(|e| e.into_inner());
+        let map = self.trained.read().unwrap_or_else(|e| e.into_inner());
         KindId::ALL.iter().copied().filter(|k| map.contains_key(k)).collect()
     }
 
@@ -290,6 +428,18 @@ fn decompress(frame: &[u8], ddict: Option<&zstd::zstd_safe::DDict<'_>>) -> Resul
 /// `kubectl.kubernetes.io/last-applied-configuration` annotation.
 pub fn document_json(doc: &Value) -> Vec<u8> {
     serde_json::to_vec(&Kept(doc, Level::Document)).unwrap_or_default()
+}
+
+/// Whether [`document_json`] of `doc` is its whole compact JSON (`serde_json::to_vec(doc)`):
+/// it has neither `metadata.managedFields` nor the
+/// `kubectl.kubernetes.io/last-applied-configuration` annotation.
+pub fn keeps_whole(doc: &Value) -> bool {
+    let Some(metadata) = doc.get("metadata").and_then(Value::as_object) else { return true };
+    let last_applied = metadata
+        .get("annotations")
+        .and_then(Value::as_object)
+        .is_some_and(|a| a.contains_key("kubectl.kubernetes.io/last-applied-configuration"));
+    !metadata.contains_key("managedFields") && !last_applied
 }
 
 /// Where in a document a value sits, for what [`Kept`] leaves out.
@@ -416,10 +566,14 @@ impl crate::Store {
                     continue;
                 }
             };
+            // The sources may have trained one meanwhile: the first kept is the kind's.
+            if !self.dictionaries.insert_trained(kind, bytes)? {
+                continue;
+            }
             let txn = self.database()?.begin_write()?;
-            txn.open_table(DICTIONARIES)?.insert(kind.code(), crate::codec::encode(&(1u32, &bytes)).as_slice())?;
+            let stored = self.dictionaries.store_new(&txn)?;
             txn.commit()?;
-            self.dictionaries.insert(kind, 1, bytes)?;
+            self.dictionaries.stored(&stored);
             trained.push(kind);
         }
         Ok(trained)
@@ -478,7 +632,9 @@ impl crate::Store {
         if !more {
             txn.open_table(crate::tables::META)?.insert(recompressed_key(kind).as_str(), 1)?;
         }
+        let stored = self.dictionaries.store_new(&txn)?;
         txn.commit()?;
+        self.dictionaries.stored(&stored);
         Ok(if more { last } else { None })
     }
 
@@ -665,6 +821,106 @@ pub(crate) mod tests {
         assert_eq!(dictionary_of(&late), Some(1));
         let json: Value = serde_json::from_slice(&store.dictionaries().decode(KindId::Zone, &late).unwrap()).unwrap();
         assert_eq!(json["metadata"]["resourceVersion"], "2");
+    }
+
+    /// The stored dictionary of `kind` in `store`'s file, if any.
+    fn stored_dictionary(store: &crate::Store, kind: KindId) -> Option<Vec<u8>> {
+        let txn = store.database().unwrap().begin_read().unwrap();
+        let table = txn.open_table(DICTIONARIES).unwrap();
+        table.get(kind.code()).unwrap().map(|v| v.value().to_vec())
+    }
+
+    /// Writes zones `from..to`, their documents compressed with `store`'s dictionaries (as the
+    /// sources compress them), in one commit.
+    fn write_zones(store: &crate::Store, from: u64, to: u64) {
+        let dictionaries = store.dictionaries();
+        let at = schema::Timestamp(5);
+        store
+            .write(at, |b| {
+                (from..to).for_each(|i| crate::test_support::zone_compressed(b, &zone_name(i), "1", at, &dictionaries));
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    /// The store's dictionaries train a kind's from the first documents encoded with them, at
+    /// the one that completes the samples; every later document is compressed with it. The
+    /// dictionary is stored by the next commit, not before, and read back at the next open;
+    /// every document reads back as its JSON.
+    #[test]
+    fn the_first_documents_encoded_train_their_kinds_dictionary_committed_with_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::open(dir.path()).unwrap();
+        write_zones(&store, 0, TRAIN_SAMPLES as u64 - 1);
+        assert!(!store.dictionaries().has(KindId::Zone), "one sample short");
+        let doc = serde_json::json!({"apiVersion": "admin.cp.ei.telekom.de/v1", "kind": "Zone", "metadata": {"name": "last"}});
+        let last = store.dictionaries().encode(KindId::Zone, &doc);
+        assert!(store.dictionaries().has(KindId::Zone), "trained by the encode that completes the samples");
+        assert_eq!(dictionary_of(&last), Some(1), "the document completing them is compressed with it");
+        assert_eq!(stored_dictionary(&store, KindId::Zone), None, "not stored before a commit");
+        // A batch that fails stores nothing; the next commit stores the dictionary.
+        let failed = store.write(schema::Timestamp(5), |_| Err::<(), _>(StorageError::Corrupt("test".into())));
+        assert!(failed.is_err());
+        assert_eq!(stored_dictionary(&store, KindId::Zone), None);
+        write_zones(&store, TRAIN_SAMPLES as u64, TRAIN_SAMPLES as u64 + 100);
+        let bytes = stored_dictionary(&store, KindId::Zone).expect("stored with the first documents compressed with it");
+        assert_eq!(crate::codec::decode::<(u32, Vec<u8>)>(&bytes, "dictionary").unwrap().1, store.dictionaries().all()[0].2);
+        assert_eq!(store.train_dictionaries(&mut Default::default()).unwrap(), Vec::<KindId>::new(), "not trained again from the store");
+        drop(store);
+        let store = crate::Store::open(dir.path()).unwrap();
+        let dictionaries = store.dictionaries();
+        let later = stored(&store, &zone_name(TRAIN_SAMPLES as u64 + 99));
+        assert_eq!(dictionary_of(&later), Some(1));
+        for i in [0, TRAIN_SAMPLES as u64 + 99] {
+            let json: Value = serde_json::from_slice(&dictionaries.decode(KindId::Zone, &stored(&store, &zone_name(i))).unwrap()).unwrap();
+            assert_eq!(json["metadata"]["name"], zone_name(i));
+        }
+    }
+
+    /// Dictionaries made elsewhere than by a store never train one (their documents may be
+    /// stored into a store with another); samples are bounded in size: a document above
+    /// [`MAX_SAMPLE_BYTES`] is not kept, and [`MAX_SAMPLES_BYTES`] of samples train before
+    /// [`TRAIN_SAMPLES`] of them.
+    #[test]
+    fn samples_are_kept_by_the_stores_dictionaries_only_and_bounded_in_bytes() {
+        // Documents of one length for a given `pad`.
+        let doc = |i: usize, pad: usize| serde_json::json!({"kind": "Zone", "metadata": {"name": format!("zone-{i:05}")}, "spec": {"pad": format!("{i:05}-{}", "ab".repeat(pad / 2))}});
+        let alone = Dictionaries::default();
+        (0..TRAIN_SAMPLES).for_each(|i| drop(alone.encode(KindId::Zone, &doc(i, 10))));
+        assert!(!alone.has(KindId::Zone));
+
+        let sampling = Dictionaries::sampling();
+        (0..=TRAIN_SAMPLES).for_each(|i| drop(sampling.encode(KindId::Zone, &doc(i, MAX_SAMPLE_BYTES))));
+        assert!(!sampling.has(KindId::Zone), "documents too large to sample");
+
+        let pad = 8 << 10;
+        let enough = MAX_SAMPLES_BYTES.div_ceil(document_json(&doc(0, pad)).len());
+        assert!(enough < TRAIN_SAMPLES);
+        (0..enough - 1).for_each(|i| drop(sampling.encode(KindId::Team, &doc(i, pad))));
+        assert!(!sampling.has(KindId::Team));
+        drop(sampling.encode(KindId::Team, &doc(enough, pad)));
+        assert!(sampling.has(KindId::Team), "trained at {enough} samples of {pad} bytes");
+    }
+
+    /// Degenerate samples (empty objects) are taken once: whether zstd trains a dictionary
+    /// from them or not, every document reads back and no sample is kept after; a dictionary
+    /// the kind has already is kept over a later one.
+    #[test]
+    fn samples_are_taken_once_and_every_document_reads_back() {
+        let sampling = Dictionaries::sampling();
+        let tiny = serde_json::json!({});
+        for _ in 0..TRAIN_SAMPLES + 10 {
+            let stored = sampling.encode(KindId::Zone, &tiny);
+            assert_eq!(sampling.decode(KindId::Zone, &stored).unwrap(), b"{}");
+        }
+        let samples = sampling.samples.as_ref().unwrap().lock().unwrap();
+        assert!(samples[&KindId::Zone].taken && samples[&KindId::Zone].documents.is_empty(), "no samples kept after");
+        drop(samples);
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_dictionary(dir.path());
+        let trained = store.dictionaries().all()[0].2.clone();
+        assert!(!store.dictionaries().insert_trained(KindId::Zone, trained.clone()).unwrap(), "the kind has one");
     }
 
     /// A document naming a dictionary its kind lacks (or another id) is an error, never a

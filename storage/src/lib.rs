@@ -397,7 +397,7 @@ impl Store {
             wanted: Arc::default(),
             rederiving: Arc::default(),
             rebuilding: Arc::default(),
-            dictionaries: documents::Dictionaries::default(),
+            dictionaries: documents::Dictionaries::sampling(),
             history: Arc::default(),
             history_deferral: Arc::default(),
             unindexed_tail: Arc::default(),
@@ -934,7 +934,7 @@ impl Store {
                 let result = apply(&mut batch)?;
                 (result, batch.finish(now)?)
             };
-            Ok((result, finished.commit(txn)?))
+            Ok((result, finished.commit(txn, &self.dictionaries)?))
         })
     }
 

@@ -1248,10 +1248,15 @@ pub(crate) struct Finished {
 
 impl Finished {
     /// Commits `txn` durably (or aborts it when nothing was written) and tells the feed; the new
-    /// revision, `None` when no record changed.
-    pub(crate) fn commit(self, txn: WriteTransaction) -> Result<Option<u64>, StorageError> {
+    /// revision, `None` when no record changed. The dictionaries of `dictionaries` not stored
+    /// yet are committed with it (the batch's documents may be compressed with them).
+    pub(crate) fn commit(self, txn: WriteTransaction, dictionaries: &crate::documents::Dictionaries) -> Result<Option<u64>, StorageError> {
         match self.keep {
-            true => txn.commit()?,
+            true => {
+                let stored = dictionaries.store_new(&txn)?;
+                txn.commit()?;
+                dictionaries.stored(&stored);
+            }
             false => txn.abort()?,
         }
         if let (Some(revision), Some(changed)) = (self.revision, self.changed) {

@@ -99,13 +99,16 @@ pub trait Handler: Send + Sync {
     fn kind(&self) -> KindId;
     /// Decodes and translates one document; the record keeps the document, compressed with
     /// `dictionaries`, and the `manager` of the change (kept with its revision, the kube
-    /// source's: [`crate::source::kube::manager_of`]).
+    /// source's: [`crate::source::kube::manager_of`]). `compact` is `doc`'s compact JSON when
+    /// the caller has it (the manifests source hashes it): the kept document is not serialized
+    /// again when it is the whole of it ([`storage::documents::keeps_whole`]).
     ///
     /// # Errors
     /// [`Rejection`] when the document does not decode or translation skips it.
     fn prepare_with(
         &self,
         doc: &Value,
+        compact: Option<&[u8]>,
         ctx: &Context,
         dictionaries: &storage::documents::Dictionaries,
         manager: Option<String>,
@@ -149,6 +152,7 @@ impl<K: Kind> Handler for Typed<K> {
     fn prepare_with(
         &self,
         doc: &Value,
+        compact: Option<&[u8]>,
         ctx: &Context,
         dictionaries: &storage::documents::Dictionaries,
         manager: Option<String>,
@@ -162,7 +166,10 @@ impl<K: Kind> Handler for Typed<K> {
         };
         let rec = K::translate(&cr, ctx).map_err(Rejection::Skip)?;
         // Kept with the record, so that a later derivation needs nothing but the volume.
-        let document = dictionaries.encode(K::ID, doc);
+        let document = match compact.filter(|_| storage::documents::keeps_whole(doc)) {
+            Some(json) => dictionaries.encode_json(K::ID, json),
+            None => dictionaries.encode(K::ID, doc),
+        };
         Ok(Arc::new(Record::<K>(storage::Encoded::new(rec).with_document(document).with_manager(manager))))
     }
 }
@@ -252,7 +259,16 @@ impl Handlers {
     /// # Errors
     /// [`Rejection`] when the document does not decode or translation skips it.
     pub fn prepare(&self, h: &dyn Handler, doc: &Value, ctx: &Context) -> Result<Arc<dyn Prepared>, Rejection> {
-        h.prepare_with(doc, ctx, &self.dictionaries, None)
+        h.prepare_with(doc, None, ctx, &self.dictionaries, None)
+    }
+
+    /// [`Handlers::prepare`] of a document whose compact JSON (`serde_json::to_vec(doc)`) the
+    /// caller has already written: the kept document is not written again when it is the same.
+    ///
+    /// # Errors
+    /// As [`Handlers::prepare`].
+    pub fn prepare_compact(&self, h: &dyn Handler, doc: &Value, compact: &[u8], ctx: &Context) -> Result<Arc<dyn Prepared>, Rejection> {
+        h.prepare_with(doc, Some(compact), ctx, &self.dictionaries, None)
     }
 
     /// [`Handlers::prepare`] of a change made by `manager` (the kube source's).
@@ -266,7 +282,7 @@ impl Handlers {
         ctx: &Context,
         manager: Option<String>,
     ) -> Result<Arc<dyn Prepared>, Rejection> {
-        h.prepare_with(doc, ctx, &self.dictionaries, manager)
+        h.prepare_with(doc, None, ctx, &self.dictionaries, manager)
     }
 
     /// The largest document (manifests) or object (kube, as JSON) projected, in bytes; a

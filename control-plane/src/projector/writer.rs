@@ -431,9 +431,10 @@ impl Writer {
 }
 
 /// Starts the thread that keeps the store's documents small ([`storage::documents`]): it trains
-/// each kind's dictionary once the store holds enough of its documents
-/// ([`Store::train_dictionaries`], a fraction of a second per kind), then recompresses with it
-/// the kind's documents written before ([`Store::recompress_documents`], one short write
+/// the dictionary of a kind the sources have not trained one for once the store holds enough
+/// of its documents (a store written by an earlier build; [`Store::train_dictionaries`], a
+/// fraction of a second per kind), then recompresses with each kind's dictionary the kind's
+/// documents written before ([`Store::recompress_documents`], one short write
 /// transaction at a time, once per store). Off the writer; woken at its start and after commits
 /// (wakes coalesce), it ends once the returned sender is dropped, between two transactions.
 fn spawn_trainer(store: Store, writer: mpsc::Sender<WriterMessage>) -> std::io::Result<(mpsc::SyncSender<()>, JoinHandle<()>)> {

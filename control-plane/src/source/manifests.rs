@@ -483,6 +483,11 @@ pub fn version_of(v: &Value) -> Version {
     })
 }
 
+/// [`version_of`] of the document whose compact JSON (`serde_json::to_vec`) is `compact`.
+pub fn version_of_compact(compact: &[u8]) -> Version {
+    Version(Sha256::digest(compact).into())
+}
+
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
@@ -790,8 +795,10 @@ fn scan_value(origin: DocumentPosition, value: &Value, handlers: &Handlers, ctx:
     };
     let src =
         Arc::new(SourceRef { kind: handler.kind(), namespace: namespace.unwrap_or_default().to_string(), name: obj_name.to_string() });
-    let version = version_of(value);
-    let record = match handlers.prepare(handler, value, ctx) {
+    // Written once: hashed for the version, and kept as the object's document.
+    let compact = serde_json::to_vec(value).unwrap_or_default();
+    let version = version_of_compact(&compact);
+    let record = match handlers.prepare_compact(handler, value, &compact, ctx) {
         Ok(r) => Some(r),
         Err(Rejection::Decode(m)) => {
             scan.skips.push(report(SkipReason::Decode(m)));

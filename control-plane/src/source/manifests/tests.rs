@@ -249,6 +249,31 @@ fn versions_ignore_key_order_and_formatting() {
     assert!(s.starts_with(r#"{"":{"a":[],"b":true},"A":"#), "{s}");
     let expected: [u8; 32] = sha2::Sha256::digest(s.as_bytes()).into();
     assert_eq!(version_of(&d).0, expected);
+    for v in [&a, &b, &c, &d] {
+        assert_eq!(version_of_compact(&serde_json::to_vec(v).unwrap()), version_of(v), "the scan hashes the compact JSON it keeps");
+    }
+}
+
+/// The scan writes a document's JSON once, for its version and for the document kept: the
+/// same version as [`version_of`], and the same document as the one serialized for it alone,
+/// with or without what is not kept.
+#[test]
+fn a_scanned_document_keeps_the_json_it_was_hashed_from() {
+    let store_dir = tempfile::tempdir().unwrap();
+    let store = storage::Store::open(store_dir.path()).unwrap();
+    let handlers = Handlers::new(&Features::default()).with_dictionaries(store.dictionaries());
+    let plain = r#"{"apiVersion":"organization.cp.ei.telekom.de/v1","kind":"Group","metadata":{"name":"p","namespace":"poc"},"spec":{"displayName":"P"}}"#;
+    let managed = r#"{"apiVersion":"organization.cp.ei.telekom.de/v1","kind":"Group","metadata":{"name":"m","namespace":"poc","managedFields":[{"manager":"kubectl"}],"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{}","keep":"me"}},"spec":{"displayName":"M"}}"#;
+    let scan = scan_text("a.yaml", &format!("---\n{plain}\n---\n{managed}\n"), false, &handlers, &ctx());
+    assert_eq!(scan.docs.len(), 2);
+    for (doc, text) in scan.docs.iter().zip([plain, managed]) {
+        let value: Value = serde_json::from_str(text).unwrap();
+        assert_eq!(doc.version, version_of(&value));
+        let kept = store.dictionaries().decode(KindId::Group, doc.record.as_ref().unwrap().document().unwrap()).unwrap();
+        assert_eq!(kept, storage::documents::document_json(&value));
+    }
+    assert!(storage::documents::keeps_whole(&serde_json::from_str(plain).unwrap()));
+    assert!(!storage::documents::keeps_whole(&serde_json::from_str(managed).unwrap()));
 }
 
 #[test]
