@@ -10,12 +10,13 @@
 //! **Dictionaries** (table `document_dictionaries`: `kind u8` → postcard `(id, bytes)`). Documents
 //! of one kind share their structure, which a small document compresses badly alone: a
 //! dictionary is trained from the first [`TRAIN_SAMPLES`] documents of a kind the sources encode
-//! with the store's dictionaries (on the source's thread, as the last of them is encoded:
+//! with the store's dictionaries (on a thread started as the last of them is encoded:
 //! [`Dictionaries::encode`]), and every later document of the kind is compressed with it (about
 //! four times smaller). The dictionary is stored by the first commit that follows, the one of
 //! the first document compressed with it at the latest ([`crate::Store::write`]). A store that
-//! already holds [`TRAIN_AFTER`] documents of a kind without a dictionary (written by a build
-//! before dictionaries) trains one from them (off the writer: [`crate::Store::train_dictionaries`]).
+//! holds [`TRAIN_AFTER`] documents of a kind without a dictionary (written by a build before
+//! dictionaries, or by processes none of which read enough of the kind) trains one from them
+//! (off the writer: [`crate::Store::train_dictionaries`]).
 //! A kind has one dictionary for good; the documents written before it are recompressed with
 //! it, a short transaction at a time, once per store ([`crate::Store::recompress_documents`]).
 //! Snapshots carry the dictionaries with the documents.
@@ -89,6 +90,14 @@ fn compress_frame(json: &[u8], cdict: Option<&zstd::zstd_safe::CDict<'_>>, mut o
     Ok(out)
 }
 
+/// `json` compressed with the dictionary `d` (tagged with its id).
+fn compress_with(d: &Dictionary, json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    out.push(WITH_DICTIONARY);
+    out.extend_from_slice(&d.id.to_le_bytes());
+    compress_frame(json, Some(d.encoder.as_cdict()), out).unwrap_or_else(|_| compress(json))
+}
+
 /// The `meta` key marking that `kind`'s documents were all recompressed with its dictionary.
 fn recompressed_key(kind: KindId) -> String {
     format!("documents_recompressed:{}", kind.name())
@@ -112,6 +121,11 @@ pub const MAX_SAMPLE_BYTES: usize = 64 << 10;
 /// The most bytes of samples kept for one kind: a kind is trained once it has [`TRAIN_SAMPLES`]
 /// samples or this many bytes of them (a hundred times the dictionary's size is what zstd asks).
 pub const MAX_SAMPLES_BYTES: usize = 4 << 20;
+
+/// The most bytes of samples kept for every kind together, those being trained included: a
+/// document that would pass it is not kept (a kind that never has enough documents keeps its
+/// samples for the life of the process).
+pub const MAX_ALL_SAMPLES_BYTES: usize = 32 << 20;
 
 /// The size of a trained dictionary, in bytes.
 const DICTIONARY_BYTES: usize = 32 << 10;
@@ -159,23 +173,59 @@ pub struct Dictionaries {
     /// The samples of the kinds without a dictionary, as the sources encode their documents:
     /// the store's own dictionaries only ([`Dictionaries::sampling`]); a copy made elsewhere
     /// (`Dictionaries::default()`) compresses documents alone until it is given one.
-    samples: Option<Arc<Mutex<HashMap<KindId, Samples>>>>,
+    samples: Option<Arc<Sampling>>,
 }
 
-/// One kind's samples ([`Dictionaries::encode`]).
+/// The samples of a store's dictionaries ([`Dictionaries::encode`]).
+struct Sampling {
+    /// Per kind code: whether no more samples of it are kept (taken to train, or the kind has a
+    /// dictionary): read without the lock for every document encoded.
+    done: Vec<AtomicBool>,
+    state: Mutex<SamplingState>,
+}
+
+#[derive(Default)]
+struct SamplingState {
+    kinds: HashMap<KindId, Samples>,
+    /// Bytes of every sample kept or being trained from (at most [`MAX_ALL_SAMPLES_BYTES`]).
+    bytes: usize,
+    /// The threads training a dictionary ([`Dictionaries::wait_for_training`]).
+    training: Vec<std::thread::JoinHandle<()>>,
+}
+
+/// One kind's samples.
 #[derive(Default)]
 struct Samples {
     documents: Vec<Vec<u8>>,
     bytes: usize,
-    /// Whether they have been taken to train (or trained nothing): no more are kept.
-    taken: bool,
 }
 
 impl Dictionaries {
     /// Dictionaries that train a kind's from the first documents encoded with them: the
     /// store's own.
     pub(crate) fn sampling() -> Dictionaries {
-        Dictionaries { samples: Some(Arc::default()), ..Dictionaries::default() }
+        let done = (0..=u8::MAX).map(|_| AtomicBool::new(false)).collect();
+        Dictionaries { samples: Some(Arc::new(Sampling { done, state: Mutex::default() })), ..Dictionaries::default() }
+    }
+
+    /// Blocks until every dictionary being trained from samples ([`Dictionaries::encode`]) is
+    /// trained (or failed to): a barrier for tests and benches.
+    pub fn wait_for_training(&self) {
+        let Some(sampling) = &self.samples else { return };
+        let threads = std::mem::take(&mut sampling.state.lock().unwrap_or_else(|e| e.into_inner()).training);
+        for thread in threads {
+            let _ = thread.join();
+        }
+    }
+
+    /// Keeps no more samples of `kind`, and drops those kept: it has a dictionary.
+    fn stop_sampling(&self, kind: KindId) {
+        let Some(sampling) = &self.samples else { return };
+        sampling.done[usize::from(kind.code())].store(true, Ordering::Release);
+        let mut state = sampling.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(dropped) = state.kinds.remove(&kind) {
+            state.bytes -= dropped.bytes;
+        }
     }
 
     fn get(&self, kind: KindId) -> Option<Arc<Dictionary>> {
@@ -200,6 +250,7 @@ impl Dictionaries {
     pub(crate) fn insert(&self, kind: KindId, id: u32, bytes: Vec<u8>) -> Result<(), StorageError> {
         let d = Self::prepare(kind, id, bytes, true)?;
         self.trained.write().unwrap_or_else(|e| e.into_inner()).insert(kind, d);
+        self.stop_sampling(kind);
         Ok(())
     }
 
@@ -211,13 +262,15 @@ impl Dictionaries {
     /// [`StorageError::Corrupt`] when zstd cannot prepare it.
     pub(crate) fn insert_trained(&self, kind: KindId, bytes: Vec<u8>) -> Result<bool, StorageError> {
         let d = Self::prepare(kind, 1, bytes, false)?;
-        match self.trained.write().unwrap_or_else(|e| e.into_inner()).entry(kind) {
-            std::collections::hash_map::Entry::Occupied(_) => Ok(false),
+        let added = match self.trained.write().unwrap_or_else(|e| e.into_inner()).entry(kind) {
+            std::collections::hash_map::Entry::Occupied(_) => false,
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(d);
-                Ok(true)
+                true
             }
-        }
+        };
+        self.stop_sampling(kind);
+        Ok(added)
     }
 
     /// Writes to `document_dictionaries` of `txn` every dictionary not stored yet; returns
@@ -296,52 +349,78 @@ impl Dictionaries {
     /// kind's dictionary when it has one.
     ///
     /// The store's own dictionaries ([`crate::Store::dictionaries`]) keep a copy of the first
-    /// [`TRAIN_SAMPLES`] documents of a kind without a dictionary (at most [`MAX_SAMPLES_BYTES`],
-    /// none above [`MAX_SAMPLE_BYTES`]); the call that completes them trains the kind's
-    /// dictionary on its thread (tens of milliseconds, once per kind and store) and compresses
-    /// with it. A kind whose samples train none is logged and compressed alone from then on.
+    /// [`TRAIN_SAMPLES`] documents of a kind without a dictionary that they encode (at most
+    /// [`MAX_SAMPLES_BYTES`] of a kind and [`MAX_ALL_SAMPLES_BYTES`] in all, none above
+    /// [`MAX_SAMPLE_BYTES`]); the call that completes a kind's starts a thread that trains its
+    /// dictionary from them (30 ms for 1,000 small documents, up to 0.4 s for 4 MiB), once per
+    /// kind and process: the caller, a source's thread, does not wait. Documents encoded
+    /// meanwhile are compressed alone (the writer compresses them again with the dictionary,
+    /// [`Dictionaries::with_dictionary`]). Samples that train none are logged; the kind's
+    /// documents are then compressed alone unless the store trains one from those it holds
+    /// ([`crate::Store::train_dictionaries`]).
     pub fn encode(&self, kind: KindId, doc: &Value) -> Vec<u8> {
         self.encode_json(kind, &document_json(doc))
     }
 
     /// [`Dictionaries::encode`] of a document whose JSON as kept ([`document_json`]) is `json`.
     pub fn encode_json(&self, kind: KindId, json: &[u8]) -> Vec<u8> {
-        if self.samples.is_some() && !self.has(kind) {
-            self.sample(kind, json);
+        match self.get(kind) {
+            Some(d) => compress_with(&d, json),
+            None => {
+                self.sample(kind, json);
+                compress(json)
+            }
         }
-        self.compress(kind, json)
     }
 
-    /// Keeps `json` as a sample of `kind`, and trains the kind's dictionary when it completes
-    /// them ([`Dictionaries::encode`]).
+    /// Keeps `json` as a sample of `kind`, and starts training the kind's dictionary when it
+    /// completes them ([`Dictionaries::encode`]).
     fn sample(&self, kind: KindId, json: &[u8]) {
-        let Some(samples) = &self.samples else { return };
-        let due = {
-            let mut all = samples.lock().unwrap_or_else(|e| e.into_inner());
-            let s = all.entry(kind).or_default();
-            if s.taken || json.len() > MAX_SAMPLE_BYTES {
-                return;
+        let Some(sampling) = &self.samples else { return };
+        let done = &sampling.done[usize::from(kind.code())];
+        if done.load(Ordering::Acquire) || json.len() > MAX_SAMPLE_BYTES {
+            return;
+        }
+        let copy = json.to_vec();
+        let mut state = sampling.state.lock().unwrap_or_else(|e| e.into_inner());
+        if done.load(Ordering::Acquire) || state.bytes + copy.len() > MAX_ALL_SAMPLES_BYTES {
+            return;
+        }
+        state.bytes += copy.len();
+        let s = state.kinds.entry(kind).or_default();
+        s.bytes += copy.len();
+        s.documents.push(copy);
+        if s.documents.len() < TRAIN_SAMPLES && s.bytes < MAX_SAMPLES_BYTES {
+            return;
+        }
+        done.store(true, Ordering::Release);
+        let Some(due) = state.kinds.remove(&kind) else { return };
+        let this = self.clone();
+        let spawned = std::thread::Builder::new().name("cp-dictionary-training".into()).spawn(move || this.train(kind, due));
+        match spawned {
+            Ok(thread) => state.training.push(thread),
+            Err(e) => {
+                tracing::warn!(kind = kind.name(), error = %e, "no thread to train a document dictionary; its documents are compressed alone")
             }
-            s.documents.push(json.to_vec());
-            s.bytes += json.len();
-            if s.documents.len() < TRAIN_SAMPLES && s.bytes < MAX_SAMPLES_BYTES {
-                return;
-            }
-            s.taken = true;
-            s.bytes = 0;
-            std::mem::take(&mut s.documents)
-        };
-        let trained = zstd::dict::from_samples(&due, DICTIONARY_BYTES)
+        }
+    }
+
+    /// Trains `kind`'s dictionary from `samples` and makes it the kind's, unless it has one.
+    fn train(&self, kind: KindId, samples: Samples) {
+        let trained = zstd::dict::from_samples(&samples.documents, DICTIONARY_BYTES)
             .map_err(|e| e.to_string())
             .and_then(|bytes| self.insert_trained(kind, bytes).map_err(|e| e.to_string()));
         match trained {
             Ok(true) => tracing::info!(
                 kind = kind.name(),
-                samples = due.len(),
+                samples = samples.documents.len(),
                 "document dictionary trained from the first documents read: the kind's documents are stored smaller"
             ),
             Ok(false) => {}
             Err(e) => tracing::warn!(kind = kind.name(), error = %e, "no document dictionary trained; its documents are compressed alone"),
+        }
+        if let Some(sampling) = &self.samples {
+            sampling.state.lock().unwrap_or_else(|e| e.into_inner()).bytes -= samples.bytes;
         }
     }
 
@@ -366,11 +445,10 @@ impl Dictionaries {
 
     /// `json` (a document's JSON text) compressed with `kind`'s dictionary when it has one.
     fn compress(&self, kind: KindId, json: &[u8]) -> Vec<u8> {
-        let Some(d) = self.get(kind) else { return compress(json) };
-        let mut out = Vec::new();
-        out.push(WITH_DICTIONARY);
-        out.extend_from_slice(&d.id.to_le_bytes());
-        compress_frame(json, Some(d.encoder.as_cdict()), out).unwrap_or_else(|_| compress(json))
+        match self.get(kind) {
+            Some(d) => compress_with(&d, json),
+            None => compress(json),
+        }
     }
 
     /// The JSON text of a stored document of `kind`.
@@ -524,11 +602,15 @@ impl crate::Store {
     }
 
     /// Trains the dictionary of each kind that has none and of which the store holds at least
-    /// [`TRAIN_AFTER`] documents (from its first documents in key order), stores it, and makes
-    /// it the one later documents of the kind are compressed with; returns the kinds trained.
-    /// Meant for a thread of its own (training takes a fraction of a second per kind); each
-    /// dictionary is stored in a commit of its own. A kind whose documents do not train a
-    /// dictionary is logged and added to `given_up`, which later calls skip.
+    /// [`TRAIN_AFTER`] documents (from its first documents in key order, bounded as the
+    /// sources' samples are), makes it the one later documents of the kind are compressed with,
+    /// unless the sources trained one meanwhile, and commits it (with any other not stored
+    /// yet); returns the kinds trained. The kinds the sources have not trained one for: a store
+    /// written by a build before dictionaries, or whose process never read enough documents of
+    /// the kind (a restart whose checkpoints skip unchanged files, documents above
+    /// [`MAX_SAMPLE_BYTES`]). Meant for a thread of its own (training takes a fraction of a
+    /// second per kind). A kind whose documents do not train a dictionary is logged and added
+    /// to `given_up`, which later calls skip.
     ///
     /// # Errors
     /// [`StorageError`] on redb failures.
@@ -549,11 +631,19 @@ impl crate::Store {
                 if (docs.range(&start[..]..&end[..])?.take(TRAIN_AFTER as usize).count() as u64) < TRAIN_AFTER {
                     continue;
                 }
-                let mut samples = Vec::with_capacity(TRAIN_SAMPLES);
+                let (mut samples, mut bytes) = (Vec::with_capacity(TRAIN_SAMPLES), 0);
                 for item in docs.range(&start[..]..&end[..])?.take(TRAIN_SAMPLES) {
                     let (_, v) = item?;
-                    if let Ok(json) = self.dictionaries.decode(kind, v.value()) {
-                        samples.push(json);
+                    // Bounded as the sources' samples are.
+                    match self.dictionaries.decode(kind, v.value()) {
+                        Ok(json) if json.len() <= MAX_SAMPLE_BYTES => {
+                            bytes += json.len();
+                            samples.push(json);
+                        }
+                        _ => {}
+                    }
+                    if bytes >= MAX_SAMPLES_BYTES {
+                        break;
                     }
                 }
                 samples
@@ -843,20 +933,26 @@ pub(crate) mod tests {
             .unwrap();
     }
 
-    /// The store's dictionaries train a kind's from the first documents encoded with them, at
-    /// the one that completes the samples; every later document is compressed with it. The
-    /// dictionary is stored by the next commit, not before, and read back at the next open;
-    /// every document reads back as its JSON.
+    /// The store's dictionaries train a kind's from the first documents encoded with them,
+    /// started by the one that completes the samples; every later document is compressed with
+    /// it. The dictionary is stored by the next commit, not before, and read back at the next
+    /// open; every document reads back as its JSON.
     #[test]
     fn the_first_documents_encoded_train_their_kinds_dictionary_committed_with_them() {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::Store::open(dir.path()).unwrap();
         write_zones(&store, 0, TRAIN_SAMPLES as u64 - 1);
+        store.dictionaries().wait_for_training();
         assert!(!store.dictionaries().has(KindId::Zone), "one sample short");
         let doc = serde_json::json!({"apiVersion": "admin.cp.ei.telekom.de/v1", "kind": "Zone", "metadata": {"name": "last"}});
-        let last = store.dictionaries().encode(KindId::Zone, &doc);
-        assert!(store.dictionaries().has(KindId::Zone), "trained by the encode that completes the samples");
-        assert_eq!(dictionary_of(&last), Some(1), "the document completing them is compressed with it");
+        assert_eq!(
+            dictionary_of(&store.dictionaries().encode(KindId::Zone, &doc)),
+            None,
+            "compressed alone: its encode starts the training"
+        );
+        store.dictionaries().wait_for_training();
+        assert!(store.dictionaries().has(KindId::Zone), "trained from the samples");
+        assert_eq!(dictionary_of(&store.dictionaries().encode(KindId::Zone, &doc)), Some(1), "the next is compressed with it");
         assert_eq!(stored_dictionary(&store, KindId::Zone), None, "not stored before a commit");
         // A batch that fails stores nothing; the next commit stores the dictionary.
         let failed = store.write(schema::Timestamp(5), |_| Err::<(), _>(StorageError::Corrupt("test".into())));
@@ -887,19 +983,45 @@ pub(crate) mod tests {
         let doc = |i: usize, pad: usize| serde_json::json!({"kind": "Zone", "metadata": {"name": format!("zone-{i:05}")}, "spec": {"pad": format!("{i:05}-{}", "ab".repeat(pad / 2))}});
         let alone = Dictionaries::default();
         (0..TRAIN_SAMPLES).for_each(|i| drop(alone.encode(KindId::Zone, &doc(i, 10))));
+        alone.wait_for_training();
         assert!(!alone.has(KindId::Zone));
 
         let sampling = Dictionaries::sampling();
         (0..=TRAIN_SAMPLES).for_each(|i| drop(sampling.encode(KindId::Zone, &doc(i, MAX_SAMPLE_BYTES))));
+        sampling.wait_for_training();
         assert!(!sampling.has(KindId::Zone), "documents too large to sample");
+        assert_eq!(sampling.samples.as_ref().unwrap().state.lock().unwrap().bytes, 0);
 
         let pad = 8 << 10;
         let enough = MAX_SAMPLES_BYTES.div_ceil(document_json(&doc(0, pad)).len());
         assert!(enough < TRAIN_SAMPLES);
         (0..enough - 1).for_each(|i| drop(sampling.encode(KindId::Team, &doc(i, pad))));
+        sampling.wait_for_training();
         assert!(!sampling.has(KindId::Team));
         drop(sampling.encode(KindId::Team, &doc(enough, pad)));
+        sampling.wait_for_training();
         assert!(sampling.has(KindId::Team), "trained at {enough} samples of {pad} bytes");
+        assert_eq!(sampling.samples.as_ref().unwrap().state.lock().unwrap().bytes, 0, "freed once trained");
+    }
+
+    /// The samples of all kinds together stay within [`MAX_ALL_SAMPLES_BYTES`]: kinds that
+    /// never complete theirs (each just below [`MAX_SAMPLES_BYTES`]) leave later kinds
+    /// unsampled, never more memory.
+    #[test]
+    fn samples_of_every_kind_together_are_bounded() {
+        let sampling = Dictionaries::sampling();
+        let doc = |i: usize| serde_json::json!({"spec": {"pad": format!("{i:05}-{}", "x".repeat(60 << 10))}});
+        let size = document_json(&doc(0)).len();
+        let per_kind = (MAX_SAMPLES_BYTES - 1) / size;
+        for &kind in &KindId::ALL[..10] {
+            (0..per_kind).for_each(|i| drop(sampling.encode(kind, &doc(i))));
+        }
+        sampling.wait_for_training();
+        let state = sampling.samples.as_ref().unwrap().state.lock().unwrap();
+        assert!(state.bytes <= MAX_ALL_SAMPLES_BYTES && state.bytes + size > MAX_ALL_SAMPLES_BYTES, "{} bytes kept", state.bytes);
+        assert_eq!(state.bytes, state.kinds.values().map(|s| s.bytes).sum::<usize>());
+        assert!(state.kinds.get(&KindId::ALL[9]).is_none_or(|s| s.documents.len() < per_kind), "the last kind is not sampled in full");
+        assert!(KindId::ALL[..10].iter().all(|k| !sampling.has(*k)), "no kind completed its samples");
     }
 
     /// Degenerate samples (empty objects) are taken once: whether zstd trains a dictionary
@@ -913,14 +1035,57 @@ pub(crate) mod tests {
             let stored = sampling.encode(KindId::Zone, &tiny);
             assert_eq!(sampling.decode(KindId::Zone, &stored).unwrap(), b"{}");
         }
-        let samples = sampling.samples.as_ref().unwrap().lock().unwrap();
-        assert!(samples[&KindId::Zone].taken && samples[&KindId::Zone].documents.is_empty(), "no samples kept after");
-        drop(samples);
+        sampling.wait_for_training();
+        let samples = sampling.samples.as_ref().unwrap();
+        assert!(samples.done[usize::from(KindId::Zone.code())].load(Ordering::Acquire));
+        let state = samples.state.lock().unwrap();
+        assert!(state.kinds.is_empty() && state.bytes == 0, "no samples kept after");
+        drop(state);
 
         let dir = tempfile::tempdir().unwrap();
         let store = store_with_dictionary(dir.path());
         let trained = store.dictionaries().all()[0].2.clone();
         assert!(!store.dictionaries().insert_trained(KindId::Zone, trained.clone()).unwrap(), "the kind has one");
+    }
+
+    /// Whichever transaction commits first after a dictionary is trained from the sources'
+    /// documents stores it: here the recompression pass's.
+    #[test]
+    fn a_recompression_pass_stores_a_dictionary_not_stored_yet() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::open(dir.path()).unwrap();
+        let dictionaries = store.dictionaries();
+        (0..TRAIN_SAMPLES as u64).for_each(|i| {
+            let doc = serde_json::json!({"kind": "Zone", "metadata": {"name": zone_name(i), "namespace": "poc"}});
+            drop(dictionaries.encode(KindId::Zone, &doc));
+        });
+        dictionaries.wait_for_training();
+        assert!(dictionaries.has(KindId::Zone) && stored_dictionary(&store, KindId::Zone).is_none());
+        assert_eq!(store.recompress_documents(KindId::Zone, None).unwrap(), None);
+        assert!(stored_dictionary(&store, KindId::Zone).is_some());
+        drop((store, dictionaries));
+        assert!(crate::Store::open(dir.path()).unwrap().dictionaries().has(KindId::Zone), "read back");
+    }
+
+    /// [`keeps_whole`] says exactly when the document kept is the whole compact JSON.
+    #[test]
+    fn keeps_whole_is_exactly_when_nothing_is_left_out() {
+        let cases = [
+            serde_json::json!({"metadata": {"name": "a"}, "spec": {"metadata": {"managedFields": []}}}),
+            serde_json::json!({"metadata": {"name": "a", "managedFields": [{"manager": "m"}]}}),
+            serde_json::json!({"metadata": {"managedFields": null}}),
+            serde_json::json!({"metadata": {"annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}}}),
+            serde_json::json!({"metadata": {"annotations": {"other": "x"}}}),
+            serde_json::json!({"metadata": {"annotations": "not a map"}}),
+            serde_json::json!({"metadata": "not a map"}),
+            serde_json::json!([{"metadata": {"managedFields": []}}]),
+            serde_json::json!("scalar"),
+        ];
+        let whole: Vec<bool> = cases.iter().map(keeps_whole).collect();
+        assert_eq!(whole, [true, false, false, false, true, true, true, true, true]);
+        for (doc, whole) in cases.iter().zip(whole) {
+            assert_eq!(document_json(doc) == serde_json::to_vec(doc).unwrap(), whole, "{doc}");
+        }
     }
 
     /// A document naming a dictionary its kind lacks (or another id) is an error, never a

@@ -837,7 +837,7 @@ impl Store {
             restored
         });
         let besides = restored?;
-        for s in &sections {
+        for s in &snap.body.sections {
             if let Some((id, bytes)) = &s.dictionary {
                 self.dictionaries.insert(s.kind, *id, bytes.clone())?;
             }
@@ -895,7 +895,7 @@ impl Store {
             let log = logging.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             let (derived, log) = (derived??, log?);
             written?;
-            write_derived(&txn, &derived, snap, sections)?;
+            write_derived(&txn, &derived, snap)?;
             drop(derived);
             tracing::debug!(seconds = started.elapsed().as_secs_f64(), "restore: index entries and counters written");
             crate::history::restore(&txn, &snap.body.history, log, snap.body.history_state, snap.header.revision)?;
@@ -944,9 +944,9 @@ fn write_back_early(path: &std::path::Path, stop: std::sync::mpsc::Receiver<()>)
     }
 }
 
-/// Writes the index entries, ordering index and counters `derived` of the records of
-/// `sections`, then what a restored store knows besides ([`write_restored_meta`]).
-fn write_derived(txn: &redb::WriteTransaction, derived: &Derived, snap: &Snapshot, sections: &[&Section]) -> Result<(), SnapshotError> {
+/// Writes the index entries, ordering index and counters `derived` of the restored records,
+/// then what a restored store knows besides ([`write_restored_meta`]).
+fn write_derived(txn: &redb::WriteTransaction, derived: &Derived, snap: &Snapshot) -> Result<(), SnapshotError> {
     let mut order = txn.open_table(tables::ORDER).map_err(StorageError::from)?;
     append(&mut order, "ordering index", derived.order.iter().map(|k| (k.as_slice(), ())))?;
     let mut index_entries = txn.open_table(tables::INDEX_ENTRIES).map_err(StorageError::from)?;
@@ -954,13 +954,14 @@ fn write_derived(txn: &redb::WriteTransaction, derived: &Derived, snap: &Snapsho
     let mut ct = txn.open_table(tables::COUNTS).map_err(StorageError::from)?;
     append(&mut ct, "counters", derived.counts.iter().map(|(k, n)| (k.as_slice(), *n)))?;
     drop((order, index_entries, ct));
-    write_restored_meta(txn, snap, sections)
+    write_restored_meta(txn, snap)
 }
 
 /// Writes what a restored store knows besides its records and entries: no order built beyond
 /// the natural-key ones, the snapshot's revision and last commit, whether its documents are
-/// complete, the sections' document dictionaries and the sync state.
-fn write_restored_meta(txn: &redb::WriteTransaction, snap: &Snapshot, sections: &[&Section]) -> Result<(), SnapshotError> {
+/// complete, the document dictionaries of every section (those of a kind the source brings
+/// again too: its revisions in the change log are compressed with it) and the sync state.
+fn write_restored_meta(txn: &redb::WriteTransaction, snap: &Snapshot) -> Result<(), SnapshotError> {
     // The entries derived are those of the natural-key orders alone.
     txn.open_table(tables::BUILT).map_err(StorageError::from)?.retain(|_, _| false).map_err(StorageError::from)?;
     txn.open_table(tables::BUILDING).map_err(StorageError::from)?.retain(|_, _| false).map_err(StorageError::from)?;
@@ -975,7 +976,7 @@ fn write_restored_meta(txn: &redb::WriteTransaction, snap: &Snapshot, sections: 
         false => meta.remove(crate::documents::COMPLETE).map_err(StorageError::from)?,
     };
     let mut dictionaries = txn.open_table(crate::documents::DICTIONARIES).map_err(StorageError::from)?;
-    for s in sections {
+    for s in &snap.body.sections {
         if let Some((id, bytes)) = &s.dictionary {
             dictionaries.insert(s.kind.code(), encode(&(*id, bytes)).as_slice()).map_err(StorageError::from)?;
         }
@@ -1724,6 +1725,29 @@ mod tests {
         assert_eq!(done.try_recv(), Ok(()));
         let (_stop, stopped) = std::sync::mpsc::channel::<()>();
         write_back_early(&dir.path().join("missing"), stopped); // returns at once
+    }
+
+    /// A kind the source brings back (its records of an unknown derivation version) keeps its
+    /// dictionary: its revisions in the change log are compressed with it, and the kind's
+    /// documents are compressed with it again, never with one trained anew under its id.
+    #[test]
+    fn a_restore_keeps_the_dictionary_of_a_kind_the_source_brings_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::documents::tests::store_with_dictionary(dir.path());
+        let mut bytes = Vec::new();
+        export(&store.read().unwrap(), Timestamp(9), &mut bytes).unwrap();
+        let dictionary = store.dictionaries().all()[0].2.clone();
+        let unknown = downgrade_for_tests(&bytes, KindId::Zone, crate::versions::UNKNOWN_VERSION, <[u8]>::to_vec);
+        let snap = decode_file(&unknown).unwrap();
+        assert_eq!(snap.header.rederived_kinds(), vec![KindId::Zone]);
+        let target = tempfile::tempdir().unwrap();
+        let restored = crate::Store::open(target.path()).unwrap();
+        restored.restore(&snap).unwrap();
+        assert_eq!(restored.read().unwrap().count(KindId::Zone, &schema::Scope::All).unwrap(), 0, "left for the source");
+        assert_eq!(restored.dictionaries().all(), vec![(KindId::Zone, 1, dictionary.clone())]);
+        drop(restored);
+        let reopened = crate::Store::open(target.path()).unwrap();
+        assert_eq!(reopened.dictionaries().all(), vec![(KindId::Zone, 1, dictionary)], "stored");
     }
 
     #[test]

@@ -476,7 +476,7 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
             let _ = writer.send(WriterMessage::Fault(e.to_string()));
             return true;
         }
-        Err(e) => tracing::warn!(error = %e, "training document dictionaries failed; documents are compressed alone meanwhile"),
+        Err(e) => tracing::warn!(error = %e, "training document dictionaries failed; tried again after the next commit"),
     }
     for kind in store.dictionaries().kinds() {
         if done.recompressed.contains(&kind) {
@@ -817,7 +817,9 @@ impl WriterThread {
         let stop = Arc::new(AtomicBool::new(false));
         let queue = Arc::new(Queue::default());
         let rederiving = !store.rederiving().is_empty();
-        let handlers = crate::projector::handlers::Handlers::new(&settings.features).with_dictionaries(store.dictionaries());
+        // Used to translate stored documents again (`Handlers::rederive`), which keeps no
+        // document: not the store's dictionaries, which would take them as samples.
+        let handlers = crate::projector::handlers::Handlers::new(&settings.features);
         let (train, trainer) = spawn_trainer(store.clone(), tx.clone())?;
         let filling_documents = store.filling_documents();
         if settings.prebuild_orders {
