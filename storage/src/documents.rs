@@ -151,6 +151,17 @@ pub(crate) fn dictionary_of(stored: &[u8]) -> Option<u32> {
     }
 }
 
+/// The length of the JSON of the stored document `stored`, as its frame states it (`None`: a
+/// frame that does not).
+fn json_len(stored: &[u8]) -> Option<u64> {
+    let frame = match stored {
+        [WITH_DICTIONARY, _, _, _, _, frame @ ..] => frame,
+        [b'{', ..] => return Some(stored.len() as u64),
+        frame => frame,
+    };
+    zstd::zstd_safe::get_frame_content_size(frame).ok().flatten()
+}
+
 /// `document_dictionaries`: per kind, its dictionary's id and bytes.
 pub const DICTIONARIES: TableDefinition<u8, &[u8]> = TableDefinition::new("document_dictionaries");
 
@@ -634,7 +645,11 @@ impl crate::Store {
                 let (mut samples, mut bytes) = (Vec::with_capacity(TRAIN_SAMPLES), 0);
                 for item in docs.range(&start[..]..&end[..])?.take(TRAIN_SAMPLES) {
                     let (_, v) = item?;
-                    // Bounded as the sources' samples are.
+                    // Bounded as the sources' samples are; a document stated larger is not
+                    // decompressed.
+                    if json_len(v.value()).is_none_or(|n| n > MAX_SAMPLE_BYTES as u64) {
+                        continue;
+                    }
                     match self.dictionaries.decode(kind, v.value()) {
                         Ok(json) if json.len() <= MAX_SAMPLE_BYTES => {
                             bytes += json.len();
@@ -1065,6 +1080,44 @@ pub(crate) mod tests {
         assert!(stored_dictionary(&store, KindId::Zone).is_some());
         drop((store, dictionaries));
         assert!(crate::Store::open(dir.path()).unwrap().dictionaries().has(KindId::Zone), "read back");
+    }
+
+    /// The store's own training is bounded as the sources' samples are: documents above
+    /// [`MAX_SAMPLE_BYTES`] are not decompressed for it, so a kind of only such documents
+    /// trains none (and is given up), whatever their number.
+    #[test]
+    fn the_stores_training_skips_documents_too_large_to_sample() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::Store::open(dir.path()).unwrap();
+        let big =
+            |i: u64| serde_json::json!({"kind": "Zone", "metadata": {"name": zone_name(i)}, "spec": {"pad": "y".repeat(MAX_SAMPLE_BYTES)}});
+        let stored = encode(&big(0));
+        assert_eq!(json_len(&stored), Some(document_json(&big(0)).len() as u64));
+        assert_eq!(json_len(b"{\"a\":1}"), Some(7));
+        assert_eq!(json_len(b"garbage"), None);
+        let at = schema::Timestamp(5);
+        store
+            .write(at, |b| {
+                for i in 0..TRAIN_AFTER {
+                    crate::test_support::zone_compressed(b, &zone_name(i), "1", at, &Dictionaries::default());
+                }
+                Ok(())
+            })
+            .unwrap();
+        // Replace every stored document by a large one, compressed alone.
+        use redb::ReadableTable;
+        let txn = store.database().unwrap().begin_write().unwrap();
+        {
+            let mut docs = txn.open_table(DOCUMENTS).unwrap();
+            let keys: Vec<Vec<u8>> = docs.iter().unwrap().map(|i| i.unwrap().0.value().to_vec()).collect();
+            for (i, k) in keys.iter().enumerate() {
+                docs.insert(k.as_slice(), encode(&big(i as u64)).as_slice()).unwrap();
+            }
+        }
+        txn.commit().unwrap();
+        let mut given_up = Default::default();
+        assert_eq!(store.train_dictionaries(&mut given_up).unwrap(), Vec::<KindId>::new());
+        assert!(given_up.contains(&KindId::Zone) && !store.dictionaries().has(KindId::Zone));
     }
 
     /// [`keeps_whole`] says exactly when the document kept is the whole compact JSON.

@@ -94,8 +94,13 @@ const TRAILER: usize = 32;
 /// End marker + its offset + the SHA-256 trailer.
 const TAIL: usize = 8 + 8 + TRAILER;
 const ZSTD_LEVEL: i32 = 3;
-/// Upper bound of one frame (a record is a few KiB; this only guards against garbage lengths).
+/// Upper bound of one frame, in bytes (a record is a few KiB; this guards against garbage
+/// lengths, and bounds `source.maxDocumentBytes`: [`MAX_SOURCE_DOCUMENT_BYTES`]).
 const MAX_FRAME: usize = 64 << 20;
+/// The largest `source.maxDocumentBytes` a configuration may set: half a snapshot's largest
+/// frame, so that every document and record stored (about the size of its source document at
+/// most) is exported in a frame a restore reads.
+pub const MAX_SOURCE_DOCUMENT_BYTES: usize = MAX_FRAME / 2;
 /// Upper bound of the decompressed body, as a multiple of the compressed body's size: exports
 /// compress about 9 : 1 (145 MB for 1.3 GB of frames at 1M objects), and zstd can reach
 /// 1000s : 1 on crafted input, which a header's counts alone (the file's own claim) do not bound.

@@ -417,8 +417,8 @@ pub const SETTINGS: &[Setting] = &[
         "CP_SOURCE_MAX_DOCUMENT_BYTES",
         "BYTES",
         "1572864",
-        "Largest manifest document or Kubernetes object projected, in bytes (at least 1024); a larger one is skipped with its reason and what is stored of it is kept.",
-        |d, v| set(&mut d.config.max_document_bytes, parse_at_least(one(v)?, 1024)),
+        "Largest manifest document or Kubernetes object projected, in bytes (from 1024 to 33554432, what a snapshot can carry); a larger one is skipped with its reason and what is stored of it is kept.",
+        |d, v| set(&mut d.config.max_document_bytes, parse_between(one(v)?, 1024, storage::snapshot::MAX_SOURCE_DOCUMENT_BYTES)),
     ),
     Setting::file(
         "source.maxFileBytes",
