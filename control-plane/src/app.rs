@@ -391,8 +391,13 @@ fn check_before_open(config: &Config) -> anyhow::Result<()> {
 /// the store's compression dictionaries; kinds switched off by a feature flag are logged as not
 /// projected.
 fn handlers_of(config: &Config, store: &Store) -> Arc<Handlers> {
-    let handlers =
-        Handlers::new(&config.features).with_max_document_bytes(config.max_document_bytes).with_dictionaries(store.dictionaries());
+    let dictionaries = match &config.source {
+        // Trained by the scan's thread that reads the last sample: the scan's other threads go on.
+        SourceConfig::Manifests(_) => store.dictionaries(),
+        // The kube source encodes on the async runtime's threads, which must not wait.
+        SourceConfig::Kube(_) => store.dictionaries().training_in_background(),
+    };
+    let handlers = Handlers::new(&config.features).with_max_document_bytes(config.max_document_bytes).with_dictionaries(dictionaries);
     for (kind, enabled) in handlers.kinds() {
         if !enabled {
             tracing::info!(kind = kind.name(), "kind switched off by a feature flag: not projected");

@@ -10,7 +10,7 @@
 //! **Dictionaries** (table `document_dictionaries`: `kind u8` → postcard `(id, bytes)`). Documents
 //! of one kind share their structure, which a small document compresses badly alone: a
 //! dictionary is trained from the first [`TRAIN_SAMPLES`] documents of a kind the sources encode
-//! with the store's dictionaries (on a thread started as the last of them is encoded:
+//! with the store's dictionaries (by the encode of the last of them, or on a thread it starts:
 //! [`Dictionaries::encode`]), and every later document of the kind is compressed with it (about
 //! four times smaller). The dictionary is stored by the first commit that follows, the one of
 //! the first document compressed with it at the latest ([`crate::Store::write`]). A store that
@@ -185,6 +185,9 @@ pub struct Dictionaries {
     /// the store's own dictionaries only ([`Dictionaries::sampling`]); a copy made elsewhere
     /// (`Dictionaries::default()`) compresses documents alone until it is given one.
     samples: Option<Arc<Sampling>>,
+    /// Whether a dictionary is trained on a thread of its own rather than by the encode that
+    /// completes its samples ([`Dictionaries::training_in_background`]).
+    background: bool,
 }
 
 /// The samples of a store's dictionaries ([`Dictionaries::encode`]).
@@ -217,6 +220,14 @@ impl Dictionaries {
     pub(crate) fn sampling() -> Dictionaries {
         let done = (0..=u8::MAX).map(|_| AtomicBool::new(false)).collect();
         Dictionaries { samples: Some(Arc::new(Sampling { done, state: Mutex::default() })), ..Dictionaries::default() }
+    }
+
+    /// These dictionaries, training a kind's on a thread of its own: for callers that must not
+    /// wait for a training (the kube source encodes on the async runtime's threads). Documents
+    /// encoded meanwhile are compressed alone.
+    pub fn training_in_background(mut self) -> Dictionaries {
+        self.background = true;
+        self
     }
 
     /// Blocks until every dictionary being trained from samples ([`Dictionaries::encode`]) is
@@ -362,30 +373,28 @@ impl Dictionaries {
     /// The store's own dictionaries ([`crate::Store::dictionaries`]) keep a copy of the first
     /// [`TRAIN_SAMPLES`] documents of a kind without a dictionary that they encode (at most
     /// [`MAX_SAMPLES_BYTES`] of a kind and [`MAX_ALL_SAMPLES_BYTES`] in all, none above
-    /// [`MAX_SAMPLE_BYTES`]); the call that completes a kind's starts a thread that trains its
-    /// dictionary from them (30 ms for 1,000 small documents, up to 0.4 s for 4 MiB), once per
-    /// kind and process: the caller, a source's thread, does not wait. Documents encoded
-    /// meanwhile are compressed alone (the writer compresses them again with the dictionary,
-    /// [`Dictionaries::with_dictionary`]). Samples that train none are logged; the kind's
-    /// documents are then compressed alone unless the store trains one from those it holds
-    /// ([`crate::Store::train_dictionaries`]).
+    /// [`MAX_SAMPLE_BYTES`]); the call that completes a kind's trains its dictionary from them
+    /// (30 ms for 1,000 small documents, up to 0.4 s for 4 MiB), once per kind and process,
+    /// and compresses with it; with [`Dictionaries::training_in_background`], a thread started
+    /// then trains it, and documents encoded meanwhile are compressed alone (the writer
+    /// compresses them again with the dictionary, [`Dictionaries::with_dictionary`]). Samples
+    /// that train none are logged; the kind's documents are then compressed alone unless the
+    /// store trains one from those it holds ([`crate::Store::train_dictionaries`]).
     pub fn encode(&self, kind: KindId, doc: &Value) -> Vec<u8> {
         self.encode_json(kind, &document_json(doc))
     }
 
     /// [`Dictionaries::encode`] of a document whose JSON as kept ([`document_json`]) is `json`.
     pub fn encode_json(&self, kind: KindId, json: &[u8]) -> Vec<u8> {
-        match self.get(kind) {
-            Some(d) => compress_with(&d, json),
-            None => {
-                self.sample(kind, json);
-                compress(json)
-            }
+        if let Some(d) = self.get(kind) {
+            return compress_with(&d, json);
         }
+        self.sample(kind, json);
+        self.compress(kind, json)
     }
 
-    /// Keeps `json` as a sample of `kind`, and starts training the kind's dictionary when it
-    /// completes them ([`Dictionaries::encode`]).
+    /// Keeps `json` as a sample of `kind`, and trains the kind's dictionary (or starts a thread
+    /// that does) when it completes them ([`Dictionaries::encode`]).
     fn sample(&self, kind: KindId, json: &[u8]) {
         let Some(sampling) = &self.samples else { return };
         let done = &sampling.done[usize::from(kind.code())];
@@ -406,6 +415,10 @@ impl Dictionaries {
         }
         done.store(true, Ordering::Release);
         let Some(due) = state.kinds.remove(&kind) else { return };
+        if !self.background {
+            drop(state);
+            return self.train(kind, due);
+        }
         let this = self.clone();
         let spawned = std::thread::Builder::new().name("cp-dictionary-training".into()).spawn(move || this.train(kind, due));
         match spawned {
@@ -948,26 +961,26 @@ pub(crate) mod tests {
             .unwrap();
     }
 
-    /// The store's dictionaries train a kind's from the first documents encoded with them,
-    /// started by the one that completes the samples; every later document is compressed with
-    /// it. The dictionary is stored by the next commit, not before, and read back at the next
-    /// open; every document reads back as its JSON.
+    /// The store's dictionaries train a kind's from the first documents encoded with them, by
+    /// the encode that completes the samples (or on a thread it starts, in the background);
+    /// every later document is compressed with it. The dictionary is stored by the next
+    /// commit, not before, and read back at the next open; every document reads back as its
+    /// JSON.
     #[test]
     fn the_first_documents_encoded_train_their_kinds_dictionary_committed_with_them() {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::Store::open(dir.path()).unwrap();
         write_zones(&store, 0, TRAIN_SAMPLES as u64 - 1);
-        store.dictionaries().wait_for_training();
         assert!(!store.dictionaries().has(KindId::Zone), "one sample short");
         let doc = serde_json::json!({"apiVersion": "admin.cp.ei.telekom.de/v1", "kind": "Zone", "metadata": {"name": "last"}});
-        assert_eq!(
-            dictionary_of(&store.dictionaries().encode(KindId::Zone, &doc)),
-            None,
-            "compressed alone: its encode starts the training"
-        );
-        store.dictionaries().wait_for_training();
-        assert!(store.dictionaries().has(KindId::Zone), "trained from the samples");
-        assert_eq!(dictionary_of(&store.dictionaries().encode(KindId::Zone, &doc)), Some(1), "the next is compressed with it");
+        assert_eq!(dictionary_of(&store.dictionaries().encode(KindId::Zone, &doc)), Some(1), "trained by the encode completing them");
+        assert!(store.dictionaries().has(KindId::Zone));
+        let background = store.dictionaries().training_in_background();
+        let team = serde_json::json!({"kind": "Team", "metadata": {"name": "t"}, "spec": {"email": "t@example.com"}});
+        (1..TRAIN_SAMPLES).for_each(|_| drop(background.encode(KindId::Team, &team)));
+        assert_eq!(dictionary_of(&background.encode(KindId::Team, &team)), None, "compressed alone: its encode starts the training");
+        background.wait_for_training();
+        assert_eq!(dictionary_of(&background.encode(KindId::Team, &team)), Some(1), "the next is compressed with it");
         assert_eq!(stored_dictionary(&store, KindId::Zone), None, "not stored before a commit");
         // A batch that fails stores nothing; the next commit stores the dictionary.
         let failed = store.write(schema::Timestamp(5), |_| Err::<(), _>(StorageError::Corrupt("test".into())));
