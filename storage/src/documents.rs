@@ -115,12 +115,16 @@ pub const TRAIN_AFTER: u64 = 1000;
 /// documents").
 pub const TRAIN_SAMPLES: usize = TRAIN_AFTER as usize;
 
-/// The largest document taken as a sample, in bytes: a larger one is compressed alone, not kept.
+/// The largest document taken as a sample, in bytes: a larger one is not kept as one.
 pub const MAX_SAMPLE_BYTES: usize = 64 << 10;
 
 /// The most bytes of samples kept for one kind: a kind is trained once it has [`TRAIN_SAMPLES`]
 /// samples or this many bytes of them (a hundred times the dictionary's size is what zstd asks).
 pub const MAX_SAMPLES_BYTES: usize = 4 << 20;
+
+/// The stored documents of a kind the store's own training looks at, at most, for its samples
+/// ([`crate::Store::train_dictionaries`]).
+const STORED_LOOKED_AT: usize = 10 * TRAIN_SAMPLES;
 
 /// The most bytes of samples kept for every kind together, those being trained included: a
 /// document that would pass it is not kept (a kind that never has enough documents keeps its
@@ -230,8 +234,9 @@ impl Dictionaries {
         self
     }
 
-    /// Blocks until every dictionary being trained from samples ([`Dictionaries::encode`]) is
-    /// trained (or failed to): a barrier for tests and benches.
+    /// Blocks until every dictionary being trained on a thread of its own
+    /// ([`Dictionaries::training_in_background`]) is trained (or failed to); a training by an
+    /// encode on another thread is not waited for. A barrier for tests.
     pub fn wait_for_training(&self) {
         let Some(sampling) = &self.samples else { return };
         let threads = std::mem::take(&mut sampling.state.lock().unwrap_or_else(|e| e.into_inner()).training);
@@ -271,7 +276,14 @@ impl Dictionaries {
     /// [`StorageError::Corrupt`] when zstd cannot prepare it.
     pub(crate) fn insert(&self, kind: KindId, id: u32, bytes: Vec<u8>) -> Result<(), StorageError> {
         let d = Self::prepare(kind, id, bytes, true)?;
-        self.trained.write().unwrap_or_else(|e| e.into_inner()).insert(kind, d);
+        {
+            let mut map = self.trained.write().unwrap_or_else(|e| e.into_inner());
+            // Documents may be compressed with one not stored yet: it is never replaced.
+            if map.get(&kind).is_some_and(|old| !old.stored.load(Ordering::Acquire) && (old.id, &old.bytes) != (d.id, &d.bytes)) {
+                return Err(StorageError::Corrupt(format!("{} document dictionary: another is in use and not stored yet", kind.name())));
+            }
+            map.insert(kind, d);
+        }
         self.stop_sampling(kind);
         Ok(())
     }
@@ -296,7 +308,7 @@ impl Dictionaries {
     }
 
     /// Writes to `document_dictionaries` of `txn` every dictionary not stored yet; returns
-    /// their kinds, to pass to [`Dictionaries::stored`] once `txn` is committed. Every write
+    /// their kinds, to pass to [`Dictionaries::mark_stored`] once `txn` is committed. Every write
     /// transaction that stores documents calls it after its last one, so a dictionary is
     /// committed with the first document compressed with it.
     ///
@@ -319,7 +331,7 @@ impl Dictionaries {
 
     /// Marks the dictionaries of `kinds` as stored: the transaction [`Dictionaries::store_new`]
     /// wrote them in is committed.
-    pub(crate) fn stored(&self, kinds: &[KindId]) {
+    pub(crate) fn mark_stored(&self, kinds: &[KindId]) {
         let map = self.trained.read().unwrap_or_else(|e| e.into_inner());
         for kind in kinds {
             if let Some(d) = map.get(kind) {
@@ -377,7 +389,7 @@ impl Dictionaries {
     /// (30 ms for 1,000 small documents, up to 0.4 s for 4 MiB), once per kind and process,
     /// and compresses with it; with [`Dictionaries::training_in_background`], a thread started
     /// then trains it, and documents encoded meanwhile are compressed alone (the writer
-    /// compresses them again with the dictionary, [`Dictionaries::with_dictionary`]). Samples
+    /// compresses them again with the dictionary, `Dictionaries::with_dictionary`). Samples
     /// that train none are logged; the kind's documents are then compressed alone unless the
     /// store trains one from those it holds ([`crate::Store::train_dictionaries`]).
     pub fn encode(&self, kind: KindId, doc: &Value) -> Vec<u8> {
@@ -401,15 +413,14 @@ impl Dictionaries {
         if done.load(Ordering::Acquire) || json.len() > MAX_SAMPLE_BYTES {
             return;
         }
-        let copy = json.to_vec();
         let mut state = sampling.state.lock().unwrap_or_else(|e| e.into_inner());
-        if done.load(Ordering::Acquire) || state.bytes + copy.len() > MAX_ALL_SAMPLES_BYTES {
+        if done.load(Ordering::Acquire) || state.bytes + json.len() > MAX_ALL_SAMPLES_BYTES {
             return;
         }
-        state.bytes += copy.len();
+        state.bytes += json.len();
         let s = state.kinds.entry(kind).or_default();
-        s.bytes += copy.len();
-        s.documents.push(copy);
+        s.bytes += json.len();
+        s.documents.push(json.to_vec());
         if s.documents.len() < TRAIN_SAMPLES && s.bytes < MAX_SAMPLES_BYTES {
             return;
         }
@@ -419,12 +430,14 @@ impl Dictionaries {
             drop(state);
             return self.train(kind, due);
         }
-        let this = self.clone();
+        let (this, bytes) = (self.clone(), due.bytes);
         let spawned = std::thread::Builder::new().name("cp-dictionary-training".into()).spawn(move || this.train(kind, due));
+        state.training.retain(|t| !t.is_finished());
         match spawned {
             Ok(thread) => state.training.push(thread),
             Err(e) => {
-                tracing::warn!(kind = kind.name(), error = %e, "no thread to train a document dictionary; its documents are compressed alone")
+                state.bytes -= bytes;
+                tracing::warn!(kind = kind.name(), error = %e, "no thread to train a document dictionary; the store trains one once it holds 1,000 of the kind's documents")
             }
         }
     }
@@ -532,16 +545,19 @@ pub fn document_json(doc: &Value) -> Vec<u8> {
     serde_json::to_vec(&Kept(doc, Level::Document)).unwrap_or_default()
 }
 
+/// The key of `metadata` a kept document leaves out.
+const MANAGED_FIELDS: &str = "managedFields";
+
+/// The key of `metadata.annotations` a kept document leaves out.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// Whether [`document_json`] of `doc` is its whole compact JSON (`serde_json::to_vec(doc)`):
 /// it has neither `metadata.managedFields` nor the
 /// `kubectl.kubernetes.io/last-applied-configuration` annotation.
 pub fn keeps_whole(doc: &Value) -> bool {
     let Some(metadata) = doc.get("metadata").and_then(Value::as_object) else { return true };
-    let last_applied = metadata
-        .get("annotations")
-        .and_then(Value::as_object)
-        .is_some_and(|a| a.contains_key("kubectl.kubernetes.io/last-applied-configuration"));
-    !metadata.contains_key("managedFields") && !last_applied
+    let last_applied = metadata.get("annotations").and_then(Value::as_object).is_some_and(|a| a.contains_key(LAST_APPLIED));
+    !metadata.contains_key(MANAGED_FIELDS) && !last_applied
 }
 
 /// Where in a document a value sits, for what [`Kept`] leaves out.
@@ -563,8 +579,8 @@ impl Serialize for Kept<'_> {
             return self.0.serialize(s);
         }
         let dropped = |k: &str| match self.1 {
-            Level::Metadata => k == "managedFields",
-            Level::Annotations => k == "kubectl.kubernetes.io/last-applied-configuration",
+            Level::Metadata => k == MANAGED_FIELDS,
+            Level::Annotations => k == LAST_APPLIED,
             Level::Document | Level::Other => false,
         };
         let mut m = s.serialize_map(None)?;
@@ -656,7 +672,7 @@ impl crate::Store {
                     continue;
                 }
                 let (mut samples, mut bytes) = (Vec::with_capacity(TRAIN_SAMPLES), 0);
-                for item in docs.range(&start[..]..&end[..])?.take(TRAIN_SAMPLES) {
+                for item in docs.range(&start[..]..&end[..])?.take(STORED_LOOKED_AT) {
                     let (_, v) = item?;
                     // Bounded as the sources' samples are; a document stated larger is not
                     // decompressed.
@@ -670,12 +686,21 @@ impl crate::Store {
                         }
                         _ => {}
                     }
-                    if bytes >= MAX_SAMPLES_BYTES {
+                    if bytes >= MAX_SAMPLES_BYTES || samples.len() == TRAIN_SAMPLES {
                         break;
                     }
                 }
                 samples
             };
+            if samples.is_empty() {
+                tracing::info!(
+                    kind = kind.name(),
+                    max_sample_bytes = MAX_SAMPLE_BYTES,
+                    "no document dictionary trained: the kind's first documents are all too large to sample; they are compressed alone"
+                );
+                given_up.insert(kind);
+                continue;
+            }
             let bytes = match zstd::dict::from_samples(&samples, DICTIONARY_BYTES) {
                 Ok(b) => b,
                 Err(e) => {
@@ -691,7 +716,7 @@ impl crate::Store {
             let txn = self.database()?.begin_write()?;
             let stored = self.dictionaries.store_new(&txn)?;
             txn.commit()?;
-            self.dictionaries.stored(&stored);
+            self.dictionaries.mark_stored(&stored);
             trained.push(kind);
         }
         Ok(trained)
@@ -752,7 +777,7 @@ impl crate::Store {
         }
         let stored = self.dictionaries.store_new(&txn)?;
         txn.commit()?;
-        self.dictionaries.stored(&stored);
+        self.dictionaries.mark_stored(&stored);
         Ok(if more { last } else { None })
     }
 
@@ -1032,6 +1057,42 @@ pub(crate) mod tests {
         assert_eq!(sampling.samples.as_ref().unwrap().state.lock().unwrap().bytes, 0, "freed once trained");
     }
 
+    /// Threads encoding documents of the same kinds at once (the scan's threads, the kube
+    /// source's tasks) train each kind once, keep no sample after, and every document reads
+    /// back, whether trainings run inline or in the background.
+    #[test]
+    fn concurrent_encodes_train_each_kind_once_and_every_document_reads_back() {
+        for dictionaries in [Dictionaries::sampling(), Dictionaries::sampling().training_in_background()] {
+            let kinds = [KindId::Zone, KindId::Team, KindId::Group];
+            let encoded: Vec<Vec<(KindId, String, Vec<u8>)>> = std::thread::scope(|scope| {
+                let threads: Vec<_> = (0..4)
+                    .map(|t| {
+                        let dictionaries = dictionaries.clone();
+                        scope.spawn(move || {
+                            (0..1500)
+                                .map(|i| {
+                                    let (kind, name) = (kinds[i % 3], format!("t{t}-{i}"));
+                                    let doc = serde_json::json!({"kind": kind.name(), "metadata": {"name": name}});
+                                    (kind, name, dictionaries.encode(kind, &doc))
+                                })
+                                .collect()
+                        })
+                    })
+                    .collect();
+                threads.into_iter().map(|t| t.join().unwrap()).collect()
+            });
+            dictionaries.wait_for_training();
+            assert_eq!(dictionaries.kinds().len(), 3);
+            let state = dictionaries.samples.as_ref().unwrap().state.lock().unwrap();
+            assert!(state.kinds.is_empty() && state.bytes == 0, "no samples kept");
+            drop(state);
+            for (kind, name, stored) in encoded.into_iter().flatten() {
+                let json: Value = serde_json::from_slice(&dictionaries.decode(kind, &stored).unwrap()).unwrap();
+                assert_eq!(json["metadata"]["name"], name);
+            }
+        }
+    }
+
     /// The samples of all kinds together stay within [`MAX_ALL_SAMPLES_BYTES`]: kinds that
     /// never complete theirs (each just below [`MAX_SAMPLES_BYTES`]) leave later kinds
     /// unsampled, never more memory.
@@ -1074,6 +1135,14 @@ pub(crate) mod tests {
         let store = store_with_dictionary(dir.path());
         let trained = store.dictionaries().all()[0].2.clone();
         assert!(!store.dictionaries().insert_trained(KindId::Zone, trained.clone()).unwrap(), "the kind has one");
+        // One in use and not stored yet is never replaced by another (read or restored).
+        let fresh = Dictionaries::sampling();
+        (0..TRAIN_SAMPLES as u64).for_each(|i| drop(fresh.encode(KindId::Zone, &serde_json::json!({"metadata": {"name": zone_name(i)}}))));
+        let in_use = fresh.all()[0].2.clone();
+        assert_ne!(in_use, trained);
+        assert!(matches!(fresh.insert(KindId::Zone, 1, trained), Err(StorageError::Corrupt(m)) if m.contains("not stored yet")));
+        fresh.insert(KindId::Zone, 1, in_use.clone()).unwrap();
+        assert_eq!(fresh.all()[0].2, in_use);
     }
 
     /// Whichever transaction commits first after a dictionary is trained from the sources'

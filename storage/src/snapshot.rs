@@ -345,6 +345,11 @@ impl<W: std::io::Write> std::io::Write for Hashing<W> {
 
 fn write_frame(out: &mut impl std::io::Write, frame: &Frame<'_>) -> std::io::Result<()> {
     let bytes = encode(frame);
+    // A snapshot no restore reads is refused while it is written, not when it is needed.
+    if bytes.len() > MAX_FRAME {
+        let message = format!("a frame of {} bytes, longer than {MAX_FRAME}: no restore could read the snapshot", bytes.len());
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, message));
+    }
     out.write_all(&(bytes.len() as u32).to_le_bytes())?;
     out.write_all(&bytes)
 }
@@ -1738,9 +1743,7 @@ mod tests {
     #[test]
     fn a_restore_keeps_the_dictionary_of_a_kind_the_source_brings_back() {
         let dir = tempfile::tempdir().unwrap();
-        let store = crate::documents::tests::store_with_dictionary(dir.path());
-        let mut bytes = Vec::new();
-        export(&store.read().unwrap(), Timestamp(9), &mut bytes).unwrap();
+        let (store, bytes) = exported_with_dictionary(dir.path());
         let dictionary = store.dictionaries().all()[0].2.clone();
         let unknown = downgrade_for_tests(&bytes, KindId::Zone, crate::versions::UNKNOWN_VERSION, <[u8]>::to_vec);
         let snap = decode_file(&unknown).unwrap();
@@ -1755,12 +1758,27 @@ mod tests {
         assert_eq!(reopened.dictionaries().all(), vec![(KindId::Zone, 1, dictionary)], "stored");
     }
 
+    /// A frame no restore would read is refused while the snapshot is written.
+    #[test]
+    fn a_frame_too_long_to_restore_is_refused_at_export() {
+        let mut out = Vec::new();
+        write_frame(&mut out, &Frame::Record(b"k", &vec![7; MAX_FRAME - 16])).unwrap();
+        let err = write_frame(&mut Vec::new(), &Frame::Record(b"k", &vec![7; MAX_FRAME + 1])).unwrap_err();
+        assert!(err.to_string().contains("longer than 67108864"), "{err}");
+    }
+
+    /// The store of [`crate::documents::tests::store_with_dictionary`] in `dir`, and its export.
+    fn exported_with_dictionary(dir: &std::path::Path) -> (crate::Store, Vec<u8>) {
+        let store = crate::documents::tests::store_with_dictionary(dir);
+        let mut bytes = Vec::new();
+        export(&store.read().unwrap(), Timestamp(9), &mut bytes).unwrap();
+        (store, bytes)
+    }
+
     #[test]
     fn a_document_dictionary_is_checked() {
         let dir = tempfile::tempdir().unwrap();
-        let store = crate::documents::tests::store_with_dictionary(dir.path());
-        let mut bytes = Vec::new();
-        export(&store.read().unwrap(), Timestamp(9), &mut bytes).unwrap();
+        let (_store, bytes) = exported_with_dictionary(dir.path());
         let snap = decode_file(&bytes).unwrap();
         assert_eq!(zones(&mut decode_file(&bytes).unwrap()).dictionary.as_ref().map(|(id, _)| *id), Some(1));
         let refused = |snap: &Snapshot| match decode_file(&write_for_tests(FORMAT_VERSION, &snap.header, &snap.body.sections)) {

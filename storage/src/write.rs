@@ -1255,7 +1255,7 @@ impl Finished {
             true => {
                 let stored = dictionaries.store_new(&txn)?;
                 txn.commit()?;
-                dictionaries.stored(&stored);
+                dictionaries.mark_stored(&stored);
             }
             false => txn.abort()?,
         }

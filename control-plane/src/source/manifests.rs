@@ -459,31 +459,17 @@ pub fn canonical_json(v: &Value, out: &mut String) {
     }
 }
 
-/// SHA-256 of `v`'s canonical JSON ([`canonical_json`]): a document's version.
-///
-/// serde_json's maps are ordered by key (its `preserve_order` feature is off in this build, and
-/// `versions_ignore_key_order_and_formatting` fails if it is switched on), so its compact
-/// serialization is the canonical JSON; it is written into a reused per-thread buffer and hashed
-/// in one call (not one hash update per token).
+/// SHA-256 of `v`'s canonical JSON ([`canonical_json`]): a document's version
+/// ([`version_of_compact`] of its compact JSON).
 pub fn version_of(v: &Value) -> Version {
-    thread_local! {
-        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    }
-    BUF.with(|buf| {
-        let mut buf = buf.borrow_mut();
-        buf.clear();
-        // Writing a `Value` into a `Vec` cannot fail.
-        let _ = serde_json::to_writer(&mut *buf, v);
-        let version = Version(Sha256::digest(&buf[..]).into());
-        // A huge document's buffer is not kept for the life of the thread.
-        if buf.capacity() > 1 << 20 {
-            *buf = Vec::new();
-        }
-        version
-    })
+    // Writing a `Value` into a `Vec` cannot fail.
+    version_of_compact(&serde_json::to_vec(v).unwrap_or_default())
 }
 
-/// [`version_of`] of the document whose compact JSON (`serde_json::to_vec`) is `compact`.
+/// The version of the document whose compact JSON (`serde_json::to_vec`) is `compact`: its
+/// SHA-256, hashed in one call. serde_json's maps are ordered by key (its `preserve_order`
+/// feature is off in this build, and `versions_ignore_key_order_and_formatting` fails if it is
+/// switched on), so its compact serialization is the canonical JSON ([`canonical_json`]).
 pub fn version_of_compact(compact: &[u8]) -> Version {
     Version(Sha256::digest(compact).into())
 }
@@ -795,7 +781,8 @@ fn scan_value(origin: DocumentPosition, value: &Value, handlers: &Handlers, ctx:
     };
     let src =
         Arc::new(SourceRef { kind: handler.kind(), namespace: namespace.unwrap_or_default().to_string(), name: obj_name.to_string() });
-    // Written once: hashed for the version, and kept as the object's document.
+    // Written once: hashed for the version, and kept as the object's document. Writing a
+    // `Value` into a `Vec` cannot fail.
     let compact = serde_json::to_vec(value).unwrap_or_default();
     let version = version_of_compact(&compact);
     let record = match handlers.prepare_compact(handler, value, &compact, ctx) {
