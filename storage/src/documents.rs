@@ -211,11 +211,30 @@ struct SamplingState {
     training: Vec<std::thread::JoinHandle<()>>,
 }
 
-/// One kind's samples.
+/// One kind's samples: what the sources encode ([`Dictionaries::encode`]) or the store holds
+/// ([`crate::Store::train_dictionaries`]), bounded alike.
 #[derive(Default)]
 struct Samples {
     documents: Vec<Vec<u8>>,
     bytes: usize,
+}
+
+impl Samples {
+    /// Whether a document of `len` bytes may be a sample (at most [`MAX_SAMPLE_BYTES`]).
+    fn takes(len: u64) -> bool {
+        len <= MAX_SAMPLE_BYTES as u64
+    }
+
+    fn push(&mut self, json: Vec<u8>) {
+        self.bytes += json.len();
+        self.documents.push(json);
+    }
+
+    /// Whether they are enough to train from: [`TRAIN_SAMPLES`] of them, or
+    /// [`MAX_SAMPLES_BYTES`].
+    fn complete(&self) -> bool {
+        self.documents.len() >= TRAIN_SAMPLES || self.bytes >= MAX_SAMPLES_BYTES
+    }
 }
 
 impl Dictionaries {
@@ -410,7 +429,7 @@ impl Dictionaries {
     fn sample(&self, kind: KindId, json: &[u8]) {
         let Some(sampling) = &self.samples else { return };
         let done = &sampling.done[usize::from(kind.code())];
-        if done.load(Ordering::Acquire) || json.len() > MAX_SAMPLE_BYTES {
+        if done.load(Ordering::Acquire) || !Samples::takes(json.len() as u64) {
             return;
         }
         let mut state = sampling.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -419,9 +438,8 @@ impl Dictionaries {
         }
         state.bytes += json.len();
         let s = state.kinds.entry(kind).or_default();
-        s.bytes += json.len();
-        s.documents.push(json.to_vec());
-        if s.documents.len() < TRAIN_SAMPLES && s.bytes < MAX_SAMPLES_BYTES {
+        s.push(json.to_vec());
+        if !s.complete() {
             return;
         }
         done.store(true, Ordering::Release);
@@ -442,12 +460,19 @@ impl Dictionaries {
         }
     }
 
-    /// Trains `kind`'s dictionary from `samples` and makes it the kind's, unless it has one.
+    /// Trains `kind`'s dictionary from `samples` and makes it the kind's, unless it has one;
+    /// returns whether it did.
+    ///
+    /// # Errors
+    /// zstd's message when the samples train none, or the dictionary cannot be prepared.
+    fn train_from(&self, kind: KindId, samples: &Samples) -> Result<bool, String> {
+        let bytes = zstd::dict::from_samples(&samples.documents, DICTIONARY_BYTES).map_err(|e| e.to_string())?;
+        self.insert_trained(kind, bytes).map_err(|e| e.to_string())
+    }
+
+    /// [`Dictionaries::train_from`] the sources' samples, logged; frees their bytes.
     fn train(&self, kind: KindId, samples: Samples) {
-        let trained = zstd::dict::from_samples(&samples.documents, DICTIONARY_BYTES)
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| self.insert_trained(kind, bytes).map_err(|e| e.to_string()));
-        match trained {
+        match self.train_from(kind, &samples) {
             Ok(true) => tracing::info!(
                 kind = kind.name(),
                 samples = samples.documents.len(),
@@ -664,35 +689,32 @@ impl crate::Store {
             if self.dictionaries.has(kind) || given_up.contains(&kind) {
                 continue;
             }
-            let samples: Vec<Vec<u8>> = {
+            let samples = {
                 let txn = self.database()?.begin_read()?;
                 let docs = txn.open_table(DOCUMENTS)?;
                 let (start, end) = ([kind.code()], [kind.code() + 1]);
                 if (docs.range(&start[..]..&end[..])?.take(TRAIN_AFTER as usize).count() as u64) < TRAIN_AFTER {
                     continue;
                 }
-                let (mut samples, mut bytes) = (Vec::with_capacity(TRAIN_SAMPLES), 0);
+                let mut samples = Samples::default();
                 for item in docs.range(&start[..]..&end[..])?.take(STORED_LOOKED_AT) {
                     let (_, v) = item?;
                     // Bounded as the sources' samples are; a document stated larger is not
                     // decompressed.
-                    if json_len(v.value()).is_none_or(|n| n > MAX_SAMPLE_BYTES as u64) {
+                    if !json_len(v.value()).is_some_and(Samples::takes) {
                         continue;
                     }
                     match self.dictionaries.decode(kind, v.value()) {
-                        Ok(json) if json.len() <= MAX_SAMPLE_BYTES => {
-                            bytes += json.len();
-                            samples.push(json);
-                        }
+                        Ok(json) if Samples::takes(json.len() as u64) => samples.push(json),
                         _ => {}
                     }
-                    if bytes >= MAX_SAMPLES_BYTES || samples.len() == TRAIN_SAMPLES {
+                    if samples.complete() {
                         break;
                     }
                 }
                 samples
             };
-            if samples.is_empty() {
+            if samples.documents.is_empty() {
                 tracing::info!(
                     kind = kind.name(),
                     max_sample_bytes = MAX_SAMPLE_BYTES,
@@ -701,17 +723,15 @@ impl crate::Store {
                 given_up.insert(kind);
                 continue;
             }
-            let bytes = match zstd::dict::from_samples(&samples, DICTIONARY_BYTES) {
-                Ok(b) => b,
+            // The sources may have trained one meanwhile: the first kept is the kind's.
+            match self.dictionaries.train_from(kind, &samples) {
+                Ok(true) => {}
+                Ok(false) => continue,
                 Err(e) => {
                     tracing::warn!(kind = kind.name(), error = %e, "no document dictionary trained; its documents are compressed alone");
                     given_up.insert(kind);
                     continue;
                 }
-            };
-            // The sources may have trained one meanwhile: the first kept is the kind's.
-            if !self.dictionaries.insert_trained(kind, bytes)? {
-                continue;
             }
             let txn = self.database()?.begin_write()?;
             let stored = self.dictionaries.store_new(&txn)?;
