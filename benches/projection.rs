@@ -4,7 +4,7 @@
 //! commits, search index fed as in production) — timed from start until ready (every document
 //! of the initial scan processed once). Reported in objects/s (documents of the world ÷ median
 //! seconds), plus the records stored at ready and how long after ready the change log's index
-//! is whole (a load leaves it for then: `storage::Store::defer_history_index`).
+//! is whole (a load leaves it for then: `storage::Store::set_loading`).
 //!
 //! Run: `cargo bench --bench projection` (10k and 100k; `CP_BENCH_1M=1` adds 1M,
 //! `CP_BENCH_SIZES=10k` picks sizes). Every load is one criterion iteration (flat sampling, 10

@@ -18,7 +18,7 @@
 //! team's entries pass the viewer's visibility check anyway. A store whose index has the older
 //! layout (`'O' · kind · natural key`, format 1) is re-indexed when it opens.
 //!
-//! **A load's index waits** ([`crate::Store::defer_history_index`]): while asked, a batch of
+//! **A load's index waits** ([`crate::Store::set_loading`]): while asked, a batch of
 //! creations only writes its entries and counters, and leaves their index keys and per-object
 //! bound to [`crate::Store::index_history`] (revisions after `history_indexed_revision` wait);
 //! any other batch indexes every waiting revision first, so what waits is always newer than
@@ -1017,7 +1017,7 @@ fn new_identity() -> u64 {
     std::collections::hash_map::RandomState::new().build_hasher().finish()
 }
 
-/// The team scopes' revisions that wait for their index ([`crate::Store::defer_history_index`]),
+/// The team scopes' revisions that wait for their index ([`crate::Store::set_loading`]),
 /// read from the log's tail by the first view that needs them and shared by every view of the
 /// same tail: a team's (or a group's) `activity` reads them by scope, not the whole tail each
 /// time. Held only while revisions wait (a view that finds none waiting empties it).
@@ -1254,14 +1254,23 @@ impl crate::Store {
 }
 
 impl crate::Store {
-    /// Whether batches of creations only (a load) leave their revisions' index entries, and
-    /// their per-object bound, to [`crate::Store::index_history`]: the writer asks for it until
-    /// its initial sync is processed, so a load writes each revision's entry alone.
-    pub fn defer_history_index(&self, defer: bool) {
-        self.history_deferral.store(defer, std::sync::atomic::Ordering::Relaxed);
+    /// Whether the writer is processing its initial sync (a load): the writer says so between
+    /// batches until it is processed. Meanwhile batches of creations only leave their
+    /// revisions' index entries, and their per-object bound, to [`crate::Store::index_history`],
+    /// so a load writes each revision's entry alone; and a document the source compressed alone
+    /// (before its kind's dictionary was trained) is stored as it is, left to
+    /// [`crate::Store::recompress_documents`] once the load is processed, so the writer
+    /// compresses no document twice.
+    pub fn set_loading(&self, loading: bool) {
+        self.loading.store(loading, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// Indexes the revisions that wait for it (see [`crate::Store::defer_history_index`]),
+    /// What the writer last said with [`crate::Store::set_loading`] (`false` until it does).
+    pub fn loading(&self) -> bool {
+        self.loading.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Indexes the revisions that wait for it (see [`crate::Store::set_loading`]),
     /// whole commits of about `max_entries` entries, in one durable commit (no new revision);
     /// returns whether some still wait. The writer calls it between batches once its initial
     /// sync is processed; any other batch indexes every waiting revision first.
@@ -1289,7 +1298,7 @@ impl crate::Store {
 
 impl crate::ReadView {
     /// The revision after which revisions wait for their index entries
-    /// ([`crate::Store::defer_history_index`]); `None`: every revision is indexed.
+    /// ([`crate::Store::set_loading`]); `None`: every revision is indexed.
     ///
     /// # Errors
     /// [`StorageError`] on redb failures.
@@ -2025,7 +2034,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         store.set_history(HistorySettings { max_revisions_per_object: 2, ..HistorySettings::default() });
-        store.defer_history_index(true);
+        store.set_loading(true);
         write_zone(&store, "a", "1", 1);
         write_zone(&store, "b", "1", 2);
         assert_eq!(store.read().unwrap().unindexed_after().unwrap(), Some(0));

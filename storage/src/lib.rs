@@ -133,9 +133,8 @@ pub struct Store {
     dictionaries: documents::Dictionaries,
     /// The history's settings ([`history`]).
     history: Arc<std::sync::RwLock<history::HistorySettings>>,
-    /// Whether batches of creations only leave their revisions' index to
-    /// [`Store::index_history`] ([`Store::defer_history_index`]).
-    history_deferral: Arc<std::sync::atomic::AtomicBool>,
+    /// Whether the writer is processing its initial sync ([`Store::set_loading`]).
+    loading: Arc<std::sync::atomic::AtomicBool>,
     /// The team scopes' revisions that wait for their index, read once for every view.
     unindexed_tail: Arc<history::UnindexedTail>,
 }
@@ -399,7 +398,7 @@ impl Store {
             rebuilding: Arc::default(),
             dictionaries: documents::Dictionaries::sampling(),
             history: Arc::default(),
-            history_deferral: Arc::default(),
+            loading: Arc::default(),
             unindexed_tail: Arc::default(),
         };
         store.init()?;
@@ -927,9 +926,11 @@ impl Store {
                 batch.rebuilding = rebuilding.iter().map(|(k, _)| *k).collect();
                 batch.unreadable = rebuilding.iter().filter(|(_, served)| !served).map(|(k, _)| *k).collect();
                 batch.dictionaries = self.dictionaries.clone();
+                let loading = self.loading();
+                batch.loading = loading;
                 let history = self.history_settings();
                 if history.enabled {
-                    batch.record_history(history, self.history_deferral.load(std::sync::atomic::Ordering::Relaxed));
+                    batch.record_history(history, loading);
                 }
                 let result = apply(&mut batch)?;
                 (result, batch.finish(now)?)

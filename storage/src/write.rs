@@ -463,8 +463,11 @@ pub struct WriteBatch<'txn> {
     /// of their records (their switch writes every one of them anew, links resolved).
     pub(crate) unreadable: Vec<KindId>,
     /// The store's document dictionaries: a document compressed alone is stored compressed with
-    /// its kind's ([`crate::documents::Dictionaries::with_dictionary`]).
+    /// its kind's ([`crate::documents::Dictionaries::with_dictionary`]), but while loading.
     pub(crate) dictionaries: crate::documents::Dictionaries,
+    /// Whether the writer is processing its initial sync ([`crate::Store::set_loading`]): a
+    /// document compressed alone is then stored as it is.
+    pub(crate) loading: bool,
     /// What the batch notes for the change log while history is on ([`crate::history`]).
     pub(crate) history: Option<crate::history::Recorder>,
 }
@@ -612,6 +615,7 @@ impl<'txn> WriteBatch<'txn> {
             rebuilding: Vec::new(),
             unreadable: Vec::new(),
             dictionaries: crate::documents::Dictionaries::default(),
+            loading: false,
             history: None,
         })
     }
@@ -935,6 +939,10 @@ impl<'txn> WriteBatch<'txn> {
         self.tables.sources.insert(skey, encode(&entry).as_slice())?;
         self.source_writes += 1;
         match document {
+            // A load's documents compressed alone are recompressed once it is processed.
+            Some(doc) if self.loading => {
+                self.tables.documents.insert(skey, doc)?;
+            }
             Some(doc) => {
                 self.tables.documents.insert(skey, &*self.dictionaries.with_dictionary(kind, doc))?;
             }

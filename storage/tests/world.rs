@@ -339,7 +339,7 @@ fn a_load_that_leaves_its_history_index_for_later_reads_the_same_log() {
     let load = |defer: bool| {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        store.defer_history_index(defer);
+        store.set_loading(defer);
         for chunk in docs.chunks(40) {
             apply(&store, chunk, "v1");
         }

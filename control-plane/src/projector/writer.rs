@@ -435,8 +435,9 @@ impl Writer {
 /// of its documents (a store written by an earlier build; [`Store::train_dictionaries`], a
 /// fraction of a second per kind), then recompresses with each kind's dictionary the kind's
 /// documents written before ([`Store::recompress_documents`], one short write
-/// transaction at a time, once per store). Off the writer; woken at its start and after commits
-/// (wakes coalesce), it ends once the returned sender is dropped, between two transactions.
+/// transaction at a time, once per store, once the writer's initial sync is processed). Off the
+/// writer; woken at its start, after commits and when the initial sync is processed (wakes
+/// coalesce), it ends once the returned sender is dropped, between two transactions.
 fn spawn_trainer(store: Store, writer: mpsc::Sender<WriterMessage>) -> std::io::Result<(mpsc::SyncSender<()>, JoinHandle<()>)> {
     let (tx, rx) = mpsc::sync_channel::<()>(1);
     // A store trained before (or a start cut short) finishes its recompression.
@@ -483,8 +484,10 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
             continue;
         }
         match recompress(store, kind, rx, &mut done.woken) {
-            Ok(true) => {}
-            Ok(false) => return false,
+            Ok(Pass::Complete) => {}
+            // Woken again when the load is processed.
+            Ok(Pass::Loading) => return true,
+            Ok(Pass::WriterEnded) => return false,
             Err(StorageError::Reopened) => return true,
             Err(e) if e.is_volume_fault() => {
                 // Tried again after the next commit, once writes succeed.
@@ -501,20 +504,35 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
     true
 }
 
-/// Recompresses `kind`'s documents written before its dictionary, a transaction at a time;
-/// `Ok(false)` when the writer ended meanwhile (`rx` disconnected). A wake taken meanwhile sets
-/// `woken`.
-fn recompress(store: &Store, kind: KindId, rx: &mpsc::Receiver<()>, woken: &mut bool) -> Result<bool, storage::StorageError> {
+/// How a recompression pass of [`recompress`] ended.
+#[derive(Debug, PartialEq)]
+enum Pass {
+    /// Every document of the kind written before its dictionary is recompressed.
+    Complete,
+    /// The writer is processing its initial sync, whose documents compressed alone are stored
+    /// as they are ([`Store::set_loading`]): the pass waits for its end (the writer wakes
+    /// this thread then) and goes on from the kind's first document.
+    Loading,
+    /// The writer ended (`rx` disconnected).
+    WriterEnded,
+}
+
+/// Recompresses `kind`'s documents written before its dictionary, a transaction at a time,
+/// once the writer's initial sync is processed. A wake taken meanwhile sets `woken`.
+fn recompress(store: &Store, kind: KindId, rx: &mpsc::Receiver<()>, woken: &mut bool) -> Result<Pass, storage::StorageError> {
     if store.documents_recompressed(kind)? {
-        return Ok(true);
+        return Ok(Pass::Complete);
     }
     let started = Instant::now();
     let mut after = None;
     loop {
         match rx.try_recv() {
-            Err(mpsc::TryRecvError::Disconnected) => return Ok(false),
+            Err(mpsc::TryRecvError::Disconnected) => return Ok(Pass::WriterEnded),
             Ok(()) => *woken = true,
             Err(mpsc::TryRecvError::Empty) => {}
+        }
+        if store.loading() {
+            return Ok(Pass::Loading);
         }
         match store.recompress_documents(kind, after.as_deref())? {
             Some(last) => after = Some(last),
@@ -526,7 +544,7 @@ fn recompress(store: &Store, kind: KindId, rx: &mpsc::Receiver<()>, woken: &mut 
         seconds = format!("{:.2}", started.elapsed().as_secs_f64()),
         "documents written before the kind's dictionary recompressed with it"
     );
-    Ok(true)
+    Ok(Pass::Complete)
 }
 
 impl Drop for Writer {
@@ -887,7 +905,7 @@ impl WriterThread {
             if !self.synced_marked && !self.rederiving && self.readiness.synced() {
                 self.mark_synced();
             }
-            self.store.defer_history_index(!self.readiness.synced());
+            self.note_loading();
             let wait = self.background_steps();
             if !wait.is_zero() && self.queue.depth.load(Ordering::Relaxed) == 0 {
                 self.release_write_buffer();
@@ -1036,6 +1054,17 @@ impl WriterThread {
         let served = self.store.rebuilding().first().is_some_and(|(_, served)| *served);
         let meanwhile = if served { "its previous records are served meanwhile" } else { "it answers UNAVAILABLE meanwhile" };
         tracing::warn!(error = %e, retry_in_s = ORDERS_RETRY.as_secs(), "re-deriving a kind from the stored source documents failed; {meanwhile}");
+    }
+
+    /// Tells the store whether this run's initial sync is still being processed
+    /// ([`Store::set_loading`]), and wakes the dictionary thread when it ends: the load's
+    /// documents compressed alone wait for that wake, which no commit may follow.
+    fn note_loading(&mut self) {
+        let loading = !self.readiness.synced();
+        if self.store.loading() && !loading {
+            let _ = self.train.try_send(());
+        }
+        self.store.set_loading(loading);
     }
 
     /// Records in the store that the initial sync of its source completed (the next start with
@@ -2089,5 +2118,52 @@ mod tests {
         assert_eq!(store.dictionaries().kinds(), vec![KindId::Zone], "trained");
         assert!(!store.documents_recompressed(KindId::Zone).unwrap());
         assert!(faults.try_recv().is_err(), "no volume fault was told");
+    }
+
+    /// While the writer processes its initial sync, the dictionary thread trains but leaves
+    /// the recompression for after it (the load's documents compressed alone are stored as
+    /// they are meanwhile); the next round after it recompresses them.
+    #[test]
+    fn the_recompression_waits_until_the_load_is_processed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        zones_with_documents(&store, storage::documents::TRAIN_AFTER as usize + 1);
+        let (_tx, rx) = mpsc::sync_channel::<()>(1);
+        let (writer, _faults) = mpsc::channel();
+        let mut done = DictionaryWork::default();
+        store.set_loading(true);
+        assert!(keep_documents_small(&store, &mut done, &rx, &writer));
+        assert_eq!(store.dictionaries().kinds(), vec![KindId::Zone], "trained while loading");
+        assert!(!store.documents_recompressed(KindId::Zone).unwrap(), "not while loading");
+        assert!(!done.recompressed.contains(&KindId::Zone));
+        store.set_loading(false);
+        assert!(keep_documents_small(&store, &mut done, &rx, &writer));
+        assert!(store.documents_recompressed(KindId::Zone).unwrap(), "once the load is processed");
+        assert!(done.recompressed.contains(&KindId::Zone));
+    }
+
+    /// The writer wakes the dictionary thread when its initial sync is processed: the load's
+    /// documents compressed alone wait for that wake, as no commit may follow.
+    #[test]
+    fn the_end_of_the_load_wakes_the_dictionary_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (tx, _rx) = mpsc::channel();
+        let settings = WriterSettings::new(ProjectorConfig::default(), Clock(None));
+        let readiness = Readiness::new(["test"]);
+        let (mut state, _trainer) = WriterThread::new(store.clone(), Metrics::new(), readiness.clone(), settings, &tx).unwrap();
+        let (train, woken) = mpsc::sync_channel::<()>(1);
+        state.train = train;
+        state.note_loading();
+        assert!(store.loading(), "the initial sync is being processed");
+        assert!(woken.try_recv().is_err(), "nothing to wake for yet");
+        state.note_loading();
+        assert!(woken.try_recv().is_err(), "still loading");
+        readiness.end_phase("test");
+        state.note_loading();
+        assert!(!store.loading(), "the initial sync is processed");
+        assert_eq!(woken.try_recv(), Ok(()), "the dictionary thread was woken");
+        state.note_loading();
+        assert!(woken.try_recv().is_err(), "woken once");
     }
 }
