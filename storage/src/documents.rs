@@ -330,7 +330,9 @@ impl Dictionaries {
     /// Writes to `document_dictionaries` of `txn` every dictionary not stored yet; returns
     /// their kinds, to pass to [`Dictionaries::mark_stored`] once `txn` is committed. Every write
     /// transaction that stores documents calls it after its last one, so a dictionary is
-    /// committed with the first document compressed with it.
+    /// committed with the first document compressed with it. A kind's recompression pass is
+    /// due again with a new dictionary ([`crate::Store::documents_recompressed`] is per
+    /// dictionary: one trained anew for a damaged one finds documents compressed alone).
     ///
     /// # Errors
     /// [`StorageError`] on redb failures.
@@ -343,8 +345,10 @@ impl Dictionaries {
             return Ok(Vec::new());
         }
         let mut table = txn.open_table(DICTIONARIES)?;
+        let mut meta = txn.open_table(crate::tables::META)?;
         for (kind, d) in &new {
             table.insert(kind.code(), crate::codec::encode(&(d.id, &d.bytes)).as_slice())?;
+            meta.remove(recompressed_key(*kind).as_str())?;
         }
         Ok(new.into_iter().map(|(k, _)| k).collect())
     }
@@ -406,10 +410,11 @@ impl Dictionaries {
     /// [`TRAIN_SAMPLES`] documents of a kind without a dictionary that they encode (at most
     /// [`MAX_SAMPLES_BYTES`] of a kind and [`MAX_ALL_SAMPLES_BYTES`] in all, none above
     /// [`MAX_SAMPLE_BYTES`]); the call that completes a kind's trains its dictionary from them
-    /// (30 ms for 1,000 small documents, up to 0.4 s for 4 MiB), once per kind and process,
-    /// and compresses with it; with [`Dictionaries::training_in_background`], a thread started
-    /// then trains it, and documents encoded meanwhile are compressed alone (the writer
-    /// compresses them again with the dictionary, `Dictionaries::with_dictionary`). Samples
+    /// (25–45 ms for 500 documents of 1–2 KiB, up to 0.4 s for 4 MiB), once per kind and
+    /// process, and compresses with it; with [`Dictionaries::training_in_background`], a thread
+    /// started then trains it, and documents encoded meanwhile are compressed alone (compressed
+    /// again with the dictionary by the writer, `Dictionaries::with_dictionary`, or during a
+    /// load by the recompression pass after it, [`crate::Store::set_loading`]). Samples
     /// that train none are logged; the kind's documents are then compressed alone unless the
     /// store trains one from those it holds ([`crate::Store::train_dictionaries`]).
     pub fn encode(&self, kind: KindId, doc: &Value) -> Vec<u8> {
@@ -793,10 +798,11 @@ impl crate::Store {
                 None => false,
             }
         };
+        // First: a dictionary stored now makes its kind's pass due again, but this one's.
+        let stored = self.dictionaries.store_new(&txn)?;
         if !more {
             txn.open_table(crate::tables::META)?.insert(recompressed_key(kind).as_str(), 1)?;
         }
-        let stored = self.dictionaries.store_new(&txn)?;
         txn.commit()?;
         self.dictionaries.mark_stored(&stored);
         Ok(if more { last } else { None })
@@ -1203,8 +1209,31 @@ pub(crate) mod tests {
         assert!(dictionaries.has(KindId::Zone) && stored_dictionary(&store, KindId::Zone).is_none());
         assert_eq!(store.recompress_documents(KindId::Zone, None).unwrap(), None);
         assert!(stored_dictionary(&store, KindId::Zone).is_some());
+        assert!(store.documents_recompressed(KindId::Zone).unwrap(), "the pass stored the dictionary it recompressed with");
         drop((store, dictionaries));
         assert!(crate::Store::open(dir.path()).unwrap().dictionaries().has(KindId::Zone), "read back");
+    }
+
+    /// A dictionary stored anew makes its kind's recompression pass due again: the pass is per
+    /// dictionary (one trained anew for a damaged one finds documents compressed alone).
+    #[test]
+    fn storing_a_new_dictionary_makes_its_kinds_pass_due_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = store_with_dictionary(dir.path());
+        let mut after = None;
+        while let Some(last) = store.recompress_documents(KindId::Zone, after.as_deref()).unwrap() {
+            after = Some(last);
+        }
+        assert!(store.documents_recompressed(KindId::Zone).unwrap());
+        let fresh = Dictionaries::sampling();
+        let samples: Vec<Vec<u8>> = (0..TRAIN_SAMPLES as u64)
+            .map(|i| document_json(&serde_json::json!({"kind": "Zone", "metadata": {"name": zone_name(i), "namespace": "poc"}})))
+            .collect();
+        assert!(fresh.insert_trained(KindId::Zone, zstd::dict::from_samples(&samples, DICTIONARY_BYTES).unwrap()).unwrap());
+        let txn = store.database().unwrap().begin_write().unwrap();
+        assert_eq!(fresh.store_new(&txn).unwrap(), vec![KindId::Zone]);
+        txn.commit().unwrap();
+        assert!(!store.documents_recompressed(KindId::Zone).unwrap(), "due again with the new dictionary");
     }
 
     /// The store's own training is bounded as the sources' samples are: documents above

@@ -1254,22 +1254,6 @@ impl crate::Store {
 }
 
 impl crate::Store {
-    /// Whether the writer is processing its initial sync (a load): the writer says so between
-    /// batches until it is processed. Meanwhile batches of creations only leave their
-    /// revisions' index entries, and their per-object bound, to [`crate::Store::index_history`],
-    /// so a load writes each revision's entry alone; and a document the source compressed alone
-    /// (before its kind's dictionary was trained) is stored as it is, left to
-    /// [`crate::Store::recompress_documents`] once the load is processed, so the writer
-    /// compresses no document twice.
-    pub fn set_loading(&self, loading: bool) {
-        self.loading.store(loading, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// What the writer last said with [`crate::Store::set_loading`] (`false` until it does).
-    pub fn loading(&self) -> bool {
-        self.loading.load(std::sync::atomic::Ordering::Relaxed)
-    }
-
     /// Indexes the revisions that wait for it (see [`crate::Store::set_loading`]),
     /// whole commits of about `max_entries` entries, in one durable commit (no new revision);
     /// returns whether some still wait. The writer calls it between batches once its initial

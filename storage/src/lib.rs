@@ -901,6 +901,22 @@ impl Store {
         built
     }
 
+    /// Whether the writer is loading: it says so when it starts, until its initial sync is
+    /// processed (or its sources fall silent before; control-plane's `WriterThread::note_loading`).
+    /// Meanwhile batches of creations only leave their revisions' index entries, and their
+    /// per-object bound, to [`Store::index_history`], so a load writes each revision's entry
+    /// alone; and a document the source compressed alone (before its kind's dictionary was
+    /// trained) is stored as it is, left to [`Store::recompress_documents`] once the load has
+    /// ended, so the writer compresses no document of a load twice.
+    pub fn set_loading(&self, loading: bool) {
+        self.loading.store(loading, std::sync::atomic::Ordering::Release);
+    }
+
+    /// What the writer last said with [`Store::set_loading`] (`false` until it does).
+    pub fn loading(&self) -> bool {
+        self.loading.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Runs `apply` on a new write batch, then commits what it wrote durably, stamped `now`: the
     /// revision is bumped when a record changed (a batch that only moved source versions or
     /// checkpoints commits without a new revision; one that wrote nothing is aborted). When

@@ -1149,7 +1149,12 @@ impl<'txn> WriteBatch<'txn> {
     pub fn fill_document(&mut self, src: &SourceRef, document: &[u8]) -> Result<(), StorageError> {
         let skey = tables::source_key(src.kind, &src.namespace, &src.name);
         if self.tables.documents.get(skey.as_slice())?.is_none() && self.tables.sources.get(skey.as_slice())?.is_some() {
-            self.tables.documents.insert(skey.as_slice(), &*self.dictionaries.with_dictionary(src.kind, document))?;
+            let document = match self.loading {
+                // As in `put_source`: recompressed once the load is processed.
+                true => std::borrow::Cow::Borrowed(document),
+                false => self.dictionaries.with_dictionary(src.kind, document),
+            };
+            self.tables.documents.insert(skey.as_slice(), &*document)?;
             self.sources_changed = true;
         }
         Ok(())

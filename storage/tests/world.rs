@@ -336,10 +336,10 @@ fn log_reads(store: &Store) -> Vec<String> {
 #[test]
 fn a_load_that_leaves_its_history_index_for_later_reads_the_same_log() {
     let docs = world_docs();
-    let load = |defer: bool| {
+    let load = |loading: bool| {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        store.set_loading(defer);
+        store.set_loading(loading);
         for chunk in docs.chunks(40) {
             apply(&store, chunk, "v1");
         }

@@ -435,12 +435,14 @@ impl Writer {
 /// of its documents (a store written by an earlier build; [`Store::train_dictionaries`], a
 /// fraction of a second per kind), then recompresses with each kind's dictionary the kind's
 /// documents written before ([`Store::recompress_documents`], one short write
-/// transaction at a time, once per store, once the writer's initial sync is processed). Off the
-/// writer; woken at its start, after commits and when the initial sync is processed (wakes
-/// coalesce), it ends once the returned sender is dropped, between two transactions.
+/// transaction at a time, once per dictionary, once the writer's load has ended:
+/// [`WriterThread::note_loading`]). Off the writer; woken at its start, after commits and when
+/// the load ends (wakes coalesce), it ends once the returned sender is dropped, between two
+/// transactions.
 fn spawn_trainer(store: Store, writer: mpsc::Sender<WriterMessage>) -> std::io::Result<(mpsc::SyncSender<()>, JoinHandle<()>)> {
     let (tx, rx) = mpsc::sync_channel::<()>(1);
-    // A store trained before (or a start cut short) finishes its recompression.
+    // A store trained before (or a start cut short) finishes its recompression, once the
+    // writer's load has ended.
     let _ = tx.try_send(());
     let thread = std::thread::Builder::new().name("cp-dictionaries".into()).spawn(move || {
         let mut done = DictionaryWork::default();
@@ -462,8 +464,9 @@ struct DictionaryWork {
 }
 
 /// One round of the dictionary thread ([`spawn_trainer`]): trains the dictionaries due, then
-/// recompresses what each kind with a dictionary wrote before it. `false` when the writer ended
-/// meanwhile (`rx` disconnected).
+/// recompresses what each kind with a dictionary wrote before it, unless the writer is loading
+/// (the round then ends there; the end of the load wakes the next). `false` when the writer
+/// ended meanwhile (`rx` disconnected).
 fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Receiver<()>, writer: &mpsc::Sender<WriterMessage>) -> bool {
     match store.train_dictionaries(&mut done.given_up) {
         Ok(kinds) if !kinds.is_empty() => {
@@ -503,6 +506,10 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
     }
     true
 }
+
+/// How long the sources may send no change before the writer ends its load although its
+/// initial sync is not processed ([`WriterThread::note_loading`]).
+pub const LOAD_IDLE: Duration = Duration::from_secs(2);
 
 /// How a recompression pass of [`recompress`] ended.
 #[derive(Debug, PartialEq)]
@@ -731,8 +738,12 @@ struct WriterThread {
     /// Per kind, the changes not applied since its last sweep because the store held a newer
     /// version ([`ChangeEnd::Outdated`]), for that sweep's report.
     outdated: FastMap<KindId, usize>,
-    /// Wakes the dictionary trainer ([`spawn_trainer`]) after a commit.
+    /// Wakes the dictionary trainer ([`spawn_trainer`]) after a commit, and when the load ends
+    /// ([`WriterThread::note_loading`]).
     train: mpsc::SyncSender<()>,
+    /// How long the writer has waited for a change since its last (its loop's waits added up):
+    /// a load whose sources fall silent for [`LOAD_IDLE`] ends ([`WriterThread::note_loading`]).
+    idle: Duration,
     /// While store writes fail on the volume: the batch held and the retry schedule.
     fault: Option<VolumeFault>,
     /// Store errors, logged once per cause and [`FAILURE_LOG_INTERVAL`].
@@ -838,6 +849,8 @@ impl WriterThread {
         // Used to translate stored documents again (`Handlers::rederive`), which keeps no
         // document: not the store's dictionaries, which would take them as samples.
         let handlers = crate::projector::handlers::Handlers::new(&settings.features);
+        // Before the dictionary thread starts: it recompresses nothing while the writer loads.
+        store.set_loading(!readiness.synced());
         let (train, trainer) = spawn_trainer(store.clone(), tx.clone())?;
         let filling_documents = store.filling_documents();
         if settings.prebuild_orders {
@@ -877,6 +890,7 @@ impl WriterThread {
             filling_documents,
             outdated: FastMap::default(),
             train,
+            idle: Duration::ZERO,
             fault: None,
             failure_log: storage::throttle::LogThrottle::new(FAILURE_LOG_INTERVAL),
             recovering: None,
@@ -915,7 +929,13 @@ impl WriterThread {
                     crate::release_free_memory();
                 }
             }
-            match rx.recv_timeout(wait) {
+            let waiting = Instant::now();
+            let received = rx.recv_timeout(wait);
+            match &received {
+                Ok(WriterMessage::Change(_)) => self.idle = Duration::ZERO,
+                _ => self.idle += waiting.elapsed(),
+            }
+            match received {
                 Ok(WriterMessage::Change(c)) => {
                     self.queue.taken(&c);
                     self.accept(c, &mut batch)
@@ -1056,15 +1076,18 @@ impl WriterThread {
         tracing::warn!(error = %e, retry_in_s = ORDERS_RETRY.as_secs(), "re-deriving a kind from the stored source documents failed; {meanwhile}");
     }
 
-    /// Tells the store whether this run's initial sync is still being processed
-    /// ([`Store::set_loading`]), and wakes the dictionary thread when it ends: the load's
-    /// documents compressed alone wait for that wake, which no commit may follow.
+    /// Ends the store's load ([`Store::set_loading`], said when this thread started) once this
+    /// run's initial sync is processed, or once the sources have sent no change for
+    /// [`LOAD_IDLE`] before it is (a kube kind whose list never succeeds keeps the sync pending
+    /// for good; the writer then writes as after a load). A load ends once per run. Wakes the
+    /// dictionary thread then: the load's documents compressed alone wait for that wake, and
+    /// no commit may come after it to wake the thread.
     fn note_loading(&mut self) {
-        let loading = !self.readiness.synced();
-        if self.store.loading() && !loading {
+        if self.store.loading() && (self.readiness.synced() || self.idle >= LOAD_IDLE) {
+            // Said before the wake, so the woken thread sees the load ended.
+            self.store.set_loading(false);
             let _ = self.train.try_send(());
         }
-        self.store.set_loading(loading);
     }
 
     /// Records in the store that the initial sync of its source completed (the next start with
@@ -2142,10 +2165,11 @@ mod tests {
         assert!(done.recompressed.contains(&KindId::Zone));
     }
 
-    /// The writer wakes the dictionary thread when its initial sync is processed: the load's
+    /// The writer's load ends when its initial sync is processed, or when the sources are silent
+    /// for [`LOAD_IDLE`] before it is, and wakes the dictionary thread then: the load's
     /// documents compressed alone wait for that wake, as no commit may follow.
     #[test]
-    fn the_end_of_the_load_wakes_the_dictionary_thread() {
+    fn the_load_ends_once_when_synced_or_silent_and_wakes_the_dictionary_thread() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
         let (tx, _rx) = mpsc::channel();
@@ -2154,16 +2178,35 @@ mod tests {
         let (mut state, _trainer) = WriterThread::new(store.clone(), Metrics::new(), readiness.clone(), settings, &tx).unwrap();
         let (train, woken) = mpsc::sync_channel::<()>(1);
         state.train = train;
+        assert!(store.loading(), "said when the writer starts: the initial sync is being processed");
         state.note_loading();
-        assert!(store.loading(), "the initial sync is being processed");
+        assert!(store.loading());
         assert!(woken.try_recv().is_err(), "nothing to wake for yet");
-        state.note_loading();
-        assert!(woken.try_recv().is_err(), "still loading");
         readiness.end_phase("test");
         state.note_loading();
         assert!(!store.loading(), "the initial sync is processed");
         assert_eq!(woken.try_recv(), Ok(()), "the dictionary thread was woken");
         state.note_loading();
         assert!(woken.try_recv().is_err(), "woken once");
+
+        // Sources silent before their initial sync is processed (a kube kind whose list never
+        // succeeds) end the load too, once.
+        let readiness = Readiness::new(["never"]);
+        let (mut state, _trainer) =
+            WriterThread::new(store.clone(), Metrics::new(), readiness, WriterSettings::new(ProjectorConfig::default(), Clock(None)), &tx)
+                .unwrap();
+        let (train, woken) = mpsc::sync_channel::<()>(1);
+        state.train = train;
+        assert!(store.loading());
+        state.idle = LOAD_IDLE - Duration::from_millis(1);
+        state.note_loading();
+        assert!(store.loading(), "not silent for long enough");
+        state.idle = LOAD_IDLE;
+        state.note_loading();
+        assert!(!store.loading(), "silent for {LOAD_IDLE:?}: the load ended");
+        assert_eq!(woken.try_recv(), Ok(()));
+        state.idle = Duration::ZERO;
+        state.note_loading();
+        assert!(!store.loading(), "a load ends once per run");
     }
 }
