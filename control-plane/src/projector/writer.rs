@@ -1530,11 +1530,14 @@ impl WriterThread {
     }
 
     /// Ends the report of a volume fault once writes succeed and nothing is queued; logged once
-    /// readiness is told (the line is a barrier for what `/readyz` says).
+    /// readiness is told (the line is a barrier for what `/readyz` says). Wakes the dictionary
+    /// thread: what it could not write meanwhile (a recompression after the load, which no
+    /// commit may follow) is tried again.
     fn end_recovery(&mut self) {
         let Some(recovering) = self.recovering.take() else { return };
         self.failure_log.reset();
         self.readiness.set_store_fault(None, false);
+        let _ = self.train.try_send(());
         tracing::info!(
             failing_for_s = recovering.since.elapsed().as_secs(),
             attempts = recovering.attempts,
@@ -2163,6 +2166,24 @@ mod tests {
         assert!(keep_documents_small(&store, &mut done, &rx, &writer));
         assert!(store.documents_recompressed(KindId::Zone).unwrap(), "once the load is processed");
         assert!(done.recompressed.contains(&KindId::Zone));
+    }
+
+    /// The end of a volume fault wakes the dictionary thread: a recompression that failed on
+    /// the volume after the load is tried again, though no commit may follow.
+    #[test]
+    fn the_end_of_a_volume_fault_wakes_the_dictionary_thread() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let (tx, _rx) = mpsc::channel();
+        let settings = WriterSettings::new(ProjectorConfig::default(), Clock(None));
+        let (mut state, _trainer) = WriterThread::new(store, Metrics::new(), Readiness::new(["test"]), settings, &tx).unwrap();
+        let (train, woken) = mpsc::sync_channel::<()>(1);
+        state.train = train;
+        state.end_recovery();
+        assert!(woken.try_recv().is_err(), "no fault to end");
+        state.recovering = Some(Recovering { since: Instant::now(), since_at: "then".into(), attempts: 2 });
+        state.end_recovery();
+        assert_eq!(woken.try_recv(), Ok(()), "woken when writes succeed again");
     }
 
     /// The writer's load ends when its initial sync is processed, or when the sources are silent
