@@ -488,7 +488,7 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
         }
         match recompress(store, kind, rx, &mut done.woken) {
             Ok(Pass::Complete) => {}
-            // Woken again when the load is processed.
+            // Woken again when the load ends.
             Ok(Pass::Loading) => return true,
             Ok(Pass::WriterEnded) => return false,
             Err(StorageError::Reopened) => return true,
@@ -516,16 +516,16 @@ pub const LOAD_IDLE: Duration = Duration::from_secs(2);
 enum Pass {
     /// Every document of the kind written before its dictionary is recompressed.
     Complete,
-    /// The writer is processing its initial sync, whose documents compressed alone are stored
-    /// as they are ([`Store::set_loading`]): the pass waits for its end (the writer wakes
-    /// this thread then) and goes on from the kind's first document.
+    /// The writer is loading, and stores the documents compressed alone as they are
+    /// ([`Store::set_loading`]): the pass waits for the load's end (the writer wakes this
+    /// thread then) and goes on from the kind's first document.
     Loading,
     /// The writer ended (`rx` disconnected).
     WriterEnded,
 }
 
 /// Recompresses `kind`'s documents written before its dictionary, a transaction at a time,
-/// once the writer's initial sync is processed. A wake taken meanwhile sets `woken`.
+/// once the writer's load has ended. A wake taken meanwhile sets `woken`.
 fn recompress(store: &Store, kind: KindId, rx: &mpsc::Receiver<()>, woken: &mut bool) -> Result<Pass, storage::StorageError> {
     if store.documents_recompressed(kind)? {
         return Ok(Pass::Complete);
@@ -2146,9 +2146,9 @@ mod tests {
         assert!(faults.try_recv().is_err(), "no volume fault was told");
     }
 
-    /// While the writer processes its initial sync, the dictionary thread trains but leaves
-    /// the recompression for after it (the load's documents compressed alone are stored as
-    /// they are meanwhile); the next round after it recompresses them.
+    /// While the writer loads, the dictionary thread trains but leaves the recompression for
+    /// after the load (its documents compressed alone are stored as they are meanwhile); the
+    /// next round after it recompresses them.
     #[test]
     fn the_recompression_waits_until_the_load_is_processed() {
         let dir = tempfile::tempdir().unwrap();
