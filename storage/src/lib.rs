@@ -133,7 +133,7 @@ pub struct Store {
     dictionaries: documents::Dictionaries,
     /// The history's settings ([`history`]).
     history: Arc<std::sync::RwLock<history::HistorySettings>>,
-    /// Whether the writer is processing its initial sync ([`Store::set_loading`]).
+    /// Whether the writer is loading ([`Store::set_loading`]).
     loading: Arc<std::sync::atomic::AtomicBool>,
     /// The team scopes' revisions that wait for their index, read once for every view.
     unindexed_tail: Arc<history::UnindexedTail>,

@@ -463,10 +463,10 @@ pub struct WriteBatch<'txn> {
     /// of their records (their switch writes every one of them anew, links resolved).
     pub(crate) unreadable: Vec<KindId>,
     /// The store's document dictionaries: a document compressed alone is stored compressed with
-    /// its kind's ([`crate::documents::Dictionaries::with_dictionary`]), but while loading.
+    /// its kind's ([`WriteBatch::document_as_stored`]), but while loading.
     pub(crate) dictionaries: crate::documents::Dictionaries,
-    /// Whether the writer is processing its initial sync ([`crate::Store::set_loading`]): a
-    /// document compressed alone is then stored as it is.
+    /// Whether the writer is loading ([`crate::Store::set_loading`]): a document compressed
+    /// alone is then stored as it is.
     pub(crate) loading: bool,
     /// What the batch notes for the change log while history is on ([`crate::history`]).
     pub(crate) history: Option<crate::history::Recorder>,
@@ -939,12 +939,9 @@ impl<'txn> WriteBatch<'txn> {
         self.tables.sources.insert(skey, encode(&entry).as_slice())?;
         self.source_writes += 1;
         match document {
-            // A load's documents compressed alone are recompressed once it is processed.
-            Some(doc) if self.loading => {
-                self.tables.documents.insert(skey, doc)?;
-            }
             Some(doc) => {
-                self.tables.documents.insert(skey, &*self.dictionaries.with_dictionary(kind, doc))?;
+                let doc = self.document_as_stored(kind, doc);
+                self.tables.documents.insert(skey, &*doc)?;
             }
             None if !same_version => {
                 self.tables.documents.remove(skey)?;
@@ -1149,15 +1146,22 @@ impl<'txn> WriteBatch<'txn> {
     pub fn fill_document(&mut self, src: &SourceRef, document: &[u8]) -> Result<(), StorageError> {
         let skey = tables::source_key(src.kind, &src.namespace, &src.name);
         if self.tables.documents.get(skey.as_slice())?.is_none() && self.tables.sources.get(skey.as_slice())?.is_some() {
-            let document = match self.loading {
-                // As in `put_source`: recompressed once the load is processed.
-                true => std::borrow::Cow::Borrowed(document),
-                false => self.dictionaries.with_dictionary(src.kind, document),
-            };
+            let document = self.document_as_stored(src.kind, document);
             self.tables.documents.insert(skey.as_slice(), &*document)?;
             self.sources_changed = true;
         }
         Ok(())
+    }
+
+    /// `document` (of `kind`, as a source encoded it) as the documents table keeps it: compressed
+    /// with its kind's dictionary ([`crate::documents::Dictionaries::with_dictionary`]), but
+    /// while loading, when a document compressed alone is kept as it is and left to
+    /// [`crate::Store::recompress_documents`] once the load has ended.
+    fn document_as_stored<'d>(&self, kind: KindId, document: &'d [u8]) -> std::borrow::Cow<'d, [u8]> {
+        match self.loading {
+            true => std::borrow::Cow::Borrowed(document),
+            false => self.dictionaries.with_dictionary(kind, document),
+        }
     }
 
     /// Removes every record of `kind` and what is derived from them (ordering and secondary

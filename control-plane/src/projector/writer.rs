@@ -493,7 +493,7 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
             Ok(Pass::WriterEnded) => return false,
             Err(StorageError::Reopened) => return true,
             Err(e) if e.is_volume_fault() => {
-                // Tried again after the next commit, once writes succeed.
+                // Tried again once writes succeed: the end of the fault or the next commit wakes this.
                 tracing::debug!(kind = kind.name(), error = %e, "recompressing documents failed on the volume; tried again after the next commit");
                 let _ = writer.send(WriterMessage::Fault(e.to_string()));
                 return true;
@@ -2168,17 +2168,24 @@ mod tests {
         assert!(done.recompressed.contains(&KindId::Zone));
     }
 
+    /// A writer's state on `store`; the wakes it sends the dictionary thread land in the
+    /// returned receiver.
+    fn writer_waking(store: &Store, readiness: Readiness) -> (WriterThread, mpsc::Receiver<()>) {
+        let (tx, _rx) = mpsc::channel();
+        let settings = WriterSettings::new(ProjectorConfig::default(), Clock(None));
+        let (mut state, _trainer) = WriterThread::new(store.clone(), Metrics::new(), readiness, settings, &tx).unwrap();
+        let (train, woken) = mpsc::sync_channel::<()>(1);
+        state.train = train;
+        (state, woken)
+    }
+
     /// The end of a volume fault wakes the dictionary thread: a recompression that failed on
     /// the volume after the load is tried again, though no commit may follow.
     #[test]
     fn the_end_of_a_volume_fault_wakes_the_dictionary_thread() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let (tx, _rx) = mpsc::channel();
-        let settings = WriterSettings::new(ProjectorConfig::default(), Clock(None));
-        let (mut state, _trainer) = WriterThread::new(store, Metrics::new(), Readiness::new(["test"]), settings, &tx).unwrap();
-        let (train, woken) = mpsc::sync_channel::<()>(1);
-        state.train = train;
+        let (mut state, woken) = writer_waking(&store, Readiness::new(["test"]));
         state.end_recovery();
         assert!(woken.try_recv().is_err(), "no fault to end");
         state.recovering = Some(Recovering { since: Instant::now(), since_at: "then".into(), attempts: 2 });
@@ -2193,12 +2200,8 @@ mod tests {
     fn the_load_ends_once_when_synced_or_silent_and_wakes_the_dictionary_thread() {
         let dir = tempfile::tempdir().unwrap();
         let store = Store::open(dir.path()).unwrap();
-        let (tx, _rx) = mpsc::channel();
-        let settings = WriterSettings::new(ProjectorConfig::default(), Clock(None));
         let readiness = Readiness::new(["test"]);
-        let (mut state, _trainer) = WriterThread::new(store.clone(), Metrics::new(), readiness.clone(), settings, &tx).unwrap();
-        let (train, woken) = mpsc::sync_channel::<()>(1);
-        state.train = train;
+        let (mut state, woken) = writer_waking(&store, readiness.clone());
         assert!(store.loading(), "said when the writer starts: the initial sync is being processed");
         state.note_loading();
         assert!(store.loading());
@@ -2212,12 +2215,7 @@ mod tests {
 
         // Sources silent before their initial sync is processed (a kube kind whose list never
         // succeeds) end the load too, once.
-        let readiness = Readiness::new(["never"]);
-        let (mut state, _trainer) =
-            WriterThread::new(store.clone(), Metrics::new(), readiness, WriterSettings::new(ProjectorConfig::default(), Clock(None)), &tx)
-                .unwrap();
-        let (train, woken) = mpsc::sync_channel::<()>(1);
-        state.train = train;
+        let (mut state, woken) = writer_waking(&store, Readiness::new(["never"]));
         assert!(store.loading());
         state.idle = LOAD_IDLE - Duration::from_millis(1);
         state.note_loading();
