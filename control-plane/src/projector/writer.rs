@@ -19,7 +19,9 @@
 //! free than at the failure, else after a backoff of 1 s doubling to 60 s. Nothing is dropped: the batch's readiness items
 //! end only once it is committed. Meanwhile the store serves what it holds, and readiness,
 //! `extensions.freshness`, `/admin/v1/status` and `controlplane_store_write_failing` say why;
-//! the failure is logged once per cause and minute, with a count.
+//! the failure is logged once per cause and minute, with a count. A fault ends once writes
+//! succeed, the changes queued meanwhile are written and the background steps ran again; one
+//! that begins again within a minute of its end goes on (its `since`, backoff and log throttle).
 
 use crate::config::{Clock, ProjectorConfig};
 use crate::metrics::{outcome, Metrics};
@@ -751,6 +753,9 @@ struct WriterThread {
     /// After a volume fault, writes succeed again: when the fault began and the tries it took,
     /// until the queue is empty ([`WriterThread::end_recovery`]).
     recovering: Option<Recovering>,
+    /// The last volume fault's end, for [`FAILURE_LOG_INTERVAL`]: a fault that begins again
+    /// meanwhile goes on ([`WriterThread::enter_fault`]).
+    ended_fault: Option<(Instant, Recovering)>,
     /// A batch was written since the writer last went idle: its freed memory is handed back
     /// to the system when it does ([`crate::release_free_memory`]).
     wrote_since_idle: bool,
@@ -788,6 +793,12 @@ struct Recovering {
     since: Instant,
     since_at: String,
     attempts: u32,
+}
+
+/// The wait after a volume fault's `attempts`-th failed try before the next: 1 s doubling to
+/// 60 s ([`Wait::StoreError`]).
+fn fault_backoff(attempts: u32, projector: &ProjectorConfig) -> Duration {
+    retry::delay(Wait::StoreError, attempts.saturating_sub(1), projector, 0.0)
 }
 
 /// How often the same failure is logged again (with the count since).
@@ -894,6 +905,7 @@ impl WriterThread {
             fault: None,
             failure_log: storage::throttle::LogThrottle::new(FAILURE_LOG_INTERVAL),
             recovering: None,
+            ended_fault: None,
             wrote_since_idle: false,
         };
         Ok((state, trainer))
@@ -910,9 +922,6 @@ impl WriterThread {
                 self.ride_out_fault();
                 continue;
             }
-            if self.recovering.is_some() && batch.is_empty() && self.queue.depth.load(Ordering::Relaxed) == 0 {
-                self.end_recovery();
-            }
             if self.rederiving && self.readiness.synced() {
                 self.finish_rederivation();
             }
@@ -921,6 +930,11 @@ impl WriterThread {
             }
             self.note_loading();
             let wait = self.background_steps();
+            // A recovery ends once the background steps ran again without a fault too: on a
+            // volume with room for small writes only, a build or an index step fails again.
+            if self.recovering.is_some() && self.fault.is_none() && batch.is_empty() && self.queue.depth.load(Ordering::Relaxed) == 0 {
+                self.end_recovery();
+            }
             if !wait.is_zero() && self.queue.depth.load(Ordering::Relaxed) == 0 {
                 self.release_write_buffer();
                 // The allocator keeps the pages a batch freed for this thread's next batch;
@@ -1382,8 +1396,14 @@ impl WriterThread {
         };
         let dir = self.store.dir().display().to_string();
         let logged = self.failure_log.admit(&cause);
-        // Failing again before the queue drained after the last fault: the same fault goes on.
-        if let Some(Recovering { since, since_at, attempts }) = self.recovering.take().filter(|_| self.fault.is_none()) {
+        // Failing again before the queue drained after the last fault, or within a minute of its
+        // end (a volume with room for small writes only): the same fault goes on, its backoff
+        // and its log's throttle with it.
+        let resumed = self
+            .recovering
+            .take()
+            .or_else(|| self.ended_fault.take().filter(|(ended, _)| ended.elapsed() < FAILURE_LOG_INTERVAL).map(|(_, fault)| fault));
+        if let Some(Recovering { since, since_at, attempts }) = resumed.filter(|_| self.fault.is_none()) {
             self.metrics.store_write_failing.set(1);
             self.fault = Some(VolumeFault {
                 cause: cause.clone(),
@@ -1398,7 +1418,7 @@ impl WriterThread {
         match &mut self.fault {
             Some(fault) => {
                 fault.attempts = fault.attempts.saturating_add(1);
-                fault.next_try = Instant::now() + retry::delay(Wait::StoreError, fault.attempts, &self.settings.projector, 0.0);
+                fault.next_try = Instant::now() + fault_backoff(fault.attempts, &self.settings.projector);
                 fault.free_then = free;
                 fault.held.extend(held);
                 if let Some(since) = logged {
@@ -1415,7 +1435,7 @@ impl WriterThread {
                     "store write failed on the volume; the store serves what it holds, keeps the changes, and retries once space is back"
                 );
                 self.metrics.store_write_failing.set(1);
-                let delay = retry::delay(Wait::StoreError, 0, &self.settings.projector, 0.0);
+                let delay = fault_backoff(1, &self.settings.projector);
                 self.fault = Some(VolumeFault {
                     cause,
                     since: Instant::now(),
@@ -1489,7 +1509,7 @@ impl WriterThread {
             let Some(r) = self.reopen_store() else {
                 if let Some(fault) = &mut self.fault {
                     fault.attempts = fault.attempts.saturating_add(1);
-                    fault.next_try = Instant::now() + retry::delay(Wait::StoreError, fault.attempts, &self.settings.projector, 0.0);
+                    fault.next_try = Instant::now() + fault_backoff(fault.attempts, &self.settings.projector);
                 }
                 return;
             };
@@ -1529,13 +1549,13 @@ impl WriterThread {
         self.recovering = Some(Recovering { since: fault.since, since_at: fault.since_at, attempts: fault.attempts });
     }
 
-    /// Ends the report of a volume fault once writes succeed and nothing is queued; logged once
-    /// readiness is told (the line is a barrier for what `/readyz` says). Wakes the dictionary
-    /// thread: what it could not write meanwhile (a recompression after the load, which no
-    /// commit may follow) is tried again.
+    /// Ends the report of a volume fault once writes succeed, nothing is queued and the
+    /// background steps ran without a fault; logged once readiness is told (the line is a
+    /// barrier for what `/readyz` says). Wakes the dictionary thread: what it could not write
+    /// meanwhile (a recompression after the load, which no commit may follow) is tried again.
+    /// The fault is kept for [`FAILURE_LOG_INTERVAL`]: one beginning again meanwhile goes on.
     fn end_recovery(&mut self) {
         let Some(recovering) = self.recovering.take() else { return };
-        self.failure_log.reset();
         self.readiness.set_store_fault(None, false);
         let _ = self.train.try_send(());
         tracing::info!(
@@ -1543,6 +1563,7 @@ impl WriterThread {
             attempts = recovering.attempts,
             "store writes succeed again; the changes held and queued meanwhile are committed"
         );
+        self.ended_fault = Some((Instant::now(), recovering));
     }
 
     /// One write transaction over `batch`; returns each change's result and duration.
@@ -2191,6 +2212,45 @@ mod tests {
         state.recovering = Some(Recovering { since: Instant::now(), since_at: "then".into(), attempts: 2 });
         state.end_recovery();
         assert_eq!(woken.try_recv(), Ok(()), "woken when writes succeed again");
+    }
+
+    /// A volume fault that begins again within a minute of the last one's end (a volume with
+    /// room for the writer's small writes, not for an ordering build or a recompression) goes
+    /// on: the same `since`, its backoff growing, its log's throttle kept. Later it is a new one.
+    #[test]
+    fn a_volume_fault_that_begins_again_within_a_minute_goes_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let readiness = Readiness::new(["test"]);
+        let (mut state, _woken) = writer_waking(&store, readiness.clone());
+        let cause = "No space left on device (os error 28)";
+        let full = StorageError::Volume(cause.into());
+        // Begins (or goes on), then the recovery ends once writes succeed and nothing is queued.
+        let fails_then_recovers = |state: &mut WriterThread, attempts: u32| {
+            let asked = Instant::now();
+            state.enter_fault(&full, Vec::new(), false);
+            let fault = state.fault.as_ref().expect("a fault");
+            let backoff = Duration::from_secs(1 << (attempts - 1));
+            assert_eq!(fault.attempts, attempts);
+            assert!(fault.next_try >= asked + backoff && fault.next_try <= Instant::now() + backoff, "backoff {backoff:?}");
+            let (since, report) = (fault.since, readiness.store_fault().expect("reported"));
+            state.fault_cleared();
+            state.end_recovery();
+            assert!(state.fault.is_none() && readiness.store_fault().is_none(), "the recovery ended");
+            (since, report)
+        };
+        let (since, report) = fails_then_recovers(&mut state, 1);
+        for attempts in 2..=4 {
+            let (again, again_report) = fails_then_recovers(&mut state, attempts);
+            assert_eq!(again, since, "the same fault");
+            assert_eq!(again_report, report, "failing since the first failure");
+            assert_eq!(state.failure_log.admit(cause), None, "logged at most once a minute");
+        }
+
+        // A minute after the last end: a new fault, its backoff from the start.
+        state.ended_fault.as_mut().expect("the last fault is kept").0 = Instant::now().checked_sub(FAILURE_LOG_INTERVAL).unwrap();
+        let (later, _) = fails_then_recovers(&mut state, 1);
+        assert!(later > since, "a new fault");
     }
 
     /// The writer's load ends when its initial sync is processed, or when the sources are silent
