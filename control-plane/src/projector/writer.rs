@@ -930,6 +930,11 @@ impl WriterThread {
             }
             self.note_loading();
             let wait = self.background_steps();
+            // A step that failed on the volume: no change is taken until the fault's retry (a
+            // small commit now would end it, and the next step would fail again at once).
+            if self.fault.is_some() {
+                continue;
+            }
             // A recovery ends once the background steps ran again without a fault too: on a
             // volume with room for small writes only, a build or an index step fails again.
             if self.recovering.is_some() && self.fault.is_none() && batch.is_empty() && self.queue.depth.load(Ordering::Relaxed) == 0 {
@@ -1523,29 +1528,33 @@ impl WriterThread {
         }
         // Nothing held (a build or a mark failed): a write of its own says whether writes work.
         match self.store.check_writable() {
-            Ok(()) => self.fault_cleared(),
+            Ok(()) => self.fault_cleared(false),
             Err(e) => self.enter_fault(&e, Vec::new(), true),
         }
     }
 
-    /// Ends the volume fault after a successful commit.
-    /// The report stays until the changes queued meanwhile are written too
+    /// Ends the volume fault after a successful commit: of the held changes (`committed`), or
+    /// of the writer's own check when nothing was held. The report stays until the changes
+    /// queued meanwhile are written and the background steps ran again
     /// ([`WriterThread::end_recovery`]): a nearly full volume may take one batch and refuse the
-    /// next.
-    fn fault_cleared(&mut self) {
+    /// next. Only committed changes make it say "writes resumed", and the metric go to 0.
+    fn fault_cleared(&mut self, committed: bool) {
         let Some(fault) = self.fault.take() else { return };
         tracing::debug!(
             failing_for_s = fault.since.elapsed().as_secs(),
             attempts = fault.attempts,
+            committed,
             "a store write succeeded after a volume fault"
         );
-        self.metrics.store_write_failing.set(0);
-        let dir = self.store.dir().display().to_string();
-        let report = format!(
-            "store write failed: {}; data directory {dir}; since {}; writes resumed, the changes queued meanwhile are being written",
-            fault.cause, fault.since_at
-        );
-        self.readiness.set_store_fault(Some(report), false);
+        if committed {
+            self.metrics.store_write_failing.set(0);
+            let dir = self.store.dir().display().to_string();
+            let report = format!(
+                "store write failed: {}; data directory {dir}; since {}; writes resumed, the changes queued meanwhile are being written",
+                fault.cause, fault.since_at
+            );
+            self.readiness.set_store_fault(Some(report), false);
+        }
         self.recovering = Some(Recovering { since: fault.since, since_at: fault.since_at, attempts: fault.attempts });
     }
 
@@ -1556,6 +1565,7 @@ impl WriterThread {
     /// The fault is kept for [`FAILURE_LOG_INTERVAL`]: one beginning again meanwhile goes on.
     fn end_recovery(&mut self) {
         let Some(recovering) = self.recovering.take() else { return };
+        self.metrics.store_write_failing.set(0);
         self.readiness.set_store_fault(None, false);
         let _ = self.train.try_send(());
         tracing::info!(
@@ -1594,7 +1604,7 @@ impl WriterThread {
             Ok(out)
         });
         if self.fault.is_some() && !matches!(&written, Err(e) if e.is_volume_fault()) {
-            self.fault_cleared();
+            self.fault_cleared(true);
         }
         let (out, revision) = written?;
         self.metrics.store_commit_seconds.observe(committing.elapsed().as_secs_f64());
@@ -2234,8 +2244,11 @@ mod tests {
             assert_eq!(fault.attempts, attempts);
             assert!(fault.next_try >= asked + backoff && fault.next_try <= Instant::now() + backoff, "backoff {backoff:?}");
             let (since, report) = (fault.since, readiness.store_fault().expect("reported"));
-            state.fault_cleared();
+            state.fault_cleared(false);
+            assert_eq!(readiness.store_fault().as_ref(), Some(&report), "the writer's own check resumes no write: reported as it was");
+            assert_eq!(state.metrics.store_write_failing.get(), 1);
             state.end_recovery();
+            assert_eq!(state.metrics.store_write_failing.get(), 0);
             assert!(state.fault.is_none() && readiness.store_fault().is_none(), "the recovery ended");
             (since, report)
         };
@@ -2246,6 +2259,13 @@ mod tests {
             assert_eq!(again_report, report, "failing since the first failure");
             assert_eq!(state.failure_log.admit(cause), None, "logged at most once a minute");
         }
+
+        // Held changes committed: "writes resumed" until the recovery ends.
+        state.enter_fault(&full, Vec::new(), false);
+        state.fault_cleared(true);
+        assert!(readiness.store_fault().is_some_and(|r| r.contains("writes resumed")), "{:?}", readiness.store_fault());
+        assert_eq!(state.metrics.store_write_failing.get(), 0);
+        state.end_recovery();
 
         // A minute after the last end: a new fault, its backoff from the start.
         state.ended_fault.as_mut().expect("the last fault is kept").0 = Instant::now().checked_sub(FAILURE_LOG_INTERVAL).unwrap();
