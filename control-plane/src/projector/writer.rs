@@ -930,15 +930,8 @@ impl WriterThread {
             }
             self.note_loading();
             let wait = self.background_steps();
-            // A step that failed on the volume: no change is taken until the fault's retry (a
-            // small commit now would end it, and the next step would fail again at once).
-            if self.fault.is_some() {
+            if !self.takes_changes_after_steps(&batch) {
                 continue;
-            }
-            // A recovery ends once the background steps ran again without a fault too: on a
-            // volume with room for small writes only, a build or an index step fails again.
-            if self.recovering.is_some() && self.fault.is_none() && batch.is_empty() && self.queue.depth.load(Ordering::Relaxed) == 0 {
-                self.end_recovery();
             }
             if !wait.is_zero() && self.queue.depth.load(Ordering::Relaxed) == 0 {
                 self.release_write_buffer();
@@ -992,6 +985,21 @@ impl WriterThread {
             self.wrote_since_idle = true;
         }
         tracing::debug!(parked = self.parked.len(), "writer stopped");
+    }
+
+    /// After the background steps: whether the writer takes changes now. Not while a step
+    /// failed on the volume, until the fault's retry (a small commit now would end the fault,
+    /// and the next step would fail again at once). Ends a recovery once nothing is queued and
+    /// the steps ran again without a fault: on a volume with room for small writes only, a
+    /// build or an index step fails again.
+    fn takes_changes_after_steps(&mut self, batch: &[QueuedChange]) -> bool {
+        if self.fault.is_some() {
+            return false;
+        }
+        if self.recovering.is_some() && batch.is_empty() && self.queue.depth.load(Ordering::Relaxed) == 0 {
+            self.end_recovery();
+        }
+        true
     }
 
     /// One step of each background job that is due between two batches: the re-derivation of
@@ -2226,7 +2234,9 @@ mod tests {
 
     /// A volume fault that begins again within a minute of the last one's end (a volume with
     /// room for the writer's small writes, not for an ordering build or a recompression) goes
-    /// on: the same `since`, its backoff growing, its log's throttle kept. Later it is a new one.
+    /// on: the same `since`, its backoff growing, its log's throttle kept; the writer's own
+    /// check write ends it without saying "writes resumed"; a failed background step takes no
+    /// change before the retry. Later it is a new one.
     #[test]
     fn a_volume_fault_that_begins_again_within_a_minute_goes_on() {
         let dir = tempfile::tempdir().unwrap();
@@ -2266,6 +2276,18 @@ mod tests {
         assert!(readiness.store_fault().is_some_and(|r| r.contains("writes resumed")), "{:?}", readiness.store_fault());
         assert_eq!(state.metrics.store_write_failing.get(), 0);
         state.end_recovery();
+
+        // After the background steps: a step that failed takes no change until the retry; a
+        // recovery ends once nothing is queued.
+        state.enter_fault(&full, Vec::new(), false);
+        assert!(!state.takes_changes_after_steps(&[]));
+        state.fault_cleared(false);
+        state.queue.depth.store(1, Ordering::Relaxed);
+        assert!(state.takes_changes_after_steps(&[]));
+        assert!(state.recovering.is_some() && readiness.store_fault().is_some(), "changes queued: the recovery goes on");
+        state.queue.depth.store(0, Ordering::Relaxed);
+        assert!(state.takes_changes_after_steps(&[]));
+        assert!(state.recovering.is_none() && readiness.store_fault().is_none(), "ended");
 
         // A minute after the last end: a new fault, its backoff from the start.
         state.ended_fault.as_mut().expect("the last fault is kept").0 = Instant::now().checked_sub(FAILURE_LOG_INTERVAL).unwrap();
