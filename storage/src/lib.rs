@@ -194,6 +194,8 @@ struct OpenDatabase {
     failing: std::sync::atomic::AtomicBool,
     /// Told when `failed` is cleared.
     reopened: std::sync::Condvar,
+    /// How many handles [`Store::reopen`] closed ([`Store::reopens`]).
+    reopens: std::sync::atomic::AtomicU64,
     /// A write transaction began since the last [`Store::release_write_buffer`].
     written: std::sync::atomic::AtomicBool,
     _released: std::sync::mpsc::Sender<()>,
@@ -386,6 +388,7 @@ impl Store {
                 failed: std::sync::Mutex::new(false),
                 failing: std::sync::atomic::AtomicBool::new(false),
                 reopened: std::sync::Condvar::new(),
+                reopens: std::sync::atomic::AtomicU64::new(0),
                 written: std::sync::atomic::AtomicBool::new(false),
                 _released: released,
             }),
@@ -615,6 +618,7 @@ impl Store {
         // A handle whose write failed cannot record a clean shutdown: its file is recovered
         // by the open below.
         drop(slot.take());
+        self.db.reopens.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let started = std::time::Instant::now();
         let opened = Store::open_database(&self.db.path, self.db.cache_size);
         // Opened or closed, waiting readers go on (a closed store fails them at once).
@@ -623,6 +627,13 @@ impl Store {
         self.db.reopened.notify_all();
         *slot = Some(opened?);
         Ok(Reopened { readers_cut, seconds: started.elapsed().as_secs_f64() })
+    }
+
+    /// How many times [`Store::reopen`] closed the database's handle since the store was opened:
+    /// a write failure met by another thread under an earlier count was met by a handle closed
+    /// since, so no reopen is owed for it.
+    pub fn reopens(&self) -> u64 {
+        self.db.reopens.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Commits a write that changes no record (the time, in `meta`): whether the volume takes

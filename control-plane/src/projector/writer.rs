@@ -216,9 +216,13 @@ impl Committed {
 enum WriterMessage {
     Change(Change),
     Wake,
-    /// Another thread's write failed on the volume (its message): the store's reads fail too
-    /// until the writer reopens it.
-    Fault(String),
+    /// Another thread's write failed on the volume: the store's reads fail too until the writer
+    /// reopens it, unless it was reopened since the write began (`reopens`, [`Store::reopens`]
+    /// then): that reopen recovered from it.
+    Fault {
+        cause: String,
+        reopens: u64,
+    },
 }
 
 /// Changes sent and not yet taken by the writer, and whether the writer has stopped.
@@ -470,6 +474,10 @@ struct DictionaryWork {
 /// (the round then ends there; the end of the load wakes the next). `false` when the writer
 /// ended meanwhile (`rx` disconnected).
 fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Receiver<()>, writer: &mpsc::Sender<WriterMessage>) -> bool {
+    let reopens = store.reopens();
+    let fault = |e: &StorageError| {
+        let _ = writer.send(WriterMessage::Fault { cause: e.to_string(), reopens });
+    };
     match store.train_dictionaries(&mut done.given_up) {
         Ok(kinds) if !kinds.is_empty() => {
             tracing::info!(kinds = ?kinds.iter().map(|k| k.name()).collect::<Vec<_>>(), "document dictionaries trained: the documents of these kinds are stored smaller");
@@ -479,7 +487,7 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
         Err(StorageError::Reopened) => return true,
         // The writer reopens the store and reports the fault; the next commit wakes this again.
         Err(e) if e.is_volume_fault() => {
-            let _ = writer.send(WriterMessage::Fault(e.to_string()));
+            fault(&e);
             return true;
         }
         Err(e) => tracing::warn!(error = %e, "training document dictionaries failed; tried again after the next commit"),
@@ -497,7 +505,7 @@ fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Rec
             Err(e) if e.is_volume_fault() => {
                 // Tried again once writes succeed: the end of the fault or the next commit wakes this.
                 tracing::debug!(kind = kind.name(), error = %e, "recompressing documents failed on the volume; tried again after the next commit");
-                let _ = writer.send(WriterMessage::Fault(e.to_string()));
+                fault(&e);
                 return true;
             }
             Err(e) => {
@@ -953,10 +961,8 @@ impl WriterThread {
                     self.accept(c, &mut batch)
                 }
                 Ok(WriterMessage::Wake) => continue,
-                Ok(WriterMessage::Fault(cause)) => {
-                    if self.fault.is_none() {
-                        self.enter_fault(&StorageError::Volume(cause), Vec::new(), true);
-                    }
+                Ok(WriterMessage::Fault { cause, reopens }) => {
+                    self.fault_told(cause, reopens);
                     continue;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
@@ -978,7 +984,7 @@ impl WriterThread {
                         self.accept(c, &mut batch)
                     }
                     // A fault told by another thread: this batch's commit meets it.
-                    Ok(WriterMessage::Wake) | Ok(WriterMessage::Fault(_)) | Err(_) => break,
+                    Ok(WriterMessage::Wake) | Ok(WriterMessage::Fault { .. }) | Err(_) => break,
                 }
             }
             self.process(std::mem::take(&mut batch));
@@ -1409,25 +1415,8 @@ impl WriterThread {
         };
         let dir = self.store.dir().display().to_string();
         let logged = self.failure_log.admit(&cause);
-        // Failing again before the queue drained after the last fault, or within a minute of its
-        // end (a volume with room for small writes only): the same fault goes on, its backoff
-        // and its log's throttle with it.
-        let resumed = self
-            .recovering
-            .take()
-            .or_else(|| self.ended_fault.take().filter(|(ended, _)| ended.elapsed() < FAILURE_LOG_INTERVAL).map(|(_, fault)| fault));
-        if let Some(Recovering { since, since_at, attempts }) = resumed.filter(|_| self.fault.is_none()) {
-            self.metrics.store_write_failing.set(1);
-            self.fault = Some(VolumeFault {
-                cause: cause.clone(),
-                since,
-                since_at,
-                attempts,
-                next_try: Instant::now(),
-                free_then: free,
-                held: Vec::new(),
-            });
-        }
+        // After its "succeed again" line, a fault that goes on says so at once.
+        let logged = if self.resume_fault(&cause, free) { Some(logged.unwrap_or(0)) } else { logged };
         match &mut self.fault {
             Some(fault) => {
                 fault.attempts = fault.attempts.saturating_add(1);
@@ -1474,6 +1463,46 @@ impl WriterThread {
         if let Some(Some(r)) = reopened {
             tracing::info!(seconds = format!("{:.3}", r.seconds), readers_cut = r.readers_cut, "store reopened after a failed write");
         }
+    }
+
+    /// A write of another thread failed on the volume (the dictionary thread's): enters the
+    /// fault, unless one is on or the store was reopened since that write began — a message
+    /// taken after a fault ended would start another, whose backoff would keep the changes
+    /// queued meanwhile waiting (up to a minute) once space is back.
+    fn fault_told(&mut self, cause: String, reopens: u64) {
+        if self.fault.is_some() || reopens != self.store.reopens() {
+            tracing::debug!(error = %cause, "a write of another thread failed on the volume: recovered from, or being recovered from, already");
+            return;
+        }
+        self.enter_fault(&StorageError::Volume(cause), Vec::new(), true);
+    }
+
+    /// Failing again before the queue drained after the last fault, or within a minute of its
+    /// end (a volume with room for small writes only): the same fault goes on, its backoff and
+    /// its log's throttle with it. Returns whether it had ended (its end was logged).
+    fn resume_fault(&mut self, cause: &str, free: u64) -> bool {
+        if self.fault.is_some() {
+            return false;
+        }
+        let (resumed, ended) = match self.recovering.take() {
+            Some(recovering) => (recovering, false),
+            None => match self.ended_fault.take().filter(|(ended, _)| ended.elapsed() < FAILURE_LOG_INTERVAL) {
+                Some((_, ended)) => (ended, true),
+                None => return false,
+            },
+        };
+        let Recovering { since, since_at, attempts } = resumed;
+        self.metrics.store_write_failing.set(1);
+        self.fault = Some(VolumeFault {
+            cause: cause.to_string(),
+            since,
+            since_at,
+            attempts,
+            next_try: Instant::now(),
+            free_then: free,
+            held: Vec::new(),
+        });
+        ended
     }
 
     /// Tells readiness about the fault as it is now (its cause, whether the store can be read).
@@ -2293,6 +2322,32 @@ mod tests {
         state.ended_fault.as_mut().expect("the last fault is kept").0 = Instant::now().checked_sub(FAILURE_LOG_INTERVAL).unwrap();
         let (later, _) = fails_then_recovers(&mut state, 1);
         assert!(later > since, "a new fault");
+    }
+
+    /// A write of the dictionary thread that failed on the volume enters the fault, unless the
+    /// store was reopened since that write began: a message taken after the fault it belonged to
+    /// ended would start another (and its backoff keep the changes queued meanwhile waiting).
+    #[test]
+    fn a_fault_told_by_another_thread_is_entered_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let readiness = Readiness::new(["test"]);
+        let (mut state, _woken) = writer_waking(&store, readiness.clone());
+        let cause = || "No space left on device (os error 28)".to_string();
+        assert_eq!(store.reopens(), 0);
+        state.fault_told(cause(), 0);
+        assert!(state.fault.is_some() && readiness.store_fault().is_some(), "met on the open handle: a fault");
+        assert_eq!(store.reopens(), 1, "the store was reopened");
+        state.fault_told(cause(), 1);
+        assert_eq!(state.fault.as_ref().map(|f| f.attempts), Some(1), "one fault on: told again, not counted again");
+        state.fault_cleared(false);
+        state.end_recovery();
+
+        state.fault_told(cause(), 0);
+        assert!(state.fault.is_none() && readiness.store_fault().is_none(), "met on a handle reopened since: nothing to recover");
+        state.fault_told(cause(), 1);
+        assert!(state.fault.is_some(), "met on the handle open now: a fault");
+        assert_eq!(store.reopens(), 2);
     }
 
     /// The writer's load ends when its initial sync is processed, or when the sources are silent
