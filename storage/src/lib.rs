@@ -194,8 +194,6 @@ struct OpenDatabase {
     failing: std::sync::atomic::AtomicBool,
     /// Told when `failed` is cleared.
     reopened: std::sync::Condvar,
-    /// How many handles [`Store::reopen`] closed ([`Store::reopens`]).
-    reopens: std::sync::atomic::AtomicU64,
     /// A write transaction began since the last [`Store::release_write_buffer`].
     written: std::sync::atomic::AtomicBool,
     _released: std::sync::mpsc::Sender<()>,
@@ -388,7 +386,6 @@ impl Store {
                 failed: std::sync::Mutex::new(false),
                 failing: std::sync::atomic::AtomicBool::new(false),
                 reopened: std::sync::Condvar::new(),
-                reopens: std::sync::atomic::AtomicU64::new(0),
                 written: std::sync::atomic::AtomicBool::new(false),
                 _released: released,
             }),
@@ -618,7 +615,6 @@ impl Store {
         // A handle whose write failed cannot record a clean shutdown: its file is recovered
         // by the open below.
         drop(slot.take());
-        self.db.reopens.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let started = std::time::Instant::now();
         let opened = Store::open_database(&self.db.path, self.db.cache_size);
         // Opened or closed, waiting readers go on (a closed store fails them at once).
@@ -629,11 +625,22 @@ impl Store {
         Ok(Reopened { readers_cut, seconds: started.elapsed().as_secs_f64() })
     }
 
-    /// How many times [`Store::reopen`] closed the database's handle since the store was opened:
-    /// a write failure met by another thread under an earlier count was met by a handle closed
-    /// since, so no reopen is owed for it.
-    pub fn reopens(&self) -> u64 {
-        self.db.reopens.load(std::sync::atomic::Ordering::Acquire)
+    /// Whether a write of the handle open now failed on the volume: redb refuses its later
+    /// writes, and the reads its cache cannot answer, until [`Store::reopen`] (which clears it).
+    pub fn write_failed(&self) -> bool {
+        self.db.failing.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Notes a failed write of the open handle, as a write that fails on the volume does: for
+    /// tests of what reacts to one ([`Store::write_failed`]).
+    #[doc(hidden)]
+    pub fn note_write_failure_for_tests(&self) {
+        self.note_write_failure();
+    }
+
+    fn note_write_failure(&self) {
+        *self.db.failed.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        self.db.failing.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Commits a write that changes no record (the time, in `meta`): whether the volume takes
@@ -684,8 +691,7 @@ impl Store {
     pub(crate) fn noting_failure<R>(&self, write: impl FnOnce() -> Result<R, StorageError>) -> Result<R, StorageError> {
         let written = write();
         if matches!(&written, Err(e) if e.is_volume_fault()) {
-            *self.db.failed.lock().unwrap_or_else(|e| e.into_inner()) = true;
-            self.db.failing.store(true, std::sync::atomic::Ordering::Release);
+            self.note_write_failure();
         }
         written
     }

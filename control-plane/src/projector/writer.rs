@@ -216,13 +216,9 @@ impl Committed {
 enum WriterMessage {
     Change(Change),
     Wake,
-    /// Another thread's write failed on the volume: the store's reads fail too until the writer
-    /// reopens it, unless it was reopened since the write began (`reopens`, [`Store::reopens`]
-    /// then): that reopen recovered from it.
-    Fault {
-        cause: String,
-        reopens: u64,
-    },
+    /// Another thread's write failed on the volume (its message): the store's reads fail too
+    /// until the writer reopens it, unless it was reopened since ([`Store::write_failed`]).
+    Fault(String),
 }
 
 /// Changes sent and not yet taken by the writer, and whether the writer has stopped.
@@ -474,9 +470,8 @@ struct DictionaryWork {
 /// (the round then ends there; the end of the load wakes the next). `false` when the writer
 /// ended meanwhile (`rx` disconnected).
 fn keep_documents_small(store: &Store, done: &mut DictionaryWork, rx: &mpsc::Receiver<()>, writer: &mpsc::Sender<WriterMessage>) -> bool {
-    let reopens = store.reopens();
     let fault = |e: &StorageError| {
-        let _ = writer.send(WriterMessage::Fault { cause: e.to_string(), reopens });
+        let _ = writer.send(WriterMessage::Fault(e.to_string()));
     };
     match store.train_dictionaries(&mut done.given_up) {
         Ok(kinds) if !kinds.is_empty() => {
@@ -961,8 +956,8 @@ impl WriterThread {
                     self.accept(c, &mut batch)
                 }
                 Ok(WriterMessage::Wake) => continue,
-                Ok(WriterMessage::Fault { cause, reopens }) => {
-                    self.fault_told(cause, reopens);
+                Ok(WriterMessage::Fault(cause)) => {
+                    self.fault_told(cause);
                     continue;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
@@ -984,7 +979,7 @@ impl WriterThread {
                         self.accept(c, &mut batch)
                     }
                     // A fault told by another thread: this batch's commit meets it.
-                    Ok(WriterMessage::Wake) | Ok(WriterMessage::Fault { .. }) | Err(_) => break,
+                    Ok(WriterMessage::Wake) | Ok(WriterMessage::Fault(_)) | Err(_) => break,
                 }
             }
             self.process(std::mem::take(&mut batch));
@@ -1018,16 +1013,21 @@ impl WriterThread {
         if rebuilding {
             self.rebuild_step();
         }
+        // A step that failed on the volume ends the pass: the next would fail too, and count
+        // another try of the fault (skipping a step of its backoff).
+        if self.fault.is_some() {
+            return Duration::ZERO;
+        }
         // Builds wait for the initial sync: the load goes first (reads sort in memory
         // meanwhile).
         let building = self.store.orders_pending() && self.readiness.synced() && self.orders_retry_at.is_none_or(|at| Instant::now() >= at);
         if building {
             self.build_orders();
         }
-        if Instant::now() >= self.history_prune_at {
+        if self.fault.is_none() && Instant::now() >= self.history_prune_at {
             self.prune_history();
         }
-        let indexing = self.history_unindexed && self.readiness.synced();
+        let indexing = self.fault.is_none() && self.history_unindexed && self.readiness.synced();
         if indexing {
             self.index_history();
         }
@@ -1466,11 +1466,11 @@ impl WriterThread {
     }
 
     /// A write of another thread failed on the volume (the dictionary thread's): enters the
-    /// fault, unless one is on or the store was reopened since that write began — a message
-    /// taken after a fault ended would start another, whose backoff would keep the changes
-    /// queued meanwhile waiting (up to a minute) once space is back.
-    fn fault_told(&mut self, cause: String, reopens: u64) {
-        if self.fault.is_some() || reopens != self.store.reopens() {
+    /// fault, unless one is on or the store was reopened since ([`Store::write_failed`]) — a
+    /// message taken after a fault ended would start another, whose backoff would keep the
+    /// changes queued meanwhile waiting (up to a minute) once space is back.
+    fn fault_told(&mut self, cause: String) {
+        if self.fault.is_some() || !self.store.write_failed() {
             tracing::debug!(error = %cause, "a write of another thread failed on the volume: recovered from, or being recovered from, already");
             return;
         }
@@ -2325,8 +2325,8 @@ mod tests {
     }
 
     /// A write of the dictionary thread that failed on the volume enters the fault, unless the
-    /// store was reopened since that write began: a message taken after the fault it belonged to
-    /// ended would start another (and its backoff keep the changes queued meanwhile waiting).
+    /// store was reopened since: a message taken after the fault it belonged to ended would
+    /// start another (and its backoff keep the changes queued meanwhile waiting).
     #[test]
     fn a_fault_told_by_another_thread_is_entered_once() {
         let dir = tempfile::tempdir().unwrap();
@@ -2334,20 +2334,21 @@ mod tests {
         let readiness = Readiness::new(["test"]);
         let (mut state, _woken) = writer_waking(&store, readiness.clone());
         let cause = || "No space left on device (os error 28)".to_string();
-        assert_eq!(store.reopens(), 0);
-        state.fault_told(cause(), 0);
+        store.note_write_failure_for_tests();
+        state.fault_told(cause());
         assert!(state.fault.is_some() && readiness.store_fault().is_some(), "met on the open handle: a fault");
-        assert_eq!(store.reopens(), 1, "the store was reopened");
-        state.fault_told(cause(), 1);
+        assert!(!store.write_failed(), "the store was reopened");
+        state.fault_told(cause());
         assert_eq!(state.fault.as_ref().map(|f| f.attempts), Some(1), "one fault on: told again, not counted again");
         state.fault_cleared(false);
         state.end_recovery();
 
-        state.fault_told(cause(), 0);
+        state.fault_told(cause());
         assert!(state.fault.is_none() && readiness.store_fault().is_none(), "met on a handle reopened since: nothing to recover");
-        state.fault_told(cause(), 1);
+        store.note_write_failure_for_tests();
+        state.fault_told(cause());
         assert!(state.fault.is_some(), "met on the handle open now: a fault");
-        assert_eq!(store.reopens(), 2);
+        assert!(!store.write_failed());
     }
 
     /// The writer's load ends when its initial sync is processed, or when the sources are silent
