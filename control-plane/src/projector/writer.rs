@@ -2144,9 +2144,7 @@ mod tests {
     /// came after it.
     #[test]
     fn a_due_sweep_retry_keeps_the_object_taken_before_it_in_the_batch() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        zones_with_documents(&store, 1);
+        let (_dir, store) = zones_with_documents(1);
         let (tx, _rx) = mpsc::channel();
         let settings = WriterSettings::new(ProjectorConfig::default(), Clock(None));
         let (mut state, _trainer) = WriterThread::new(store.clone(), Metrics::new(), Readiness::new(["test"]), settings, &tx).unwrap();
@@ -2162,9 +2160,12 @@ mod tests {
         assert!(view.source_version(KindId::Zone, "poc", "added-later").unwrap().is_some(), "taken after the sweep: kept");
     }
 
-    /// Writes `n` zones with their documents, as the sources hand them over.
-    fn zones_with_documents(store: &Store, n: usize) {
+    /// A new store holding `n` zones with their documents, as the sources hand them over (and
+    /// the directory that holds it).
+    fn zones_with_documents(n: usize) -> (tempfile::TempDir, Store) {
         use schema::Kind;
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
         let ctx = schema::kind::Context { now: Timestamp(5), features: schema::kind::Features::default() };
         store
             .write(Timestamp(5), |batch| {
@@ -2185,6 +2186,7 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+        (dir, store)
     }
 
     /// The dictionary thread's round trains a kind's dictionary once the store holds enough of
@@ -2192,9 +2194,7 @@ mod tests {
     /// the writer is gone.
     #[test]
     fn the_dictionary_round_trains_and_recompresses() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        zones_with_documents(&store, storage::documents::TRAIN_AFTER as usize + 1);
+        let (_dir, store) = zones_with_documents(storage::documents::TRAIN_AFTER as usize + 1);
         let (tx, rx) = mpsc::sync_channel::<()>(1);
         let (writer, faults) = mpsc::channel();
         let mut done = DictionaryWork::default();
@@ -2203,9 +2203,7 @@ mod tests {
         assert!(store.documents_recompressed(KindId::Zone).unwrap());
         assert!(done.recompressed.contains(&KindId::Zone));
 
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        zones_with_documents(&store, storage::documents::TRAIN_AFTER as usize);
+        let (_dir, store) = zones_with_documents(storage::documents::TRAIN_AFTER as usize);
         drop(tx);
         let mut done = DictionaryWork::default();
         assert!(!keep_documents_small(&store, &mut done, &rx, &writer), "the writer is gone: the round ends before recompressing");
@@ -2219,9 +2217,7 @@ mod tests {
     /// next round after it recompresses them.
     #[test]
     fn the_recompression_waits_until_the_load_is_processed() {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        zones_with_documents(&store, storage::documents::TRAIN_AFTER as usize + 1);
+        let (_dir, store) = zones_with_documents(storage::documents::TRAIN_AFTER as usize + 1);
         let (_tx, rx) = mpsc::sync_channel::<()>(1);
         let (writer, _faults) = mpsc::channel();
         let mut done = DictionaryWork::default();
